@@ -1,0 +1,171 @@
+"""Commands: every change to the route table is one of these frozen values.
+
+A command is what goes into the Raft log (raft mode) or is applied at once
+(eventual mode). It carries everything apply needs, including the time: the
+proposer stamps ``now_ms`` so that apply never reads a clock and every node
+replaying the same log reaches the same state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remoting.model import DataVersion, QueueData, TopicConfigSerializeWrapper
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBroker:
+    """REGISTER_BROKER (103): a broker announces itself and its topic table.
+
+    ``enable_acting_master`` None marks an old-version broker (4.x header).
+    ``heartbeat_timeout_ms`` None means the default 120 s.
+    ``filter_server_list`` None leaves the filter table alone, empty removes it.
+    ``channel`` names the connection it arrived on (eventual mode's
+    channel-destroy hook); None when the command did not come over a socket.
+    """
+
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int
+    ha_server_addr: str
+    now_ms: int
+    topic_config_wrapper: TopicConfigSerializeWrapper | None = None
+    filter_server_list: tuple[str, ...] | None = None
+    zone_name: str | None = None
+    heartbeat_timeout_ms: int | None = None
+    enable_acting_master: bool | None = None
+    channel: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterRequest:
+    """One entry of an UNREGISTER_BROKER batch."""
+
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokers:
+    """UNREGISTER_BROKER (104), applied as one batch (5.x BatchUnregistrationService)."""
+
+    requests: tuple[UnregisterRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeat:
+    """BROKER_HEARTBEAT (904): refresh the live entry of (cluster, addr) if present."""
+
+    cluster_name: str
+    broker_addr: str
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueryDataVersion:
+    """QUERY_DATA_VERSION (322): compare DataVersions and touch the live entry."""
+
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int
+    data_version: DataVersion | None
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireBrokers:
+    """The liveness scan: unregister every broker silent for longer than its timeout.
+
+    A broker expires when ``last_update_ms + timeout_ms + skew_allowance_ms < now_ms``.
+    """
+
+    now_ms: int
+    skew_allowance_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelDestroyed:
+    """A broker connection closed (eventual mode): unregister what it registered."""
+
+    channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutKV:
+    """PUT_KV_CONFIG (100)."""
+
+    namespace: str
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteKV:
+    """DELETE_KV_CONFIG (102). The namespace stays, possibly empty."""
+
+    namespace: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class WipeWritePerm:
+    """WIPE_WRITE_PERM_OF_BROKER (205)."""
+
+    broker_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddWritePerm:
+    """ADD_WRITE_PERM_OF_BROKER (327)."""
+
+    broker_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopic:
+    """DELETE_TOPIC_IN_NAMESRV (216); a cluster name limits it to that cluster."""
+
+    topic: str
+    cluster_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterTopic:
+    """REGISTER_TOPIC_IN_NAMESRV (217)."""
+
+    topic: str
+    queue_datas: tuple[QueueData, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateNamesrvConfig:
+    """UPDATE_NAMESRV_CONFIG (318): (key, value) pairs parsed from the properties body."""
+
+    properties: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """A no-op that changes nothing; committing it proves leadership for a read."""
+
+
+Command = (
+    RegisterBroker
+    | UnregisterBrokers
+    | BrokerHeartbeat
+    | QueryDataVersion
+    | ExpireBrokers
+    | ChannelDestroyed
+    | PutKV
+    | DeleteKV
+    | WipeWritePerm
+    | AddWritePerm
+    | DeleteTopic
+    | RegisterTopic
+    | UpdateNamesrvConfig
+    | Barrier
+)

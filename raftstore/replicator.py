@@ -1,0 +1,158 @@
+"""Replicators: how a node turns a proposed command into an applied one.
+
+Services call :meth:`Replicator.propose` and never touch the route table's
+write path themselves. Two implementations share one contract:
+
+* :class:`LocalReplicator` ("eventual" mode, the original design): the command
+  is applied on this node at once and nothing is sent to other nodes.
+* ``raftstore.raft.RaftReplicator`` ("raft" mode): the command goes through a
+  PySyncObj log and is applied in the same order on every node; ``propose``
+  returns once it is applied on this node.
+
+Reads run under the same lock as apply (:meth:`Replicator.read`) because in raft
+mode apply happens on PySyncObj's own thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+from raftstore.commands import Command
+from raftstore.results import ApplyResult
+from raftstore.route_table import RouteTable
+
+T = TypeVar("T")
+
+ApplyListener = Callable[[Command, ApplyResult], None]
+
+MODE_EVENTUAL = "eventual"
+MODE_RAFT = "raft"
+
+
+class ReplicationError(Exception):
+    """A proposal could not be applied."""
+
+
+class NoQuorumError(ReplicationError):
+    """Raft mode: no quorum answered within the bounded wait; nothing was applied here."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerStatus:
+    """What the leader knows of one peer (match index is -1 when unknown)."""
+
+    address: str
+    connected: bool
+    match_index: int = -1
+    next_index: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicatorStatus:
+    """A node's replication state, as the console and the API show it."""
+
+    node_id: str
+    mode: str
+    state: str
+    leader: str | None
+    term: int
+    commit_index: int
+    applied_index: int
+    log_length: int
+    has_quorum: bool
+    applied_version: int
+    digest: str
+    peers: tuple[PeerStatus, ...] = field(default_factory=tuple)
+
+
+class Replicator(Protocol):
+    """The contract services rely on, whatever the mode."""
+
+    node_id: str
+    mode: str
+
+    async def start(self) -> None:
+        """Start replicating (bind ports, load persisted state)."""
+
+    async def stop(self) -> None:
+        """Stop and release resources; persisted state stays on disk."""
+
+    async def propose(self, command: Command) -> ApplyResult:
+        """Apply ``command`` (through the log in raft mode) and return its result here."""
+
+    async def barrier(self) -> None:
+        """Return once every command committed before the call is applied locally."""
+
+    def read(self, reader: Callable[[RouteTable], T]) -> T:
+        """Run ``reader`` against the applied state, excluded from concurrent apply."""
+
+    def subscribe(self, listener: ApplyListener) -> None:
+        """Call ``listener`` after each applied command, in apply order, on the apply thread."""
+
+    def status(self) -> ReplicatorStatus:
+        """A snapshot of this node's replication state."""
+
+
+class LocalReplicator:
+    """Eventual mode: apply at once on this node only, exactly as the original NameServer."""
+
+    mode = MODE_EVENTUAL
+
+    def __init__(self, node_id: str, table: RouteTable | None = None) -> None:
+        self.node_id = node_id
+        self._table = table if table is not None else RouteTable()
+        self._lock = threading.RLock()
+        self._listeners: list[ApplyListener] = []
+        self._applied_index = 0
+
+    async def start(self) -> None:
+        """Nothing to start: the table lives in memory."""
+
+    async def stop(self) -> None:
+        """Nothing to release."""
+
+    async def propose(self, command: Command) -> ApplyResult:
+        """Apply ``command`` now and notify listeners before returning."""
+        return self.apply_now(command)
+
+    def apply_now(self, command: Command) -> ApplyResult:
+        """Synchronous form of :meth:`propose`, for callers outside an event loop."""
+        with self._lock:
+            result = self._table.apply(command)
+            self._applied_index += 1
+            for listener in self._listeners:
+                listener(command, result)
+        return result
+
+    async def barrier(self) -> None:
+        """A single node is always up to date with itself."""
+
+    def read(self, reader: Callable[[RouteTable], T]) -> T:
+        """Run ``reader`` under the apply lock."""
+        with self._lock:
+            return reader(self._table)
+
+    def subscribe(self, listener: ApplyListener) -> None:
+        """Register ``listener`` for every later apply."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def status(self) -> ReplicatorStatus:
+        """A standalone node: its own leader, always with quorum."""
+        with self._lock:
+            return ReplicatorStatus(
+                node_id=self.node_id,
+                mode=self.mode,
+                state="standalone",
+                leader=self.node_id,
+                term=0,
+                commit_index=self._applied_index,
+                applied_index=self._applied_index,
+                log_length=0,
+                has_quorum=True,
+                applied_version=self._table.applied_version,
+                digest=self._table.digest(),
+            )

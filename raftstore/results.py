@@ -1,0 +1,132 @@
+"""What applying a command returns: the answer the caller needs and what changed.
+
+``ApplyResult.changes`` names every key whose stored value may differ after the
+command, so the projection writer updates only those rows and the gateway's
+route cache knows when to drop entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from remoting.model import DataVersion, KVTable
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddrInfo:
+    """Key of the live table in 5.x: the same address may live in two clusters."""
+
+    cluster_name: str
+    broker_addr: str
+
+
+@dataclass(frozen=True, slots=True)
+class MinBrokerIdChange:
+    """A NOTIFY_MIN_BROKER_ID_CHANGE (905) the caller should send, one-way, to ``targets``."""
+
+    broker_name: str
+    min_broker_id: int
+    min_broker_addr: str | None
+    offline_broker_addr: str | None
+    ha_broker_addr: str | None
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Keys touched by one command (empty sets when nothing changed)."""
+
+    topics: frozenset[str] = frozenset()
+    broker_names: frozenset[str] = frozenset()
+    clusters: frozenset[str] = frozenset()
+    live_brokers: frozenset[BrokerAddrInfo] = frozenset()
+    kv: frozenset[tuple[str, str]] = frozenset()
+    kv_namespaces: frozenset[str] = frozenset()
+    config: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """True when the command changed no state at all."""
+        return not (
+            self.topics
+            or self.broker_names
+            or self.clusters
+            or self.live_brokers
+            or self.kv
+            or self.kv_namespaces
+            or self.config
+        )
+
+    @property
+    def affects_routes(self) -> bool:
+        """True when a GET_ROUTEINFO answer may differ (liveness touches do not count)."""
+        return bool(
+            self.topics or self.broker_names or self.clusters or self.kv_namespaces or self.config
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerOutcome:
+    """REGISTER_BROKER answer: a slave learns its master here.
+
+    ``failed`` is the 5.x single-topic guard ("register broker failed").
+    ``order_topic_config`` is the ORDER_TOPIC_CONFIG namespace, None when absent.
+    """
+
+    master_addr: str | None = None
+    ha_server_addr: str | None = None
+    order_topic_config: KVTable | None = None
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueryDataVersionOutcome:
+    """QUERY_DATA_VERSION answer: ``changed`` and the stored version if live."""
+
+    changed: bool
+    data_version: DataVersion | None
+
+
+@dataclass(frozen=True, slots=True)
+class PermOutcome:
+    """WIPE/ADD_WRITE_PERM answer: the number of topics touched."""
+
+    topic_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireOutcome:
+    """The scan's answer: the live entries it expired."""
+
+    expired: tuple[BrokerAddrInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOutcome:
+    """UPDATE_NAMESRV_CONFIG answer: ``rejected_key`` is a blacklisted key, if any."""
+
+    rejected_key: str | None = None
+
+
+Outcome = (
+    RegisterBrokerOutcome
+    | QueryDataVersionOutcome
+    | PermOutcome
+    | ExpireOutcome
+    | ConfigOutcome
+    | None
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """The result of ``RouteTable.apply``.
+
+    ``applied_version`` is the table's version after the command; it advances
+    exactly when ``changes`` is not empty.
+    """
+
+    applied_version: int
+    changes: Changes = field(default_factory=Changes)
+    outcome: Outcome = None
+    notifications: tuple[MinBrokerIdChange, ...] = ()
