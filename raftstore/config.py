@@ -1,0 +1,167 @@
+"""The NameServer's configuration (RocketMQ 5.x ``NamesrvConfig`` plus a few server knobs).
+
+The config is part of the replicated state: UPDATE_NAMESRV_CONFIG is a command,
+so every node holds the same value. It is a frozen dataclass; ``updated`` returns
+a new value. Field names are snake_case; the Java property names (camelCase, as
+GET_NAMESRV_CONFIG prints them and UPDATE_NAMESRV_CONFIG sends them) are kept in
+each field's metadata.
+
+Defaults are literal: nothing here reads the environment, so two nodes built
+from the same log hold the same config. Paths keep a leading ``~`` that the
+process layer expands (the Java defaults use ``${user.home}``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
+"""A broker silent this long is dropped, unless it registered its own timeout."""
+
+# The keys UPDATE_NAMESRV_CONFIG may never change, whatever configBlackList says.
+FIXED_BLACKLISTED_KEYS = frozenset(
+    {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}
+)
+BLACKLIST_SEPARATOR = ";"
+PORT_MAX = 65_535
+
+
+def _java(name: str) -> dict[str, str]:
+    """Field metadata carrying the Java property name."""
+    return {"java": name}
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    """RocketMQ 5.x ``NamesrvConfig`` fields with their defaults, plus the listen port and
+    the idle-channel time of ``NettyServerConfig`` that GET_NAMESRV_CONFIG also reports."""
+
+    rocketmq_home: str = field(default="", metadata=_java("rocketmqHome"))
+    kv_config_path: str = field(default="~/namesrv/kvConfig.json", metadata=_java("kvConfigPath"))
+    config_store_path: str = field(
+        default="~/namesrv/namesrv.properties", metadata=_java("configStorePath")
+    )
+    product_env_name: str = field(default="center", metadata=_java("productEnvName"))
+    cluster_test: bool = field(default=False, metadata=_java("clusterTest"))
+    order_message_enable: bool = field(default=False, metadata=_java("orderMessageEnable"))
+    return_order_topic_config_to_broker: bool = field(
+        default=True, metadata=_java("returnOrderTopicConfigToBroker")
+    )
+    client_request_thread_pool_nums: int = field(
+        default=8, metadata=_java("clientRequestThreadPoolNums")
+    )
+    default_thread_pool_nums: int = field(default=16, metadata=_java("defaultThreadPoolNums"))
+    client_request_thread_pool_queue_capacity: int = field(
+        default=50_000, metadata=_java("clientRequestThreadPoolQueueCapacity")
+    )
+    default_thread_pool_queue_capacity: int = field(
+        default=10_000, metadata=_java("defaultThreadPoolQueueCapacity")
+    )
+    scan_not_active_broker_interval_ms: int = field(
+        default=5_000, metadata=_java("scanNotActiveBrokerInterval")
+    )
+    un_register_broker_queue_capacity: int = field(
+        default=3_000, metadata=_java("unRegisterBrokerQueueCapacity")
+    )
+    support_acting_master: bool = field(default=False, metadata=_java("supportActingMaster"))
+    enable_all_topic_list: bool = field(default=True, metadata=_java("enableAllTopicList"))
+    enable_topic_list: bool = field(default=True, metadata=_java("enableTopicList"))
+    notify_min_broker_id_changed: bool = field(
+        default=False, metadata=_java("notifyMinBrokerIdChanged")
+    )
+    enable_controller_in_namesrv: bool = field(
+        default=False, metadata=_java("enableControllerInNamesrv")
+    )
+    need_wait_for_service: bool = field(default=False, metadata=_java("needWaitForService"))
+    wait_seconds_for_service: int = field(default=45, metadata=_java("waitSecondsForService"))
+    delete_topic_with_broker_registration: bool = field(
+        default=False, metadata=_java("deleteTopicWithBrokerRegistration")
+    )
+    config_black_list: str = field(
+        default="configBlackList;configStorePath;kvConfigPath",
+        metadata=_java("configBlackList"),
+    )
+    listen_port: int = field(default=9876, metadata=_java("listenPort"))
+    server_channel_max_idle_time_seconds: int = field(
+        default=120, metadata=_java("serverChannelMaxIdleTimeSeconds")
+    )
+
+    def to_properties(self) -> dict[str, str]:
+        """Every field under its Java name, valued as Java ``String.valueOf`` prints it."""
+        return {java: _format_value(getattr(self, name)) for java, name in JAVA_TO_FIELD.items()}
+
+    def updated(self, props: Mapping[str, str]) -> NamesrvConfig:
+        """A copy with the given Java-named properties merged.
+
+        Unknown keys are ignored (Java ``Configuration.update`` merges only keys
+        that exist). A value that does not parse for its field raises ValueError.
+        """
+        changes: dict[str, Any] = {}
+        for java, raw in props.items():
+            name = JAVA_TO_FIELD.get(java)
+            if name is None:
+                continue
+            changes[name] = _parse_value(_FIELD_TYPES[name], raw, java)
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def blacklisted_keys(self) -> frozenset[str]:
+        """Keys UPDATE_NAMESRV_CONFIG must refuse: the fixed four plus ``configBlackList``."""
+        extra = (part.strip() for part in self.config_black_list.split(BLACKLIST_SEPARATOR))
+        return FIXED_BLACKLISTED_KEYS | frozenset(part for part in extra if part)
+
+    def validate(self) -> None:
+        """Raise ValueError when a value is out of its range."""
+        positive = (
+            "client_request_thread_pool_nums",
+            "default_thread_pool_nums",
+            "client_request_thread_pool_queue_capacity",
+            "default_thread_pool_queue_capacity",
+            "scan_not_active_broker_interval_ms",
+            "un_register_broker_queue_capacity",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{FIELD_TO_JAVA[name]} must be positive")
+        if self.wait_seconds_for_service < 0:
+            raise ValueError("waitSecondsForService must not be negative")
+        if self.server_channel_max_idle_time_seconds < 0:
+            raise ValueError("serverChannelMaxIdleTimeSeconds must not be negative")
+        if not 0 <= self.listen_port <= PORT_MAX:
+            raise ValueError("listenPort must be a TCP port")
+
+
+FIELD_TO_JAVA: dict[str, str] = {
+    f.name: str(f.metadata["java"]) for f in dataclasses.fields(NamesrvConfig)
+}
+"""snake_case field name → Java property name."""
+
+JAVA_TO_FIELD: dict[str, str] = {java: name for name, java in FIELD_TO_JAVA.items()}
+"""Java property name → snake_case field name."""
+
+_FIELD_TYPES: dict[str, type] = {f.name: type(f.default) for f in dataclasses.fields(NamesrvConfig)}
+
+
+def _format_value(value: object) -> str:
+    """Java ``String.valueOf``: booleans are lower case, numbers decimal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _parse_value(kind: type, raw: str, java: str) -> object:
+    """Parse one property value for a field of type ``kind``."""
+    text = raw.strip()
+    if kind is bool:
+        lowered = text.lower()
+        if lowered not in ("true", "false"):
+            raise ValueError(f"{java} must be true or false, got {raw!r}")
+        return lowered == "true"
+    if kind is int:
+        try:
+            return int(text, 10)
+        except ValueError:
+            raise ValueError(f"{java} must be an integer, got {raw!r}") from None
+    return raw

@@ -1,0 +1,273 @@
+"""Our own snapshot codec and state digest for the route table (never pickle).
+
+Layout: ``MAGIC`` (6 bytes) + format version (uint16 big-endian) + canonical
+JSON (sorted keys, compact, ASCII) of ``{"applied_version", "routes_version",
+"state"}``. ``state`` is the same canonical document the digest hashes, so two
+tables with equal state give equal digests in any process.
+
+Decoding checks every field's type and raises ValueError on anything it does
+not understand, including an unknown format version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import struct
+from typing import Any
+
+from raftstore.config import FIELD_TO_JAVA, NamesrvConfig
+from raftstore.results import BrokerAddrInfo
+from raftstore.tables import BrokerGroup, BrokerLiveView, Tables
+from remoting.model import DataVersion, QueueData, TopicQueueMappingInfo
+
+MAGIC = b"RMQNRT"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct(">6sH")
+
+Json = dict[str, Any]
+
+
+# ---------------------------------------------------------------- encode
+
+
+def canonical_state(t: Tables, config: NamesrvConfig) -> Json:
+    """The whole replicated state as plain JSON values, independent of dict order."""
+    return {
+        "config": {name: getattr(config, name) for name in sorted(FIELD_TO_JAVA)},
+        "topics": {
+            topic: {name: _queue_json(q) for name, q in queues.items()}
+            for topic, queues in t.topic_queue.items()
+        },
+        "brokers": {name: _group_json(g) for name, g in t.broker_addr.items()},
+        "clusters": {c: sorted(names) for c, names in t.cluster_addr.items()},
+        "live": sorted(
+            (_live_json(e) for e in t.live.values()),
+            key=lambda e: (e["cluster"], e["addr"]),
+        ),
+        "filters": sorted(
+            [k.cluster_name, k.broker_addr, list(v)] for k, v in t.filter_servers.items()
+        ),
+        "mappings": {
+            topic: {bname: _mapping_json(info) for bname, info in infos.items()}
+            for topic, infos in t.mapping_infos.items()
+        },
+        "kv": {ns: dict(table) for ns, table in t.kv.items()},
+    }
+
+
+def _dumps(doc: Json) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def digest(t: Tables, config: NamesrvConfig) -> str:
+    """Hex SHA-256 of the canonical state (versions excluded)."""
+    return hashlib.sha256(_dumps(canonical_state(t, config))).hexdigest()
+
+
+def encode(t: Tables, config: NamesrvConfig, applied_version: int, routes_version: int) -> bytes:
+    """A snapshot of the table with both version counters."""
+    doc = {
+        "applied_version": applied_version,
+        "routes_version": routes_version,
+        "state": canonical_state(t, config),
+    }
+    return _HEADER.pack(MAGIC, FORMAT_VERSION) + _dumps(doc)
+
+
+def _queue_json(q: QueueData) -> Json:
+    return {
+        "read": q.read_queue_nums,
+        "write": q.write_queue_nums,
+        "perm": q.perm,
+        "sys_flag": q.topic_sys_flag,
+    }
+
+
+def _group_json(g: BrokerGroup) -> Json:
+    return {
+        "cluster": g.cluster,
+        "addrs": [[bid, addr] for bid, addr in sorted(g.broker_addrs.items())],
+        "zone": g.zone_name,
+        "acting": g.enable_acting_master,
+    }
+
+
+def _dv_json(dv: DataVersion) -> list[int]:
+    return [dv.state_version, dv.timestamp, dv.counter]
+
+
+def _live_json(e: BrokerLiveView) -> Json:
+    return {
+        "cluster": e.cluster_name,
+        "addr": e.broker_addr,
+        "last_update_ms": e.last_update_ms,
+        "timeout_ms": e.heartbeat_timeout_ms,
+        "data_version": _dv_json(e.data_version),
+        "ha": e.ha_server_addr,
+        "channel": e.channel,
+    }
+
+
+def _mapping_json(info: TopicQueueMappingInfo) -> Json:
+    ids = None if info.curr_id_map is None else sorted([k, v] for k, v in info.curr_id_map.items())
+    return {
+        "topic": info.topic,
+        "scope": info.scope,
+        "total_queues": info.total_queues,
+        "bname": info.bname,
+        "epoch": info.epoch,
+        "dirty": info.dirty,
+        "curr_id_map": ids,
+    }
+
+
+# ---------------------------------------------------------------- decode
+
+
+def decode(data: bytes) -> tuple[Tables, NamesrvConfig, int, int]:
+    """Rebuild tables, config and the two versions; ValueError on any bad input."""
+    if len(data) < _HEADER.size:
+        raise ValueError("route table snapshot is truncated")
+    magic, version = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise ValueError("not a route table snapshot")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"unknown route table snapshot format {version}")
+    try:
+        doc = json.loads(data[_HEADER.size :].decode("ascii"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"corrupt route table snapshot: {exc}") from None
+    doc = _obj(doc, "snapshot")
+    state = _obj(doc.get("state"), "state")
+    tables = _tables(state)
+    config = _config(_obj(state.get("config"), "config"))
+    return tables, config, _int(doc.get("applied_version")), _int(doc.get("routes_version"))
+
+
+def _tables(state: Json) -> Tables:
+    t = Tables()
+    for topic, queues in _obj(state.get("topics"), "topics").items():
+        for name, q in _obj(queues, topic).items():
+            q = _obj(q, name)
+            t.put_queue(
+                topic,
+                QueueData(
+                    name,
+                    _int(q.get("read")),
+                    _int(q.get("write")),
+                    _int(q.get("perm")),
+                    _int(q.get("sys_flag")),
+                ),
+            )
+    for name, g in _obj(state.get("brokers"), "brokers").items():
+        t.broker_addr[name] = _group(name, _obj(g, name))
+    for cluster, names in _obj(state.get("clusters"), "clusters").items():
+        t.cluster_addr[cluster] = {_str(n) for n in _list(names)}
+    for item in _list(state.get("live")):
+        entry = _live(_obj(item, "live"))
+        t.live[entry.key] = entry
+    for item in _list(state.get("filters")):
+        cluster, addr, servers = _list(item)
+        key = BrokerAddrInfo(_str(cluster), _str(addr))
+        t.filter_servers[key] = tuple(_str(s) for s in _list(servers))
+    for topic, infos in _obj(state.get("mappings"), "mappings").items():
+        t.mapping_infos[topic] = {
+            bname: _mapping(_obj(info, bname)) for bname, info in _obj(infos, topic).items()
+        }
+    for ns, table in _obj(state.get("kv"), "kv").items():
+        t.kv[ns] = {k: _str(v) for k, v in _obj(table, ns).items()}
+    return t
+
+
+def _group(name: str, g: Json) -> BrokerGroup:
+    addrs: dict[int, str] = {}
+    for pair in _list(g.get("addrs")):
+        bid, addr = _list(pair)
+        addrs[_int(bid)] = _str(addr)
+    return BrokerGroup(
+        cluster=_str(g.get("cluster")),
+        broker_name=name,
+        broker_addrs=addrs,
+        zone_name=_opt_str(g.get("zone")),
+        enable_acting_master=_bool(g.get("acting")),
+    )
+
+
+def _live(e: Json) -> BrokerLiveView:
+    state_version, timestamp, counter = (_int(x) for x in _list(e.get("data_version")))
+    return BrokerLiveView(
+        cluster_name=_str(e.get("cluster")),
+        broker_addr=_str(e.get("addr")),
+        last_update_ms=_int(e.get("last_update_ms")),
+        heartbeat_timeout_ms=_int(e.get("timeout_ms")),
+        data_version=DataVersion(state_version, timestamp, counter),
+        ha_server_addr=_opt_str(e.get("ha")),
+        channel=_opt_str(e.get("channel")),
+    )
+
+
+def _mapping(m: Json) -> TopicQueueMappingInfo:
+    raw_ids = m.get("curr_id_map")
+    ids = None
+    if raw_ids is not None:
+        ids = {_int(k): _int(v) for k, v in (_list(p) for p in _list(raw_ids))}
+    return TopicQueueMappingInfo(
+        topic=_opt_str(m.get("topic")),
+        scope=_str(m.get("scope")),
+        total_queues=_int(m.get("total_queues")),
+        bname=_opt_str(m.get("bname")),
+        epoch=_int(m.get("epoch")),
+        dirty=_bool(m.get("dirty")),
+        curr_id_map=ids,
+    )
+
+
+def _config(raw: Json) -> NamesrvConfig:
+    kinds = {f.name: type(f.default) for f in dataclasses.fields(NamesrvConfig)}
+    values: dict[str, Any] = {}
+    for name, value in raw.items():
+        kind = kinds.get(name)
+        if kind is None:
+            raise ValueError(f"unknown config field {name!r} in snapshot")
+        if type(value) is not kind:
+            raise ValueError(f"config field {name!r} has the wrong type")
+        values[name] = value
+    config = NamesrvConfig(**values)
+    config.validate()
+    return config
+
+
+def _obj(value: object, what: str) -> Json:
+    if not isinstance(value, dict):
+        raise ValueError(f"snapshot field {what!r} must be an object")
+    return value
+
+
+def _list(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError("snapshot field must be a list")
+    return value
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise ValueError("snapshot field must be an integer")
+    return value
+
+
+def _bool(value: object) -> bool:
+    if type(value) is not bool:
+        raise ValueError("snapshot field must be a boolean")
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("snapshot field must be a string")
+    return value
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else _str(value)
