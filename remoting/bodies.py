@@ -1,0 +1,911 @@
+"""Body codecs: bytes on the wire <-> the value types of :mod:`remoting.model`.
+
+The JSON shapes are the fastjson encodings of the Java beans (reference §2.3): camelCase
+keys in alphabetical order, ``null`` properties omitted, primitives always written.
+Every ``encode_*`` takes ``standard`` where the Java side uses both styles: plain
+writes Long map keys unquoted (``{0:"addr"}``), standard quotes them and escapes
+non-ASCII. Hot-path objects are written with hand-ordered f-strings instead of a
+generic serializer, because a route answer is encoded on every cache miss.
+
+Every ``decode_*`` raises :class:`BodyDecodeError` (and nothing else) for bytes that are
+not the expected wire type. Missing properties keep the Java defaults.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from remoting import fastjson
+from remoting.codes import CURRENT_VERSION, MQVersion
+from remoting.errors import BodyDecodeError
+from remoting.model import (
+    DEFAULT_QUEUE_NUMS,
+    DEFAULT_TOPIC_FILTER_TYPE,
+    METADATA_SCOPE_GLOBAL,
+    PERM_READ,
+    PERM_WRITE,
+    BrokerData,
+    BrokerMemberGroup,
+    ClusterInfo,
+    DataVersion,
+    KVTable,
+    QueueData,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicList,
+    TopicQueueMappingInfo,
+    TopicRouteData,
+)
+
+# A compressed REGISTER_BROKER body may not inflate beyond this (zip-bomb guard).
+REGISTER_BODY_INFLATED_BYTES_MAX = 64 * 1024 * 1024
+TOPIC_FILTER_TYPES = frozenset({"SINGLE_TAG", "MULTI_TAG"})
+
+_T = TypeVar("_T")
+_JSONObject = dict[str, object]
+_INT32 = struct.Struct(">i")
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "replace")
+
+
+def _bool_json(value: bool) -> str:
+    return "true" if value else "false"
+
+
+# ------------------------------------------------------------------ decoding helpers
+
+
+def _load_object(data: bytes | bytearray | memoryview | str, what: str) -> _JSONObject:
+    value = fastjson.loads(data)
+    if not isinstance(value, dict):
+        raise BodyDecodeError(f"{what} is not a JSON object")
+    return value
+
+
+def _as_object(value: object, what: str) -> _JSONObject:
+    if not isinstance(value, dict):
+        raise BodyDecodeError(f"{what} is not a JSON object")
+    return value
+
+
+def _parse_java_int(text: str, what: str, low: int, high: int) -> int:
+    """``Integer.parseInt`` / ``Long.parseLong``: optional sign, ASCII digits, in range."""
+    if _JAVA_INT.fullmatch(text) is None:
+        raise BodyDecodeError(f"{what} is not a number: {text[:40]!r}")
+    number = int(text)
+    if not low <= number <= high:
+        raise BodyDecodeError(f"{what} {number} is out of range")
+    return number
+
+
+def _int(obj: _JSONObject, key: str, default: int) -> int:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str):  # fastjson casts numeric strings into number fields
+        return _parse_java_int(value, key, _INT64_MIN, _INT64_MAX)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BodyDecodeError(f"{key} is not an integer")
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise BodyDecodeError(f"{key} {value} is out of range")
+    return value
+
+
+def _bool(obj: _JSONObject, key: str, default: bool) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    if isinstance(value, int) and value in (0, 1):
+        return value == 1
+    raise BodyDecodeError(f"{key} is not a boolean")
+
+
+def _text(value: object, what: str) -> str:
+    """A JSON scalar as Java would cast it into a String field."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return _bool_json(value)
+    if isinstance(value, int | float):
+        return str(value)
+    raise BodyDecodeError(f"{what} is not a string")
+
+
+def _opt_str(obj: _JSONObject, key: str) -> str | None:
+    value = obj.get(key)
+    return None if value is None else _text(value, key)
+
+
+def _req_str(obj: _JSONObject, key: str, what: str) -> str:
+    value = obj.get(key)
+    if value is None:
+        raise BodyDecodeError(f"{what} has no {key}")
+    return _text(value, key)
+
+
+def _list(obj: _JSONObject, key: str) -> list[object]:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BodyDecodeError(f"{key} is not a JSON array")
+    return value
+
+
+def _map(obj: _JSONObject, key: str) -> _JSONObject:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    return _as_object(value, key)
+
+
+def _str_list(values: list[object], what: str) -> list[str]:
+    return [_text(item, what) for item in values if item is not None]
+
+
+def _str_map(values: _JSONObject, what: str) -> dict[str, str]:
+    return {key: _text(item, what) for key, item in values.items() if item is not None}
+
+
+def _long_key(key: str, what: str) -> int:
+    return _parse_java_int(key, f"{what} key", _INT64_MIN, _INT64_MAX)
+
+
+def _object_map(
+    values: _JSONObject, decode: Callable[[_JSONObject], _T], what: str
+) -> dict[str, _T]:
+    return {key: decode(_as_object(item, what)) for key, item in values.items() if item is not None}
+
+
+# ------------------------------------------------------------------ encoding helpers
+
+
+def _encode_object_map(
+    values: Mapping[str, _T], encode: Callable[[_T, bool], str], standard: bool
+) -> str:
+    parts = [
+        fastjson.quote(key, standard=standard) + ":" + encode(values[key], standard)
+        for key in fastjson.sorted_keys(values)
+        if values[key] is not None
+    ]
+    return "{" + ",".join(parts) + "}"
+
+
+# ---------------------------------------------------------------------- DataVersion
+
+
+def _data_version_json(version: DataVersion, standard: bool = False) -> str:
+    return (
+        f'{{"counter":{version.counter:d},"stateVersion":{version.state_version:d},'
+        f'"timestamp":{version.timestamp:d}}}'
+    )
+
+
+def _data_version_from(obj: _JSONObject) -> DataVersion:
+    return DataVersion(
+        state_version=_int(obj, "stateVersion", 0),
+        timestamp=_int(obj, "timestamp", 0),
+        counter=_int(obj, "counter", 0),
+    )
+
+
+def encode_data_version(version: DataVersion) -> bytes:
+    """``{"counter":..,"stateVersion":..,"timestamp":..}`` (5.x; 4.x peers ignore stateVersion)."""
+    return _data_version_json(version).encode("ascii")
+
+
+def decode_data_version(data: bytes | None) -> DataVersion | None:
+    """A DataVersion body; ``None`` for a missing or empty body (QUERY_DATA_VERSION allows it)."""
+    if not data:
+        return None
+    return _data_version_from(_load_object(data, "DataVersion"))
+
+
+# --------------------------------------------------------------- TopicQueueMappingInfo
+
+
+def _mapping_info_json(info: TopicQueueMappingInfo, standard: bool) -> str:
+    parts = []
+    if info.bname is not None:
+        parts.append('"bname":' + fastjson.quote(info.bname, standard=standard))
+    if info.curr_id_map is not None:
+        parts.append('"currIdMap":' + fastjson.dumps(info.curr_id_map, standard=standard))
+    parts.append(f'"dirty":{_bool_json(info.dirty)}')
+    parts.append(f'"epoch":{info.epoch:d}')
+    if info.scope is not None:
+        parts.append('"scope":' + fastjson.quote(info.scope, standard=standard))
+    if info.topic is not None:
+        parts.append('"topic":' + fastjson.quote(info.topic, standard=standard))
+    parts.append(f'"totalQueues":{info.total_queues:d}')
+    return "{" + ",".join(parts) + "}"
+
+
+def _int_int_map(values: _JSONObject, what: str) -> dict[int, int]:
+    result: dict[int, int] = {}
+    for key, item in values.items():
+        if item is None:
+            continue
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise BodyDecodeError(f"{what} value is not an integer")
+        result[_parse_java_int(key, f"{what} key", _INT32_MIN, _INT32_MAX)] = item
+    return result
+
+
+def _mapping_info_from(obj: _JSONObject) -> TopicQueueMappingInfo:
+    curr = obj.get("currIdMap")
+    return TopicQueueMappingInfo(
+        topic=_opt_str(obj, "topic"),
+        scope=_opt_str(obj, "scope") or METADATA_SCOPE_GLOBAL,
+        total_queues=_int(obj, "totalQueues", 0),
+        bname=_opt_str(obj, "bname"),
+        epoch=_int(obj, "epoch", 0),
+        dirty=_bool(obj, "dirty", False),
+        curr_id_map=None
+        if curr is None
+        else _int_int_map(_as_object(curr, "currIdMap"), "currIdMap"),
+    )
+
+
+def encode_topic_queue_mapping_info(
+    info: TopicQueueMappingInfo, *, standard: bool = False
+) -> bytes:
+    """``TopicQueueMappingInfo`` JSON (``currIdMap`` keys unquoted in plain style)."""
+    return _utf8(_mapping_info_json(info, standard))
+
+
+def decode_topic_queue_mapping_info(data: bytes) -> TopicQueueMappingInfo:
+    """Parse a ``TopicQueueMappingInfo`` JSON body."""
+    return _mapping_info_from(_load_object(data, "TopicQueueMappingInfo"))
+
+
+# -------------------------------------------------------------------------- routes
+
+
+def _queue_data_json(queue: QueueData, standard: bool) -> str:
+    return (
+        f'{{"brokerName":{fastjson.quote(queue.broker_name, standard=standard)},'
+        f'"perm":{queue.perm:d},"readQueueNums":{queue.read_queue_nums:d},'
+        f'"topicSysFlag":{queue.topic_sys_flag:d},"writeQueueNums":{queue.write_queue_nums:d}}}'
+    )
+
+
+def _broker_data_json(broker: BrokerData, standard: bool) -> str:
+    zone = ""
+    if broker.zone_name is not None:
+        zone = ',"zoneName":' + fastjson.quote(broker.zone_name, standard=standard)
+    return (
+        f'{{"brokerAddrs":{fastjson.dumps(broker.broker_addrs, standard=standard)},'
+        f'"brokerName":{fastjson.quote(broker.broker_name, standard=standard)},'
+        f'"cluster":{fastjson.quote(broker.cluster, standard=standard)},'
+        f'"enableActingMaster":{_bool_json(broker.enable_acting_master)}{zone}}}'
+    )
+
+
+def _queue_data_from(obj: _JSONObject) -> QueueData:
+    # 4.x up to 4.8.0 spelled the flag topicSynFlag.
+    flag_key = "topicSysFlag" if "topicSysFlag" in obj else "topicSynFlag"
+    return QueueData(
+        broker_name=_req_str(obj, "brokerName", "QueueData"),
+        read_queue_nums=_int(obj, "readQueueNums", 0),
+        write_queue_nums=_int(obj, "writeQueueNums", 0),
+        perm=_int(obj, "perm", 0),
+        topic_sys_flag=_int(obj, flag_key, 0),
+    )
+
+
+def _broker_addrs_from(values: _JSONObject) -> dict[int, str]:
+    return {
+        _long_key(key, "brokerAddrs"): _text(item, "brokerAddrs value")
+        for key, item in values.items()
+        if item is not None
+    }
+
+
+def _broker_data_from(obj: _JSONObject) -> BrokerData:
+    return BrokerData(
+        cluster=_req_str(obj, "cluster", "BrokerData"),
+        broker_name=_req_str(obj, "brokerName", "BrokerData"),
+        broker_addrs=_broker_addrs_from(_map(obj, "brokerAddrs")),
+        zone_name=_opt_str(obj, "zoneName"),
+        enable_acting_master=_bool(obj, "enableActingMaster", False),
+    )
+
+
+def encode_topic_route_data(route: TopicRouteData, *, standard: bool) -> bytes:
+    """The GET_ROUTEINFO_BY_TOPIC body.
+
+    ``standard`` when the request version is >= 401 or it set acceptStandardJsonOnly.
+    """
+    parts = [
+        '{"brokerDatas":[',
+        ",".join([_broker_data_json(broker, standard) for broker in route.broker_datas]),
+        '],"filterServerTable":',
+        fastjson.dumps(route.filter_server_table, standard=standard),
+    ]
+    if route.order_topic_conf is not None:
+        parts.append(',"orderTopicConf":')
+        parts.append(fastjson.quote(route.order_topic_conf, standard=standard))
+    parts.append(',"queueDatas":[')
+    parts.append(",".join([_queue_data_json(queue, standard) for queue in route.queue_datas]))
+    parts.append("]")
+    if route.topic_queue_mapping_by_broker is not None:
+        parts.append(',"topicQueueMappingByBroker":')
+        parts.append(
+            _encode_object_map(route.topic_queue_mapping_by_broker, _mapping_info_json, standard)
+        )
+    parts.append("}")
+    return _utf8("".join(parts))
+
+
+def decode_topic_route_data(data: bytes) -> TopicRouteData:
+    """Parse a TopicRouteData body in either JSON style (also the 4.x ``topicSynFlag`` key)."""
+    obj = _load_object(data, "TopicRouteData")
+    mapping = obj.get("topicQueueMappingByBroker")
+    return TopicRouteData(
+        queue_datas=[
+            _queue_data_from(_as_object(item, "queueDatas entry"))
+            for item in _list(obj, "queueDatas")
+            if item is not None
+        ],
+        broker_datas=[
+            _broker_data_from(_as_object(item, "brokerDatas entry"))
+            for item in _list(obj, "brokerDatas")
+            if item is not None
+        ],
+        filter_server_table={
+            key: _str_list(_as_list(item, "filterServerTable value"), "filter server")
+            for key, item in _map(obj, "filterServerTable").items()
+            if item is not None
+        },
+        order_topic_conf=_opt_str(obj, "orderTopicConf"),
+        topic_queue_mapping_by_broker=None
+        if mapping is None
+        else _object_map(
+            _as_object(mapping, "topicQueueMappingByBroker"),
+            _mapping_info_from,
+            "TopicQueueMappingInfo",
+        ),
+    )
+
+
+def _as_list(value: object, what: str) -> list[object]:
+    if not isinstance(value, list):
+        raise BodyDecodeError(f"{what} is not a JSON array")
+    return value
+
+
+# --------------------------------------------------------------------- ClusterInfo
+
+
+def encode_cluster_info(info: ClusterInfo, *, standard: bool = False) -> bytes:
+    """The GET_BROKER_CLUSTER_INFO body (the real server always uses the plain style)."""
+    return _utf8(
+        '{"brokerAddrTable":'
+        + _encode_object_map(info.broker_addr_table, _broker_data_json, standard)
+        + ',"clusterAddrTable":'
+        + fastjson.dumps(info.cluster_addr_table, standard=standard)
+        + "}"
+    )
+
+
+def decode_cluster_info(data: bytes) -> ClusterInfo:
+    """Parse a ClusterInfo body in either JSON style."""
+    obj = _load_object(data, "ClusterInfo")
+    return ClusterInfo(
+        broker_addr_table=_object_map(
+            _map(obj, "brokerAddrTable"), _broker_data_from, "BrokerData"
+        ),
+        cluster_addr_table={
+            key: _str_list(_as_list(item, "clusterAddrTable value"), "broker name")
+            for key, item in _map(obj, "clusterAddrTable").items()
+            if item is not None
+        },
+    )
+
+
+# --------------------------------------------------------------- KVTable, TopicList
+
+
+def encode_kv_table(table: KVTable, *, standard: bool = False) -> bytes:
+    """``{"table":{k:v}}``."""
+    return _utf8('{"table":' + fastjson.dumps(table.table, standard=standard) + "}")
+
+
+def decode_kv_table(data: bytes) -> KVTable:
+    """Parse a KVTable body."""
+    obj = _load_object(data, "KVTable")
+    return KVTable(table=_str_map(_map(obj, "table"), "KVTable value"))
+
+
+def encode_topic_list(topics: TopicList, *, standard: bool = False) -> bytes:
+    """``{"brokerAddr":..,"topicList":[..]}``; brokerAddr only when set (system topics)."""
+    addr = ""
+    if topics.broker_addr is not None:
+        addr = '"brokerAddr":' + fastjson.quote(topics.broker_addr, standard=standard) + ","
+    topic_list = fastjson.dumps(topics.topic_list, standard=standard)
+    return _utf8("{" + addr + '"topicList":' + topic_list + "}")
+
+
+def decode_topic_list(data: bytes) -> TopicList:
+    """Parse a TopicList body."""
+    obj = _load_object(data, "TopicList")
+    return TopicList(
+        topic_list=_str_list(_list(obj, "topicList"), "topic"),
+        broker_addr=_opt_str(obj, "brokerAddr"),
+    )
+
+
+def encode_kv_config_wrapper(
+    config_table: Mapping[str, Mapping[str, str]], *, standard: bool = False
+) -> bytes:
+    """The KV config file / KVConfigSerializeWrapper: ``{"configTable":{ns:{k:v}}}``."""
+    return _utf8('{"configTable":' + fastjson.dumps(config_table, standard=standard) + "}")
+
+
+def decode_kv_config_wrapper(data: bytes) -> dict[str, dict[str, str]]:
+    """Parse a KVConfigSerializeWrapper into namespace -> (key -> value)."""
+    obj = _load_object(data, "KVConfigSerializeWrapper")
+    return {
+        namespace: _str_map(_as_object(table, "configTable namespace"), "KV value")
+        for namespace, table in _map(obj, "configTable").items()
+        if table is not None
+    }
+
+
+# ------------------------------------------------------------------ BrokerMemberGroup
+
+
+def encode_broker_member_group(group: BrokerMemberGroup, *, standard: bool = False) -> bytes:
+    """GetBrokerMemberGroupResponseBody: ``{"brokerMemberGroup":{...}}``."""
+    return _utf8(
+        '{"brokerMemberGroup":{"brokerAddrs":'
+        + fastjson.dumps(group.broker_addrs, standard=standard)
+        + ',"brokerName":'
+        + fastjson.quote(group.broker_name, standard=standard)
+        + ',"cluster":'
+        + fastjson.quote(group.cluster, standard=standard)
+        + "}}"
+    )
+
+
+def decode_broker_member_group(data: bytes) -> BrokerMemberGroup:
+    """Parse a GetBrokerMemberGroupResponseBody."""
+    obj = _load_object(data, "GetBrokerMemberGroupResponseBody")
+    group = _as_object(obj.get("brokerMemberGroup"), "brokerMemberGroup")
+    return BrokerMemberGroup(
+        cluster=_req_str(group, "cluster", "BrokerMemberGroup"),
+        broker_name=_req_str(group, "brokerName", "BrokerMemberGroup"),
+        broker_addrs=_broker_addrs_from(_map(group, "brokerAddrs")),
+    )
+
+
+# --------------------------------------------------------------------- TopicConfig
+
+
+def _topic_config_json(config: TopicConfig, standard: bool) -> str:
+    name = ""
+    if config.topic_name is not None:
+        name = '"topicName":' + fastjson.quote(config.topic_name, standard=standard) + ","
+    return (
+        f'{{"attributes":{fastjson.dumps(config.attributes, standard=standard)},'
+        f'"order":{_bool_json(config.order)},"perm":{config.perm:d},'
+        f'"readQueueNums":{config.read_queue_nums:d},'
+        f'"topicFilterType":{fastjson.quote(config.topic_filter_type, standard=standard)},'
+        f'{name}"topicSysFlag":{config.topic_sys_flag:d},'
+        f'"writeQueueNums":{config.write_queue_nums:d}}}'
+    )
+
+
+def _topic_config_from(obj: _JSONObject) -> TopicConfig:
+    return TopicConfig(
+        topic_name=_opt_str(obj, "topicName"),
+        read_queue_nums=_int(obj, "readQueueNums", DEFAULT_QUEUE_NUMS),
+        write_queue_nums=_int(obj, "writeQueueNums", DEFAULT_QUEUE_NUMS),
+        perm=_int(obj, "perm", PERM_READ | PERM_WRITE),
+        topic_filter_type=_opt_str(obj, "topicFilterType") or DEFAULT_TOPIC_FILTER_TYPE,
+        topic_sys_flag=_int(obj, "topicSysFlag", 0),
+        order=_bool(obj, "order", False),
+        attributes=_str_map(_map(obj, "attributes"), "attribute value"),
+    )
+
+
+def encode_topic_config(config: TopicConfig, *, standard: bool = False) -> bytes:
+    """The 5.x TopicConfig JSON (``attributes`` always present, ``topicName`` if set)."""
+    return _utf8(_topic_config_json(config, standard))
+
+
+def decode_topic_config(data: bytes) -> TopicConfig:
+    """Parse TopicConfig JSON (4.x bodies without ``attributes`` give ``{}``)."""
+    return _topic_config_from(_load_object(data, "TopicConfig"))
+
+
+def encode_topic_config_text(config: TopicConfig) -> str:
+    """``TopicConfig.encode()``: ``name read write perm filterType {attributes}``.
+
+    The form used inside compressed REGISTER_BROKER bodies; ``topicSysFlag`` and
+    ``order`` are not carried (upstream quirk).
+    """
+    name = "null" if config.topic_name is None else config.topic_name
+    return (
+        f"{name} {config.read_queue_nums:d} {config.write_queue_nums:d} {config.perm:d} "
+        f"{config.topic_filter_type} {fastjson.dumps(config.attributes)}"
+    )
+
+
+def _text_attributes(text: str) -> dict[str, str]:
+    # Upstream ignores attribute JSON it cannot parse and keeps the empty default.
+    try:
+        value = fastjson.loads(text)
+        if isinstance(value, dict):
+            return _str_map(value, "attribute value")
+    except BodyDecodeError:
+        return {}
+    return {}
+
+
+def decode_topic_config_text(text: str) -> TopicConfig:
+    """Parse ``TopicConfig.encode()`` text the 5.x way (at least five space-separated parts)."""
+    parts = text.split(" ")
+    while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
+        parts.pop()
+    if len(parts) < 5:
+        raise BodyDecodeError(f"topic config text has {len(parts)} parts, needs 5")
+    if parts[4] not in TOPIC_FILTER_TYPES:
+        raise BodyDecodeError(f"unknown topic filter type {parts[4][:40]!r}")
+    return TopicConfig(
+        topic_name=parts[0],
+        read_queue_nums=_parse_java_int(parts[1], "readQueueNums", _INT32_MIN, _INT32_MAX),
+        write_queue_nums=_parse_java_int(parts[2], "writeQueueNums", _INT32_MIN, _INT32_MAX),
+        perm=_parse_java_int(parts[3], "perm", _INT32_MIN, _INT32_MAX),
+        topic_filter_type=parts[4],
+        attributes=_text_attributes(parts[5]) if len(parts) >= 6 else {},
+    )
+
+
+# ------------------------------------------------------ TopicConfigSerializeWrapper
+
+
+def _wrapper_json(wrapper: TopicConfigSerializeWrapper, standard: bool) -> str:
+    parts = ['{"dataVersion":', _data_version_json(wrapper.data_version)]
+    # A 5.x TopicConfigAndMappingSerializeWrapper always writes the three mapping
+    # properties; the 4.x TopicConfigSerializeWrapper has none of them.
+    mapping_version = wrapper.mapping_data_version
+    if mapping_version is not None:
+        parts.append(',"mappingDataVersion":')
+        parts.append(_data_version_json(mapping_version))
+    parts.append(',"topicConfigTable":')
+    parts.append(_encode_object_map(wrapper.topic_config_table, _topic_config_json, standard))
+    if mapping_version is not None:
+        parts.append(',"topicQueueMappingDetailMap":')
+        parts.append(fastjson.dumps(wrapper.topic_queue_mapping_detail_map, standard=standard))
+        parts.append(',"topicQueueMappingInfoMap":')
+        parts.append(
+            _encode_object_map(wrapper.topic_queue_mapping_info_map, _mapping_info_json, standard)
+        )
+    parts.append("}")
+    return "".join(parts)
+
+
+def _wrapper_from(obj: _JSONObject) -> TopicConfigSerializeWrapper:
+    data_version = obj.get("dataVersion")
+    mapping_version = obj.get("mappingDataVersion")
+    return TopicConfigSerializeWrapper(
+        data_version=DataVersion()
+        if data_version is None
+        else _data_version_from(_as_object(data_version, "dataVersion")),
+        topic_config_table=_object_map(
+            _map(obj, "topicConfigTable"), _topic_config_from, "TopicConfig"
+        ),
+        mapping_data_version=None
+        if mapping_version is None
+        else _data_version_from(_as_object(mapping_version, "mappingDataVersion")),
+        topic_queue_mapping_info_map=_object_map(
+            _map(obj, "topicQueueMappingInfoMap"), _mapping_info_from, "TopicQueueMappingInfo"
+        ),
+        topic_queue_mapping_detail_map={
+            key: item
+            for key, item in _map(obj, "topicQueueMappingDetailMap").items()
+            if item is not None
+        },
+    )
+
+
+def encode_topic_config_serialize_wrapper(
+    wrapper: TopicConfigSerializeWrapper, *, standard: bool = False
+) -> bytes:
+    """The bare wrapper JSON (the REGISTER_BROKER body of request versions < 37).
+
+    The 5.x mapping properties are written exactly when ``mapping_data_version`` is set.
+    """
+    return _utf8(_wrapper_json(wrapper, standard))
+
+
+def decode_topic_config_serialize_wrapper(data: bytes) -> TopicConfigSerializeWrapper:
+    """Parse the bare wrapper JSON (4.x form or the 5.x form with mapping properties)."""
+    return _wrapper_from(_load_object(data, "TopicConfigSerializeWrapper"))
+
+
+# -------------------------------------------------------------- RegisterBrokerBody
+
+
+def _register_body_json(body: RegisterBrokerBody, standard: bool) -> str:
+    return (
+        '{"filterServerList":'
+        + fastjson.dumps(body.filter_server_list, standard=standard)
+        + ',"topicConfigSerializeWrapper":'
+        + _wrapper_json(body.topic_config_wrapper, standard)
+        + "}"
+    )
+
+
+def _length_prefixed(chunks: list[bytes], raw: bytes) -> None:
+    chunks.append(_INT32.pack(len(raw)))
+    chunks.append(raw)
+
+
+def _compressed_payload(body: RegisterBrokerBody, version: int) -> bytes:
+    wrapper = body.topic_config_wrapper
+    chunks: list[bytes] = []
+    _length_prefixed(chunks, _data_version_json(wrapper.data_version).encode("ascii"))
+    table = wrapper.topic_config_table
+    chunks.append(_INT32.pack(len(table)))
+    for topic in fastjson.sorted_keys(table):
+        _length_prefixed(chunks, _utf8(encode_topic_config_text(table[topic])))
+    _length_prefixed(chunks, _utf8(fastjson.dumps(body.filter_server_list)))
+    if version >= MQVersion.V5_0_0:
+        infos = wrapper.topic_queue_mapping_info_map
+        chunks.append(_INT32.pack(len(infos)))
+        for key in fastjson.sorted_keys(infos):
+            _length_prefixed(chunks, _utf8(_mapping_info_json(infos[key], False)))
+    return b"".join(chunks)
+
+
+def encode_register_broker_body(
+    body: RegisterBrokerBody, *, compressed: bool, version: int = CURRENT_VERSION
+) -> bytes:
+    """``RegisterBrokerBody.encode(compressed)``: plain JSON, or the zlib binary form.
+
+    The compressed form carries the mapping block only for ``version >= 413``.
+    """
+    if not compressed:
+        return _utf8(_register_body_json(body, False))
+    return zlib.compress(_compressed_payload(body, version), zlib.Z_BEST_COMPRESSION)
+
+
+class _PayloadReader:
+    """Reads the length-prefixed blocks of an inflated register body."""
+
+    def __init__(self, payload: bytes) -> None:
+        self._payload = payload
+        self._position = 0
+
+    def count(self, what: str) -> int:
+        if self._position + _INT32.size > len(self._payload):
+            raise BodyDecodeError(f"compressed register body ends before {what}")
+        (value,) = _INT32.unpack_from(self._payload, self._position)
+        self._position += _INT32.size
+        if value < 0:
+            raise BodyDecodeError(f"negative {what} {value} in compressed register body")
+        return int(value)
+
+    def block(self, what: str) -> bytes:
+        size = self.count(f"{what} length")
+        end = self._position + size
+        if end > len(self._payload):
+            raise BodyDecodeError(f"compressed register body ends inside {what}")
+        raw = self._payload[self._position : end]
+        self._position = end
+        return raw
+
+
+def _inflate(data: bytes) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        payload = inflater.decompress(data, REGISTER_BODY_INFLATED_BYTES_MAX + 1)
+    except zlib.error as exc:
+        raise BodyDecodeError(f"compressed register body is not zlib: {exc}") from exc
+    if len(payload) > REGISTER_BODY_INFLATED_BYTES_MAX:
+        raise BodyDecodeError("compressed register body inflates beyond the limit")
+    return payload
+
+
+def _filter_servers(raw: bytes) -> list[str]:
+    # Upstream logs and ignores a filter-server list it cannot parse.
+    try:
+        value = fastjson.loads(raw)
+        if isinstance(value, list):
+            return _str_list(value, "filter server")
+    except BodyDecodeError:
+        return []
+    return []
+
+
+def _decode_compressed(data: bytes, version: int) -> RegisterBrokerBody:
+    reader = _PayloadReader(_inflate(data))
+    data_version = _data_version_from(_load_object(reader.block("DataVersion"), "DataVersion"))
+    table: dict[str, TopicConfig] = {}
+    for _ in range(reader.count("topic count")):
+        raw = reader.block("topic config")
+        config = decode_topic_config_text(raw.decode("utf-8", "replace"))
+        assert config.topic_name is not None
+        table[config.topic_name] = config
+    filter_servers = _filter_servers(reader.block("filter server list"))
+    infos: dict[str, TopicQueueMappingInfo] = {}
+    if version >= MQVersion.V5_0_0:
+        for _ in range(reader.count("mapping count")):
+            info = _mapping_info_from(
+                _load_object(reader.block("mapping info"), "TopicQueueMappingInfo")
+            )
+            if info.topic is None:
+                raise BodyDecodeError("TopicQueueMappingInfo without topic")
+            infos[info.topic] = info
+    wrapper = TopicConfigSerializeWrapper(
+        data_version=data_version,
+        topic_config_table=table,
+        topic_queue_mapping_info_map=infos,
+    )
+    return RegisterBrokerBody(topic_config_wrapper=wrapper, filter_server_list=filter_servers)
+
+
+def decode_register_broker_body(
+    data: bytes, *, compressed: bool, version: int
+) -> RegisterBrokerBody:
+    """``RegisterBrokerBody.decode(data, compressed, version)`` for request versions >= 37.
+
+    The compressed form carries no ``mappingDataVersion``, so it decodes as ``None``.
+    """
+    if compressed:
+        return _decode_compressed(bytes(data), version)
+    obj = _load_object(data, "RegisterBrokerBody")
+    wrapper = obj.get("topicConfigSerializeWrapper")
+    return RegisterBrokerBody(
+        topic_config_wrapper=TopicConfigSerializeWrapper()
+        if wrapper is None
+        else _wrapper_from(_as_object(wrapper, "topicConfigSerializeWrapper")),
+        filter_server_list=_str_list(_list(obj, "filterServerList"), "filter server"),
+    )
+
+
+def decode_register_broker_request_body(
+    data: bytes | None, *, compressed: bool, version: int
+) -> RegisterBrokerBody:
+    """The whole REGISTER_BROKER body rule of reference §3.3.
+
+    No body: an empty table with DataVersion(0, 0, 0). Request version below 37
+    (V3_0_11): a bare TopicConfigSerializeWrapper, so a RegisterBrokerBody sent by a
+    versionless client registers no topics, as upstream. Otherwise the RegisterBrokerBody.
+    """
+    if not data:
+        return RegisterBrokerBody()
+    if version < MQVersion.V3_0_11:
+        return RegisterBrokerBody(topic_config_wrapper=decode_topic_config_serialize_wrapper(data))
+    return decode_register_broker_body(data, compressed=compressed, version=version)
+
+
+# ---------------------------------------------------------------------- Properties
+
+_PROPERTY_LINE_END = re.compile(r"\r\n|\r|\n")
+_PROPERTY_BLANKS = " \t\f"
+_PROPERTY_KEY = re.compile(r"(?:[^\\=: \t\f]|\\.|\\\Z)*", re.DOTALL)
+_PROPERTY_SEPARATOR = re.compile(r"[ \t\f]*[=:]?[ \t\f]*")
+_PROPERTY_ESCAPE = re.compile(r"\\(?:u+([0-9a-fA-F]{4})|(u)|(.)|\Z)", re.DOTALL)
+_PROPERTY_UNESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_STORE_KEY_SPECIAL = re.compile("[^\x21-\x7e]|[\\\\=:#!]")
+_STORE_VALUE_SPECIAL = re.compile("^ |[^\x20-\x7e]|[\\\\=:#!]")
+_STORE_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", " ": "\\ "}
+
+
+def _properties_unescape_one(match: re.Match[str]) -> str:
+    hex4, bad_u, other = match.group(1, 2, 3)
+    if hex4 is not None:
+        return chr(int(hex4, 16))
+    if bad_u is not None:
+        raise BodyDecodeError("Malformed \\uxxxx encoding in properties")
+    if other is None:
+        return ""  # a lone backslash at the very end is dropped
+    return _PROPERTY_UNESCAPES.get(other, other)
+
+
+def _properties_unescape(text: str) -> str:
+    """``Properties.loadConvert``: \\t \\n \\r \\f, \\uXXXX, and backslash-anything."""
+    if "\\" not in text:
+        return text
+    result = _PROPERTY_ESCAPE.sub(_properties_unescape_one, text)
+    if _SURROGATE.search(result) is not None:
+        try:
+            result = result.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError as exc:
+            raise BodyDecodeError("lone surrogate escape in properties") from exc
+    return result
+
+
+def _ends_with_odd_backslashes(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _logical_lines(text: str) -> list[str]:
+    """``Properties.LineReader``: skip blanks and comments, join continued lines."""
+    lines: list[str] = []
+    natural = _PROPERTY_LINE_END.split(text)
+    index = 0
+    while index < len(natural):
+        line = natural[index].lstrip(_PROPERTY_BLANKS)
+        index += 1
+        if not line or line[0] in "#!":
+            continue
+        # A line ending in an odd number of backslashes continues on the next one.
+        while _ends_with_odd_backslashes(line):
+            line = line[:-1]
+            if index >= len(natural):
+                break
+            line += natural[index].lstrip(_PROPERTY_BLANKS)
+            index += 1
+        lines.append(line)
+    return lines
+
+
+def decode_properties(data: bytes) -> dict[str, str]:
+    """Parse Java ``Properties`` text (read as UTF-8) into a dict; later keys win."""
+    text = bytes(data).decode("utf-8", "replace")
+    result: dict[str, str] = {}
+    for line in _logical_lines(text):
+        key_match = _PROPERTY_KEY.match(line)
+        assert key_match is not None  # the pattern also matches the empty string
+        separator = _PROPERTY_SEPARATOR.match(line, key_match.end())
+        assert separator is not None
+        key = _properties_unescape(key_match.group())
+        result[key] = _properties_unescape(line[separator.end() :])
+    return result
+
+
+def _store_escape(char: str) -> str:
+    escaped = _STORE_ESCAPES.get(char)
+    if escaped is not None:
+        return escaped
+    if char in "\\=:#!":
+        return "\\" + char
+    point = ord(char)
+    if point > 0xFFFF:
+        point -= 0x10000
+        return f"\\u{0xD800 + (point >> 10):04X}\\u{0xDC00 + (point & 0x3FF):04X}"
+    return f"\\u{point:04X}"
+
+
+def _store_value_escape(match: re.Match[str]) -> str:
+    return _store_escape(match.group())
+
+
+def encode_properties(props: Mapping[str, str], *, escape: bool = False) -> bytes:
+    """Properties text ``key=value\\n`` with keys sorted (``MixAll.properties2String``).
+
+    Upstream writes keys and values raw, so by default so do we (GET_NAMESRV_CONFIG must
+    match byte for byte). ``escape=True`` escapes like ``Properties.store`` (ASCII
+    output, any text round-trips through :func:`decode_properties`).
+    """
+    lines = []
+    for key in fastjson.sorted_keys(props):
+        value = props[key]
+        if value is None:
+            continue
+        if escape:
+            key = _STORE_KEY_SPECIAL.sub(_store_value_escape, key)
+            value = _STORE_VALUE_SPECIAL.sub(_store_value_escape, value)
+        lines.append(f"{key}={value}\n")
+    return _utf8("".join(lines))

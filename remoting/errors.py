@@ -1,0 +1,26 @@
+"""The three exception types of the remoting codec.
+
+The adapters rely on the split: a :class:`ProtocolError` means the byte stream is
+unusable and the connection must be closed (upstream ``NettyDecoder`` closes the
+channel), while the two ``ValueError`` subclasses describe one bad request that is
+answered with an error response and leaves the connection open.
+"""
+
+from __future__ import annotations
+
+
+class ProtocolError(Exception):
+    """A framing or header failure; the only thing to do is close the connection.
+
+    Raised for a too-long or negative length, a header longer than its frame, an
+    unknown serialize type, an undecodable header, and for a command that cannot be
+    represented on the wire when encoding.
+    """
+
+
+class BodyDecodeError(ValueError):
+    """A request or response body that cannot be decoded into its wire type."""
+
+
+class HeaderFieldError(ValueError):
+    """A request header field that is missing or ill-typed where the caller needs it."""

@@ -1,0 +1,389 @@
+"""Sans-IO framing of RocketMQ remoting commands (reference §1.1, §1.2, §1.4).
+
+A frame is ``int32 length | int32 (type << 24 | headerLen) | header | body``, all
+big-endian, where ``length`` counts everything after itself. The header is either
+fastjson JSON (type 0) or the ROCKETMQ binary layout (type 1). Both are decoded on
+every frame, whatever the connection used before, because 5.x servers answer in their
+own configured type.
+
+:class:`FrameDecoder` owns no socket: the adapter feeds it bytes as they arrive and
+gets whole commands back. It checks a frame's length word before it buffers a single
+byte of that frame, so a peer claiming 2 GiB costs nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from remoting import fastjson
+from remoting.codes import LanguageCode, SerializeType
+from remoting.command import RemotingCommand
+from remoting.errors import BodyDecodeError, ProtocolError
+
+# Netty's LengthFieldBasedFrameDecoder compares length + 4 with this maximum.
+FRAME_BYTES_MAX = 16 * 1024 * 1024
+
+_LENGTH_FIELD_BYTES = 4
+_HEADER_LENGTH_MASK = 0x00FFFFFF
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_INT16_MIN = -(2**15)
+_INT16_MAX = 2**15 - 1
+
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_PREFIX = struct.Struct(">iI")
+# code, language byte, version, opaque, flag (the fixed part before the remark).
+_BINARY_FIXED = struct.Struct(">hBhii")
+_BINARY_FIXED_BYTES = _BINARY_FIXED.size + 2 * _INT32.size
+
+_LANGUAGE_BY_NAME = LanguageCode.__members__
+_LANGUAGE_BY_CODE = {language.value: language for language in LanguageCode}
+_SERIALIZE_TYPE_BY_BYTE = {kind.value: kind for kind in SerializeType}
+
+
+# ------------------------------------------------------------------------------ encode
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ProtocolError(f"{name} {value} does not fit the wire field ({low}..{high})")
+
+
+def _utf8(text: str) -> bytes:
+    # Java's String.getBytes(UTF_8) writes '?' for a lone surrogate; 'replace' does the same.
+    return text.encode("utf-8", "replace")
+
+
+def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    """The header exactly as fastjson writes a RemotingCommand: sorted keys, nulls omitted."""
+    _check_range("code", cmd.code, _INT32_MIN, _INT32_MAX)
+    _check_range("version", cmd.version, _INT32_MIN, _INT32_MAX)
+    _check_range("opaque", cmd.opaque, _INT32_MIN, _INT32_MAX)
+    _check_range("flag", cmd.flag, _INT32_MIN, _INT32_MAX)
+    parts = [f'{{"code":{cmd.code:d}']
+    if cmd.ext_fields is not None:
+        parts.append(',"extFields":')
+        parts.append(fastjson.dumps(cmd.ext_fields))
+    parts.append(f',"flag":{cmd.flag:d}')
+    if cmd.language is not None:
+        parts.append(f',"language":"{cmd.language.name}"')
+    parts.append(f',"opaque":{cmd.opaque:d}')
+    if cmd.remark is not None:
+        parts.append(',"remark":')
+        parts.append(fastjson.quote(cmd.remark))
+    parts.append(f',"serializeTypeCurrentRPC":"JSON","version":{cmd.version:d}}}')
+    return _utf8("".join(parts))
+
+
+def _encode_binary_string(text: str | None, length: struct.Struct) -> bytes:
+    if not text:
+        return length.pack(0)
+    raw = _utf8(text)
+    if length is _INT16:
+        _check_range("ext field key length", len(raw), 0, _INT16_MAX)
+    return length.pack(len(raw)) + raw
+
+
+def _encode_binary_header(cmd: RemotingCommand) -> bytes:
+    """``RocketMQSerializable.rocketMQProtocolEncode``: fixed part, remark, ext map."""
+    _check_range("code", cmd.code, _INT16_MIN, _INT16_MAX)
+    _check_range("version", cmd.version, _INT16_MIN, _INT16_MAX)
+    _check_range("opaque", cmd.opaque, _INT32_MIN, _INT32_MAX)
+    _check_range("flag", cmd.flag, _INT32_MIN, _INT32_MAX)
+    # Java cannot encode a null language (NPE); write JAVA, the value every Java peer sends.
+    language = cmd.language.value if cmd.language is not None else LanguageCode.JAVA.value
+    entries: list[bytes] = []
+    for key, value in (cmd.ext_fields or {}).items():
+        if key is None or value is None:
+            continue
+        entries.append(_encode_binary_string(key, _INT16))
+        entries.append(_encode_binary_string(value, _INT32))
+    ext = b"".join(entries)
+    return b"".join(
+        (
+            _BINARY_FIXED.pack(cmd.code, language, cmd.version, cmd.opaque, cmd.flag),
+            _encode_binary_string(cmd.remark, _INT32),
+            _INT32.pack(len(ext)),
+            ext,
+        )
+    )
+
+
+def encode_frame_prefix(cmd: RemotingCommand, serialize_type: SerializeType | None = None) -> bytes:
+    """Everything of the frame but the body: length word, type/length word and header.
+
+    Lets an adapter write ``[prefix, body]`` without copying a large body. Raises
+    :class:`ProtocolError` when the command cannot be represented on the wire.
+    """
+    kind = cmd.serialize_type if serialize_type is None else serialize_type
+    if kind == SerializeType.ROCKETMQ:
+        header = _encode_binary_header(cmd)
+    else:
+        header = _encode_json_header(cmd)
+    body_length = len(cmd.body) if cmd.body else 0
+    if len(header) > _HEADER_LENGTH_MASK:
+        raise ProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
+    length = _LENGTH_FIELD_BYTES + len(header) + body_length
+    if length + _LENGTH_FIELD_BYTES > FRAME_BYTES_MAX:
+        raise ProtocolError(f"frame of {length} bytes exceeds {FRAME_BYTES_MAX}")
+    return _PREFIX.pack(length, (int(kind) << 24) | len(header)) + header
+
+
+def encode_frame(cmd: RemotingCommand, serialize_type: SerializeType | None = None) -> bytes:
+    """The complete frame of ``cmd``; ``serialize_type`` None means ``cmd.serialize_type``."""
+    prefix = encode_frame_prefix(cmd, serialize_type)
+    if cmd.body:
+        return prefix + cmd.body
+    return prefix
+
+
+# ------------------------------------------------------------------------------ decode
+
+
+def _json_int(header: dict[str, object], name: str) -> int:
+    value = header.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        # fastjson casts numeric strings into int fields.
+        text = value
+        try:
+            value = int(text)
+        except ValueError as exc:
+            raise ProtocolError(f"header field {name} is not a number: {text[:40]!r}") from exc
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"header field {name} is not an integer")
+    _check_range(name, value, _INT32_MIN, _INT32_MAX)
+    return value
+
+
+def _coerce_text(name: str, value: object) -> str:
+    """Java coerces scalars into String fields (C++ sends numbers for some ext fields)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    try:
+        return fastjson.dumps(value)
+    except ValueError as exc:
+        raise ProtocolError(f"header field {name} cannot be read as text") from exc
+
+
+def _json_language(header: dict[str, object]) -> LanguageCode | None:
+    if "language" not in header:
+        return LanguageCode.JAVA
+    value = header["language"]
+    if isinstance(value, str):
+        return _LANGUAGE_BY_NAME.get(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _LANGUAGE_BY_CODE.get(value)
+    return None
+
+
+def _json_ext_fields(header: dict[str, object]) -> dict[str, str] | None:
+    value = header.get("extFields")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ProtocolError("header field extFields is not an object")
+    return {key: _coerce_text(key, item) for key, item in value.items() if item is not None}
+
+
+def _decode_json_header(raw: bytes) -> RemotingCommand:
+    try:
+        header = fastjson.loads(raw)
+    except BodyDecodeError as exc:
+        raise ProtocolError(f"undecodable JSON header: {exc}") from exc
+    if not isinstance(header, dict):
+        raise ProtocolError("JSON header is not an object")
+    remark = header.get("remark")
+    return RemotingCommand(
+        code=_json_int(header, "code"),
+        language=_json_language(header),
+        version=_json_int(header, "version"),
+        opaque=_json_int(header, "opaque"),
+        flag=_json_int(header, "flag"),
+        remark=None if remark is None else _coerce_text("remark", remark),
+        ext_fields=_json_ext_fields(header),
+        serialize_type=SerializeType.JSON,
+    )
+
+
+class _BinaryReader:
+    """Bounds-checked reads over one binary header (never past its declared length)."""
+
+    __slots__ = ("_end", "_position", "_view")
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+        self._position = 0
+        self._end = len(view)
+
+    def fixed(self) -> tuple[int, int, int, int, int]:
+        if self._end < _BINARY_FIXED_BYTES:
+            raise ProtocolError(f"binary header of {self._end} bytes is shorter than 21")
+        fields: tuple[int, int, int, int, int] = _BINARY_FIXED.unpack_from(self._view, 0)
+        self._position = _BINARY_FIXED.size
+        return fields
+
+    def length(self, word: struct.Struct) -> int:
+        if self._position + word.size > self._end:
+            raise ProtocolError("binary header ends inside a length field")
+        (value,) = word.unpack_from(self._view, self._position)
+        self._position += word.size
+        if value < 0 or value > self._end:
+            raise ProtocolError(f"binary header string length {value} is out of range")
+        return int(value)
+
+    def string(self, word: struct.Struct) -> str | None:
+        size = self.length(word)
+        if size == 0:
+            return None  # upstream decodes an empty string as null
+        start = self._position
+        if start + size > self._end:
+            raise ProtocolError("binary header string runs past the header")
+        self._position = start + size
+        return bytes(self._view[start : start + size]).decode("utf-8", "replace")
+
+    def ext_fields(self) -> dict[str, str] | None:
+        size = self.length(_INT32)
+        if size == 0:
+            return None
+        stop = self._position + size
+        if stop > self._end:
+            raise ProtocolError("binary ext fields run past the header")
+        fields: dict[str, str] = {}
+        while self._position < stop:
+            key = self.string(_INT16)
+            value = self.string(_INT32)
+            if key is not None and value is not None:
+                fields[key] = value
+        if self._position != stop:
+            raise ProtocolError("binary ext field entry crosses the ext block end")
+        return fields
+
+    def finish(self) -> None:
+        if self._position != self._end:
+            raise ProtocolError(f"{self._end - self._position} stray bytes after binary header")
+
+
+def _decode_binary_header(view: memoryview) -> RemotingCommand:
+    reader = _BinaryReader(view)
+    code, language_byte, version, opaque, flag = reader.fixed()
+    remark = reader.string(_INT32)
+    ext_fields = reader.ext_fields()
+    reader.finish()
+    return RemotingCommand(
+        code=code,
+        language=_LANGUAGE_BY_CODE.get(language_byte),
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext_fields,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def _decode_payload(view: memoryview) -> RemotingCommand:
+    """Decode what follows the length word: type/length word, header, body."""
+    if len(view) < _LENGTH_FIELD_BYTES:
+        raise ProtocolError(f"frame of {len(view)} bytes has no header length")
+    (word,) = _INT32.unpack_from(view, 0)
+    kind = _SERIALIZE_TYPE_BY_BYTE.get((word >> 24) & 0xFF)
+    if kind is None:
+        raise ProtocolError(f"unknown serialize type {(word >> 24) & 0xFF}")
+    header_length = word & _HEADER_LENGTH_MASK
+    header_end = _LENGTH_FIELD_BYTES + header_length
+    if header_end > len(view):
+        raise ProtocolError(f"header length {header_length} exceeds frame length {len(view)} - 4")
+    header = view[_LENGTH_FIELD_BYTES:header_end]
+    if kind == SerializeType.JSON:
+        cmd = _decode_json_header(bytes(header))
+    else:
+        cmd = _decode_binary_header(header)
+    if header_end < len(view):
+        cmd.body = bytes(view[header_end:])
+    return cmd
+
+
+def _check_length(length: int, frame_bytes_max: int) -> None:
+    if length < 0:
+        raise ProtocolError(f"negative frame length {length}")
+    if length + _LENGTH_FIELD_BYTES > frame_bytes_max:
+        raise ProtocolError(f"frame length {length} exceeds the maximum {frame_bytes_max}")
+
+
+def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
+    """Decode exactly one complete frame, length word included."""
+    view = memoryview(frame)
+    if len(view) < _LENGTH_FIELD_BYTES:
+        raise ProtocolError("frame shorter than its length word")
+    (length,) = _INT32.unpack_from(view, 0)
+    _check_length(length, FRAME_BYTES_MAX)
+    if length != len(view) - _LENGTH_FIELD_BYTES:
+        raise ProtocolError(f"length word {length} but {len(view) - 4} bytes follow it")
+    return _decode_payload(view[_LENGTH_FIELD_BYTES:])
+
+
+class FrameDecoder:
+    """Incremental decoder: feed bytes split anywhere, get whole commands back.
+
+    The internal buffer never holds more than one incomplete frame, and that frame's
+    length was checked against ``frame_bytes_max`` first. After a
+    :class:`ProtocolError` the decoder stays failed and raises it again on every feed:
+    the stream position is lost, so the connection has to be closed.
+    """
+
+    def __init__(self, frame_bytes_max: int = FRAME_BYTES_MAX) -> None:
+        """Create a decoder refusing frames whose length + 4 exceeds ``frame_bytes_max``."""
+        self._frame_bytes_max = frame_bytes_max
+        self._buffer = bytearray()
+        self._error: ProtocolError | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held back because they do not yet form a complete frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        """Add received bytes; return every command they complete, in order."""
+        if self._error is not None:
+            raise self._error
+        if not data:
+            return []
+        if self._buffer:
+            self._buffer += data
+            source: bytes | bytearray | memoryview = self._buffer
+        else:
+            # Common case: decode straight from the received chunk, no copy.
+            source = data
+        try:
+            commands, consumed = self._decode_all(memoryview(source))
+        except ProtocolError as exc:
+            self._error = exc
+            self._buffer = bytearray()
+            raise
+        if source is self._buffer:
+            del self._buffer[:consumed]
+        else:
+            self._buffer = bytearray(memoryview(source)[consumed:])
+        return commands
+
+    def _decode_all(self, view: memoryview) -> tuple[list[RemotingCommand], int]:
+        commands: list[RemotingCommand] = []
+        position = 0
+        available = len(view)
+        while available - position >= _LENGTH_FIELD_BYTES:
+            (length,) = _INT32.unpack_from(view, position)
+            _check_length(length, self._frame_bytes_max)
+            end = position + _LENGTH_FIELD_BYTES + length
+            if end > available:
+                break
+            commands.append(_decode_payload(view[position + _LENGTH_FIELD_BYTES : end]))
+            position = end
+        view.release()
+        return commands, position
