@@ -8,6 +8,8 @@ answered with an error response and leaves the connection open.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ProtocolError(Exception):
     """A framing or header failure; the only thing to do is close the connection.
@@ -15,7 +17,15 @@ class ProtocolError(Exception):
     Raised for a too-long or negative length, a header longer than its frame, an
     unknown serialize type, an undecodable header, and for a command that cannot be
     represented on the wire when encoding.
+
+    ``decoded`` holds the commands that were complete before the fault in the
+    same read: like Netty, which passes good frames down the pipeline before its
+    decoder fails, an adapter may still process them before it closes.
     """
+
+    def __init__(self, *args: object, decoded: list[Any] | None = None) -> None:
+        super().__init__(*args)
+        self.decoded: list[Any] = decoded if decoded is not None else []
 
 
 class BodyDecodeError(ValueError):

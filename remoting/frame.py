@@ -377,13 +377,18 @@ class FrameDecoder:
         commands: list[RemotingCommand] = []
         position = 0
         available = len(view)
-        while available - position >= _LENGTH_FIELD_BYTES:
-            (length,) = _INT32.unpack_from(view, position)
-            _check_length(length, self._frame_bytes_max)
-            end = position + _LENGTH_FIELD_BYTES + length
-            if end > available:
-                break
-            commands.append(_decode_payload(view[position + _LENGTH_FIELD_BYTES : end]))
-            position = end
-        view.release()
+        try:
+            while available - position >= _LENGTH_FIELD_BYTES:
+                (length,) = _INT32.unpack_from(view, position)
+                _check_length(length, self._frame_bytes_max)
+                end = position + _LENGTH_FIELD_BYTES + length
+                if end > available:
+                    break
+                commands.append(_decode_payload(view[position + _LENGTH_FIELD_BYTES : end]))
+                position = end
+        except ProtocolError as exc:
+            exc.decoded = list(commands)
+            raise
+        finally:
+            view.release()
         return commands, position

@@ -219,6 +219,10 @@ class Connection(asyncio.Protocol):
             commands = self._decoder.feed(data)
         except ProtocolError as exc:
             log.warning("closing %s: bad frame: %s", self.id, exc)
+            # Frames completed before the fault are processed, as Netty does;
+            # their answers are dropped with the connection.
+            for cmd in exc.decoded:
+                self._dispatch(cmd)
             self.close()
             return
         for cmd in commands:

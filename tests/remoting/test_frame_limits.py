@@ -150,3 +150,10 @@ def test_it_refuses_to_encode_a_code_that_does_not_fit_a_binary_short() -> None:
     with pytest.raises(ProtocolError):
         encode_frame(cmd)
     assert encode_frame(cmd, SerializeType.JSON)[8:].startswith(b'{"code":40000,')
+
+
+def test_the_error_carries_the_commands_completed_before_the_fault() -> None:
+    good = encode_frame(RemotingCommand.request(105, {"topic": "TopicTest"}, opaque=3))
+    with pytest.raises(ProtocolError) as caught:
+        FrameDecoder().feed(good + struct.pack(">i", -1))
+    assert [cmd.opaque for cmd in caught.value.decoded] == [3]

@@ -283,6 +283,22 @@ async def test_closed_hook_fires_once_when_the_server_closes(
         assert await peer.read_until_eof() == []
 
 
+async def test_frames_before_a_bad_one_in_the_same_read_are_still_processed(
+    remoting_server_factory: ServerFactory,
+    raw_peer_factory: PeerFactory,
+    scripted_processor: Any,
+    closed_log: Any,
+) -> None:
+    server = await remoting_server_factory(on_connection_closed=closed_log)
+    peer = await raw_peer_factory(server.port)
+
+    await peer.send_bytes(encode_frame(scripted_processor.echo_request(7)) + too_long_frame())
+
+    await peer.read_until_eof()
+    await wait_until(lambda: len(closed_log.closed) == 1)
+    assert [cmd.opaque for cmd in scripted_processor.seen] == [7]
+
+
 async def test_closed_hook_fires_once_after_a_protocol_error(
     remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, closed_log: Any
 ) -> None:
