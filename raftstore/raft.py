@@ -1,0 +1,946 @@
+"""Raft mode: a :class:`Replicator` backed by one PySyncObj node.
+
+The PySyncObj object (:class:`_RouteLog`) has exactly one replicated method,
+``apply_entry(entry: bytes)``, a one-line delegation to the owning
+:class:`RaftReplicator`, which decodes the entry with :mod:`raftstore.raft_codec`
+and applies it to the :class:`RouteTable`. Everything PySyncObj does runs on its
+own tick thread; the asyncio side only submits entries and awaits futures.
+
+Rules this module implements (the why is in ``docs/RAFT.md``):
+
+* ``propose`` correlates by a unique proposal id carried in the entry, retries
+  on every PySyncObj failure until ``propose_timeout_s``, and the apply side drops
+  a second copy of an id it already applied (a bounded, replicated window), so a
+  retry after an ambiguous failure never applies a command twice.
+* A proposal is reported only after this node's journal is flushed (one msync per
+  tick serves every proposal applied in that tick); followers flush before they
+  acknowledge entries, and term/vote metadata is fsynced before votes go out.
+* Snapshots are the route table's own codec plus the few Raft fields PySyncObj
+  needs, never a pickle of the object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import logging
+import os
+import secrets
+import struct
+import threading
+import time
+import weakref
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.node import TCPNode
+from pysyncobj.transport import TCPTransport
+
+from raftstore.commands import Barrier, BrokerHeartbeat, Command, ExpireBrokers, QueryDataVersion
+from raftstore.raft_codec import CodecError, decode_entry, encode_entry
+from raftstore.replicator import (
+    MODE_RAFT,
+    ApplyListener,
+    NoQuorumError,
+    PeerStatus,
+    ReplicationError,
+    Replicator,
+    ReplicatorStatus,
+)
+from raftstore.results import ApplyResult, QueryDataVersionOutcome
+from raftstore.route_table import RouteTable
+
+T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PROPOSE_TIMEOUT_S = 3.0
+DEFAULT_READY_TIMEOUT_S = 5.0
+DEFAULT_TOUCH_INTERVAL_MS = 15_000
+DEFAULT_BACKUP_TOUCH_INTERVAL_MS = 45_000
+DEFAULT_SKEW_ALLOWANCE_MS = 5_000
+RETRY_BACKOFF_S = 0.1
+STATUS_REFRESH_S = 0.05
+DEDUPE_WINDOW_ENTRIES = 8192
+CHECKPOINT_EVERY_ENTRIES = 128
+CHECKPOINTS_KEPT = 256
+ALARMS_KEPT = 32
+START_REPLAY_TIMEOUT_S = 30.0
+SNAPSHOT_MAGIC = b"RQSNAP1\n"
+
+_STATE_NAMES = {0: "follower", 1: "candidate", 2: "leader"}
+_RETRYABLE = frozenset(
+    {
+        FAIL_REASON.QUEUE_FULL,
+        FAIL_REASON.MISSING_LEADER,
+        FAIL_REASON.DISCARDED,
+        FAIL_REASON.NOT_LEADER,
+        FAIL_REASON.LEADER_CHANGED,
+        FAIL_REASON.UNKNOWN_OUTCOME,
+    }
+)
+_FAIL_NAMES = {
+    value: name for name, value in vars(FAIL_REASON).items() if name.isupper()
+}
+# PySyncObj log lines that mean the state machine may have diverged.
+_ALARM_MARKERS = ("truncating already-applied", "exceeds journal end")
+
+
+class MembershipError(ReplicationError):
+    """A membership change was refused (unsafe now) or failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaftSettings:
+    """The PySyncObj settings we ship; see docs/RAFT.md for each choice.
+
+    ``append_entries_period_s`` stays at 50 ms: a few-ms period multiplies the
+    in-flight AppendEntries and, with PySyncObj 0.3.17's unconditional follower
+    truncation, reproduced "truncating already-applied log entries".
+    """
+
+    append_entries_period_s: float = 0.05
+    raft_min_timeout_s: float = 0.6
+    raft_max_timeout_s: float = 1.5
+    connection_timeout_s: float = 3.0
+    connection_retry_s: float = 0.5
+    leader_fallback_timeout_s: float = 2.0
+    auto_tick_period_s: float = 0.02
+    append_entries_batch_bytes: int = 4 * 1024 * 1024
+    log_compaction_min_entries: int = 5000
+    log_compaction_min_time_s: float = 300.0
+    commands_queue_size: int = 10_000
+    bind_retry_s: float = 0.25
+    bind_retries_max: int = 40
+    fsync: bool = True
+
+    def max_entry_bytes(self) -> int:
+        """Entries at or above the batch size take PySyncObj's chunked path, which
+        mislabels its last chunk in 0.3.17; we refuse them instead."""
+        return self.append_entries_batch_bytes - 64 * 1024
+
+    def to_conf(self, journal: Path, dump: Path, hooks: _SnapshotHooks) -> Any:
+        """The SyncObjConf for one node."""
+        return SyncObjConf(
+            appendEntriesPeriod=self.append_entries_period_s,
+            raftMinTimeout=self.raft_min_timeout_s,
+            raftMaxTimeout=self.raft_max_timeout_s,
+            connectionTimeout=self.connection_timeout_s,
+            connectionRetryTime=self.connection_retry_s,
+            leaderFallbackTimeout=self.leader_fallback_timeout_s,
+            autoTickPeriod=self.auto_tick_period_s,
+            appendEntriesUseBatch=True,
+            appendEntriesBatchSizeBytes=self.append_entries_batch_bytes,
+            logCompactionMinEntries=self.log_compaction_min_entries,
+            logCompactionMinTime=self.log_compaction_min_time_s,
+            commandsQueueSize=self.commands_queue_size,
+            commandsWaitLeader=False,
+            dynamicMembershipChange=True,
+            journalFile=str(journal),
+            fullDumpFile=str(dump),
+            serializer=hooks.serialize,
+            deserializer=hooks.deserialize,
+            useFork=False,
+            bindRetryTime=self.bind_retry_s,
+            maxBindRetries=self.bind_retries_max,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RaftStatus(ReplicatorStatus):
+    """:class:`ReplicatorStatus` plus what only raft mode knows."""
+
+    self_addr: str = ""
+    members: tuple[str, ...] = ()
+    ready: bool = False
+    membership_pending: bool = False
+    alarms: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------ PySyncObj glue
+
+
+# Dial overrides are per process: PySyncObj pickles node objects into membership
+# log entries, so the node class must be importable, not a closure.
+_DIAL: dict[str, str] = {}
+
+
+class DialNode(TCPNode):  # type: ignore[misc]
+    """A TCPNode whose identity is its address but which may be dialled elsewhere
+    (a fault proxy in tests, a NAT port in production)."""
+
+    @property
+    def ip(self) -> Any:
+        """The IP to dial (resolved from the override, if any)."""
+        host = self._dialled().rsplit(":", 1)[0]
+        return TCPNode(f"{host}:0").ip
+
+    @property
+    def port(self) -> int:
+        """The port to dial."""
+        return int(self._dialled().rsplit(":", 1)[1])
+
+    def _dialled(self) -> str:
+        own = str(self.address)
+        return _DIAL.get(own, own)
+
+
+class _DurableTransport(TCPTransport):  # type: ignore[misc]
+    """Flushes the journal before a message that promises durability leaves."""
+
+    def send(self, node: Any, message: Any) -> Any:
+        """Make the log (or the vote) durable first, then send."""
+        if isinstance(message, dict):
+            kind = message.get("type")
+            acked = kind == "next_node_idx" and message.get("success")
+            if acked or (kind == "append_entries" and message.get("entries")):
+                self._syncObj.durability.flush_journal()
+            elif kind in ("request_vote", "response_vote"):
+                self._syncObj.durability.sync_meta()
+        return super().send(node, message)
+
+
+class _Durability:
+    """msync of PySyncObj's mmap journal and fsync of its metadata; tick thread only."""
+
+    def __init__(self, journal_path: Path, enabled: bool) -> None:
+        self._journal_path = journal_path
+        self._enabled = enabled
+        self._journal: Any = None
+        self._flushed_mark: tuple[int, Any] | None = None
+        self.dir_dirty = False
+        self.flushes = 0
+
+    def bind(self, journal: Any) -> None:
+        """Attach PySyncObj's FileJournal (private attribute, checked here)."""
+        assert hasattr(journal, "flush"), "PySyncObj journal without flush()"
+        self._journal = journal
+
+    def flush_journal(self) -> None:
+        """msync the journal if it changed since the last flush."""
+        if not self._enabled or self._journal is None or len(self._journal) == 0:
+            return
+        mark = (len(self._journal), self._journal[-1][1:])
+        if mark == self._flushed_mark and not self.dir_dirty:
+            return
+        self._journal.flush()
+        if self.dir_dirty:
+            _fsync_dir(self._journal_path.parent)
+            self.dir_dirty = False
+        self._flushed_mark = mark
+        self.flushes += 1
+
+    def sync_meta(self) -> None:
+        """fsync the term/vote file PySyncObj just rewrote (votes must survive)."""
+        if not self._enabled:
+            return
+        meta = Path(f"{self._journal_path}.meta")
+        if meta.exists():
+            fd = os.open(meta, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fsync_dir(meta.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _RouteLog(SyncObj):  # type: ignore[misc]
+    """The one PySyncObj object of a node; its replicated method only delegates."""
+
+    def __init__(
+        self, owner: RaftReplicator, self_addr: str, peers: list[str], conf: Any,
+        node_class: type[Any], durability: _Durability,
+    ) -> None:
+        # Set before SyncObj.__init__: its tick thread may apply at once.
+        self.owner = owner
+        self.durability = durability
+        super().__init__(
+            self_addr, peers, conf, nodeClass=node_class, transportClass=_DurableTransport
+        )
+
+    @replicated  # type: ignore[untyped-decorator]
+    def apply_entry(self, entry: bytes) -> None:
+        """Apply one log entry (runs on every node, in log order)."""
+        self.owner._apply_entry(entry, self.raftLastApplied + 1)
+
+
+class _SnapshotHooks:
+    """PySyncObj serializer/deserializer: the table's codec plus raft bookkeeping."""
+
+    def __init__(self, owner: RaftReplicator) -> None:
+        self._owner = weakref.ref(owner)
+
+    def _get(self) -> RaftReplicator:
+        owner = self._owner()
+        assert owner is not None, "snapshot hook outlived its replicator"
+        return owner
+
+    def serialize(self, file_name: str, data: Any) -> None:
+        """Write (table, dedupe window, last two entries, cluster) to ``file_name``."""
+        last, prev, cluster = data
+        self._get()._write_snapshot(Path(file_name), last, prev, [n.id for n in cluster])
+
+    def deserialize(self, file_name: str) -> tuple[Any, Any, list[Any]]:
+        """Install the snapshot; return what PySyncObj needs back."""
+        return self._get()._read_snapshot(Path(file_name))
+
+
+# ------------------------------------------------------------------ log alarms
+
+
+class _AlarmHandler(logging.Handler):
+    """Routes PySyncObj's divergence warnings to the replicator whose tick thread
+    logged them (several nodes may share a process in tests)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.by_thread: dict[int, weakref.ref[RaftReplicator]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Record the message on the owning replicator, if any."""
+        message = record.getMessage()
+        if not any(marker in message for marker in _ALARM_MARKERS):
+            return
+        ref = self.by_thread.get(record.thread or 0)
+        owner = ref() if ref is not None else None
+        if owner is not None:
+            owner._raise_alarm(message)
+
+
+_ALARMS = _AlarmHandler()
+logging.getLogger("pysyncobj.syncobj").addHandler(_ALARMS)
+
+
+# ------------------------------------------------------------------ replicator
+
+
+@dataclass(slots=True)
+class _BarrierGroup:
+    future: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _RaftView:
+    """What the tick thread last read from PySyncObj's getStatus()."""
+
+    state: str = "follower"
+    leader: str | None = None
+    term: int = 0
+    commit_index: int = 0
+    log_length: int = 0
+    has_quorum: bool = False
+    peers: tuple[PeerStatus, ...] = ()
+    members: tuple[str, ...] = ()
+    ready: bool = False
+    at: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class RaftReplicator:
+    """Raft mode: commands go through a PySyncObj log and apply in order everywhere."""
+
+    mode = MODE_RAFT
+
+    def __init__(
+        self,
+        node_id: str,
+        self_addr: str,
+        peers: Sequence[str],
+        data_dir: Path,
+        *,
+        settings: RaftSettings | None = None,
+        propose_timeout_s: float = DEFAULT_PROPOSE_TIMEOUT_S,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+        dial: Mapping[str, str] | None = None,
+        table_factory: type[RouteTable] = RouteTable,
+    ) -> None:
+        self.node_id = node_id
+        self.self_addr = self_addr
+        self._peers = [p for p in peers if p != self_addr]
+        self._data_dir = Path(data_dir)
+        self._settings = settings if settings is not None else RaftSettings()
+        self._propose_timeout_s = propose_timeout_s
+        self._ready_timeout_s = ready_timeout_s
+        _DIAL.update(dial or {})
+        self._table_factory = table_factory
+        self._table = table_factory()
+        self._lock = threading.RLock()
+        self._listeners: list[ApplyListener] = []
+        self._snapshot_listeners: list[Callable[[int], None]] = []
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._last_command_index = 0
+        self._checkpoints: OrderedDict[int, str] = OrderedDict()
+        self._alarms: list[str] = []
+        self._waiters: dict[str, asyncio.Future[ApplyResult]] = {}
+        self._ready: list[tuple[str, ApplyResult | BaseException]] = []
+        self._ready_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._boot = secrets.token_hex(4)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sync: _RouteLog | None = None
+        self._durability = _Durability(self._data_dir / "raft.journal", self._settings.fsync)
+        self._view = _RaftView()
+        self._barrier_next: _BarrierGroup | None = None
+        self._barrier_task: asyncio.Task[None] | None = None
+        self._membership_pending = False
+        self._tick_registered = False
+        self.applied_entries = 0
+
+    # -------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Bind the Raft port, load snapshot + journal and replay the committed log."""
+        self._loop = asyncio.get_running_loop()
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self._settings.to_conf(
+            self._data_dir / "raft.journal", self._data_dir / "raft.snapshot",
+            _SnapshotHooks(self),
+        )
+        self._sync = await self._loop.run_in_executor(None, self._construct, conf)
+        try:
+            await self._loop.run_in_executor(None, self._sync.waitBinded)
+        except Exception as exc:
+            await self.stop()
+            raise ReplicationError(f"cannot bind raft port {self.self_addr}: {exc}") from exc
+        await self._await_replay()
+
+    def _construct(self, conf: Any) -> _RouteLog:
+        sync = _RouteLog(
+            self, self.self_addr, list(self._peers), conf, DialNode, self._durability,
+        )
+        self._durability.bind(sync._SyncObj__raftLog)
+        sync.addOnTickCallback(self._on_tick)
+        return sync
+
+    async def _await_replay(self) -> None:
+        # First the local journal up to the persisted commit index (saved about
+        # once a second), then, bounded, the entries a leader says are committed
+        # (PySyncObj's isReady), so a restarted node does not serve an old state.
+        assert self._sync is not None
+        target = self._sync.raftCommitIndex
+        deadline = time.monotonic() + START_REPLAY_TIMEOUT_S
+        while self._sync.raftLastApplied < target and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        deadline = time.monotonic() + self._ready_timeout_s
+        while not self._sync.isReady() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        """Stop the tick thread and close the journal; pending proposals fail."""
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, sync.destroy_synchronous)
+        for waiter in list(self._waiters.values()):
+            if not waiter.done():
+                waiter.set_exception(ReplicationError(f"{self.node_id} stopped"))
+        self._waiters.clear()
+        if self._barrier_task is not None:
+            self._barrier_task.cancel()
+            self._barrier_task = None
+        if self._barrier_next is not None:
+            self._barrier_next.future.set_exception(ReplicationError(f"{self.node_id} stopped"))
+            self._barrier_next = None
+
+    # -------------------------------------------------------------- writes
+
+    async def propose(self, command: Command) -> ApplyResult:
+        """Commit ``command`` and return its result once applied on this node."""
+        sync = self._require_started()
+        loop = asyncio.get_running_loop()
+        proposal_id = f"{self.node_id}/{self._boot}/{next(self._ids)}"
+        entry = encode_entry(proposal_id, command)
+        if len(entry) >= self._settings.max_entry_bytes():
+            raise ReplicationError(f"{type(command).__name__} too large: {len(entry)} bytes")
+        applied: asyncio.Future[ApplyResult] = loop.create_future()
+        self._waiters[proposal_id] = applied
+        deadline = loop.time() + self._propose_timeout_s
+        last_failure = "none"
+        try:
+            while True:
+                failed = self._submit(sync, loop, entry)
+                remaining = deadline - loop.time()
+                watched: list[asyncio.Future[Any]] = [applied, failed]
+                done, _ = await asyncio.wait(
+                    watched, timeout=max(remaining, 0.0),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if applied.done():
+                    return applied.result()
+                if not done or deadline - loop.time() <= 0:
+                    raise self._no_quorum(command, last_failure)
+                last_failure = _FAIL_NAMES.get(failed.result(), str(failed.result()))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        asyncio.shield(applied),
+                        min(RETRY_BACKOFF_S, max(deadline - loop.time(), 0.0)),
+                    )
+                if applied.done():
+                    return applied.result()
+        finally:
+            self._waiters.pop(proposal_id, None)
+
+    def _submit(
+        self, sync: _RouteLog, loop: asyncio.AbstractEventLoop, entry: bytes
+    ) -> asyncio.Future[int]:
+        failed: asyncio.Future[int] = loop.create_future()
+
+        def on_result(_result: object, error: int) -> None:
+            # Success is reported by the apply path (after the journal flush).
+            if error != FAIL_REASON.SUCCESS:
+                loop.call_soon_threadsafe(_set_if_pending, failed, error)
+
+        sync.apply_entry(entry, callback=on_result)
+        return failed
+
+    def _no_quorum(self, command: Command, last_failure: str) -> NoQuorumError:
+        view = self._view
+        return NoQuorumError(
+            f"no quorum: {type(command).__name__} was not applied on {self.node_id} within "
+            f"{self._propose_timeout_s:.1f} s (state={view.state}, leader={view.leader}, "
+            f"has_quorum={view.has_quorum}, last failure={last_failure}); it may still "
+            f"apply later if a leader accepted it"
+        )
+
+    async def barrier(self) -> None:
+        """Commit a no-op through the leader; return once it is applied here.
+
+        Calls that arrive while a barrier is in flight share the next one.
+        """
+        self._require_started()
+        if self._barrier_next is None:
+            self._barrier_next = _BarrierGroup(asyncio.get_running_loop().create_future())
+        group = self._barrier_next
+        if self._barrier_task is None or self._barrier_task.done():
+            self._barrier_task = asyncio.get_running_loop().create_task(self._run_barriers())
+        await asyncio.shield(group.future)
+
+    async def _run_barriers(self) -> None:
+        while self._barrier_next is not None:
+            group, self._barrier_next = self._barrier_next, None
+            try:
+                await self.propose(Barrier())
+            except asyncio.CancelledError:
+                group.future.set_exception(ReplicationError(f"{self.node_id} stopped"))
+                raise
+            except Exception as exc:
+                group.future.set_exception(exc)
+            else:
+                group.future.set_result(None)
+
+    # -------------------------------------------------------------- apply (tick thread)
+
+    def _apply_entry(self, entry: bytes, index: int) -> None:
+        try:
+            decoded = decode_entry(entry)
+        except CodecError as exc:
+            # Skipping would diverge from nodes that can decode it: halt instead
+            # (PySyncObj retries the entry on every tick until upgraded).
+            self._raise_alarm(f"undecodable entry at {index}: {exc}")
+            raise
+        outcome: ApplyResult | BaseException
+        with self._lock:
+            self._last_command_index = index
+            if decoded.proposal_id in self._seen:
+                return
+            self._remember(decoded.proposal_id)
+            try:
+                outcome = self._table.apply(decoded.command)
+            except Exception as exc:
+                # Deterministic: every node raises on the same entry and skips it.
+                logger.exception("apply failed at %d", index)
+                outcome = ReplicationError(f"apply failed: {exc}")
+            self.applied_entries += 1
+            if index % CHECKPOINT_EVERY_ENTRIES == 0:
+                self._checkpoint(index)
+            if isinstance(outcome, ApplyResult):
+                self._notify(decoded.command, outcome)
+        if decoded.proposal_id in self._waiters:
+            with self._ready_lock:
+                self._ready.append((decoded.proposal_id, outcome))
+
+    def _remember(self, proposal_id: str) -> None:
+        self._seen[proposal_id] = None
+        while len(self._seen) > DEDUPE_WINDOW_ENTRIES:
+            self._seen.popitem(last=False)
+
+    def _checkpoint(self, index: int) -> None:
+        self._checkpoints[index] = self._table.digest()
+        while len(self._checkpoints) > CHECKPOINTS_KEPT:
+            self._checkpoints.popitem(last=False)
+
+    def _notify(self, command: Command, result: ApplyResult) -> None:
+        for listener in self._listeners:
+            try:
+                listener(command, result)
+            except Exception:
+                # A listener must never stop the log: PySyncObj would re-apply.
+                logger.exception("apply listener failed on %s", self.node_id)
+
+    def _on_tick(self) -> None:
+        """Tick-thread callback: one journal flush for every proposal applied this
+        tick, then hand the results to the event loop; refresh the status view."""
+        if not self._tick_registered:
+            _ALARMS.by_thread[threading.get_ident()] = weakref.ref(self)
+            self._tick_registered = True
+        with self._ready_lock:
+            ready, self._ready = self._ready, []
+        if ready:
+            self._durability.flush_journal()
+            loop = self._loop
+            if loop is not None:
+                loop.call_soon_threadsafe(self._resolve, ready)
+        if time.monotonic() - self._view.at >= STATUS_REFRESH_S:
+            self._refresh_view()
+
+    def _resolve(self, ready: list[tuple[str, ApplyResult | BaseException]]) -> None:
+        for proposal_id, outcome in ready:
+            waiter = self._waiters.get(proposal_id)
+            if waiter is None or waiter.done():
+                continue
+            if isinstance(outcome, BaseException):
+                waiter.set_exception(outcome)
+            else:
+                waiter.set_result(outcome)
+
+    def _refresh_view(self) -> None:
+        sync = self._sync
+        if sync is None:
+            return
+        raw = sync.getStatus()
+        others = sorted(node.id for node in sync.otherNodes)
+        peers = tuple(
+            PeerStatus(
+                address=addr,
+                connected=raw.get(f"partner_node_status_server_{addr}") == 2,
+                match_index=int(raw.get(f"match_idx_server_{addr}", -1)),
+                next_index=int(raw.get(f"next_node_idx_server_{addr}", -1)),
+            )
+            for addr in others
+        )
+        leader = raw.get("leader")
+        self._view = _RaftView(
+            state=_STATE_NAMES.get(raw["state"], str(raw["state"])),
+            leader=None if leader is None else str(leader.id),
+            term=int(raw["raft_term"]),
+            commit_index=int(raw["commit_idx"]),
+            log_length=int(raw["log_len"]),
+            has_quorum=bool(raw["has_quorum"]),
+            peers=peers,
+            members=tuple(sorted([self.self_addr, *others])),
+            ready=bool(sync.isReady()),
+            at=time.monotonic(),
+        )
+
+    def _raise_alarm(self, message: str) -> None:
+        logger.error("raft safety alarm on %s: %s", self.node_id, message)
+        with self._lock:
+            self._alarms.append(message)
+            del self._alarms[:-ALARMS_KEPT]
+
+    # -------------------------------------------------------------- snapshots
+
+    def _write_snapshot(self, path: Path, last: Any, prev: Any, cluster: list[str]) -> None:
+        with self._lock:
+            table_bytes = self._table.snapshot()
+            header = {
+                "v": 1,
+                "index": self._last_command_index,
+                "last": [bytes(last[0]).hex(), last[1], last[2]],
+                "prev": [bytes(prev[0]).hex(), prev[1], prev[2]],
+                "cluster": sorted(cluster),
+                "seen": list(self._seen),
+                "table_crc": zlib.crc32(table_bytes),
+            }
+        head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+        with path.open("wb") as out:
+            out.write(SNAPSHOT_MAGIC + struct.pack(">I", len(head)) + head + table_bytes)
+            out.flush()
+            if self._settings.fsync:
+                os.fsync(out.fileno())
+        # PySyncObj renames it into place next; the next journal flush syncs the dir.
+        self._durability.dir_dirty = True
+
+    def _read_snapshot(self, path: Path) -> tuple[Any, Any, list[Any]]:
+        data = path.read_bytes()
+        if not data.startswith(SNAPSHOT_MAGIC):
+            raise ReplicationError(f"{path} is not a route snapshot")
+        offset = len(SNAPSHOT_MAGIC)
+        (head_len,) = struct.unpack(">I", data[offset : offset + 4])
+        header = json.loads(data[offset + 4 : offset + 4 + head_len])
+        table_bytes = data[offset + 4 + head_len :]
+        if header.get("v") != 1 or zlib.crc32(table_bytes) != header["table_crc"]:
+            raise ReplicationError(f"{path}: unsupported or corrupt snapshot")
+        table = self._table_factory.restore(table_bytes)
+        last = (bytes.fromhex(header["last"][0]), header["last"][1], header["last"][2])
+        prev = (bytes.fromhex(header["prev"][0]), header["prev"][1], header["prev"][2])
+        with self._lock:
+            self._table = table
+            self._seen = OrderedDict((pid, None) for pid in header["seen"])
+            self._last_command_index = max(int(header["index"]), last[1])
+            index = self._last_command_index
+        for listener in self._snapshot_listeners:
+            listener(index)
+        return last, prev, [DialNode(addr) for addr in header["cluster"]]
+
+    def force_snapshot(self) -> None:
+        """Ask PySyncObj to compact the log at its next tick (tests, operators)."""
+        self._require_started().forceLogCompaction()
+
+    # -------------------------------------------------------------- reads
+
+    def read(self, reader: Callable[[RouteTable], T]) -> T:
+        """Run ``reader`` against the applied state under the apply lock."""
+        with self._lock:
+            return reader(self._table)
+
+    def subscribe(self, listener: ApplyListener) -> None:
+        """Call ``listener(command, result)`` on the apply thread after each apply."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def subscribe_snapshot(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(applied_index)`` when a snapshot replaced the whole table
+        (restart or install from the leader): projections must rebuild."""
+        with self._lock:
+            self._snapshot_listeners.append(listener)
+
+    def is_leader(self) -> bool:
+        """True when this node currently believes it leads (may be briefly stale)."""
+        sync = self._sync
+        return sync is not None and bool(sync._isLeader())
+
+    def members(self) -> tuple[str, ...]:
+        """Raft addresses of the current configuration, self included."""
+        return self._view.members or tuple(sorted([self.self_addr, *self._peers]))
+
+    def digest_checkpoints(self) -> dict[int, str]:
+        """Digest of the state at every ``CHECKPOINT_EVERY_ENTRIES``-th log index
+        (bounded): compare across nodes to detect divergence while running."""
+        with self._lock:
+            return dict(self._checkpoints)
+
+    def status(self) -> RaftStatus:
+        """This node's replication state (Raft fields refreshed every 50 ms)."""
+        sync = self._sync
+        view = self._view
+        with self._lock:
+            raft_applied = sync.raftLastApplied if sync is not None else 0
+            applied = max(int(raft_applied), self._last_command_index)
+            return RaftStatus(
+                node_id=self.node_id,
+                mode=self.mode,
+                state=view.state if sync is not None else "stopped",
+                leader=view.leader,
+                term=view.term,
+                commit_index=max(view.commit_index, applied),
+                applied_index=applied,
+                log_length=view.log_length,
+                has_quorum=view.has_quorum,
+                applied_version=self._table.applied_version,
+                digest=self._table.digest(),
+                peers=view.peers,
+                self_addr=self.self_addr,
+                members=self.members(),
+                ready=view.ready,
+                membership_pending=self._membership_pending,
+                alarms=tuple(self._alarms),
+            )
+
+    # -------------------------------------------------------------- membership
+
+    async def add_node(self, addr: str) -> None:
+        """Add one Raft member (start it first with the current members as peers)."""
+        if addr in self.members():
+            raise MembershipError(f"{addr} is already a member")
+        if not self._view.has_quorum:
+            raise MembershipError("refusing to add a member without quorum")
+        await self._change_membership("add", addr)
+
+    async def remove_node(self, addr: str) -> None:
+        """Remove one Raft member (not this node: ask another member)."""
+        members = self.members()
+        if addr not in members:
+            raise MembershipError(f"{addr} is not a member")
+        if addr == self.self_addr:
+            raise MembershipError("a node does not remove itself; ask another member")
+        if len(members) - 1 < 1:
+            raise MembershipError("refusing to shrink the cluster below one member")
+        await self._change_membership("remove", addr)
+
+    async def _change_membership(self, action: str, addr: str) -> None:
+        sync = self._require_started()
+        if self._membership_pending:
+            raise MembershipError("another membership change is pending")
+        self._membership_pending = True
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[int] = loop.create_future()
+
+        def on_result(_result: object, error: int) -> None:
+            loop.call_soon_threadsafe(_set_if_pending, done, error)
+
+        try:
+            if action == "add":
+                sync.addNodeToCluster(addr, callback=on_result)
+            else:
+                sync.removeNodeFromCluster(addr, callback=on_result)
+            try:
+                error = await asyncio.wait_for(done, self._propose_timeout_s)
+            except TimeoutError as exc:
+                raise NoQuorumError(f"membership change {action} {addr} not committed") from exc
+            if error != FAIL_REASON.SUCCESS:
+                raise MembershipError(
+                    f"{action} {addr} refused: {_FAIL_NAMES.get(error, error)} (a change may "
+                    f"be pending on the leader, or its first entry is not committed yet)"
+                )
+        finally:
+            self._membership_pending = False
+
+    # -------------------------------------------------------------- helpers
+
+    def _require_started(self) -> _RouteLog:
+        if self._sync is None:
+            raise ReplicationError(f"{self.node_id}: replicator not started")
+        return self._sync
+
+
+def _set_if_pending(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+# ------------------------------------------------------------------ liveness helpers
+
+
+def find_divergence(checkpoints: Mapping[str, Mapping[int, str]]) -> list[str]:
+    """Every log index at which two nodes' digests differ, as readable lines."""
+    by_index: dict[int, dict[str, str]] = {}
+    for node, points in checkpoints.items():
+        for index, digest in points.items():
+            by_index.setdefault(index, {})[node] = digest
+    return [
+        f"index {index}: {sorted(digests.items())}"
+        for index, digests in sorted(by_index.items())
+        if len(set(digests.values())) > 1
+    ]
+
+
+async def scan_liveness(
+    replicator: Replicator, now_ms: int, skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS
+) -> ApplyResult | None:
+    """The periodic scan: in raft mode only the leader proposes one ExpireBrokers;
+    followers skip (None). In eventual mode every node expires its own table."""
+    if isinstance(replicator, RaftReplicator) and not replicator.is_leader():
+        return None
+    skew = skew_allowance_ms if replicator.mode == MODE_RAFT else 0
+    return await replicator.propose(ExpireBrokers(now_ms=now_ms, skew_allowance_ms=skew))
+
+
+Touch = BrokerHeartbeat | QueryDataVersion
+
+
+class TouchCoalescer:
+    """Proposes a broker's liveness touch at most once per interval, cluster-wide.
+
+    Each broker has one designated member (rendezvous hash over the members),
+    which proposes a touch when the replicated ``last_update_ms`` is older than
+    ``touch_interval_ms``; the other members propose only when it is older than
+    ``backup_touch_interval_ms`` (the designated one cannot hear the broker).
+    Brokers heartbeat every member at about the same moment, so without a
+    designated member every node would see the same stale time and propose.
+    """
+
+    def __init__(
+        self,
+        replicator: Replicator,
+        *,
+        touch_interval_ms: int = DEFAULT_TOUCH_INTERVAL_MS,
+        backup_touch_interval_ms: int = DEFAULT_BACKUP_TOUCH_INTERVAL_MS,
+    ) -> None:
+        assert backup_touch_interval_ms >= touch_interval_ms
+        self._replicator = replicator
+        self._interval_ms = touch_interval_ms
+        self._backup_interval_ms = backup_touch_interval_ms
+        self._in_flight: set[tuple[str, str]] = set()
+        self.proposed = 0
+        self.skipped = 0
+
+    async def touch(self, command: Touch) -> ApplyResult:
+        """Apply or skip ``command``; QUERY_DATA_VERSION still gets its answer."""
+        if self._should_propose(command):
+            key = (command.cluster_name, command.broker_addr)
+            self._in_flight.add(key)
+            try:
+                self.proposed += 1
+                return await self._replicator.propose(command)
+            finally:
+                self._in_flight.discard(key)
+        self.skipped += 1
+        return self._replicator.read(lambda table: _local_answer(table, command))
+
+    def _should_propose(self, command: Touch) -> bool:
+        if not isinstance(self._replicator, RaftReplicator):
+            return True
+        key = (command.cluster_name, command.broker_addr)
+        entry = self._replicator.read(lambda table: table.live_broker(*key))
+        if entry is None or key in self._in_flight:
+            # No live entry: a touch changes nothing (QDV answers "changed").
+            return False
+        if isinstance(command, QueryDataVersion) and entry.data_version != command.data_version:
+            return False
+        interval = (
+            self._interval_ms
+            if designated_member(self._replicator.members(), key) == self._replicator.self_addr
+            else self._backup_interval_ms
+        )
+        return entry.last_update_ms < command.now_ms - interval
+
+
+def designated_member(members: Sequence[str], key: tuple[str, str]) -> str:
+    """Rendezvous hash: the member that touches broker ``key`` first."""
+    def weight(member: str) -> bytes:
+        return hashlib.sha256(f"{member}|{key[0]}|{key[1]}".encode()).digest()
+
+    return max(members, key=weight)
+
+
+def _local_answer(table: RouteTable, command: Touch) -> ApplyResult:
+    """The answer a skipped touch gets: what the applied state says, nothing changed."""
+    if isinstance(command, QueryDataVersion):
+        entry = table.live_broker(command.cluster_name, command.broker_addr)
+        changed = entry is None or entry.data_version != command.data_version
+        outcome = QueryDataVersionOutcome(
+            changed=changed, data_version=None if entry is None else entry.data_version
+        )
+        return ApplyResult(applied_version=table.applied_version, outcome=outcome)
+    return ApplyResult(applied_version=table.applied_version)
+
+
+__all__ = [
+    "DialNode",
+    "MembershipError",
+    "RaftReplicator",
+    "RaftSettings",
+    "RaftStatus",
+    "TouchCoalescer",
+    "designated_member",
+    "find_divergence",
+    "scan_liveness",
+]

@@ -1,0 +1,1 @@
+"""Setup helpers of the project (installers the tests and make targets call)."""
