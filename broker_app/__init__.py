@@ -1,0 +1,1 @@
+"""The broker Django app: broker processes that register with the NameServers."""

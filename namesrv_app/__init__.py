@@ -1,0 +1,1 @@
+"""The NameServer Django app: projection models, services, selectors and the gateway."""

@@ -1,0 +1,119 @@
+"""System checks for the NAMESRV settings (``manage.py check``), with stable ids.
+
+* namesrv.E001: a port is not an integer in 0..65535 (PORT, INTERNAL_PORT).
+* namesrv.E002: INTERNAL_SECRET is empty while DEBUG is off.
+* namesrv.E003: MODE is not one of eventual / raft.
+* namesrv.E004: CLUSTER_FILE is set but cannot be read as a JSON object.
+* namesrv.E005: an interval (SCAN_INTERVAL_S, IDLE_TIMEOUT_S) is not a positive integer.
+* namesrv.E006: NODE_ID is empty.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+
+from namesrv_app.conf import MODES, PORT_MAX, namesrv_settings
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _port_errors(conf: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for name in ("PORT", "INTERNAL_PORT"):
+        value = getattr(conf, name)
+        if not _is_int(value) or not 0 <= value <= PORT_MAX:
+            errors.append(
+                Error(
+                    f"NAMESRV['{name}'] must be an integer port in 0..{PORT_MAX}, got {value!r}.",
+                    hint="0 lets the OS pick a free port.",
+                    id="namesrv.E001",
+                )
+            )
+    return errors
+
+
+def _secret_errors(conf: Any) -> list[CheckMessage]:
+    if settings.DEBUG or conf.INTERNAL_SECRET:
+        return []
+    return [
+        Error(
+            "NAMESRV['INTERNAL_SECRET'] is empty while DEBUG is off.",
+            hint="Set NAMESRV_INTERNAL_SECRET to one random value for every process of a node.",
+            id="namesrv.E002",
+        )
+    ]
+
+
+def _mode_errors(conf: Any) -> list[CheckMessage]:
+    if conf.MODE in MODES:
+        return []
+    return [
+        Error(
+            f"NAMESRV['MODE'] must be one of {', '.join(MODES)}, got {conf.MODE!r}.",
+            id="namesrv.E003",
+        )
+    ]
+
+
+def _cluster_file_errors(conf: Any) -> list[CheckMessage]:
+    if not conf.CLUSTER_FILE:
+        return []
+    try:
+        data = json.loads(Path(conf.CLUSTER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [
+            Error(
+                f"NAMESRV['CLUSTER_FILE'] {conf.CLUSTER_FILE!r} is unreadable: {exc}",
+                hint="The launcher writes it; start the cluster with `manage.py cluster up`.",
+                id="namesrv.E004",
+            )
+        ]
+    if not isinstance(data, dict):
+        return [
+            Error(
+                f"NAMESRV['CLUSTER_FILE'] {conf.CLUSTER_FILE!r} must hold a JSON object.",
+                id="namesrv.E004",
+            )
+        ]
+    return []
+
+
+def _interval_errors(conf: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for name in ("SCAN_INTERVAL_S", "IDLE_TIMEOUT_S"):
+        value = getattr(conf, name)
+        if not _is_int(value) or value <= 0:
+            errors.append(
+                Error(
+                    f"NAMESRV['{name}'] must be a positive integer, got {value!r}.",
+                    id="namesrv.E005",
+                )
+            )
+    return errors
+
+
+def _node_errors(conf: Any) -> list[CheckMessage]:
+    if isinstance(conf.NODE_ID, str) and conf.NODE_ID.strip():
+        return []
+    return [Error("NAMESRV['NODE_ID'] must be a non-empty string.", id="namesrv.E006")]
+
+
+@register()
+def check_namesrv_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Validate the NAMESRV settings; each problem has its own stable id."""
+    conf = namesrv_settings()
+    return [
+        *_port_errors(conf),
+        *_secret_errors(conf),
+        *_mode_errors(conf),
+        *_cluster_file_errors(conf),
+        *_interval_errors(conf),
+        *_node_errors(conf),
+    ]

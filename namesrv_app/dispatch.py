@@ -1,0 +1,454 @@
+"""Request-code dispatch: every NameServer request code of reference §3.3 to its handler.
+
+Answers follow RocketMQ 5.x ``DefaultRequestProcessor`` and
+``ClientRequestProcessor`` code for code and remark for remark, with two
+deliberate 4.x-style choices:
+
+* UNREGISTER_BROKER is applied before the answer (4.x is synchronous; 5.x
+  only queues it). The broker cannot tell the difference, and the answer then
+  means the unregistration really happened.
+* An unknown code is answered with 3 (5.x), not left unanswered (4.x).
+
+Handlers only parse headers and bodies, call one service or selector and shape
+the answer; every rule lives in ``raftstore`` and every write goes through
+:class:`~namesrv_app.services.NameServerService`.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from namesrv_app import selectors
+from namesrv_app.clock import Clock
+from namesrv_app.route_cache import RouteCache
+from namesrv_app.services import NameServerService, ServiceError
+from raftstore.config import NamesrvConfig
+from remoting import bodies
+from remoting.codes import MQVersion, RequestCode, ResponseCode
+from remoting.command import RemotingCommand, make_response
+from remoting.errors import BodyDecodeError, HeaderFieldError
+from remoting.headers import header_bool, header_int, header_str, require_int, require_str
+from remoting.model import TopicList
+
+if TYPE_CHECKING:
+    from remoting.server import Connection
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[RemotingCommand, "Connection | None"], Awaitable[RemotingCommand]]
+
+ROUTE_FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+ZONE_NAME_FIELD = "__ZONE_NAME"
+CONSISTENCY_FIELD = "consistency"
+CONSISTENCY_LINEARIZABLE = "linearizable"
+CRC32_MASK = 0x7FFFFFFF
+"""Upstream masks the body CRC to a non-negative Java int (``UtilAll.crc32``)."""
+
+REMARK_NOT_READY = "name server not ready"
+REMARK_DISABLE = "disable"
+REMARK_CRC_MISMATCH = "crc32 not match"
+REMARK_REGISTER_FAILED = "register broker failed"
+REMARK_BLACKLISTED = "Can not update config in black list."
+
+
+def route_not_found_remark(topic: str | None) -> str:
+    """The 5.x TOPIC_NOT_EXIST remark, FAQ link included."""
+    shown = "null" if topic is None else topic
+    return (
+        f"No topic route info in name server for the topic: {shown}\n"
+        f"See {ROUTE_FAQ_URL} for further details."
+    )
+
+
+def need_wait_for_service(config: NamesrvConfig, started_ms: int, now_ms: int) -> bool:
+    """5.x ClientRequestProcessor readiness: refuse routes for ``waitSecondsForService``
+    after the processor started, when ``needWaitForService`` is on."""
+    if not config.need_wait_for_service:
+        return False
+    return now_ms - started_ms < config.wait_seconds_for_service * 1000
+
+
+def body_crc32(body: bytes | None) -> int:
+    """The body checksum a broker puts in ``bodyCrc32`` (0 for no body)."""
+    return 0 if not body else zlib.crc32(body) & CRC32_MASK
+
+
+class RequestDispatcher:
+    """Answers NameServer requests; ``handle`` is the remoting server's handler."""
+
+    def __init__(
+        self,
+        service: NameServerService,
+        *,
+        clock: Clock | None = None,
+        route_cache: RouteCache | None = None,
+    ) -> None:
+        self.service = service
+        self.replicator = service.replicator
+        self.clock: Clock = clock if clock is not None else service.clock
+        # The readiness window is measured from here, as upstream measures it
+        # from the processor's construction.
+        self.started_ms = self.clock.now_ms()
+        self.route_cache = route_cache if route_cache is not None else RouteCache(self.replicator)
+        self.handlers: dict[int, Handler] = {
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic_in_namesrv,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
+            RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_has_unit_sub_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_ununit_list,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            RequestCode.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+        }
+
+    async def handle(
+        self, request: RemotingCommand, conn: Connection | None = None
+    ) -> RemotingCommand | None:
+        """Answer ``request``; None for one-way requests, which are never answered."""
+        handler = self.handlers.get(request.code, self.unsupported)
+        try:
+            response = await handler(request, conn)
+        except (HeaderFieldError, ServiceError, BodyDecodeError) as exc:
+            response = make_response(request, ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        return None if request.is_oneway else response
+
+    def _config(self) -> NamesrvConfig:
+        return selectors.namesrv_config(self.replicator)
+
+    # ---------------------------------------------------------------- KV config
+
+    async def put_kv_config(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """100: 1 "namespace or key is null" when either is missing."""
+        await self.service.put_kv(
+            namespace=header_str(request, "namespace"),
+            key=header_str(request, "key"),
+            value=header_str(request, "value"),
+        )
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def get_kv_config(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """101: the value in ext ``value``; 22 with ``extFields {}`` when missing."""
+        namespace = header_str(request, "namespace")
+        key = header_str(request, "key")
+        value = (
+            None
+            if namespace is None or key is None
+            else selectors.kv_get(self.replicator, namespace, key)
+        )
+        if value is None:
+            return make_response(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                remark=f"No config item, Namespace: {namespace} Key: {key}",
+                ext_fields={},
+            )
+        return make_response(request, ResponseCode.SUCCESS, ext_fields={"value": value})
+
+    async def delete_kv_config(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """102: always 0 for a well-formed request."""
+        await self.service.delete_kv(
+            namespace=require_str(request, "namespace"), key=require_str(request, "key")
+        )
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def get_kv_list_by_namespace(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """219: the namespace as a KVTable; 22 when it never existed."""
+        namespace = header_str(request, "namespace")
+        table = None if namespace is None else selectors.kv_list(self.replicator, namespace)
+        if table is None:
+            return make_response(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                remark=f"No config item, Namespace: {namespace}",
+            )
+        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_kv_table(table))
+
+    # ---------------------------------------------------------------- brokers
+
+    async def register_broker(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """103: crc check, version-dependent body, master/HA address for slaves."""
+        crc = header_int(request, "bodyCrc32", bits=32) or 0
+        if crc != 0 and crc != body_crc32(request.body):
+            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_CRC_MISMATCH)
+        body = bodies.decode_register_broker_request_body(
+            request.body,
+            compressed=bool(header_bool(request, "compressed")),
+            version=request.version,
+        )
+        outcome = await self.service.register_broker(
+            cluster_name=require_str(request, "clusterName"),
+            broker_addr=require_str(request, "brokerAddr"),
+            broker_name=require_str(request, "brokerName"),
+            broker_id=require_int(request, "brokerId"),
+            ha_server_addr=header_str(request, "haServerAddr"),
+            topic_config_wrapper=body.topic_config_wrapper,
+            filter_server_list=body.filter_server_list,
+            zone_name=header_str(request, ZONE_NAME_FIELD),
+            heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
+            enable_acting_master=header_bool(request, "enableActingMaster"),
+            channel=None if conn is None else conn.id,
+        )
+        if outcome.failed:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
+        ext = {
+            name: value
+            for name, value in (
+                ("haServerAddr", outcome.ha_server_addr),
+                ("masterAddr", outcome.master_addr),
+            )
+            if value is not None
+        }
+        order_body = None
+        if outcome.order_topic_config is not None and (
+            self._config().return_order_topic_config_to_broker
+        ):
+            order_body = bodies.encode_kv_table(outcome.order_topic_config)
+        return make_response(request, ResponseCode.SUCCESS, ext_fields=ext, body=order_body)
+
+    async def unregister_broker(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """104: applied before answering (see the module docstring)."""
+        await self.service.unregister_broker(
+            cluster_name=require_str(request, "clusterName"),
+            broker_addr=require_str(request, "brokerAddr"),
+            broker_name=require_str(request, "brokerName"),
+            broker_id=require_int(request, "brokerId"),
+        )
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def broker_heartbeat(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """904: refresh liveness; brokers send it one-way, so usually nobody reads the 0."""
+        await self.service.broker_heartbeat(
+            cluster_name=require_str(request, "clusterName"),
+            broker_addr=require_str(request, "brokerAddr"),
+        )
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def query_data_version(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """322: ``changed`` plus the stored DataVersion body when the broker is live."""
+        outcome = await self.service.query_data_version(
+            cluster_name=require_str(request, "clusterName"),
+            broker_addr=require_str(request, "brokerAddr"),
+            broker_name=require_str(request, "brokerName"),
+            broker_id=require_int(request, "brokerId"),
+            data_version=bodies.decode_data_version(request.body),
+        )
+        stored = outcome.data_version
+        return make_response(
+            request,
+            ResponseCode.SUCCESS,
+            ext_fields={"changed": "true" if outcome.changed else "false"},
+            body=None if stored is None else bodies.encode_data_version(stored),
+        )
+
+    async def get_broker_member_group(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """901: a copy of the group's addresses, ``{}`` when unknown."""
+        group = selectors.broker_member_group(
+            self.replicator,
+            require_str(request, "clusterName"),
+            require_str(request, "brokerName"),
+        )
+        return make_response(
+            request, ResponseCode.SUCCESS, body=bodies.encode_broker_member_group(group)
+        )
+
+    async def wipe_write_perm_of_broker(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """205: ext ``wipeTopicCount``."""
+        count = await self.service.wipe_write_perm(require_str(request, "brokerName"))
+        return make_response(
+            request, ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": str(count)}
+        )
+
+    async def add_write_perm_of_broker(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """327: ext ``addTopicCount``."""
+        count = await self.service.add_write_perm(require_str(request, "brokerName"))
+        return make_response(
+            request, ResponseCode.SUCCESS, ext_fields={"addTopicCount": str(count)}
+        )
+
+    # ---------------------------------------------------------------- routes
+
+    async def get_route_info_by_topic(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """105: the cached route body; 17 when unknown; 1 while not ready."""
+        config = self._config()
+        if need_wait_for_service(config, self.started_ms, self.clock.now_ms()):
+            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_NOT_READY)
+        topic = header_str(request, "topic")
+        if header_str(request, CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
+            await self.replicator.barrier()
+        standard = request.version >= MQVersion.V4_9_4 or bool(
+            header_bool(request, "acceptStandardJsonOnly")
+        )
+        body = None if topic is None else self.route_cache.route_body(topic, standard=standard)
+        if body is None:
+            return make_response(
+                request, ResponseCode.TOPIC_NOT_EXIST, remark=route_not_found_remark(topic)
+            )
+        return make_response(request, ResponseCode.SUCCESS, body=body)
+
+    async def get_broker_cluster_info(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """106: always fastjson's plain form (unquoted broker-id keys)."""
+        info = selectors.cluster_info(self.replicator)
+        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_cluster_info(info))
+
+    async def delete_topic_in_namesrv(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """216: a non-empty clusterName limits the delete to that cluster."""
+        await self.service.delete_topic(
+            require_str(request, "topic"), header_str(request, "clusterName") or None
+        )
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def register_topic_in_namesrv(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """217: only the body's queueDatas matter; no body does nothing."""
+        if request.body:
+            route = bodies.decode_topic_route_data(request.body)
+            await self.service.register_topic(require_str(request, "topic"), route.queue_datas)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    # ---------------------------------------------------------------- topic lists
+
+    def _topic_list_response(
+        self, request: RemotingCommand, enabled: bool, read: Callable[[], TopicList]
+    ) -> RemotingCommand:
+        if not enabled:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_DISABLE)
+        topics = read()
+        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_topic_list(topics))
+
+    async def get_all_topic_list(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """206: every topic; 1 "disable" when enableAllTopicList is off."""
+        return self._topic_list_response(
+            request,
+            self._config().enable_all_topic_list,
+            lambda: selectors.all_topic_list(self.replicator),
+        )
+
+    async def get_topics_by_cluster(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """224: topics of one cluster; 1 "disable" when enableTopicList is off."""
+        enabled = self._config().enable_topic_list
+        cluster = require_str(request, "cluster") if enabled else ""
+        return self._topic_list_response(
+            request, enabled, lambda: selectors.topics_by_cluster(self.replicator, cluster)
+        )
+
+    async def get_system_topic_list(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """304: cluster and broker names plus one broker address; no enable check."""
+        return self._topic_list_response(
+            request, True, lambda: selectors.system_topic_list(self.replicator)
+        )
+
+    async def get_unit_topic_list(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """311: unit topics; 1 "disable" when enableTopicList is off."""
+        return self._topic_list_response(
+            request,
+            self._config().enable_topic_list,
+            lambda: selectors.unit_topic_list(self.replicator),
+        )
+
+    async def get_has_unit_sub_topic_list(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """312: topics with unit subscriptions; 1 "disable" when enableTopicList is off."""
+        return self._topic_list_response(
+            request,
+            self._config().enable_topic_list,
+            lambda: selectors.has_unit_sub_topic_list(self.replicator),
+        )
+
+    async def get_has_unit_sub_ununit_list(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """313: non-unit topics with unit subscriptions; 1 "disable" when enableTopicList is off."""
+        return self._topic_list_response(
+            request,
+            self._config().enable_topic_list,
+            lambda: selectors.has_unit_sub_ununit_topic_list(self.replicator),
+        )
+
+    # ---------------------------------------------------------------- config
+
+    async def update_namesrv_config(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """318: merge known keys; 16 when any key is blacklisted; no body does nothing."""
+        if request.body:
+            rejected = await self.service.update_namesrv_config(
+                bodies.decode_properties(request.body)
+            )
+            if rejected is not None:
+                return make_response(request, ResponseCode.NO_PERMISSION, remark=REMARK_BLACKLISTED)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def get_namesrv_config(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """319: ``key=value`` lines, keys sorted."""
+        props = self._config().to_properties()
+        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_properties(props))
+
+    # ---------------------------------------------------------------- fallback
+
+    async def unsupported(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> RemotingCommand:
+        """Any other code: 3 with upstream's remark (leading space included)."""
+        return make_response(
+            request,
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            remark=f" request type {request.code} not supported",
+        )

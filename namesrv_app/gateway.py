@@ -1,0 +1,258 @@
+"""The gateway process of a NameServer node, as plain functions and one class.
+
+``manage.py run_gateway`` is a thin shell over :func:`serve`. The steps:
+
+1. build the replicator for the mode (eventual: :class:`LocalReplicator`);
+2. start the projection writer, which rebuilds the node's tables first;
+3. start the public remoting server (clients and brokers) and the internal one
+   (loopback, secret-protected: the scan task and the web process);
+4. write the ready file (ports and pid) once both listen;
+5. on SIGTERM/SIGINT: drain both servers, flush the projection, stop.
+
+In eventual mode a closed broker connection unregisters what was registered
+over it (upstream ``BrokerHousekeepingService``). In raft mode that would be a
+replicated decision taken from one node's local observation, so the gateway
+leaves liveness to the replicated expiry instead (see ARCHITECTURE "Liveness").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from namesrv_app.clock import Clock, SystemClock
+from namesrv_app.dispatch import RequestDispatcher
+from namesrv_app.events import EventPublisher, null_publisher
+from namesrv_app.internal import InternalDispatcher
+from namesrv_app.projection import ProjectionWriter
+from namesrv_app.services import NameServerService
+from raftstore.config import NamesrvConfig
+from raftstore.replicator import MODE_EVENTUAL, LocalReplicator, Replicator
+from raftstore.results import MinBrokerIdChange
+from raftstore.route_table import RouteTable
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode
+from remoting.command import RemotingCommand
+from remoting.server import Connection, RemotingServer
+
+log = logging.getLogger(__name__)
+
+DRAIN_TIMEOUT_S = 5.0
+PROJECTION_FLUSH_TIMEOUT_S = 30.0
+NOTIFICATIONS_PENDING_MAX = 1024
+"""In-flight NOTIFY_MIN_BROKER_ID_CHANGE sends; beyond this new ones are dropped."""
+INTERNAL_HOST = "127.0.0.1"
+
+
+class GatewayConfigError(ValueError):
+    """The gateway cannot start with the given options."""
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayOptions:
+    """Everything a gateway needs to start (the command line and settings, merged)."""
+
+    node_id: str
+    host: str = "127.0.0.1"
+    port: int = 9876
+    internal_port: int = 0
+    mode: str = MODE_EVENTUAL
+    internal_secret: str = ""
+    idle_timeout_s: float = 120.0
+    notify_min_broker_id_changed: bool = False
+    ready_file: Path | None = None
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
+
+
+def build_replicator(node_id: str, mode: str, config: NamesrvConfig | None = None) -> Replicator:
+    """The replicator for ``mode`` over a table starting with ``config``.
+
+    Eventual mode is built here; raft mode belongs to its own module and is not
+    wired into this gateway yet.
+    """
+    if mode == MODE_EVENTUAL:
+        return LocalReplicator(node_id, RouteTable(config))
+    raise GatewayConfigError(f"mode {mode!r} is not available in this gateway build")
+
+
+def notify_request(change: MinBrokerIdChange) -> RemotingCommand:
+    """The one-way NOTIFY_MIN_BROKER_ID_CHANGE (905) request for ``change``."""
+    fields = {
+        "minBrokerId": str(change.min_broker_id),
+        "minBrokerAddr": change.min_broker_addr,
+        "offlineBrokerAddr": change.offline_broker_addr,
+        "haBrokerAddr": change.ha_broker_addr,
+    }
+    return RemotingCommand.request(
+        RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE,
+        {k: v for k, v in fields.items() if v is not None},
+        oneway=True,
+    )
+
+
+def write_ready_file(path: Path, info: dict[str, Any]) -> None:
+    """Write ``info`` as JSON atomically (readers never see half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(info, sort_keys=True), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+class Gateway:
+    """One node's gateway: replicator, projection, route cache and both servers."""
+
+    def __init__(
+        self,
+        options: GatewayOptions,
+        *,
+        clock: Clock | None = None,
+        replicator: Replicator | None = None,
+        publisher: EventPublisher = null_publisher,
+    ) -> None:
+        self.options = options
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        # The setting seeds the replicated notifyMinBrokerIdChanged; UPDATE_NAMESRV_CONFIG
+        # can still change it at run time, and the table decides what to notify.
+        initial = NamesrvConfig(notify_min_broker_id_changed=options.notify_min_broker_id_changed)
+        self.replicator = replicator or build_replicator(options.node_id, options.mode, initial)
+        self.client = RemotingClient()
+        self.service = NameServerService(self.replicator, self.clock, self._notify)
+        self.dispatcher = RequestDispatcher(self.service, clock=self.clock)
+        self.internal = InternalDispatcher(self.service, options.internal_secret)
+        self.projection = ProjectionWriter(self.replicator, publisher=publisher)
+        self.server = RemotingServer(
+            self._handle,
+            host=options.host,
+            port=options.port,
+            on_connection_closed=self._connection_closed,
+            idle_timeout_s=options.idle_timeout_s,
+        )
+        self.internal_server = RemotingServer(
+            self.internal.handle, host=INTERNAL_HOST, port=options.internal_port
+        )
+        # Connections that carried a REGISTER_BROKER: only their closing can
+        # unregister anything, so other clients' closes cost nothing.
+        self._broker_channels: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    async def start(self) -> None:
+        """Start replicating, rebuild the projection, then listen on both ports."""
+        await self.replicator.start()
+        self.projection.start(rebuild=True)
+        if not await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S):
+            log.warning(
+                "projection rebuild did not finish within %.0f s", PROJECTION_FLUSH_TIMEOUT_S
+            )
+        await self.server.start()
+        await self.internal_server.start()
+        log.info(
+            "gateway %s (%s) listening on %s:%d, internal %s:%d",
+            self.options.node_id,
+            self.replicator.mode,
+            self.options.host,
+            self.server.port,
+            INTERNAL_HOST,
+            self.internal_server.port,
+        )
+
+    def ready_info(self) -> dict[str, Any]:
+        """What the ready file says: the node, its mode, its bound ports and the pid."""
+        return {
+            "node_id": self.options.node_id,
+            "mode": self.replicator.mode,
+            "host": self.options.host,
+            "port": self.server.port,
+            "internal_port": self.internal_server.port,
+            "pid": os.getpid(),
+        }
+
+    async def stop(self) -> None:
+        """Drain both servers, let pending work finish, flush the projection, stop.
+
+        Connections the shutdown itself closes do not unregister their brokers:
+        the node going away is not the broker going away, and the projection
+        keeps the last state the node served.
+        """
+        self._stopping = True
+        await self.server.close(self.options.drain_timeout_s)
+        await self.internal_server.close(self.options.drain_timeout_s)
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout_s)
+        await self.client.close()
+        await self.replicator.stop()
+        await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S)
+        await asyncio.to_thread(self.projection.stop, PROJECTION_FLUSH_TIMEOUT_S)
+
+    # -- callbacks ------------------------------------------------------------------
+
+    async def _handle(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        if request.code == RequestCode.REGISTER_BROKER:
+            self._broker_channels.add(conn.id)
+        return await self.dispatcher.handle(request, conn)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        if self._stopping or conn.id not in self._broker_channels:
+            return
+        self._broker_channels.discard(conn.id)
+        if self.replicator.mode != MODE_EVENTUAL:
+            return
+        self._spawn(self.service.channel_destroyed(conn.id))
+
+    def _notify(self, changes: tuple[MinBrokerIdChange, ...]) -> None:
+        for change in changes:
+            for target in change.targets:
+                if len(self._tasks) >= NOTIFICATIONS_PENDING_MAX:
+                    log.warning("dropping min-broker-id notification to %s", target)
+                    continue
+                self._spawn(self._send_oneway(target, notify_request(change)))
+
+    async def _send_oneway(self, addr: str, request: RemotingCommand) -> None:
+        try:
+            await self.client.invoke_oneway(addr, request)
+        except Exception as exc:
+            # Upstream sends with a 300 ms timeout and only logs failures.
+            log.info("notify %s failed: %s", addr, exc)
+
+    def _spawn(self, work: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def install_stop_signals(stop: asyncio.Event) -> None:
+    """Make SIGTERM and SIGINT set ``stop`` (a clean shutdown instead of a kill)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def serve(
+    options: GatewayOptions,
+    *,
+    stop: asyncio.Event | None = None,
+    publisher: EventPublisher = null_publisher,
+    replicator: Replicator | None = None,
+) -> Gateway:
+    """Run a gateway until ``stop`` is set (by default: until SIGTERM or SIGINT).
+
+    ``replicator`` overrides the one :func:`build_replicator` makes (the raft seam).
+    """
+    if stop is None:
+        stop = asyncio.Event()
+        install_stop_signals(stop)
+    gateway = Gateway(options, publisher=publisher, replicator=replicator)
+    await gateway.start()
+    try:
+        if options.ready_file is not None:
+            write_ready_file(options.ready_file, gateway.ready_info())
+        await stop.wait()
+    finally:
+        await gateway.stop()
+    return gateway

@@ -1,0 +1,661 @@
+"""The projection writer: keeps the node's Django tables equal to its route table.
+
+The replicator calls :meth:`ProjectionWriter.on_applied` on its apply thread
+after every command. That call reads only the keys named in
+``ApplyResult.changes`` out of the table and puts a :class:`Delta` on a bounded
+queue; it never touches the database, so apply is never held up by SQL. One
+writer thread drains the queue, merges what it took into one batch and writes
+it in ONE ``transaction.atomic()``, stamping each written row and the
+:class:`~namesrv_app.models.NodeState` row with the applied version.
+
+If the queue is full the delta is dropped and a rebuild is requested instead:
+the writer then rewrites everything from a fresh read of the table, which
+covers every dropped delta. Deltas older than that read are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
+
+from namesrv_app import models
+from namesrv_app.events import ChangeEvent, EventPublisher, null_publisher, publish_safely
+from raftstore.commands import Command
+from raftstore.replicator import Replicator
+from raftstore.results import ApplyResult, BrokerAddrInfo, Changes
+from raftstore.route_table import BrokerLiveView, RouteTable
+from remoting.bodies import encode_properties
+from remoting.model import BrokerData, QueueData, TopicQueueMappingInfo
+
+log = logging.getLogger(__name__)
+
+QUEUE_DEPTH_MAX = 10_000
+"""Deltas waiting for the writer; beyond this the writer rebuilds instead."""
+BATCH_DELTAS_MAX = 500
+"""Deltas merged into one transaction."""
+SQL_CHUNK_ROWS = 400
+"""Keys per ``IN (...)`` clause: below SQLite's historical limit of 999 variables."""
+DIGEST_INTERVAL_S = 1.0
+"""The state digest costs a pass over the table; refresh it at most this often."""
+IDLE_POLL_S = 0.5
+FAILURE_BACKOFF_S = 1.0
+"""Pause after a failed write so a broken database is retried, not hammered."""
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Delta:
+    """The current value of every key one or more commands changed (None = gone)."""
+
+    applied_version: int
+    routes_version: int
+    queues: dict[str, dict[str, QueueData]] = field(default_factory=dict)
+    mappings: dict[str, dict[str, TopicQueueMappingInfo]] = field(default_factory=dict)
+    groups: dict[str, BrokerData | None] = field(default_factory=dict)
+    clusters: dict[str, list[str] | None] = field(default_factory=dict)
+    live: dict[BrokerAddrInfo, BrokerLiveView | None] = field(default_factory=dict)
+    filters: dict[BrokerAddrInfo, tuple[str, ...] | None] = field(default_factory=dict)
+    kv: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    namespaces: dict[str, bool] = field(default_factory=dict)
+    config: dict[str, str] | None = None
+
+    def merge(self, later: Delta) -> None:
+        """Fold a later delta into this one: the later value of a key wins."""
+        self.applied_version = later.applied_version
+        self.routes_version = later.routes_version
+        self.queues.update(later.queues)
+        self.mappings.update(later.mappings)
+        self.groups.update(later.groups)
+        self.clusters.update(later.clusters)
+        self.live.update(later.live)
+        self.filters.update(later.filters)
+        self.kv.update(later.kv)
+        self.namespaces.update(later.namespaces)
+        if later.config is not None:
+            self.config = later.config
+
+    def event(self, node_id: str) -> ChangeEvent:
+        """The change event announcing this delta once committed."""
+        return ChangeEvent(
+            node_id=node_id,
+            applied_version=self.applied_version,
+            routes_version=self.routes_version,
+            topics=frozenset(self.queues) | frozenset(self.mappings),
+            broker_names=frozenset(self.groups),
+            clusters=frozenset(self.clusters),
+            kv_namespaces=frozenset(self.namespaces) | frozenset(ns for ns, _ in self.kv),
+            live_changed=bool(self.live or self.filters),
+            config_changed=self.config is not None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FullState:
+    """Everything the projection holds, read at one applied version (for a rebuild)."""
+
+    applied_version: int
+    routes_version: int
+    digest: str
+    queues: dict[str, dict[str, QueueData]]
+    mappings: dict[str, dict[str, TopicQueueMappingInfo]]
+    groups: dict[str, BrokerData]
+    clusters: dict[str, list[str]]
+    live: list[BrokerLiveView]
+    filters: dict[BrokerAddrInfo, tuple[str, ...]]
+    kv: dict[str, dict[str, str]]
+    config: dict[str, str]
+
+
+# ------------------------------------------------------------------ reading the table
+
+
+def read_delta(table: RouteTable, result: ApplyResult) -> Delta:
+    """The current values of the keys ``result.changes`` names (called under the read lock)."""
+    changes = result.changes
+    delta = Delta(result.applied_version, table.routes_version)
+    _read_topics(table, changes, delta)
+    if changes.broker_names:
+        groups = table.broker_datas()
+        delta.groups = {name: groups.get(name) for name in changes.broker_names}
+    if changes.clusters:
+        members = table.cluster_info().cluster_addr_table
+        delta.clusters = {name: members.get(name) for name in changes.clusters}
+    if changes.live_brokers:
+        filters = table.filter_servers()
+        for live_key in changes.live_brokers:
+            delta.live[live_key] = table.live_broker(live_key.cluster_name, live_key.broker_addr)
+            delta.filters[live_key] = filters.get(live_key)
+    for namespace, kv_key in changes.kv:
+        delta.kv[(namespace, kv_key)] = table.kv_get(namespace, kv_key)
+    for namespace in changes.kv_namespaces:
+        delta.namespaces[namespace] = table.kv_list(namespace) is not None
+    if changes.config:
+        delta.config = table.config.to_properties()
+    return delta
+
+
+def _read_topics(table: RouteTable, changes: Changes, delta: Delta) -> None:
+    if not changes.topics:
+        return
+    # The table offers whole-table copies only; one copy per command that touched
+    # topics is the same order of work as the registration that touched them.
+    queues = table.topic_queue_table()
+    mappings = table.topic_queue_mapping_infos()
+    for topic in changes.topics:
+        delta.queues[topic] = queues.get(topic, {})
+        delta.mappings[topic] = mappings.get(topic, {})
+
+
+def read_full_state(table: RouteTable) -> FullState:
+    """Every table at once (called under the read lock)."""
+    return FullState(
+        applied_version=table.applied_version,
+        routes_version=table.routes_version,
+        digest=table.digest(),
+        queues=table.topic_queue_table(),
+        mappings=table.topic_queue_mapping_infos(),
+        groups=table.broker_datas(),
+        clusters=table.cluster_info().cluster_addr_table,
+        live=table.live_brokers(),
+        filters=table.filter_servers(),
+        kv=table.kv_namespaces(),
+        config=table.config.to_properties(),
+    )
+
+
+# ------------------------------------------------------------------ writing rows
+
+
+def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= SQL_CHUNK_ROWS:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _key_filter(keys: Iterable[BrokerAddrInfo]) -> Q:
+    condition = Q(pk__in=[])
+    for key in keys:
+        condition |= Q(cluster_name=key.cluster_name, broker_addr=key.broker_addr)
+    return condition
+
+
+def _queue_rows(topic: str, queues: dict[str, QueueData], version: int) -> list[models.QueueData]:
+    return [
+        models.QueueData(
+            topic=topic,
+            broker_name=qd.broker_name,
+            read_queue_nums=qd.read_queue_nums,
+            write_queue_nums=qd.write_queue_nums,
+            perm=qd.perm,
+            topic_sys_flag=qd.topic_sys_flag,
+            applied_version=version,
+        )
+        for qd in queues.values()
+    ]
+
+
+def mapping_json(info: TopicQueueMappingInfo) -> dict[str, Any]:
+    """A TopicQueueMappingInfo as JSON-friendly data (string keys for the id map)."""
+    data = dataclasses.asdict(info)
+    if info.curr_id_map is not None:
+        data["curr_id_map"] = {str(k): v for k, v in sorted(info.curr_id_map.items())}
+    return data
+
+
+def _mapping_rows(
+    topic: str, infos: dict[str, TopicQueueMappingInfo], version: int
+) -> list[models.TopicQueueMapping]:
+    return [
+        models.TopicQueueMapping(
+            topic=topic, bname=bname, info=mapping_json(info), applied_version=version
+        )
+        for bname, info in infos.items()
+    ]
+
+
+def _write_groups(groups: dict[str, BrokerData], version: int) -> None:
+    rows = models.BrokerGroup.objects.bulk_create(
+        [
+            models.BrokerGroup(
+                broker_name=bd.broker_name,
+                cluster=bd.cluster,
+                zone_name=bd.zone_name,
+                enable_acting_master=bd.enable_acting_master,
+                applied_version=version,
+            )
+            for bd in groups.values()
+        ]
+    )
+    by_name = {row.broker_name: row for row in rows}
+    if any(row.pk is None for row in rows):
+        # Backends that do not return ids from bulk_create: look them up.
+        by_name = {
+            row.broker_name: row
+            for row in models.BrokerGroup.objects.filter(broker_name__in=list(groups))
+        }
+    models.BrokerAddress.objects.bulk_create(
+        [
+            models.BrokerAddress(
+                group=by_name[name], broker_id=broker_id, addr=addr, applied_version=version
+            )
+            for name, bd in groups.items()
+            for broker_id, addr in bd.broker_addrs.items()
+        ]
+    )
+
+
+def _live_row(view: BrokerLiveView, version: int) -> models.LiveBroker:
+    return models.LiveBroker(
+        cluster_name=view.cluster_name,
+        broker_addr=view.broker_addr,
+        last_update_ms=view.last_update_ms,
+        heartbeat_timeout_ms=view.heartbeat_timeout_ms,
+        data_version_state=view.data_version.state_version,
+        data_version_timestamp=view.data_version.timestamp,
+        data_version_counter=view.data_version.counter,
+        ha_server_addr=view.ha_server_addr,
+        channel=view.channel,
+        applied_version=version,
+    )
+
+
+def _filter_row(key: BrokerAddrInfo, servers: tuple[str, ...], version: int) -> models.FilterServer:
+    return models.FilterServer(
+        cluster_name=key.cluster_name,
+        broker_addr=key.broker_addr,
+        servers=list(servers),
+        applied_version=version,
+    )
+
+
+def _properties_text(props: dict[str, str]) -> str:
+    return encode_properties(props).decode("utf-8")
+
+
+def write_delta(delta: Delta, node_id: str, mode: str, digest: str | None) -> None:
+    """Write one merged delta in one transaction."""
+    version = delta.applied_version
+    with transaction.atomic():
+        _write_topic_delta(delta, version)
+        _write_group_delta(delta, version)
+        _write_live_delta(delta, version)
+        _write_kv_delta(delta, version)
+        _write_node_state(
+            node_id,
+            mode,
+            delta.applied_version,
+            delta.routes_version,
+            digest,
+            None if delta.config is None else _properties_text(delta.config),
+        )
+
+
+def _write_topic_delta(delta: Delta, version: int) -> None:
+    for topics in _chunks(delta.queues):
+        models.QueueData.objects.filter(topic__in=topics).delete()
+        models.QueueData.objects.bulk_create(
+            [row for t in topics for row in _queue_rows(t, delta.queues[t], version)]
+        )
+    for topics in _chunks(delta.mappings):
+        models.TopicQueueMapping.objects.filter(topic__in=topics).delete()
+        models.TopicQueueMapping.objects.bulk_create(
+            [row for t in topics for row in _mapping_rows(t, delta.mappings[t], version)]
+        )
+
+
+def _write_group_delta(delta: Delta, version: int) -> None:
+    for names in _chunks(delta.groups):
+        models.BrokerGroup.objects.filter(broker_name__in=names).delete()
+        present = {n: bd for n in names if (bd := delta.groups[n]) is not None}
+        _write_groups(present, version)
+    for names in _chunks(delta.clusters):
+        models.Cluster.objects.filter(name__in=names).delete()
+        models.Cluster.objects.bulk_create(
+            [
+                models.Cluster(name=n, broker_names=members, applied_version=version)
+                for n in names
+                if (members := delta.clusters[n]) is not None
+            ]
+        )
+
+
+def _write_live_delta(delta: Delta, version: int) -> None:
+    for keys in _chunks(delta.live):
+        models.LiveBroker.objects.filter(_key_filter(keys)).delete()
+        models.LiveBroker.objects.bulk_create(
+            [_live_row(view, version) for k in keys if (view := delta.live[k]) is not None]
+        )
+    for keys in _chunks(delta.filters):
+        models.FilterServer.objects.filter(_key_filter(keys)).delete()
+        models.FilterServer.objects.bulk_create(
+            [
+                _filter_row(k, servers, version)
+                for k in keys
+                if (servers := delta.filters[k]) is not None
+            ]
+        )
+
+
+def _write_kv_delta(delta: Delta, version: int) -> None:
+    for namespace, exists in delta.namespaces.items():
+        if exists:
+            models.KVNamespace.objects.update_or_create(
+                name=namespace, defaults={"applied_version": version}
+            )
+        else:
+            models.KVNamespace.objects.filter(name=namespace).delete()
+    for (namespace, key), value in delta.kv.items():
+        if value is None:
+            models.KVEntry.objects.filter(namespace__name=namespace, key=key).delete()
+            continue
+        ns_row, _ = models.KVNamespace.objects.get_or_create(
+            name=namespace, defaults={"applied_version": version}
+        )
+        models.KVEntry.objects.update_or_create(
+            namespace=ns_row, key=key, defaults={"value": value, "applied_version": version}
+        )
+
+
+def _write_node_state(
+    node_id: str,
+    mode: str,
+    applied_version: int,
+    routes_version: int,
+    digest: str | None,
+    config_text: str | None,
+) -> None:
+    defaults: dict[str, Any] = {
+        "mode": mode,
+        "applied_version": applied_version,
+        "routes_version": routes_version,
+    }
+    if digest is not None:
+        defaults["digest"] = digest
+    if config_text is not None:
+        defaults["config_properties"] = config_text
+    models.NodeState.objects.update_or_create(node_id=node_id, defaults=defaults)
+
+
+PROJECTION_MODELS: tuple[type[Any], ...] = (
+    models.KVEntry,
+    models.KVNamespace,
+    models.BrokerAddress,
+    models.BrokerGroup,
+    models.Cluster,
+    models.LiveBroker,
+    models.FilterServer,
+    models.QueueData,
+    models.TopicQueueMapping,
+)
+
+
+def write_full_state(state: FullState, node_id: str, mode: str) -> None:
+    """Rewrite every projection table from ``state`` in one transaction."""
+    version = state.applied_version
+    with transaction.atomic():
+        for model in PROJECTION_MODELS:
+            model.objects.all().delete()
+        models.QueueData.objects.bulk_create(
+            [row for t, q in state.queues.items() for row in _queue_rows(t, q, version)],
+            batch_size=SQL_CHUNK_ROWS,
+        )
+        models.TopicQueueMapping.objects.bulk_create(
+            [row for t, m in state.mappings.items() for row in _mapping_rows(t, m, version)],
+            batch_size=SQL_CHUNK_ROWS,
+        )
+        _write_groups(state.groups, version)
+        models.Cluster.objects.bulk_create(
+            [
+                models.Cluster(name=n, broker_names=m, applied_version=version)
+                for n, m in state.clusters.items()
+            ]
+        )
+        models.LiveBroker.objects.bulk_create([_live_row(v, version) for v in state.live])
+        models.FilterServer.objects.bulk_create(
+            [_filter_row(k, s, version) for k, s in state.filters.items()]
+        )
+        _write_full_kv(state.kv, version)
+        _write_node_state(
+            node_id,
+            mode,
+            version,
+            state.routes_version,
+            state.digest,
+            _properties_text(state.config),
+        )
+
+
+def _write_full_kv(kv: dict[str, dict[str, str]], version: int) -> None:
+    namespaces = models.KVNamespace.objects.bulk_create(
+        [models.KVNamespace(name=ns, applied_version=version) for ns in kv]
+    )
+    if any(row.pk is None for row in namespaces):
+        namespaces = list(models.KVNamespace.objects.all())
+    by_name = {row.name: row for row in namespaces}
+    models.KVEntry.objects.bulk_create(
+        [
+            models.KVEntry(namespace=by_name[ns], key=k, value=v, applied_version=version)
+            for ns, entries in kv.items()
+            for k, v in entries.items()
+        ],
+        batch_size=SQL_CHUNK_ROWS,
+    )
+
+
+# ------------------------------------------------------------------ the writer
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    """A flush request travelling through the queue behind the deltas before it."""
+
+    done: threading.Event
+
+
+_STOP = object()
+
+
+class ProjectionWriter:
+    """Subscribes to a replicator and mirrors its table into the node's Django tables."""
+
+    def __init__(
+        self,
+        replicator: Replicator,
+        *,
+        node_id: str | None = None,
+        publisher: EventPublisher = null_publisher,
+        queue_depth_max: int = QUEUE_DEPTH_MAX,
+    ) -> None:
+        self.replicator = replicator
+        self.node_id = node_id or replicator.node_id
+        self.publisher = publisher
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_depth_max)
+        self._rebuild_needed = threading.Event()
+        self._skip_through_version = -1
+        self._thread: threading.Thread | None = None
+        self._attached = False
+        self._last_digest_s = 0.0
+        self._digest_stale = False
+        self.batches_written = 0
+        self.rebuilds = 0
+
+    # -- apply-thread side --------------------------------------------------------
+
+    def on_applied(self, command: Command, result: ApplyResult) -> None:
+        """The replicator's listener: queue the changed keys; never touch the DB here."""
+        if result.changes.empty or self._rebuild_needed.is_set():
+            # A pending rebuild reads the table later and covers this command too.
+            return
+        delta = self.replicator.read(lambda table: read_delta(table, result))
+        try:
+            self._queue.put_nowait(delta)
+        except queue.Full:
+            log.warning("projection queue full at version %d: rebuild", result.applied_version)
+            self._rebuild_needed.set()
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def attach(self) -> None:
+        """Subscribe to the replicator (once); deltas queue up until :meth:`start`."""
+        if not self._attached:
+            self.replicator.subscribe(self.on_applied)
+            self._attached = True
+
+    def start(self, *, rebuild: bool = True) -> None:
+        """Subscribe, optionally rebuild everything first, and start the writer thread."""
+        self.attach()
+        if rebuild:
+            self._rebuild_needed.set()
+        self._thread = threading.Thread(
+            target=self._run, name=f"projection-{self.node_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Write what is queued, then stop the writer thread."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._queue.put(_STOP, timeout=timeout_s)
+        thread.join(timeout_s)
+        self._thread = None
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every delta queued before the call is committed; False on timeout."""
+        if self._thread is None or not self._thread.is_alive():
+            return False
+        done = threading.Event()
+        try:
+            self._queue.put(_Marker(done), timeout=timeout_s)
+        except queue.Full:
+            return False
+        return done.wait(timeout_s)
+
+    def rebuild(self) -> None:
+        """Rewrite every row from the table now, on the caller's thread."""
+        self._rebuild_needed.clear()
+        state = self.replicator.read(read_full_state)
+        write_full_state(state, self.node_id, self.replicator.mode)
+        self._skip_through_version = state.applied_version
+        self._last_digest_s = time.monotonic()
+        self.rebuilds += 1
+        publish_safely(
+            self.publisher,
+            ChangeEvent(
+                node_id=self.node_id,
+                applied_version=state.applied_version,
+                routes_version=state.routes_version,
+                rebuilt=True,
+            ),
+        )
+
+    # -- writer thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while self._step():
+                pass
+        finally:
+            connection.close()
+
+    def _step(self) -> bool:
+        """One round of the writer loop; False once told to stop."""
+        if self._rebuild_needed.is_set():
+            self._guarded(self.rebuild)
+        try:
+            first = self._queue.get(timeout=IDLE_POLL_S)
+        except queue.Empty:
+            if self._digest_stale:
+                # Idle now: catch the digest up that busy batches skipped.
+                self._guarded(self._refresh_digest)
+            return True
+        items = [first]
+        while len(items) < BATCH_DELTAS_MAX:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return self._process(items)
+
+    def _process(self, items: list[object]) -> bool:
+        merged: Delta | None = None
+        keep_running = True
+        for item in items:
+            if isinstance(item, Delta):
+                if item.applied_version <= self._skip_through_version:
+                    continue
+                if merged is None:
+                    merged = item
+                else:
+                    merged.merge(item)
+                continue
+            if merged is not None:
+                self._guarded(lambda d=merged: self._commit(d))
+                merged = None
+            if isinstance(item, _Marker):
+                if self._rebuild_needed.is_set():
+                    self._guarded(self.rebuild)
+                self._guarded(self._refresh_digest)
+                item.done.set()
+            elif item is _STOP:
+                keep_running = False
+        if merged is not None:
+            self._guarded(lambda d=merged: self._commit(d))
+        return keep_running
+
+    def _guarded(self, action: Any) -> None:
+        close_old_connections()
+        try:
+            action()
+        except Exception:
+            # The rows may now miss this batch; a rebuild puts everything right.
+            log.exception("projection write failed; rebuilding")
+            self._rebuild_needed.set()
+            time.sleep(FAILURE_BACKOFF_S)
+
+    def _commit(self, delta: Delta) -> None:
+        digest = self._digest_if_due(delta)
+        write_delta(delta, self.node_id, self.replicator.mode, digest)
+        self._digest_stale = digest is None
+        self.batches_written += 1
+        publish_safely(self.publisher, delta.event(self.node_id))
+
+    def _digest_if_due(self, delta: Delta) -> str | None:
+        if time.monotonic() - self._last_digest_s < DIGEST_INTERVAL_S:
+            return None
+        return self._current_digest(delta.applied_version)
+
+    def _current_digest(self, applied_version: int) -> str | None:
+        """The table's digest if the table is still at ``applied_version``, else None."""
+
+        def read(table: RouteTable) -> str | None:
+            return table.digest() if table.applied_version == applied_version else None
+
+        digest = self.replicator.read(read)
+        if digest is not None:
+            self._last_digest_s = time.monotonic()
+        return digest
+
+    def _refresh_digest(self) -> None:
+        self._digest_stale = False
+        state = models.NodeState.objects.filter(node_id=self.node_id).first()
+        if state is None:
+            return
+        digest = self._current_digest(state.applied_version)
+        if digest is not None and digest != state.digest:
+            models.NodeState.objects.filter(node_id=self.node_id).update(digest=digest)

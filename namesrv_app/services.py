@@ -1,0 +1,290 @@
+"""The only write path of the NameServer.
+
+Every caller that changes state (gateway request handlers, Celery scan tasks,
+DRF views, admin actions) calls one method here. A method validates its input,
+stamps ``now_ms`` from the injected clock, builds one command and hands it to
+the replicator; the route table applies it (at once in eventual mode, through
+the Raft log in raft mode). No method here carries a routing rule: those live
+in ``raftstore``.
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
+
+from namesrv_app.clock import Clock, SystemClock
+from namesrv_app.conf import NAME_CHARS_MAX
+from raftstore import commands as cmd
+from raftstore.replicator import Replicator
+from raftstore.results import (
+    ApplyResult,
+    ConfigOutcome,
+    ExpireOutcome,
+    MinBrokerIdChange,
+    PermOutcome,
+    QueryDataVersionOutcome,
+    RegisterBrokerOutcome,
+)
+from remoting.model import DataVersion, QueueData, TopicConfigSerializeWrapper
+
+log = logging.getLogger(__name__)
+
+BROKER_ID_MAX = 2**63 - 1
+"""Broker ids are Java longs."""
+QUEUE_NUMS_MAX = 2**31 - 1
+"""Queue counts, perm and flags are Java ints."""
+KV_VALUE_CHARS_MAX = 1_048_576
+"""A KV value bigger than 1 MiB is a mistake, not a config item."""
+
+Notifier = Callable[[tuple[MinBrokerIdChange, ...]], None]
+"""Receives the NOTIFY_MIN_BROKER_ID_CHANGE messages a command asks to send."""
+
+
+class ServiceError(ValueError):
+    """Input a service refuses; the message is fit to show the caller (a wire remark)."""
+
+
+def _check_text(label: str, value: object, *, chars_max: int = NAME_CHARS_MAX) -> str:
+    """A non-empty string without control characters, at most ``chars_max`` long."""
+    if not isinstance(value, str) or not value:
+        raise ServiceError(f"{label} is missing")
+    if len(value) > chars_max:
+        raise ServiceError(f"{label} is longer than {chars_max} characters")
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise ServiceError(f"{label} contains control characters")
+    return value
+
+
+def _check_int(label: str, value: object, *, low: int, high: int) -> int:
+    """An int (not a bool) within ``low..high``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ServiceError(f"{label} must be an integer")
+    if not low <= value <= high:
+        raise ServiceError(f"{label} must be within {low}..{high}, got {value}")
+    return value
+
+
+def _check_queue_data(queue: QueueData) -> QueueData:
+    _check_text("brokerName", queue.broker_name)
+    for label, number in (
+        ("readQueueNums", queue.read_queue_nums),
+        ("writeQueueNums", queue.write_queue_nums),
+        ("perm", queue.perm),
+        ("topicSysFlag", queue.topic_sys_flag),
+    ):
+        _check_int(label, number, low=0, high=QUEUE_NUMS_MAX)
+    return queue
+
+
+class NameServerService:
+    """Validates, stamps and proposes every NameServer write.
+
+    ``notifier`` receives the min-broker-id notifications a registration or an
+    unregistration produced (sending them is the gateway's business).
+    """
+
+    def __init__(
+        self,
+        replicator: Replicator,
+        clock: Clock | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self.replicator = replicator
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._notifier = notifier
+
+    async def _propose(self, command: cmd.Command) -> ApplyResult:
+        result = await self.replicator.propose(command)
+        if result.notifications and self._notifier is not None:
+            try:
+                self._notifier(result.notifications)
+            except Exception:
+                # A failed notification must not fail the write that caused it.
+                log.exception("min-broker-id notification failed")
+        return result
+
+    async def register_broker(
+        self,
+        *,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str | None = None,
+        topic_config_wrapper: TopicConfigSerializeWrapper | None = None,
+        filter_server_list: Iterable[str] | None = None,
+        zone_name: str | None = None,
+        heartbeat_timeout_ms: int | None = None,
+        enable_acting_master: bool | None = None,
+        channel: str | None = None,
+    ) -> RegisterBrokerOutcome:
+        """REGISTER_BROKER: add or refresh a broker and its topics."""
+        command = cmd.RegisterBroker(
+            cluster_name=_check_text("clusterName", cluster_name),
+            broker_addr=_check_text("brokerAddr", broker_addr),
+            broker_name=_check_text("brokerName", broker_name),
+            broker_id=_check_int("brokerId", broker_id, low=0, high=BROKER_ID_MAX),
+            ha_server_addr=ha_server_addr or "",
+            now_ms=self.clock.now_ms(),
+            topic_config_wrapper=topic_config_wrapper,
+            filter_server_list=(None if filter_server_list is None else tuple(filter_server_list)),
+            zone_name=zone_name or None,
+            heartbeat_timeout_ms=(
+                None
+                if heartbeat_timeout_ms is None
+                else _check_int(
+                    "heartbeatTimeoutMillis", heartbeat_timeout_ms, low=1, high=BROKER_ID_MAX
+                )
+            ),
+            enable_acting_master=enable_acting_master,
+            channel=channel,
+        )
+        outcome = (await self._propose(command)).outcome
+        assert isinstance(outcome, RegisterBrokerOutcome)
+        return outcome
+
+    async def unregister_broker(
+        self, *, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
+    ) -> None:
+        """UNREGISTER_BROKER: applied at once (the 4.x synchronous behaviour)."""
+        request = cmd.UnregisterRequest(
+            cluster_name=_check_text("clusterName", cluster_name),
+            broker_addr=_check_text("brokerAddr", broker_addr),
+            broker_name=_check_text("brokerName", broker_name),
+            broker_id=_check_int("brokerId", broker_id, low=0, high=BROKER_ID_MAX),
+        )
+        await self._propose(cmd.UnregisterBrokers(requests=(request,)))
+
+    async def broker_heartbeat(self, *, cluster_name: str, broker_addr: str) -> None:
+        """BROKER_HEARTBEAT: refresh the broker's last-heard time if it is live."""
+        await self._propose(
+            cmd.BrokerHeartbeat(
+                cluster_name=_check_text("clusterName", cluster_name),
+                broker_addr=_check_text("brokerAddr", broker_addr),
+                now_ms=self.clock.now_ms(),
+            )
+        )
+
+    async def query_data_version(
+        self,
+        *,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        data_version: DataVersion | None,
+    ) -> QueryDataVersionOutcome:
+        """QUERY_DATA_VERSION: compare the broker's version and refresh its liveness."""
+        command = cmd.QueryDataVersion(
+            cluster_name=_check_text("clusterName", cluster_name),
+            broker_addr=_check_text("brokerAddr", broker_addr),
+            broker_name=_check_text("brokerName", broker_name),
+            broker_id=_check_int("brokerId", broker_id, low=0, high=BROKER_ID_MAX),
+            data_version=data_version,
+            now_ms=self.clock.now_ms(),
+        )
+        outcome = (await self._propose(command)).outcome
+        assert isinstance(outcome, QueryDataVersionOutcome)
+        return outcome
+
+    async def expire_brokers(
+        self, now_ms: int | None = None, *, skew_allowance_ms: int = 0
+    ) -> ExpireOutcome:
+        """The liveness scan: drop brokers silent longer than their timeout."""
+        stamp = self.clock.now_ms() if now_ms is None else now_ms
+        command = cmd.ExpireBrokers(
+            now_ms=_check_int("now_ms", stamp, low=0, high=BROKER_ID_MAX),
+            skew_allowance_ms=_check_int(
+                "skew_allowance_ms", skew_allowance_ms, low=0, high=BROKER_ID_MAX
+            ),
+        )
+        outcome = (await self._propose(command)).outcome
+        return outcome if isinstance(outcome, ExpireOutcome) else ExpireOutcome()
+
+    async def channel_destroyed(self, channel: str | None) -> None:
+        """A connection closed: unregister what was registered over it (eventual mode).
+
+        A None channel is tolerated and does nothing (BrokerHousekeepingService).
+        """
+        if not channel:
+            return
+        await self._propose(cmd.ChannelDestroyed(channel=channel))
+
+    async def put_kv(self, *, namespace: str | None, key: str | None, value: str | None) -> None:
+        """PUT_KV_CONFIG."""
+        if not namespace or not key:
+            raise ServiceError("namespace or key is null")
+        await self._propose(
+            cmd.PutKV(
+                namespace=_check_text("namespace", namespace),
+                key=_check_text("key", key),
+                value=_check_text_or_empty("value", value),
+            )
+        )
+
+    async def delete_kv(self, *, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG; the namespace itself stays."""
+        await self._propose(
+            cmd.DeleteKV(namespace=_check_text("namespace", namespace), key=_check_text("key", key))
+        )
+
+    async def wipe_write_perm(self, broker_name: str) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER: the number of topics touched."""
+        result = await self._propose(
+            cmd.WipeWritePerm(broker_name=_check_text("brokerName", broker_name))
+        )
+        return result.outcome.topic_count if isinstance(result.outcome, PermOutcome) else 0
+
+    async def add_write_perm(self, broker_name: str) -> int:
+        """ADD_WRITE_PERM_OF_BROKER: the number of topics touched."""
+        result = await self._propose(
+            cmd.AddWritePerm(broker_name=_check_text("brokerName", broker_name))
+        )
+        return result.outcome.topic_count if isinstance(result.outcome, PermOutcome) else 0
+
+    async def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
+        """DELETE_TOPIC_IN_NAMESRV; a cluster name limits it to that cluster's brokers."""
+        await self._propose(
+            cmd.DeleteTopic(
+                topic=_check_text("topic", topic, chars_max=KV_VALUE_CHARS_MAX),
+                cluster_name=cluster_name or None,
+            )
+        )
+
+    async def register_topic(self, topic: str, queue_datas: Iterable[QueueData]) -> None:
+        """REGISTER_TOPIC_IN_NAMESRV; an empty list does nothing."""
+        queues = tuple(_check_queue_data(q) for q in queue_datas)
+        checked_topic = _check_text("topic", topic, chars_max=KV_VALUE_CHARS_MAX)
+        if not queues:
+            return
+        await self._propose(cmd.RegisterTopic(topic=checked_topic, queue_datas=queues))
+
+    async def update_namesrv_config(self, properties: Mapping[str, str]) -> str | None:
+        """UPDATE_NAMESRV_CONFIG: the blacklisted key that refused it, or None when applied."""
+        if not properties:
+            return None
+        pairs = tuple((str(k), str(v)) for k, v in properties.items())
+        blacklist = self.replicator.read(lambda table: table.config.blacklisted_keys())
+        for key, _ in pairs:
+            if key in blacklist:
+                # Refused before anything is proposed, as DefaultRequestProcessor checks first.
+                return key
+        try:
+            # Parse the values here, before the command is logged: apply must not fail.
+            self.replicator.read(lambda table: table.config.updated(dict(pairs)))
+        except ValueError as exc:
+            raise ServiceError(str(exc)) from exc
+        result = await self._propose(cmd.UpdateNamesrvConfig(properties=pairs))
+        outcome = result.outcome
+        return outcome.rejected_key if isinstance(outcome, ConfigOutcome) else None
+
+
+def _check_text_or_empty(label: str, value: str | None) -> str:
+    """A KV value may be empty but not missing, control characters allowed (it is data)."""
+    if value is None:
+        raise ServiceError(f"{label} is missing")
+    if len(value) > KV_VALUE_CHARS_MAX:
+        raise ServiceError(f"{label} is longer than {KV_VALUE_CHARS_MAX} characters")
+    return value

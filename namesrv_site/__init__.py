@@ -1,0 +1,1 @@
+"""The Django project of the Raft-replicated RocketMQ NameServer."""

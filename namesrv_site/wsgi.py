@@ -1,0 +1,11 @@
+"""WSGI entry point, for servers without ASGI support."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "namesrv_site.settings")
+
+application = get_wsgi_application()

@@ -1,0 +1,172 @@
+"""Real ``manage.py run_gateway`` processes for the integration tests, and wire helpers.
+
+Each gateway runs in its own process on port 0 with its own SQLite file; the
+ready file tells the test which ports it got. Brokers and clients are the
+project's blocking remoting client speaking real frames over TCP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from remoting import bodies
+from remoting.blocking import BlockingClient
+from remoting.codes import RequestCode
+from remoting.command import RemotingCommand
+from remoting.model import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SECRET = "integration-secret"
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 20.0
+POLL_INTERVAL_S = 0.05
+NODE_STATUS = 40002
+SCAN_NOT_ACTIVE_BROKER = 40001
+CLUSTER = "DefaultCluster"
+BROKER = "broker-a"
+MASTER_ADDR = "127.0.0.1:10911"
+MASTER_HA = "127.0.0.1:10912"
+SLAVE_ADDR = "127.0.0.1:10921"
+SLAVE_HA = "127.0.0.1:10922"
+TOPICS = ("TopicTest", "TopicOther")
+
+
+@dataclass
+class GatewayProcess:
+    """A running gateway: its process, ports and database file."""
+
+    node_id: str
+    db_path: Path
+    ready_file: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def addr(self) -> str:
+        """The public remoting address."""
+        return f"127.0.0.1:{self.info['port']}"
+
+    @property
+    def internal_addr(self) -> str:
+        """The internal (loopback, secret) address."""
+        return f"127.0.0.1:{self.info['internal_port']}"
+
+    def start(self, *, migrate: bool = True) -> GatewayProcess:
+        """Start the process and wait for its ready file."""
+        self.ready_file.unlink(missing_ok=True)
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
+            "NAMESRV_DB_PATH": str(self.db_path),
+            "NAMESRV_INTERNAL_SECRET": SECRET,
+            "NAMESRV_LOG_LEVEL": "WARNING",
+        }
+        command = [
+            sys.executable, "manage.py", "run_gateway", "--node", self.node_id,
+            "--port", "0", "--internal-port", "0", "--ready-file", str(self.ready_file),
+        ]  # fmt: skip
+        if migrate:
+            command.append("--migrate")
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
+        deadline_s = time.monotonic() + READY_TIMEOUT_S
+        while not self.ready_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline_s:
+                raise RuntimeError(f"gateway did not start:\n{self.log_path.read_text()}")
+            time.sleep(POLL_INTERVAL_S)
+        self.info = json.loads(self.ready_file.read_text())
+        return self
+
+    def terminate(self) -> int:
+        """SIGTERM and wait; the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def client(self, timeout_s: float = 5.0) -> BlockingClient:
+        """A new connection to the public port."""
+        return BlockingClient(self.addr, timeout_s=timeout_s)
+
+    def node_status(self) -> dict[str, Any]:
+        """NODE_STATUS over the internal port."""
+        with BlockingClient(self.internal_addr) as client:
+            response = client.invoke(RemotingCommand.request(NODE_STATUS, {"secret": SECRET}))
+        assert response.code == 0 and response.body is not None, response
+        status: dict[str, Any] = json.loads(response.body)
+        return status
+
+    def db_rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Rows of a query against the node's projection database."""
+        with sqlite3.connect(self.db_path) as db:
+            return list(db.execute(sql))
+
+    def wait_for_projection(self, timeout_s: float = 10.0) -> dict[str, Any]:
+        """Wait until the projection's NodeState reflects the table's version and digest."""
+        deadline_s = time.monotonic() + timeout_s
+        while True:
+            status = self.node_status()
+            rows = self.db_rows(
+                "select applied_version, digest from namesrv_app_nodestate where node_id = "
+                f"'{self.node_id}'"
+            )
+            if rows and rows[0] == (status["applied_version"], status["digest"]):
+                return status
+            if time.monotonic() > deadline_s:
+                raise AssertionError(f"projection stuck at {rows}, table at {status}")
+            time.sleep(POLL_INTERVAL_S)
+
+
+def register_request(
+    broker_id: int, addr: str, ha: str, *, version: int = 479, crc: int | None = None
+) -> RemotingCommand:
+    """A real 5.x REGISTER_BROKER frame: RegisterBrokerBody JSON with the masked crc32."""
+    wrapper = TopicConfigSerializeWrapper(
+        data_version=DataVersion(timestamp=1_700_000_000_000, counter=1),
+        topic_config_table={t: TopicConfig(t, 4, 4) for t in TOPICS},
+    )
+    body = bodies.encode_register_broker_body(RegisterBrokerBody(wrapper, []), compressed=False)
+    checksum = zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc
+    fields = {
+        "brokerName": BROKER,
+        "brokerAddr": addr,
+        "clusterName": CLUSTER,
+        "haServerAddr": ha,
+        "brokerId": str(broker_id),
+        "enableActingMaster": "false",
+        "compressed": "false",
+        "bodyCrc32": str(checksum),
+    }
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body, version=version)
+
+
+def route_request(topic: str, version: int) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC as a client of ``version`` sends it."""
+    return RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, version=version
+    )
+
+
+def wait_until(predicate: Any, timeout_s: float = 10.0) -> None:
+    """Poll ``predicate`` until it is true; AssertionError at the deadline."""
+    deadline_s = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline_s:
+            raise AssertionError("condition not reached in time")
+        time.sleep(POLL_INTERVAL_S)

@@ -1,0 +1,202 @@
+"""The projection writer keeps the node's Django tables equal to its route table."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from namesrv_app import models
+from namesrv_app.clock import ManualClock
+from namesrv_app.projection import ProjectionWriter
+from namesrv_app.services import NameServerService
+from raftstore.replicator import LocalReplicator
+from raftstore.route_table import RouteTable
+from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FLUSH_TIMEOUT_S = 10.0
+T = TypeVar("T")
+
+
+def run(work: Coroutine[Any, Any, T]) -> T:
+    """Run one service coroutine to completion (the tests touch the DB, so they stay sync)."""
+    return asyncio.run(work)
+
+
+def wrapper(*topics: str, counter: int = 1) -> TopicConfigSerializeWrapper:
+    """A topic table with 8 queues per topic."""
+    return TopicConfigSerializeWrapper(
+        data_version=DataVersion(timestamp=1, counter=counter),
+        topic_config_table={t: TopicConfig(t, 8, 8) for t in topics},
+    )
+
+
+def register(
+    service: NameServerService, name: str, addr: str, broker_id: int, *topics: str
+) -> None:
+    """Register ``name`` in DefaultCluster with ``topics``."""
+    run(
+        service.register_broker(
+            cluster_name="DefaultCluster",
+            broker_addr=addr,
+            broker_name=name,
+            broker_id=broker_id,
+            ha_server_addr=addr.replace("109", "119"),
+            topic_config_wrapper=wrapper(*topics),
+            filter_server_list=(),
+            enable_acting_master=False,
+            channel=f"channel-{addr}",
+        )
+    )
+
+
+def table_view(table: RouteTable) -> dict[str, Any]:
+    """The projected facts as the table holds them."""
+    return {
+        "queues": {
+            (topic, name): (qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag)
+            for topic, queues in table.topic_queue_table().items()
+            for name, qd in queues.items()
+        },
+        "groups": {
+            name: (bd.cluster, bd.zone_name, bd.enable_acting_master, bd.broker_addrs)
+            for name, bd in table.broker_datas().items()
+        },
+        "clusters": table.cluster_info().cluster_addr_table,
+        "live": {
+            (v.cluster_name, v.broker_addr): (v.last_update_ms, v.heartbeat_timeout_ms, v.channel)
+            for v in table.live_brokers()
+        },
+        "kv": table.kv_namespaces(),
+    }
+
+
+def db_view() -> dict[str, Any]:
+    """The same facts read back from the projection rows."""
+    kv: dict[str, dict[str, str]] = {ns.name: {} for ns in models.KVNamespace.objects.all()}
+    for entry in models.KVEntry.objects.select_related("namespace"):
+        kv[entry.namespace.name][entry.key] = entry.value
+    return {
+        "queues": {
+            (q.topic, q.broker_name): (
+                q.read_queue_nums,
+                q.write_queue_nums,
+                q.perm,
+                q.topic_sys_flag,
+            )
+            for q in models.QueueData.objects.all()
+        },
+        "groups": {
+            g.broker_name: (
+                g.cluster,
+                g.zone_name,
+                g.enable_acting_master,
+                {a.broker_id: a.addr for a in g.addresses.order_by("broker_id")},
+            )
+            for g in models.BrokerGroup.objects.all()
+        },
+        "clusters": {c.name: c.broker_names for c in models.Cluster.objects.all()},
+        "live": {
+            (b.cluster_name, b.broker_addr): (b.last_update_ms, b.heartbeat_timeout_ms, b.channel)
+            for b in models.LiveBroker.objects.all()
+        },
+        "kv": kv,
+    }
+
+
+@pytest.fixture
+def node() -> Iterator[tuple[LocalReplicator, NameServerService, ProjectionWriter, ManualClock]]:
+    """A node with a running projection writer (started with a rebuild)."""
+    replicator = LocalReplicator("n1")
+    clock = ManualClock()
+    writer = ProjectionWriter(replicator)
+    writer.start(rebuild=True)
+    yield replicator, NameServerService(replicator, clock), writer, clock
+    writer.stop()
+
+
+def test_rows_equal_the_table_after_a_sequence_of_commands(node: Any) -> None:
+    """Registrations, KV, perm changes, deletes and heartbeats all reach the rows."""
+    replicator, service, writer, clock = node
+    register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
+    register(service, "broker-a", "127.0.0.1:10921", 1, "T1", "T2")
+    register(service, "broker-b", "127.0.0.1:10931", 0, "T2", "T3")
+    run(service.put_kv(namespace="ORDER_TOPIC_CONFIG", key="T1", value="broker-a:8"))
+    run(service.put_kv(namespace="ns", key="gone", value="x"))
+    run(service.delete_kv(namespace="ns", key="gone"))
+    run(service.wipe_write_perm("broker-b"))
+    run(service.delete_topic("T1"))
+    clock.advance(5_000)
+    run(service.broker_heartbeat(cluster_name="DefaultCluster", broker_addr="127.0.0.1:10911"))
+    run(
+        service.unregister_broker(
+            cluster_name="DefaultCluster",
+            broker_addr="127.0.0.1:10921",
+            broker_name="broker-a",
+            broker_id=1,
+        )
+    )
+    assert writer.flush(FLUSH_TIMEOUT_S)
+    assert db_view() == replicator.read(table_view)
+    state = models.NodeState.objects.get(node_id="n1")
+    assert state.applied_version == replicator.read(lambda t: t.applied_version)
+    assert state.digest == replicator.read(lambda t: t.digest())
+    assert "enableAllTopicList=true" in state.config_properties
+
+
+def test_only_the_changed_rows_are_written(node: Any) -> None:
+    """A perm change on broker-b restamps broker-b's queues only; a heartbeat one live row."""
+    replicator, service, writer, clock = node
+    register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
+    register(service, "broker-b", "127.0.0.1:10931", 0, "T3", "T4")
+    assert writer.flush(FLUSH_TIMEOUT_S)
+    before = dict(models.QueueData.objects.values_list("topic", "applied_version"))
+    run(service.wipe_write_perm("broker-b"))
+    assert writer.flush(FLUSH_TIMEOUT_S)
+    after = dict(models.QueueData.objects.values_list("topic", "applied_version"))
+    wipe_version = replicator.read(lambda t: t.applied_version)
+    assert after == {"T1": before["T1"], "T2": before["T2"], "T3": wipe_version, "T4": wipe_version}
+
+    live_before = dict(models.LiveBroker.objects.values_list("broker_addr", "applied_version"))
+    clock.advance(1_000)
+    run(service.broker_heartbeat(cluster_name="DefaultCluster", broker_addr="127.0.0.1:10931"))
+    assert writer.flush(FLUSH_TIMEOUT_S)
+    live_after = dict(models.LiveBroker.objects.values_list("broker_addr", "applied_version"))
+    assert live_after["127.0.0.1:10911"] == live_before["127.0.0.1:10911"]
+    assert live_after["127.0.0.1:10931"] == replicator.read(lambda t: t.applied_version)
+    assert dict(models.QueueData.objects.values_list("topic", "applied_version")) == after
+
+
+def test_rebuild_rewrites_every_row_from_the_table(node: Any) -> None:
+    """Rows that the table does not hold disappear; the rest equal the table."""
+    replicator, service, writer, _ = node
+    register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
+    assert writer.flush(FLUSH_TIMEOUT_S)
+    models.QueueData.objects.create(
+        topic="ghost", broker_name="nobody", read_queue_nums=1, write_queue_nums=1, perm=6
+    )
+    writer.stop()
+    writer.rebuild()
+    assert db_view() == replicator.read(table_view)
+    assert not models.QueueData.objects.filter(topic="ghost").exists()
+
+
+def test_a_full_queue_turns_into_one_rebuild() -> None:
+    """Deltas beyond the queue bound are dropped for a rebuild that covers them."""
+    replicator = LocalReplicator("n1")
+    service = NameServerService(replicator, ManualClock())
+    writer = ProjectionWriter(replicator, queue_depth_max=1)
+    writer.attach()
+    for index in range(5):
+        run(service.put_kv(namespace="ns", key=f"k{index}", value=str(index)))
+    writer.start(rebuild=False)
+    try:
+        assert writer.flush(FLUSH_TIMEOUT_S)
+        assert writer.rebuilds == 1
+        assert db_view() == replicator.read(table_view)
+    finally:
+        writer.stop()

@@ -1,0 +1,85 @@
+"""GET_ROUTEINFO_BY_TOPIC: JSON style by version, the route cache, linearizable reads."""
+
+from __future__ import annotations
+
+from namesrv_app.dispatch import RequestDispatcher
+from namesrv_app.route_cache import RouteCache
+from namesrv_app.services import NameServerService
+from raftstore.replicator import LocalReplicator
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+
+Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
+
+GO_CLIENT_VERSION = 317
+JAVA_5_VERSION = 479
+
+
+def route_request(topic: str, version: int, **extra: str) -> RemotingCommand:
+    """A route query as a client of ``version`` sends it."""
+    return RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, **extra}, version=version
+    )
+
+
+async def test_old_clients_get_unquoted_broker_id_keys(registered_node: Node) -> None:
+    """Below V4_9_4 (401) the body is fastjson's plain form: {1234:"..."}."""
+    response = await registered_node[2].handle(route_request("unit-test0", GO_CLIENT_VERSION))
+    assert response is not None and response.body is not None
+    assert b'"brokerAddrs":{1234:"127.0.0.1:10911"}' in response.body
+
+
+async def test_new_clients_get_quoted_broker_id_keys(registered_node: Node) -> None:
+    """From V4_9_4 on the body is standard JSON: {"1234":"..."}."""
+    response = await registered_node[2].handle(route_request("unit-test0", JAVA_5_VERSION))
+    assert response is not None and response.body is not None
+    assert b'"brokerAddrs":{"1234":"127.0.0.1:10911"}' in response.body
+
+
+async def test_accept_standard_json_only_quotes_keys_for_old_clients(registered_node: Node) -> None:
+    """acceptStandardJsonOnly=true asks for the standard form whatever the version."""
+    request = route_request("unit-test0", GO_CLIENT_VERSION, acceptStandardJsonOnly="true")
+    response = await registered_node[2].handle(request)
+    assert response is not None and response.body is not None
+    assert b'{"1234":' in response.body
+
+
+async def test_the_route_cache_serves_repeats_and_misses_after_a_change(
+    registered_node: Node,
+) -> None:
+    """A repeat query is a hit; any route change moves routes_version and misses."""
+    _, service, dispatcher = registered_node
+    cache = dispatcher.route_cache
+    await dispatcher.handle(route_request("unit-test0", JAVA_5_VERSION))
+    await dispatcher.handle(route_request("unit-test0", JAVA_5_VERSION))
+    assert (cache.hits, cache.misses) == (1, 1)
+    await service.wipe_write_perm("default-broker")
+    response = await dispatcher.handle(route_request("unit-test0", JAVA_5_VERSION))
+    assert cache.misses == 2
+    assert response is not None and response.body is not None
+    assert b'"perm":4' in response.body
+
+
+async def test_heartbeats_do_not_invalidate_cached_routes(registered_node: Node) -> None:
+    """Liveness touches leave routes_version alone, so the cached body stays valid."""
+    _, service, dispatcher = registered_node
+    await dispatcher.handle(route_request("unit-test0", JAVA_5_VERSION))
+    await service.broker_heartbeat(cluster_name="default-cluster", broker_addr="127.0.0.1:10911")
+    await dispatcher.handle(route_request("unit-test0", JAVA_5_VERSION))
+    assert dispatcher.route_cache.hits == 1
+
+
+def test_the_route_cache_is_bounded(registered_node: Node) -> None:
+    """The LRU never holds more than its bound."""
+    cache = RouteCache(registered_node[0], entries_max=2)
+    for topic in ("a", "b", "c", "unit-test0"):
+        cache.route_body(topic, standard=True)
+    assert len(cache) == 2
+    assert cache.route_body("unit-test0", standard=True) is not None
+
+
+async def test_a_linearizable_read_passes_a_barrier_first(registered_node: Node) -> None:
+    """consistency=linearizable commits a barrier (a no-op locally) and answers the route."""
+    request = route_request("unit-test0", JAVA_5_VERSION, consistency="linearizable")
+    response = await registered_node[2].handle(request)
+    assert response is not None and response.code == ResponseCode.SUCCESS

@@ -1,0 +1,72 @@
+"""Settings helpers and the namesrv.E00x system checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from namesrv_app.checks import check_namesrv_settings
+from namesrv_site.settings import env_bool, env_int, env_str
+
+
+def check_ids(**namesrv: Any) -> list[str | None]:
+    """The ids of the errors the NAMESRV checks report for these overrides."""
+    from django.conf import settings
+
+    merged = {**settings.NAMESRV, **namesrv}
+    with override_settings(NAMESRV=merged):
+        return [message.id for message in check_namesrv_settings()]
+
+
+def test_the_development_settings_pass_every_check() -> None:
+    """A fresh checkout's settings are valid."""
+    assert check_ids() == []
+
+
+def test_a_port_outside_the_tcp_range_is_e001() -> None:
+    """namesrv.E001 for PORT and INTERNAL_PORT alike."""
+    assert check_ids(PORT=70000, INTERNAL_PORT=-1) == ["namesrv.E001", "namesrv.E001"]
+
+
+def test_an_empty_secret_without_debug_is_e002() -> None:
+    """namesrv.E002 only when DEBUG is off."""
+    with override_settings(DEBUG=False):
+        assert check_ids(INTERNAL_SECRET="") == ["namesrv.E002"]
+    with override_settings(DEBUG=True):
+        assert check_ids(INTERNAL_SECRET="") == []
+
+
+def test_an_unknown_mode_is_e003() -> None:
+    """namesrv.E003."""
+    assert check_ids(MODE="paxos") == ["namesrv.E003"]
+
+
+def test_an_unreadable_cluster_file_is_e004(tmp_path: Path) -> None:
+    """namesrv.E004 for a missing file and for a file that is not a JSON object."""
+    assert check_ids(CLUSTER_FILE=str(tmp_path / "missing.json")) == ["namesrv.E004"]
+    listing = tmp_path / "cluster.json"
+    listing.write_text("[1, 2]")
+    assert check_ids(CLUSTER_FILE=str(listing)) == ["namesrv.E004"]
+    listing.write_text(json.dumps({"nodes": [{"id": "n1", "port": 9876}]}))
+    assert check_ids(CLUSTER_FILE=str(listing)) == []
+
+
+def test_a_non_positive_interval_is_e005() -> None:
+    """namesrv.E005."""
+    assert check_ids(SCAN_INTERVAL_S=0) == ["namesrv.E005"]
+
+
+def test_env_helpers_parse_typed_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """env_int and env_bool parse, defaults apply, garbage fails loudly."""
+    monkeypatch.setenv("NS_TEST_INT", " 42 ")
+    monkeypatch.setenv("NS_TEST_BOOL", "Yes")
+    assert env_int("NS_TEST_INT", 1) == 42
+    assert env_bool("NS_TEST_BOOL", False) is True
+    assert env_str("NS_TEST_UNSET", "dflt") == "dflt"
+    monkeypatch.setenv("NS_TEST_INT", "forty")
+    with pytest.raises(ValueError, match="NS_TEST_INT"):
+        env_int("NS_TEST_INT", 1)
