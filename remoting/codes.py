@@ -21,6 +21,7 @@ class RequestCode(IntEnum):
     PULL_MESSAGE = 11
     UPDATE_AND_CREATE_TOPIC = 17
     GET_ALL_TOPIC_CONFIG = 21
+    GET_BROKER_RUNTIME_INFO = 28
     GET_MAX_OFFSET = 30
     HEART_BEAT = 34
     GET_ALL_CONSUMER_OFFSET = 43
@@ -54,7 +55,7 @@ class RequestCode(IntEnum):
 
 
 class ResponseCode(IntEnum):
-    """Response codes the NameServer answers with (same numbers in 4.x and 5.x)."""
+    """Response codes the NameServer and our broker answer with (same numbers in 4.x and 5.x)."""
 
     SUCCESS = 0
     SYSTEM_ERROR = 1
@@ -64,6 +65,8 @@ class ResponseCode(IntEnum):
     FLUSH_DISK_TIMEOUT = 10
     SLAVE_NOT_AVAILABLE = 11
     FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
     NO_PERMISSION = 16
     TOPIC_NOT_EXIST = 17
     QUERY_NOT_FOUND = 22

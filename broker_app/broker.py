@@ -1,0 +1,449 @@
+"""The broker process core (RocketMQ's ``BrokerController``), one asyncio loop.
+
+It wires the store, the metadata, the remoting server, HA (service on a
+master, client on a slave), registration with the NameServers, the optional
+fast heartbeat, SlaveSynchronize and the flusher, and owns their lifecycles.
+``run_broker`` is a thin management command around :func:`run_broker`.
+
+Seams for what comes later (Raft-driven failover, the console): the role is
+plain state changed only through :meth:`BrokerController.on_min_broker_id_change`
+and the ``on_role_hint`` callback; :meth:`BrokerController.runtime_info`
+exposes everything a status page needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_app.config import BrokerConfig, BrokerRole
+from broker_app.ha.client import HAClient
+from broker_app.ha.service import HAService
+from broker_app.metadata import (
+    BrokerMetadata,
+    MetadataRepository,
+    MetadataSnapshot,
+    default_topics,
+)
+from broker_app.processor import BrokerProcessor
+from broker_app.registration import BrokerIdentity, RegisterResult, Registrar, first_master
+from broker_app.slave_sync import SlaveSynchronizer
+from broker_app.store.message_store import (
+    MessageInput,
+    MessageRejected,
+    MessageStore,
+    PutResult,
+    validate_topic,
+)
+from broker_app.store.record import parse_properties
+from remoting.client import RemotingClient
+from remoting.codes import CURRENT_VERSION, ResponseCode
+from remoting.model import PERM_WRITE, TopicConfig, TopicConfigSerializeWrapper, is_writeable
+from remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+WAIT_STORE_MSG_OK = "WAIT"
+STOP_TIMEOUT_S = 5.0
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch (DataVersion timestamps, store timestamps)."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class PutOutcome:
+    """A stored message and the answer code SEND_MESSAGE gives for it."""
+
+    result: PutResult
+    code: int
+    remark: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MinBrokerIdChange:
+    """The last NOTIFY_MIN_BROKER_ID_CHANGE this broker received."""
+
+    min_broker_id: int | None
+    min_broker_addr: str | None
+    offline_broker_addr: str | None
+    ha_broker_addr: str | None
+
+
+RoleHint = Callable[[MinBrokerIdChange], Awaitable[None]]
+
+
+class BrokerController:
+    """One running broker."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        repository: MetadataRepository,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        on_role_hint: RoleHint | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.role = config.role
+        self.repository = repository
+        self.clock_ms = clock_ms
+        self.on_role_hint = on_role_hint
+        self.store: MessageStore | None = None
+        self.metadata = BrokerMetadata(MetadataSnapshot())
+        self.processor = BrokerProcessor(self)
+        self.server = RemotingServer(self.processor.handle, host=config.host, port=config.port)
+        self.client = RemotingClient(on_request=self.processor.handle)
+        self.ha_service: HAService | None = None
+        self.ha_client: HAClient | None = None
+        self.master_addr: str | None = None
+        self.min_broker_change: MinBrokerIdChange | None = None
+        self.registrar: Registrar | None = None
+        self.synchronizer: SlaveSynchronizer | None = None
+        self._persist_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="persist")
+        self._persist_queued = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._round_robin = 0
+
+    # -- identity ------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound remoting port."""
+        return self.server.port
+
+    @property
+    def broker_addr(self) -> str:
+        """``host:port`` of the remoting server, as registered."""
+        return f"{self.config.host}:{self.port}"
+
+    @property
+    def ha_addr(self) -> str:
+        """``host:port`` of the HA server (a slave registers its own HA port too)."""
+        port = self.ha_service.port if self.ha_service is not None else self.config.ha_port
+        return f"{self.config.host}:{port}"
+
+    def identity(self) -> BrokerIdentity:
+        """What this broker sends in NameServer requests."""
+        return BrokerIdentity(
+            self.config.cluster_name, self.config.broker_name, self.config.broker_id,
+            self.broker_addr, self.ha_addr,
+        )
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Recover the store, load metadata, bind ports, register, start the loops."""
+        loop = asyncio.get_running_loop()
+        self.store = await loop.run_in_executor(
+            None, MessageStore, self.config.store_config()
+        )
+        await self._load_metadata()
+        await self.server.start()
+        if self.role is BrokerRole.SLAVE:
+            self.ha_client = HAClient(self.store, self.config.ha)
+            self.ha_client.set_master_address(self.config.ha_master_address)
+            self.ha_client.start()
+            self.synchronizer = SlaveSynchronizer(self.client, self.metadata, self._persist)
+        else:
+            self.ha_service = HAService(
+                self.store, self.config.ha, host=self.config.host, port=self.config.ha_port
+            )
+            await self.ha_service.start()
+        self.registrar = Registrar(
+            self.client, self.config.namesrv_addrs, self.identity, self._topic_wrapper,
+            timeout_s=self.config.register_timeout_ms / 1000,
+            compress_over_bytes=self.config.compress_register_bytes,
+            heartbeat_timeout_ms=self.config.heartbeat_timeout_ms
+            if self.config.fast_heartbeat
+            else None,
+        )
+        await self.register(force=True)
+        self._start_loops()
+        log.info("broker %s (%s) serving at %s, HA %s", self.config.broker_name,
+                 self.role, self.broker_addr, self.ha_addr)
+
+    async def _load_metadata(self) -> None:
+        loop = asyncio.get_running_loop()
+        snapshot = await loop.run_in_executor(self._persist_executor, self.repository.load)
+        if snapshot is None:
+            topics = default_topics(
+                self.config.cluster_name, self.config.broker_name,
+                auto_create=self.config.auto_create_topic,
+                queue_nums=self.config.default_topic_queue_nums,
+            )
+            snapshot = MetadataSnapshot(topics=topics)
+            self.metadata.snapshot = snapshot
+            self._persist()
+        self.metadata.snapshot = snapshot
+
+    def _start_loops(self) -> None:
+        config = self.config
+        self._every(config.register_initial_delay_ms, config.effective_register_period_ms,
+                    lambda: self.register(force=False))
+        if config.fast_heartbeat:
+            self._every(config.heartbeat_interval_ms, config.heartbeat_interval_ms,
+                        self._heartbeat)
+        if self.synchronizer is not None:
+            self._every(config.slave_sync_initial_delay_ms, config.slave_sync_interval_ms,
+                        self._slave_sync)
+        self._every(config.flush_interval_ms, config.flush_interval_ms, self._flush)
+
+    def _every(self, delay_ms: int, period_ms: int, step: Callable[[], Awaitable[object]]) -> None:
+        async def loop() -> None:
+            await asyncio.sleep(delay_ms / 1000)
+            while True:
+                try:
+                    await step()
+                except Exception:
+                    # A failed round must not end the schedule (ScheduledExecutor
+                    # tasks in BrokerController catch everything too).
+                    log.exception("periodic broker task failed")
+                await asyncio.sleep(period_ms / 1000)
+
+        self._tasks.append(asyncio.create_task(loop()))
+
+    async def stop(self, *, unregister: bool = True) -> None:
+        """Graceful shutdown: UNREGISTER_BROKER, close ports, flush and persist."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if unregister and self.registrar is not None:
+            await self.registrar.unregister_all()
+        if self.ha_client is not None:
+            await self.ha_client.close()
+        if self.ha_service is not None:
+            await self.ha_service.close()
+        await self.server.close(drain_timeout_s=STOP_TIMEOUT_S)
+        await self.client.close()
+        if self.store is not None:
+            self.store.close()
+        self._persist_executor.submit(self.repository.save, self.metadata.snapshot)
+        self._persist_executor.shutdown(wait=True)
+
+    # -- registration, heartbeats, sync, flush -------------------------------
+
+    def _topic_wrapper(self) -> TopicConfigSerializeWrapper:
+        return self.metadata.topic_wrapper(broker_permission=self.config.broker_permission)
+
+    async def register(self, *, force: bool) -> list[RegisterResult]:
+        """One registration round; a slave learns its master from the answers."""
+        assert self.registrar is not None
+        results = await self.registrar.register_all(force=force)
+        self._learn_master(results)
+        return results
+
+    def _learn_master(self, results: list[RegisterResult]) -> None:
+        found = first_master(results)
+        if found is None or self.role is not BrokerRole.SLAVE:
+            return
+        self.master_addr = found.master_addr
+        if self.synchronizer is not None:
+            self.synchronizer.master_addr = found.master_addr
+        if self.ha_client is not None and self.config.ha_master_address is None:
+            self.ha_client.set_master_address(found.ha_server_addr)
+
+    async def _register_topic(self, topic: str) -> None:
+        assert self.registrar is not None
+        wrapper = self.metadata.topic_wrapper(
+            only=topic, broker_permission=self.config.broker_permission
+        )
+        self._learn_master(await self.registrar.register_with(wrapper))
+
+    async def _heartbeat(self) -> None:
+        assert self.registrar is not None
+        await self.registrar.heartbeat_all(self.config.heartbeat_timeout_ms)
+
+    async def _slave_sync(self) -> None:
+        assert self.synchronizer is not None
+        await self.synchronizer.sync_all()
+
+    async def _flush(self) -> None:
+        assert self.store is not None
+        await asyncio.get_running_loop().run_in_executor(None, self.store.flush)
+
+    def _persist(self) -> None:
+        """Save the latest snapshot on the persistence thread (coalescing bursts)."""
+        if self._persist_queued:
+            return
+        self._persist_queued = True
+
+        def save() -> None:
+            self._persist_queued = False
+            self.repository.save(self.metadata.snapshot)
+
+        self._persist_executor.submit(save)
+
+    # -- topics and messages -------------------------------------------------
+
+    def create_topic(self, config: TopicConfig) -> None:
+        """UPDATE_AND_CREATE_TOPIC: store it, bump the DataVersion, register it."""
+        assert config.topic_name is not None
+        validate_topic(config.topic_name)
+        self.metadata.upsert_topic(config, self.clock_ms())
+        self._persist()
+        self._tasks.append(asyncio.create_task(self._register_topic(config.topic_name)))
+        self._tasks[:] = [task for task in self._tasks if not task.done()]
+
+    def check_writable(self, topic: str, default_queue_nums: int | None) -> (
+        tuple[int, str] | None
+    ):
+        """``msgCheck``: None when a message for ``topic`` may be stored here."""
+        if self.role is BrokerRole.SLAVE:
+            return (ResponseCode.SERVICE_NOT_AVAILABLE,
+                    "message store is slave mode, so putMessage is forbidden")
+        if not is_writeable(self.config.broker_permission):
+            return (ResponseCode.NO_PERMISSION,
+                    f"the broker[{self.config.broker_name}] sending message is forbidden")
+        validate_topic(topic)
+        if self.metadata.topic(topic) is None:
+            if not self.config.auto_create_topic:
+                return (ResponseCode.TOPIC_NOT_EXIST,
+                        f"topic[{topic}] not exist, apply first please!")
+            nums = min(default_queue_nums or self.config.default_topic_queue_nums,
+                       self.config.default_topic_queue_nums)
+            self.create_topic(TopicConfig(topic, nums, nums))
+        config = self.metadata.topic(topic)
+        if config is None or config.perm & PERM_WRITE == 0:
+            return (ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        return None
+
+    async def put_message(self, message: MessageInput) -> PutOutcome:
+        """Store one message and apply the SYNC_MASTER rule (4.x, reference §5.6)."""
+        assert self.store is not None
+        message = self._with_queue_id(message)
+        result = self.store.put_message(message, self.clock_ms())
+        if self.ha_service is not None:
+            self.ha_service.notify_new_data()
+        if self.role is not BrokerRole.SYNC_MASTER or not _wait_store_ok(message.properties):
+            return PutOutcome(result, ResponseCode.SUCCESS)
+        return await self._wait_for_slave(result)
+
+    def _with_queue_id(self, message: MessageInput) -> MessageInput:
+        config = self.metadata.topic(message.topic)
+        write_queues = max(1, config.write_queue_nums if config is not None else 1)
+        if message.queue_id < 0:
+            self._round_robin += 1
+            queue_id = self._round_robin % write_queues
+        elif message.queue_id >= write_queues:
+            raise MessageRejected(
+                f"queueId[{message.queue_id}] is illegal, topic has {write_queues} write queues"
+            )
+        else:
+            return message
+        return MessageInput(message.topic, queue_id, message.body, message.properties,
+                            message.flag, message.sys_flag, message.born_timestamp_ms)
+
+    async def _wait_for_slave(self, result: PutResult) -> PutOutcome:
+        assert self.ha_service is not None
+        if not self.ha_service.is_slave_ok(result.end_offset):
+            return PutOutcome(result, ResponseCode.SLAVE_NOT_AVAILABLE)
+        acked = await self.ha_service.wait_for_ack(
+            result.end_offset, self.config.slave_timeout_ms / 1000
+        )
+        code = ResponseCode.SUCCESS if acked else ResponseCode.FLUSH_SLAVE_TIMEOUT
+        return PutOutcome(result, code)
+
+    # -- metadata bodies, notifications, status ------------------------------
+
+    def metadata_body_topics(self) -> bytes:
+        """GET_ALL_TOPIC_CONFIG body."""
+        return self.metadata.encode_topics()
+
+    def metadata_body_offsets(self) -> bytes:
+        """GET_ALL_CONSUMER_OFFSET body."""
+        return self.metadata.encode_consumer_offsets()
+
+    def metadata_body_delay(self) -> bytes:
+        """GET_ALL_DELAY_OFFSET body."""
+        return self.metadata.encode_delay_offsets()
+
+    def metadata_body_groups(self) -> bytes:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG body."""
+        return self.metadata.encode_subscription_groups()
+
+    async def on_min_broker_id_change(
+        self,
+        *,
+        min_broker_id: int | None,
+        min_broker_addr: str | None,
+        offline_broker_addr: str | None,
+        ha_broker_addr: str | None,
+    ) -> None:
+        """Record a NOTIFY_MIN_BROKER_ID_CHANGE and hand it to the role-change seam."""
+        change = MinBrokerIdChange(min_broker_id, min_broker_addr, offline_broker_addr,
+                                   ha_broker_addr)
+        self.min_broker_change = change
+        log.info("min broker id of %s changed: %s", self.config.broker_name, change)
+        if self.on_role_hint is not None:
+            await self.on_role_hint(change)
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO table (upstream key names where they exist)."""
+        store = self.store
+        info = {
+            "brokerVersion": str(int(CURRENT_VERSION)),
+            "brokerRole": str(self.role),
+            "brokerId": str(self.config.broker_id),
+            "commitLogMinOffset": str(store.min_offset if store else 0),
+            "commitLogMaxOffset": str(store.max_offset if store else 0),
+            "haServerAddr": self.ha_addr,
+            "masterAddr": self.master_addr or "",
+        }
+        if self.ha_service is not None:
+            info["haConnections"] = str(len(self.ha_service.slaves()))
+            info["haPushToSlaveMaxOffset"] = str(self.ha_service.push_to_slave_max_offset)
+        if self.ha_client is not None:
+            info["haMasterAddress"] = self.ha_client.master_address or ""
+            info["haConnected"] = str(self.ha_client.connected).lower()
+        if self.min_broker_change is not None:
+            info["minBrokerId"] = str(self.min_broker_change.min_broker_id)
+            info["minBrokerAddr"] = self.min_broker_change.min_broker_addr or ""
+        return info
+
+
+def _wait_store_ok(properties: str) -> bool:
+    return parse_properties(properties).get(WAIT_STORE_MSG_OK, "true").lower() != "false"
+
+
+def write_ready_file(path: Path, controller: BrokerController) -> None:
+    """Atomically write the ready file: bound ports and addresses as JSON."""
+    payload = {
+        "pid": os.getpid(),
+        "port": controller.port,
+        "ha_port": int(controller.ha_addr.rpartition(":")[2]),
+        "addr": controller.broker_addr,
+        "ha_addr": controller.ha_addr,
+        "role": str(controller.role),
+    }
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(payload), encoding="utf-8")
+    temporary.replace(path)
+
+
+async def run_broker(
+    config: BrokerConfig, repository: MetadataRepository, stop: asyncio.Event
+) -> BrokerController:
+    """Start a broker, write the ready file, serve until ``stop`` is set, shut down."""
+    controller = BrokerController(config, repository)
+    await controller.start()
+    if config.ready_file is not None:
+        write_ready_file(config.ready_file, controller)
+    try:
+        await stop.wait()
+    finally:
+        await controller.stop(unregister=True)
+    return controller

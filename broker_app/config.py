@@ -1,0 +1,233 @@
+"""Broker configuration: one validated, frozen value built from a file and flags.
+
+A config file may be JSON (an object) or Java properties (RocketMQ's
+``broker.conf``). Keys may be our snake_case field names or RocketMQ's own
+camelCase names (``brokerClusterName``, ``namesrvAddr``, ``brokerRole``,
+``haListenPort``, ``registerNameServerPeriod``...), so an existing
+``broker.conf`` mostly works as is. Command-line flags override the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from broker_app.ha.config import HAConfig
+from broker_app.store.message_store import FlushDiskType, StoreConfig
+from remoting.bodies import decode_properties
+
+REGISTER_PERIOD_MIN_MS = 10_000  # BrokerController clamps registerNameServerPeriod to
+REGISTER_PERIOD_MAX_MS = 60_000  # [10 s, 60 s]
+PORT_MAX = 65535
+
+
+class BrokerRole(StrEnum):
+    """RocketMQ's ``BrokerRole``."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot work; the message names the setting."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Everything one broker process needs to know at start."""
+
+    store_dir: Path
+    cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 0
+    ha_port: int = 0
+    role: BrokerRole = BrokerRole.ASYNC_MASTER
+    namesrv_addrs: tuple[str, ...] = ()
+    register_period_ms: int = 30_000
+    register_initial_delay_ms: int = 10_000
+    register_timeout_ms: int = 6_000
+    compress_register_bytes: int = 64 * 1024
+    fast_heartbeat: bool = False
+    heartbeat_interval_ms: int = 1_000
+    heartbeat_timeout_ms: int = 10_000
+    slave_timeout_ms: int = 3_000
+    slave_sync_interval_ms: int = 10_000
+    slave_sync_initial_delay_ms: int = 3_000
+    ha_master_address: str | None = None
+    auto_create_topic: bool = True
+    default_topic_queue_nums: int = 4
+    broker_permission: int = 6
+    segment_bytes: int = 64 * 1024 * 1024
+    record_bytes_max: int = 4 * 1024 * 1024 + 1024
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_ms: int = 500
+    ha: HAConfig = field(default_factory=HAConfig)
+    ready_file: Path | None = None
+
+    @property
+    def effective_register_period_ms(self) -> int:
+        """``max(10000, min(registerNameServerPeriod, 60000))`` as BrokerController does."""
+        return max(REGISTER_PERIOD_MIN_MS, min(self.register_period_ms, REGISTER_PERIOD_MAX_MS))
+
+    @property
+    def is_slave(self) -> bool:
+        """True for the SLAVE role."""
+        return self.role is BrokerRole.SLAVE
+
+    def store_config(self) -> StoreConfig:
+        """The message store part of this config."""
+        return StoreConfig(
+            store_dir=self.store_dir,
+            segment_bytes=self.segment_bytes,
+            record_bytes_max=self.record_bytes_max,
+            flush_disk_type=self.flush_disk_type,
+            flush_interval_ms=self.flush_interval_ms,
+        )
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` for a setting, or a mix of them, that cannot work."""
+        if self.is_slave != (self.broker_id != 0):
+            raise ConfigError("brokerId must be 0 for a master and positive for a SLAVE")
+        if self.broker_id < 0:
+            raise ConfigError("brokerId must not be negative")
+        if not 0 <= self.port <= PORT_MAX or not 0 <= self.ha_port <= PORT_MAX:
+            raise ConfigError("ports must be within 0..65535")
+        if min(self.heartbeat_interval_ms, self.slave_timeout_ms, self.flush_interval_ms) <= 0:
+            raise ConfigError("intervals and timeouts must be positive")
+        if self.record_bytes_max + 8 > self.segment_bytes:
+            raise ConfigError("mappedFileSizeCommitLog must exceed the largest record")
+        if not self.cluster_name or not self.broker_name:
+            raise ConfigError("brokerClusterName and brokerName must be set")
+        try:
+            self.ha.validate()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+
+
+# RocketMQ broker.conf names -> our field names.
+ALIASES: dict[str, str] = {
+    "brokerClusterName": "cluster_name",
+    "brokerName": "broker_name",
+    "brokerId": "broker_id",
+    "brokerIP1": "host",
+    "listenPort": "port",
+    "haListenPort": "ha_port",
+    "brokerRole": "role",
+    "namesrvAddr": "namesrv_addrs",
+    "storePathRootDir": "store_dir",
+    "registerNameServerPeriod": "register_period_ms",
+    "registerBrokerTimeoutMills": "register_timeout_ms",
+    "slaveTimeout": "slave_timeout_ms",
+    "haMasterAddress": "ha_master_address",
+    "autoCreateTopicEnable": "auto_create_topic",
+    "defaultTopicQueueNums": "default_topic_queue_nums",
+    "brokerPermission": "broker_permission",
+    "mappedFileSizeCommitLog": "segment_bytes",
+    "flushDiskType": "flush_disk_type",
+    "flushIntervalCommitLog": "flush_interval_ms",
+    "brokerHeartbeatInterval": "heartbeat_interval_ms",
+    "brokerNotActiveTimeoutMillis": "heartbeat_timeout_ms",
+    "haSendHeartbeatInterval": "ha.heartbeat_interval_ms",
+    "haHousekeepingInterval": "ha.housekeeping_interval_ms",
+    "haTransferBatchSize": "ha.transfer_batch_bytes",
+    "haSlaveFallbehindMax": "ha.slave_fallbehind_max_bytes",
+}
+HA_FIELDS = {f.name for f in dataclasses.fields(HAConfig)}
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off", ""}
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The raw settings of a JSON or properties file (JSON when it starts with ``{``)."""
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("{"):
+        loaded = json.loads(text)
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: a JSON config must be an object")
+        return loaded
+    return dict(decode_properties(text.encode("utf-8")))
+
+
+def _coerce(name: str, value: Any, kind: Any) -> Any:
+    """Turn a raw (often textual) value into the type of field ``name``."""
+    text = str(value).strip()
+    if kind in ("int", int):
+        try:
+            return int(text)
+        except ValueError as exc:
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from exc
+    if kind in ("bool", bool):
+        if isinstance(value, bool):
+            return value
+        if text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
+        raise ConfigError(f"{name} must be a boolean, got {value!r}")
+    return value
+
+
+def _field_kinds(cls: type) -> dict[str, str]:
+    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
+
+
+def build_config(settings: dict[str, Any]) -> BrokerConfig:
+    """A validated :class:`BrokerConfig` from raw settings (file values, then flags)."""
+    top: dict[str, Any] = {}
+    ha: dict[str, Any] = {}
+    kinds = _field_kinds(BrokerConfig)
+    ha_kinds = _field_kinds(HAConfig)
+    for raw_name, value in settings.items():
+        if value is None:
+            continue
+        name = ALIASES.get(raw_name, raw_name)
+        if name.startswith("ha.") or (name in HA_FIELDS and name not in kinds):
+            key = name.removeprefix("ha.")
+            ha[key] = _coerce(raw_name, value, ha_kinds[key])
+        elif name in kinds:
+            top[name] = _convert_top(raw_name, name, value, kinds[name])
+        else:
+            raise ConfigError(f"unknown setting {raw_name!r}")
+    if "store_dir" not in top:
+        raise ConfigError("storePathRootDir (store_dir) must be set")
+    config = BrokerConfig(**top, ha=HAConfig(**ha))
+    config.validate()
+    return config
+
+
+def _convert_top(raw_name: str, name: str, value: Any, kind: str) -> Any:
+    if name == "namesrv_addrs":
+        items = value if isinstance(value, list | tuple) else str(value).split(";")
+        return tuple(addr.strip() for addr in items if str(addr).strip())
+    if name in ("store_dir", "ready_file"):
+        return Path(str(value))
+    if name == "role":
+        try:
+            return BrokerRole(str(value).upper())
+        except ValueError as exc:
+            raise ConfigError(f"brokerRole must be one of {[r.value for r in BrokerRole]}") from exc
+    if name == "flush_disk_type":
+        try:
+            return FlushDiskType(str(value).upper())
+        except ValueError as exc:
+            raise ConfigError(f"flushDiskType must be SYNC_FLUSH or ASYNC_FLUSH: {value}") from exc
+    if name == "ha_master_address":
+        return str(value) or None
+    if kind.startswith("int"):
+        return _coerce(raw_name, value, int)
+    if kind.startswith("bool"):
+        return _coerce(raw_name, value, bool)
+    return str(value)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` -> (host, port) for the ``--address`` flag."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"address must be host:port, got {address!r}")
+    return host, int(port)

@@ -1,0 +1,1 @@
+"""Classic master/slave HA replication (RocketMQ HAService / HAClient)."""

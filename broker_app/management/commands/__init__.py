@@ -1,0 +1,1 @@
+"""run_broker and send_message."""

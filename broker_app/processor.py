@@ -1,0 +1,187 @@
+"""Request handling of the broker's remoting port.
+
+Upstream's ``SendMessageProcessor`` and ``AdminBrokerProcessor`` in one module.
+
+Thin by design: each handler reads its header, calls the broker core
+(:class:`~broker_app.broker.BrokerController`) and writes the answer. The
+domain rules (SYNC_MASTER waiting, topic creation, metadata versions) live in
+the core, so the same calls serve tests and other front ends.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker_app.store.message_store import MessageInput, MessageRejected
+from remoting.bodies import encode_kv_table
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import HeaderFieldError
+from remoting.headers import header_bool, header_int, header_str, require_str
+from remoting.model import DEFAULT_TOPIC_FILTER_TYPE, PERM_READ, PERM_WRITE, KVTable, TopicConfig
+
+if TYPE_CHECKING:
+    from broker_app.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+# SEND_MESSAGE_V2 (310) carries SendMessageRequestHeaderV2 with one-letter names.
+V2_NAMES = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
+}
+MSG_REGION = "DefaultRegion"
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest:
+    """The fields of a SendMessageRequestHeader the broker uses."""
+
+    producer_group: str
+    topic: str
+    queue_id: int
+    sys_flag: int
+    born_timestamp_ms: int
+    flag: int
+    properties: str
+    default_topic_queue_nums: int | None
+
+
+def parse_send_header(request: RemotingCommand) -> SendRequest:
+    """Read a SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310) header."""
+    if request.code == RequestCode.SEND_MESSAGE_V2 and request.ext_fields is not None:
+        request = RemotingCommand(
+            code=request.code,
+            ext_fields={V2_NAMES.get(k, k): v for k, v in request.ext_fields.items()},
+        )
+    return SendRequest(
+        producer_group=header_str(request, "producerGroup") or "",
+        topic=require_str(request, "topic"),
+        queue_id=header_int(request, "queueId", bits=32) or 0,
+        sys_flag=header_int(request, "sysFlag", bits=32) or 0,
+        born_timestamp_ms=header_int(request, "bornTimestamp") or 0,
+        flag=header_int(request, "flag", bits=32) or 0,
+        properties=header_str(request, "properties") or "",
+        default_topic_queue_nums=header_int(request, "defaultTopicQueueNums", bits=32),
+    )
+
+
+def offset_msg_id(host: str, port: int, physical_offset: int) -> str:
+    """``MessageDecoder.createMessageId``: store IPv4 + port + commit-log offset, upper hex."""
+    try:
+        packed = ipaddress.IPv4Address(host).packed
+    except ValueError:
+        packed = bytes(4)
+    return (packed + port.to_bytes(4, "big") + physical_offset.to_bytes(8, "big")).hex().upper()
+
+
+def parse_create_topic(request: RemotingCommand) -> TopicConfig:
+    """A TopicConfig from a CreateTopicRequestHeader (UPDATE_AND_CREATE_TOPIC)."""
+    return TopicConfig(
+        topic_name=require_str(request, "topic"),
+        read_queue_nums=header_int(request, "readQueueNums", bits=32) or 16,
+        write_queue_nums=header_int(request, "writeQueueNums", bits=32) or 16,
+        perm=header_int(request, "perm", bits=32) or PERM_READ | PERM_WRITE,
+        topic_filter_type=header_str(request, "topicFilterType") or DEFAULT_TOPIC_FILTER_TYPE,
+        topic_sys_flag=header_int(request, "topicSysFlag", bits=32) or 0,
+        order=bool(header_bool(request, "order")),
+    )
+
+
+Route = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+class BrokerProcessor:
+    """Dispatches requests by code to the broker core."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self._routes: dict[int, Route] = {
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self._body(broker.metadata_body_topics),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self._body(broker.metadata_body_offsets),
+            RequestCode.GET_ALL_DELAY_OFFSET: self._body(broker.metadata_body_delay),
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self._body(broker.metadata_body_groups),
+            RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: self.notify_min_broker_id_change,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+        }
+
+    async def handle(self, request: RemotingCommand, _peer: object) -> RemotingCommand | None:
+        """Serve one request (the RemotingServer handler and the client's push hook)."""
+        route = self._routes.get(request.code)
+        if route is None:
+            return request.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f" request type {request.code} not supported",
+            )
+        try:
+            return await route(request)
+        except (HeaderFieldError, MessageRejected) as exc:
+            code = (
+                ResponseCode.MESSAGE_ILLEGAL
+                if isinstance(exc, MessageRejected)
+                else ResponseCode.SYSTEM_ERROR
+            )
+            return request.make_response(code, str(exc))
+
+    def _body(self, encode: Callable[[], bytes]) -> Route:
+        async def answer(request: RemotingCommand) -> RemotingCommand:
+            return request.make_response(ResponseCode.SUCCESS, body=encode())
+
+        return answer
+
+    async def send_message(self, request: RemotingCommand) -> RemotingCommand:
+        """SEND_MESSAGE: store, maybe wait for the slave, answer SendMessageResponseHeader."""
+        header = parse_send_header(request)
+        refusal = self.broker.check_writable(header.topic, header.default_topic_queue_nums)
+        if refusal is not None:
+            code, remark = refusal
+            return request.make_response(code, remark)
+        message = MessageInput(
+            topic=header.topic, queue_id=header.queue_id, body=request.body or b"",
+            properties=header.properties, flag=header.flag, sys_flag=header.sys_flag,
+            born_timestamp_ms=header.born_timestamp_ms,
+        )
+        outcome = await self.broker.put_message(message)
+        ext = {
+            "msgId": offset_msg_id(
+                self.broker.config.host, self.broker.port, outcome.result.physical_offset
+            ),
+            "queueId": str(header.queue_id),
+            "queueOffset": str(outcome.result.queue_offset),
+            "MSG_REGION": MSG_REGION,
+            "TRACE_ON": "true",
+        }
+        return request.make_response(outcome.code, outcome.remark, ext)
+
+    async def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC: update the table, bump DataVersion, register."""
+        config = parse_create_topic(request)
+        self.broker.create_topic(config)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def notify_min_broker_id_change(
+        self, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        """NOTIFY_MIN_BROKER_ID_CHANGE (one-way): record it and call the role-change seam."""
+        await self.broker.on_min_broker_id_change(
+            min_broker_id=header_int(request, "minBrokerId"),
+            min_broker_addr=header_str(request, "minBrokerAddr"),
+            offline_broker_addr=header_str(request, "offlineBrokerAddr"),
+            ha_broker_addr=header_str(request, "haBrokerAddr"),
+        )
+        if request.is_oneway:
+            return None
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def runtime_info(self, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_RUNTIME_INFO: a KVTable of offsets, role and HA state."""
+        body = encode_kv_table(KVTable(self.broker.runtime_info()))
+        return request.make_response(ResponseCode.SUCCESS, body=body)

@@ -1,0 +1,246 @@
+"""Talking to the NameServers: REGISTER_BROKER, QUERY_DATA_VERSION, UNREGISTER_BROKER, heartbeats.
+
+Plays RocketMQ's ``BrokerOuterAPI`` plus the ``needRegister`` decision of
+``BrokerController.registerBrokerAll``:
+
+* a forced round registers with every NameServer in parallel;
+* a periodic round first asks every NameServer QUERY_DATA_VERSION with the
+  broker's topic DataVersion and registers (with all of them) only if one
+  says ``changed``, answers a different version, or fails (reference §5.2);
+* the body is a RegisterBrokerBody, zlib-compressed (header ``compressed=true``)
+  when its JSON form exceeds the configured size; ``bodyCrc32`` is
+  ``zlib.crc32(body) & 0x7FFFFFFF``; the version is ``CURRENT_VERSION``;
+* the first answer carrying ``masterAddr`` tells a slave whom to follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from remoting.bodies import (
+    decode_data_version,
+    decode_kv_table,
+    encode_data_version,
+    encode_register_broker_body,
+)
+from remoting.client import RemotingClient, RemotingClientError
+from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import BodyDecodeError
+from remoting.model import DataVersion, KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
+
+log = logging.getLogger(__name__)
+
+CRC32_MASK = 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerIdentity:
+    """Who a broker says it is in every NameServer request."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    ha_server_addr: str
+
+    def fields(self) -> dict[str, str]:
+        """The four identity header fields shared by 104, 322 and 904."""
+        return {
+            "brokerAddr": self.broker_addr,
+            "brokerId": str(self.broker_id),
+            "brokerName": self.broker_name,
+            "clusterName": self.cluster_name,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterResult:
+    """What one NameServer answered to REGISTER_BROKER."""
+
+    namesrv_addr: str
+    ok: bool
+    master_addr: str | None = None
+    ha_server_addr: str | None = None
+    kv_table: KVTable | None = None
+    error: str | None = None
+
+
+def body_crc32(body: bytes | None) -> int:
+    """The ``bodyCrc32`` header value: ``UtilAll.crc32`` of the body, 0 without one."""
+    return zlib.crc32(body) & CRC32_MASK if body else 0
+
+
+def build_register_request(
+    identity: BrokerIdentity,
+    wrapper: TopicConfigSerializeWrapper,
+    *,
+    compress_over_bytes: int,
+    heartbeat_timeout_ms: int | None = None,
+) -> RemotingCommand:
+    """REGISTER_BROKER (103) with a RegisterBrokerBody, compressed when large."""
+    body_value = RegisterBrokerBody(topic_config_wrapper=wrapper)
+    body = encode_register_broker_body(body_value, compressed=False, version=CURRENT_VERSION)
+    compressed = len(body) > compress_over_bytes
+    if compressed:
+        body = encode_register_broker_body(body_value, compressed=True, version=CURRENT_VERSION)
+    fields = identity.fields()
+    fields.update(
+        haServerAddr=identity.ha_server_addr,
+        compressed="true" if compressed else "false",
+        bodyCrc32=str(body_crc32(body)),
+        enableActingMaster="false",
+    )
+    if heartbeat_timeout_ms is not None:
+        fields["heartbeatTimeoutMillis"] = str(heartbeat_timeout_ms)
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body)
+
+
+def build_query_data_version_request(
+    identity: BrokerIdentity, version: DataVersion
+) -> RemotingCommand:
+    """QUERY_DATA_VERSION (322) carrying the broker's topic DataVersion."""
+    return RemotingCommand.request(
+        RequestCode.QUERY_DATA_VERSION, identity.fields(), encode_data_version(version)
+    )
+
+
+def build_unregister_request(identity: BrokerIdentity) -> RemotingCommand:
+    """UNREGISTER_BROKER (104)."""
+    return RemotingCommand.request(RequestCode.UNREGISTER_BROKER, identity.fields())
+
+
+def build_heartbeat_request(identity: BrokerIdentity, timeout_ms: int) -> RemotingCommand:
+    """BROKER_HEARTBEAT (904), sent one-way; the header field is spelled ``...Mills`` upstream."""
+    fields = identity.fields()
+    fields["heartbeatTimeoutMills"] = str(timeout_ms)
+    return RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, fields)
+
+
+def parse_register_response(namesrv_addr: str, response: RemotingCommand) -> RegisterResult:
+    """The RegisterBrokerResult of one answer (a failure code gives ``ok=False``)."""
+    if response.code != ResponseCode.SUCCESS:
+        return RegisterResult(namesrv_addr, False, error=f"code {response.code}: {response.remark}")
+    ext = response.ext_fields or {}
+    kv_table = None
+    if response.body:
+        try:
+            kv_table = decode_kv_table(response.body)
+        except BodyDecodeError as exc:
+            log.warning("namesrv %s answered an unreadable KVTable: %s", namesrv_addr, exc)
+    return RegisterResult(
+        namesrv_addr, True, ext.get("masterAddr") or None, ext.get("haServerAddr") or None,
+        kv_table,
+    )
+
+
+class Registrar:
+    """Registers one broker with a list of NameServers.
+
+    ``identity`` and ``wrapper`` are callables so each round sends the current
+    addresses and topic table.
+    """
+
+    def __init__(
+        self,
+        client: RemotingClient,
+        namesrv_addrs: tuple[str, ...],
+        identity: Callable[[], BrokerIdentity],
+        wrapper: Callable[[], TopicConfigSerializeWrapper],
+        *,
+        timeout_s: float,
+        compress_over_bytes: int,
+        heartbeat_timeout_ms: int | None = None,
+    ) -> None:
+        self.client = client
+        self.namesrv_addrs = namesrv_addrs
+        self.identity = identity
+        self.wrapper = wrapper
+        self.timeout_s = timeout_s
+        self.compress_over_bytes = compress_over_bytes
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.rounds = 0
+        self.skipped_rounds = 0
+
+    async def register_all(self, *, force: bool) -> list[RegisterResult]:
+        """One registration round; an empty list when no NameServer needed it."""
+        self.rounds += 1
+        if not force and not await self.need_register():
+            self.skipped_rounds += 1
+            return []
+        return await self.register_with(self.wrapper())
+
+    async def register_with(self, wrapper: TopicConfigSerializeWrapper) -> list[RegisterResult]:
+        """Send ``wrapper`` (a full or a one-topic table) to every NameServer in parallel."""
+        request = build_register_request(
+            self.identity(), wrapper, compress_over_bytes=self.compress_over_bytes,
+            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+        )
+        return list(
+            await asyncio.gather(
+                *(self._register_one(addr, request) for addr in self.namesrv_addrs)
+            )
+        )
+
+    async def _register_one(self, addr: str, request: RemotingCommand) -> RegisterResult:
+        try:
+            response = await self.client.invoke(addr, request, self.timeout_s)
+        except RemotingClientError as exc:
+            log.warning("register to namesrv %s failed: %s", addr, exc)
+            return RegisterResult(addr, False, error=str(exc))
+        result = parse_register_response(addr, response)
+        if not result.ok:
+            log.warning("namesrv %s refused the registration: %s", addr, result.error)
+        return result
+
+    async def need_register(self) -> bool:
+        """``needRegister``: True when any NameServer's view differs from ours."""
+        version = self.wrapper().data_version
+        request = build_query_data_version_request(self.identity(), version)
+        answers = await asyncio.gather(
+            *(self._changed(addr, request, version) for addr in self.namesrv_addrs)
+        )
+        return any(answers)
+
+    async def _changed(self, addr: str, request: RemotingCommand, version: DataVersion) -> bool:
+        try:
+            response = await self.client.invoke(addr, request, self.timeout_s)
+            if response.code != ResponseCode.SUCCESS:
+                return True
+            changed = (response.ext_fields or {}).get("changed", "").lower() == "true"
+            return changed or decode_data_version(response.body) != version
+        except (RemotingClientError, BodyDecodeError) as exc:
+            log.info("query data version at %s failed (%s); registering", addr, exc)
+            return True
+
+    async def unregister_all(self) -> None:
+        """UNREGISTER_BROKER to every NameServer (graceful shutdown)."""
+        request = build_unregister_request(self.identity())
+        results = await asyncio.gather(
+            *(self.client.invoke(addr, request, self.timeout_s) for addr in self.namesrv_addrs),
+            return_exceptions=True,
+        )
+        for addr, result in zip(self.namesrv_addrs, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("unregister from namesrv %s failed: %s", addr, result)
+
+    async def heartbeat_all(self, timeout_ms: int) -> None:
+        """One-way BROKER_HEARTBEAT to every NameServer; failures are only logged."""
+        request = build_heartbeat_request(self.identity(), timeout_ms)
+        for addr in self.namesrv_addrs:
+            try:
+                await asyncio.wait_for(self.client.invoke_oneway(addr, request), self.timeout_s)
+            except (RemotingClientError, TimeoutError) as exc:
+                log.debug("heartbeat to namesrv %s failed: %s", addr, exc)
+
+
+def first_master(results: list[RegisterResult]) -> RegisterResult | None:
+    """The first successful answer naming a master (what a slave follows)."""
+    for result in results:
+        if result.ok and result.master_addr:
+            return result
+    return None

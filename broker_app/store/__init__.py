@@ -1,0 +1,1 @@
+"""The broker's message store: segmented commit log, consume queues, recovery."""

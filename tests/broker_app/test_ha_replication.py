@@ -1,0 +1,170 @@
+"""HA between a master store and a slave store over real loopback sockets, in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from broker_app.ha.client import HAClient
+from broker_app.ha.config import HAConfig
+from broker_app.ha.protocol import TRANSFER_HEADER_BYTES, encode_report, encode_transfer
+from broker_app.ha.service import HAService
+from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig
+
+SEGMENT_BYTES = 64 * 1024
+FAST = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=1000, reconnect_delay_ms=100)
+
+
+def make_store(root: Path) -> MessageStore:
+    return MessageStore(StoreConfig(root, segment_bytes=SEGMENT_BYTES, record_bytes_max=16 * 1024))
+
+
+def put(store: MessageStore, count: int, size: int = 300) -> None:
+    for index in range(count):
+        store.put_message(MessageInput("TopicA", index % 4, os.urandom(size)), index)
+
+
+async def until(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+def files(store: MessageStore) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in store.commit_log.segment_paths()}
+
+
+async def test_a_slave_copies_the_master_log_byte_for_byte(tmp_path: Path) -> None:
+    master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
+    service = HAService(master, FAST)
+    await service.start()
+    client = HAClient(slave, FAST)
+    client.set_master_address(f"127.0.0.1:{service.port}")
+    client.start()
+    try:
+        await until(lambda: bool(service.slaves()))
+        for _ in range(5):
+            put(master, 100)
+            service.notify_new_data()
+        await until(lambda: slave.max_offset == master.max_offset)
+        assert files(slave) == files(master)
+        assert len(files(master)) > 2
+        message = slave.get_message("TopicA", 3, 99)
+        assert message == master.get_message("TopicA", 3, 99)
+        await until(lambda: service.push_to_slave_max_offset == master.max_offset)
+    finally:
+        await client.close()
+        await service.close()
+
+
+async def test_an_empty_slave_starts_at_the_masters_last_segment(tmp_path: Path) -> None:
+    master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
+    put(master, 600)
+    service = HAService(master, FAST)
+    await service.start()
+    client = HAClient(slave, FAST)
+    client.set_master_address(f"127.0.0.1:{service.port}")
+    client.start()
+    try:
+        await until(lambda: slave.max_offset == master.max_offset)
+        assert slave.min_offset == master.commit_log.last_segment_start() > 0
+        last = master.commit_log.segment_paths()[-1]
+        assert files(slave) == {last.name: last.read_bytes()}
+    finally:
+        await client.close()
+        await service.close()
+
+
+async def test_the_sync_wait_ends_when_the_slave_acks_and_times_out_without_it(
+    tmp_path: Path,
+) -> None:
+    master = make_store(tmp_path / "m")
+    service = HAService(master, FAST)
+    await service.start()
+    put(master, 3)
+    assert not service.is_slave_ok(master.max_offset)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+    try:
+        writer.write(encode_report(0))
+        await until(lambda: bool(service.slaves()))
+        assert service.is_slave_ok(master.max_offset)
+        assert not await service.wait_for_ack(master.max_offset, 0.2)
+        waiting = asyncio.create_task(service.wait_for_ack(master.max_offset, 5.0))
+        await asyncio.sleep(0.05)
+        writer.write(encode_report(master.max_offset))
+        assert await waiting
+    finally:
+        writer.close()
+        await service.close()
+
+
+async def test_garbage_on_the_master_ha_port_closes_the_link_and_never_touches_the_log(
+    tmp_path: Path,
+) -> None:
+    master = make_store(tmp_path / "m")
+    put(master, 50)
+    before = files(master)
+    service = HAService(master, FAST)
+    await service.start()
+    try:
+        for garbage in (
+            encode_report(master.max_offset + 1),  # an ack beyond the end
+            encode_report(17),  # not a record boundary
+            b"\xff" * 8,  # negative
+        ):
+            reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+            writer.write(garbage + os.urandom(64))
+            assert await asyncio.wait_for(reader.read(), 5.0) == b""
+            writer.close()
+        assert service.push_to_slave_max_offset == 0
+        assert not await service.wait_for_ack(1, 0.05)
+        assert files(master) == before
+    finally:
+        await service.close()
+    master.close()
+    assert make_store(tmp_path / "m").recovery.truncated_bytes == 0
+
+
+async def serve_fake_master(stream: bytes) -> asyncio.Server:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readexactly(8)
+        writer.write(stream)
+        await writer.drain()
+        await asyncio.sleep(2)
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+async def test_a_slave_fed_garbage_by_its_master_keeps_its_log_intact(tmp_path: Path) -> None:
+    honest = make_store(tmp_path / "honest")
+    put(honest, 20)
+    good = honest.read_raw(0, 4000)
+    good = good[: len(good) // 2]  # ends inside a record
+    corrupted = bytearray(honest.read_raw(0, 8000))
+    corrupted[5000] ^= 0x55
+    scenarios = [
+        encode_transfer(0, good) + encode_transfer(len(good), os.urandom(3000)),
+        encode_transfer(0, bytes(corrupted)),
+        encode_transfer(123, good),  # unaligned start
+        encode_transfer(0, os.urandom(500)),
+        os.urandom(TRANSFER_HEADER_BYTES + 40),
+    ]
+    for index, stream in enumerate(scenarios):
+        slave = make_store(tmp_path / f"slave{index}")
+        server = await serve_fake_master(stream)
+        client = HAClient(slave, FAST)
+        client.set_master_address(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        client.start()
+        try:
+            await until(lambda c=client: c.disconnects >= 1)
+        finally:
+            await client.close()
+            server.close()
+        for name, data in files(slave).items():
+            assert honest.commit_log.directory.joinpath(name).read_bytes().startswith(data)
+        slave.close()
+        reopened = make_store(tmp_path / f"slave{index}")
+        assert reopened.recovery.truncated_bytes == 0
