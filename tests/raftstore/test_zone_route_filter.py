@@ -1,4 +1,4 @@
-"""Zone filtering of route answers, ported from 5.x ZoneRouteRPCHookTest and ZoneRouteRPCHookMoreTest."""
+"""Zone filtering of route answers, ported from 5.x ZoneRouteRPCHook tests (both classes)."""
 
 from __future__ import annotations
 
