@@ -1,4 +1,4 @@
-"""ASGI entry point (daphne or uvicorn): Django views over HTTP, Channels consumers over websockets."""
+"""ASGI entry point (daphne or uvicorn): Django over HTTP, Channels consumers over websockets."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ django_application = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from namesrv_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
+        # The console's few static files are served by the process itself, so a
+        # node needs no separate web server.
+        "http": ASGIStaticFilesHandler(django_application),
         # The session cookie authenticates the socket; the origin check stops
         # another site's page from opening it with the operator's cookie.
         "websocket": AllowedHostsOriginValidator(

@@ -1,0 +1,234 @@
+"""API serializers: the shapes of answers, and input validation shared with the console forms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from namesrv_app.web.forms import (
+    BROKER_ID_MAX,
+    KV_VALUE_CHARS_MAX,
+    NAME_CHARS_MAX,
+    QUEUE_NUMS_MAX,
+    QUEUE_NUMS_MIN,
+    TOPIC_CHARS_MAX,
+    unknown_broker_names,
+    validate_addr,
+    validate_name,
+    validate_perm,
+    validate_topic,
+)
+
+BROKERS_PER_TOPIC_MAX = 1024
+
+
+def _name(**extra: Any) -> serializers.CharField:
+    return serializers.CharField(max_length=NAME_CHARS_MAX, validators=[validate_name], **extra)
+
+
+# ------------------------------------------------------------------- inputs
+
+
+class RouteQuerySerializer(serializers.Serializer):  # type: ignore[misc]
+    """``?consistency=local|linearizable``."""
+
+    consistency = serializers.ChoiceField(
+        choices=("local", "linearizable"), default="local", required=False
+    )
+
+
+class TopicQuerySerializer(serializers.Serializer):  # type: ignore[misc]
+    """Filters of the topic list."""
+
+    search = serializers.CharField(required=False, allow_blank=True, max_length=TOPIC_CHARS_MAX)
+    cluster = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
+    broker = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
+
+
+class QueueSpecSerializer(serializers.Serializer):  # type: ignore[misc]
+    """One broker group's queues for a topic being registered."""
+
+    broker_name = _name()
+    read_queue_nums = serializers.IntegerField(min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX)
+    write_queue_nums = serializers.IntegerField(min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX)
+    perm = serializers.IntegerField(validators=[validate_perm], help_text="2, 4 or 6")
+
+
+class RegisterTopicSerializer(serializers.Serializer):  # type: ignore[misc]
+    """REGISTER_TOPIC_IN_NAMESRV: a topic and its queues per broker group."""
+
+    topic = serializers.CharField(max_length=TOPIC_CHARS_MAX, validators=[validate_topic])
+    queue_datas = QueueSpecSerializer(
+        many=True, allow_empty=False, max_length=BROKERS_PER_TOPIC_MAX
+    )
+
+    def validate_queue_datas(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Every broker group must be known to this node, and named once."""
+        names = [q["broker_name"] for q in value]
+        if len(set(names)) != len(names):
+            raise serializers.ValidationError("each broker_name may appear only once")
+        unknown = unknown_broker_names(names)
+        if unknown:
+            raise serializers.ValidationError(f"unknown broker groups: {', '.join(unknown)}")
+        return value
+
+
+class DeleteTopicQuerySerializer(serializers.Serializer):  # type: ignore[misc]
+    """``?cluster=`` limits a delete to one cluster."""
+
+    cluster = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
+
+
+class BrokerNameSerializer(serializers.Serializer):  # type: ignore[misc]
+    """A broker group this node knows."""
+
+    broker_name = _name()
+
+    def validate_broker_name(self, value: str) -> str:
+        """Refuse unknown groups (upstream would touch nothing and answer 0)."""
+        if unknown_broker_names([value]):
+            raise serializers.ValidationError(f"unknown broker group {value!r}")
+        return value
+
+
+class UnregisterBrokerSerializer(serializers.Serializer):  # type: ignore[misc]
+    """UNREGISTER_BROKER of one replica."""
+
+    cluster_name = _name()
+    broker_name = _name()
+    broker_addr = serializers.CharField(max_length=NAME_CHARS_MAX, validators=[validate_addr])
+    broker_id = serializers.IntegerField(min_value=0, max_value=BROKER_ID_MAX)
+
+
+class KVPutSerializer(serializers.Serializer):  # type: ignore[misc]
+    """PUT_KV_CONFIG."""
+
+    namespace = _name()
+    key = _name()
+    value = serializers.CharField(max_length=KV_VALUE_CHARS_MAX, allow_blank=True)
+
+
+class KVKeySerializer(serializers.Serializer):  # type: ignore[misc]
+    """DELETE_KV_CONFIG (query parameters)."""
+
+    namespace = _name()
+    key = _name()
+
+
+class MembershipSerializer(serializers.Serializer):  # type: ignore[misc]
+    """Add or remove a Raft member."""
+
+    action = serializers.ChoiceField(choices=("add", "remove"))
+    address = serializers.CharField(max_length=NAME_CHARS_MAX, validators=[validate_addr])
+
+
+# ------------------------------------------------------------------- outputs
+
+
+class RouteSerializer(serializers.Serializer):  # type: ignore[misc]
+    """A route answer: the standard TopicRouteData JSON plus where it came from."""
+
+    topic = serializers.CharField()
+    consistency = serializers.CharField()
+    node_id = serializers.CharField()
+    applied_version = serializers.IntegerField(
+        help_text="local: the projection version read; linearizable: the node's version "
+        "right after the barrier read (the answer reflects at least every write before the call)"
+    )
+    route = serializers.DictField(help_text="TopicRouteData, standard JSON")
+
+
+class TopicSummarySerializer(serializers.Serializer):  # type: ignore[misc]
+    """One topic of the topic list."""
+
+    topic = serializers.CharField()
+    brokers = serializers.IntegerField()
+    read_queues = serializers.IntegerField()
+    write_queues = serializers.IntegerField()
+    perm_min = serializers.IntegerField()
+    perm_max = serializers.IntegerField()
+    version = serializers.IntegerField()
+
+
+class ClusterSerializer(serializers.Serializer):  # type: ignore[misc]
+    """A cluster with counts."""
+
+    name = serializers.CharField()
+    broker_names = serializers.ListField(child=serializers.CharField())
+    broker_groups = serializers.IntegerField()
+    replicas = serializers.IntegerField()
+    live_brokers = serializers.IntegerField()
+    applied_version = serializers.IntegerField()
+
+
+class ReplicaSerializer(serializers.Serializer):  # type: ignore[misc]
+    """One replica (broker id) of a group, with liveness."""
+
+    broker_id = serializers.IntegerField()
+    addr = serializers.CharField()
+    role = serializers.CharField()
+    ha_server_addr = serializers.CharField(allow_null=True)
+    last_update_ms = serializers.IntegerField(allow_null=True)
+    heartbeat_age_ms = serializers.IntegerField(allow_null=True)
+    heartbeat_timeout_ms = serializers.IntegerField(allow_null=True)
+    registered = serializers.BooleanField()
+    alive = serializers.BooleanField()
+    expiring = serializers.BooleanField()
+
+
+class BrokerGroupSerializer(serializers.Serializer):  # type: ignore[misc]
+    """A broker group with its replicas."""
+
+    broker_name = serializers.CharField()
+    cluster = serializers.CharField()
+    zone_name = serializers.CharField(allow_null=True)
+    enable_acting_master = serializers.BooleanField()
+    applied_version = serializers.IntegerField()
+    alive = serializers.IntegerField()
+    replicas = ReplicaSerializer(many=True)
+
+
+class KVEntrySerializer(serializers.Serializer):  # type: ignore[misc]
+    """One KV item."""
+
+    key = serializers.CharField()
+    value = serializers.CharField()
+    applied_version = serializers.IntegerField()
+
+
+class KVNamespaceSerializer(serializers.Serializer):  # type: ignore[misc]
+    """A namespace with its items."""
+
+    namespace = serializers.CharField()
+    applied_version = serializers.IntegerField()
+    entries = KVEntrySerializer(many=True)
+
+
+class ResultSerializer(serializers.Serializer):  # type: ignore[misc]
+    """The answer to a write."""
+
+    ok = serializers.BooleanField()
+    detail = serializers.CharField()
+    count = serializers.IntegerField(required=False)
+
+
+class ErrorSerializer(serializers.Serializer):  # type: ignore[misc]
+    """A failed request: what went wrong."""
+
+    detail = serializers.CharField()
+
+
+def paginated(item: type[Any], name: str) -> type[Any]:
+    """The page envelope DRF's PageNumberPagination answers with, around ``item``."""
+    fields = {
+        "count": serializers.IntegerField(),
+        "next": serializers.URLField(allow_null=True),
+        "previous": serializers.URLField(allow_null=True),
+        "results": item(many=True),
+    }
+    return type(name, (serializers.Serializer,), fields)
+
+
+PaginatedTopicSummarySerializer = paginated(TopicSummarySerializer, "PaginatedTopicSummary")
+PaginatedBrokerGroupSerializer = paginated(BrokerGroupSerializer, "PaginatedBrokerGroup")

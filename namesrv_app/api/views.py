@@ -1,0 +1,354 @@
+"""REST API views: declarative shells over the read queries and the gateway client.
+
+Reads come from the node's projection (``namesrv_app.web.reads``), or over the
+wire for linearizable and cross-node reads. Every write validates its input
+(400 with field messages, nothing sent) and then calls ONE gateway client
+function. Gateway failures become 503 (unreachable), 502 (refused) or 409
+(not in raft mode) through :func:`exception_handler`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from namesrv_app import gateway_client
+from namesrv_app.api import serializers as s
+from namesrv_app.api.permissions import IsOperator, RouteReadPermission
+from namesrv_app.gateway_client import GatewayError
+from namesrv_app.web import reads
+from namesrv_app.web.forms import validate_topic
+from remoting.model import QueueData
+
+ERRORS = {
+    400: OpenApiResponse(
+        OpenApiTypes.OBJECT, description="invalid input, nothing changed: field -> messages"
+    ),
+    401: OpenApiResponse(s.ErrorSerializer, description="not authenticated"),
+    403: OpenApiResponse(s.ErrorSerializer, description="role missing"),
+}
+GATEWAY_ERRORS = {
+    502: OpenApiResponse(s.ErrorSerializer, description="the gateway refused"),
+    503: OpenApiResponse(s.ErrorSerializer, description="the gateway is unreachable"),
+}
+TOPIC_PARAM = OpenApiParameter(
+    "topic",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="topic name, ^[%|a-zA-Z0-9_-]+$, at most 127 chars",
+)
+BROKER_PARAM = OpenApiParameter("broker_name", OpenApiTypes.STR, OpenApiParameter.PATH)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler, plus gateway errors with their HTTP status."""
+    if isinstance(exc, GatewayError):
+        return Response({"detail": str(exc)}, status=exc.http_status)
+    return drf_exception_handler(exc, context)
+
+
+def _checked_topic(topic: str) -> str:
+    try:
+        validate_topic(topic)
+    except DjangoValidationError as exc:
+        raise ValidationError({"topic": exc.messages}) from exc
+    return topic
+
+
+def _valid(serializer_class: type[Any], data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    validated: dict[str, Any] = serializer.validated_data
+    return validated
+
+
+def _done(detail: str, count: int | None = None, code: int = status.HTTP_200_OK) -> Response:
+    body: dict[str, Any] = {"ok": True, "detail": detail}
+    if count is not None:
+        body["count"] = count
+    return Response(body, status=code)
+
+
+# ------------------------------------------------------------------- routes
+
+
+class RouteView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """GET_ROUTEINFO_BY_TOPIC for people: the standard route JSON with its version."""
+
+    permission_classes = [RouteReadPermission]
+
+    @extend_schema(
+        parameters=[TOPIC_PARAM, s.RouteQuerySerializer],
+        responses={200: s.RouteSerializer, 404: s.ErrorSerializer, **ERRORS, **GATEWAY_ERRORS},
+    )
+    def get(self, request: Request, topic: str) -> Response:
+        """``consistency=local`` reads the projection; ``linearizable`` asks the gateway."""
+        topic = _checked_topic(topic)
+        query = _valid(s.RouteQuerySerializer, request.query_params)
+        if query["consistency"] == "linearizable":
+            route = gateway_client.topic_route(topic, linearizable=True)
+            state = gateway_client.node_status()
+            node_id, version = str(state.get("node_id", "")), int(state["applied_version"])
+        else:
+            projected = reads.projected_route(topic)
+            route, node_id, version = projected.route, projected.node_id, projected.applied_version
+        if route is None:
+            return Response(
+                {"detail": f"No topic route info for {topic}", "applied_version": version},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        return Response(
+            {
+                "topic": topic,
+                "consistency": query["consistency"],
+                "node_id": node_id,
+                "applied_version": version,
+                "route": reads.route_json(route),
+            }
+        )
+
+
+class RouteCompareView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """The same route as every node of the cluster answers it, differences marked."""
+
+    @extend_schema(parameters=[TOPIC_PARAM], responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    def get(self, request: Request, topic: str) -> Response:
+        """Ask every node over the wire (their own local answers)."""
+        return Response(reads.compare_route(_checked_topic(topic)))
+
+
+# ------------------------------------------------------------------- topics
+
+
+class TopicListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """Topics of the projection (filtered, paginated); POST registers one."""
+
+    @extend_schema(
+        parameters=[s.TopicQuerySerializer],
+        responses={200: s.PaginatedTopicSummarySerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        """``search`` (substring), ``cluster``, ``broker``; ``page``."""
+        query = _valid(s.TopicQuerySerializer, request.query_params)
+        rows = reads.topic_summaries(
+            query.get("search", ""), query.get("cluster", ""), query.get("broker", "")
+        )
+        paginator = PageNumberPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(s.TopicSummarySerializer(page, many=True).data)
+
+    @extend_schema(
+        request=s.RegisterTopicSerializer,
+        responses={201: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        """REGISTER_TOPIC_IN_NAMESRV (217) through the gateway (operators)."""
+        data = _valid(s.RegisterTopicSerializer, request.data)
+        queues = [
+            QueueData(q["broker_name"], q["read_queue_nums"], q["write_queue_nums"], q["perm"])
+            for q in data["queue_datas"]
+        ]
+        gateway_client.register_topic(data["topic"], queues)
+        return _done(f"registered {data['topic']}", code=status.HTTP_201_CREATED)
+
+
+class TopicDetailView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """DELETE a topic (all clusters, or ``?cluster=``)."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        parameters=[TOPIC_PARAM, s.DeleteTopicQuerySerializer],
+        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+    )
+    def delete(self, request: Request, topic: str) -> Response:
+        """DELETE_TOPIC_IN_NAMESRV (216) through the gateway."""
+        topic = _checked_topic(topic)
+        cluster = _valid(s.DeleteTopicQuerySerializer, request.query_params).get("cluster") or None
+        gateway_client.delete_topic(topic, cluster)
+        return _done(f"deleted {topic}" + (f" in {cluster}" if cluster else ""))
+
+
+# ------------------------------------------------------------------- clusters and brokers
+
+
+class ClusterListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """Clusters with group, replica and live-broker counts."""
+
+    @extend_schema(responses={200: s.ClusterSerializer(many=True), **ERRORS})
+    def get(self, request: Request) -> Response:
+        """All clusters (there are few)."""
+        return Response(s.ClusterSerializer(reads.cluster_summaries(), many=True).data)
+
+
+class BrokerGroupListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """Broker groups with their replicas and liveness, paginated."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("search", str), OpenApiParameter("cluster", str)],
+        responses={200: s.PaginatedBrokerGroupSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        """``search`` (substring of the name), ``cluster``; ``page``."""
+        groups = reads.broker_groups(
+            request.query_params.get("search", ""), request.query_params.get("cluster", "")
+        )
+        paginator = PageNumberPagination()
+        page = paginator.paginate_queryset(groups, request, view=self)
+        data = s.BrokerGroupSerializer(reads.replicas_of(page or []), many=True).data
+        return paginator.get_paginated_response(data)
+
+
+class WritePermView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """Wipe or add the write permission of a broker group's topics."""
+
+    permission_classes = [IsOperator]
+    wipe = True
+
+    @extend_schema(
+        parameters=[BROKER_PARAM],
+        request=None,
+        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+    )
+    def post(self, request: Request, broker_name: str) -> Response:
+        """205 (wipe) or 327 (add) through the gateway; the topic count."""
+        name = _valid(s.BrokerNameSerializer, {"broker_name": broker_name})["broker_name"]
+        if self.wipe:
+            return _done(f"wiped write permission on {name}", gateway_client.wipe_write_perm(name))
+        return _done(f"added write permission on {name}", gateway_client.add_write_perm(name))
+
+
+class UnregisterBrokerView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """Unregister one broker replica."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        request=s.UnregisterBrokerSerializer,
+        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        """UNREGISTER_BROKER (104) through the gateway."""
+        data = _valid(s.UnregisterBrokerSerializer, request.data)
+        gateway_client.unregister_broker(
+            data["cluster_name"], data["broker_addr"], data["broker_name"], data["broker_id"]
+        )
+        return _done(f"unregistered {data['broker_name']}/{data['broker_id']}")
+
+
+# ------------------------------------------------------------------- KV config
+
+
+class KVView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """KV config: GET lists namespaces, POST puts an item, DELETE removes one."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("search", str)],
+        responses={200: s.KVNamespaceSerializer(many=True), **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        """Every namespace with its entries."""
+        data = reads.kv_namespaces(request.query_params.get("search", ""))
+        return Response(s.KVNamespaceSerializer(data, many=True).data)
+
+    @extend_schema(
+        request=s.KVPutSerializer, responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        """PUT_KV_CONFIG (100) through the gateway (operators)."""
+        data = _valid(s.KVPutSerializer, request.data)
+        gateway_client.put_kv(data["namespace"], data["key"], data["value"])
+        return _done(f"stored {data['namespace']}/{data['key']}")
+
+    @extend_schema(
+        parameters=[s.KVKeySerializer],
+        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+    )
+    def delete(self, request: Request) -> Response:
+        """DELETE_KV_CONFIG (102) through the gateway (operators); ``?namespace=&key=``."""
+        data = _valid(s.KVKeySerializer, request.query_params)
+        gateway_client.delete_kv(data["namespace"], data["key"])
+        return _done(f"deleted {data['namespace']}/{data['key']}")
+
+
+# ------------------------------------------------------------------- nodes
+
+
+class NodeStatusView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """This node: NODE_STATUS from its gateway, and what its projection reflects."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    def get(self, request: Request) -> Response:
+        """The gateway's status when it answers; ``gateway_error`` otherwise."""
+        body: dict[str, Any] = {"projection": reads.local_node_state()}
+        try:
+            body["status"] = gateway_client.node_status()
+        except GatewayError as exc:
+            body["status"], body["gateway_error"] = None, str(exc)
+        return Response(body)
+
+
+class RaftStatusView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """The Raft fields of this node's status (state, term, indexes, peers, quorum)."""
+
+    RAFT_FIELDS = (
+        "node_id",
+        "mode",
+        "state",
+        "leader",
+        "term",
+        "commit_index",
+        "applied_index",
+        "log_length",
+        "has_quorum",
+        "peers",
+    )
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, **ERRORS, **GATEWAY_ERRORS})
+    def get(self, request: Request) -> Response:
+        """Straight from NODE_STATUS (eventual nodes report state "standalone")."""
+        state = gateway_client.node_status()
+        return Response({name: state.get(name) for name in self.RAFT_FIELDS})
+
+
+class NodeListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """Every node of the cluster file, asked over the wire, with a disagreement flag."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    def get(self, request: Request) -> Response:
+        """Unreachable nodes are listed with their error."""
+        panels = reads.node_panels()
+        return Response({"agree": not any(p["disagrees"] for p in panels), "nodes": panels})
+
+
+class MembershipView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+    """Add or remove a Raft member; 409 on a node in eventual mode."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        request=s.MembershipSerializer,
+        responses={
+            200: s.ResultSerializer,
+            409: s.ErrorSerializer,
+            501: s.ErrorSerializer,
+            **ERRORS,
+            **GATEWAY_ERRORS,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        """Through the gateway's internal port."""
+        data = _valid(s.MembershipSerializer, request.data)
+        change = gateway_client.add_node if data["action"] == "add" else gateway_client.remove_node
+        state = change(data["address"])
+        return _done(f"{data['action']} {data['address']}", len(state.get("peers", [])))

@@ -1,0 +1,356 @@
+"""The web process's only way to change or freshly read a node: its gateway, over the wire.
+
+Every console form and every API write calls one function here. Each function
+builds the standard NameServer request (the same frame ``mqadmin`` would send)
+or an internal one (:mod:`namesrv_app.internal`), sends it over loopback with a
+blocking remoting client and turns the answer into a value or a clear error:
+
+* :class:`GatewayUnavailable`: the gateway did not answer (HTTP 503);
+* :class:`GatewayRefused`: it answered with a non-success code (HTTP 502, remark kept);
+* :class:`NotInRaftMode`: a Raft-only operation on an eventual node (HTTP 409).
+
+No domain rule lives here: validation beyond the form's own belongs to the
+services, which run inside the gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from namesrv_app.conf import namesrv_settings
+from namesrv_app.internal import InternalCode
+from remoting import bodies
+from remoting.blocking import BlockingClient
+from remoting.client import RemotingClientError
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import BodyDecodeError
+from remoting.model import QueueData, TopicRouteData
+
+LOOPBACK = "127.0.0.1"
+GATEWAY_TIMEOUT_S = 3.0
+PEER_TIMEOUT_S = 1.0
+PEERS_ASKED_MAX = 16
+"""Nodes asked in parallel by a cross-node comparison (a cluster file is small)."""
+MODE_RAFT = "raft"
+
+MEMBERSHIP_ADD_CODE_NAME = "ADD_NODE"
+MEMBERSHIP_REMOVE_CODE_NAME = "REMOVE_NODE"
+"""Internal codes the raft gateway is expected to add (looked up by name on InternalCode)."""
+
+
+class GatewayError(Exception):
+    """A gateway operation failed; ``http_status`` is what the API answers."""
+
+    http_status = 502
+
+
+class GatewayUnavailable(GatewayError):
+    """The gateway could not be reached or did not answer in time."""
+
+    http_status = 503
+
+
+class GatewayRefused(GatewayError):
+    """The gateway answered with a non-success response code."""
+
+    http_status = 502
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(f"gateway answered {code}: {remark or ''}".strip())
+        self.code = code
+        self.remark = remark
+
+
+class NotInRaftMode(GatewayError):
+    """A membership change was asked of a node that does not run Raft."""
+
+    http_status = 409
+
+
+class MembershipUnsupported(GatewayError):
+    """The node runs Raft, but its gateway has no membership request codes."""
+
+    http_status = 501
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAddress:
+    """Where one node of the cluster answers: public remoting and internal ports."""
+
+    node_id: str
+    remoting_addr: str
+    internal_addr: str | None
+    local: bool = False
+
+
+# ------------------------------------------------------------------- configuration
+
+
+def web_setting(name: str, default: Any) -> Any:
+    """One key of ``settings.NAMESRV_WEB`` (read on each call so tests can override it)."""
+    return (getattr(settings, "NAMESRV_WEB", {}) or {}).get(name, default)
+
+
+def local_node() -> NodeAddress:
+    """This node, from ``settings.NAMESRV`` (the launcher sets PORT and INTERNAL_PORT)."""
+    conf = namesrv_settings()
+    internal = f"{LOOPBACK}:{conf.INTERNAL_PORT}" if conf.INTERNAL_PORT else None
+    return NodeAddress(conf.NODE_ID, f"{LOOPBACK}:{conf.PORT}", internal, local=True)
+
+
+def cluster_nodes() -> list[NodeAddress]:
+    """Every node of the cluster file, this node marked; just this node without a file."""
+    conf = namesrv_settings()
+    here = local_node()
+    if not conf.CLUSTER_FILE:
+        return [here]
+    try:
+        data = json.loads(Path(conf.CLUSTER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [here]
+    parsed = [_node_from_summary(entry, here.node_id) for entry in data.get("nodes", [])]
+    nodes = [node for node in parsed if node is not None]
+    return nodes if any(node.local for node in nodes) else [here, *nodes]
+
+
+def _node_from_summary(entry: dict[str, Any], local_id: str) -> NodeAddress | None:
+    """A cluster-file node entry (see ``launcher._node_summary``) as a NodeAddress."""
+    try:
+        host = str(entry.get("host", LOOPBACK))
+        remoting = str(entry.get("remoting_addr") or f"{host}:{int(entry['remoting_port'])}")
+        internal_port = entry.get("internal_port")
+        node_id = str(entry["id"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    internal = f"{LOOPBACK}:{int(internal_port)}" if internal_port else None
+    return NodeAddress(node_id, remoting, internal, local=node_id == local_id)
+
+
+# ------------------------------------------------------------------- transport
+
+_clients = threading.local()
+
+
+def _client(addr: str, timeout_s: float) -> BlockingClient:
+    """A per-thread connection per address (a BlockingClient serialises its calls)."""
+    pool: dict[tuple[str, float], BlockingClient] | None = getattr(_clients, "pool", None)
+    if pool is None:
+        pool = {}
+        _clients.pool = pool
+    client = pool.get((addr, timeout_s))
+    if client is None:
+        client = BlockingClient(addr, timeout_s=timeout_s)
+        pool[(addr, timeout_s)] = client
+    return client
+
+
+def invoke(addr: str, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
+    """Send ``request`` to ``addr``; GatewayUnavailable when nothing answers."""
+    wait_s = float(timeout_s if timeout_s is not None else web_setting("GATEWAY_TIMEOUT_S", 3.0))
+    try:
+        return _client(addr, wait_s).invoke(request)
+    except (RemotingClientError, OSError) as exc:
+        raise GatewayUnavailable(f"gateway {addr} unavailable: {exc}") from exc
+
+
+def _expect_success(response: RemotingCommand) -> RemotingCommand:
+    if response.code != ResponseCode.SUCCESS:
+        raise GatewayRefused(response.code, response.remark)
+    return response
+
+
+def _public(request: RemotingCommand) -> RemotingCommand:
+    return _expect_success(invoke(local_node().remoting_addr, request))
+
+
+def _internal(
+    code: int,
+    fields: dict[str, str] | None = None,
+    node: NodeAddress | None = None,
+    timeout_s: float | None = None,
+) -> RemotingCommand:
+    target = node or local_node()
+    if target.internal_addr is None:
+        raise GatewayUnavailable(f"node {target.node_id} has no internal port configured")
+    ext = {"secret": namesrv_settings().INTERNAL_SECRET, **(fields or {})}
+    request = RemotingCommand.request(int(code), ext)
+    return _expect_success(invoke(target.internal_addr, request, timeout_s))
+
+
+# ------------------------------------------------------------------- reads
+
+
+def node_status(node: NodeAddress | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+    """NODE_STATUS of a node (default: this one): ReplicatorStatus fields + routes_version."""
+    response = _internal(InternalCode.NODE_STATUS, node=node, timeout_s=timeout_s)
+    try:
+        status: dict[str, Any] = json.loads(response.body or b"{}")
+    except ValueError as exc:
+        raise GatewayRefused(int(ResponseCode.SYSTEM_ERROR), f"bad status body: {exc}") from exc
+    return status
+
+
+def topic_route(
+    topic: str,
+    *,
+    linearizable: bool = False,
+    addr: str | None = None,
+    timeout_s: float | None = None,
+) -> TopicRouteData | None:
+    """GET_ROUTEINFO_BY_TOPIC (105) in standard JSON; None when the topic has no route.
+
+    ``linearizable`` adds ext ``consistency=linearizable``: the gateway commits a
+    barrier first, so the answer reflects every write committed before the call.
+    """
+    fields = {"topic": topic, "acceptStandardJsonOnly": "true"}
+    if linearizable:
+        fields["consistency"] = "linearizable"
+    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, fields)
+    response = invoke(addr or local_node().remoting_addr, request, timeout_s)
+    if response.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    _expect_success(response)
+    try:
+        return bodies.decode_topic_route_data(response.body or b"{}")
+    except BodyDecodeError as exc:
+        raise GatewayRefused(response.code, f"undecodable route body: {exc}") from exc
+
+
+def get_kv(namespace: str, key: str) -> str | None:
+    """GET_KV_CONFIG (101): the value, or None when the item does not exist."""
+    request = RemotingCommand.request(
+        RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key}
+    )
+    response = invoke(local_node().remoting_addr, request)
+    if response.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    return (_expect_success(response).ext_fields or {}).get("value")
+
+
+# ------------------------------------------------------------------- writes
+
+
+def register_topic(topic: str, queue_datas: list[QueueData]) -> None:
+    """REGISTER_TOPIC_IN_NAMESRV (217): put these queue datas for ``topic``."""
+    body = bodies.encode_topic_route_data(TopicRouteData(queue_datas=queue_datas), standard=True)
+    _public(RemotingCommand.request(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": topic}, body))
+
+
+def delete_topic(topic: str, cluster_name: str | None = None) -> None:
+    """DELETE_TOPIC_IN_NAMESRV (216): the whole topic, or only one cluster's queues."""
+    fields = {"topic": topic}
+    if cluster_name:
+        fields["clusterName"] = cluster_name
+    _public(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields))
+
+
+def wipe_write_perm(broker_name: str) -> int:
+    """WIPE_WRITE_PERM_OF_BROKER (205): the number of topics whose write bit was cleared."""
+    response = _public(
+        RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": broker_name})
+    )
+    return int((response.ext_fields or {}).get("wipeTopicCount", "0"))
+
+
+def add_write_perm(broker_name: str) -> int:
+    """ADD_WRITE_PERM_OF_BROKER (327): the number of topics set back to read+write."""
+    response = _public(
+        RemotingCommand.request(RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": broker_name})
+    )
+    return int((response.ext_fields or {}).get("addTopicCount", "0"))
+
+
+def put_kv(namespace: str, key: str, value: str) -> None:
+    """PUT_KV_CONFIG (100)."""
+    fields = {"namespace": namespace, "key": key, "value": value}
+    _public(RemotingCommand.request(RequestCode.PUT_KV_CONFIG, fields))
+
+
+def delete_kv(namespace: str, key: str) -> None:
+    """DELETE_KV_CONFIG (102); deleting a missing key succeeds, as upstream."""
+    fields = {"namespace": namespace, "key": key}
+    _public(RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, fields))
+
+
+def unregister_broker(
+    cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
+) -> None:
+    """UNREGISTER_BROKER (104), applied before the gateway answers."""
+    fields = {
+        "clusterName": cluster_name,
+        "brokerAddr": broker_addr,
+        "brokerName": broker_name,
+        "brokerId": str(broker_id),
+    }
+    _public(RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields))
+
+
+def _membership(code_name: str, address: str) -> dict[str, Any]:
+    status = node_status()
+    if status.get("mode") != MODE_RAFT:
+        raise NotInRaftMode(f"node {status.get('node_id')} is not in raft mode")
+    code = getattr(InternalCode, code_name, None)
+    if code is None:
+        raise MembershipUnsupported(f"this gateway has no {code_name} request")
+    _internal(code, {"address": address})
+    return node_status()
+
+
+def add_node(address: str) -> dict[str, Any]:
+    """Add a Raft member (raft mode only); the node status after the change."""
+    return _membership(MEMBERSHIP_ADD_CODE_NAME, address)
+
+
+def remove_node(address: str) -> dict[str, Any]:
+    """Remove a Raft member (raft mode only); the node status after the change."""
+    return _membership(MEMBERSHIP_REMOVE_CODE_NAME, address)
+
+
+# ------------------------------------------------------------------- every node
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAnswer:
+    """What one node said (``error`` set when it did not answer)."""
+
+    node: NodeAddress
+    value: Any = None
+    error: str | None = None
+
+
+def ask_every_node(question: Any, nodes: list[NodeAddress] | None = None) -> list[NodeAnswer]:
+    """Call ``question(node)`` for every node in parallel; failures become ``error``."""
+    targets = nodes if nodes is not None else cluster_nodes()
+
+    def ask(node: NodeAddress) -> NodeAnswer:
+        try:
+            return NodeAnswer(node, question(node))
+        except GatewayError as exc:
+            return NodeAnswer(node, error=str(exc))
+
+    if len(targets) <= 1:
+        return [ask(node) for node in targets]
+    with ThreadPoolExecutor(max_workers=min(len(targets), PEERS_ASKED_MAX)) as pool:
+        return list(pool.map(ask, targets))
+
+
+def every_node_status() -> list[NodeAnswer]:
+    """NODE_STATUS of every node of the cluster file."""
+    wait_s = float(web_setting("PEER_TIMEOUT_S", PEER_TIMEOUT_S))
+    return ask_every_node(lambda node: node_status(node, timeout_s=wait_s))
+
+
+def every_node_route(topic: str) -> list[NodeAnswer]:
+    """Each node's own (local) answer to GET_ROUTEINFO_BY_TOPIC for ``topic``."""
+    wait_s = float(web_setting("PEER_TIMEOUT_S", PEER_TIMEOUT_S))
+    return ask_every_node(
+        lambda node: topic_route(topic, addr=node.remoting_addr, timeout_s=wait_s)
+    )

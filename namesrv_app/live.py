@@ -1,0 +1,191 @@
+"""Live updates: the console's websocket consumer and the helpers that feed it.
+
+Producers (the gateway's projection writer, a divergence check, later the Raft
+leader watcher) call :func:`publish_event` with a small JSON-able dict; it goes
+to the Channels group :data:`EVENTS_GROUP` of the channel layer (Redis in the
+full stack, so it crosses from the gateway process to the web processes).
+Every console page opens one websocket to ``/ws/events/``; the consumer sends
+each event on as JSON and the page's script refreshes the parts that changed.
+
+:func:`publish_change` adapts :class:`namesrv_app.events.ChangeEvent` so it can
+be the gateway's ``NAMESRV['EVENT_PUBLISHER']``
+(``namesrv_app.live.publish_change``). The consumer also listens to
+:data:`namesrv_app.events.CHANGES_GROUP`, so the stock
+``channel_layer_publisher`` works too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
+
+from namesrv_app.events import CHANGES_GROUP, ChangeEvent
+
+log = logging.getLogger(__name__)
+
+EVENTS_GROUP = "namesrv.events"
+EVENT_MESSAGE_TYPE = "namesrv.event"
+CLOSE_FORBIDDEN = 4403
+"""Websocket close code for a user without a console role."""
+TOPICS_SHOWN_MAX = 20
+"""Topic names carried by one event; a full rebuild would otherwise ship 10k names."""
+
+
+# ------------------------------------------------------------------- publishing
+
+
+def publish_event(event: dict[str, Any]) -> None:
+    """Send ``event`` to every open console; never raises (a lost event is only cosmetic).
+
+    Safe from any thread: from a plain thread (the projection writer) it blocks
+    until the layer accepted the message; from inside a running event loop (the
+    gateway's own) it schedules the send instead of blocking that loop.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": EVENT_MESSAGE_TYPE, "event": {"at_ms": int(time.time() * 1000), **event}}
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    try:
+        if loop is None:
+            async_to_sync(layer.group_send)(EVENTS_GROUP, message)
+        else:
+            loop.create_task(layer.group_send(EVENTS_GROUP, message))
+    except Exception:
+        log.warning("publishing a console event failed", exc_info=True)
+
+
+def change_event(event: ChangeEvent) -> dict[str, Any]:
+    """A projection ChangeEvent as a console event: its kind and what it touched."""
+    if event.rebuilt:
+        kind = "rebuild"
+    elif event.broker_names or event.clusters or event.live_changed:
+        kind = "brokers"
+    elif event.topics:
+        kind = "topics"
+    elif event.kv_namespaces:
+        kind = "kv"
+    else:
+        kind = "config"
+    topics = sorted(event.topics)
+    return {
+        "kind": kind,
+        "node_id": event.node_id,
+        "applied_version": event.applied_version,
+        "routes_version": event.routes_version,
+        "topics": topics[:TOPICS_SHOWN_MAX],
+        "topic_count": len(topics),
+        "broker_names": sorted(event.broker_names),
+        "clusters": sorted(event.clusters),
+        "kv_namespaces": sorted(event.kv_namespaces),
+        "live_changed": event.live_changed,
+    }
+
+
+def publish_change(event: ChangeEvent) -> None:
+    """An ``EventPublisher`` for the gateway: publish a committed projection batch."""
+    publish_event(change_event(event))
+
+
+def publish_leader_change(node_id: str, leader: str | None, term: int) -> None:
+    """For the Raft gateway: a node saw a new leader (or lost it) in ``term``."""
+    publish_event({"kind": "leader", "node_id": node_id, "leader": leader, "term": term})
+
+
+def divergence_event(panels: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A divergence event when reachable nodes report different digests, else None."""
+    reachable = [p for p in panels if p.get("reachable")]
+    digests = {p.get("digest") for p in reachable}
+    if len(digests) <= 1:
+        return None
+    return {
+        "kind": "divergence",
+        "nodes": [
+            {
+                "node_id": p["node_id"],
+                "digest": p.get("digest"),
+                "applied_version": p.get("applied_version"),
+            }
+            for p in reachable
+        ],
+    }
+
+
+def check_divergence() -> dict[str, Any] | None:
+    """Ask every node for its status and publish a divergence event if digests differ.
+
+    Meant for a periodic task (e.g. next to the Celery scan); returns the event.
+    """
+    from namesrv_app.web.reads import node_panels
+
+    event = divergence_event(node_panels())
+    if event is not None:
+        publish_event(event)
+    return event
+
+
+# ------------------------------------------------------------------- the consumer
+
+
+class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    """One console tab: forwards every event to the browser as JSON.
+
+    Only users with a console role may connect (the session cookie is read by
+    ``AuthMiddlewareStack``); others are closed with 4403.
+    """
+
+    groups_joined = (EVENTS_GROUP, CHANGES_GROUP)
+
+    async def connect(self) -> None:
+        """Accept viewers and operators; join the event groups."""
+        from channels.db import database_sync_to_async
+
+        from namesrv_app.roles import is_viewer
+
+        user = self.scope.get("user")
+        if user is None or not await database_sync_to_async(is_viewer)(user):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+        await self.send_json({"kind": "hello", "groups": list(self.groups_joined)})
+
+    async def disconnect(self, code: int) -> None:
+        """Leave the groups."""
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """Browsers only listen; a ping is answered so a client can test the socket."""
+        if isinstance(content, dict) and content.get("kind") == "ping":
+            await self.send_json({"kind": "pong"})
+
+    async def namesrv_event(self, message: dict[str, Any]) -> None:
+        """A :func:`publish_event` message."""
+        await self.send_json(message["event"])
+
+    async def namesrv_change(self, message: dict[str, Any]) -> None:
+        """A stock ``events.channel_layer_publisher`` message (ChangeEvent.as_message)."""
+        event = ChangeEvent(
+            node_id=message["node_id"],
+            applied_version=message["applied_version"],
+            routes_version=message["routes_version"],
+            topics=frozenset(message.get("topics", ())),
+            broker_names=frozenset(message.get("broker_names", ())),
+            clusters=frozenset(message.get("clusters", ())),
+            kv_namespaces=frozenset(message.get("kv_namespaces", ())),
+            live_changed=bool(message.get("live_changed")),
+            config_changed=bool(message.get("config_changed")),
+            rebuilt=bool(message.get("rebuilt")),
+        )
+        await self.send_json({"at_ms": int(time.time() * 1000), **change_event(event)})

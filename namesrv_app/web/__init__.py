@@ -1,0 +1,1 @@
+"""The console: server-rendered pages over the projection; writes through the gateway."""

@@ -1,0 +1,276 @@
+"""Operation forms of the console, and the input rules the API serializers share.
+
+Each form validates in ``clean_*``/``clean`` and then ``execute()`` calls ONE
+gateway client function (the single web write path) and returns the result
+text shown to the operator. Destructive forms require an explicit ``confirm``.
+
+Input rules (the console's, checked before anything reaches the gateway):
+
+* topic names match ``^[%|a-zA-Z0-9_-]+$`` and are at most 127 characters
+  (RocketMQ's ``TopicValidator``);
+* queue counts are 1..1024;
+* perm is one of 2 (write), 4 (read), 6 (read+write); the inherit (1) and
+  priority (8) bits are deliberately not offered;
+* broker names must be broker groups this node knows (upstream would log
+  "illegal broker" and silently store nothing);
+* addresses are ``host:port``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from namesrv_app import gateway_client, models
+from remoting.model import QueueData
+
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_CHARS_MAX = 127
+QUEUE_NUMS_MIN = 1
+QUEUE_NUMS_MAX = 1024
+PERM_CHOICES = ((6, "6 read + write"), (4, "4 read only"), (2, "2 write only"))
+PERM_VALUES = frozenset(value for value, _ in PERM_CHOICES)
+NAME_CHARS_MAX = 255
+KV_VALUE_CHARS_MAX = 65_536
+ADDR_PATTERN = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
+PORT_MAX = 65535
+BROKER_ID_MAX = 2**63 - 1
+DEFAULT_QUEUE_NUMS = 8
+
+
+def validate_topic(value: str) -> None:
+    """RocketMQ's topic rule: allowed characters and at most 127 of them."""
+    if len(value) > TOPIC_CHARS_MAX:
+        raise ValidationError(f"A topic name has at most {TOPIC_CHARS_MAX} characters.")
+    if not TOPIC_PATTERN.match(value):
+        raise ValidationError("A topic name may only contain letters, digits, %, |, _ and -.")
+
+
+def validate_name(value: str) -> None:
+    """A non-blank name without control characters (namespaces, keys, clusters, brokers)."""
+    if not value.strip():
+        raise ValidationError("This field may not be blank.")
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise ValidationError("Control characters are not allowed.")
+
+
+def validate_addr(value: str) -> None:
+    """``host:port`` with a port in 1..65535."""
+    if not ADDR_PATTERN.match(value) or not 0 < int(value.rsplit(":", 1)[1]) <= PORT_MAX:
+        raise ValidationError("Enter an address as host:port.")
+
+
+def validate_perm(value: int) -> None:
+    """Only 2, 4 or 6."""
+    if value not in PERM_VALUES:
+        raise ValidationError("perm must be 2 (write), 4 (read) or 6 (read+write).")
+
+
+def unknown_broker_names(names: list[str]) -> list[str]:
+    """The names in ``names`` that are not broker groups of this node (one query)."""
+    known = set(
+        models.BrokerGroup.objects.filter(broker_name__in=names).values_list(
+            "broker_name", flat=True
+        )
+    )
+    return [name for name in names if name not in known]
+
+
+def broker_choices() -> list[tuple[str, str]]:
+    """Every broker group as a choice (name only; the form is for operators)."""
+    names = models.BrokerGroup.objects.order_by("broker_name").values_list("broker_name", flat=True)
+    return [(name, name) for name in names]
+
+
+def cluster_choices() -> list[tuple[str, str]]:
+    """Every cluster, plus "all clusters"."""
+    names = models.Cluster.objects.order_by("name").values_list("name", flat=True)
+    return [("", "all clusters"), *((name, name) for name in names)]
+
+
+def _name_field(label: str, **extra: Any) -> forms.CharField:
+    return forms.CharField(
+        label=label, max_length=NAME_CHARS_MAX, validators=[validate_name], **extra
+    )
+
+
+def _confirm_field() -> forms.BooleanField:
+    return forms.BooleanField(
+        label="I understand this changes what clients are told", required=True
+    )
+
+
+class OperationForm(forms.Form):
+    """A form whose ``execute`` performs one gateway operation and describes the result."""
+
+    destructive = False
+    title = ""
+
+    def execute(self) -> str:
+        """Perform the operation; the text shown to the operator."""
+        # Every concrete form overrides this; reaching it is a programming error.
+        raise TypeError(f"{type(self).__name__} defines no operation")
+
+
+class RegisterTopicForm(OperationForm):
+    """REGISTER_TOPIC_IN_NAMESRV on chosen broker groups."""
+
+    title = "Register a topic"
+    topic = forms.CharField(max_length=TOPIC_CHARS_MAX, validators=[validate_topic])
+    brokers = forms.MultipleChoiceField(choices=(), help_text="broker groups serving the topic")
+    read_queue_nums = forms.IntegerField(
+        min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX, initial=DEFAULT_QUEUE_NUMS
+    )
+    write_queue_nums = forms.IntegerField(
+        min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX, initial=DEFAULT_QUEUE_NUMS
+    )
+    perm = forms.TypedChoiceField(choices=PERM_CHOICES, coerce=int, initial=6)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["brokers"].choices = broker_choices()  # type: ignore[attr-defined]
+
+    def execute(self) -> str:
+        """Register the topic; the answer names the topic and brokers."""
+        data = self.cleaned_data
+        queues = [
+            QueueData(name, data["read_queue_nums"], data["write_queue_nums"], data["perm"])
+            for name in data["brokers"]
+        ]
+        gateway_client.register_topic(data["topic"], queues)
+        return f"Registered topic {data['topic']} on {', '.join(data['brokers'])}."
+
+
+class DeleteTopicForm(OperationForm):
+    """DELETE_TOPIC_IN_NAMESRV, optionally limited to one cluster."""
+
+    title = "Delete a topic"
+    destructive = True
+    topic = forms.CharField(max_length=TOPIC_CHARS_MAX, validators=[validate_topic])
+    cluster = forms.ChoiceField(choices=(), required=False)
+    confirm = _confirm_field()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].choices = cluster_choices()  # type: ignore[attr-defined]
+
+    def execute(self) -> str:
+        """Delete the topic (or one cluster's queues of it)."""
+        topic, cluster = self.cleaned_data["topic"], self.cleaned_data["cluster"] or None
+        gateway_client.delete_topic(topic, cluster)
+        scope = f" in cluster {cluster}" if cluster else ""
+        return f"Deleted topic {topic}{scope}."
+
+
+class WritePermForm(OperationForm):
+    """WIPE_ / ADD_WRITE_PERM_OF_BROKER on one broker group."""
+
+    title = "Write permission of a broker"
+    destructive = True
+    ACTIONS = (("wipe", "wipe write permission"), ("add", "restore write permission"))
+    broker_name = forms.ChoiceField(choices=())
+    action = forms.ChoiceField(choices=ACTIONS)
+    confirm = _confirm_field()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["broker_name"].choices = broker_choices()  # type: ignore[attr-defined]
+
+    def execute(self) -> str:
+        """Wipe or add; the count of topics touched."""
+        name = self.cleaned_data["broker_name"]
+        if self.cleaned_data["action"] == "wipe":
+            count = gateway_client.wipe_write_perm(name)
+            return f"Wiped write permission of {count} topics on {name}."
+        count = gateway_client.add_write_perm(name)
+        return f"Restored write permission of {count} topics on {name}."
+
+
+class UnregisterBrokerForm(OperationForm):
+    """UNREGISTER_BROKER of one replica."""
+
+    title = "Unregister a broker"
+    destructive = True
+    cluster_name = _name_field("Cluster")
+    broker_name = _name_field("Broker group")
+    broker_addr = forms.CharField(max_length=NAME_CHARS_MAX, validators=[validate_addr])
+    broker_id = forms.IntegerField(min_value=0, max_value=BROKER_ID_MAX)
+    confirm = _confirm_field()
+
+    def execute(self) -> str:
+        """Unregister; applied before the gateway answers."""
+        data = self.cleaned_data
+        gateway_client.unregister_broker(
+            data["cluster_name"], data["broker_addr"], data["broker_name"], data["broker_id"]
+        )
+        return f"Unregistered {data['broker_name']}/{data['broker_id']} at {data['broker_addr']}."
+
+
+class KVPutForm(OperationForm):
+    """PUT_KV_CONFIG."""
+
+    title = "Put a KV config item"
+    namespace = _name_field("Namespace")
+    key = _name_field("Key")
+    value = forms.CharField(max_length=KV_VALUE_CHARS_MAX, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def execute(self) -> str:
+        """Put the item."""
+        data = self.cleaned_data
+        gateway_client.put_kv(data["namespace"], data["key"], data["value"])
+        return f"Stored {data['namespace']}/{data['key']}."
+
+
+class KVDeleteForm(OperationForm):
+    """DELETE_KV_CONFIG."""
+
+    title = "Delete a KV config item"
+    destructive = True
+    namespace = _name_field("Namespace")
+    key = _name_field("Key")
+    confirm = _confirm_field()
+
+    def execute(self) -> str:
+        """Delete the item (a missing item is not an error, as upstream)."""
+        data = self.cleaned_data
+        gateway_client.delete_kv(data["namespace"], data["key"])
+        return f"Deleted {data['namespace']}/{data['key']}."
+
+
+class MembershipForm(OperationForm):
+    """Add or remove a Raft member (raft mode only; eventual nodes answer 409)."""
+
+    title = "Change Raft membership"
+    destructive = True
+    ACTIONS = (("add", "add a node"), ("remove", "remove a node"))
+    action = forms.ChoiceField(choices=ACTIONS)
+    address = forms.CharField(
+        max_length=NAME_CHARS_MAX, validators=[validate_addr], help_text="the node's Raft host:port"
+    )
+    confirm = _confirm_field()
+
+    def execute(self) -> str:
+        """Change membership; the new peer count."""
+        address = self.cleaned_data["address"]
+        if self.cleaned_data["action"] == "add":
+            status = gateway_client.add_node(address)
+        else:
+            status = gateway_client.remove_node(address)
+        peers = len(status.get("peers", []))
+        return f"Membership changed ({address}); the node now knows {peers} peers."
+
+
+OPERATION_FORMS: dict[str, type[OperationForm]] = {
+    "register-topic": RegisterTopicForm,
+    "delete-topic": DeleteTopicForm,
+    "write-perm": WritePermForm,
+    "unregister-broker": UnregisterBrokerForm,
+    "kv-put": KVPutForm,
+    "kv-delete": KVDeleteForm,
+    "membership": MembershipForm,
+}
+"""Every console operation by its URL slug."""

@@ -1,0 +1,20 @@
+"""URLs of the operator console, mounted at the site root."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from namesrv_app.web import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("topology/", views.topology, name="topology"),
+    path("topics/", views.topics, name="topics"),
+    path("topics/<str:topic>/", views.topic_detail, name="topic"),
+    path("nodes/", views.nodes, name="nodes"),
+    path("kv/", views.kv_config, name="kv"),
+    path("ops/", views.operations, name="operations"),
+    path("ops/<slug:slug>/", views.operation, name="operation"),
+]

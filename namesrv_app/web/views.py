@@ -1,0 +1,240 @@
+"""Console pages: thin views over ``reads`` (projection) and ``forms`` (gateway writes).
+
+Every page needs a logged-in user with a console role; operation pages need
+the operator role. Lists are paginated and their related rows fetched per
+page, so the pages stay fast with 1k brokers and 10k topics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_http_methods
+
+from namesrv_app import gateway_client, models
+from namesrv_app.gateway_client import GatewayError
+from namesrv_app.roles import is_operator, is_viewer, role_of
+from namesrv_app.web import reads
+from namesrv_app.web.forms import (
+    OPERATION_FORMS,
+    KVDeleteForm,
+    KVPutForm,
+    MembershipForm,
+    OperationForm,
+    validate_topic,
+)
+
+View = Callable[..., HttpResponse]
+RECENT_ROWS = 10
+SVG_GROUP_WIDTH = 170
+SVG_ROW_HEIGHT = 26
+SVG_GROUPS_PER_ROW = 5
+
+
+def console_view(*, operator: bool = False) -> Callable[[View], View]:
+    """Login required, then the viewer (or operator) role; 403 otherwise."""
+
+    def wrap(view: View) -> View:
+        @login_required
+        @wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            allowed = is_operator(request.user) if operator else is_viewer(request.user)
+            if not allowed:
+                raise PermissionDenied(
+                    "this page needs the operator role"
+                    if operator
+                    else "this page needs a console role"
+                )
+            return view(request, *args, **kwargs)
+
+        return checked
+
+    return wrap
+
+
+def _page(request: HttpRequest, rows: Any) -> Page[Any]:
+    size = int(gateway_client.web_setting("PAGE_SIZE", 50))
+    return Paginator(rows, size).get_page(request.GET.get("page"))
+
+
+def _context(request: HttpRequest, section: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "section": section,
+        "role": role_of(request.user),
+        "can_write": is_operator(request.user),
+        **extra,
+    }
+
+
+# ------------------------------------------------------------------- pages
+
+
+@console_view()
+def overview(request: HttpRequest) -> HttpResponse:
+    """Cluster health: every node, broker liveness, topic count, recent changes."""
+    panels = reads.node_panels()
+    context = _context(
+        request,
+        "overview",
+        nodes=panels,
+        disagree=any(p["disagrees"] for p in panels),
+        projection=reads.local_node_state(),
+        liveness=reads.liveness_counts(),
+        clusters=reads.cluster_summaries(),
+        topic_count=reads.topic_count(),
+        recent_heartbeats=models.LiveBroker.objects.order_by("-last_update_ms")[:RECENT_ROWS],
+        recent_topics=models.QueueData.objects.order_by("-applied_version").values(
+            "topic", "broker_name", "perm", "applied_version"
+        )[:RECENT_ROWS],
+        now_ms=reads.now_ms(),
+    )
+    return render(request, "console/overview.html", context)
+
+
+def _svg_layout(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """Positions of the page's broker groups and replicas for the topology picture."""
+    boxes: list[dict[str, Any]] = []
+    for index, group in enumerate(groups):
+        x = (index % SVG_GROUPS_PER_ROW) * SVG_GROUP_WIDTH + 10
+        row_height = (len(group["replicas"]) + 2) * SVG_ROW_HEIGHT
+        boxes.append({"group": group, "x": x, "index": index, "row_height": row_height})
+    rows: dict[int, int] = {}
+    for box in boxes:
+        row = box["index"] // SVG_GROUPS_PER_ROW
+        rows[row] = max(rows.get(row, 0), box["row_height"])
+    offsets, y = {}, 10
+    for row in sorted(rows):
+        offsets[row] = y
+        y += rows[row] + 10
+    for box in boxes:
+        box["y"] = offsets[box["index"] // SVG_GROUPS_PER_ROW]
+        box["height"] = box["row_height"] - 6
+        box["replicas"] = [
+            {**replica, "cy": box["y"] + (i + 2) * SVG_ROW_HEIGHT - 8}
+            for i, replica in enumerate(box["group"]["replicas"])
+        ]
+    width = SVG_GROUPS_PER_ROW * SVG_GROUP_WIDTH + 20
+    return {"boxes": boxes, "width": width, "height": y, "box_width": SVG_GROUP_WIDTH - 14}
+
+
+@console_view()
+def topology(request: HttpRequest) -> HttpResponse:
+    """Cluster -> broker group -> replicas, as a picture and a table (one page of groups)."""
+    search, cluster = request.GET.get("search", ""), request.GET.get("cluster", "")
+    page = _page(request, reads.broker_groups(search, cluster))
+    groups = reads.replicas_of(page.object_list)
+    context = _context(
+        request,
+        "topology",
+        page=page,
+        groups=groups,
+        svg=_svg_layout(groups),
+        clusters=reads.cluster_summaries(),
+        search=search,
+        cluster=cluster,
+    )
+    return render(request, "console/topology.html", context)
+
+
+@console_view()
+def topics(request: HttpRequest) -> HttpResponse:
+    """Topics with search and paging (aggregated per topic in SQL)."""
+    search, cluster = request.GET.get("search", ""), request.GET.get("cluster", "")
+    page = _page(request, reads.topic_summaries(search, cluster))
+    context = _context(
+        request,
+        "topics",
+        page=page,
+        search=search,
+        cluster=cluster,
+        clusters=reads.cluster_summaries(),
+    )
+    return render(request, "console/topics.html", context)
+
+
+@console_view()
+def topic_detail(request: HttpRequest, topic: str) -> HttpResponse:
+    """One topic's route from the projection, and as each node answers it."""
+    try:
+        validate_topic(topic)
+    except Exception as exc:
+        raise Http404("not a topic name") from exc
+    projected = reads.projected_route(topic)
+    context = _context(
+        request,
+        "topics",
+        topic=topic,
+        projected=projected,
+        route=None if projected.route is None else reads.route_json(projected.route),
+        comparison=reads.compare_route(topic),
+    )
+    return render(request, "console/topic_detail.html", context)
+
+
+@console_view()
+def nodes(request: HttpRequest) -> HttpResponse:
+    """Every node's Raft panel and the membership form."""
+    panels = reads.node_panels()
+    context = _context(
+        request,
+        "nodes",
+        nodes=panels,
+        membership_form=MembershipForm(),
+        disagree=any(p["disagrees"] for p in panels),
+    )
+    return render(request, "console/nodes.html", context)
+
+
+@console_view()
+def kv_config(request: HttpRequest) -> HttpResponse:
+    """KV namespaces and entries, with put and delete forms."""
+    search = request.GET.get("search", "")
+    context = _context(
+        request,
+        "kv",
+        namespaces=reads.kv_namespaces(search),
+        search=search,
+        put_form=KVPutForm(),
+        delete_form=KVDeleteForm(),
+    )
+    return render(request, "console/kv.html", context)
+
+
+@console_view()
+def operations(request: HttpRequest) -> HttpResponse:
+    """The list of every operation form."""
+    forms = [
+        (slug, form_class.title, form_class.destructive)
+        for slug, form_class in OPERATION_FORMS.items()
+    ]
+    return render(request, "console/operations.html", _context(request, "ops", forms=forms))
+
+
+@console_view(operator=True)
+@require_http_methods(["GET", "POST"])
+def operation(request: HttpRequest, slug: str) -> HttpResponse:
+    """One operation: GET shows the form (prefilled from the query), POST validates and runs it."""
+    form_class = OPERATION_FORMS.get(slug)
+    if form_class is None:
+        raise Http404("no such operation")
+    result, error, status = None, None, 200
+    if request.method == "POST":
+        form: OperationForm = form_class(request.POST)
+        if form.is_valid():
+            try:
+                result = form.execute()
+            except GatewayError as exc:
+                error, status = str(exc), exc.http_status
+        else:
+            status = 400
+    else:
+        form = form_class(initial=request.GET.dict())
+    context = _context(request, "ops", form=form, slug=slug, result=result, error=error)
+    return render(request, "console/operation.html", context, status=status)

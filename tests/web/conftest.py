@@ -1,0 +1,259 @@
+"""Fixtures of the console and API tests.
+
+The cast: ``DefaultCluster`` with ``broker-a`` and ``broker-b`` (a master and a
+slave each) serving ``TopicTest`` and ``DemoOrders``; users ``vera`` (viewer),
+``otto`` (operator) and ``nobody`` (no role).
+
+Projection rows come from a real route table: brokers register through the
+real service on a LocalReplicator, then the projection's own
+``write_full_state`` writes them into the test database. Writes go to a REAL
+gateway (``manage.py run_gateway`` in a subprocess on port 0); the settings
+point the web side at its ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from namesrv_app.clock import ManualClock
+from namesrv_app.demo import DemoBroker, register_request, topic_table
+from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.services import NameServerService
+from raftstore.replicator import LocalReplicator
+from remoting.blocking import BlockingClient
+from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SECRET = "web-test-secret"
+CLUSTER = "DefaultCluster"
+TOPICS = ("TopicTest", "DemoOrders")
+START_MS = 1_700_000_000_000
+READY_TIMEOUT_S = 60.0
+POLL_S = 0.05
+BROKERS = (
+    DemoBroker(CLUSTER, "broker-a", 0, "127.0.0.1:10911", "127.0.0.1:10912"),
+    DemoBroker(CLUSTER, "broker-a", 1, "127.0.0.1:10921", "127.0.0.1:10922"),
+    DemoBroker(CLUSTER, "broker-b", 0, "127.0.0.1:10931", "127.0.0.1:10932"),
+    DemoBroker(CLUSTER, "broker-b", 1, "127.0.0.1:10941", "127.0.0.1:10942"),
+)
+PASSWORD = "correct horse battery staple"
+
+
+# ------------------------------------------------------------------- projection rows
+
+
+async def _register_cast(service: NameServerService, topics: tuple[str, ...]) -> None:
+    for broker in BROKERS:
+        wrapper = TopicConfigSerializeWrapper(
+            data_version=DataVersion(timestamp=START_MS, counter=1),
+            topic_config_table={t: TopicConfig(t, 4, 4, 6) for t in topics},
+        )
+        await service.register_broker(
+            cluster_name=broker.cluster,
+            broker_addr=broker.addr,
+            broker_name=broker.broker_name,
+            broker_id=broker.broker_id,
+            ha_server_addr=broker.ha_addr,
+            topic_config_wrapper=wrapper,
+            channel=f"chan-{broker.addr}",
+        )
+    await service.put_kv(namespace="ORDER_TOPIC_CONFIG", key="DemoOrders", value="broker-a:4")
+
+
+def project_cast(topics: tuple[str, ...] = TOPICS, node_id: str = "n1") -> LocalReplicator:
+    """Register the cast on a real table and write it into the test DB; the replicator."""
+    replicator = LocalReplicator(node_id)
+    service = NameServerService(replicator, ManualClock(START_MS))
+    asyncio.run(_register_cast(service, topics))
+    write_full_state(replicator.read(read_full_state), node_id, "eventual")
+    return replicator
+
+
+@pytest.fixture
+def cast(db: Any) -> LocalReplicator:
+    """The cast, projected into the test database."""
+    return project_cast()
+
+
+# ------------------------------------------------------------------- users
+
+
+def make_user(username: str, role: str | None) -> User:
+    """A user with ``role`` (None: no role at all)."""
+    user = User.objects.create_user(username, password=PASSWORD)
+    if role is not None:
+        # get_or_create: transactional tests flush the groups the migration made.
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user
+
+
+@pytest.fixture
+def viewer(db: Any) -> User:
+    """vera, a viewer."""
+    return make_user("vera", "viewer")
+
+
+@pytest.fixture
+def operator(db: Any) -> User:
+    """otto, an operator."""
+    return make_user("otto", "operator")
+
+
+@pytest.fixture
+def nobody(db: Any) -> User:
+    """A logged-in user without a console role."""
+    return make_user("nobody", None)
+
+
+def token_client(user: User | None) -> APIClient:
+    """An API client authenticated by the user's token (anonymous for None)."""
+    client = APIClient()
+    if user is not None:
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def viewer_api(viewer: User) -> APIClient:
+    """The API as vera."""
+    return token_client(viewer)
+
+
+@pytest.fixture
+def operator_api(operator: User) -> APIClient:
+    """The API as otto."""
+    return token_client(operator)
+
+
+# ------------------------------------------------------------------- a real gateway
+
+
+@dataclass
+class RunningGateway:
+    """A ``manage.py run_gateway`` subprocess and its ports."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    internal_port: int
+    db_path: Path
+    # One open connection per broker: in eventual mode a closed broker
+    # connection unregisters that broker (upstream BrokerHousekeepingService).
+    broker_clients: dict[str, BlockingClient] = field(default_factory=dict)
+
+    @property
+    def addr(self) -> str:
+        """The public remoting address."""
+        return f"127.0.0.1:{self.port}"
+
+    def register(self, broker: DemoBroker, topics: tuple[str, ...]) -> int:
+        """REGISTER_BROKER over the wire, as a broker does; the response code."""
+        request = register_request(
+            broker, topic_table(topics), DataVersion(timestamp=int(time.time() * 1000), counter=1)
+        )
+        client = self.broker_clients.setdefault(
+            broker.addr, BlockingClient(self.addr, timeout_s=5.0)
+        )
+        return client.invoke(request).code
+
+
+def start_gateway(
+    folder: Path, node_id: str = "n1", extra_env: dict[str, str] | None = None
+) -> RunningGateway:
+    """Start a gateway on free ports with its own DB; wait for its ready file."""
+    import json
+
+    ready = folder / f"{node_id}.ready.json"
+    db_path = folder / f"{node_id}.sqlite3"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
+        "NAMESRV_DB_PATH": str(db_path),
+        "NAMESRV_INTERNAL_SECRET": SECRET,
+        "NAMESRV_LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
+    }
+    argv = [
+        sys.executable,
+        "manage.py",
+        "run_gateway",
+        "--node",
+        node_id,
+        "--port",
+        "0",
+        "--internal-port",
+        "0",
+        "--ready-file",
+        str(ready),
+        "--migrate",
+    ]
+    log = (folder / f"{node_id}.log").open("ab")
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError((folder / f"{node_id}.log").read_text())
+        time.sleep(POLL_S)
+    info = json.loads(ready.read_text())
+    return RunningGateway(proc, int(info["port"]), int(info["internal_port"]), db_path)
+
+
+def stop_gateway(gateway: RunningGateway) -> None:
+    """SIGTERM, then wait (kill after 20 s)."""
+    for client in gateway.broker_clients.values():
+        client.close()
+    gateway.proc.send_signal(signal.SIGTERM)
+    try:
+        gateway.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        gateway.proc.kill()
+        gateway.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+    """One real gateway for the session, with broker-a and broker-b registered."""
+    running = start_gateway(tmp_path_factory.mktemp("gateway"))
+    try:
+        for broker in BROKERS:
+            assert running.register(broker, TOPICS) == 0
+        yield running
+    finally:
+        stop_gateway(running)
+
+
+def node_settings(
+    gateway: RunningGateway, node_id: str = "n1", cluster_file: str = ""
+) -> dict[str, Any]:
+    """settings.NAMESRV pointing the web side at ``gateway``."""
+    return {
+        "NODE_ID": node_id,
+        "MODE": "eventual",
+        "HOST": "127.0.0.1",
+        "PORT": gateway.port,
+        "INTERNAL_PORT": gateway.internal_port,
+        "INTERNAL_SECRET": SECRET,
+        "CLUSTER_FILE": cluster_file,
+    }
+
+
+@pytest.fixture
+def wired(settings: Any, gateway: RunningGateway) -> RunningGateway:
+    """The web side talks to the session gateway."""
+    settings.NAMESRV = node_settings(gateway)
+    return gateway

@@ -1,0 +1,64 @@
+"""The OpenAPI schema is served, and the API honours it under generated input (schemathesis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from django.core.wsgi import get_wsgi_application
+from django.test import Client
+from hypothesis import HealthCheck, settings
+from rest_framework.authtoken.models import Token
+from schemathesis.specs.openapi.checks import (
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.web.conftest import RunningGateway, make_user, project_cast
+
+EXAMPLES_PER_OPERATION = 3
+
+
+def test_the_schema_and_its_browsable_docs_are_served(db: Any) -> None:
+    schema = Client().get("/api/v1/schema/?format=json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    assert "/api/v1/routes/{topic}/" in paths
+    assert "post" in paths["/api/v1/topics/"]
+    assert "tokenAuth" in schema.json()["components"]["securitySchemes"]
+    assert Client().get("/api/v1/docs/").status_code == 200
+
+
+@pytest.fixture
+def api_schema() -> Any:
+    """The served schema, loaded by schemathesis against the in-process WSGI app."""
+    return schemathesis.openapi.from_wsgi("/api/v1/schema/?format=json", get_wsgi_application())
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck)
+)
+@pytest.mark.django_db
+def test_the_api_never_fails_with_a_server_error(
+    case: Any, settings: Any, gateway: RunningGateway
+) -> None:
+    from tests.web.conftest import node_settings
+
+    settings.NAMESRV = node_settings(gateway)
+    if not Token.objects.exists():
+        project_cast()
+    user = make_user("schema-operator", "operator") if not Token.objects.exists() else None
+    token = Token.objects.get_or_create(user=user)[0] if user else Token.objects.get()
+    response = case.call(headers={"Authorization": f"Token {token.key}"})
+    assert response.status_code < 500 or response.status_code in (502, 503), (
+        case.method,
+        case.path,
+        response.status_code,
+        response.text[:300],
+    )
+    case.validate_response(response, checks=[status_code_conformance, response_schema_conformance])
