@@ -29,6 +29,14 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_MIN_BROKER_ID_CHANGED": False,
     "CLUSTER_FILE": "",
     "EVENT_PUBLISHER": "",
+    # Raft mode only. RAFT_PORT is this node's Raft identity (host:RAFT_PORT), so it
+    # cannot be 0; RAFT_PEERS lists every member's "host:port" (self may be included).
+    "RAFT_PORT": 0,
+    "RAFT_PEERS": "",
+    "RAFT_DIR": "",
+    "RAFT_DIAL": "",
+    "PROPOSE_TIMEOUT_S": 3.0,
+    "SKEW_ALLOWANCE_MS": 5000,
 }
 
 
@@ -47,6 +55,35 @@ class NamesrvSettings:
     NOTIFY_MIN_BROKER_ID_CHANGED: bool
     CLUSTER_FILE: str
     EVENT_PUBLISHER: str
+    RAFT_PORT: int
+    RAFT_PEERS: str
+    RAFT_DIR: str
+    RAFT_DIAL: str
+    PROPOSE_TIMEOUT_S: float
+    SKEW_ALLOWANCE_MS: int
+
+
+def parse_addr_list(text: str) -> tuple[str, ...]:
+    """``"h:p,h:p"`` as a tuple of ``host:port`` strings; ValueError on a malformed entry."""
+    addrs = tuple(part.strip() for part in text.split(",") if part.strip())
+    for addr in addrs:
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
+            raise ValueError(f"{addr!r} is not host:port")
+    return addrs
+
+
+def parse_dial_map(text: str) -> dict[str, str]:
+    """``"peer=h:p,peer=h:p"`` (peer is a member's Raft address) as a dict."""
+    dial: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        peer, sep, target = part.partition("=")
+        if not sep:
+            raise ValueError(f"{part!r} is not peer=host:port")
+        parse_addr_list(peer)
+        parse_addr_list(target)
+        dial[peer] = target
+    return dial
 
 
 def namesrv_settings() -> NamesrvSettings:

@@ -26,6 +26,7 @@ from namesrv_app.clock import Clock
 from namesrv_app.route_cache import RouteCache
 from namesrv_app.services import NameServerService, ServiceError
 from raftstore.config import NamesrvConfig
+from raftstore.replicator import NoQuorumError, ReplicationError
 from remoting import bodies
 from remoting.codes import MQVersion, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
@@ -61,6 +62,19 @@ def route_not_found_remark(topic: str | None) -> str:
         f"No topic route info in name server for the topic: {shown}\n"
         f"See {ROUTE_FAQ_URL} for further details."
     )
+
+
+def replication_remark(exc: ReplicationError) -> str:
+    """The SYSTEM_ERROR remark for a write (or barrier) raft could not apply in time.
+
+    Says plainly that quorum was missing, so an operator reading a broker's log
+    does not hunt for a crash; a NoQuorumError write is indeterminate (it may still
+    commit), which the message itself states.
+    """
+    text = str(exc)
+    if isinstance(exc, NoQuorumError):
+        return "no raft quorum: " + text.removeprefix("no quorum: ")
+    return f"raft replication failed: {text}"
 
 
 def need_wait_for_service(config: NamesrvConfig, started_ms: int, now_ms: int) -> bool:
@@ -128,6 +142,11 @@ class RequestDispatcher:
             response = await handler(request, conn)
         except (HeaderFieldError, ServiceError, BodyDecodeError) as exc:
             response = make_response(request, ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        except ReplicationError as exc:
+            log.info("request %d not applied: %s", request.code, exc)
+            response = make_response(
+                request, ResponseCode.SYSTEM_ERROR, remark=replication_remark(exc)
+            )
         return None if request.is_oneway else response
 
     def _config(self) -> NamesrvConfig:

@@ -2,8 +2,11 @@
 
 ``manage.py run_gateway`` is a thin shell over :func:`serve`. The steps:
 
-1. build the replicator for the mode (eventual: :class:`LocalReplicator`);
-2. start the projection writer, which rebuilds the node's tables first;
+1. build the replicator for the mode (eventual: :class:`LocalReplicator`; raft:
+   :class:`~raftstore.raft.RaftReplicator`, which binds the Raft port and replays
+   snapshot + journal before the gateway goes on);
+2. start the projection writer, which rebuilds the node's tables first (and again
+   whenever a Raft snapshot replaces the whole table);
 3. start the public remoting server (clients and brokers) and the internal one
    (loopback, secret-protected: the scan task and the web process);
 4. write the ready file (ports and pid) once both listen;
@@ -11,8 +14,9 @@
 
 In eventual mode a closed broker connection unregisters what was registered
 over it (upstream ``BrokerHousekeepingService``). In raft mode that would be a
-replicated decision taken from one node's local observation, so the gateway
-leaves liveness to the replicated expiry instead (see ARCHITECTURE "Liveness").
+replicated decision taken from one node's local observation, so the service
+only logs it and leaves liveness to the replicated expiry (docs/RAFT.md,
+"Liveness in raft mode").
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import json
 import logging
 import os
 import signal
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +38,13 @@ from namesrv_app.internal import InternalDispatcher
 from namesrv_app.projection import ProjectionWriter
 from namesrv_app.services import NameServerService
 from raftstore.config import NamesrvConfig
-from raftstore.replicator import MODE_EVENTUAL, LocalReplicator, Replicator
+from raftstore.raft import (
+    DEFAULT_PROPOSE_TIMEOUT_S,
+    DEFAULT_SKEW_ALLOWANCE_MS,
+    RaftReplicator,
+    RaftSettings,
+)
+from raftstore.replicator import MODE_EVENTUAL, MODE_RAFT, LocalReplicator, Replicator
 from raftstore.results import MinBrokerIdChange
 from raftstore.route_table import RouteTable
 from remoting.client import RemotingClient
@@ -55,6 +66,25 @@ class GatewayConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class RaftOptions:
+    """Raft mode's part of the options.
+
+    ``port`` with the gateway's host is this node's Raft identity
+    (``host:port``); ``peers`` are every member's identities (self may be
+    listed); ``dial`` maps a peer identity to the address actually dialled
+    (tests route every link through ``tools/faultproxy.py``).
+    """
+
+    port: int
+    peers: tuple[str, ...]
+    data_dir: Path
+    dial: Mapping[str, str] = field(default_factory=dict)
+    propose_timeout_s: float = DEFAULT_PROPOSE_TIMEOUT_S
+    skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS
+    settings: RaftSettings = field(default_factory=RaftSettings)
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayOptions:
     """Everything a gateway needs to start (the command line and settings, merged)."""
 
@@ -68,17 +98,61 @@ class GatewayOptions:
     notify_min_broker_id_changed: bool = False
     ready_file: Path | None = None
     drain_timeout_s: float = DRAIN_TIMEOUT_S
+    raft: RaftOptions | None = None
+
+    def raft_addr(self) -> str | None:
+        """This node's Raft identity, None outside raft mode."""
+        return None if self.raft is None else f"{self.host}:{self.raft.port}"
 
 
-def build_replicator(node_id: str, mode: str, config: NamesrvConfig | None = None) -> Replicator:
-    """The replicator for ``mode`` over a table starting with ``config``.
+def seeded_table_class(config: NamesrvConfig) -> type[RouteTable]:
+    """A RouteTable class whose fresh tables start with ``config``.
 
-    Eventual mode is built here; raft mode belongs to its own module and is not
-    wired into this gateway yet.
+    RaftReplicator builds its table from a class (it also restores snapshots
+    through it); a restored table keeps the snapshot's own config.
     """
+    if config == NamesrvConfig():
+        return RouteTable
+
+    class SeededRouteTable(RouteTable):
+        """A route table whose default config is the node's configured one."""
+
+        def __init__(self, initial: NamesrvConfig | None = None) -> None:
+            super().__init__(config if initial is None else initial)
+
+    return SeededRouteTable
+
+
+def build_replicator(
+    node_id: str,
+    mode: str,
+    config: NamesrvConfig | None = None,
+    *,
+    raft: RaftOptions | None = None,
+    host: str = "127.0.0.1",
+) -> Replicator:
+    """The replicator for ``mode`` over a table starting with ``config``."""
     if mode == MODE_EVENTUAL:
         return LocalReplicator(node_id, RouteTable(config))
-    raise GatewayConfigError(f"mode {mode!r} is not available in this gateway build")
+    if mode != MODE_RAFT:
+        raise GatewayConfigError(f"unknown mode {mode!r}")
+    if raft is None or raft.port <= 0:
+        raise GatewayConfigError("raft mode needs --raft-port (this node's Raft identity)")
+    self_addr = f"{host}:{raft.port}"
+    if not raft.peers:
+        raise GatewayConfigError("raft mode needs --raft-peers (every member's host:port)")
+    if raft.propose_timeout_s <= 0 or raft.skew_allowance_ms < 0:
+        raise GatewayConfigError("propose timeout must be > 0 and skew allowance >= 0")
+    return RaftReplicator(
+        node_id=node_id,
+        self_addr=self_addr,
+        peers=[p for p in raft.peers if p != self_addr],
+        data_dir=raft.data_dir,
+        propose_timeout_s=raft.propose_timeout_s,
+        settings=raft.settings,
+        dial=dict(raft.dial),
+        table_factory=seeded_table_class(config or NamesrvConfig()),
+    )
 
 
 def notify_request(change: MinBrokerIdChange) -> RemotingCommand:
@@ -120,12 +194,26 @@ class Gateway:
         # The setting seeds the replicated notifyMinBrokerIdChanged; UPDATE_NAMESRV_CONFIG
         # can still change it at run time, and the table decides what to notify.
         initial = NamesrvConfig(notify_min_broker_id_changed=options.notify_min_broker_id_changed)
-        self.replicator = replicator or build_replicator(options.node_id, options.mode, initial)
+        self.replicator = replicator or build_replicator(
+            options.node_id, options.mode, initial, raft=options.raft, host=options.host
+        )
         self.client = RemotingClient()
-        self.service = NameServerService(self.replicator, self.clock, self._notify)
+        self.service = NameServerService(
+            self.replicator,
+            self.clock,
+            self._notify,
+            skew_allowance_ms=(
+                DEFAULT_SKEW_ALLOWANCE_MS
+                if options.raft is None
+                else options.raft.skew_allowance_ms
+            ),
+        )
         self.dispatcher = RequestDispatcher(self.service, clock=self.clock)
         self.internal = InternalDispatcher(self.service, options.internal_secret)
         self.projection = ProjectionWriter(self.replicator, publisher=publisher)
+        if isinstance(self.replicator, RaftReplicator):
+            # Before start(): the restart itself may install a snapshot.
+            self.replicator.subscribe_snapshot(self._snapshot_installed)
         self.server = RemotingServer(
             self._handle,
             host=options.host,
@@ -164,7 +252,7 @@ class Gateway:
 
     def ready_info(self) -> dict[str, Any]:
         """What the ready file says: the node, its mode, its bound ports and the pid."""
-        return {
+        info: dict[str, Any] = {
             "node_id": self.options.node_id,
             "mode": self.replicator.mode,
             "host": self.options.host,
@@ -172,6 +260,9 @@ class Gateway:
             "internal_port": self.internal_server.port,
             "pid": os.getpid(),
         }
+        if self.options.raft is not None:
+            info["raft_port"] = self.options.raft.port
+        return info
 
     async def stop(self) -> None:
         """Drain both servers, let pending work finish, flush the projection, stop.
@@ -201,9 +292,14 @@ class Gateway:
         if self._stopping or conn.id not in self._broker_channels:
             return
         self._broker_channels.discard(conn.id)
-        if self.replicator.mode != MODE_EVENTUAL:
-            return
+        # The service decides what a close means in this mode (raft: nothing replicated).
         self._spawn(self.service.channel_destroyed(conn.id))
+
+    def _snapshot_installed(self, applied_index: int) -> None:
+        """Raft tick thread: a snapshot replaced the table; rebuild derived state."""
+        log.info("snapshot at index %d installed: rebuilding projection", applied_index)
+        self.projection.request_rebuild()
+        self.dispatcher.route_cache.clear()
 
     def _notify(self, changes: tuple[MinBrokerIdChange, ...]) -> None:
         for change in changes:

@@ -1,21 +1,25 @@
 """Internal request codes, served on the gateway's loopback-only second port.
 
-Other processes of the same node (the Celery scan task, the web process) reach
-the gateway through these. Every request must come from a loopback peer and
-carry the node's secret in ext ``secret``; anything else gets NO_PERMISSION.
-The codes sit far above RocketMQ's so a misdirected client cannot hit them by
-accident.
+Other processes of the same node (the Celery scan task, the web process, the
+launcher) reach the gateway through these. Every request must come from a
+loopback peer and carry the node's secret in ext ``secret``; anything else gets
+NO_PERMISSION. The codes sit far above RocketMQ's so a misdirected client cannot
+hit them by accident.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Awaitable, Callable
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from namesrv_app import selectors
-from namesrv_app.services import NameServerService, ServiceError
+from namesrv_app.dispatch import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, replication_remark
+from namesrv_app.services import ROLE_STANDALONE, NameServerService, ServiceError
+from raftstore.raft import MembershipError
+from raftstore.replicator import ReplicationError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import HeaderFieldError
@@ -25,17 +29,37 @@ if TYPE_CHECKING:
     from remoting.server import Connection
 
 SECRET_FIELD = "secret"
+ADDR_FIELDS = ("addr", "address")
+"""The member address of RAFT_ADD_NODE / RAFT_REMOVE_NODE (``address`` is accepted too)."""
 REMARK_FORBIDDEN = "internal request refused"
+REMARK_ADDR_MISSING = "ext addr (host:port of the Raft member) is missing"
 
 
 class InternalCode(IntEnum):
     """Requests only the node's own processes send."""
 
     SCAN_NOT_ACTIVE_BROKER = 40001
-    """ExpireBrokers(now_ms); ext ``now_ms`` optional (default: the gateway's clock).
-    Answers the number of expired live entries in ext ``expired``."""
+    """The liveness scan at ext ``now_ms`` (default: the gateway's clock). Answers the
+    number of expired live entries in ext ``expired``; in raft mode also ext ``role``
+    (``leader`` proposed the one ExpireBrokers, ``follower`` skipped and says 0)."""
     NODE_STATUS = 40002
-    """Answers a JSON body: ReplicatorStatus fields plus ``routes_version``."""
+    """A JSON body: the replicator status (raft: RaftStatus, members, peers with match
+    index, alarms) plus ``routes_version``. Ext ``consistency=linearizable`` commits a
+    barrier first, so applied_index covers everything committed before the call."""
+    RAFT_ADD_NODE = 40003
+    """Add the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
+    ADD_NODE = 40003
+    RAFT_REMOVE_NODE = 40004
+    """Remove the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
+    REMOVE_NODE = 40004
+    DIGEST_CHECKPOINTS = 40005
+    """A JSON body ``{"<log index>": "<digest>"}`` (raft only): compare across nodes."""
+    RAFT_COMPACT_LOG = 40006
+    """Raft only: snapshot the table and compact the log at the next tick (operators,
+    and tests that need a restart to go through a snapshot)."""
+
+
+InternalHandler = Callable[[RemotingCommand], Awaitable[RemotingCommand]]
 
 
 def secret_matches(request: RemotingCommand, secret: str) -> bool:
@@ -46,12 +70,25 @@ def secret_matches(request: RemotingCommand, secret: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8"), secret.encode("utf-8"))
 
 
+def _json_response(request: RemotingCommand, value: Any) -> RemotingCommand:
+    body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return make_response(request, ResponseCode.SUCCESS, body=body)
+
+
 class InternalDispatcher:
     """The handler of the internal port."""
 
     def __init__(self, service: NameServerService, secret: str) -> None:
         self.service = service
         self.secret = secret
+        self.handlers: dict[int, InternalHandler] = {
+            InternalCode.SCAN_NOT_ACTIVE_BROKER: self._scan,
+            InternalCode.NODE_STATUS: self._status,
+            InternalCode.RAFT_ADD_NODE: self._add_node,
+            InternalCode.RAFT_REMOVE_NODE: self._remove_node,
+            InternalCode.DIGEST_CHECKPOINTS: self._checkpoints,
+            InternalCode.RAFT_COMPACT_LOG: self._compact,
+        }
 
     async def handle(
         self, request: RemotingCommand, conn: Connection | None
@@ -59,28 +96,57 @@ class InternalDispatcher:
         """Answer an internal request; refuse non-loopback peers and wrong secrets."""
         if conn is None or not conn.is_loopback or not secret_matches(request, self.secret):
             return make_response(request, ResponseCode.NO_PERMISSION, remark=REMARK_FORBIDDEN)
+        handler = self.handlers.get(request.code)
         try:
-            if request.code == InternalCode.SCAN_NOT_ACTIVE_BROKER:
-                response = await self._scan(request)
-            elif request.code == InternalCode.NODE_STATUS:
-                response = self._status(request)
-            else:
+            if handler is None:
                 response = make_response(
                     request,
                     ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                     remark=f" request type {request.code} not supported",
                 )
-        except (HeaderFieldError, ServiceError) as exc:
+            else:
+                response = await handler(request)
+        except (HeaderFieldError, ServiceError, MembershipError) as exc:
             response = make_response(request, ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        except ReplicationError as exc:
+            response = make_response(
+                request, ResponseCode.SYSTEM_ERROR, remark=replication_remark(exc)
+            )
         return None if request.is_oneway else response
 
     async def _scan(self, request: RemotingCommand) -> RemotingCommand:
-        outcome = await self.service.expire_brokers(header_int(request, "now_ms"))
-        return make_response(
-            request, ResponseCode.SUCCESS, ext_fields={"expired": str(len(outcome.expired))}
-        )
+        outcome = await self.service.scan(header_int(request, "now_ms"))
+        ext = {"expired": str(len(outcome.expired))}
+        if outcome.role != ROLE_STANDALONE:
+            ext["role"] = outcome.role
+        return make_response(request, ResponseCode.SUCCESS, ext_fields=ext)
 
-    def _status(self, request: RemotingCommand) -> RemotingCommand:
-        status = selectors.node_status(self.service.replicator)
-        body = json.dumps(status, sort_keys=True, separators=(",", ":")).encode("utf-8")
-        return make_response(request, ResponseCode.SUCCESS, body=body)
+    async def _status(self, request: RemotingCommand) -> RemotingCommand:
+        if header_str(request, CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
+            await self.service.replicator.barrier()
+        return _json_response(request, selectors.node_status(self.service.replicator))
+
+    async def _add_node(self, request: RemotingCommand) -> RemotingCommand:
+        await self.service.add_raft_member(_member_addr(request))
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def _remove_node(self, request: RemotingCommand) -> RemotingCommand:
+        await self.service.remove_raft_member(_member_addr(request))
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def _checkpoints(self, request: RemotingCommand) -> RemotingCommand:
+        points = self.service.digest_checkpoints()
+        return _json_response(request, {str(index): digest for index, digest in points.items()})
+
+
+    async def _compact(self, request: RemotingCommand) -> RemotingCommand:
+        self.service.compact_raft_log()
+        return make_response(request, ResponseCode.SUCCESS)
+
+
+def _member_addr(request: RemotingCommand) -> str:
+    for name in ADDR_FIELDS:
+        value = header_str(request, name)
+        if value:
+            return value
+    raise ServiceError(REMARK_ADDR_MISSING)

@@ -14,7 +14,14 @@ one run folder::
       redis/                  redis.conf, redis.log, redis.pid
       celery/                 worker.{log,pid}, beat.{log,pid}, beat-schedule
       demo/                   demo.{log,pid} (only with --demo)
-      n1/ n2/ ...             namesrv.sqlite3, gateway.{log,pid,ready.json}, web.{log,pid}
+      n1/ n2/ ...             namesrv.sqlite3, gateway.{log,pid,ready.json}, web.{log,pid},
+                              raft/ (raft mode: the node's journal and snapshot)
+
+In raft mode each node also gets a Raft port (``--raft-base-port``, default
+7101 + i) and every gateway is given every member as a peer. ``add-node``
+starts n(N+1) and asks the leader to add it; ``remove-node`` asks a member to
+remove a node, then stops it; both rewrite cluster.json, which Celery beat and
+the web processes read to know the members.
 
 A pid file records the pid *and* the process start time read from ``/proc``, so
 ``down`` never signals a process that merely reused a pid: it stops exactly what
@@ -52,6 +59,13 @@ DEFAULT_BASE_PORT = 9876
 DEFAULT_WEB_BASE_PORT = 8000
 DEFAULT_INTERNAL_BASE_PORT = 19876
 DEFAULT_REDIS_PORT = 6379
+DEFAULT_RAFT_BASE_PORT = 7101
+MODE_RAFT = "raft"
+RAFT_DIR_NAME = "raft"
+INTERNAL_RAFT_ADD_NODE = 40003
+INTERNAL_RAFT_REMOVE_NODE = 40004
+"""namesrv_app.internal.InternalCode values (kept numeric: this module loads no Django)."""
+MEMBERSHIP_TIMEOUT_S = 10.0
 
 READY_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.1
@@ -85,6 +99,13 @@ class NodePlan:
     remoting_port: int
     web_port: int
     internal_port: int
+    raft_port: int = 0
+    """Raft mode only; ``127.0.0.1:raft_port`` is the node's Raft identity."""
+
+    @property
+    def raft_addr(self) -> str:
+        """The node's Raft identity."""
+        return f"{LOOPBACK}:{self.raft_port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +120,10 @@ class ClusterPlan:
     def node_dir(self, node_id: str) -> Path:
         """The folder of one node inside the run folder."""
         return self.run_dir / node_id
+
+    def raft_peers(self) -> tuple[str, ...]:
+        """Every member's Raft address (raft mode)."""
+        return tuple(node.raft_addr for node in self.nodes)
 
 
 def port_is_free(port: int, host: str = LOOPBACK) -> bool:
@@ -148,6 +173,7 @@ def plan_ports(
     web_base_port: int = DEFAULT_WEB_BASE_PORT,
     internal_base_port: int = DEFAULT_INTERNAL_BASE_PORT,
     redis_port: int = DEFAULT_REDIS_PORT,
+    raft_base_port: int = DEFAULT_RAFT_BASE_PORT,
 ) -> ClusterPlan:
     """Lay out the ports of an N-node cluster; a base of 0 picks free ports.
 
@@ -161,11 +187,12 @@ def plan_ports(
     web = _port_series(web_base_port, nodes, chosen)
     internal = _port_series(internal_base_port, nodes, chosen)
     redis = _port_series(redis_port, 1, chosen)[0]
-    planned = remoting + web + internal + [redis]
+    raft = _port_series(raft_base_port, nodes, chosen) if mode == MODE_RAFT else [0] * nodes
+    planned = remoting + web + internal + [redis] + (raft if mode == MODE_RAFT else [])
     if len(set(planned)) != len(planned):
         raise LauncherError(f"the port series overlap: {sorted(planned)}")
     node_plans = tuple(
-        NodePlan(f"n{i + 1}", remoting[i], web[i], internal[i]) for i in range(nodes)
+        NodePlan(f"n{i + 1}", remoting[i], web[i], internal[i], raft[i]) for i in range(nodes)
     )
     plan = ClusterPlan(Path(run_dir).resolve(), mode, redis, node_plans)
     check_ports_free(plan)
@@ -181,6 +208,8 @@ def _labelled_ports(plan: ClusterPlan) -> list[tuple[str, int]]:
             (f"{node.node_id} web", node.web_port),
             (f"{node.node_id} internal", node.internal_port),
         ]
+        if plan.mode == MODE_RAFT:
+            labelled.append((f"{node.node_id} raft", node.raft_port))
     return labelled
 
 
@@ -615,7 +644,22 @@ def gateway_argv(plan: ClusterPlan, node: NodePlan) -> list[str]:
         plan.mode,
         "--ready-file",
         str(plan.node_dir(node.node_id) / "gateway.ready.json"),
+        *_raft_args(plan, node),
     )
+
+
+def _raft_args(plan: ClusterPlan, node: NodePlan) -> list[str]:
+    """The raft options of a gateway (none in eventual mode)."""
+    if plan.mode != MODE_RAFT:
+        return []
+    return [
+        "--raft-port",
+        str(node.raft_port),
+        "--raft-peers",
+        ",".join(plan.raft_peers()),
+        "--raft-dir",
+        str(plan.node_dir(node.node_id) / RAFT_DIR_NAME),
+    ]
 
 
 def web_argv(node: NodePlan) -> list[str]:
@@ -702,7 +746,9 @@ def _node_summary(
     plan: ClusterPlan, node: NodePlan, pids: Mapping[str, int | None]
 ) -> dict[str, Any]:
     """One node's entry of the cluster summary."""
+    raft = {"raft_port": node.raft_port, "raft_addr": node.raft_addr}
     return {
+        **(raft if plan.mode == MODE_RAFT else {}),
         "id": node.node_id,
         "host": LOOPBACK,
         "remoting_port": node.remoting_port,
@@ -995,3 +1041,170 @@ def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]
         for slot in kind_slots:
             slot.pid_path.unlink(missing_ok=True)
     return {"run_dir": str(run_dir), "stopped": stopped, "killed": killed}
+
+
+# ------------------------------------------------------------------- raft membership
+
+
+def plan_from_cluster_file(run_dir: Path) -> ClusterPlan:
+    """The plan of the cluster recorded in ``run_dir``'s cluster.json."""
+    run_dir = Path(run_dir).resolve()
+    data = read_cluster_file(run_dir / CLUSTER_FILE_NAME)
+    nodes = tuple(
+        NodePlan(
+            str(n["id"]),
+            int(n["remoting_port"]),
+            int(n["web_port"]),
+            int(n["internal_port"]),
+            int(n.get("raft_port", 0)),
+        )
+        for n in data.get("nodes", [])
+    )
+    return ClusterPlan(
+        run_dir, str(data.get("mode", DEFAULT_MODE)), int(data["redis"]["port"]), nodes
+    )
+
+
+def _recorded_pids(run_dir: Path) -> dict[str, int | None]:
+    """Name to pid of every process whose pid file is in ``run_dir``."""
+    pids: dict[str, int | None] = {}
+    for slot in process_slots(run_dir, known_node_ids(run_dir)):
+        record = read_pid_file(slot.pid_path)
+        if record is not None:
+            pids[slot.name] = record.pid
+    return pids
+
+
+def _raft_statuses(plan: ClusterPlan, secret: str) -> dict[str, dict[str, Any]]:
+    """NODE_STATUS of every node that answers."""
+    from remoting.client import RemotingClientError
+
+    answers = {}
+    for node in plan.nodes:
+        with contextlib.suppress(RemotingClientError, LauncherError, ValueError, OSError):
+            answers[node.node_id] = node_status(node.internal_port, secret, CONNECT_TIMEOUT_S)
+    return answers
+
+
+def _membership_request(internal_port: int, secret: str, code: int, addr: str) -> None:
+    """Ask one gateway to add or remove a Raft member; LauncherError with its refusal."""
+    from remoting.blocking import BlockingClient
+    from remoting.codes import ResponseCode
+    from remoting.command import RemotingCommand
+
+    request = RemotingCommand.request(code, {"secret": secret, "addr": addr})
+    with BlockingClient(f"{LOOPBACK}:{internal_port}", timeout_s=MEMBERSHIP_TIMEOUT_S) as client:
+        response = client.invoke(request)
+    if response.code != ResponseCode.SUCCESS:
+        raise LauncherError(f"membership change refused: {response.remark}")
+
+
+def _leader_node(plan: ClusterPlan, secret: str, *, besides: str | None = None) -> NodePlan:
+    """The node the answering members call leader; refuses while a change is pending."""
+    statuses = _raft_statuses(plan, secret)
+    if any(s.get("membership_pending") for s in statuses.values()):
+        raise LauncherError("a membership change is pending; try again when it is committed")
+    by_addr = {node.raft_addr: node for node in plan.nodes}
+    leaders = {s.get("leader") for s in statuses.values()} - {None}
+    if len(leaders) != 1 or (leader := by_addr.get(str(leaders.pop()))) is None:
+        raise LauncherError(f"no agreed raft leader among {sorted(statuses)}")
+    if leader.node_id == besides:
+        # A node never removes itself: ask another member that answers (it forwards).
+        others = [n for n in plan.nodes if n.node_id != besides and n.node_id in statuses]
+        if not others:
+            raise LauncherError("no other member answers")
+        return others[0]
+    return leader
+
+
+def _next_port(used: set[int], after: int) -> int:
+    """``after + 1`` when free and unused, else any free port."""
+    candidate = after + 1
+    if candidate not in used and port_is_free(candidate):
+        used.add(candidate)
+        return candidate
+    port = free_port(avoid=used)
+    used.add(port)
+    return port
+
+
+def _new_node_plan(plan: ClusterPlan) -> NodePlan:
+    used = {plan.redis_port}
+    for node in plan.nodes:
+        used |= {node.remoting_port, node.web_port, node.internal_port, node.raft_port}
+    number = 1 + max(int(n.node_id[1:]) for n in plan.nodes if n.node_id[1:].isdigit())
+    last = plan.nodes[-1]
+    return NodePlan(
+        f"n{number}",
+        _next_port(used, last.remoting_port),
+        _next_port(used, last.web_port),
+        _next_port(used, last.internal_port),
+        _next_port(used, last.raft_port),
+    )
+
+
+def cluster_add_node(run_dir: Path, *, ready_timeout_s: float = READY_TIMEOUT_S) -> dict[str, Any]:
+    """Start n(N+1) (gateway + web) with every member as a peer, then ask the leader to
+    add it. Refused outside raft mode and while a change is pending; a refused add
+    stops the new processes again. Returns the new cluster summary."""
+    current = plan_from_cluster_file(run_dir)
+    if current.mode != MODE_RAFT:
+        raise LauncherError("add-node needs a raft-mode cluster (cluster up --mode raft)")
+    secret = read_secret(current.run_dir)
+    leader = _leader_node(current, secret)
+    node = _new_node_plan(current)
+    grown = ClusterPlan(current.run_dir, current.mode, current.redis_port, (*current.nodes, node))
+    env = ClusterEnv(
+        redis_url=f"redis://{LOOPBACK}:{grown.redis_port}/0",
+        secret=secret,
+        cluster_file=grown.run_dir / CLUSTER_FILE_NAME,
+        mode=grown.mode,
+    )
+    grown.node_dir(node.node_id).mkdir(parents=True, exist_ok=True)
+    migrate_nodes(ClusterPlan(grown.run_dir, grown.mode, grown.redis_port, (node,)), env)
+    starter = _Starter(grown, env)
+    try:
+        node_env = env.for_node(grown, node)
+        starter.start(f"{node.node_id}-gateway", gateway_argv(grown, node), node_env)
+        starter.start(f"{node.node_id}-web", web_argv(node), node_env)
+        ready_file = grown.node_dir(node.node_id) / "gateway.ready.json"
+        starter.wait(
+            f"{node.node_id}-gateway",
+            functools.partial(gateway_ready, ready_file, node.internal_port, secret),
+            f"{node.node_id} gateway",
+            ready_timeout_s,
+        )
+        _membership_request(leader.internal_port, secret, INTERNAL_RAFT_ADD_NODE, node.raft_addr)
+    except BaseException:
+        starter.rollback()
+        raise
+    write_cluster_file(grown, {**_recorded_pids(current.run_dir), **starter.pids()})
+    return cluster_summary(grown, {**_recorded_pids(current.run_dir), **starter.pids()})
+
+
+def cluster_remove_node(
+    run_dir: Path, node_id: str, grace_s: float = STOP_GRACE_S
+) -> dict[str, Any]:
+    """Ask a member to remove ``node_id`` from the Raft configuration, then stop its
+    gateway and web process and drop it from cluster.json (its folder stays)."""
+    current = plan_from_cluster_file(run_dir)
+    if current.mode != MODE_RAFT:
+        raise LauncherError("remove-node needs a raft-mode cluster")
+    gone = next((n for n in current.nodes if n.node_id == node_id), None)
+    if gone is None:
+        raise LauncherError(f"{node_id} is not a node of {current.run_dir}")
+    secret = read_secret(current.run_dir)
+    asked = _leader_node(current, secret, besides=node_id)
+    _membership_request(asked.internal_port, secret, INTERNAL_RAFT_REMOVE_NODE, gone.raft_addr)
+    slots = [s for s in process_slots(current.run_dir, [node_id]) if s.kind in ("web", "gateway")]
+    records = [r for s in slots if (r := read_pid_file(s.pid_path)) is not None and is_alive(r)]
+    stop_processes(records, grace_s)
+    for slot in slots:
+        slot.pid_path.unlink(missing_ok=True)
+    shrunk = ClusterPlan(
+        current.run_dir, current.mode, current.redis_port,
+        tuple(n for n in current.nodes if n.node_id != node_id),
+    )  # fmt: skip
+    pids = _recorded_pids(current.run_dir)
+    write_cluster_file(shrunk, pids)
+    return cluster_summary(shrunk, pids)

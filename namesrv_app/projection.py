@@ -546,6 +546,14 @@ class ProjectionWriter:
             return False
         return done.wait(timeout_s)
 
+    def request_rebuild(self) -> None:
+        """Rewrite everything at the writer's next step (any thread, never blocks).
+
+        Raft mode calls this when a snapshot replaced the whole table: the queued
+        deltas describe the old table, and the rebuild's read skips them.
+        """
+        self._rebuild_needed.set()
+
     def rebuild(self) -> None:
         """Rewrite every row from the table now, on the caller's thread."""
         self._rebuild_needed.clear()

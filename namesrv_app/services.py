@@ -6,6 +6,11 @@ stamps ``now_ms`` from the injected clock, builds one command and hands it to
 the replicator; the route table applies it (at once in eventual mode, through
 the Raft log in raft mode). No method here carries a routing rule: those live
 in ``raftstore``.
+
+Raft mode differs in three places, each a rule of docs/RAFT.md: liveness
+touches (BROKER_HEARTBEAT, QUERY_DATA_VERSION) go through a
+:class:`~raftstore.raft.TouchCoalescer`; a closed broker connection is only
+logged; the liveness scan is one ExpireBrokers proposed by the leader.
 """
 
 from __future__ import annotations
@@ -13,13 +18,21 @@ from __future__ import annotations
 import logging
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from namesrv_app.clock import Clock, SystemClock
 from namesrv_app.conf import NAME_CHARS_MAX
 from raftstore import commands as cmd
-from raftstore.replicator import Replicator
+from raftstore.raft import (
+    DEFAULT_SKEW_ALLOWANCE_MS,
+    RaftReplicator,
+    TouchCoalescer,
+    scan_liveness,
+)
+from raftstore.replicator import MODE_RAFT, Replicator
 from raftstore.results import (
     ApplyResult,
+    BrokerAddrInfo,
     ConfigOutcome,
     ExpireOutcome,
     MinBrokerIdChange,
@@ -42,8 +55,26 @@ Notifier = Callable[[tuple[MinBrokerIdChange, ...]], None]
 """Receives the NOTIFY_MIN_BROKER_ID_CHANGE messages a command asks to send."""
 
 
+ROLE_LEADER = "leader"
+ROLE_FOLLOWER = "follower"
+ROLE_STANDALONE = "standalone"
+REMARK_NOT_RAFT = "not in raft mode"
+
+
 class ServiceError(ValueError):
     """Input a service refuses; the message is fit to show the caller (a wire remark)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOutcome:
+    """What one liveness scan did on this node.
+
+    ``role`` is ``leader`` (raft: this node proposed the one ExpireBrokers),
+    ``follower`` (raft: skipped, the leader decides) or ``standalone`` (eventual).
+    """
+
+    expired: tuple[BrokerAddrInfo, ...]
+    role: str
 
 
 def _check_text(label: str, value: object, *, chars_max: int = NAME_CHARS_MAX) -> str:
@@ -90,10 +121,17 @@ class NameServerService:
         replicator: Replicator,
         clock: Clock | None = None,
         notifier: Notifier | None = None,
+        *,
+        skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS,
     ) -> None:
         self.replicator = replicator
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._notifier = notifier
+        self.skew_allowance_ms = _check_int(
+            "skew_allowance_ms", skew_allowance_ms, low=0, high=BROKER_ID_MAX
+        )
+        # Eventual mode: the coalescer proposes every touch (the original behaviour).
+        self.touches = TouchCoalescer(replicator)
 
     async def _propose(self, command: cmd.Command) -> ApplyResult:
         result = await self.replicator.propose(command)
@@ -159,7 +197,7 @@ class NameServerService:
 
     async def broker_heartbeat(self, *, cluster_name: str, broker_addr: str) -> None:
         """BROKER_HEARTBEAT: refresh the broker's last-heard time if it is live."""
-        await self._propose(
+        await self.touches.touch(
             cmd.BrokerHeartbeat(
                 cluster_name=_check_text("clusterName", cluster_name),
                 broker_addr=_check_text("brokerAddr", broker_addr),
@@ -185,7 +223,8 @@ class NameServerService:
             data_version=data_version,
             now_ms=self.clock.now_ms(),
         )
-        outcome = (await self._propose(command)).outcome
+        # A skipped touch (raft: fresh enough) still answers from the applied state.
+        outcome = (await self.touches.touch(command)).outcome
         assert isinstance(outcome, QueryDataVersionOutcome)
         return outcome
 
@@ -203,14 +242,62 @@ class NameServerService:
         outcome = (await self._propose(command)).outcome
         return outcome if isinstance(outcome, ExpireOutcome) else ExpireOutcome()
 
+    async def scan(self, now_ms: int | None = None) -> ScanOutcome:
+        """The periodic liveness scan in this node's mode.
+
+        Eventual: expire this node's own table. Raft: only the node that believes
+        it leads proposes one ExpireBrokers with the skew allowance; a follower
+        answers nothing expired (role ``follower``).
+        """
+        stamp = _check_int(
+            "now_ms", self.clock.now_ms() if now_ms is None else now_ms, low=0, high=BROKER_ID_MAX
+        )
+        result = await scan_liveness(self.replicator, stamp, self.skew_allowance_ms)
+        if result is None:
+            return ScanOutcome(expired=(), role=ROLE_FOLLOWER)
+        role = ROLE_LEADER if self.replicator.mode == MODE_RAFT else ROLE_STANDALONE
+        outcome = result.outcome
+        expired = outcome.expired if isinstance(outcome, ExpireOutcome) else ()
+        return ScanOutcome(expired=expired, role=role)
+
     async def channel_destroyed(self, channel: str | None) -> None:
         """A connection closed: unregister what was registered over it (eventual mode).
 
         A None channel is tolerated and does nothing (BrokerHousekeepingService).
+        In raft mode the close is this node's local observation only: nothing is
+        proposed, the replicated timeout decides (docs/RAFT.md, Liveness rule 1).
         """
         if not channel:
             return
+        if self.replicator.mode == MODE_RAFT:
+            log.info("broker channel %s closed: local observation, nothing replicated", channel)
+            return
         await self._propose(cmd.ChannelDestroyed(channel=channel))
+
+    def _raft(self) -> RaftReplicator:
+        if not isinstance(self.replicator, RaftReplicator):
+            raise ServiceError(REMARK_NOT_RAFT)
+        return self.replicator
+
+    async def add_raft_member(self, addr: str) -> None:
+        """Add a Raft member (start it first with the current members as peers).
+
+        ServiceError outside raft mode or for a malformed address; MembershipError
+        when the change is refused (pending change, no quorum, already a member).
+        """
+        await self._raft().add_node(_check_addr(addr))
+
+    async def remove_raft_member(self, addr: str) -> None:
+        """Remove a Raft member (ask another member to remove this one)."""
+        await self._raft().remove_node(_check_addr(addr))
+
+    def compact_raft_log(self) -> None:
+        """Raft mode: snapshot the table and compact the journal at the next tick."""
+        self._raft().force_snapshot()
+
+    def digest_checkpoints(self) -> dict[int, str]:
+        """Raft mode: the state digest every 128th log index (divergence checks)."""
+        return self._raft().digest_checkpoints()
 
     async def put_kv(self, *, namespace: str | None, key: str | None, value: str | None) -> None:
         """PUT_KV_CONFIG."""
@@ -279,6 +366,15 @@ class NameServerService:
         result = await self._propose(cmd.UpdateNamesrvConfig(properties=pairs))
         outcome = result.outcome
         return outcome.rejected_key if isinstance(outcome, ConfigOutcome) else None
+
+
+def _check_addr(addr: object) -> str:
+    """A ``host:port`` Raft address."""
+    text = _check_text("addr", addr)
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ServiceError(f"addr {text!r} is not host:port")
+    return text
 
 
 def _check_text_or_empty(label: str, value: str | None) -> str:

@@ -1,4 +1,7 @@
-"""``manage.py cluster up|down|status``: run a local NameServer cluster on loopback.
+"""``manage.py cluster up|down|status|add-node|remove-node``: a local NameServer cluster.
+
+``add-node`` and ``remove-node ID`` change the Raft membership of a raft-mode
+cluster one node at a time (refused while a change is pending).
 
 A thin shell over :mod:`namesrv_app.launcher`, which holds every step as a plain
 function (the integration tests call the same functions).
@@ -34,7 +37,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         """The verbs and the port layout."""
-        parser.add_argument("action", choices=["up", "down", "status"])
+        parser.add_argument("action", choices=["up", "down", "status", "add-node", "remove-node"])
+        parser.add_argument("node_id", nargs="?", default=None, help="remove-node: the node id")
+        parser.add_argument(
+            "--raft-base-port",
+            type=int,
+            default=launcher.DEFAULT_RAFT_BASE_PORT,
+            help="raft mode: first Raft port (7101 + i by default; 0 = any free port)",
+        )
         parser.add_argument("--nodes", type=int, default=launcher.DEFAULT_NODES)
         parser.add_argument("--mode", choices=["eventual", "raft"], default=launcher.DEFAULT_MODE)
         parser.add_argument("--run-dir", default="run/local", help="folder for logs, DBs, pids")
@@ -69,6 +79,14 @@ class Command(BaseCommand):
                 self._up(run_dir, options)
             elif options["action"] == "down":
                 self._emit(launcher.cluster_down(run_dir), options["json"], self._down_text)
+            elif options["action"] == "add-node":
+                summary = launcher.cluster_add_node(run_dir)
+                self._emit(summary, options["json"], self._up_text)
+            elif options["action"] == "remove-node":
+                if not options["node_id"]:
+                    raise CommandError("remove-node needs the node id, e.g. `remove-node n4`")
+                summary = launcher.cluster_remove_node(run_dir, options["node_id"])
+                self._emit(summary, options["json"], self._up_text)
             else:
                 self._status(run_dir, options["json"])
         except launcher.LauncherError as exc:
@@ -83,6 +101,7 @@ class Command(BaseCommand):
             web_base_port=options["web_base_port"],
             internal_base_port=options["internal_base_port"],
             redis_port=options["redis_port"],
+            raft_base_port=options["raft_base_port"],
         )
         if options["foreground"]:
             # A SIGTERM while starting must roll back like Ctrl-C does, not orphan processes.

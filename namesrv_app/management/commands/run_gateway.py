@@ -6,13 +6,46 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from namesrv_app.checks import check_namesrv_settings
-from namesrv_app.conf import MODES, namesrv_settings
+from namesrv_app.conf import (
+    MODES,
+    NamesrvSettings,
+    namesrv_settings,
+    parse_addr_list,
+    parse_dial_map,
+)
 from namesrv_app.events import load_publisher
-from namesrv_app.gateway import GatewayConfigError, GatewayOptions, serve
+from namesrv_app.gateway import GatewayConfigError, GatewayOptions, RaftOptions, serve
+from raftstore.replicator import MODE_RAFT
+
+
+def default_raft_dir(node_id: str) -> Path:
+    """Where a node keeps its Raft journal and snapshot when nothing else is said."""
+    return Path(settings.BASE_DIR) / "run" / f"raft-{node_id}"
+
+
+def raft_options(options: dict[str, Any], conf: NamesrvSettings) -> RaftOptions | None:
+    """The raft part of the command line (None in eventual mode); CommandError if malformed."""
+    if options["mode"] != MODE_RAFT:
+        return None
+    try:
+        peers = parse_addr_list(options["raft_peers"])
+        dial = parse_dial_map(options["raft_dial"])
+    except ValueError as exc:
+        raise CommandError(f"raft options: {exc}") from exc
+    raft_dir = options["raft_dir"] or default_raft_dir(options["node"])
+    return RaftOptions(
+        port=options["raft_port"],
+        peers=peers,
+        data_dir=Path(raft_dir),
+        dial=dial,
+        propose_timeout_s=options["propose_timeout_s"],
+        skew_allowance_ms=options["skew_allowance_ms"],
+    )
 
 
 class Command(BaseCommand):
@@ -35,6 +68,34 @@ class Command(BaseCommand):
         parser.add_argument(
             "--migrate", action="store_true", help="apply database migrations first"
         )
+        raft = parser.add_argument_group("raft mode")
+        raft.add_argument(
+            "--raft-port",
+            type=int,
+            default=conf.RAFT_PORT,
+            help="this node's Raft port; host:port is its identity, so never 0",
+        )
+        raft.add_argument(
+            "--raft-peers",
+            default=conf.RAFT_PEERS,
+            help='every member\'s Raft address, "h:p,h:p,..." (self may be listed)',
+        )
+        raft.add_argument("--raft-dir", type=Path, default=conf.RAFT_DIR or None)
+        raft.add_argument(
+            "--raft-dial",
+            default=conf.RAFT_DIAL,
+            help='"peer=h:p,...": dial a peer elsewhere (tests: through a fault proxy)',
+        )
+        raft.add_argument(
+            "--propose-timeout-s",
+            type=float,
+            default=float(conf.PROPOSE_TIMEOUT_S),
+            help="bound on a write without quorum before SYSTEM_ERROR",
+        )
+        raft.add_argument(
+            "--skew-allowance-ms", type=int, default=int(conf.SKEW_ALLOWANCE_MS),
+            help="extra silence the replicated expiry allows for clock skew",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Build the options and run until a stop signal."""
@@ -54,6 +115,7 @@ class Command(BaseCommand):
             idle_timeout_s=float(conf.IDLE_TIMEOUT_S),
             notify_min_broker_id_changed=conf.NOTIFY_MIN_BROKER_ID_CHANGED,
             ready_file=options["ready_file"],
+            raft=raft_options(options, conf),
         )
         try:
             asyncio.run(serve(gateway_options, publisher=load_publisher(conf.EVENT_PUBLISHER)))

@@ -1,0 +1,397 @@
+"""Raft write path: registrations/s, commit latency and fail-over through 3 real nodes.
+
+Each node is a subprocess of this script (``--serve``) owning one RaftReplicator
+(or, for the baseline, one raw PySyncObj object), so every entry crosses real
+loopback TCP. The driver talks JSON lines to the nodes; the load itself runs
+inside the leader's process, so the figures measure Raft, not the driver.
+
+Compared in one run (docs/BENCHMARKS.md "## raft" has the results):
+
+* ``tuned``: the RaftSettings we ship (50 ms append period, 20 ms tick, fsync on);
+* ``pysyncobj-defaults``: the same replicator with PySyncObj's default timing
+  (100 ms append period, 50 ms tick, 0.4-1.4 s election, 30 s leader fallback);
+* ``raw-pysyncobj``: a bare SyncObj with one no-op replicated method and default
+  config, no journal: the floor of what PySyncObj itself costs;
+* ``etcd``: a 3-member etcd (Debian etcd-server) put of the same payload size over
+  its HTTP/JSON gateway, when ``etcd`` is installed.
+
+Run: ``.venv/bin/python bench/raft_write.py [--heavy 5000] [--light 200]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import http.client
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import _util  # noqa: E402
+
+NODES = 3
+BROKERS_CYCLED = 500
+"""Registrations cycle over this many brokers: re-registrations, as in steady state."""
+TOPICS_PER_BROKER = 4
+HEAVY_CONCURRENCY = 256
+START_TIMEOUT_S = 60.0
+LEADER_TIMEOUT_S = 20.0
+FAILOVER_PROBE_S = 0.02
+FAILOVER_LIMIT_S = 30.0
+ETCD_CLIENTS = 32
+
+PYSYNCOBJ_DEFAULT_TIMING = {
+    "append_entries_period_s": 0.1,
+    "raft_min_timeout_s": 0.4,
+    "raft_max_timeout_s": 1.4,
+    "auto_tick_period_s": 0.05,
+    "leader_fallback_timeout_s": 30.0,
+    "connection_timeout_s": 3.5,
+    "connection_retry_s": 5.0,
+}
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ------------------------------------------------------------------ node side
+
+
+def _command(index: int) -> Any:
+    from raftstore.commands import RegisterBroker
+
+    b = index % BROKERS_CYCLED
+    topics = [f"bench-topic-{(b * TOPICS_PER_BROKER + j) % 1000}" for j in range(TOPICS_PER_BROKER)]
+    return RegisterBroker(
+        cluster_name="BenchCluster",
+        broker_addr=_util.broker_addr(b),
+        broker_name=_util.broker_name(b),
+        broker_id=0,
+        ha_server_addr="",
+        now_ms=1_700_000_000_000 + index,
+        topic_config_wrapper=_util.topic_wrapper(topics),
+    )
+
+
+def payload_bytes() -> int:
+    """Size of one registration's log entry (the etcd and no-op baselines use it too)."""
+    from raftstore.raft_codec import encode_entry
+
+    return len(encode_entry("n1/0123abcd/1", _command(0)))
+
+
+class _RawNode:
+    """The raw PySyncObj baseline: a no-op replicated method, default config."""
+
+    def __init__(self, addr: str, peers: list[str]) -> None:
+        from pysyncobj import SyncObj, SyncObjConf, replicated
+
+        class NoOp(SyncObj):  # type: ignore[misc]
+            @replicated  # type: ignore[untyped-decorator]
+            def noop(self, payload: bytes) -> int:
+                return len(payload)
+
+        self.sync = NoOp(addr, peers, SyncObjConf())
+        self.payload = b"x" * payload_bytes()
+
+    async def propose(self, _index: int) -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[int] = loop.create_future()
+
+        def callback(_result: object, error: int) -> None:
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(error))
+
+        self.sync.noop(self.payload, callback=callback)
+        if await done != 0:
+            raise RuntimeError(f"noop failed: {done.result()}")
+
+    def status(self) -> dict[str, Any]:
+        raw = self.sync.getStatus()
+        leader = raw.get("leader")
+        return {"state": {2: "leader"}.get(raw["state"], "other"), "leader": leader and leader.id}
+
+
+class _ReplicatorNode:
+    def __init__(self, replicator: Any) -> None:
+        self.replicator = replicator
+
+    async def propose(self, index: int) -> None:
+        await self.replicator.propose(_command(index))
+
+    def status(self) -> dict[str, Any]:
+        status = self.replicator.status()
+        return {"state": status.state, "leader": status.leader, "alarms": list(status.alarms)}
+
+
+async def _load(node: Any, start: int, count: int, concurrency: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = 0
+    indices = iter(range(start, start + count))
+
+    async def worker() -> None:
+        nonlocal errors
+        for index in indices:
+            began = time.perf_counter()
+            try:
+                await node.propose(index)
+            except Exception:
+                errors += 1
+                continue
+            latencies.append((time.perf_counter() - began) * 1000)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - began
+    return {
+        "per_s": len(latencies) / elapsed,
+        "p50_ms": _util.percentile(latencies, 0.5),
+        "p99_ms": _util.percentile(latencies, 0.99),
+        "errors": errors,
+    }
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    peers = [p for p in args.peers.split(",") if p != args.addr]
+    if args.kind == "raw":
+        node: Any = _RawNode(args.addr, peers)
+    else:
+        from raftstore.raft import RaftReplicator, RaftSettings
+
+        replicator = RaftReplicator(
+            args.addr, args.addr, peers, Path(args.data_dir),
+            settings=RaftSettings(**json.loads(args.settings)),
+        )  # fmt: skip
+        await replicator.start()
+        node = _ReplicatorNode(replicator)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    print(json.dumps({"ready": True}), flush=True)
+    while line := await reader.readline():
+        order = json.loads(line)
+        if order["op"] == "status":
+            reply = node.status()
+        elif order["op"] == "load":
+            reply = await _load(node, order["start"], order["count"], order["concurrency"])
+        else:
+            try:
+                await node.propose(order["start"])
+                reply = {"ok": True}
+            except Exception as exc:
+                reply = {"ok": False, "error": str(exc)[:200]}
+        print(json.dumps(reply), flush=True)
+
+
+# ------------------------------------------------------------------ driver side
+
+
+class Node:
+    """One ``--serve`` subprocess."""
+
+    def __init__(self, kind: str, addr: str, peers: Sequence[str], folder: Path, settings: str):
+        argv = [sys.executable, __file__, "--serve", "--kind", kind, "--addr", addr,
+                "--peers", ",".join(peers), "--data-dir", str(folder),
+                "--settings", settings]  # fmt: skip
+        self.addr = addr
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+
+    def ask(self, **order: Any) -> dict[str, Any]:
+        """One order, one reply."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(order) + "\n")
+        self.proc.stdin.flush()
+        reply: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return reply
+
+    def wait_ready(self) -> None:
+        """Block until the node printed its ready line."""
+        assert self.proc.stdout is not None
+        assert json.loads(self.proc.stdout.readline())["ready"]
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        self.proc.kill()
+        self.proc.wait()
+
+
+def _leader(nodes: list[Node]) -> Node:
+    deadline = time.monotonic() + LEADER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for node in nodes:
+            if node.ask(op="status")["state"] == "leader":
+                return node
+        time.sleep(0.05)
+    raise RuntimeError("no leader")
+
+
+def run_config(
+    name: str, kind: str, settings: dict[str, Any], light: int, heavy: int, root: Path
+) -> dict[str, Any]:
+    """Start 3 nodes, measure light and heavy load on the leader, then fail-over."""
+    addrs = [f"127.0.0.1:{free_port()}" for _ in range(NODES)]
+    nodes = [
+        Node(kind, addr, addrs, root / name / f"n{i}", json.dumps(settings))
+        for i, addr in enumerate(addrs)
+    ]
+    try:
+        for node in nodes:
+            node.wait_ready()
+        leader = _leader(nodes)
+        leader.ask(op="load", start=0, count=50, concurrency=8)  # warm-up
+        quiet = leader.ask(op="load", start=1000, count=light, concurrency=1)
+        loaded = leader.ask(op="load", start=100_000, count=heavy, concurrency=HEAVY_CONCURRENCY)
+        alarms = [a for n in nodes if kind != "raw" for a in n.ask(op="status").get("alarms", [])]
+        survivor = next(n for n in nodes if n is not leader)
+        leader.kill()
+        killed = time.monotonic()
+        failover_s = float("nan")
+        attempt = 0
+        while time.monotonic() - killed < FAILOVER_LIMIT_S:
+            attempt += 1
+            if survivor.ask(op="probe", start=1_000_000 + attempt)["ok"]:
+                failover_s = time.monotonic() - killed
+                break
+            time.sleep(FAILOVER_PROBE_S)
+        return {"name": name, "light": quiet, "heavy": loaded, "failover_s": failover_s,
+                "alarms": alarms}  # fmt: skip
+    finally:
+        for node in nodes:
+            if node.proc.poll() is None:
+                node.kill()
+
+
+# ------------------------------------------------------------------ etcd baseline
+
+
+def run_etcd(light: int, heavy: int, root: Path) -> dict[str, Any] | None:
+    """A 3-member etcd on loopback; puts of the registration's size over HTTP/JSON."""
+    etcd = shutil.which("etcd")
+    if etcd is None:
+        return None
+    peers = [(free_port(), free_port()) for _ in range(NODES)]
+    initial = ",".join(f"e{i}=http://127.0.0.1:{p}" for i, (_, p) in enumerate(peers))
+    procs = []
+    for i, (client, peer) in enumerate(peers):
+        argv = [etcd, "--name", f"e{i}", "--data-dir", str(root / "etcd" / f"e{i}"),
+                "--listen-client-urls", f"http://127.0.0.1:{client}",
+                "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-cluster", initial, "--initial-cluster-state", "new",
+                "--log-level", "error"]  # fmt: skip
+        procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        port = peers[0][0]
+        value = base64.b64encode(b"x" * payload_bytes()).decode()
+        local = threading.local()
+
+        def put(index: int) -> float:
+            if not hasattr(local, "conn"):
+                local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            key = base64.b64encode(f"broker-{index % BROKERS_CYCLED}".encode()).decode()
+            began = time.perf_counter()
+            local.conn.request("POST", "/v3/kv/put", json.dumps({"key": key, "value": value}))
+            response = local.conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"etcd put answered {response.status}")
+            return (time.perf_counter() - began) * 1000
+
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                put(0)
+                break
+            except (OSError, RuntimeError, http.client.HTTPException):
+                local.__dict__.clear()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        quiet = [put(i) for i in range(light)]
+        began = time.perf_counter()
+        with ThreadPoolExecutor(ETCD_CLIENTS) as pool:
+            loaded = list(pool.map(put, range(heavy)))
+        elapsed = time.perf_counter() - began
+        return {
+            "name": "etcd",
+            "light": {"per_s": light / (sum(quiet) / 1000), "p50_ms": _util.percentile(quiet, 0.5),
+                      "p99_ms": _util.percentile(quiet, 0.99), "errors": 0},
+            "heavy": {"per_s": heavy / elapsed, "p50_ms": _util.percentile(loaded, 0.5),
+                      "p99_ms": _util.percentile(loaded, 0.99), "errors": 0},
+            "failover_s": float("nan"),
+            "alarms": [],
+        }  # fmt: skip
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> None:
+    """Parse arguments; serve a node or run the whole comparison."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--serve", action="store_true")
+    parser.add_argument("--kind", default="replicator")
+    parser.add_argument("--addr", default="")
+    parser.add_argument("--peers", default="")
+    parser.add_argument("--data-dir", default="")
+    parser.add_argument("--settings", default="{}")
+    parser.add_argument("--light", type=int, default=200, help="sequential proposals")
+    parser.add_argument("--heavy", type=int, default=5000, help="proposals, 256 in flight")
+    parser.add_argument("--no-etcd", action="store_true")
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(_serve(args))
+        return
+    print(_util.machine_notes())
+    print(f"payload: {payload_bytes()} bytes per registration entry")
+    with tempfile.TemporaryDirectory(prefix="raft-bench-") as folder:
+        root = Path(folder)
+        results = [
+            run_config("tuned", "replicator", {}, args.light, args.heavy, root),
+            run_config("pysyncobj-defaults", "replicator", PYSYNCOBJ_DEFAULT_TIMING,
+                       args.light, args.heavy, root),
+            run_config("raw-pysyncobj", "raw", {}, args.light, args.heavy, root),
+        ]  # fmt: skip
+        etcd = None if args.no_etcd else run_etcd(args.light, args.heavy, root)
+        if etcd is not None:
+            results.append(etcd)
+    rows = [
+        [r["name"], f"{r['heavy']['per_s']:.0f}", f"{r['heavy']['p50_ms']:.1f}",
+         f"{r['heavy']['p99_ms']:.1f}", f"{r['light']['p50_ms']:.1f}",
+         f"{r['light']['p99_ms']:.1f}", f"{r['failover_s']:.2f}",
+         r["heavy"]["errors"] + r["light"]["errors"], len(r["alarms"])]
+        for r in results
+    ]  # fmt: skip
+    _util.print_table(
+        "3 nodes, loopback",
+        ["config", "writes/s (256 in flight)", "p50 ms", "p99 ms", "light p50 ms",
+         "light p99 ms", "failover s", "errors", "alarms"],
+        rows,
+    )  # fmt: skip
+    if etcd is None and not args.no_etcd:
+        print("etcd baseline skipped: no `etcd` binary (apt-get install etcd-server)")
+
+
+if __name__ == "__main__":
+    main()

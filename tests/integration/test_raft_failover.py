@@ -1,0 +1,61 @@
+"""Raft mode: when the leader's process is SIGKILLed, writes resume on a new leader."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from remoting.codes import ResponseCode
+from tests.integration.raft_cluster_harness import (
+    RaftGatewayCluster,
+    register_frame,
+    route_frame,
+    topic_of,
+    write_until_accepted,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FAILOVER_BOUND_S = 10.0
+"""Generous for a loaded 2-core machine; the bench measures the real figure (docs/BENCHMARKS.md)."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaftGatewayCluster]:
+    """Three raft-mode gateways for the module."""
+    root: Path = tmp_path_factory.mktemp("raft-failover")
+    nodes = RaftGatewayCluster(root)
+    try:
+        nodes.start()
+        nodes.leader()
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+def test_writes_resume_on_a_new_leader_after_the_leader_is_killed(
+    cluster: RaftGatewayCluster,
+) -> None:
+    """SIGKILL the leader; REGISTER_BROKER through a survivor succeeds on a new leader,
+    the acknowledged write before the kill survives, and the old leader catches up."""
+    old = cluster.leader()
+    survivor = cluster.nodes[(old + 1) % len(cluster)]
+    assert survivor.invoke(register_frame(10)).code == ResponseCode.SUCCESS
+    cluster.nodes[old].kill()
+    killed_at = time.monotonic()
+    took_s = write_until_accepted(survivor, register_frame(11), FAILOVER_BOUND_S)
+    assert time.monotonic() - killed_at < FAILOVER_BOUND_S
+    survivors = [i for i in range(len(cluster)) if i != old]
+    new = cluster.leader(among=survivors)
+    assert new != old and took_s < FAILOVER_BOUND_S
+    for index in (10, 11):
+        answer = survivor.invoke(route_frame(topic_of(index), linearizable=True))
+        assert answer.code == ResponseCode.SUCCESS, index
+    cluster.start([old])
+    statuses = cluster.converged()
+    assert len(statuses) == len(cluster)
+    rejoined = cluster.nodes[old].invoke(route_frame(topic_of(11), linearizable=True))
+    assert rejoined.code == ResponseCode.SUCCESS

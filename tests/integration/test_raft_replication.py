@@ -1,0 +1,132 @@
+"""Raft mode over the wire: a write through one node is read on another, and
+liveness follows the raft rules (a closed connection is local, UNREGISTER is global)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from remoting.blocking import BlockingClient
+from remoting.bodies import decode_topic_route_data
+from remoting.codes import ResponseCode
+from tests.integration.gateway_harness import wait_until
+from tests.integration.raft_cluster_harness import (
+    DIGEST_CHECKPOINTS,
+    RAFT_ADD_NODE,
+    SCAN_NOT_ACTIVE_BROKER,
+    WIRE_TIMEOUT_S,
+    RaftGatewayCluster,
+    broker,
+    register_frame,
+    route_frame,
+    topic_of,
+    unregister_frame,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FAR_PAST_MS = 1
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaftGatewayCluster]:
+    """Three raft-mode gateways for the module."""
+    root: Path = tmp_path_factory.mktemp("raft-replication")
+    nodes = RaftGatewayCluster(root)
+    try:
+        nodes.start()
+        nodes.leader()
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+def test_a_broker_registered_through_node_2_is_routed_by_node_3(
+    cluster: RaftGatewayCluster,
+) -> None:
+    """REGISTER_BROKER on n2; a linearizable read on n3 sees it at once, a local one soon."""
+    n2, n3 = cluster.nodes[1], cluster.nodes[2]
+    assert n2.invoke(register_frame(1)).code == ResponseCode.SUCCESS
+    fresh = n3.invoke(route_frame(topic_of(1), linearizable=True))
+    assert fresh.code == ResponseCode.SUCCESS and fresh.body is not None
+    route = decode_topic_route_data(fresh.body)
+    assert [bd.broker_addrs for bd in route.broker_datas] == [{0: broker(1).addr}]
+    wait_until(lambda: cluster.nodes[0].invoke(route_frame(topic_of(1))).code == 0)
+    assert all(s["has_quorum"] for s in cluster.converged())
+
+
+def test_node_status_reports_the_raft_state(cluster: RaftGatewayCluster) -> None:
+    """NODE_STATUS in raft mode: members, a leader, peers with match indices, no alarms."""
+    leader = cluster.nodes[cluster.leader()]
+    status = leader.node_status()
+    assert status["mode"] == "raft" and status["state"] == "leader"
+    assert sorted(status["members"]) == sorted(n.raft_addr for n in cluster.nodes)
+    assert {p["address"] for p in status["peers"]} == set(status["members"]) - {leader.raft_addr}
+    assert all(p["match_index"] >= 1 for p in status["peers"])
+    assert status["alarms"] == [] and status["commit_index"] >= status["applied_index"] >= 1
+
+
+def test_a_closed_broker_connection_keeps_the_routes_cluster_wide(
+    cluster: RaftGatewayCluster,
+) -> None:
+    """Closing the connection a broker registered on is one node's observation only."""
+    n1 = cluster.nodes[0]
+    with BlockingClient(n1.addr, timeout_s=WIRE_TIMEOUT_S) as connection:
+        assert connection.invoke(register_frame(2)).code == ResponseCode.SUCCESS
+    time.sleep(0.5)
+    for node in cluster.nodes:
+        assert node.invoke(route_frame(topic_of(2), linearizable=True)).code == 0, node.node_id
+
+
+def test_a_graceful_unregister_drops_the_routes_everywhere(cluster: RaftGatewayCluster) -> None:
+    """UNREGISTER_BROKER through n2 is replicated: every node stops routing the topic."""
+    n1, n2 = cluster.nodes[0], cluster.nodes[1]
+    assert n1.invoke(register_frame(3)).code == ResponseCode.SUCCESS
+    assert n2.invoke(unregister_frame(3)).code == ResponseCode.SUCCESS
+    gone = cluster.nodes[2].invoke(route_frame(topic_of(3), linearizable=True))
+    assert gone.code == ResponseCode.TOPIC_NOT_EXIST
+    wait_until(
+        lambda: all(
+            n.invoke(route_frame(topic_of(3))).code == ResponseCode.TOPIC_NOT_EXIST
+            for n in cluster.nodes
+        )
+    )
+    cluster.converged()
+
+
+def test_only_the_leader_proposes_the_liveness_scan(cluster: RaftGatewayCluster) -> None:
+    """SCAN_NOT_ACTIVE_BROKER: followers answer expired=0 role=follower; the leader scans."""
+    leader_index = cluster.leader()
+    for index, node in enumerate(cluster.nodes):
+        answer = node.internal(SCAN_NOT_ACTIVE_BROKER, now_ms=str(FAR_PAST_MS))
+        expected_role = "leader" if index == leader_index else "follower"
+        assert (answer.code, answer.ext_fields) == (
+            ResponseCode.SUCCESS,
+            {"expired": "0", "role": expected_role},
+        )
+
+
+def test_membership_refusals_come_back_as_system_errors(cluster: RaftGatewayCluster) -> None:
+    """Adding an existing member is refused with the MembershipError text."""
+    leader = cluster.nodes[cluster.leader()]
+    answer = leader.internal(RAFT_ADD_NODE, addr=cluster.nodes[1].raft_addr)
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert "already a member" in (answer.remark or "")
+
+
+def test_every_node_has_the_same_digest_checkpoints_and_projection(
+    cluster: RaftGatewayCluster,
+) -> None:
+    """Equal digests at equal applied index, and each projection matches its table."""
+    statuses = cluster.converged()
+    checkpoints = [json.loads(n.internal(DIGEST_CHECKPOINTS).body or b"{}") for n in cluster.nodes]
+    assert all(points == checkpoints[0] for points in checkpoints)
+    for node in cluster.nodes:
+        projected = node.wait_for_projection()
+        assert projected["digest"] == statuses[0]["digest"]
+    counts = {n.projection_count("queuedata") for n in cluster.nodes}
+    assert len(counts) == 1 and counts.pop() >= 2
