@@ -46,6 +46,7 @@ from pysyncobj.node import TCPNode
 from pysyncobj.transport import TCPTransport
 
 from raftstore.commands import Barrier, BrokerHeartbeat, Command, ExpireBrokers, QueryDataVersion
+from raftstore.raft_append import PySyncObjLogView, trim_append_entries
 from raftstore.raft_codec import CodecError, decode_entry, encode_entry
 from raftstore.replicator import (
     MODE_RAFT,
@@ -164,6 +165,7 @@ class RaftStatus(ReplicatorStatus):
     ready: bool = False
     membership_pending: bool = False
     alarms: tuple[str, ...] = ()
+    resends_trimmed: int = 0
 
 
 # ------------------------------------------------------------------ PySyncObj glue
@@ -207,6 +209,12 @@ class _DurableTransport(TCPTransport):  # type: ignore[misc]
             elif kind in ("request_vote", "response_vote"):
                 self._syncObj.durability.sync_meta()
         return super().send(node, message)
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
+        """Trim re-sent entries this follower already holds (see raftstore.raft_append)."""
+        if isinstance(message, dict) and message.get("type") == "append_entries":
+            message = self._syncObj.trim_append_entries(message)
+        super()._onMessageReceived(node, message)
 
 
 class _Durability:
@@ -271,9 +279,23 @@ class _RouteLog(SyncObj):  # type: ignore[misc]
         # Set before SyncObj.__init__: its tick thread may apply at once.
         self.owner = owner
         self.durability = durability
+        self.resends_trimmed = 0
         super().__init__(
             self_addr, peers, conf, nodeClass=node_class, transportClass=_DurableTransport
         )
+
+    def trim_append_entries(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Apply the conflict-only truncation rule before PySyncObj handles ``message``."""
+        journal = self._SyncObj__raftLog
+        if len(journal) == 0:
+            return message
+        view = PySyncObjLogView(
+            journal, lambda: max(self._SyncObj__raftCommitIndex, self.raftLastApplied)
+        )
+        trimmed = trim_append_entries(view, message)
+        if trimmed is not message:
+            self.resends_trimmed += 1
+        return trimmed
 
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, entry: bytes) -> None:
@@ -722,6 +744,12 @@ class RaftReplicator:
         with self._lock:
             self._snapshot_listeners.append(listener)
 
+    @property
+    def resends_trimmed(self) -> int:
+        """AppendEntries this follower trimmed because it already held their entries."""
+        sync = self._sync
+        return sync.resends_trimmed if sync is not None else 0
+
     def is_leader(self) -> bool:
         """True when this node currently believes it leads (may be briefly stale)."""
         sync = self._sync
@@ -762,6 +790,7 @@ class RaftReplicator:
                 ready=view.ready,
                 membership_pending=self._membership_pending,
                 alarms=tuple(self._alarms),
+                resends_trimmed=self.resends_trimmed,
             )
 
     # -------------------------------------------------------------- membership

@@ -138,7 +138,7 @@ async def test_a_restarted_cluster_restores_the_committed_state_from_snapshot_an
 
     cluster.nodes = [cluster.make(i) for i in range(3)]
     await cluster.start()
-    after = [n.status() for n in cluster.nodes]
+    after = await cluster.converged()
     assert {(s.digest, s.applied_version) for s in after} == {
         (before[0].digest, before[0].applied_version)
     }
