@@ -1,0 +1,351 @@
+"""A Wing-Gong-Lowe linearizability checker for a per-topic route register.
+
+Each topic's route is a register: a write sets the route value, a read must return the
+value of the latest write linearized before it. The search is Lowe's refinement of
+Wing & Gong (as in Porcupine): walk the call/return entries, linearize a call when the
+model allows it, backtrack at a return, and memoize (linearized-set bitmask, state) so no
+configuration is explored twice. Histories are partitioned per topic and every topic is
+checked on its own, inside Spark (``check_topics``) or directly (``check_register``).
+
+Work is bounded: more than ``max_ops`` operations, more than ``max_steps`` search steps or
+``max_seconds`` of wall time give the verdict ``unknown`` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_jobs.schema import (
+    OUTCOME_ERROR,
+    OUTCOME_NOT_FOUND,
+    OUTCOME_OK,
+    OUTCOME_TIMEOUT,
+    READ_KINDS,
+    WRITE_KINDS,
+)
+
+LINEARIZABLE = "linearizable"
+NOT_LINEARIZABLE = "not_linearizable"
+UNKNOWN = "unknown"
+ABSENT_VALUE = ""
+# Minimizing a counterexample re-runs the search; cap the re-runs so a failure report
+# costs at most this many extra searches.
+MINIMIZE_CHECKS_MAX = 400
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterOp:
+    """One register operation. ``complete_ms`` None means pending: it may take effect at
+    any time after its call, or never (a write that timed out or failed ambiguously)."""
+
+    op_id: int
+    is_write: bool
+    value: str
+    invoke_ms: int
+    complete_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckBudget:
+    """Limits of one topic's search; exceeding any gives ``unknown``."""
+
+    max_ops: int = 5_000
+    max_steps: int = 2_000_000
+    max_seconds: float = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The verdict for one topic, with a minimal counterexample when not linearizable."""
+
+    verdict: str
+    ops: int
+    steps: int
+    counterexample: tuple[int, ...] = ()
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A call or return in the doubly linked entry list of the search."""
+
+    index: int
+    is_call: bool
+    prev: _Entry | None = None
+    next: _Entry | None = None
+    match: _Entry | None = field(default=None, repr=False)
+
+
+class BudgetExceeded(Exception):
+    """Raised inside the search when a step or time limit is reached."""
+
+
+@dataclass(slots=True)
+class _Meter:
+    """Counts search steps across the several searches of one topic."""
+
+    budget: CheckBudget
+    steps: int = 0
+    deadline: float = 0.0
+
+    def tick(self) -> None:
+        self.steps += 1
+        # Reading the clock every step would dominate; every 4096 steps is enough.
+        if self.steps > self.budget.max_steps or (
+            self.steps & 4095 == 0 and time.monotonic() > self.deadline
+        ):
+            raise BudgetExceeded
+
+
+def _build_entries(ops: Sequence[RegisterOp]) -> _Entry:
+    """The sorted entry list behind a sentinel head. Calls sort before returns at equal
+    times, so operations touching within one millisecond count as concurrent."""
+    events: list[tuple[float, int, int]] = []
+    for index, op in enumerate(ops):
+        events.append((op.invoke_ms, 0, index))
+        end = float("inf") if op.complete_ms is None else op.complete_ms
+        events.append((end, 1, index))
+    events.sort()
+    head = _Entry(index=-1, is_call=False)
+    calls: dict[int, _Entry] = {}
+    tail = head
+    for _, is_return, index in events:
+        entry = _Entry(index=index, is_call=not is_return, prev=tail)
+        tail.next = entry
+        tail = entry
+        if is_return:
+            call = calls[index]
+            call.match = entry
+            entry.match = call
+        else:
+            calls[index] = entry
+    return head
+
+
+def _lift(entry: _Entry) -> None:
+    """Unlink a call and its return from the list."""
+    assert entry.prev is not None and entry.match is not None
+    entry.prev.next = entry.next
+    if entry.next is not None:
+        entry.next.prev = entry.prev
+    ret = entry.match
+    assert ret.prev is not None
+    ret.prev.next = ret.next
+    if ret.next is not None:
+        ret.next.prev = ret.prev
+
+
+def _unlift(entry: _Entry) -> None:
+    """Undo :func:`_lift` (in reverse order, so the neighbours are right again)."""
+    ret = entry.match
+    assert ret is not None and ret.prev is not None and entry.prev is not None
+    ret.prev.next = ret
+    if ret.next is not None:
+        ret.next.prev = ret
+    entry.prev.next = entry
+    if entry.next is not None:
+        entry.next.prev = entry
+
+
+def _search(ops: Sequence[RegisterOp], initial: str, meter: _Meter) -> bool:
+    """True when ``ops`` is linearizable for a register starting at ``initial``."""
+    head = _build_entries(ops)
+    entry = head.next
+    stack: list[tuple[_Entry, str]] = []
+    state = initial
+    linearized = 0
+    seen: set[tuple[int, str]] = set()
+    while head.next is not None:
+        meter.tick()
+        assert entry is not None
+        if entry.is_call:
+            op = ops[entry.index]
+            if op.is_write or op.value == state:
+                new_state = op.value if op.is_write else state
+                key = (linearized | (1 << entry.index), new_state)
+                if key not in seen:
+                    seen.add(key)
+                    stack.append((entry, state))
+                    state, linearized = new_state, key[0]
+                    _lift(entry)
+                    entry = head.next
+                    continue
+            entry = entry.next
+            continue
+        if not stack:
+            return False
+        top, state = stack.pop()
+        linearized &= ~(1 << top.index)
+        _unlift(top)
+        entry = top.next
+    return True
+
+
+def _prefix(ops: Sequence[RegisterOp], cut_ms: int) -> list[RegisterOp]:
+    """The history as seen at ``cut_ms``: operations called by then; those still open are
+    pending (writes kept, reads dropped, since an unanswered read tells nothing)."""
+    result: list[RegisterOp] = []
+    for op in ops:
+        if op.invoke_ms > cut_ms:
+            continue
+        if op.complete_ms is not None and op.complete_ms <= cut_ms:
+            result.append(op)
+        elif op.is_write:
+            result.append(RegisterOp(op.op_id, True, op.value, op.invoke_ms, None))
+    return result
+
+
+def _removable(op: RegisterOp, kept: Sequence[RegisterOp]) -> bool:
+    """Dropping a read keeps a counterexample sound; dropping a write only when no kept
+    read returns its value (then no read could have depended on it)."""
+    if not op.is_write:
+        return True
+    return not any(not o.is_write and o.value == op.value for o in kept if o is not op)
+
+
+def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[RegisterOp]:
+    """The shortest failing time prefix, then greedily drop operations while it fails.
+
+    Linearizability is prefix-closed, so the failing prefixes are monotone in the cut and
+    a binary search over the distinct event times finds the shortest one."""
+    cuts = sorted({op.invoke_ms for op in ops} | {
+        op.complete_ms for op in ops if op.complete_ms is not None
+    })
+    low, high = 0, len(cuts) - 1
+    best = ops
+    checks = 0
+    while low <= high and checks < MINIMIZE_CHECKS_MAX:
+        middle = (low + high) // 2
+        candidate = _prefix(ops, cuts[middle])
+        checks += 1
+        if _search(candidate, initial, meter):
+            low = middle + 1
+        else:
+            best, high = candidate, middle - 1
+    changed = True
+    while changed and checks < MINIMIZE_CHECKS_MAX:
+        changed = False
+        for op in sorted(best, key=lambda o: (not o.is_write, o.invoke_ms), reverse=True):
+            if checks >= MINIMIZE_CHECKS_MAX or not _removable(op, best):
+                continue
+            candidate = [o for o in best if o is not op]
+            checks += 1
+            if not _search(candidate, initial, meter):
+                best, changed = candidate, True
+    return best
+
+
+def check_register(
+    ops: Sequence[RegisterOp], initial: str = ABSENT_VALUE, budget: CheckBudget | None = None
+) -> CheckResult:
+    """Check one topic's operations; on failure report a minimal counterexample by op id."""
+    budget = budget or CheckBudget()
+    if len(ops) > budget.max_ops:
+        return CheckResult(UNKNOWN, len(ops), 0, reason=f"more than {budget.max_ops} ops")
+    meter = _Meter(budget, deadline=time.monotonic() + budget.max_seconds)
+    op_list = list(ops)
+    try:
+        if _search(op_list, initial, meter):
+            return CheckResult(LINEARIZABLE, len(ops), meter.steps)
+    except BudgetExceeded:
+        return CheckResult(UNKNOWN, len(ops), meter.steps, reason="search budget exhausted")
+    try:
+        witness = _minimize(op_list, initial, meter)
+        reason = "minimal counterexample"
+    except BudgetExceeded:
+        witness, reason = op_list, "budget ran out while minimizing; full history reported"
+    ids = tuple(sorted(op.op_id for op in witness))
+    return CheckResult(NOT_LINEARIZABLE, len(ops), meter.steps, ids, reason)
+
+
+def register_ops_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[RegisterOp]:
+    """Turn ``operations`` rows of one topic into register operations.
+
+    Reads: ``ok`` returns ``value``, ``not_found`` returns the absent route ``""``, errors
+    and timeouts are dropped. Writes: ``ok`` is complete, ``error``/``timeout`` are pending
+    (they may or may not have happened), ``not_found`` changed nothing and is dropped.
+    Other kinds (sends, allocations) are not register operations.
+    """
+    result: list[RegisterOp] = []
+    for row in rows:
+        kind, outcome = row["kind"], row["outcome"]
+        if kind in READ_KINDS:
+            if outcome == OUTCOME_OK:
+                value = row["value"] or ABSENT_VALUE
+            elif outcome == OUTCOME_NOT_FOUND:
+                value = ABSENT_VALUE
+            else:
+                continue
+            result.append(
+                RegisterOp(row["op_id"], False, value, row["invoke_ms"], row["complete_ms"])
+            )
+        elif kind in WRITE_KINDS:
+            if outcome == OUTCOME_OK:
+                complete: int | None = row["complete_ms"]
+            elif outcome in (OUTCOME_ERROR, OUTCOME_TIMEOUT):
+                complete = None
+            else:
+                continue
+            result.append(
+                RegisterOp(row["op_id"], True, row["value"] or ABSENT_VALUE, row["invoke_ms"],
+                           complete)
+            )
+    return result
+
+
+def check_rows(
+    rows: Iterable[Mapping[str, Any]], initial: str = ABSENT_VALUE,
+    budget: CheckBudget | None = None,
+) -> CheckResult:
+    """:func:`check_register` over raw ``operations`` rows of one topic."""
+    return check_register(register_ops_from_rows(rows), initial, budget)
+
+
+CHECK_COLUMNS = ("op_id", "kind", "invoke_ms", "complete_ms", "outcome", "value")
+RESULT_DDL = (
+    "run_id string, topic string, verdict string, ops long, steps long, "
+    "counterexample array<long>, reason string"
+)
+
+
+def _check_group(
+    item: tuple[tuple[str, str], Iterable[tuple[Any, ...]]], budget: CheckBudget
+) -> tuple[Any, ...]:
+    """Spark task body: the verdict row of one (run, topic) group."""
+    (run_id, topic), rows = item
+    dict_rows = [dict(zip(CHECK_COLUMNS, row, strict=True)) for row in rows]
+    result = check_rows(dict_rows, ABSENT_VALUE, budget)
+    return (run_id, topic, result.verdict, result.ops, result.steps,
+            list(result.counterexample), result.reason)
+
+
+def check_topics(operations: Any, budget: CheckBudget | None = None) -> Any:
+    """Per-topic verdicts of a Spark ``operations`` DataFrame (with a ``run_id`` column).
+
+    The history is partitioned by (run, topic) with an RDD ``groupByKey`` (pandas is not
+    needed, unlike ``applyInPandas``), and each group is checked by the pure-Python core.
+    Returns a DataFrame with the columns of ``RESULT_DDL``.
+    """
+    from pyspark.sql import functions as F
+
+    budget = budget or CheckBudget()
+    kinds = sorted(READ_KINDS | WRITE_KINDS)
+    relevant = operations.filter(F.col("kind").isin(kinds)).select(
+        "run_id", "topic", *CHECK_COLUMNS
+    )
+    pairs = relevant.rdd.map(lambda r: ((r[0], r[1]), tuple(r[2:])))
+    verdicts = pairs.groupByKey().map(lambda item: _check_group(item, budget))
+    return operations.sparkSession.createDataFrame(verdicts, RESULT_DDL)
+
+
+def overall_verdict(verdicts: Iterable[str]) -> str:
+    """Not linearizable if any topic fails, unknown if any is unknown, else linearizable."""
+    seen = set(verdicts)
+    if NOT_LINEARIZABLE in seen:
+        return NOT_LINEARIZABLE
+    if UNKNOWN in seen:
+        return UNKNOWN
+    return LINEARIZABLE

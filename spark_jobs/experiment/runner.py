@@ -1,0 +1,407 @@
+"""The plain-function core of ``manage.py run_experiment``.
+
+:func:`run_experiment` boots a cluster with ``namesrv_app.launcher`` (real gateways,
+Redis, Celery scans, web processes on loopback, free ports, under ``out/<run_id>/cluster``),
+runs the workload and the scenario's fault on a compressed timeline, records the history
+under ``out/<run_id>/`` with :class:`spark_jobs.history.HistoryWriter`, and tears the
+cluster down whatever happens. Timeline (fractions of ``duration_s``, after warm-up)::
+
+    0 ........ fault_at (0.25) ........ heal_at (0.65) ........ 1.0
+    recording    inject                  heal (if the fault heals)   stop
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from namesrv_app import launcher
+from remoting.client import RemotingClient
+from spark_jobs.experiment.faults import ClusterHandle, ProxyMesh
+from spark_jobs.experiment.scenarios import FaultSpec, Scenario, scenario
+from spark_jobs.experiment.workload import (
+    BrokerFleet,
+    ClientTiming,
+    ConsumerGroup,
+    Prober,
+    Producer,
+    ReadResult,
+    Recorder,
+    make_brokers,
+    now_ms,
+)
+from spark_jobs.history import HistoryWriter, RunMeta
+from spark_jobs.schema import KIND_REGISTER
+
+MODES = ("eventual", "raft")
+FAULT_AT_FRACTION = 0.25
+HEAL_AT_FRACTION = 0.65
+WARMUP_TIMEOUT_S = 30.0
+CLUSTER_DIR_NAME = "cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentConfig:
+    """Everything one run needs; times are compressed (RocketMQ: 30 s / 120 s / 30 s)."""
+
+    scenario: str
+    mode: str
+    out_dir: Path
+    seed: int = 1
+    nodes: int = 3
+    duration_s: float = 30.0
+    brokers: int = 12
+    topics: int = 8
+    brokers_per_topic: int = 2
+    queues: int = 4
+    producers: int = 3
+    consumer_groups: int = 2
+    consumers_per_group: int = 3
+    heartbeat_ms: int = 1_000
+    expiry_ms: int = 4_000
+    poll_ms: int = 1_000
+    rebalance_ms: int = 2_000
+    sample_ms: int = 250
+    scan_interval_s: int = 1
+    request_timeout_s: float = 1.0
+    send_timeout_ms: int = 1_000
+    clock_skew_ms: int = 0
+    read_consistency: str = "local"
+    run_id: str = ""
+
+    def validate(self) -> None:
+        """Refuse settings the runner cannot honour."""
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        scenario(self.scenario)
+        if self.nodes < 3:
+            raise ValueError("experiments need at least 3 nodes (S1 cuts two of them)")
+        if self.brokers < self.brokers_per_topic or self.brokers_per_topic < 2:
+            raise ValueError("need brokers >= brokers_per_topic >= 2")
+        if self.topics < 2 or self.duration_s <= 0:
+            raise ValueError("need topics >= 2 and a positive duration")
+        if self.expiry_ms <= self.heartbeat_ms:
+            raise ValueError("expiry_ms must exceed heartbeat_ms")
+
+    def effective_run_id(self) -> str:
+        """The run id: given, or ``<scenario>-<mode>-s<seed>-<unix seconds>``."""
+        return self.run_id or f"{self.scenario}-{self.mode}-s{self.seed}-{int(time.time())}"
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """What a finished run produced."""
+
+    run_id: str
+    run_dir: Path
+    meta: RunMeta
+    summary: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ExperimentContext:
+    """What scenarios see: the cluster, the proxies, the fleet and the truth model."""
+
+    config: ExperimentConfig
+    cluster: ClusterHandle
+    mesh: ProxyMesh
+    fleet: BrokerFleet
+    recorder: Recorder
+    rng: random.Random
+    topics: list[str]
+    admin: RemotingClient
+    lane_brokers: dict[str, list[str]] = field(default_factory=dict)
+    truth_overrides: dict[str, str] = field(default_factory=dict)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    _truth: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def raft(self) -> bool:
+        """True in raft mode."""
+        return self.config.mode == "raft"
+
+    @property
+    def nodes(self) -> dict[str, str]:
+        """Node id to remoting address."""
+        return self.cluster.remoting_addrs()
+
+    @property
+    def timeout_s(self) -> float:
+        """The request timeout of admin calls."""
+        return self.config.request_timeout_s
+
+    @property
+    def focus_topic(self) -> str:
+        """The topic the faults aim at (the first consumer group reads it too)."""
+        return self.topics[0]
+
+    def brokers_of(self, topic: str) -> list[str]:
+        """The brokers that hold ``topic``, by name."""
+        return sorted(n for n, b in self.fleet.brokers.items() if topic in b.topics)
+
+    def truth_of(self, topic: str) -> str:
+        """The route ``topic`` should have now."""
+        if topic in self.truth_overrides:
+            return self.truth_overrides[topic]
+        return self.fleet.truth(topic)
+
+    def record_truth(self, broker: str, kind: str) -> None:
+        """Append a ground-truth write for every topic whose true route changed."""
+        stamp = now_ms()
+        for topic in self.topics:
+            value = self.truth_of(topic)
+            if self._truth.get(topic) != value:
+                self._truth[topic] = value
+                self.recorder.truth(stamp, topic, broker, kind, value)
+
+    def truth_changed(self, broker: str, kind: str) -> None:
+        """The fleet model changed (a broker died or left): update the ground truth."""
+        self.record_truth(broker, kind)
+
+    def truth_topic(self, topic: str, value: str, kind: str) -> None:
+        """A topic's true route is now ``value`` (created or deleted by an admin)."""
+        self.truth_overrides[topic] = value
+        self.record_truth("", kind)
+
+
+def _dialer(ctx_ref: list[ExperimentContext]) -> Callable[[str, str], str]:
+    """Broker -> node address: through the broker's lane proxy when it has one."""
+
+    def dial(broker: str, node: str) -> str:
+        ctx = ctx_ref[0]
+        for lane, names in ctx.lane_brokers.items():
+            if broker in names:
+                with contextlib.suppress(KeyError):
+                    return ctx.mesh.addr(lane, node)
+        return ctx.nodes[node]
+
+    return dial
+
+
+def boot_cluster(config: ExperimentConfig, run_dir: Path) -> ClusterHandle:
+    """Start the cluster of one run on free ports (blocking; the launcher's functions)."""
+    plan = launcher.plan_ports(
+        run_dir / CLUSTER_DIR_NAME, nodes=config.nodes, mode=config.mode, base_port=0,
+        web_base_port=0, internal_base_port=0, redis_port=0,
+        **({"raft_base_port": 0} if config.mode == "raft" else {}),
+    )
+    extra_env = {"NAMESRV_SCAN_INTERVAL_S": str(max(1, math.ceil(config.scan_interval_s)))}
+    summary = launcher.cluster_up(plan, extra_env=extra_env)
+    return ClusterHandle(plan=plan, summary=summary, extra_env=extra_env)
+
+
+def run_experiment(config: ExperimentConfig) -> RunOutcome:
+    """Boot, drive, record, tear down; returns the run's outcome (see the module doc)."""
+    config.validate()
+    run_id = config.effective_run_id()
+    run_dir = Path(config.out_dir).resolve() / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cluster = boot_cluster(config, run_dir)
+    meta = RunMeta(run_id=run_id, scenario=config.scenario, mode=config.mode,
+                   seed=config.seed, nodes=cluster.node_ids,
+                   params={k: (str(v) if isinstance(v, Path) else v)
+                           for k, v in asdict(config).items()})
+    writer = HistoryWriter(run_dir, meta)
+    try:
+        summary = asyncio.run(_drive(config, cluster, writer))
+    finally:
+        launcher.cluster_down(cluster.run_dir)
+        writer.close()
+    meta.timings.update(summary.pop("timings", {}))
+    (run_dir / "run.json").write_text(meta.to_json())
+    return RunOutcome(run_id, run_dir, meta, summary)
+
+
+async def _drive(config: ExperimentConfig, cluster: ClusterHandle,
+                 writer: HistoryWriter) -> dict[str, Any]:
+    rng = random.Random(config.seed)
+    recorder = Recorder(writer)
+    the_scenario = scenario(config.scenario)
+    topics = [f"topic-{i:03d}" for i in range(config.topics)]
+    brokers = make_brokers(config.brokers, topics, config.brokers_per_topic, config.queues,
+                           rng, cluster.node_ids)
+    ctx_ref: list[ExperimentContext] = []
+    fleet = BrokerFleet(brokers, _dialer(ctx_ref), recorder, heartbeat_ms=config.heartbeat_ms,
+                        expiry_ms=config.expiry_ms, timeout_s=config.request_timeout_s,
+                        rng=random.Random(rng.random()))
+    ctx = ExperimentContext(config, cluster, ProxyMesh(), fleet, recorder, rng,
+                            topics + list(the_scenario.subset_topics), RemotingClient())
+    ctx_ref.append(ctx)
+    try:
+        return await _run_phases(ctx, the_scenario)
+    finally:
+        await fleet.close()
+        await ctx.admin.close()
+        await ctx.mesh.close()
+        for close in ctx.closers:
+            await close()
+        await cluster.close()
+
+
+async def _setup_lanes(ctx: ExperimentContext, the_scenario: Scenario) -> None:
+    ctx.lane_brokers = the_scenario.lanes(ctx)
+    for lane in ctx.lane_brokers:
+        targets = the_scenario.lane_targets(ctx, lane)
+        nodes = {n: a for n, a in ctx.nodes.items() if targets is None or n in targets}
+        await ctx.mesh.lane(lane, nodes)
+
+
+async def _warm_up(ctx: ExperimentContext, prober: Prober) -> dict[tuple[str, str], ReadResult]:
+    """Register every broker and wait until every node answers the same full routes."""
+    ctx.fleet.start()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WARMUP_TIMEOUT_S
+    while True:
+        answers = await prober.sample()
+        if _agreed(ctx, answers):
+            return answers
+        if loop.time() > deadline:
+            wrong = _disagreement(ctx, answers)
+            raise RuntimeError(f"warm-up: the nodes did not agree in time: {wrong}")
+        await asyncio.sleep(ctx.config.sample_ms / 1000)
+
+
+def _agreed(ctx: ExperimentContext, answers: dict[tuple[str, str], ReadResult]) -> bool:
+    return not _disagreement(ctx, answers)
+
+
+def _disagreement(ctx: ExperimentContext,
+                  answers: dict[tuple[str, str], ReadResult]) -> list[str]:
+    """Every (node, topic) whose answer differs from the expected route."""
+    wrong = []
+    for topic in ctx.topics:
+        expected = ctx.truth_of(topic)
+        for node in ctx.cluster.node_ids:
+            seen = answers.get((node, topic))
+            if seen is None or seen.value != expected:
+                got = "no answer" if seen is None else repr(seen.value)
+                wrong.append(f"{node}/{topic}: {got} != {expected!r}")
+    return wrong
+
+
+def _clients(ctx: ExperimentContext, timing: ClientTiming) -> list[Any]:
+    cfg, nodes = ctx.config, ctx.nodes
+    clients: list[Any] = [
+        Producer(f"producer-{i}", ctx.topics, nodes, ctx.recorder, timing,
+                 random.Random(ctx.rng.random()), ctx.fleet, cfg.seed * 1_000_003 + i)
+        for i in range(cfg.producers)
+    ]
+    for g in range(cfg.consumer_groups):
+        topic = ctx.topics[g % len(ctx.topics)]
+        group = ConsumerGroup(f"cg{g}", topic, cfg.consumers_per_group, nodes, ctx.recorder,
+                              timing, ctx.rng)
+        clients.extend(group.consumers)
+    for topic in (t for t in ctx.topics if t not in ctx.topics[: cfg.consumer_groups]):
+        if topic in ctx.truth_overrides or not ctx.brokers_of(topic):
+            group = ConsumerGroup(f"cg-{topic}", topic, cfg.consumers_per_group, nodes,
+                                  ctx.recorder, timing, ctx.rng)
+            clients.extend(group.consumers)
+    return clients
+
+
+async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[str, Any]:
+    cfg = ctx.config
+    await _setup_lanes(ctx, the_scenario)
+    await the_scenario.prepare(ctx)
+    for topic in the_scenario.subset_topics:
+        ctx.truth_overrides[topic] = ""
+    process = (lambda node: "raft") if ctx.raft else (lambda node: f"ns-{node}")
+    prober = Prober(ctx.nodes, ctx.topics, ctx.recorder, sample_ms=cfg.sample_ms,
+                    timeout_s=cfg.request_timeout_s, process=process)
+    ctx.closers.append(prober.close)
+    warm_start = now_ms()
+    answers = await _warm_up(ctx, prober)
+    start = ctx.recorder.start()
+    prober.baseline(answers, warm_start)
+    ctx.record_truth("", KIND_REGISTER)
+    timing = ClientTiming(cfg.poll_ms, cfg.rebalance_ms, cfg.send_timeout_ms,
+                          cfg.request_timeout_s, cfg.read_consistency)
+    clients = _clients(ctx, timing)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(c.run(stop)) for c in clients]
+    tasks.append(loop.create_task(prober.run(stop)))
+    try:
+        faults = await _fault_timeline(ctx, the_scenario, start)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        ctx.recorder.stop()
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+    return {
+        "timings": {"warmup_ms": start - warm_start, "recorded_ms": now_ms() - start,
+                    "inferred_writes": prober.writes},
+        "faults": faults,
+        "notes": {k: v for k, v in ctx.notes.items() if k != "skewed_scan_expired"}
+        | ({"skewed_scan_expired_total": sum(x for x in ctx.notes["skewed_scan_expired"]
+                                              if x > 0)}
+           if "skewed_scan_expired" in ctx.notes else {}),
+    }
+
+
+async def _sleep_until(start_ms: int, offset_s: float) -> None:
+    delay = start_ms / 1000 + offset_s - time.time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def _fault_timeline(ctx: ExperimentContext, the_scenario: Scenario,
+                          start_ms: int) -> list[dict[str, Any]]:
+    duration = ctx.config.duration_s
+    await _sleep_until(start_ms, duration * FAULT_AT_FRACTION)
+    injected_ms = now_ms()
+    specs: Sequence[FaultSpec] = await the_scenario.inject(ctx)
+    end_ms = -1
+    if the_scenario.heals:
+        await _sleep_until(start_ms, duration * HEAL_AT_FRACTION)
+        await the_scenario.heal(ctx)
+        end_ms = now_ms()
+    await _sleep_until(start_ms, duration)
+    rows = []
+    for spec in specs:
+        ctx.recorder.fault(injected_ms, end_ms, spec.kind, spec.target, spec.detail)
+        rows.append({"kind": spec.kind, "target": spec.target, "start_ms": injected_ms,
+                     "end_ms": end_ms, **spec.detail})
+    return rows
+
+
+SUMMARY_TABLES = ("divergence", "linearizability", "not_exist_live", "stale_route",
+                  "dead_sends", "ownership", "availability")
+"""The analysis tables ``--analyze`` prints, one row per mode (eventual and raft side by side)."""
+
+
+def analyze_runs(history_root: Path, out_dir: Path,
+                 spark_master: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Run every Spark job of ``spark_jobs.metrics`` over the runs under ``history_root``;
+    write the report files to ``out_dir`` and return the tables."""
+    from spark_jobs.metrics import analyze
+    from spark_jobs.report import write_markdown, write_plots, write_tables
+    from spark_jobs.session import get_spark
+
+    spark = get_spark(spark_master)
+    tables, seconds = analyze(spark, history_root)
+    write_tables(out_dir, tables)
+    write_plots(out_dir, tables)
+    write_markdown(out_dir, tables, seconds)
+    return tables
+
+
+def summary_text(tables: dict[str, list[dict[str, Any]]]) -> str:
+    """The printed summary: the headline tables as Markdown."""
+    from spark_jobs.report import markdown_table
+
+    parts = []
+    for name in SUMMARY_TABLES:
+        rows = tables.get(name) or []
+        parts.append(f"## {name}\n\n{markdown_table(rows) if rows else '(no rows)'}\n")
+    overall = (tables.get("overall") or [{"verdict": "?"}])[0]["verdict"]
+    parts.append(f"overall linearizability verdict: {overall}\n")
+    return "\n".join(parts)

@@ -1,0 +1,388 @@
+"""One class per experiment scenario (docs/EXPERIMENTS.md "Running an experiment").
+
+A scenario says which brokers go through fault proxies (:meth:`Scenario.lanes`), what to
+set up before the warm-up (:meth:`Scenario.prepare`), what the fault does
+(:meth:`Scenario.inject`) and how it ends (:meth:`Scenario.heal`, only when ``heals``).
+Each fault it injects is reported as a :class:`FaultSpec`; the runner writes the fault
+rows with the real start and end times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from remoting.model import DataVersion
+from spark_jobs.experiment.faults import cut_node, raft_mesh
+from spark_jobs.experiment.workload import (
+    SimBroker,
+    delete_topic_on,
+    now_ms,
+    register_topic_on,
+)
+from spark_jobs.schema import (
+    FAULT_ASYMMETRIC_PARTITION,
+    FAULT_KILL_BROKER,
+    FAULT_KILL_NAMESRV,
+    FAULT_LEADER_KILL,
+    FAULT_PARTITION,
+    KIND_BROKER_DOWN,
+    KIND_CREATE_TOPIC,
+    KIND_DELETE_TOPIC,
+)
+from tools.faultproxy import FaultProxy, LinkMode
+
+if TYPE_CHECKING:
+    from spark_jobs.experiment.runner import ExperimentContext
+
+FAULT_STOP_BROKER = "stop_broker"
+FAULT_PARTIAL_DELETE = "partial_topic_delete"
+FAULT_TOPIC_SUBSET = "topic_subset"
+FAULT_MEMBERSHIP = "membership_change"
+FAULT_STORM = "registration_storm"
+FAULT_CLOCK_SKEW = "clock_skew"
+LANE_A = "lane-a"
+LANE_B = "lane-b"
+LANE_ALL = "lane-all"
+NEW_TOPIC = "topic-subset-new"
+STORM_BROKERS = 16
+STORM_TOPICS_EACH = 400
+STORM_FIRST_PORT = 40911
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """One fault row to be: what kind, on what target, with which details."""
+
+    kind: str
+    target: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class Scenario:
+    """Base: no proxies, nothing to prepare, nothing to heal."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    heals: ClassVar[bool] = True
+    subset_topics: ClassVar[tuple[str, ...]] = ()
+    """Topics the clients use that no broker announces at start (S5)."""
+
+    def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
+        """Lane name -> brokers on it; each lane gets proxy links to ``lane_targets``."""
+        return {}
+
+    def lane_targets(self, ctx: ExperimentContext, lane: str) -> Sequence[str] | None:
+        """The nodes lane ``lane`` needs links for (None: all)."""
+        return None
+
+    async def prepare(self, ctx: ExperimentContext) -> None:
+        """Runs after the cluster is up and before any broker registers."""
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        """Start the fault; returns the faults it started (the base: none, a baseline)."""
+        return []
+
+    async def heal(self, ctx: ExperimentContext) -> None:
+        """End the fault (only called when ``heals``)."""
+
+
+# ---------------------------------------------------------------------------- brokers
+
+
+class BrokerKill(Scenario):
+    """S2: a broker's machine dies; no FIN reaches the nodes, only silence."""
+
+    name = "broker-kill"
+    summary = "kill -9 of a broker machine (no FIN): routes stay until expiry"
+    heals = False
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        victim = ctx.brokers_of(ctx.focus_topic)[0]
+        ctx.fleet.kill_hard(victim)
+        ctx.truth_changed(victim, KIND_BROKER_DOWN)
+        return [FaultSpec(FAULT_KILL_BROKER, victim, {"no_fin": True})]
+
+
+class BrokerStop(Scenario):
+    """A graceful broker shutdown: UNREGISTER_BROKER to every node, then close."""
+
+    name = "broker-stop"
+    summary = "graceful broker shutdown (UNREGISTER_BROKER to every node)"
+    heals = False
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        victim = ctx.brokers_of(ctx.focus_topic)[0]
+        ctx.truth_changed(victim, KIND_BROKER_DOWN)
+        await ctx.fleet.stop_graceful(victim)
+        return [FaultSpec(FAULT_STOP_BROKER, victim, {})]
+
+
+# -------------------------------------------------------------------------- partitions
+
+
+class AsymmetricPartition(Scenario):
+    """S1: n1 loses broker x, n2 loses broker y; both brokers and all nodes stay up."""
+
+    name = "s1-asymmetric-partition"
+    summary = "n1 loses broker x, n2 loses broker y (blackholed proxies, no FIN)"
+
+    def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
+        first, second = ctx.brokers_of(ctx.focus_topic)[:2]
+        return {LANE_A: [first], LANE_B: [second]}
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        nodes = ctx.cluster.node_ids
+        cut = {nodes[0]: LANE_A, nodes[1 % len(nodes)]: LANE_B}
+        specs = []
+        for node, lane in cut.items():
+            ctx.mesh.set(lane, node, LinkMode.BLACKHOLE)
+            specs.append(FaultSpec(FAULT_ASYMMETRIC_PARTITION, node,
+                                   {"lost_brokers": ctx.lane_brokers[lane]}))
+        return specs
+
+    async def heal(self, ctx: ExperimentContext) -> None:
+        ctx.mesh.heal()
+
+
+class MinorityPartition(Scenario):
+    """One node cut off from every broker and (raft) from its peers; clients still reach it."""
+
+    name = "minority-partition"
+    summary = "one node cut from brokers and Raft peers; clients can still ask it"
+
+    def __init__(self) -> None:
+        self.raft_proxy: FaultProxy | None = None
+        self.raft_links: dict[tuple[str, str], str] = {}
+        self.minority = ""
+
+    def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
+        return {LANE_ALL: sorted(ctx.fleet.brokers)}
+
+    def lane_targets(self, ctx: ExperimentContext, lane: str) -> Sequence[str] | None:
+        return [ctx.cluster.node_ids[-1]]
+
+    async def prepare(self, ctx: ExperimentContext) -> None:
+        if not ctx.raft:
+            return
+        # Every gateway must dial its peers through proxies: restart them with --raft-dial.
+        self.raft_proxy = FaultProxy()
+        ctx.closers.append(self.raft_proxy.close)
+        self.raft_links = await raft_mesh(self.raft_proxy, ctx.cluster)
+        for node in ctx.cluster.node_ids:
+            await ctx.cluster.restart_gateway(node)
+        await ctx.cluster.leader(timeout_s=30.0)
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        self.minority = ctx.cluster.node_ids[-1]
+        ctx.mesh.set(LANE_ALL, self.minority, LinkMode.BLACKHOLE)
+        detail: dict[str, Any] = {"brokers_cut": True, "raft_links_cut": []}
+        if self.raft_proxy is not None:
+            detail["raft_links_cut"] = cut_node(self.raft_proxy, self.raft_links, self.minority)
+            detail["leader_before"] = await ctx.cluster.leader(timeout_s=2.0)
+        return [FaultSpec(FAULT_PARTITION, self.minority, detail)]
+
+    async def heal(self, ctx: ExperimentContext) -> None:
+        ctx.mesh.heal()
+        if self.raft_proxy is not None:
+            self.raft_proxy.heal_all()
+
+
+# ------------------------------------------------------------------------ name servers
+
+
+class NamesrvRestart(Scenario):
+    """S3: a NameServer node crashes (SIGKILL) and comes back later."""
+
+    name = "s3-namesrv-restart"
+    summary = "SIGKILL of node n1's gateway, restarted at heal time"
+
+    def __init__(self) -> None:
+        self.victim = ""
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        victim = ctx.cluster.node_ids[0]
+        ctx.cluster.kill_gateway(victim, signal.SIGKILL)
+        await ctx.cluster.wait_gone(victim)
+        self.victim = victim
+        return [FaultSpec(FAULT_KILL_NAMESRV, victim, {"signal": "SIGKILL"})]
+
+    async def heal(self, ctx: ExperimentContext) -> None:
+        await ctx.cluster.start_gateway(self.victim)
+
+
+class LeaderKill(Scenario):
+    """Raft: SIGKILL of the leader's gateway (eventual: of n1, which has no special role)."""
+
+    name = "raft-leader-kill"
+    summary = "SIGKILL of the Raft leader's gateway (eventual: n1), restarted at heal time"
+
+    def __init__(self) -> None:
+        self.victim = ""
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        leader = await ctx.cluster.leader()
+        victim = leader or ctx.cluster.node_ids[0]
+        ctx.cluster.kill_gateway(victim, signal.SIGKILL)
+        await ctx.cluster.wait_gone(victim)
+        self.victim = victim
+        return [FaultSpec(FAULT_LEADER_KILL, victim, {"was_leader": leader is not None})]
+
+    async def heal(self, ctx: ExperimentContext) -> None:
+        await ctx.cluster.start_gateway(self.victim)
+
+
+class MembershipChange(Scenario):
+    """S6: the operator drops n(last) from the brokers' NameServer list (and, in raft
+    mode, from the Raft membership); clients keep asking the removed-but-alive node."""
+
+    name = "s6-membership-change"
+    summary = "last node removed from brokers' list (raft: and membership); clients keep it"
+    heals = False
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        leaving = ctx.cluster.node_ids[-1]
+        detail: dict[str, Any] = {"brokers_dropped_node": True}
+        if ctx.raft:
+            refusals = []
+            for via in ctx.cluster.node_ids[:-1]:
+                remark = await ctx.cluster.remove_member(via, ctx.cluster.raft_addr(leaving))
+                if not remark:
+                    detail["removed_via"] = via
+                    break
+                refusals.append(remark)
+            detail["refusals"] = refusals
+        for broker in ctx.fleet.brokers.values():
+            broker.namesrv = [n for n in broker.namesrv if n != leaving]
+        return [FaultSpec(FAULT_MEMBERSHIP, leaving, detail)]
+
+
+class ClockSkew(Scenario):
+    """One node's clock runs ``clock_skew_ms`` ahead for its liveness scans.
+
+    The gateway stamps scans from its own clock and reads no offset, so the skew is
+    applied where the time enters: the runner sends that node SCAN_NOT_ACTIVE_BROKER
+    with ``now_ms`` = real time + skew every scan period (raft: to the leader, the only
+    node whose scan proposes).
+    """
+
+    name = "clock-skew"
+    summary = "skewed liveness scans on one node (raft: the leader) during the fault window"
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+        self.stop = asyncio.Event()
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        target = (await ctx.cluster.leader()) or ctx.cluster.node_ids[0]
+        skew_ms = ctx.config.clock_skew_ms or ctx.config.expiry_ms
+        self.stop = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._scan(ctx, target, skew_ms))
+        return [FaultSpec(FAULT_CLOCK_SKEW, target, {"skew_ms": skew_ms})]
+
+    async def _scan(self, ctx: ExperimentContext, target: str, skew_ms: int) -> None:
+        while not self.stop.is_set():
+            expired = await ctx.cluster.scan(target, now_ms() + skew_ms)
+            ctx.notes.setdefault("skewed_scan_expired", []).append(expired)
+            await asyncio.sleep(ctx.config.scan_interval_s)
+
+    async def heal(self, ctx: ExperimentContext) -> None:
+        self.stop.set()
+        if self.task is not None:
+            await self.task
+
+
+# ------------------------------------------------------------------------------ topics
+
+
+class PartialTopicDelete(Scenario):
+    """S4: the topic is deleted on its brokers, but the NameServer delete reaches n1 only."""
+
+    name = "s4-partial-topic-delete"
+    summary = "topic deleted on brokers; DELETE_TOPIC_IN_NAMESRV reaches n1 only"
+    heals = False
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        topic = ctx.focus_topic
+        for name in ctx.brokers_of(topic):
+            broker = ctx.fleet.brokers[name]
+            broker.topics.pop(topic, None)
+            broker.bump_version()
+        reached = ctx.cluster.node_ids[0]
+        ctx.truth_topic(topic, "", KIND_DELETE_TOPIC)
+        ok = await delete_topic_on(ctx.admin, ctx.nodes[reached], topic, ctx.timeout_s)
+        missed = ctx.cluster.node_ids[1:]
+        return [FaultSpec(FAULT_PARTIAL_DELETE, reached,
+                          {"topic": topic, "acknowledged": ok, "missed": missed})]
+
+
+class TopicSubset(Scenario):
+    """S5: a new topic is registered on n1 only (REGISTER_TOPIC_IN_NAMESRV to one node)."""
+
+    name = "s5-topic-subset"
+    summary = "new topic registered on n1 only (client-go#173); clients ask random nodes"
+    heals = False
+    subset_topics = (NEW_TOPIC,)
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        owner = ctx.fleet.brokers[sorted(ctx.fleet.brokers)[0]]
+        template = next(iter(owner.topics.values()))
+        config = type(template)(topic_name=NEW_TOPIC, read_queue_nums=template.read_queue_nums,
+                                write_queue_nums=template.write_queue_nums, perm=template.perm)
+        # Only the route knows the topic: the broker's own table does not (the admin
+        # wrote to one NameServer), so its full registrations never spread it.
+        probe = SimBroker(owner.name, owner.addr, {NEW_TOPIC: config}, [], DataVersion())
+        target = ctx.cluster.node_ids[0]
+        ctx.truth_topic(NEW_TOPIC, probe.route_item(NEW_TOPIC).encode(), KIND_CREATE_TOPIC)
+        ok = await register_topic_on(ctx.admin, ctx.nodes[target], NEW_TOPIC, probe,
+                                     ctx.timeout_s)
+        return [FaultSpec(FAULT_TOPIC_SUBSET, target,
+                          {"topic": NEW_TOPIC, "acknowledged": ok, "broker": owner.name})]
+
+
+class RegistrationStorm(Scenario):
+    """S8: many extra brokers with large topic tables register at once, every period."""
+
+    name = "s8-registration-storm"
+    summary = "16 extra brokers x 400 topics re-register with every node each period"
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        from namesrv_app.demo import topic_table
+
+        version = DataVersion(timestamp=now_ms(), counter=1)
+        for i in range(STORM_BROKERS):
+            name = f"storm-{i:03d}"
+            topics = [f"storm-{i:03d}-t{j:04d}" for j in range(STORM_TOPICS_EACH)]
+            broker = SimBroker(name, f"127.0.0.1:{STORM_FIRST_PORT + 2 * i}",
+                               topic_table(topics), list(ctx.cluster.node_ids), version)
+            self.names.append(name)
+            ctx.fleet.add(broker)
+        return [FaultSpec(FAULT_STORM, "all",
+                          {"brokers": STORM_BROKERS, "topics_each": STORM_TOPICS_EACH})]
+
+    async def heal(self, ctx: ExperimentContext) -> None:
+        await asyncio.gather(*(ctx.fleet.stop_graceful(n) for n in self.names))
+
+
+SCENARIOS: dict[str, type[Scenario]] = {
+    cls.name: cls
+    for cls in (
+        BrokerKill, BrokerStop, AsymmetricPartition, NamesrvRestart, PartialTopicDelete,
+        TopicSubset, MembershipChange, RegistrationStorm, LeaderKill, MinorityPartition,
+        ClockSkew,
+    )
+}
+
+
+def scenario(name: str) -> Scenario:
+    """A fresh scenario object by its command-line name."""
+    try:
+        return SCENARIOS[name]()
+    except KeyError:
+        raise ValueError(f"unknown scenario {name!r}; one of {sorted(SCENARIOS)}") from None

@@ -1,0 +1,467 @@
+"""PySpark jobs over run histories: one function per metric of docs/EXPERIMENTS.md.
+
+Every job takes a :class:`History` of DataFrames (all runs under a root, each row tagged
+with ``run_id``, ``mode`` and ``scenario``) and returns a small DataFrame grouped by mode and
+scenario (or per topic / per fault). ``analyze`` runs them all and collects plain rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from spark_jobs.checker import CheckBudget, check_topics, overall_verdict
+from spark_jobs.history import find_runs, read_meta, table_path
+from spark_jobs.schema import (
+    FAULT_KILL_BROKER,
+    FAULTS,
+    KIND_CONSUME_ALLOC,
+    KIND_ROUTE_READ,
+    KIND_SEND,
+    NODE_STATES,
+    OPERATIONS,
+    OUTCOME_NOT_FOUND,
+    OUTCOME_OK,
+    OUTCOME_TIMEOUT,
+    PARTITION_FAULTS,
+    SCHEMAS,
+    WRITE_KINDS,
+    WRITES,
+)
+
+GROUP = ("mode", "scenario")
+T_BUCKET_EDGES_MS = (0, 100, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 120_000,
+                     180_000, 300_000)
+K_VALUES = (0, 1, 2, 3, 5, 10)
+LATENCY_QUANTILES = (0.5, 0.95, 0.99)
+PERCENTILE_ACCURACY = 10_000
+OPEN_END_MS = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """The four tables of every run under one root, tagged with run_id/mode/scenario."""
+
+    operations: DataFrame
+    writes: DataFrame
+    faults: DataFrame
+    node_states: DataFrame
+
+
+def _arrow_to_ddl(table: str) -> str:
+    types = {"int64": "long", "string": "string"}
+    return ", ".join(f"{f.name} {types[str(f.type)]}" for f in SCHEMAS[table])
+
+
+def load_history(spark: SparkSession, root: Path | str) -> History:
+    """Read every run directory under ``root`` (or ``root`` itself when it is a run)."""
+    runs = find_runs(root)
+    if not runs:
+        raise FileNotFoundError(f"no run.json under {root}")
+    frames: dict[str, DataFrame] = {}
+    for table in (OPERATIONS, WRITES, FAULTS, NODE_STATES):
+        parts = []
+        for run_dir in runs:
+            meta = read_meta(run_dir)
+            frame = spark.read.schema(_arrow_to_ddl(table)).parquet(
+                str(table_path(run_dir, table))
+            )
+            parts.append(frame.select(
+                F.lit(meta.run_id).alias("run_id"), F.lit(meta.mode).alias("mode"),
+                F.lit(meta.scenario).alias("scenario"), *frame.columns,
+            ))
+        combined = parts[0]
+        for part in parts[1:]:
+            combined = combined.unionByName(part)
+        frames[table] = combined
+    return History(frames[OPERATIONS], frames[WRITES], frames[FAULTS], frames[NODE_STATES])
+
+
+def _brokers_of(value: Column) -> Column:
+    """Broker names in a canonical route value (the first field of each item)."""
+    items = F.filter(F.split(F.coalesce(value, F.lit("")), ","), lambda x: x != "")
+    return F.transform(items, lambda x: F.split(x, ":").getItem(0))
+
+
+def _fault_windows(faults: DataFrame, kinds: Sequence[str]) -> DataFrame:
+    """Faults of the given kinds with an open end (end_ms < start_ms) made explicit."""
+    return faults.filter(F.col("kind").isin(list(kinds))).select(
+        "run_id", "mode", "scenario", F.col("kind").alias("fault_kind"), "target", "start_ms",
+        F.when(F.col("end_ms") >= F.col("start_ms"), F.col("end_ms"))
+        .otherwise(F.lit(OPEN_END_MS)).alias("end_ms"),
+    )
+
+
+# ------------------------------------------------------------------ freshness of reads
+
+
+def read_freshness(history: History) -> DataFrame:
+    """Per route read: time since the latest ground-truth write, staleness in versions.
+
+    Versions are the per-topic order of rows in ``writes`` (1, 2, ...; the implicit
+    initial state "absent" is version 0). A read matches the latest write with its value
+    written before the read completed; ``staleness = max(0, latest - matched)`` or null when
+    the value matches no write (a route that never was the truth).
+    """
+    writes = history.writes.withColumn(
+        "seq", F.row_number().over(
+            Window.partitionBy("run_id", "topic").orderBy("ts_ms", "value"))
+    ).select("run_id", "topic", F.col("ts_ms").alias("w_ts"), F.col("seq"),
+             F.coalesce(F.col("value"), F.lit("")).alias("w_value"))
+    reads = history.operations.filter(
+        (F.col("kind") == KIND_ROUTE_READ)
+        & F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND)
+    ).select(
+        "run_id", "mode", "scenario", "op_id", "topic", "invoke_ms", "complete_ms", "outcome",
+        F.when(F.col("outcome") == OUTCOME_NOT_FOUND, F.lit(""))
+        .otherwise(F.coalesce(F.col("value"), F.lit(""))).alias("r_value"),
+    )
+    joined = reads.join(writes, ["run_id", "topic"], "left").filter(
+        F.col("w_ts").isNull() | (F.col("w_ts") <= F.col("complete_ms"))
+    )
+    before = F.col("w_ts") <= F.col("invoke_ms")
+    per_read = joined.groupBy(
+        "run_id", "mode", "scenario", "op_id", "topic", "invoke_ms", "outcome", "r_value"
+    ).agg(
+        F.max(F.when(before, F.col("seq"))).alias("latest_seq"),
+        F.max(F.when(before, F.col("w_ts"))).alias("latest_ts"),
+        F.max_by(F.when(before, F.col("w_value")), F.when(before, F.col("seq")))
+        .alias("latest_value"),
+        F.max(F.when(F.col("w_value") == F.col("r_value"), F.col("seq"))).alias("matched_seq"),
+    )
+    latest = F.coalesce(F.col("latest_seq"), F.lit(0))
+    matched = F.coalesce(
+        F.col("matched_seq"), F.when(F.col("r_value") == "", F.lit(0))
+    )
+    return per_read.select(
+        "run_id", "mode", "scenario", "op_id", "topic", "outcome",
+        (F.col("invoke_ms") - F.col("latest_ts")).alias("t_ms"),
+        F.coalesce(F.col("latest_value"), F.lit("")).alias("latest_value"),
+        F.when(matched.isNull(), F.lit(None).cast("long"))
+        .otherwise(F.greatest(latest - matched, F.lit(0))).alias("staleness"),
+    )
+
+
+def t_visibility(freshness: DataFrame, edges_ms: Sequence[int] = T_BUCKET_EDGES_MS) -> DataFrame:
+    """P(read returns the latest write or newer) per bucket of t = read start - write time.
+
+    A bucket is labelled by its lower edge; reads before the first write are left out."""
+    bucket = F.lit(edges_ms[0])
+    for edge in edges_ms[1:]:
+        bucket = F.when(F.col("t_ms") >= edge, F.lit(edge)).otherwise(bucket)
+    return (
+        freshness.filter(F.col("t_ms").isNotNull())
+        .withColumn("t_bucket_ms", bucket)
+        .groupBy(*GROUP, "t_bucket_ms")
+        .agg(F.count("*").alias("reads"),
+             F.avg(F.coalesce((F.col("staleness") == 0).cast("double"), F.lit(0.0)))
+             .alias("p_fresh"))
+        .na.fill({"p_fresh": 0.0})
+        .orderBy(*GROUP, "t_bucket_ms")
+    )
+
+
+def k_staleness(freshness: DataFrame, ks: Sequence[int] = K_VALUES) -> DataFrame:
+    """P(read within k versions of the latest), one row per k."""
+    aggs = [
+        F.avg(F.coalesce((F.col("staleness") <= k).cast("double"), F.lit(0.0))).alias(f"k{k}")
+        for k in ks
+    ]
+    wide = freshness.groupBy(*GROUP).agg(F.count("*").alias("reads"), *aggs)
+    stack = ", ".join(f"{k}, k{k}" for k in ks)
+    return wide.selectExpr(*GROUP, "reads", f"stack({len(ks)}, {stack}) as (k, p_within_k)") \
+        .orderBy(*GROUP, "k")
+
+
+def not_exist_for_live_topics(freshness: DataFrame) -> DataFrame:
+    """TOPIC_NOT_EXIST answers while the ground truth says the topic has a route."""
+    harmful = (F.col("outcome") == OUTCOME_NOT_FOUND) & (F.col("latest_value") != "")
+    return freshness.groupBy(*GROUP).agg(
+        F.count("*").alias("reads"),
+        F.sum(harmful.cast("long")).alias("not_exist_live"),
+    ).withColumn("rate", F.col("not_exist_live") / F.col("reads")).orderBy(*GROUP)
+
+
+# ---------------------------------------------------------------------------- divergence
+
+
+def divergence_by_topic(history: History) -> DataFrame:
+    """Per topic: share of sampling rounds in which nodes answered differently, and the
+    longest diverged window (first diverged round to the next agreeing round)."""
+    rounds = history.node_states.groupBy("run_id", "mode", "scenario", "topic", "ts_ms").agg(
+        (F.countDistinct(F.coalesce(F.col("value"), F.lit(""))) > 1).alias("diverged")
+    )
+    order = Window.partitionBy("run_id", "topic").orderBy("ts_ms")
+    marked = rounds.withColumn("next_ts", F.lead("ts_ms").over(order)).withColumn(
+        "change", (F.col("diverged") != F.lag("diverged").over(order)).cast("int")
+    ).withColumn("streak", F.sum(F.coalesce(F.col("change"), F.lit(0))).over(order))
+    streaks = marked.filter("diverged").groupBy("run_id", "topic", "streak").agg(
+        (F.coalesce(F.max("next_ts"), F.max("ts_ms")) - F.min("ts_ms")).alias("window_ms")
+    )
+    longest = streaks.groupBy("run_id", "topic").agg(F.max("window_ms").alias("longest_ms"))
+    share = rounds.groupBy("run_id", "mode", "scenario", "topic").agg(
+        F.count("*").alias("rounds"),
+        F.avg(F.col("diverged").cast("double")).alias("diverged_fraction"),
+    )
+    return share.join(longest, ["run_id", "topic"], "left").na.fill({"longest_ms": 0})
+
+
+def divergence_summary(by_topic: DataFrame) -> DataFrame:
+    """Per mode and scenario: mean diverged fraction, share of topics that ever diverged,
+    the longest window of any topic."""
+    return by_topic.groupBy(*GROUP).agg(
+        F.count("*").alias("topics"),
+        F.avg("diverged_fraction").alias("mean_diverged_fraction"),
+        F.avg((F.col("diverged_fraction") > 0).cast("double")).alias("topics_diverged_share"),
+        F.max("longest_ms").alias("longest_ms"),
+    ).orderBy(*GROUP)
+
+
+# ------------------------------------------------------------------------ broker kills
+
+
+def stale_route_windows(history: History) -> DataFrame:
+    """Per hard broker kill: ms until no node routes to it, ms until every client that
+    knew it has a route without it, and sends routed to it while dead."""
+    kills = _fault_windows(history.faults, [FAULT_KILL_BROKER])
+    nodes = _node_drop(history.node_states, kills)
+    clients = _client_drop(history.operations, kills)
+    sends = _dead_sends(history.operations, kills)
+    keys = ["run_id", "target", "start_ms"]
+    kills = kills.withColumn("end_ms", F.when(F.col("end_ms") < OPEN_END_MS, F.col("end_ms")))
+    return (kills.join(nodes, keys, "left").join(clients, keys, "left")
+            .join(sends, keys, "left").na.fill({"sends_to_dead": 0, "sends_in_window": 0})
+            .orderBy("run_id", "start_ms"))
+
+
+def _node_drop(node_states: DataFrame, kills: DataFrame) -> DataFrame:
+    rounds = node_states.groupBy("run_id", "ts_ms").agg(
+        F.flatten(F.collect_list(_brokers_of(F.col("value")))).alias("brokers")
+    )
+    window = kills.select("run_id", "target", "start_ms", "end_ms").join(rounds, "run_id") \
+        .filter((F.col("ts_ms") >= F.col("start_ms")) & (F.col("ts_ms") < F.col("end_ms")))
+    routed = F.array_contains(F.col("brokers"), F.col("target"))
+    last = window.groupBy("run_id", "target", "start_ms").agg(
+        F.max(F.when(routed, F.col("ts_ms"))).alias("last_routed_ms")
+    )
+    dropped = window.join(last, ["run_id", "target", "start_ms"]).filter(
+        F.col("ts_ms") > F.coalesce(F.col("last_routed_ms"), F.col("start_ms") - 1)
+    ).groupBy("run_id", "target", "start_ms").agg(F.min("ts_ms").alias("drop_ms"))
+    return dropped.select("run_id", "target", "start_ms",
+                          (F.col("drop_ms") - F.col("start_ms")).alias("nodes_window_ms"))
+
+
+def _client_drop(operations: DataFrame, kills: DataFrame) -> DataFrame:
+    reads = operations.filter(
+        (F.col("kind") == KIND_ROUTE_READ) & F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND)
+    ).select("run_id", "process", "topic", "invoke_ms", "complete_ms",
+             _brokers_of(F.col("value")).alias("brokers"))
+    joined = kills.select("run_id", "target", "start_ms", "end_ms").join(reads, "run_id") \
+        .filter(F.col("invoke_ms") < F.col("end_ms"))
+    routed = F.array_contains(F.col("brokers"), F.col("target"))
+    keys = ["run_id", "target", "start_ms", "process", "topic"]
+    pairs = joined.groupBy(*keys).agg(
+        F.max(routed.cast("int")).alias("knew"),
+        F.max(F.when(routed, F.col("invoke_ms"))).alias("last_routed_ms"),
+    ).filter("knew = 1")
+    after = joined.join(pairs, keys).filter(
+        (F.col("invoke_ms") >= F.col("start_ms")) & ~routed
+        & (F.col("invoke_ms") > F.col("last_routed_ms"))
+    ).groupBy(*keys).agg(F.min("complete_ms").alias("drop_ms"))
+    per_pair = pairs.join(after, keys, "left")
+    return per_pair.groupBy("run_id", "target", "start_ms").agg(
+        F.count("*").alias("client_topics"),
+        F.sum(F.col("drop_ms").isNull().cast("long")).alias("client_topics_never_dropped"),
+        (F.max("drop_ms") - F.first("start_ms")).alias("clients_window_ms"),
+    )
+
+
+def _dead_sends(operations: DataFrame, kills: DataFrame) -> DataFrame:
+    sends = operations.filter(F.col("kind") == KIND_SEND).select(
+        "run_id", "invoke_ms", "broker")
+    joined = kills.select("run_id", "target", "start_ms", "end_ms").join(sends, "run_id") \
+        .filter((F.col("invoke_ms") >= F.col("start_ms")) & (F.col("invoke_ms") < F.col("end_ms")))
+    return joined.groupBy("run_id", "target", "start_ms").agg(
+        F.count("*").alias("sends_in_window"),
+        F.sum((F.col("broker") == F.col("target")).cast("long")).alias("sends_to_dead"),
+    )
+
+
+def dead_sends_summary(history: History) -> DataFrame:
+    """Per mode and scenario: all sends, and those routed to a broker while it was dead."""
+    kills = _fault_windows(history.faults, [FAULT_KILL_BROKER])
+    sends = history.operations.filter(F.col("kind") == KIND_SEND)
+    dead = sends.alias("s").join(
+        kills.alias("k"),
+        (F.col("s.run_id") == F.col("k.run_id")) & (F.col("s.broker") == F.col("k.target"))
+        & (F.col("s.invoke_ms") >= F.col("k.start_ms"))
+        & (F.col("s.invoke_ms") < F.col("k.end_ms")),
+        "left",
+    ).select("s.mode", "s.scenario", "s.op_id", "s.run_id",
+             F.col("k.target").isNotNull().alias("to_dead")).dropDuplicates(["run_id", "op_id"])
+    return dead.groupBy(*GROUP).agg(
+        F.count("*").alias("sends"), F.sum(F.col("to_dead").cast("long")).alias("sends_to_dead")
+    ).orderBy(*GROUP)
+
+
+# ------------------------------------------------------------------- consumer ownership
+
+
+def queue_ownership(history: History) -> DataFrame:
+    """At each allocation change of a consumer group: queues owned by no consumer, and by
+    two or more, against the ground-truth readable queues of the topic."""
+    allocs = history.operations.filter(
+        (F.col("kind") == KIND_CONSUME_ALLOC) & (F.col("outcome") == OUTCOME_OK)
+    ).select("run_id", "mode", "scenario", "process", "topic", "complete_ms",
+             F.coalesce(F.get_json_object("extra", "$.group"), F.lit("")).alias("grp"),
+             F.coalesce(F.col("value"), F.lit("")).alias("queues"))
+    gkeys = ["run_id", "mode", "scenario", "grp", "topic"]
+    ready = allocs.groupBy(*gkeys, "process").agg(F.min("complete_ms").alias("first_ms")) \
+        .groupBy(*gkeys).agg(F.max("first_ms").alias("ready_ms"))
+    checkpoints = allocs.select(*gkeys, F.col("complete_ms").alias("at_ms")).distinct() \
+        .join(ready, gkeys).filter(F.col("at_ms") >= F.col("ready_ms")).drop("ready_ms")
+    current = checkpoints.join(allocs, gkeys).filter(F.col("complete_ms") <= F.col("at_ms"))
+    latest = current.withColumn("rank", F.row_number().over(
+        Window.partitionBy(*gkeys, "at_ms", "process").orderBy(F.desc("complete_ms"))
+    )).filter("rank = 1")
+    owned = latest.select(*gkeys, "at_ms", F.explode(F.split("queues", ",")).alias("queue")) \
+        .filter(F.col("queue") != "").groupBy(*gkeys, "at_ms", "queue") \
+        .agg(F.count("*").alias("owners"))
+    truth = _truth_queues(history.writes, checkpoints)
+    counted = truth.join(owned, [*gkeys, "at_ms", "queue"], "full_outer")
+    per_checkpoint = counted.groupBy(*gkeys, "at_ms").agg(
+        F.sum(F.col("owners").isNull().cast("long")).alias("orphan_queues"),
+        F.sum((F.col("owners") >= 2).cast("long")).alias("double_queues"),
+    )
+    return checkpoints.join(per_checkpoint, [*gkeys, "at_ms"], "left") \
+        .na.fill({"orphan_queues": 0, "double_queues": 0})
+
+
+def _truth_queues(writes: DataFrame, checkpoints: DataFrame) -> DataFrame:
+    """Readable ``broker:queueId`` of the latest ground-truth route at each checkpoint."""
+    joined = checkpoints.join(writes.select("run_id", "topic", "ts_ms", "value"),
+                              ["run_id", "topic"]).filter(F.col("ts_ms") <= F.col("at_ms"))
+    gkeys = ["run_id", "mode", "scenario", "grp", "topic", "at_ms"]
+    latest = joined.groupBy(*gkeys).agg(F.max_by("value", "ts_ms").alias("value"))
+    items = latest.select(*gkeys, F.explode(F.split(F.coalesce("value", F.lit("")), ","))
+                          .alias("item")).filter(F.col("item") != "")
+    fields = F.split("item", ":")
+    readable = items.select(
+        *gkeys, fields.getItem(0).alias("broker"),
+        F.element_at(fields, -2).cast("int").alias("rq"),
+        F.element_at(fields, -1).cast("int").alias("perm"),
+    ).filter((F.col("perm").bitwiseAND(4) != 0) & (F.col("rq") > 0))
+    return readable.select(
+        *gkeys, F.explode(F.sequence(F.lit(0), F.col("rq") - 1)).alias("qid"), "broker"
+    ).select(*gkeys, F.concat_ws(":", "broker", F.col("qid").cast("string")).alias("queue"))
+
+
+def ownership_summary(per_checkpoint: DataFrame) -> DataFrame:
+    """Per mode and scenario: share of checkpoints with orphaned / doubly owned queues."""
+    return per_checkpoint.groupBy(*GROUP).agg(
+        F.count("*").alias("checkpoints"),
+        F.avg((F.col("orphan_queues") > 0).cast("double")).alias("orphan_share"),
+        F.avg((F.col("double_queues") > 0).cast("double")).alias("double_share"),
+        F.max("orphan_queues").alias("max_orphan_queues"),
+        F.max("double_queues").alias("max_double_queues"),
+    ).orderBy(*GROUP)
+
+
+# ------------------------------------------------------------- availability and latency
+
+
+def availability(history: History) -> DataFrame:
+    """Inside partition windows: share of reads and of writes answered ``ok``."""
+    windows = _fault_windows(history.faults, sorted(PARTITION_FAULTS)) \
+        .select("run_id", "start_ms", "end_ms").distinct()
+    ops = history.operations.withColumn(
+        "op_class",
+        F.when(F.col("kind") == KIND_ROUTE_READ, F.lit("read"))
+        .when(F.col("kind").isin(sorted(WRITE_KINDS)), F.lit("write")),
+    ).filter(F.col("op_class").isNotNull())
+    inside = ops.join(windows, "run_id").filter(
+        (F.col("invoke_ms") >= F.col("start_ms")) & (F.col("invoke_ms") < F.col("end_ms"))
+    ).dropDuplicates(["run_id", "op_id"])
+    return inside.groupBy(*GROUP, "op_class").agg(
+        F.count("*").alias("ops"),
+        F.avg((F.col("outcome") == OUTCOME_OK).cast("double")).alias("ok_share"),
+        F.avg(F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND).cast("double"))
+        .alias("answered_share"),
+    ).orderBy(*GROUP, "op_class")
+
+
+def latency_percentiles(history: History) -> DataFrame:
+    """p50/p95/p99 of ``complete - invoke`` per kind, over operations that completed."""
+    done = history.operations.filter(
+        (F.col("outcome") != OUTCOME_TIMEOUT) & (F.col("complete_ms") >= F.col("invoke_ms"))
+    ).withColumn("latency_ms", F.col("complete_ms") - F.col("invoke_ms"))
+    quantiles = F.percentile_approx("latency_ms", list(LATENCY_QUANTILES), PERCENTILE_ACCURACY)
+    return done.groupBy(*GROUP, "kind").agg(F.count("*").alias("ops"), quantiles.alias("q")) \
+        .select(*GROUP, "kind", "ops", F.col("q")[0].alias("p50_ms"),
+                F.col("q")[1].alias("p95_ms"), F.col("q")[2].alias("p99_ms")) \
+        .orderBy(*GROUP, "kind")
+
+
+# ----------------------------------------------------------------------- linearizability
+
+
+def linearizability(history: History, budget: CheckBudget | None = None) -> DataFrame:
+    """Per (run, topic) verdicts of the register checker (see ``spark_jobs.checker``)."""
+    verdicts: DataFrame = check_topics(history.operations, budget)
+    return verdicts
+
+
+def linearizability_summary(verdicts: DataFrame, runs: DataFrame) -> DataFrame:
+    """Per run: topics per verdict; ``runs`` maps run_id to mode and scenario."""
+    counts = verdicts.groupBy("run_id").pivot(
+        "verdict", ["linearizable", "not_linearizable", "unknown"]).count().na.fill(0)
+    return runs.join(counts, "run_id", "left").na.fill(0).orderBy("run_id")
+
+
+# ------------------------------------------------------------------------------ driver
+
+
+def _rows(frame: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict(recursive=True) for row in frame.collect()]
+
+
+def analyze(spark: SparkSession, root: Path | str,
+            budget: CheckBudget | None = None) -> tuple[dict[str, list[dict[str, Any]]],
+                                                        dict[str, float]]:
+    """Run every job over the runs under ``root``; return (tables of plain rows, seconds
+    per job)."""
+    history = load_history(spark, root)
+    tables: dict[str, list[dict[str, Any]]] = {}
+    seconds: dict[str, float] = {}
+
+    def timed(name: str, job: Callable[[], DataFrame]) -> None:
+        began = time.monotonic()
+        tables[name] = _rows(job())
+        seconds[name] = round(time.monotonic() - began, 3)
+
+    freshness = read_freshness(history).cache()
+    timed("t_visibility", lambda: t_visibility(freshness))
+    timed("k_staleness", lambda: k_staleness(freshness))
+    timed("not_exist_live", lambda: not_exist_for_live_topics(freshness))
+    freshness.unpersist()
+    timed("divergence", lambda: divergence_summary(divergence_by_topic(history)))
+    timed("stale_route", lambda: stale_route_windows(history))
+    timed("dead_sends", lambda: dead_sends_summary(history))
+    timed("ownership", lambda: ownership_summary(queue_ownership(history)))
+    timed("availability", lambda: availability(history))
+    timed("latency", lambda: latency_percentiles(history))
+    verdicts = linearizability(history, budget).cache()
+    runs = history.operations.select("run_id", *GROUP).distinct()
+    timed("linearizability", lambda: linearizability_summary(verdicts, runs))
+    timed("counterexamples", lambda: verdicts.filter(F.col("verdict") == "not_linearizable")
+          .orderBy("run_id", "topic").limit(20))
+    tables["overall"] = [{"verdict": overall_verdict(
+        r["verdict"] for r in _rows(verdicts.select("verdict").distinct()))}]
+    verdicts.unpersist()
+    return tables, seconds

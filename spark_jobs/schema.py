@@ -1,0 +1,186 @@
+"""The history schema: one directory per run, four Parquet tables and ``run.json``.
+
+See docs/EXPERIMENTS.md "History schema" for the meaning of every column. The schemas here
+are the single source of truth; the writer refuses rows that do not fit them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from remoting.model import PERM_READ, PERM_WRITE
+
+SCHEMA_VERSION = 1
+RUN_META_FILE = "run.json"
+
+OPERATIONS = "operations"
+WRITES = "writes"
+FAULTS = "faults"
+NODE_STATES = "node_states"
+TABLE_NAMES = (OPERATIONS, WRITES, FAULTS, NODE_STATES)
+
+# Operation kinds. Reads observe a topic's route; writes change it (as a register).
+KIND_ROUTE_READ = "route_read"
+KIND_SEND = "send"
+KIND_CONSUME_ALLOC = "consume_alloc"
+KIND_REGISTER = "register"
+KIND_UNREGISTER = "unregister"
+KIND_EXPIRE = "expire"
+KIND_DELETE_TOPIC = "delete_topic"
+KIND_CREATE_TOPIC = "create_topic"
+KIND_BROKER_DOWN = "broker_down"
+READ_KINDS = frozenset({KIND_ROUTE_READ})
+WRITE_KINDS = frozenset(
+    {
+        KIND_REGISTER,
+        KIND_UNREGISTER,
+        KIND_EXPIRE,
+        KIND_DELETE_TOPIC,
+        KIND_CREATE_TOPIC,
+        KIND_BROKER_DOWN,
+    }
+)
+
+OUTCOME_OK = "ok"
+OUTCOME_NOT_FOUND = "not_found"
+OUTCOME_ERROR = "error"
+OUTCOME_TIMEOUT = "timeout"
+OUTCOMES = frozenset({OUTCOME_OK, OUTCOME_NOT_FOUND, OUTCOME_ERROR, OUTCOME_TIMEOUT})
+
+FAULT_KILL_BROKER = "kill_broker"
+FAULT_PARTITION = "partition"
+FAULT_ASYMMETRIC_PARTITION = "asymmetric_partition"
+FAULT_KILL_NAMESRV = "kill_namesrv"
+FAULT_LEADER_KILL = "leader_kill"
+PARTITION_FAULTS = frozenset({FAULT_PARTITION, FAULT_ASYMMETRIC_PARTITION})
+
+NO_VERSION = -1
+NO_MASTER_ADDR = "-"
+ROUTE_ITEM_SEP = ","
+ROUTE_FIELD_SEP = ":"
+
+OPERATIONS_SCHEMA = pa.schema(
+    [
+        ("op_id", pa.int64()),
+        ("process", pa.string()),
+        ("kind", pa.string()),
+        ("node", pa.string()),
+        ("topic", pa.string()),
+        ("invoke_ms", pa.int64()),
+        ("complete_ms", pa.int64()),
+        ("outcome", pa.string()),
+        ("value", pa.string()),
+        ("version", pa.int64()),
+        ("broker", pa.string()),
+        ("extra", pa.string()),
+    ]
+)
+WRITES_SCHEMA = pa.schema(
+    [
+        ("ts_ms", pa.int64()),
+        ("topic", pa.string()),
+        ("broker", pa.string()),
+        ("kind", pa.string()),
+        ("value", pa.string()),
+        ("version", pa.int64()),
+    ]
+)
+FAULTS_SCHEMA = pa.schema(
+    [
+        ("start_ms", pa.int64()),
+        ("end_ms", pa.int64()),
+        ("kind", pa.string()),
+        ("target", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+NODE_STATES_SCHEMA = pa.schema(
+    [
+        ("ts_ms", pa.int64()),
+        ("node", pa.string()),
+        ("topic", pa.string()),
+        ("value", pa.string()),
+        ("version", pa.int64()),
+    ]
+)
+SCHEMAS: dict[str, pa.Schema] = {
+    OPERATIONS: OPERATIONS_SCHEMA,
+    WRITES: WRITES_SCHEMA,
+    FAULTS: FAULTS_SCHEMA,
+    NODE_STATES: NODE_STATES_SCHEMA,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RouteItem:
+    """One broker's share of a topic route, the unit of the canonical route value."""
+
+    broker: str
+    master_addr: str
+    write_queues: int
+    read_queues: int
+    perm: int
+
+    def encode(self) -> str:
+        """``broker:addrId0:wq:rq:perm``; the address may itself contain ':'."""
+        return ROUTE_FIELD_SEP.join(
+            (
+                self.broker,
+                self.master_addr,
+                str(self.write_queues),
+                str(self.read_queues),
+                str(self.perm),
+            )
+        )
+
+    @property
+    def writable(self) -> bool:
+        """True when producers may send here (WRITE bit and a master, as §6.2 requires)."""
+        return bool(self.perm & PERM_WRITE) and self.master_addr != NO_MASTER_ADDR
+
+    @property
+    def readable(self) -> bool:
+        """True when consumers may read here (READ bit; no master needed)."""
+        return bool(self.perm & PERM_READ)
+
+
+def canonical_route(items: Iterable[RouteItem]) -> str:
+    """The canonical string of a route: items sorted by their encoding, ',' joined.
+
+    The empty string is the route of a topic that does not exist (TOPIC_NOT_EXIST).
+    """
+    return ROUTE_ITEM_SEP.join(sorted(item.encode() for item in items))
+
+
+def parse_route_item(text: str) -> RouteItem:
+    """Inverse of :meth:`RouteItem.encode` (broker first, the last three are numbers)."""
+    parts = text.split(ROUTE_FIELD_SEP)
+    if len(parts) < 5:
+        raise ValueError(f"bad route item {text!r}")
+    return RouteItem(
+        broker=parts[0],
+        master_addr=ROUTE_FIELD_SEP.join(parts[1:-3]),
+        write_queues=int(parts[-3]),
+        read_queues=int(parts[-2]),
+        perm=int(parts[-1]),
+    )
+
+
+def parse_route(value: str | None) -> list[RouteItem]:
+    """Inverse of :func:`canonical_route`; ``""`` and ``None`` give no items."""
+    if not value:
+        return []
+    return [parse_route_item(item) for item in value.split(ROUTE_ITEM_SEP)]
+
+
+def route_brokers(value: str | None) -> frozenset[str]:
+    """The broker names a canonical route value routes to."""
+    return frozenset(item.broker for item in parse_route(value))
+
+
+def canonical_queues(queues: Iterable[tuple[str, int]]) -> str:
+    """The value of a ``consume_alloc`` operation: sorted ``broker:queueId`` items."""
+    return ROUTE_ITEM_SEP.join(sorted(f"{broker}:{qid}" for broker, qid in queues))
