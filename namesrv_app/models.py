@@ -205,3 +205,34 @@ class NodeState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id} ({self.mode}) v{self.applied_version}"
+
+
+class ExperimentRun(models.Model):
+    """One consistency experiment run (``manage.py run_experiment``): what ran and its summary.
+
+    The history itself lives as Parquet under ``out_dir``; this row is the index the
+    console and the reports use to find it.
+    """
+
+    class Status(models.TextChoices):
+        """Where the run is in its life."""
+
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+
+    run_id = models.CharField(max_length=NAME_CHARS_MAX, unique=True)
+    scenario = models.CharField(max_length=64)
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    seed = models.BigIntegerField(default=0)
+    started = models.DateTimeField()
+    finished = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    out_dir = models.CharField(max_length=1024)
+    summary = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-started"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} ({self.scenario}, {self.mode}, {self.status})"

@@ -1,0 +1,120 @@
+"""``manage.py run_experiment SCENARIO``: one consistency experiment per mode on a real cluster.
+
+A thin shell over :func:`spark_jobs.experiment.runner.run_experiment`; it adds the
+``ExperimentRun`` rows (the index of runs) and, with ``--analyze``, the Spark analysis and
+its summary table (eventual and raft side by side for ``--mode both``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from namesrv_app.models import ExperimentRun
+from spark_jobs.experiment.runner import (
+    MODES,
+    ExperimentConfig,
+    RunOutcome,
+    analyze_runs,
+    run_experiment,
+    summary_text,
+)
+from spark_jobs.experiment.scenarios import SCENARIOS
+
+MODE_BOTH = "both"
+DEFAULTS = ExperimentConfig(scenario="broker-kill", mode="eventual", out_dir=Path("."))
+
+
+class Command(BaseCommand):
+    """Boot a cluster per mode, run the workload and the fault, record the history."""
+
+    help = "Run a consistency experiment (eventual vs raft) and record its history."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """The command line (times are compressed; see docs/EXPERIMENTS.md)."""
+        parser.add_argument("scenario", choices=sorted(SCENARIOS))
+        parser.add_argument("--mode", choices=(*MODES, MODE_BOTH), default=MODE_BOTH)
+        parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
+        parser.add_argument("--out", type=Path, required=True, help="folder for the runs")
+        parser.add_argument("--nodes", type=int, choices=(3, 5), default=DEFAULTS.nodes)
+        parser.add_argument("--duration-s", type=float, default=DEFAULTS.duration_s)
+        parser.add_argument("--brokers", type=int, default=DEFAULTS.brokers)
+        parser.add_argument("--topics", type=int, default=DEFAULTS.topics)
+        parser.add_argument("--heartbeat-ms", type=int, default=DEFAULTS.heartbeat_ms)
+        parser.add_argument("--poll-ms", type=int, default=DEFAULTS.poll_ms)
+        parser.add_argument("--expiry-ms", type=int, default=DEFAULTS.expiry_ms)
+        parser.add_argument("--clock-skew-ms", type=int, default=DEFAULTS.clock_skew_ms)
+        parser.add_argument("--read-consistency", choices=("local", "linearizable"),
+                            default=DEFAULTS.read_consistency)
+        parser.add_argument("--analyze", action="store_true",
+                            help="run the Spark analysis and print the summary table")
+        parser.add_argument("--spark-master", default=None)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run each requested mode in turn, then analyze when asked."""
+        modes = MODES if options["mode"] == MODE_BOTH else (options["mode"],)
+        base = ExperimentConfig(
+            scenario=options["scenario"], mode=modes[0], out_dir=options["out"],
+            seed=options["seed"], nodes=options["nodes"], duration_s=options["duration_s"],
+            brokers=options["brokers"], topics=options["topics"],
+            heartbeat_ms=options["heartbeat_ms"], poll_ms=options["poll_ms"],
+            expiry_ms=options["expiry_ms"], clock_skew_ms=options["clock_skew_ms"],
+            read_consistency=options["read_consistency"],
+        )
+        try:
+            base.validate()
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        outcomes = [self._run_one(replace(base, mode=mode)) for mode in modes]
+        if options["analyze"]:
+            self._analyze(options["out"], outcomes, options["spark_master"])
+
+    def _run_one(self, config: ExperimentConfig) -> RunOutcome:
+        run_id = config.effective_run_id()
+        config = replace(config, run_id=run_id)
+        row = ExperimentRun.objects.create(
+            run_id=run_id, scenario=config.scenario, mode=config.mode, seed=config.seed,
+            started=timezone.now(), out_dir=str(Path(config.out_dir).resolve() / run_id),
+        )
+        self.stdout.write(f"{run_id}: running {config.scenario} in {config.mode} mode")
+        try:
+            outcome = run_experiment(config)
+        except Exception as exc:
+            row.status = ExperimentRun.Status.FAILED
+            row.finished = timezone.now()
+            row.summary = {"error": str(exc)[:2000]}
+            row.save()
+            raise CommandError(f"{run_id} failed: {exc}") from exc
+        row.status = ExperimentRun.Status.FINISHED
+        row.finished = timezone.now()
+        row.summary = {**outcome.summary, "timings": outcome.meta.timings}
+        row.save()
+        self.stdout.write(json.dumps({"run_id": run_id, "run_dir": str(outcome.run_dir),
+                                      "timings": outcome.meta.timings}, default=str))
+        return outcome
+
+    def _analyze(self, out: Path, outcomes: list[RunOutcome], spark_master: str | None) -> None:
+        # Analyze exactly the runs of this invocation, linked under one folder.
+        batch = Path(out).resolve() / f"analysis-{outcomes[0].run_id}"
+        history = batch / "history"
+        history.mkdir(parents=True, exist_ok=True)
+        for outcome in outcomes:
+            link = history / outcome.run_id
+            if not link.exists():
+                link.symlink_to(outcome.run_dir, target_is_directory=True)
+        tables = analyze_runs(history, batch / "report", spark_master)
+        for outcome in outcomes:
+            row = ExperimentRun.objects.get(run_id=outcome.run_id)
+            row.summary = {**row.summary, "analysis": {
+                name: [r for r in tables.get(name, []) if r.get("mode") in (None, row.mode)]
+                for name in ("divergence", "linearizability", "not_exist_live")
+            }}
+            row.save()
+        self.stdout.write(summary_text(tables))
+        self.stdout.write(f"report: {batch / 'report'}")

@@ -1,0 +1,96 @@
+"""S1 end to end on real clusters: eventual mode diverges, raft mode does not.
+
+One short run per mode (about 45 s each with boot and tear-down) is shared by the tests.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.checker import LINEARIZABLE, NOT_LINEARIZABLE, check_rows
+from spark_jobs.experiment.runner import ExperimentConfig, RunOutcome, analyze_runs, run_experiment
+from spark_jobs.history import iter_rows
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FOCUS_TOPIC = "topic-000"
+DURATION_S = 16.0
+
+
+def _run(mode: str, out: Path) -> RunOutcome:
+    return run_experiment(ExperimentConfig(
+        scenario="s1-asymmetric-partition", mode=mode, out_dir=out, seed=11,
+        duration_s=DURATION_S, brokers=8, topics=4, producers=2, run_id=f"s1-{mode}",
+    ))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, RunOutcome]]:
+    out = tmp_path_factory.mktemp("experiments")
+    yield {mode: _run(mode, out) for mode in ("eventual", "raft")}
+
+
+def _diverged_rounds(run_dir: Path, topic: str) -> list[int]:
+    """Sampling rounds (ts) in which the nodes answered ``topic`` differently."""
+    rounds: dict[int, set[str]] = collections.defaultdict(set)
+    for row in iter_rows(run_dir, "node_states"):
+        if row["topic"] == topic:
+            rounds[row["ts_ms"]].add(row["value"])
+    return sorted(ts for ts, values in rounds.items() if len(values) > 1)
+
+
+def _verdict(run_dir: Path, topic: str) -> str:
+    rows = [r for r in iter_rows(run_dir, "operations") if r["topic"] == topic]
+    return check_rows(rows).verdict
+
+
+def test_eventual_nodes_answer_different_routes_during_the_partition(
+    runs: dict[str, RunOutcome],
+) -> None:
+    diverged = _diverged_rounds(runs["eventual"].run_dir, FOCUS_TOPIC)
+    assert len(diverged) >= 3
+    assert diverged[-1] - diverged[0] >= 1_000, "the divergence lasts a measurable window"
+
+
+def test_eventual_route_history_is_not_linearizable(runs: dict[str, RunOutcome]) -> None:
+    assert _verdict(runs["eventual"].run_dir, FOCUS_TOPIC) == NOT_LINEARIZABLE
+
+
+def test_raft_nodes_never_disagree_on_a_committed_route(runs: dict[str, RunOutcome]) -> None:
+    assert _diverged_rounds(runs["raft"].run_dir, FOCUS_TOPIC) == []
+
+
+def test_raft_route_history_is_linearizable(runs: dict[str, RunOutcome]) -> None:
+    topics = {r["topic"] for r in iter_rows(runs["raft"].run_dir, "operations") if r["topic"]}
+    assert FOCUS_TOPIC in topics
+    assert {t: _verdict(runs["raft"].run_dir, t) for t in topics} == dict.fromkeys(
+        topics, LINEARIZABLE)
+
+
+def test_both_runs_record_the_partition_and_client_operations(
+    runs: dict[str, RunOutcome],
+) -> None:
+    for outcome in runs.values():
+        faults = list(iter_rows(outcome.run_dir, "faults"))
+        assert {f["kind"] for f in faults} == {"asymmetric_partition"}
+        assert all(f["end_ms"] > f["start_ms"] for f in faults)
+        kinds = collections.Counter(r["kind"] for r in iter_rows(outcome.run_dir, "operations"))
+        assert kinds["route_read"] > 50 and kinds["send"] > 20 and kinds["consume_alloc"] > 5
+
+
+def test_spark_analysis_reports_the_eventual_divergence(
+    runs: dict[str, RunOutcome], tmp_path: Path,
+) -> None:
+    history = tmp_path / "history"
+    history.mkdir()
+    (history / "s1-eventual").symlink_to(runs["eventual"].run_dir, target_is_directory=True)
+    tables = analyze_runs(history, tmp_path / "report")
+    divergence = tables["divergence"]
+    assert [row["mode"] for row in divergence] == ["eventual"]
+    assert divergence[0]["mean_diverged_fraction"] > 0
+    assert tables["overall"][0]["verdict"] == NOT_LINEARIZABLE
+    assert (tmp_path / "report").is_dir()
