@@ -6,6 +6,8 @@
 * namesrv.E004: CLUSTER_FILE is set but cannot be read as a JSON object.
 * namesrv.E005: an interval (SCAN_INTERVAL_S, IDLE_TIMEOUT_S) is not a positive integer.
 * namesrv.E006: NODE_ID is empty.
+* namesrv.E007: raft mode without a RAFT_PORT in 1..65535 (the port is the node's identity).
+* namesrv.E008: PROPOSE_TIMEOUT_S is not positive, or SKEW_ALLOWANCE_MS is negative.
 """
 
 from __future__ import annotations
@@ -105,6 +107,35 @@ def _node_errors(conf: Any) -> list[CheckMessage]:
     return [Error("NAMESRV['NODE_ID'] must be a non-empty string.", id="namesrv.E006")]
 
 
+def _raft_errors(conf: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    port = conf.RAFT_PORT
+    if conf.MODE == "raft" and (not _is_int(port) or not 0 < port <= PORT_MAX):
+        errors.append(
+            Error(
+                f"NAMESRV['RAFT_PORT'] must be in 1..{PORT_MAX} in raft mode, got {port!r}.",
+                id="namesrv.E007",
+            )
+        )
+    timeout = conf.PROPOSE_TIMEOUT_S
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        errors.append(
+            Error(
+                f"NAMESRV['PROPOSE_TIMEOUT_S'] must be a positive number, got {timeout!r}.",
+                id="namesrv.E008",
+            )
+        )
+    allowance = conf.SKEW_ALLOWANCE_MS
+    if not _is_int(allowance) or allowance < 0:
+        errors.append(
+            Error(
+                f"NAMESRV['SKEW_ALLOWANCE_MS'] must be a non-negative integer, got {allowance!r}.",
+                id="namesrv.E008",
+            )
+        )
+    return errors
+
+
 @register()
 def check_namesrv_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Validate the NAMESRV settings; each problem has its own stable id."""
@@ -116,4 +147,5 @@ def check_namesrv_settings(app_configs: Any = None, **kwargs: Any) -> list[Check
         *_cluster_file_errors(conf),
         *_interval_errors(conf),
         *_node_errors(conf),
+        *_raft_errors(conf),
     ]

@@ -58,6 +58,17 @@ class GatewayUnavailable(GatewayError):
     http_status = 503
 
 
+class NoQuorum(GatewayUnavailable):
+    """Raft mode: the node could not commit the write within its bound (HTTP 503).
+
+    The write is indeterminate, not refused: it may still commit later.
+    """
+
+
+NO_QUORUM_REMARK_PREFIXES = ("no raft quorum:", "raft replication failed:")
+"""How ``namesrv_app.dispatch.replication_remark`` starts its SYSTEM_ERROR remarks."""
+
+
 class GatewayRefused(GatewayError):
     """The gateway answered with a non-success response code."""
 
@@ -161,14 +172,18 @@ def invoke(addr: str, request: RemotingCommand, timeout_s: float | None = None) 
         raise GatewayUnavailable(f"gateway {addr} unavailable: {exc}") from exc
 
 
-def _expect_success(response: RemotingCommand) -> RemotingCommand:
-    if response.code != ResponseCode.SUCCESS:
-        raise GatewayRefused(response.code, response.remark)
-    return response
+def expect_success(response: RemotingCommand) -> RemotingCommand:
+    """Return a SUCCESS answer; raise the GatewayError that maps its failure to HTTP."""
+    if response.code == ResponseCode.SUCCESS:
+        return response
+    remark = response.remark or ""
+    if response.code == ResponseCode.SYSTEM_ERROR and remark.startswith(NO_QUORUM_REMARK_PREFIXES):
+        raise NoQuorum(remark)
+    raise GatewayRefused(response.code, response.remark)
 
 
 def _public(request: RemotingCommand) -> RemotingCommand:
-    return _expect_success(invoke(local_node().remoting_addr, request))
+    return expect_success(invoke(local_node().remoting_addr, request))
 
 
 def _internal(
@@ -182,7 +197,7 @@ def _internal(
         raise GatewayUnavailable(f"node {target.node_id} has no internal port configured")
     ext = {"secret": namesrv_settings().INTERNAL_SECRET, **(fields or {})}
     request = RemotingCommand.request(int(code), ext)
-    return _expect_success(invoke(target.internal_addr, request, timeout_s))
+    return expect_success(invoke(target.internal_addr, request, timeout_s))
 
 
 # ------------------------------------------------------------------- reads
@@ -217,7 +232,7 @@ def topic_route(
     response = invoke(addr or local_node().remoting_addr, request, timeout_s)
     if response.code == ResponseCode.TOPIC_NOT_EXIST:
         return None
-    _expect_success(response)
+    expect_success(response)
     try:
         return bodies.decode_topic_route_data(response.body or b"{}")
     except BodyDecodeError as exc:
@@ -232,7 +247,7 @@ def get_kv(namespace: str, key: str) -> str | None:
     response = invoke(local_node().remoting_addr, request)
     if response.code == ResponseCode.QUERY_NOT_FOUND:
         return None
-    return (_expect_success(response).ext_fields or {}).get("value")
+    return (expect_success(response).ext_fields or {}).get("value")
 
 
 # ------------------------------------------------------------------- writes

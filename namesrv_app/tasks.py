@@ -96,3 +96,16 @@ def scan_node(node_id: str) -> int:
         return UNREACHABLE
     logger.info("scan of %s at %d expired %d broker(s)", node_id, result.now_ms, result.expired)
     return result.expired
+
+
+@shared_task(name="namesrv_app.tasks.check_divergence", ignore_result=True)  # type: ignore[untyped-decorator]
+def check_divergence() -> bool:
+    """Compare every node's state digest; publish a divergence event to the consoles.
+
+    Returns True when the nodes disagreed. In eventual mode they may disagree for
+    minutes by design; in raft mode a lasting disagreement at equal applied index is
+    an alarm.
+    """
+    from namesrv_app.live import check_divergence as publish_if_divergent
+
+    return publish_if_divergent() is not None

@@ -23,6 +23,7 @@ from celery import Celery
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "namesrv_site.settings")
 
 SCAN_TASK_NAME = "namesrv_app.tasks.scan_node"
+DIVERGENCE_TASK_NAME = "namesrv_app.tasks.check_divergence"
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def build_beat_schedule(node_ids: list[str], interval_s: float) -> dict[str, dic
     """
     if interval_s <= 0:
         raise ValueError(f"NAMESRV['SCAN_INTERVAL_S'] must be positive, got {interval_s}")
-    return {
+    schedule: dict[str, dict[str, Any]] = {
         f"scan-not-active-broker-{node_id}": {
             "task": SCAN_TASK_NAME,
             "schedule": float(interval_s),
@@ -58,6 +59,15 @@ def build_beat_schedule(node_ids: list[str], interval_s: float) -> dict[str, dic
         }
         for node_id in node_ids
     }
+    if len(node_ids) > 1:
+        # Once per cluster, not per node: compare every node's digest and tell the
+        # consoles when they disagree.
+        schedule["check-divergence"] = {
+            "task": DIVERGENCE_TASK_NAME,
+            "schedule": float(interval_s),
+            "options": {"expires": float(interval_s)},
+        }
+    return schedule
 
 
 @app.on_after_configure.connect  # type: ignore[untyped-decorator]  # celery has no stubs

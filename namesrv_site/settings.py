@@ -172,6 +172,19 @@ NAMESRV: dict[str, Any] = {
     "CLUSTER_FILE": env_str("NAMESRV_CLUSTER_FILE", ""),
     # Dotted path of a callable taking a namesrv_app.events.ChangeEvent; empty = none.
     "EVENT_PUBLISHER": env_str("NAMESRV_EVENT_PUBLISHER", ""),
+    # Raft mode only (run_gateway flags override them): this node's Raft port (its
+    # identity, so never 0 in raft mode), every member's "host:port", the journal and
+    # snapshot folder, test-only dial overrides, the bounded wait of a proposal, and
+    # the allowance the replicated expiry gives for clock skew between nodes.
+    "RAFT_PORT": env_int("NAMESRV_RAFT_PORT", 0),
+    "RAFT_PEERS": env_str("NAMESRV_RAFT_PEERS", ""),
+    "RAFT_DIR": env_str("NAMESRV_RAFT_DIR", ""),
+    "RAFT_DIAL": env_str("NAMESRV_RAFT_DIAL", ""),
+    "PROPOSE_TIMEOUT_S": float(env_str("NAMESRV_PROPOSE_TIMEOUT_S", "3.0")),
+    "SKEW_ALLOWANCE_MS": env_int("NAMESRV_SKEW_ALLOWANCE_MS", 5000),
+    # Shifts the wall clock this node stamps into commands; experiments use it to
+    # inject clock skew. Apply never reads a clock, so only proposals move.
+    "CLOCK_OFFSET_MS": env_int("NAMESRV_CLOCK_OFFSET_MS", 0),
 }
 
 # --- web console and API ---

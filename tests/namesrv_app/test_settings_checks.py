@@ -70,3 +70,16 @@ def test_env_helpers_parse_typed_values(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("NS_TEST_INT", "forty")
     with pytest.raises(ValueError, match="NS_TEST_INT"):
         env_int("NS_TEST_INT", 1)
+
+
+def test_raft_mode_without_a_raft_port_is_e007() -> None:
+    """namesrv.E007: in raft mode the Raft port is the node's identity."""
+    assert check_ids(MODE="raft", RAFT_PORT=0) == ["namesrv.E007"]
+    assert check_ids(MODE="raft", RAFT_PORT=7101) == []
+    assert check_ids(MODE="eventual", RAFT_PORT=0) == []
+
+
+def test_a_bad_proposal_bound_or_skew_allowance_is_e008() -> None:
+    """namesrv.E008."""
+    assert check_ids(PROPOSE_TIMEOUT_S=0) == ["namesrv.E008"]
+    assert check_ids(SKEW_ALLOWANCE_MS=-1) == ["namesrv.E008"]
