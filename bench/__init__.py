@@ -1,0 +1,1 @@
+"""Benchmarks: not tests. Each script prints its figures with a same-run baseline."""

@@ -1,0 +1,219 @@
+"""Shared helpers of the benchmarks: timing, percentiles, CPU readings, the broker cast.
+
+Benchmarks run on a shared, noisy machine, so every figure they print comes
+with a baseline measured in the same run; only the ratio travels between runs.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from remoting import bodies
+from remoting.codes import CURRENT_VERSION, RequestCode
+from remoting.command import RemotingCommand
+from remoting.model import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+CLUSTER = "BenchCluster"
+QUEUES_PER_TOPIC = 8
+# Fixed clock values: the route table never reads a clock, so neither does its bench.
+REGISTERED_AT_MS = 1_700_000_000_000
+DATA_VERSION_TIMESTAMP_MS = 1_699_999_000_000
+CRC32_MASK = 0x7FFFFFFF
+
+TIMING_REPEATS = 5
+TIMING_MIN_BATCH_S = 0.05
+TIMING_BATCH_LOOPS_MAX = 1_000_000
+_NS_PER_US = 1_000
+
+
+# ---------------------------------------------------------------------- timing
+
+
+def _loops_for(fn: Callable[[], object], min_batch_s: float) -> int:
+    """Double the loop count until one batch lasts ``min_batch_s`` (timeit's autorange)."""
+    loops = 1
+    while True:
+        start_ns = time.perf_counter_ns()
+        for _ in range(loops):
+            fn()
+        elapsed_s = (time.perf_counter_ns() - start_ns) / 1e9
+        if elapsed_s >= min_batch_s or loops >= TIMING_BATCH_LOOPS_MAX:
+            return loops
+        loops *= 2
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How hard :func:`us_per_op` tries: batches timed, and the shortest batch."""
+
+    repeats: int = TIMING_REPEATS
+    min_batch_s: float = TIMING_MIN_BATCH_S
+
+
+def us_per_op(fn: Callable[[], object], timing: Timing | None = None) -> float:
+    """Microseconds per call of ``fn``: the best of ``timing.repeats`` batches.
+
+    The minimum, not the mean: on a shared machine every disturbance only adds
+    time, so the fastest batch is the closest to the code's own cost.
+    """
+    timing = timing if timing is not None else Timing()
+    loops = _loops_for(fn, timing.min_batch_s)
+    best_ns = float("inf")
+    for _ in range(timing.repeats):
+        start_ns = time.perf_counter_ns()
+        for _ in range(loops):
+            fn()
+        best_ns = min(best_ns, (time.perf_counter_ns() - start_ns) / loops)
+    return best_ns / _NS_PER_US
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile (``fraction`` in 0..1) of ``values``; 0.0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(fraction * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of ``values``; 0.0 when empty."""
+    return statistics.median(values) if values else 0.0
+
+
+# ---------------------------------------------------------------------- CPU
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    return _stat_cpu_s(Path(f"/proc/{pid}/stat"))
+
+
+def main_thread_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the main thread of ``pid`` (its asyncio loop thread)."""
+    return _stat_cpu_s(Path(f"/proc/{pid}/task/{pid}/stat"))
+
+
+def _stat_cpu_s(path: Path) -> float:
+    stat = path.read_text(encoding="ascii")
+    # The command name may hold spaces and parentheses; the fields follow the last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # After the name: state is field 3, utime field 14, stime field 15 (1-based, man 5 proc).
+    utime_ticks, stime_ticks = int(fields[11]), int(fields[12])
+    return (utime_ticks + stime_ticks) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    """User + system CPU seconds of this process."""
+    times = os.times()
+    return times.user + times.system
+
+
+# ---------------------------------------------------------------------- the cast
+
+
+def topic_name(index: int) -> str:
+    """The name of bench topic ``index``."""
+    return f"BenchTopic{index:05d}"
+
+
+def broker_name(index: int) -> str:
+    """The name of bench broker group ``index``."""
+    return f"bench-broker-{index:04d}"
+
+
+def broker_addr(index: int) -> str:
+    """A loopback-looking address of bench broker ``index`` (never dialled)."""
+    return f"127.0.{index // 250}.{index % 250 + 1}:10911"
+
+
+def broker_topics(index: int, topics_per_broker: int, topic_count: int) -> list[str]:
+    """The topics broker ``index`` serves.
+
+    Consecutive blocks wrap around the topic space, so with B brokers every topic
+    is served by exactly ``B * topics_per_broker / topic_count`` brokers.
+    """
+    first = index * topics_per_broker
+    return [topic_name((first + j) % topic_count) for j in range(topics_per_broker)]
+
+
+def topic_wrapper(topics: Sequence[str], counter: int = 1) -> TopicConfigSerializeWrapper:
+    """A broker's topic table with a fixed DataVersion (``counter`` moves it)."""
+    return TopicConfigSerializeWrapper(
+        data_version=DataVersion(timestamp=DATA_VERSION_TIMESTAMP_MS, counter=counter),
+        topic_config_table={
+            name: TopicConfig(name, QUEUES_PER_TOPIC, QUEUES_PER_TOPIC) for name in topics
+        },
+    )
+
+
+def register_request(
+    index: int, wrapper: TopicConfigSerializeWrapper, *, compressed: bool = False
+) -> RemotingCommand:
+    """The REGISTER_BROKER frame a 5.x master sends (plain JSON body by default)."""
+    body = bodies.encode_register_broker_body(
+        RegisterBrokerBody(wrapper, []), compressed=compressed
+    )
+    fields = {
+        "brokerName": broker_name(index),
+        "brokerAddr": broker_addr(index),
+        "clusterName": CLUSTER,
+        "haServerAddr": broker_addr(index).replace(":10911", ":10912"),
+        "brokerId": "0",
+        "enableActingMaster": "false",
+        "compressed": "true" if compressed else "false",
+        "bodyCrc32": str(zlib.crc32(body) & CRC32_MASK),
+    }
+    return RemotingCommand.request(
+        RequestCode.REGISTER_BROKER, fields, body, version=CURRENT_VERSION
+    )
+
+
+def route_request(topic: str) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC as a 5.x client sends it."""
+    return RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, version=CURRENT_VERSION
+    )
+
+
+# ---------------------------------------------------------------------- reporting
+
+
+def machine_notes() -> str:
+    """One line about where the figures came from."""
+    load_1m, load_5m, _ = os.getloadavg()
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}; Python {platform.python_version()} "
+        f"({sys.implementation.name}); {os.cpu_count()} cores; "
+        f"load average {load_1m:.2f}/{load_5m:.2f} at start"
+    )
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Print a Markdown table (so a run's output pastes into docs/BENCHMARKS.md)."""
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join(["---"] * len(header)) + "|")
+    for row in rows:
+        print("| " + " | ".join(_cell(value) for value in row) + " |")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)
