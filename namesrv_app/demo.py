@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from remoting.bodies import encode_register_broker_body
-
 from remoting.blocking import BlockingClient
+from remoting.bodies import encode_register_broker_body
 from remoting.client import RemotingClientError
 from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
