@@ -5,10 +5,13 @@ master, client on a slave), registration with the NameServers, the optional
 fast heartbeat, SlaveSynchronize and the flusher, and owns their lifecycles.
 ``run_broker`` is a thin management command around :func:`run_broker`.
 
-Seams for what comes later (Raft-driven failover, the console): the role is
-plain state changed only through :meth:`BrokerController.on_min_broker_id_change`
-and the ``on_role_hint`` callback; :meth:`BrokerController.runtime_info`
-exposes everything a status page needs.
+The role is plain state changed only through
+:meth:`BrokerController.on_min_broker_id_change` (NOTIFY_MIN_BROKER_ID_CHANGE)
+and the registration answers. With ``raft_failover`` (docs/RAFT.md,
+"Failover") a slave the NameServers elected becomes master
+(:meth:`BrokerController.promote_to_master`), and a master told that another
+live broker holds id 0 becomes its slave (:meth:`BrokerController.follow_master`).
+:meth:`BrokerController.runtime_info` exposes everything a status page needs.
 """
 
 from __future__ import annotations
@@ -34,7 +37,13 @@ from broker_app.metadata import (
     default_topics,
 )
 from broker_app.processor import BrokerProcessor
-from broker_app.registration import BrokerIdentity, RegisterResult, Registrar, first_master
+from broker_app.registration import (
+    BrokerIdentity,
+    RegisterResult,
+    Registrar,
+    first_assignment,
+    first_master,
+)
 from broker_app.slave_sync import SlaveSynchronizer
 from broker_app.store.message_store import (
     MessageInput,
@@ -96,6 +105,9 @@ class BrokerController:
         config.validate()
         self.config = config
         self.role = config.role
+        self.broker_id = config.broker_id
+        self.role_changes = 0
+        self._role_lock = asyncio.Lock()
         self.repository = repository
         self.clock_ms = clock_ms
         self.on_role_hint = on_role_hint
@@ -136,7 +148,7 @@ class BrokerController:
     def identity(self) -> BrokerIdentity:
         """What this broker sends in NameServer requests."""
         return BrokerIdentity(
-            self.config.cluster_name, self.config.broker_name, self.config.broker_id,
+            self.config.cluster_name, self.config.broker_name, self.broker_id,
             self.broker_addr, self.ha_addr,
         )
 
@@ -151,15 +163,9 @@ class BrokerController:
         await self._load_metadata()
         await self.server.start()
         if self.role is BrokerRole.SLAVE:
-            self.ha_client = HAClient(self.store, self.config.ha)
-            self.ha_client.set_master_address(self.config.ha_master_address)
-            self.ha_client.start()
-            self.synchronizer = SlaveSynchronizer(self.client, self.metadata, self._persist)
+            self._start_following(self.config.ha_master_address)
         else:
-            self.ha_service = HAService(
-                self.store, self.config.ha, host=self.config.host, port=self.config.ha_port
-            )
-            await self.ha_service.start()
+            await self._start_ha_service()
         self.registrar = Registrar(
             self.client, self.config.namesrv_addrs, self.identity, self._topic_wrapper,
             timeout_s=self.config.register_timeout_ms / 1000,
@@ -167,11 +173,35 @@ class BrokerController:
             heartbeat_timeout_ms=self.config.heartbeat_timeout_ms
             if self.config.fast_heartbeat
             else None,
+            offsets=self.offsets if self.config.raft_failover else None,
         )
         await self.register(force=True)
         self._start_loops()
         log.info("broker %s (%s) serving at %s, HA %s", self.config.broker_name,
                  self.role, self.broker_addr, self.ha_addr)
+
+    def _start_following(self, ha_master_address: str | None) -> None:
+        assert self.store is not None
+        self.ha_client = HAClient(self.store, self.config.ha)
+        self.ha_client.set_master_address(ha_master_address)
+        self.ha_client.start()
+        self.synchronizer = SlaveSynchronizer(self.client, self.metadata, self._persist)
+
+    async def _start_ha_service(self) -> None:
+        assert self.store is not None
+        self.ha_service = HAService(
+            self.store, self.config.ha, host=self.config.host, port=self.config.ha_port
+        )
+        await self.ha_service.start()
+
+    def offsets(self) -> tuple[int, int]:
+        """(max offset, confirm offset) of the commit log, as BROKER_HEARTBEAT reports them.
+
+        A classic slave appends only whole, checked records it received, so what
+        it holds is confirmed; a master confirms what it stored.
+        """
+        offset = self.store.max_offset if self.store is not None else 0
+        return offset, offset
 
     async def _load_metadata(self) -> None:
         loop = asyncio.get_running_loop()
@@ -195,9 +225,12 @@ class BrokerController:
             self._every(config.heartbeat_interval_ms, config.heartbeat_interval_ms,
                         self._heartbeat)
         if self.synchronizer is not None:
-            self._every(config.slave_sync_initial_delay_ms, config.slave_sync_interval_ms,
-                        self._slave_sync)
+            self._start_slave_sync()
         self._every(config.flush_interval_ms, config.flush_interval_ms, self._flush)
+
+    def _start_slave_sync(self) -> None:
+        self._every(self.config.slave_sync_initial_delay_ms, self.config.slave_sync_interval_ms,
+                    self._slave_sync)
 
     def _every(self, delay_ms: int, period_ms: int, step: Callable[[], Awaitable[object]]) -> None:
         async def loop() -> None:
@@ -244,7 +277,74 @@ class BrokerController:
         assert self.registrar is not None
         results = await self.registrar.register_all(force=force)
         self._learn_master(results)
+        await self._apply_assignment(results)
         return results
+
+    async def _apply_assignment(self, results: list[RegisterResult]) -> None:
+        """Raft failover: take the broker id the NameServers assigned (0 = elected)."""
+        found = first_assignment(results)
+        if found is None or not self.config.raft_failover:
+            return
+        assigned = found.assigned_broker_id
+        assert assigned is not None
+        if assigned == 0 and self.role is BrokerRole.SLAVE:
+            await self.promote_to_master()
+        elif assigned > 0 and self.role is not BrokerRole.SLAVE and found.master_addr:
+            await self.follow_master(assigned, found.master_addr, found.ha_server_addr)
+
+    async def promote_to_master(self) -> bool:
+        """Elected: stop following, serve writes, become master per config, register as id 0.
+
+        False when this broker already is a master (a repeated notification).
+        """
+        async with self._role_lock:
+            if self.role is not BrokerRole.SLAVE:
+                return False
+            if self.ha_client is not None:
+                await self.ha_client.close()
+                self.ha_client = None
+            self.synchronizer = None
+            self.master_addr = None
+            await self._start_ha_service()
+            self.role = self.config.failover_master_role
+            self.broker_id = 0
+            self.role_changes += 1
+            log.warning("broker %s at %s elected master: now %s, broker id 0",
+                        self.config.broker_name, self.broker_addr, self.role)
+        self._rewrite_ready_file()
+        await self.register(force=True)
+        return True
+
+    async def follow_master(
+        self, broker_id: int, master_addr: str, ha_master_addr: str | None
+    ) -> bool:
+        """Another live broker holds id 0: become its slave under ``broker_id`` and register.
+
+        False when this broker already is a slave.
+        """
+        async with self._role_lock:
+            if self.role is BrokerRole.SLAVE:
+                return False
+            if self.ha_service is not None:
+                await self.ha_service.close()
+                self.ha_service = None
+            self.role = BrokerRole.SLAVE
+            self.broker_id = broker_id
+            self.master_addr = master_addr
+            self._start_following(ha_master_addr)
+            assert self.synchronizer is not None
+            self.synchronizer.master_addr = master_addr
+            self._start_slave_sync()
+            self.role_changes += 1
+            log.warning("broker %s at %s follows %s as slave id %d",
+                        self.config.broker_name, self.broker_addr, master_addr, broker_id)
+        self._rewrite_ready_file()
+        await self.register(force=True)
+        return True
+
+    def _rewrite_ready_file(self) -> None:
+        if self.config.ready_file is not None and self.config.ready_file.exists():
+            write_ready_file(self.config.ready_file, self)
 
     def _learn_master(self, results: list[RegisterResult]) -> None:
         found = first_master(results)
@@ -268,8 +368,9 @@ class BrokerController:
         await self.registrar.heartbeat_all(self.config.heartbeat_timeout_ms)
 
     async def _slave_sync(self) -> None:
-        assert self.synchronizer is not None
-        await self.synchronizer.sync_all()
+        # A promoted slave keeps the loop but has nothing left to copy.
+        if self.synchronizer is not None:
+            await self.synchronizer.sync_all()
 
     async def _flush(self) -> None:
         assert self.store is not None
@@ -390,6 +491,25 @@ class BrokerController:
         log.info("min broker id of %s changed: %s", self.config.broker_name, change)
         if self.on_role_hint is not None:
             await self.on_role_hint(change)
+        if self.config.raft_failover:
+            await self._failover_hint(change)
+
+    async def _failover_hint(self, change: MinBrokerIdChange) -> None:
+        """Raft failover: the NameServers elected ``min_broker_addr`` as id 0."""
+        if change.min_broker_id != 0 or not change.min_broker_addr:
+            return
+        if change.min_broker_addr == self.broker_addr:
+            await self.promote_to_master()
+        elif self.role is BrokerRole.SLAVE:
+            self.master_addr = change.min_broker_addr
+            if self.synchronizer is not None:
+                self.synchronizer.master_addr = change.min_broker_addr
+            if self.ha_client is not None and change.ha_broker_addr:
+                self.ha_client.set_master_address(change.ha_broker_addr)
+        else:
+            # A master that hears of another master was expired while it was cut
+            # off: registering again makes the NameServers assign it a slave id.
+            await self.register(force=True)
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO table (upstream key names where they exist)."""
@@ -397,7 +517,7 @@ class BrokerController:
         info = {
             "brokerVersion": str(int(CURRENT_VERSION)),
             "brokerRole": str(self.role),
-            "brokerId": str(self.config.broker_id),
+            "brokerId": str(self.broker_id),
             "commitLogMinOffset": str(store.min_offset if store else 0),
             "commitLogMaxOffset": str(store.max_offset if store else 0),
             "haServerAddr": self.ha_addr,
@@ -428,6 +548,7 @@ def write_ready_file(path: Path, controller: BrokerController) -> None:
         "addr": controller.broker_addr,
         "ha_addr": controller.ha_addr,
         "role": str(controller.role),
+        "broker_id": controller.broker_id,
     }
     temporary = path.with_suffix(path.suffix + ".tmp")
     temporary.write_text(json.dumps(payload), encoding="utf-8")

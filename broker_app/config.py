@@ -70,6 +70,10 @@ class BrokerConfig:
     flush_interval_ms: int = 500
     ha: HAConfig = field(default_factory=HAConfig)
     ready_file: Path | None = None
+    # Raft failover (docs/RAFT.md, "Failover"): report offsets, opt the group in,
+    # and take this role when the NameServers elect this slave.
+    raft_failover: bool = False
+    failover_master_role: BrokerRole = BrokerRole.ASYNC_MASTER
 
     @property
     def effective_register_period_ms(self) -> int:
@@ -103,6 +107,8 @@ class BrokerConfig:
             raise ConfigError("intervals and timeouts must be positive")
         if self.record_bytes_max + 8 > self.segment_bytes:
             raise ConfigError("mappedFileSizeCommitLog must exceed the largest record")
+        if self.failover_master_role is BrokerRole.SLAVE:
+            raise ConfigError("failoverMasterRole must be ASYNC_MASTER or SYNC_MASTER")
         if not self.cluster_name or not self.broker_name:
             raise ConfigError("brokerClusterName and brokerName must be set")
         try:
@@ -138,6 +144,8 @@ ALIASES: dict[str, str] = {
     "haHousekeepingInterval": "ha.housekeeping_interval_ms",
     "haTransferBatchSize": "ha.transfer_batch_bytes",
     "haSlaveFallbehindMax": "ha.slave_fallbehind_max_bytes",
+    "enableRaftFailover": "raft_failover",
+    "failoverMasterRole": "failover_master_role",
 }
 HA_FIELDS = {f.name for f in dataclasses.fields(HAConfig)}
 _TRUE = {"true", "1", "yes", "on"}
@@ -206,7 +214,7 @@ def _convert_top(raw_name: str, name: str, value: Any, kind: str) -> Any:
         return tuple(addr.strip() for addr in items if str(addr).strip())
     if name in ("store_dir", "ready_file"):
         return Path(str(value))
-    if name == "role":
+    if name in ("role", "failover_master_role"):
         try:
             return BrokerRole(str(value).upper())
         except ValueError as exc:

@@ -36,6 +36,13 @@ from remoting.model import DataVersion, KVTable, RegisterBrokerBody, TopicConfig
 log = logging.getLogger(__name__)
 
 CRC32_MASK = 0x7FFFFFFF
+ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
+"""Response ext field of raft failover: the broker id the NameServers ask this broker to take."""
+RAFT_FAILOVER_FIELD = "enableRaftFailover"
+"""Request header field opting the broker's group into raft failover."""
+
+Offsets = Callable[[], tuple[int, int]]
+"""(max offset, confirm offset) of the broker's commit log, for raft failover."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +75,7 @@ class RegisterResult:
     ha_server_addr: str | None = None
     kv_table: KVTable | None = None
     error: str | None = None
+    assigned_broker_id: int | None = None
 
 
 def body_crc32(body: bytes | None) -> int:
@@ -81,8 +89,12 @@ def build_register_request(
     *,
     compress_over_bytes: int,
     heartbeat_timeout_ms: int | None = None,
+    extra_fields: dict[str, str] | None = None,
 ) -> RemotingCommand:
-    """REGISTER_BROKER (103) with a RegisterBrokerBody, compressed when large."""
+    """REGISTER_BROKER (103) with a RegisterBrokerBody, compressed when large.
+
+    ``extra_fields`` (raft failover: offsets and the opt-in flag) join the header.
+    """
     body_value = RegisterBrokerBody(topic_config_wrapper=wrapper)
     body = encode_register_broker_body(body_value, compressed=False, version=CURRENT_VERSION)
     compressed = len(body) > compress_over_bytes
@@ -97,15 +109,18 @@ def build_register_request(
     )
     if heartbeat_timeout_ms is not None:
         fields["heartbeatTimeoutMillis"] = str(heartbeat_timeout_ms)
+    fields.update(extra_fields or {})
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body)
 
 
 def build_query_data_version_request(
-    identity: BrokerIdentity, version: DataVersion
+    identity: BrokerIdentity, version: DataVersion, extra_fields: dict[str, str] | None = None
 ) -> RemotingCommand:
     """QUERY_DATA_VERSION (322) carrying the broker's topic DataVersion."""
+    fields = identity.fields()
+    fields.update(extra_fields or {})
     return RemotingCommand.request(
-        RequestCode.QUERY_DATA_VERSION, identity.fields(), encode_data_version(version)
+        RequestCode.QUERY_DATA_VERSION, fields, encode_data_version(version)
     )
 
 
@@ -114,10 +129,16 @@ def build_unregister_request(identity: BrokerIdentity) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.UNREGISTER_BROKER, identity.fields())
 
 
-def build_heartbeat_request(identity: BrokerIdentity, timeout_ms: int) -> RemotingCommand:
-    """BROKER_HEARTBEAT (904), sent one-way; the header field is spelled ``...Mills`` upstream."""
+def build_heartbeat_request(
+    identity: BrokerIdentity, timeout_ms: int, extra_fields: dict[str, str] | None = None
+) -> RemotingCommand:
+    """BROKER_HEARTBEAT (904), sent one-way; the header field is spelled ``...Mills`` upstream.
+
+    ``extra_fields`` carries the 5.x ``maxOffset`` / ``confirmOffset`` in raft failover.
+    """
     fields = identity.fields()
     fields["heartbeatTimeoutMills"] = str(timeout_ms)
+    fields.update(extra_fields or {})
     return RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, fields)
 
 
@@ -132,9 +153,10 @@ def parse_register_response(namesrv_addr: str, response: RemotingCommand) -> Reg
             kv_table = decode_kv_table(response.body)
         except BodyDecodeError as exc:
             log.warning("namesrv %s answered an unreadable KVTable: %s", namesrv_addr, exc)
+    assigned = ext.get(ASSIGNED_BROKER_ID_FIELD, "")
     return RegisterResult(
         namesrv_addr, True, ext.get("masterAddr") or None, ext.get("haServerAddr") or None,
-        kv_table,
+        kv_table, assigned_broker_id=int(assigned) if assigned.isdigit() else None,
     )
 
 
@@ -142,7 +164,9 @@ class Registrar:
     """Registers one broker with a list of NameServers.
 
     ``identity`` and ``wrapper`` are callables so each round sends the current
-    addresses and topic table.
+    addresses and topic table. ``offsets`` (raft failover) makes every
+    registration, QUERY_DATA_VERSION and heartbeat carry ``maxOffset`` and
+    ``confirmOffset``, and registrations ``enableRaftFailover=true``.
     """
 
     def __init__(
@@ -155,8 +179,10 @@ class Registrar:
         timeout_s: float,
         compress_over_bytes: int,
         heartbeat_timeout_ms: int | None = None,
+        offsets: Offsets | None = None,
     ) -> None:
         self.client = client
+        self.offsets = offsets
         self.namesrv_addrs = namesrv_addrs
         self.identity = identity
         self.wrapper = wrapper
@@ -176,9 +202,12 @@ class Registrar:
 
     async def register_with(self, wrapper: TopicConfigSerializeWrapper) -> list[RegisterResult]:
         """Send ``wrapper`` (a full or a one-topic table) to every NameServer in parallel."""
+        extra = self._offset_fields()
+        if self.offsets is not None:
+            extra[RAFT_FAILOVER_FIELD] = "true"
         request = build_register_request(
             self.identity(), wrapper, compress_over_bytes=self.compress_over_bytes,
-            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+            heartbeat_timeout_ms=self.heartbeat_timeout_ms, extra_fields=extra,
         )
         return list(
             await asyncio.gather(
@@ -200,7 +229,9 @@ class Registrar:
     async def need_register(self) -> bool:
         """``needRegister``: True when any NameServer's view differs from ours."""
         version = self.wrapper().data_version
-        request = build_query_data_version_request(self.identity(), version)
+        request = build_query_data_version_request(
+            self.identity(), version, self._offset_fields()
+        )
         answers = await asyncio.gather(
             *(self._changed(addr, request, version) for addr in self.namesrv_addrs)
         )
@@ -217,6 +248,9 @@ class Registrar:
             log.info("query data version at %s failed (%s); registering", addr, exc)
             return True
 
+    def _offset_fields(self) -> dict[str, str]:
+        return offset_fields(self.offsets)
+
     async def unregister_all(self) -> None:
         """UNREGISTER_BROKER to every NameServer (graceful shutdown)."""
         request = build_unregister_request(self.identity())
@@ -230,12 +264,28 @@ class Registrar:
 
     async def heartbeat_all(self, timeout_ms: int) -> None:
         """One-way BROKER_HEARTBEAT to every NameServer; failures are only logged."""
-        request = build_heartbeat_request(self.identity(), timeout_ms)
+        request = build_heartbeat_request(self.identity(), timeout_ms, self._offset_fields())
         for addr in self.namesrv_addrs:
             try:
                 await asyncio.wait_for(self.client.invoke_oneway(addr, request), self.timeout_s)
             except (RemotingClientError, TimeoutError) as exc:
                 log.debug("heartbeat to namesrv %s failed: %s", addr, exc)
+
+
+def offset_fields(offsets: Offsets | None) -> dict[str, str]:
+    """The ``maxOffset`` / ``confirmOffset`` header fields (empty without failover)."""
+    if offsets is None:
+        return {}
+    max_offset, confirm_offset = offsets()
+    return {"maxOffset": str(max_offset), "confirmOffset": str(confirm_offset)}
+
+
+def first_assignment(results: list[RegisterResult]) -> RegisterResult | None:
+    """The first successful answer assigning this broker a new id (raft failover)."""
+    for result in results:
+        if result.ok and result.assigned_broker_id is not None:
+            return result
+    return None
 
 
 def first_master(results: list[RegisterResult]) -> RegisterResult | None:

@@ -6,7 +6,7 @@
 * namesrv.E004: CLUSTER_FILE is set but cannot be read as a JSON object.
 * namesrv.E005: an interval (SCAN_INTERVAL_S, IDLE_TIMEOUT_S) is not a positive integer.
 * namesrv.E006: NODE_ID is empty.
-* namesrv.E007: raft mode without a RAFT_PORT in 1..65535 (the port is the node's identity).
+* namesrv.E007: RAFT_PORT is not an integer in 0..65535 (0: given as run_gateway --raft-port).
 * namesrv.E008: PROPOSE_TIMEOUT_S is not positive, or SKEW_ALLOWANCE_MS is negative.
 """
 
@@ -110,10 +110,12 @@ def _node_errors(conf: Any) -> list[CheckMessage]:
 def _raft_errors(conf: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     port = conf.RAFT_PORT
-    if conf.MODE == "raft" and (not _is_int(port) or not 0 < port <= PORT_MAX):
+    # 0 means "given on the command line": run_gateway --raft-port overrides it, and
+    # the gateway refuses raft mode without one.
+    if not _is_int(port) or not 0 <= port <= PORT_MAX:
         errors.append(
             Error(
-                f"NAMESRV['RAFT_PORT'] must be in 1..{PORT_MAX} in raft mode, got {port!r}.",
+                f"NAMESRV['RAFT_PORT'] must be an integer in 0..{PORT_MAX}, got {port!r}.",
                 id="namesrv.E007",
             )
         )

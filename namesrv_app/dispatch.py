@@ -45,6 +45,11 @@ ROUTE_FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 ZONE_NAME_FIELD = "__ZONE_NAME"
 CONSISTENCY_FIELD = "consistency"
 CONSISTENCY_LINEARIZABLE = "linearizable"
+# Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
+MAX_OFFSET_FIELD = "maxOffset"
+CONFIRM_OFFSET_FIELD = "confirmOffset"
+RAFT_FAILOVER_FIELD = "enableRaftFailover"
+ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
 CRC32_MASK = 0x7FFFFFFF
 """Upstream masks the body CRC to a non-negative Java int (``UtilAll.crc32``)."""
 
@@ -234,6 +239,9 @@ class RequestDispatcher:
             heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
             enable_acting_master=header_bool(request, "enableActingMaster"),
             channel=None if conn is None else conn.id,
+            max_offset=header_int(request, MAX_OFFSET_FIELD),
+            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
+            enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
         )
         if outcome.failed:
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
@@ -242,6 +250,12 @@ class RequestDispatcher:
             for name, value in (
                 ("haServerAddr", outcome.ha_server_addr),
                 ("masterAddr", outcome.master_addr),
+                (
+                    ASSIGNED_BROKER_ID_FIELD,
+                    None
+                    if outcome.assigned_broker_id is None
+                    else str(outcome.assigned_broker_id),
+                ),
             )
             if value is not None
         }
@@ -271,6 +285,8 @@ class RequestDispatcher:
         await self.service.broker_heartbeat(
             cluster_name=require_str(request, "clusterName"),
             broker_addr=require_str(request, "brokerAddr"),
+            max_offset=header_int(request, MAX_OFFSET_FIELD),
+            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
         )
         return make_response(request, ResponseCode.SUCCESS)
 
@@ -284,6 +300,8 @@ class RequestDispatcher:
             broker_name=require_str(request, "brokerName"),
             broker_id=require_int(request, "brokerId"),
             data_version=bodies.decode_data_version(request.body),
+            max_offset=header_int(request, MAX_OFFSET_FIELD),
+            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
         )
         stored = outcome.data_version
         return make_response(

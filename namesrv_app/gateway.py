@@ -22,6 +22,7 @@ only logs it and leaves liveness to the replicated expiry (docs/RAFT.md,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -38,6 +39,7 @@ from namesrv_app.internal import InternalDispatcher
 from namesrv_app.projection import ProjectionWriter
 from namesrv_app.services import NameServerService
 from raftstore.config import NamesrvConfig
+from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.raft import (
     DEFAULT_PROPOSE_TIMEOUT_S,
     DEFAULT_SKEW_ALLOWANCE_MS,
@@ -82,6 +84,7 @@ class RaftOptions:
     propose_timeout_s: float = DEFAULT_PROPOSE_TIMEOUT_S
     skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS
     settings: RaftSettings = field(default_factory=RaftSettings)
+    failover_lag_bytes_max: int = DEFAULT_FAILOVER_LAG_BYTES_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,9 @@ class GatewayOptions:
     ready_file: Path | None = None
     drain_timeout_s: float = DRAIN_TIMEOUT_S
     raft: RaftOptions | None = None
+    scan_interval_ms: int = 0
+    """0: scans come from Celery beat; > 0: the gateway also scans itself this often
+    (fast failure detection; in raft mode only the leader's scan proposes)."""
 
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""
@@ -207,6 +213,9 @@ class Gateway:
                 if options.raft is None
                 else options.raft.skew_allowance_ms
             ),
+            failover_lag_bytes_max=(
+                None if options.raft is None else options.raft.failover_lag_bytes_max
+            ),
         )
         self.dispatcher = RequestDispatcher(self.service, clock=self.clock)
         self.internal = InternalDispatcher(self.service, options.internal_secret)
@@ -228,6 +237,7 @@ class Gateway:
         # unregister anything, so other clients' closes cost nothing.
         self._broker_channels: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._scan_task: asyncio.Task[None] | None = None
         self._stopping = False
 
     async def start(self) -> None:
@@ -240,6 +250,8 @@ class Gateway:
             )
         await self.server.start()
         await self.internal_server.start()
+        if self.options.scan_interval_ms > 0:
+            self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
         log.info(
             "gateway %s (%s) listening on %s:%d, internal %s:%d",
             self.options.node_id,
@@ -272,6 +284,10 @@ class Gateway:
         keeps the last state the node served.
         """
         self._stopping = True
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
         await self.server.close(self.options.drain_timeout_s)
         await self.internal_server.close(self.options.drain_timeout_s)
         if self._tasks:
@@ -280,6 +296,16 @@ class Gateway:
         await self.replicator.stop()
         await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S)
         await asyncio.to_thread(self.projection.stop, PROJECTION_FLUSH_TIMEOUT_S)
+
+    async def _scan_loop(self) -> None:
+        """The gateway's own liveness scan (``scan_interval_ms``); failures only logged."""
+        while True:
+            await asyncio.sleep(self.options.scan_interval_ms / 1000)
+            try:
+                await self.service.scan()
+            except Exception as exc:
+                # No quorum or a leadership change: the next round tries again.
+                log.info("liveness scan failed: %s", exc)
 
     # -- callbacks ------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ one run folder::
       secret                  the internal-port secret (mode 0600)
       redis/                  redis.conf, redis.log, redis.pid
       celery/                 worker.{log,pid}, beat.{log,pid}, beat-schedule
-      demo/                   demo.{log,pid} (only with --demo)
+      demo/                   demo.{log,pid} (only with --demo-sim: simulated brokers)
+      brokers/<name>-<id>/    real demo brokers (--demo): spec, ready file, pid, log, store
       n1/ n2/ ...             namesrv.sqlite3, gateway.{log,pid,ready.json}, web.{log,pid},
                               raft/ (raft mode: the node's journal and snapshot)
 
@@ -46,6 +47,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from namesrv_app import broker_control
+from namesrv_app.broker_control import BrokerSpec
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE_NAME = "cluster.json"
@@ -68,6 +72,19 @@ INTERNAL_RAFT_REMOVE_NODE = 40004
 MEMBERSHIP_TIMEOUT_S = 10.0
 
 READY_TIMEOUT_S = 60.0
+DEMO_BROKER_NAMES = ("broker-a", "broker-b")
+DEMO_BROKER_BASE_PORT = 10911
+"""broker-a's master listens here; each broker takes the next 10 ports (remoting, HA = +1)."""
+DEMO_BROKER_PORT_STEP = 10
+DEMO_BROKER_SETTINGS = {
+    # Raft failover (docs/RAFT.md, "Failover"): fast heartbeats carrying offsets.
+    "fast_heartbeat": "true",
+    "heartbeat_interval_ms": "1000",
+    "heartbeat_timeout_ms": "3000",
+    "raft_failover": "true",
+}
+RAFT_SCAN_INTERVAL_MS = 1000
+"""Raft mode: each gateway also scans every second (only the leader's scan proposes)."""
 POLL_INTERVAL_S = 0.1
 STOP_GRACE_S = 10.0
 CONNECT_TIMEOUT_S = 1.0
@@ -620,6 +637,10 @@ class ClusterEnv:
                 "NAMESRV_INTERNAL_PORT": str(node.internal_port),
             }
         )
+        if plan.mode == MODE_RAFT:
+            # The settings checks (run by migrate and the web process) require both.
+            env["NAMESRV_RAFT_PORT"] = str(node.raft_port)
+            env["NAMESRV_RAFT_PEERS"] = ",".join(plan.raft_peers())
         return env
 
 
@@ -657,6 +678,8 @@ def _raft_args(plan: ClusterPlan, node: NodePlan) -> list[str]:
         str(node.raft_port),
         "--raft-peers",
         ",".join(plan.raft_peers()),
+        "--scan-interval-ms",
+        str(RAFT_SCAN_INTERVAL_MS),
         "--raft-dir",
         str(plan.node_dir(node.node_id) / RAFT_DIR_NAME),
     ]
@@ -713,7 +736,7 @@ def beat_argv(run_dir: Path) -> list[str]:
 
 
 def demo_argv(cluster_file: Path) -> list[str]:
-    """The simulated brokers of ``--demo``."""
+    """The simulated brokers of ``--demo-sim``."""
     return [sys.executable, "-m", "namesrv_app.demo", "--cluster-file", str(cluster_file)]
 
 
@@ -775,7 +798,51 @@ def cluster_summary(plan: ClusterPlan, pids: Mapping[str, int | None]) -> dict[s
         "celery": {"worker_pid": pids.get("worker"), "beat_pid": pids.get("beat")},
         "demo_pid": pids.get("demo"),
         "nodes": [_node_summary(plan, node, pids) for node in plan.nodes],
+        "brokers": [
+            {"label": b.spec.label, "addr": b.spec.addr, "pid": b.pid, "running": b.running}
+            for b in broker_control.local_brokers(plan.run_dir)
+        ],
     }
+
+
+def demo_broker_specs(
+    plan: ClusterPlan, base_port: int = DEMO_BROKER_BASE_PORT
+) -> list[BrokerSpec]:
+    """broker-a and broker-b, a master and a slave each, registering with every node."""
+    namesrv = tuple(f"{LOOPBACK}:{node.remoting_port}" for node in plan.nodes)
+    specs = []
+    for index, name in enumerate(DEMO_BROKER_NAMES):
+        for broker_id in (0, 1):
+            port = base_port + (2 * index + broker_id) * DEMO_BROKER_PORT_STEP
+            specs.append(BrokerSpec(name, broker_id, port, port + 1, namesrv,
+                                    settings=dict(DEMO_BROKER_SETTINGS)))
+    return specs
+
+
+def start_demo_brokers(plan: ClusterPlan, base_port: int = DEMO_BROKER_BASE_PORT) -> list[str]:
+    """Start the real demo brokers (masters first, so slaves find them); their labels."""
+    specs = demo_broker_specs(plan, base_port)
+    busy = [s.addr for s in specs if accepts_connections(s.port) or accepts_connections(s.ha_port)]
+    if busy:
+        raise LauncherError(f"demo broker ports already in use: {', '.join(busy)}")
+    started: list[str] = []
+    try:
+        for spec in sorted(specs, key=lambda s: (s.broker_id, s.broker_name)):
+            broker_control.start_broker(plan.run_dir, spec)
+            started.append(spec.label)
+    except broker_control.BrokerControlError as exc:
+        stop_brokers(plan.run_dir)
+        raise LauncherError(str(exc)) from exc
+    return started
+
+
+def stop_brokers(run_dir: Path) -> list[str]:
+    """Stop every running broker of the run (SIGTERM: they unregister); their labels."""
+    stopped = []
+    for broker in broker_control.local_brokers(run_dir):
+        if broker.running and broker_control.stop_broker(run_dir, broker.spec.label):
+            stopped.append(broker.spec.label)
+    return stopped
 
 
 def write_cluster_file(plan: ClusterPlan, pids: Mapping[str, int | None]) -> Path:
@@ -936,13 +1003,16 @@ def cluster_up(
     plan: ClusterPlan,
     *,
     demo: bool = False,
+    demo_sim: bool = False,
     extra_env: Mapping[str, str] | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Start a whole cluster as planned and return its summary once every part is ready.
 
     Order: Redis, node migrations, gateways + web processes, Celery worker and beat,
-    then the demo brokers. Anything that fails stops what was started before it.
+    then the demo brokers: real ones with ``demo`` (two groups, master + slave
+    each), simulated ones with ``demo_sim``. Anything that fails stops what was
+    started before it.
     """
     _prepare_run_dir(plan)
     secret = new_secret(plan.run_dir)
@@ -961,9 +1031,12 @@ def cluster_up(
         _start_node_processes(starter)
         _start_celery(starter, ready_timeout_s)
         _wait_node_processes(starter, ready_timeout_s)
-        if demo:
+        if demo_sim:
             starter.start("demo", demo_argv(cluster_file), env.base())
+        if demo:
+            start_demo_brokers(plan)
     except BaseException:
+        stop_brokers(plan.run_dir)
         starter.rollback()
         raise
     write_cluster_file(plan, starter.pids())
@@ -1030,7 +1103,8 @@ def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]
     """
     run_dir = Path(run_dir).resolve()
     slots = process_slots(run_dir, known_node_ids(run_dir))
-    stopped: list[str] = []
+    # Brokers first, while the gateways still hear their UNREGISTER_BROKER.
+    stopped: list[str] = stop_brokers(run_dir)
     killed: list[str] = []
     for kind in PROCESS_ORDER:
         kind_slots = [s for s in slots if s.kind == kind]

@@ -7,10 +7,12 @@ the replicator; the route table applies it (at once in eventual mode, through
 the Raft log in raft mode). No method here carries a routing rule: those live
 in ``raftstore``.
 
-Raft mode differs in three places, each a rule of docs/RAFT.md: liveness
+Raft mode differs in four places, each a rule of docs/RAFT.md: liveness
 touches (BROKER_HEARTBEAT, QUERY_DATA_VERSION) go through a
 :class:`~raftstore.raft.TouchCoalescer`; a closed broker connection is only
-logged; the liveness scan is one ExpireBrokers proposed by the leader.
+logged; the liveness scan is one ExpireBrokers proposed by the leader; and that
+scan elects new masters for groups that opted into raft failover (the flag is
+dropped in eventual mode, which keeps the original behaviour).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from raftstore import commands as cmd
 from raftstore.raft import (
     DEFAULT_SKEW_ALLOWANCE_MS,
     RaftReplicator,
+    Touch,
     TouchCoalescer,
-    scan_liveness,
+    designated_member,
 )
 from raftstore.replicator import MODE_RAFT, Replicator
 from raftstore.results import (
@@ -35,6 +38,7 @@ from raftstore.results import (
     BrokerAddrInfo,
     ConfigOutcome,
     ExpireOutcome,
+    MasterElection,
     MinBrokerIdChange,
     PermOutcome,
     QueryDataVersionOutcome,
@@ -61,6 +65,38 @@ ROLE_STANDALONE = "standalone"
 REMARK_NOT_RAFT = "not in raft mode"
 
 
+DESIGNATED_TOUCH_TIMEOUT_DIVISOR = 4
+BACKUP_TOUCH_TIMEOUT_DIVISOR = 2
+"""A broker with a short heartbeat timeout is touched at least every timeout/4 by its
+designated member and every timeout/2 by the others, so coalescing never expires it."""
+
+
+class TimeoutAwareCoalescer(TouchCoalescer):
+    """The raft :class:`TouchCoalescer`, with the touch interval capped by the broker's
+    own ``heartbeatTimeoutMillis``.
+
+    The shipped intervals (15 s / 45 s) suit the 120 s default timeout; a
+    fast-heartbeat broker (3-10 s, the failover setting) would otherwise expire
+    between two coalesced touches.
+    """
+
+    def _should_propose(self, command: Touch) -> bool:
+        if super()._should_propose(command):
+            return True
+        replicator = self._replicator
+        if not isinstance(replicator, RaftReplicator):
+            return True
+        key = (command.cluster_name, command.broker_addr)
+        entry = replicator.read(lambda table: table.live_broker(*key))
+        if entry is None or key in self._in_flight:
+            return False
+        if isinstance(command, cmd.QueryDataVersion) and entry.data_version != command.data_version:
+            return False
+        designated = designated_member(replicator.members(), key) == replicator.self_addr
+        divisor = DESIGNATED_TOUCH_TIMEOUT_DIVISOR if designated else BACKUP_TOUCH_TIMEOUT_DIVISOR
+        return entry.last_update_ms < command.now_ms - entry.heartbeat_timeout_ms // divisor
+
+
 class ServiceError(ValueError):
     """Input a service refuses; the message is fit to show the caller (a wire remark)."""
 
@@ -75,6 +111,7 @@ class ScanOutcome:
 
     expired: tuple[BrokerAddrInfo, ...]
     role: str
+    elections: tuple[MasterElection, ...] = ()
 
 
 def _check_text(label: str, value: object, *, chars_max: int = NAME_CHARS_MAX) -> str:
@@ -86,6 +123,11 @@ def _check_text(label: str, value: object, *, chars_max: int = NAME_CHARS_MAX) -
     if any(unicodedata.category(ch) == "Cc" for ch in value):
         raise ServiceError(f"{label} contains control characters")
     return value
+
+
+def _check_offset(label: str, value: int | None) -> int | None:
+    """An optional commit-log offset (a Java long, never negative)."""
+    return None if value is None else _check_int(label, value, low=0, high=BROKER_ID_MAX)
 
 
 def _check_int(label: str, value: object, *, low: int, high: int) -> int:
@@ -123,15 +165,20 @@ class NameServerService:
         notifier: Notifier | None = None,
         *,
         skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS,
+        failover_lag_bytes_max: int | None = None,
     ) -> None:
         self.replicator = replicator
+        # Raft failover runs only in raft mode: eventual mode keeps the original.
+        self.failover_lag_bytes_max = (
+            failover_lag_bytes_max if replicator.mode == MODE_RAFT else None
+        )
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._notifier = notifier
         self.skew_allowance_ms = _check_int(
             "skew_allowance_ms", skew_allowance_ms, low=0, high=BROKER_ID_MAX
         )
         # Eventual mode: the coalescer proposes every touch (the original behaviour).
-        self.touches = TouchCoalescer(replicator)
+        self.touches = TimeoutAwareCoalescer(replicator)
 
     async def _propose(self, command: cmd.Command) -> ApplyResult:
         result = await self.replicator.propose(command)
@@ -157,8 +204,14 @@ class NameServerService:
         heartbeat_timeout_ms: int | None = None,
         enable_acting_master: bool | None = None,
         channel: str | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        enable_raft_failover: bool | None = None,
     ) -> RegisterBrokerOutcome:
-        """REGISTER_BROKER: add or refresh a broker and its topics."""
+        """REGISTER_BROKER: add or refresh a broker and its topics.
+
+        ``enable_raft_failover`` is honoured only where failover runs (raft mode).
+        """
         command = cmd.RegisterBroker(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),
@@ -178,6 +231,11 @@ class NameServerService:
             ),
             enable_acting_master=enable_acting_master,
             channel=channel,
+            max_offset=_check_offset("maxOffset", max_offset),
+            confirm_offset=_check_offset("confirmOffset", confirm_offset),
+            enable_raft_failover=(
+                enable_raft_failover if self.failover_lag_bytes_max is not None else None
+            ),
         )
         outcome = (await self._propose(command)).outcome
         assert isinstance(outcome, RegisterBrokerOutcome)
@@ -195,13 +253,22 @@ class NameServerService:
         )
         await self._propose(cmd.UnregisterBrokers(requests=(request,)))
 
-    async def broker_heartbeat(self, *, cluster_name: str, broker_addr: str) -> None:
-        """BROKER_HEARTBEAT: refresh the broker's last-heard time if it is live."""
+    async def broker_heartbeat(
+        self,
+        *,
+        cluster_name: str,
+        broker_addr: str,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+    ) -> None:
+        """BROKER_HEARTBEAT: refresh the broker's last-heard time (and offsets) if live."""
         await self.touches.touch(
             cmd.BrokerHeartbeat(
                 cluster_name=_check_text("clusterName", cluster_name),
                 broker_addr=_check_text("brokerAddr", broker_addr),
                 now_ms=self.clock.now_ms(),
+                max_offset=_check_offset("maxOffset", max_offset),
+                confirm_offset=_check_offset("confirmOffset", confirm_offset),
             )
         )
 
@@ -213,6 +280,8 @@ class NameServerService:
         broker_name: str,
         broker_id: int,
         data_version: DataVersion | None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
     ) -> QueryDataVersionOutcome:
         """QUERY_DATA_VERSION: compare the broker's version and refresh its liveness."""
         command = cmd.QueryDataVersion(
@@ -222,6 +291,8 @@ class NameServerService:
             broker_id=_check_int("brokerId", broker_id, low=0, high=BROKER_ID_MAX),
             data_version=data_version,
             now_ms=self.clock.now_ms(),
+            max_offset=_check_offset("maxOffset", max_offset),
+            confirm_offset=_check_offset("confirmOffset", confirm_offset),
         )
         # A skipped touch (raft: fresh enough) still answers from the applied state.
         outcome = (await self.touches.touch(command)).outcome
@@ -252,13 +323,28 @@ class NameServerService:
         stamp = _check_int(
             "now_ms", self.clock.now_ms() if now_ms is None else now_ms, low=0, high=BROKER_ID_MAX
         )
-        result = await scan_liveness(self.replicator, stamp, self.skew_allowance_ms)
-        if result is None:
+        if isinstance(self.replicator, RaftReplicator) and not self.replicator.is_leader():
             return ScanOutcome(expired=(), role=ROLE_FOLLOWER)
+        # Proposed through _propose, so only the leader, which proposed the scan,
+        # sends the elected groups their NOTIFY_MIN_BROKER_ID_CHANGE.
+        result = await self._propose(
+            cmd.ExpireBrokers(
+                now_ms=stamp,
+                skew_allowance_ms=(
+                    self.skew_allowance_ms if self.replicator.mode == MODE_RAFT else 0
+                ),
+                failover_lag_bytes_max=self.failover_lag_bytes_max,
+            )
+        )
         role = ROLE_LEADER if self.replicator.mode == MODE_RAFT else ROLE_STANDALONE
         outcome = result.outcome
-        expired = outcome.expired if isinstance(outcome, ExpireOutcome) else ()
-        return ScanOutcome(expired=expired, role=role)
+        if not isinstance(outcome, ExpireOutcome):
+            return ScanOutcome(expired=(), role=role)
+        for election in outcome.elections:
+            log.warning("raft failover: %s elected %s (was id %d) to replace %s",
+                        election.broker_name, election.new_master_addr,
+                        election.previous_broker_id, election.old_master_addr)
+        return ScanOutcome(expired=outcome.expired, role=role, elections=outcome.elections)
 
     async def channel_destroyed(self, channel: str | None) -> None:
         """A connection closed: unregister what was registered over it (eventual mode).

@@ -22,6 +22,10 @@ class RegisterBroker:
     ``filter_server_list`` None leaves the filter table alone, empty removes it.
     ``channel`` names the connection it arrived on (eventual mode's
     channel-destroy hook); None when the command did not come over a socket.
+    ``max_offset`` / ``confirm_offset`` are the broker's commit-log offsets (5.x
+    BROKER_HEARTBEAT names), None when not reported.
+    ``enable_raft_failover`` opts the broker group into raft-mode master election
+    (the last registrant wins, like ``enableActingMaster``); None means off.
     """
 
     cluster_name: str
@@ -36,6 +40,9 @@ class RegisterBroker:
     heartbeat_timeout_ms: int | None = None
     enable_acting_master: bool | None = None
     channel: str | None = None
+    max_offset: int | None = None
+    confirm_offset: int | None = None
+    enable_raft_failover: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +64,25 @@ class UnregisterBrokers:
 
 @dataclass(frozen=True, slots=True)
 class BrokerHeartbeat:
-    """BROKER_HEARTBEAT (904): refresh the live entry of (cluster, addr) if present."""
+    """BROKER_HEARTBEAT (904): refresh the live entry of (cluster, addr) if present.
+
+    ``max_offset`` / ``confirm_offset`` (5.x header fields) update the live entry.
+    """
 
     cluster_name: str
     broker_addr: str
     now_ms: int
+    max_offset: int | None = None
+    confirm_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class QueryDataVersion:
-    """QUERY_DATA_VERSION (322): compare DataVersions and touch the live entry."""
+    """QUERY_DATA_VERSION (322): compare DataVersions and touch the live entry.
+
+    ``max_offset`` / ``confirm_offset`` are optional extra header fields our
+    brokers send; they update the live entry like a heartbeat's.
+    """
 
     cluster_name: str
     broker_addr: str
@@ -74,6 +90,8 @@ class QueryDataVersion:
     broker_id: int
     data_version: DataVersion | None
     now_ms: int
+    max_offset: int | None = None
+    confirm_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +99,15 @@ class ExpireBrokers:
     """The liveness scan: unregister every broker silent for longer than its timeout.
 
     A broker expires when ``last_update_ms + timeout_ms + skew_allowance_ms < now_ms``.
+    ``failover_lag_bytes_max`` None keeps the original behaviour; a number makes
+    the same apply elect a new master for every expired master of a group that
+    opted into raft failover, among slaves at most that many bytes behind
+    (see :mod:`raftstore.failover`).
     """
 
     now_ms: int
     skew_allowance_ms: int = 0
+    failover_lag_bytes_max: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,12 +71,16 @@ class RegisterBrokerOutcome:
 
     ``failed`` is the 5.x single-topic guard ("register broker failed").
     ``order_topic_config`` is the ORDER_TOPIC_CONFIG namespace, None when absent.
+    ``assigned_broker_id`` (raft failover groups only) asks the registrant to take
+    this broker id: 0 when it was elected master, a slave id when it registered
+    as master but another live broker holds id 0 (a returning old master).
     """
 
     master_addr: str | None = None
     ha_server_addr: str | None = None
     order_topic_config: KVTable | None = None
     failed: bool = False
+    assigned_broker_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +99,29 @@ class PermOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class MasterElection:
+    """A raft-failover election: ``new_master_addr`` moved from ``previous_broker_id`` to 0.
+
+    The offsets are the ones the decision was made on (the live entries' last
+    reported values), kept for the operator and the benchmarks.
+    """
+
+    cluster_name: str
+    broker_name: str
+    old_master_addr: str
+    new_master_addr: str
+    new_master_ha_addr: str | None
+    previous_broker_id: int
+    master_max_offset: int
+    new_master_confirm_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class ExpireOutcome:
-    """The scan's answer: the live entries it expired."""
+    """The scan's answer: the live entries it expired and the masters it elected."""
 
     expired: tuple[BrokerAddrInfo, ...] = ()
+    elections: tuple[MasterElection, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

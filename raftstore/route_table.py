@@ -103,7 +103,8 @@ class RouteTable:
         return None, rules.unregister_batch(self._t, self.config, cmd.requests, cs)
 
     def _heartbeat(self, cmd: BrokerHeartbeat, cs: rules.ChangeSet) -> _Handled:
-        rules.touch(self._t, BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr), cmd.now_ms, cs)
+        key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
+        rules.touch(self._t, key, cmd.now_ms, cs, cmd.max_offset, cmd.confirm_offset)
         return None, ()
 
     def _query_data_version(self, cmd: QueryDataVersion, cs: rules.ChangeSet) -> _Handled:

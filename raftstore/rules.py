@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from raftstore import failover
 from raftstore.commands import (
     ExpireBrokers,
     QueryDataVersion,
@@ -25,6 +26,7 @@ from raftstore.results import (
     BrokerAddrInfo,
     Changes,
     ExpireOutcome,
+    MasterElection,
     MinBrokerIdChange,
     QueryDataVersionOutcome,
     RegisterBrokerOutcome,
@@ -74,12 +76,18 @@ class ChangeSet:
 def register_broker(
     t: Tables, config: NamesrvConfig, cmd: RegisterBroker, cs: ChangeSet
 ) -> tuple[RegisterBrokerOutcome, tuple[MinBrokerIdChange, ...]]:
-    """REGISTER_BROKER, 5.x ``registerBroker`` steps 1-14 (see the reference, §4.2)."""
+    """REGISTER_BROKER, 5.x ``registerBroker`` steps 1-14 (see the reference, §4.2),
+    plus the two raft-failover rules (:func:`_failover_role`)."""
     key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
     wrapper = cmd.topic_config_wrapper
     data_version = wrapper.data_version if wrapper is not None else DataVersion()
     _join_cluster(t, cmd.cluster_name, cmd.broker_name, cs)
     group, register_first = _group_for(t, cmd, cs)
+    refused, elected = _failover_role(t, group, cmd)
+    if refused is not None:
+        return refused, ()
+    if elected:
+        cmd = dataclasses.replace(cmd, broker_id=MASTER_ID)
     prev_min = group.min_broker_id()
     min_id_changed = cmd.broker_id < (prev_min if prev_min is not None else MASTER_ID)
     _drop_addr_under_other_ids(group, cmd.broker_addr, cmd.broker_id, cs)
@@ -108,12 +116,43 @@ def register_broker(
     _store_live(t, cmd, key, data_version, cs)
     _store_filter_servers(t, cmd, key, group.broker_name, cs)
     outcome = RegisterBrokerOutcome(
-        *_master_of(t, cmd, group), order_topic_config=_order_topic_config(t, config)
+        *_master_of(t, cmd, group),
+        order_topic_config=_order_topic_config(t, config),
+        assigned_broker_id=MASTER_ID if elected else None,
     )
     notes: tuple[MinBrokerIdChange, ...] = ()
     if min_id_changed and config.notify_min_broker_id_changed:
         notes = _notification(group, None, cmd.ha_server_addr)
     return outcome, notes
+
+
+def _failover_role(
+    t: Tables, group: BrokerGroup, cmd: RegisterBroker
+) -> tuple[RegisterBrokerOutcome | None, bool]:
+    """Raft failover groups only, before any upstream step changes the group:
+
+    * a broker registering as master while another live broker holds id 0 is a
+      returning old master: nothing is stored, the answer names the current
+      master and assigns it a slave id;
+    * a broker registering as a slave whose address holds id 0 was elected
+      while it had not yet heard of it: it registers as the master and is told
+      to take id 0 (so a lost notification heals at its next registration).
+
+    Returns the refusal answer (or None) and whether the registrant was elected.
+    """
+    if not group.raft_failover:
+        return None, False
+    if cmd.broker_id == MASTER_ID:
+        holder = failover.live_master_holder(t, group, cmd.broker_addr)
+        if holder is None:
+            return None, False
+        refusal = RegisterBrokerOutcome(
+            master_addr=holder.broker_addr,
+            ha_server_addr=holder.ha_server_addr,
+            assigned_broker_id=failover.slave_id_for(group, cmd.broker_addr),
+        )
+        return refusal, False
+    return None, group.broker_addrs.get(MASTER_ID) == cmd.broker_addr
 
 
 def _join_cluster(t: Tables, cluster: str, broker_name: str, cs: ChangeSet) -> None:
@@ -132,9 +171,15 @@ def _group_for(t: Tables, cmd: RegisterBroker, cs: ChangeSet) -> tuple[BrokerGro
         t.broker_addr[cmd.broker_name] = group
         cs.broker_names.add(cmd.broker_name)
     acting = bool(cmd.enable_acting_master)
-    if group.enable_acting_master != acting or group.zone_name != cmd.zone_name:
+    raft_failover = bool(cmd.enable_raft_failover)
+    if (
+        group.enable_acting_master != acting
+        or group.zone_name != cmd.zone_name
+        or group.raft_failover != raft_failover
+    ):
         group.enable_acting_master = acting
         group.zone_name = cmd.zone_name
+        group.raft_failover = raft_failover
         cs.broker_names.add(cmd.broker_name)
     return group, created
 
@@ -225,10 +270,19 @@ def _store_live(
         data_version=dv,
         ha_server_addr=cmd.ha_server_addr,
         channel=cmd.channel,
+        # A registration without offsets keeps the last reported ones.
+        max_offset=_reported(cmd.max_offset, previous.max_offset if previous else None),
+        confirm_offset=_reported(
+            cmd.confirm_offset, previous.confirm_offset if previous else None
+        ),
     )
     if entry != previous:
         t.live[key] = entry
         cs.live_brokers.add(key)
+
+
+def _reported(new: int | None, old: int | None) -> int | None:
+    return old if new is None else new
 
 
 def _store_filter_servers(
@@ -295,9 +349,18 @@ def _notification(
 
 
 def unregister_batch(
-    t: Tables, config: NamesrvConfig, requests: Sequence[UnregisterRequest], cs: ChangeSet
+    t: Tables,
+    config: NamesrvConfig,
+    requests: Sequence[UnregisterRequest],
+    cs: ChangeSet,
+    elections: Sequence[MasterElection] = (),
 ) -> tuple[MinBrokerIdChange, ...]:
-    """5.x ``unRegisterBroker(Set)``: the batch of UNREGISTER_BROKER, expiry and close."""
+    """5.x ``unRegisterBroker(Set)``: the batch of UNREGISTER_BROKER, expiry and close.
+
+    ``elections`` (raft failover) promote their slaves after the removals and
+    before the topic clean-up, so a promoted group is never left masterless;
+    their groups are notified by :func:`_election_notes` instead.
+    """
     removed: set[str] = set()
     reduced: set[str] = set()
     offline_by_name: dict[str, str] = {}
@@ -308,14 +371,46 @@ def unregister_batch(
             removed.add(name)
         else:
             reduced.add(name)
+    promoted = _promote(t, elections, cs)
     _clean_topics(t, removed, reduced, cs)
+    notes: list[MinBrokerIdChange] = list(_election_notes(t, promoted))
     if not config.notify_min_broker_id_changed:
-        return ()
-    notes: list[MinBrokerIdChange] = []
+        return tuple(notes)
+    elected_names = {e.broker_name for e in promoted}
     for name, offline_addr in sorted(offline_by_name.items()):
+        if name in elected_names:
+            continue
         group = t.broker_addr.get(name)
         if group is not None and group.enable_acting_master:
             notes.extend(_notification(group, offline_addr, None))
+    return tuple(notes)
+
+
+def _promote(
+    t: Tables, elections: Sequence[MasterElection], cs: ChangeSet
+) -> list[MasterElection]:
+    promoted: list[MasterElection] = []
+    for election in elections:
+        group = t.broker_addr.get(election.broker_name)
+        if group is not None and failover.promote(group, election):
+            cs.broker_names.add(group.broker_name)
+            promoted.append(election)
+    return promoted
+
+
+def _election_notes(
+    t: Tables, promoted: Sequence[MasterElection]
+) -> tuple[MinBrokerIdChange, ...]:
+    """Every member of a promoted group hears of its new master (offline = the old one)."""
+    notes: list[MinBrokerIdChange] = []
+    for election in promoted:
+        notes.extend(
+            _notification(
+                t.broker_addr[election.broker_name],
+                election.old_master_addr,
+                election.new_master_ha_addr,
+            )
+        )
     return tuple(notes)
 
 
@@ -404,8 +499,30 @@ def expire_brokers(
             # retry every scan; here the live and filter entries simply go.
             request = UnregisterRequest(key.cluster_name, key.broker_addr, "", MASTER_ID)
         requests.append(request)
-    notes = unregister_batch(t, config, requests, cs)
-    return ExpireOutcome(expired=expired), notes
+    elections = _elections(t, cmd, requests, expired)
+    notes = unregister_batch(t, config, requests, cs, elections)
+    return ExpireOutcome(expired=expired, elections=elections), notes
+
+
+def _elections(
+    t: Tables,
+    cmd: ExpireBrokers,
+    requests: Sequence[UnregisterRequest],
+    expired: tuple[BrokerAddrInfo, ...],
+) -> tuple[MasterElection, ...]:
+    """Raft failover: a replacement for every expiring master of an opted-in group."""
+    if cmd.failover_lag_bytes_max is None:
+        return ()
+    gone = frozenset(expired)
+    elections: list[MasterElection] = []
+    for request in requests:
+        group = t.broker_addr.get(request.broker_name)
+        if request.broker_id != MASTER_ID or group is None:
+            continue
+        election = failover.elect_master(t, group, gone, cmd.failover_lag_bytes_max)
+        if election is not None:
+            elections.append(election)
+    return tuple(elections)
 
 
 def _key_order(key: BrokerAddrInfo) -> tuple[str, str]:
@@ -428,13 +545,34 @@ def channel_destroyed(
 # ---------------------------------------------------------------- liveness
 
 
-def touch(t: Tables, key: BrokerAddrInfo, now_ms: int, cs: ChangeSet) -> None:
-    """Refresh a live entry; the time only moves forward (clocks of several nodes)."""
+def touch(
+    t: Tables,
+    key: BrokerAddrInfo,
+    now_ms: int,
+    cs: ChangeSet,
+    max_offset: int | None = None,
+    confirm_offset: int | None = None,
+) -> None:
+    """Refresh a live entry; the time only moves forward (clocks of several nodes),
+    and so do reported offsets (touches relayed by different nodes may cross)."""
     entry = t.live.get(key)
-    if entry is None or entry.last_update_ms >= now_ms:
+    if entry is None:
         return
-    t.live[key] = dataclasses.replace(entry, last_update_ms=now_ms)
-    cs.live_brokers.add(key)
+    updated = dataclasses.replace(
+        entry,
+        last_update_ms=max(entry.last_update_ms, now_ms),
+        max_offset=_forward(entry.max_offset, max_offset),
+        confirm_offset=_forward(entry.confirm_offset, confirm_offset),
+    )
+    if updated != entry:
+        t.live[key] = updated
+        cs.live_brokers.add(key)
+
+
+def _forward(old: int | None, new: int | None) -> int | None:
+    if new is None:
+        return old
+    return new if old is None else max(old, new)
 
 
 def query_data_version(t: Tables, cmd: QueryDataVersion, cs: ChangeSet) -> QueryDataVersionOutcome:
@@ -442,7 +580,7 @@ def query_data_version(t: Tables, cmd: QueryDataVersion, cs: ChangeSet) -> Query
     key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
     entry = t.live.get(key)
     changed = entry is None or entry.data_version != cmd.data_version
-    touch(t, key, cmd.now_ms, cs)
+    touch(t, key, cmd.now_ms, cs, cmd.max_offset, cmd.confirm_offset)
     return QueryDataVersionOutcome(
         changed=changed, data_version=None if entry is None else entry.data_version
     )

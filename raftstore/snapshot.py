@@ -7,6 +7,12 @@ tables with equal state give equal digests in any process.
 
 Decoding checks every field's type and raises ValueError on anything it does
 not understand, including an unknown format version.
+
+Format versions: 1 is the original shape; 2 adds the raft-failover facts (a
+group's ``failover`` flag, a live entry's ``max_offset``/``confirm_offset``).
+They are written only when set, so a state without failover has the same
+canonical document (and digest) as under version 1, and version 1 snapshots
+restore unchanged.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from raftstore.tables import BrokerGroup, BrokerLiveView, Tables
 from remoting.model import DataVersion, QueueData, TopicQueueMappingInfo
 
 MAGIC = b"RMQNRT"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMAT_VERSIONS = frozenset({1, 2})
 _HEADER = struct.Struct(">6sH")
 
 Json = dict[str, Any]
@@ -86,12 +93,15 @@ def _queue_json(q: QueueData) -> Json:
 
 
 def _group_json(g: BrokerGroup) -> Json:
-    return {
+    doc: Json = {
         "cluster": g.cluster,
         "addrs": [[bid, addr] for bid, addr in sorted(g.broker_addrs.items())],
         "zone": g.zone_name,
         "acting": g.enable_acting_master,
     }
+    if g.raft_failover:
+        doc["failover"] = True
+    return doc
 
 
 def _dv_json(dv: DataVersion) -> list[int]:
@@ -99,7 +109,7 @@ def _dv_json(dv: DataVersion) -> list[int]:
 
 
 def _live_json(e: BrokerLiveView) -> Json:
-    return {
+    doc: Json = {
         "cluster": e.cluster_name,
         "addr": e.broker_addr,
         "last_update_ms": e.last_update_ms,
@@ -108,6 +118,11 @@ def _live_json(e: BrokerLiveView) -> Json:
         "ha": e.ha_server_addr,
         "channel": e.channel,
     }
+    if e.max_offset is not None:
+        doc["max_offset"] = e.max_offset
+    if e.confirm_offset is not None:
+        doc["confirm_offset"] = e.confirm_offset
+    return doc
 
 
 def _mapping_json(info: TopicQueueMappingInfo) -> Json:
@@ -133,7 +148,7 @@ def decode(data: bytes) -> tuple[Tables, NamesrvConfig, int, int]:
     magic, version = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise ValueError("not a route table snapshot")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_FORMAT_VERSIONS:
         raise ValueError(f"unknown route table snapshot format {version}")
     try:
         doc = json.loads(data[_HEADER.size :].decode("ascii"))
@@ -192,6 +207,7 @@ def _group(name: str, g: Json) -> BrokerGroup:
         broker_addrs=addrs,
         zone_name=_opt_str(g.get("zone")),
         enable_acting_master=_bool(g.get("acting")),
+        raft_failover=_bool(g.get("failover", False)),
     )
 
 
@@ -205,6 +221,8 @@ def _live(e: Json) -> BrokerLiveView:
         data_version=DataVersion(state_version, timestamp, counter),
         ha_server_addr=_opt_str(e.get("ha")),
         channel=_opt_str(e.get("channel")),
+        max_offset=_opt_int(e.get("max_offset")),
+        confirm_offset=_opt_int(e.get("confirm_offset")),
     )
 
 
@@ -267,6 +285,10 @@ def _str(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError("snapshot field must be a string")
     return value
+
+
+def _opt_int(value: object) -> int | None:
+    return None if value is None else _int(value)
 
 
 def _opt_str(value: object) -> str | None:

@@ -19,6 +19,8 @@ class BrokerLiveView:
 
     ``last_update_ms`` is the latest proposer timestamp heard for the broker; it
     never moves backwards, since different nodes' clocks stamp the touches.
+    ``max_offset`` / ``confirm_offset`` are the broker's last reported commit-log
+    offsets (None until it reports them); raft failover elects on them.
     """
 
     cluster_name: str
@@ -28,6 +30,8 @@ class BrokerLiveView:
     data_version: DataVersion
     ha_server_addr: str | None
     channel: str | None
+    max_offset: int | None = None
+    confirm_offset: int | None = None
 
     @property
     def key(self) -> BrokerAddrInfo:
@@ -37,13 +41,18 @@ class BrokerLiveView:
 
 @dataclass(slots=True)
 class BrokerGroup:
-    """A mutable ``BrokerData``: one broker name's members by broker id."""
+    """A mutable ``BrokerData``: one broker name's members by broker id.
+
+    ``raft_failover`` marks a group whose brokers opted into raft-mode master
+    election; it is not part of the wire ``BrokerData``.
+    """
 
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
     zone_name: str | None = None
     enable_acting_master: bool = False
+    raft_failover: bool = False
 
     def min_broker_id(self) -> int | None:
         """The smallest registered broker id, None when the group is empty."""

@@ -54,6 +54,7 @@ class HAClient:
         self._appender = ReplicaAppender(store, batch_bytes_max=config.transfer_batch_bytes)
         self._address_changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
         self._last_report_s = 0.0
         self._reported_offset = -1
 
@@ -72,6 +73,9 @@ class HAClient:
 
     async def close(self) -> None:
         """Stop following and close the connection."""
+        # The flag ends the loop even when the cancellation lands in _follow's
+        # clean-up, which must swallow its children's CancelledError.
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -79,7 +83,7 @@ class HAClient:
             self._task = None
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             self._address_changed.clear()
             address = self.master_address
             if address is None:

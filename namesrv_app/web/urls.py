@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from namesrv_app.web import views
+from namesrv_app.web import brokers, views
 
 app_name = "console"
 
@@ -14,6 +14,10 @@ urlpatterns = [
     path("topics/", views.topics, name="topics"),
     path("topics/<str:topic>/", views.topic_detail, name="topic"),
     path("nodes/", views.nodes, name="nodes"),
+    path("brokers/", brokers.brokers, name="brokers"),
+    path("brokers/topic/", brokers.broker_topic, name="broker-topic"),
+    path("brokers/send/", brokers.broker_send, name="broker-send"),
+    path("brokers/control/", brokers.broker_control_action, name="broker-control"),
     path("kv/", views.kv_config, name="kv"),
     path("ops/", views.operations, name="operations"),
     path("ops/<slug:slug>/", views.operation, name="operation"),

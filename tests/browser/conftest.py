@@ -153,8 +153,11 @@ def console_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleNo
             stop_gateway(gateway)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(chromium: Path) -> Iterator[Any]:
+    # Package scope, not session: Playwright's sync API keeps an event loop running
+    # on the main thread while it is open, and every asyncio test collected after
+    # the browser tests would fail with "cannot be called from a running event loop".
     """Headless Chromium driven by Playwright."""
     from playwright.sync_api import sync_playwright
 

@@ -72,11 +72,11 @@ def test_env_helpers_parse_typed_values(monkeypatch: pytest.MonkeyPatch) -> None
         env_int("NS_TEST_INT", 1)
 
 
-def test_raft_mode_without_a_raft_port_is_e007() -> None:
-    """namesrv.E007: in raft mode the Raft port is the node's identity."""
-    assert check_ids(MODE="raft", RAFT_PORT=0) == ["namesrv.E007"]
+def test_a_raft_port_outside_the_tcp_range_is_e007() -> None:
+    """namesrv.E007; 0 means the port comes as run_gateway --raft-port."""
+    assert check_ids(MODE="raft", RAFT_PORT=70000) == ["namesrv.E007"]
     assert check_ids(MODE="raft", RAFT_PORT=7101) == []
-    assert check_ids(MODE="eventual", RAFT_PORT=0) == []
+    assert check_ids(MODE="raft", RAFT_PORT=0) == []
 
 
 def test_a_bad_proposal_bound_or_skew_allowance_is_e008() -> None:

@@ -63,7 +63,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--demo",
             action="store_true",
-            help="also start simulated brokers registering demo topics",
+            help="also start real brokers: broker-a and broker-b, a master and a slave each",
+        )
+        parser.add_argument(
+            "--demo-sim",
+            action="store_true",
+            help="also start simulated brokers registering demo topics (experiments)",
         )
         parser.add_argument(
             "--foreground",
@@ -106,7 +111,7 @@ class Command(BaseCommand):
         if options["foreground"]:
             # A SIGTERM while starting must roll back like Ctrl-C does, not orphan processes.
             signal.signal(signal.SIGTERM, _raise_interrupt)
-        summary = launcher.cluster_up(plan, demo=options["demo"])
+        summary = launcher.cluster_up(plan, demo=options["demo"], demo_sim=options["demo_sim"])
         self._emit(summary, options["json"], self._up_text)
         if options["foreground"]:
             self._stay_attached(plan.run_dir)
@@ -135,6 +140,8 @@ class Command(BaseCommand):
         addrs = ";".join(node["remoting_addr"] for node in summary["nodes"])
         lines.append(f"  redis {summary['redis']['url']}  celery logs {summary['run_dir']}/celery")
         lines.append(f"  clients: namesrvAddr={addrs}")
+        for broker in summary.get("brokers", []):
+            lines.append(f"  broker {broker['label']}: {broker['addr']} (pid {broker['pid']})")
         if summary.get("demo_pid"):
             lines.append(f"  demo brokers (pid {summary['demo_pid']}): {summary['run_dir']}/demo")
         return "\n".join(lines)

@@ -20,6 +20,7 @@ from namesrv_app.conf import (
 )
 from namesrv_app.events import load_publisher
 from namesrv_app.gateway import GatewayConfigError, GatewayOptions, RaftOptions, serve
+from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.replicator import MODE_RAFT
 
 
@@ -45,6 +46,7 @@ def raft_options(options: dict[str, Any], conf: NamesrvSettings) -> RaftOptions 
         dial=dial,
         propose_timeout_s=options["propose_timeout_s"],
         skew_allowance_ms=options["skew_allowance_ms"],
+        failover_lag_bytes_max=options["failover_lag_bytes_max"],
     )
 
 
@@ -96,6 +98,14 @@ class Command(BaseCommand):
             "--skew-allowance-ms", type=int, default=int(conf.SKEW_ALLOWANCE_MS),
             help="extra silence the replicated expiry allows for clock skew",
         )  # fmt: skip
+        raft.add_argument(
+            "--failover-lag-bytes-max", type=int, default=DEFAULT_FAILOVER_LAG_BYTES_MAX,
+            help="raft failover: an elected slave is at most this many bytes behind",
+        )  # fmt: skip
+        parser.add_argument(
+            "--scan-interval-ms", type=int, default=0,
+            help="also scan for silent brokers this often (0: only the Celery scan)",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Build the options and run until a stop signal."""
@@ -116,6 +126,7 @@ class Command(BaseCommand):
             notify_min_broker_id_changed=conf.NOTIFY_MIN_BROKER_ID_CHANGED,
             ready_file=options["ready_file"],
             raft=raft_options(options, conf),
+            scan_interval_ms=options["scan_interval_ms"],
         )
         try:
             asyncio.run(serve(gateway_options, publisher=load_publisher(conf.EVENT_PUBLISHER)))

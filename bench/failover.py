@@ -1,0 +1,171 @@
+"""Raft failover benchmark: SIGKILL a master, time until every node routes to the new one.
+
+    .venv/bin/python bench/failover.py [--rounds 5] [--heartbeat-timeout-ms 3000]
+        [--skew-allowance-ms 1000] [--scan-interval-ms 1000]
+
+Starts 3 raft-mode gateways (``run_gateway --scan-interval-ms``) and broker-a as a
+real master + slave (``enableRaftFailover``, 1 s heartbeats). Each round SIGKILLs
+the current master, polls GET_ROUTEINFO_BY_TOPIC on every node every 20 ms until
+all name the other broker as id 0, then restarts the killed broker (it comes back
+as the slave) and waits until it follows. Prints one line per round, the summary
+and a JSON line. The expected time is about timeout + skew + scan interval +
+the touch staleness (up to timeout/4), plus one Raft commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from namesrv_app import broker_control  # noqa: E402
+from namesrv_app.broker_control import BrokerSpec  # noqa: E402
+from remoting.blocking import BlockingClient  # noqa: E402
+from remoting.bodies import decode_topic_route_data  # noqa: E402
+from remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from remoting.command import RemotingCommand  # noqa: E402
+
+NODES = 3
+BROKER_NAME = "broker-a"
+POLL_S = 0.02
+ROUND_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_gateways(root: Path, args: argparse.Namespace) -> list[tuple[subprocess.Popen[bytes],
+                                                                        str]]:
+    """3 raft gateways; (process, remoting address) each, once ready."""
+    raft = [f"127.0.0.1:{free_port()}" for _ in range(NODES)]
+    started = []
+    for i in range(NODES):
+        ready = root / f"n{i + 1}.ready.json"
+        env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"n{i + 1}.sqlite3"),
+               "NAMESRV_LOG_LEVEL": "WARNING"}
+        command = [
+            sys.executable, "manage.py", "run_gateway", "--node", f"n{i + 1}", "--port", "0",
+            "--internal-port", "0", "--ready-file", str(ready), "--mode", "raft",
+            "--raft-port", raft[i].rpartition(":")[2], "--raft-peers", ",".join(raft),
+            "--raft-dir", str(root / f"raft-n{i + 1}"), "--migrate",
+            "--scan-interval-ms", str(args.scan_interval_ms),
+            "--skew-allowance-ms", str(args.skew_allowance_ms),
+        ]  # fmt: skip
+        log = (root / f"n{i + 1}.log").open("ab")
+        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
+        started.append((proc, ready))
+    gateways = []
+    for proc, ready in started:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"gateway did not start; see {ready.parent}")
+            time.sleep(0.1)
+        gateways.append((proc, f"127.0.0.1:{json.loads(ready.read_text())['port']}"))
+    return gateways
+
+
+def master_of(addr: str) -> str | None:
+    """broker-a's id 0 in one node's route for the broker-a topic."""
+    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": BROKER_NAME})
+    try:
+        with BlockingClient(addr, timeout_s=2.0) as client:
+            response = client.invoke(request)
+    except OSError:
+        return None
+    if response.code != ResponseCode.SUCCESS or response.body is None:
+        return None
+    for data in decode_topic_route_data(response.body).broker_datas:
+        if data.broker_name == BROKER_NAME:
+            return data.broker_addrs.get(0)
+    return None
+
+
+def wait_for(predicate: object, timeout_s: float = ROUND_TIMEOUT_S) -> bool:
+    """Poll ``predicate`` every POLL_S; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
+def run(args: argparse.Namespace) -> dict[str, object]:
+    """Start everything, run the rounds, stop everything; the figures."""
+    root = Path(tempfile.mkdtemp(prefix="bench-failover-"))
+    gateways = start_gateways(root, args)
+    namesrv = tuple(addr for _, addr in gateways)
+    settings = {"fast_heartbeat": "true", "heartbeat_interval_ms": "1000",
+                "heartbeat_timeout_ms": str(args.heartbeat_timeout_ms), "raft_failover": "true"}
+    specs = {i: BrokerSpec(BROKER_NAME, i, free_port(), free_port(), namesrv,
+                           settings=dict(settings)) for i in (0, 1)}  # fmt: skip
+    times_s: list[float] = []
+    try:
+        for spec in specs.values():
+            broker_control.start_broker(root, spec)
+        master, slave = specs[0], specs[1]
+        if not wait_for(lambda: all(master_of(a) == master.addr for _, a in gateways)):
+            raise SystemExit("the master never showed up in every route")
+        for round_no in range(1, args.rounds + 1):
+            killed_at = time.monotonic()
+            broker_control.stop_broker(root, master.label, kill=True)
+            if not wait_for(lambda s=slave: all(master_of(a) == s.addr for _, a in gateways)):
+                raise SystemExit(f"round {round_no}: no failover within {ROUND_TIMEOUT_S} s")
+            elapsed = time.monotonic() - killed_at
+            times_s.append(elapsed)
+            print(f"round {round_no}: every node names {slave.addr} as master after "
+                  f"{elapsed:.2f} s")
+            broker_control.restart_broker(root, master.label)
+            following = master
+            wait_for(lambda f=following: broker_control.runtime_info(f.addr).get("haConnected")
+                     == "true")
+            master, slave = slave, master
+    finally:
+        for label in (s.label for s in specs.values()):
+            broker_control.stop_broker(root, label, kill=True)
+        for proc, _ in gateways:
+            proc.kill()
+            proc.wait()
+    return {
+        "bench": "failover",
+        "rounds": len(times_s),
+        "heartbeat_timeout_ms": args.heartbeat_timeout_ms,
+        "skew_allowance_ms": args.skew_allowance_ms,
+        "scan_interval_ms": args.scan_interval_ms,
+        "min_s": round(min(times_s), 2),
+        "median_s": round(statistics.median(times_s), 2),
+        "max_s": round(max(times_s), 2),
+    }
+
+
+def main() -> None:
+    """Parse the options, run, print the summary and the JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--heartbeat-timeout-ms", type=int, default=3000)
+    parser.add_argument("--skew-allowance-ms", type=int, default=1000)
+    parser.add_argument("--scan-interval-ms", type=int, default=1000)
+    result = run(parser.parse_args())
+    print(f"failover: min {result['min_s']} s, median {result['median_s']} s, "
+          f"max {result['max_s']} s over {result['rounds']} rounds")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The console's Brokers page and its forms.
+
+Per broker address: the role and last heartbeat come from this node's
+projection; offsets, HA state and the broker's own view of its role come from
+GET_BROKER_RUNTIME_INFO asked of the broker over the wire (in parallel, with a
+short timeout, so a dead broker only greys out its row). Replication lag is
+the group master's max offset minus the slave's; a slave is in sync while its
+HA connection is up and the lag is within the raft-failover bound.
+
+Forms (operator role): create or update a topic on one broker
+(UPDATE_AND_CREATE_TOPIC; the broker then registers it with the NameServers),
+send a test message (SEND_MESSAGE), and stop or start a broker of the local
+cluster through :mod:`namesrv_app.broker_control` (stop needs a confirmation).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_http_methods
+
+from namesrv_app import broker_control, models
+from namesrv_app.broker_control import BrokerControlError
+from namesrv_app.conf import namesrv_settings
+from namesrv_app.web import reads
+from namesrv_app.web.forms import (
+    DEFAULT_QUEUE_NUMS,
+    PERM_CHOICES,
+    QUEUE_NUMS_MAX,
+    QUEUE_NUMS_MIN,
+    validate_addr,
+    validate_topic,
+)
+from namesrv_app.web.views import _context, console_view
+from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
+
+RUNTIME_TIMEOUT_S = 1.0
+RUNTIME_WORKERS_MAX = 16
+BROKERS_SHOWN_MAX = 200
+"""The page asks at most this many brokers for their runtime info."""
+TEST_BODY_CHARS_MAX = 4096
+ACTION_STOP = "stop"
+ACTION_START = "start"
+
+
+class BrokerTopicForm(forms.Form):
+    """Create or update a topic on one broker."""
+
+    broker_addr = forms.CharField(max_length=255, validators=[validate_addr])
+    topic = forms.CharField(max_length=127, validators=[validate_topic])
+    read_queue_nums = forms.IntegerField(
+        min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX, initial=DEFAULT_QUEUE_NUMS
+    )
+    write_queue_nums = forms.IntegerField(
+        min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX, initial=DEFAULT_QUEUE_NUMS
+    )
+    perm = forms.TypedChoiceField(choices=PERM_CHOICES, coerce=int, initial=6)
+
+    def execute(self) -> str:
+        """Send UPDATE_AND_CREATE_TOPIC; the result line for the operator."""
+        data = self.cleaned_data
+        broker_control.create_topic(
+            data["broker_addr"], data["topic"], read_queue_nums=data["read_queue_nums"],
+            write_queue_nums=data["write_queue_nums"], perm=data["perm"],
+        )  # fmt: skip
+        return f"topic {data['topic']} created or updated on {data['broker_addr']}"
+
+
+class TestMessageForm(forms.Form):
+    """Send one test message to a broker."""
+
+    broker_addr = forms.CharField(max_length=255, validators=[validate_addr])
+    topic = forms.CharField(max_length=127, validators=[validate_topic])
+    body = forms.CharField(max_length=TEST_BODY_CHARS_MAX, initial="hello from the console")
+
+    def execute(self) -> str:
+        """Send SEND_MESSAGE; the result line (code and message id)."""
+        data = self.cleaned_data
+        sent = broker_control.send_test_message(
+            data["broker_addr"], data["topic"], data["body"].encode("utf-8")
+        )
+        if sent.msg_id is None:
+            return f"send refused: code {sent.code} {sent.remark or ''}".strip()
+        return f"sent: code {sent.code}, msgId {sent.msg_id}, queue {sent.queue_id}"
+
+
+class BrokerControlForm(forms.Form):
+    """Stop (confirmation required) or start one broker of the local cluster."""
+
+    label = forms.CharField(max_length=255)
+    action = forms.ChoiceField(choices=((ACTION_STOP, "stop"), (ACTION_START, "start")))
+    confirm = forms.BooleanField(required=False, label="Yes, stop this broker")
+
+    def clean(self) -> dict[str, Any]:
+        """A stop must be confirmed."""
+        data = super().clean() or {}
+        if data.get("action") == ACTION_STOP and not data.get("confirm"):
+            raise forms.ValidationError("Tick the confirmation to stop a broker.")
+        return data
+
+    def execute(self, run_dir: Path) -> str:
+        """Stop (SIGTERM: the broker unregisters) or start the broker."""
+        label, action = self.cleaned_data["label"], self.cleaned_data["action"]
+        if action == ACTION_STOP:
+            stopped = broker_control.stop_broker(run_dir, label)
+            return f"{label} stopped" if stopped else f"{label} was not running"
+        started = broker_control.restart_broker(run_dir, label)
+        return f"{label} started (pid {started.pid})"
+
+
+def run_dir() -> Path | None:
+    """The local cluster's run folder (the cluster file's folder), None outside one."""
+    cluster_file = namesrv_settings().CLUSTER_FILE
+    return Path(cluster_file).parent if cluster_file else None
+
+
+def _runtime(addrs: list[str]) -> dict[str, dict[str, str] | None]:
+    """GET_BROKER_RUNTIME_INFO of every address in parallel; None when unreachable."""
+
+    def ask(addr: str) -> dict[str, str] | None:
+        try:
+            return broker_control.runtime_info(addr, RUNTIME_TIMEOUT_S)
+        except BrokerControlError:
+            return None
+
+    if not addrs:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(RUNTIME_WORKERS_MAX, len(addrs))) as pool:
+        return dict(zip(addrs, pool.map(ask, addrs), strict=True))
+
+
+def broker_rows() -> list[dict[str, Any]]:
+    """One row per registered broker address, with runtime info and replication lag."""
+    addresses = list(
+        models.BrokerAddress.objects.select_related("group")
+        .order_by("group__broker_name", "broker_id")[:BROKERS_SHOWN_MAX]
+    )
+    live = {
+        (row.cluster_name, row.broker_addr): row
+        for row in models.LiveBroker.objects.filter(
+            broker_addr__in=[a.addr for a in addresses]
+        )
+    }
+    runtime = _runtime([a.addr for a in addresses])
+    master_offsets = {
+        a.group.broker_name: _offset(runtime.get(a.addr)) for a in addresses if a.broker_id == 0
+    }
+    now = reads.now_ms()
+    rows = []
+    for address in addresses:
+        info = runtime.get(address.addr)
+        heard = live.get((address.group.cluster, address.addr))
+        rows.append(_row(address, info, heard, master_offsets.get(address.group.broker_name), now))
+    return rows
+
+
+def _offset(info: dict[str, str] | None) -> int | None:
+    if info is None:
+        return None
+    try:
+        return int(info.get("commitLogMaxOffset", ""))
+    except ValueError:
+        return None
+
+
+def _row(
+    address: models.BrokerAddress,
+    info: dict[str, str] | None,
+    heard: models.LiveBroker | None,
+    master_offset: int | None,
+    now_ms: int,
+) -> dict[str, Any]:
+    offset = _offset(info)
+    lag = None
+    in_sync = None
+    if address.broker_id != 0 and offset is not None and master_offset is not None:
+        lag = max(0, master_offset - offset)
+        connected = info is not None and info.get("haConnected") == "true"
+        in_sync = connected and lag <= DEFAULT_FAILOVER_LAG_BYTES_MAX
+    return {
+        "cluster": address.group.cluster,
+        "broker_name": address.group.broker_name,
+        "broker_id": address.broker_id,
+        "addr": address.addr,
+        "role": "master" if address.broker_id == 0 else "slave",
+        "reachable": info is not None,
+        "broker_role": (info or {}).get("brokerRole", ""),
+        "max_offset": offset,
+        "lag": lag,
+        "in_sync": in_sync,
+        "last_heartbeat_ago_s": None if heard is None else (now_ms - heard.last_update_ms) / 1000,
+    }
+
+
+def _page(
+    request: HttpRequest,
+    result: str | None = None,
+    error: str | None = None,
+    forms_in: dict[str, forms.Form] | None = None,
+) -> HttpResponse:
+    forms_in = forms_in or {}
+    folder = run_dir()
+    context = _context(
+        request,
+        "brokers",
+        rows=broker_rows(),
+        local=broker_control.local_brokers(folder) if folder is not None else [],
+        topic_form=forms_in.get("topic_form") or BrokerTopicForm(),
+        send_form=forms_in.get("send_form") or TestMessageForm(),
+        result=result,
+        error=error,
+    )
+    return render(request, "brokers/brokers.html", context)
+
+
+@console_view()
+def brokers(request: HttpRequest) -> HttpResponse:
+    """The Brokers page."""
+    return _page(request)
+
+
+def _run(request: HttpRequest, form: forms.Form, name: str, *args: Any) -> HttpResponse:
+    if not form.is_valid():
+        return _page(request, error="Please correct the form.", forms_in={name: form})
+    try:
+        result = form.execute(*args)  # type: ignore[attr-defined]
+    except BrokerControlError as exc:
+        return _page(request, error=str(exc), forms_in={name: form})
+    return _page(request, result=result)
+
+
+@console_view(operator=True)
+@require_http_methods(["POST"])
+def broker_topic(request: HttpRequest) -> HttpResponse:
+    """POST: create or update a topic on one broker."""
+    return _run(request, BrokerTopicForm(request.POST), "topic_form")
+
+
+@console_view(operator=True)
+@require_http_methods(["POST"])
+def broker_send(request: HttpRequest) -> HttpResponse:
+    """POST: send a test message."""
+    return _run(request, TestMessageForm(request.POST), "send_form")
+
+
+@console_view(operator=True)
+@require_http_methods(["POST"])
+def broker_control_action(request: HttpRequest) -> HttpResponse:
+    """POST: stop (confirmed) or start a broker of the local cluster."""
+    folder = run_dir()
+    if folder is None:
+        return _page(request, error="No local cluster run folder: brokers cannot be controlled.")
+    form = BrokerControlForm(request.POST)
+    if not form.is_valid():
+        errors = [str(message) for message in form.non_field_errors()]
+        return _page(request, error="; ".join(errors) or "Invalid request.")
+    try:
+        return _page(request, result=form.execute(folder))
+    except BrokerControlError as exc:
+        return _page(request, error=str(exc))

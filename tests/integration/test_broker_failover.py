@@ -1,0 +1,126 @@
+"""Raft failover end to end: 3 raft NameServers, broker-a's real master and slave.
+
+The master is SIGKILLed. The leader's 1 s scan expires it (3 s heartbeat
+timeout + 1 s skew allowance), elects the in-sync slave in the same replicated
+apply and notifies it; the slave becomes master. Every node's route must name
+the slave's address as id 0 within the bound, and the slave must take writes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from remoting.blocking import BlockingClient
+from remoting.bodies import decode_topic_route_data
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from tests.broker_app.support import BrokerProcess, send, wait_until
+from tests.integration.gateway_harness import REPO_ROOT, SECRET
+from tests.integration.raft_cluster_harness import RaftGateway, free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+NODES = 3
+SCAN_INTERVAL_MS = 1_000
+SKEW_ALLOWANCE_MS = 1_000
+HEARTBEAT_TIMEOUT_MS = 3_000
+FAILOVER_BOUND_S = 10.0
+BROKER_NAME = "broker-a"
+FAILOVER_BROKER = {
+    "fast_heartbeat": "true",
+    "heartbeat_interval_ms": "500",
+    "heartbeat_timeout_ms": str(HEARTBEAT_TIMEOUT_MS),
+    "raft_failover": "true",
+}
+
+
+class FailoverGateway(RaftGateway):
+    """A raft gateway that scans itself every second (fast failure detection)."""
+
+    def launch(self, *, migrate: bool = True) -> None:
+        """Start ``run_gateway --mode raft`` with the fast-scan options."""
+        env = {**os.environ, "NAMESRV_DB_PATH": str(self.db_path),
+               "NAMESRV_INTERNAL_SECRET": SECRET, "NAMESRV_LOG_LEVEL": "WARNING"}
+        command = [
+            sys.executable, "manage.py", "run_gateway", "--node", self.node_id, "--port", "0",
+            "--internal-port", "0", "--ready-file", str(self.ready_file), "--mode", "raft",
+            "--raft-port", str(self.raft_port), "--raft-peers", ",".join(self.peers),
+            "--raft-dir", str(self.raft_dir), "--scan-interval-ms", str(SCAN_INTERVAL_MS),
+            "--skew-allowance-ms", str(SKEW_ALLOWANCE_MS), "--migrate",
+        ]  # fmt: skip
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
+
+
+@pytest.fixture
+def nameservers(tmp_path: Path) -> Iterator[list[FailoverGateway]]:
+    raft_addrs = tuple(f"127.0.0.1:{free_port()}" for _ in range(NODES))
+    nodes = [
+        FailoverGateway(
+            node_id=f"n{i + 1}", db_path=tmp_path / f"n{i + 1}.sqlite3",
+            ready_file=tmp_path / f"n{i + 1}.ready.json", log_path=tmp_path / f"n{i + 1}.log",
+            raft_port=int(raft_addrs[i].rpartition(":")[2]), peers=raft_addrs,
+            raft_dir=tmp_path / f"raft-n{i + 1}",
+        )
+        for i in range(NODES)
+    ]
+    for node in nodes:
+        node.launch()
+    try:
+        for node in nodes:
+            node.wait_ready()
+        yield nodes
+    finally:
+        for node in nodes:
+            node.kill()
+
+
+def master_of(node: FailoverGateway, topic: str) -> str | None:
+    """The address a node's route for ``topic`` shows as broker-a's id 0."""
+    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    with BlockingClient(node.addr, timeout_s=5.0) as client:
+        response = client.invoke(request)
+    if response.code != ResponseCode.SUCCESS or response.body is None:
+        return None
+    route = decode_topic_route_data(response.body)
+    for data in route.broker_datas:
+        if data.broker_name == BROKER_NAME:
+            return data.broker_addrs.get(0)
+    return None
+
+
+def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
+    tmp_path: Path, nameservers: list[FailoverGateway]
+) -> None:
+    namesrv = ";".join(node.addr for node in nameservers)
+    master = BrokerProcess(tmp_path, "master", role="ASYNC_MASTER", broker_id=0,
+                           namesrv=namesrv, extra=FAILOVER_BROKER)
+    slave = BrokerProcess(tmp_path, "slave", role="SLAVE", broker_id=1,
+                          namesrv=namesrv, extra=FAILOVER_BROKER)
+    try:
+        assert send(master.addr, "FailoverTopic", b"before").code == ResponseCode.SUCCESS
+        wait_until(lambda: all(master_of(n, "FailoverTopic") == master.addr for n in nameservers),
+                   what="every node routes FailoverTopic to the master")
+        wait_until(lambda: slave.runtime_info()["commitLogMaxOffset"]
+                   == master.runtime_info()["commitLogMaxOffset"], what="slave in sync")
+        killed_at = time.monotonic()
+        master.kill()
+        wait_until(lambda: all(master_of(n, "FailoverTopic") == slave.addr for n in nameservers),
+                   timeout_s=FAILOVER_BOUND_S, what="every node names the slave as master")
+        elapsed_s = time.monotonic() - killed_at
+        print(f"failover: routes on {NODES} nodes name the new master {elapsed_s:.2f} s after kill")
+        assert elapsed_s < FAILOVER_BOUND_S
+        wait_until(lambda: slave.runtime_info()["brokerRole"] == "ASYNC_MASTER",
+                   what="the slave switched role")
+        assert send(slave.addr, "FailoverTopic", b"after").code == ResponseCode.SUCCESS
+        assert slave.runtime_info()["brokerId"] == "0"
+    finally:
+        slave.terminate()
+        master.kill()
