@@ -27,6 +27,12 @@ from namesrv_app.route_cache import RouteCache
 from namesrv_app.services import NameServerService, ServiceError
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import NoQuorumError, ReplicationError
+from raftstore.zone import (
+    ZONE_MODE_EXT_FIELD,
+    ZONE_NAME_EXT_FIELD,
+    filter_route_by_zone,
+    zone_filter_requested,
+)
 from remoting import bodies
 from remoting.codes import MQVersion, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
@@ -362,7 +368,20 @@ class RequestDispatcher:
             return make_response(
                 request, ResponseCode.TOPIC_NOT_EXIST, remark=route_not_found_remark(topic)
             )
+        zone_name = header_str(request, ZONE_NAME_EXT_FIELD)
+        if topic is not None and zone_name is not None and zone_filter_requested(
+            header_str(request, ZONE_MODE_EXT_FIELD), zone_name
+        ):
+            body = self._zone_filtered_route_body(topic, zone_name) or body
         return make_response(request, ResponseCode.SUCCESS, body=body)
+
+    def _zone_filtered_route_body(self, topic: str, zone_name: str) -> bytes | None:
+        """5.x ZoneRouteRPCHook: the route for one zone, re-encoded in the plain style."""
+        route = selectors.topic_route(self.replicator, topic)
+        if route is None:
+            return None
+        filtered = filter_route_by_zone(route, zone_name)
+        return bodies.encode_topic_route_data(filtered, standard=False)
 
     async def get_broker_cluster_info(
         self, request: RemotingCommand, conn: Connection | None

@@ -600,6 +600,10 @@ def gateway_answers(internal_port: int, secret: str) -> bool:
 # ------------------------------------------------------------------- environment
 
 
+LIVE_EVENT_PUBLISHER = "namesrv_app.live.publish_change"
+"""The gateway's change-event publisher in a launched cluster (see namesrv_app.live)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterEnv:
     """The environment every process of one cluster shares."""
@@ -637,6 +641,9 @@ class ClusterEnv:
                 "NAMESRV_INTERNAL_PORT": str(node.internal_port),
             }
         )
+        # Registrations, expiries and topic changes go to every console through the
+        # Redis channel layer (unless the caller chose another publisher).
+        env.setdefault("NAMESRV_EVENT_PUBLISHER", LIVE_EVENT_PUBLISHER)
         if plan.mode == MODE_RAFT:
             # The settings checks (run by migrate and the web process) require both.
             env["NAMESRV_RAFT_PORT"] = str(node.raft_port)

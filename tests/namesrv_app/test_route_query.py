@@ -8,6 +8,7 @@ from namesrv_app.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from tests.namesrv_app.conftest import unit_topics_wrapper
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
 
@@ -83,3 +84,34 @@ async def test_a_linearizable_read_passes_a_barrier_first(registered_node: Node)
     request = route_request("unit-test0", JAVA_5_VERSION, consistency="linearizable")
     response = await registered_node[2].handle(request)
     assert response is not None and response.code == ResponseCode.SUCCESS
+
+
+async def _register_zoned_master(service: NameServerService, name: str, zone: str) -> None:
+    await service.register_broker(
+        cluster_name="ZonedCluster",
+        broker_addr=f"127.0.0.1:{10911 + len(name) * 7 + len(zone)}",
+        broker_name=name,
+        broker_id=0,
+        ha_server_addr="127.0.0.1:20911",
+        topic_config_wrapper=unit_topics_wrapper(),
+        zone_name=zone,
+        enable_acting_master=False,
+    )
+
+
+async def test_a_zone_mode_client_gets_only_its_zone_and_masterless_groups(node: Node) -> None:
+    """5.x ZoneRouteRPCHook on the wire: __ZONE_MODE=true with __ZONE_NAME filters the route."""
+    _, service, dispatcher = node
+    await _register_zoned_master(service, "broker-east", "zone1")
+    await _register_zoned_master(service, "broker-west", "zone2")
+
+    everything = await dispatcher.handle(route_request("unit-test0", JAVA_5_VERSION))
+    zoned = await dispatcher.handle(
+        route_request("unit-test0", JAVA_5_VERSION, __ZONE_MODE="true", __ZONE_NAME="ZONE1")
+    )
+
+    assert everything is not None and everything.body is not None
+    assert zoned is not None and zoned.code == ResponseCode.SUCCESS and zoned.body is not None
+    assert b"broker-west" in everything.body
+    assert b"broker-east" in zoned.body and b"broker-west" not in zoned.body
+    assert b"{0:" in zoned.body  # re-encoded in fastjson's plain style, as upstream does
