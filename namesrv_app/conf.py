@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_MIN_BROKER_ID_CHANGED": False,
     "CLUSTER_FILE": "",
     "EVENT_PUBLISHER": "",
+    "LEADER_PUBLISHER": "",
     # Raft mode only. RAFT_PORT is this node's Raft identity (host:RAFT_PORT), so it
     # cannot be 0; RAFT_PEERS lists every member's "host:port" (self may be included).
     "RAFT_PORT": 0,
@@ -55,6 +56,7 @@ class NamesrvSettings:
     NOTIFY_MIN_BROKER_ID_CHANGED: bool
     CLUSTER_FILE: str
     EVENT_PUBLISHER: str
+    LEADER_PUBLISHER: str
     RAFT_PORT: int
     RAFT_PEERS: str
     RAFT_DIR: str

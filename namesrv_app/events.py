@@ -80,6 +80,18 @@ def load_publisher(dotted_path: str) -> EventPublisher:
     return publisher
 
 
+LeaderPublisher = Callable[[str, str | None, int], None]
+"""Told (node id, leader address or None, term) when a raft node sees leadership change."""
+
+
+def load_leader_publisher(dotted_path: str) -> LeaderPublisher | None:
+    """The leader-change publisher named by a dotted path, or None for an empty path."""
+    if not dotted_path:
+        return None
+    publisher: LeaderPublisher = import_string(dotted_path)
+    return publisher
+
+
 def publish_safely(publisher: EventPublisher, event: ChangeEvent) -> None:
     """Call ``publisher``; a failing publisher is logged, never raised to the writer."""
     try:

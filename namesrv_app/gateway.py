@@ -34,7 +34,7 @@ from typing import Any
 
 from namesrv_app.clock import Clock, SystemClock
 from namesrv_app.dispatch import RequestDispatcher
-from namesrv_app.events import EventPublisher, null_publisher
+from namesrv_app.events import EventPublisher, LeaderPublisher, null_publisher
 from namesrv_app.internal import InternalDispatcher
 from namesrv_app.projection import ProjectionWriter
 from namesrv_app.services import NameServerService
@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 DRAIN_TIMEOUT_S = 5.0
 PROJECTION_FLUSH_TIMEOUT_S = 30.0
 NOTIFICATIONS_PENDING_MAX = 1024
+LEADERSHIP_POLL_S = 0.5
+"""How often a raft gateway looks for a leader or term change to tell the consoles."""
 """In-flight NOTIFY_MIN_BROKER_ID_CHANGE sends; beyond this new ones are dropped."""
 INTERNAL_HOST = "127.0.0.1"
 
@@ -194,8 +196,10 @@ class Gateway:
         clock: Clock | None = None,
         replicator: Replicator | None = None,
         publisher: EventPublisher = null_publisher,
+        leader_publisher: LeaderPublisher | None = None,
     ) -> None:
         self.options = options
+        self._leader_publisher = leader_publisher
         self.clock: Clock = clock if clock is not None else SystemClock()
         # The setting seeds the replicated notifyMinBrokerIdChanged; UPDATE_NAMESRV_CONFIG
         # can still change it at run time, and the table decides what to notify.
@@ -238,6 +242,7 @@ class Gateway:
         self._broker_channels: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._scan_task: asyncio.Task[None] | None = None
+        self._leader_task: asyncio.Task[None] | None = None
         self._stopping = False
 
     async def start(self) -> None:
@@ -252,6 +257,10 @@ class Gateway:
         await self.internal_server.start()
         if self.options.scan_interval_ms > 0:
             self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
+        if self._leader_publisher is not None and isinstance(self.replicator, RaftReplicator):
+            self._leader_task = asyncio.get_running_loop().create_task(
+                self._watch_leadership(self.replicator, self._leader_publisher)
+            )
         log.info(
             "gateway %s (%s) listening on %s:%d, internal %s:%d",
             self.options.node_id,
@@ -284,10 +293,11 @@ class Gateway:
         keeps the last state the node served.
         """
         self._stopping = True
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
+        for task in (self._scan_task, self._leader_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.server.close(self.options.drain_timeout_s)
         await self.internal_server.close(self.options.drain_timeout_s)
         if self._tasks:
@@ -296,6 +306,26 @@ class Gateway:
         await self.replicator.stop()
         await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S)
         await asyncio.to_thread(self.projection.stop, PROJECTION_FLUSH_TIMEOUT_S)
+
+    async def _watch_leadership(
+        self, replicator: RaftReplicator, publisher: LeaderPublisher
+    ) -> None:
+        """Tell the consoles when this node sees a new leader or term (or loses the leader).
+
+        Polled off the apply thread: the Raft view is refreshed every 50 ms and
+        reading it costs nothing, while a callback on PySyncObj's tick thread could
+        stall replication behind a slow channel layer.
+        """
+        seen: tuple[str | None, int] | None = None
+        while True:
+            current = replicator.leadership()
+            if current != seen:
+                seen = current
+                try:
+                    await asyncio.to_thread(publisher, self.options.node_id, *current)
+                except Exception:
+                    log.exception("leader-change publisher failed")
+            await asyncio.sleep(LEADERSHIP_POLL_S)
 
     async def _scan_loop(self) -> None:
         """The gateway's own liveness scan (``scan_interval_ms``); failures only logged."""
@@ -361,6 +391,7 @@ async def serve(
     stop: asyncio.Event | None = None,
     publisher: EventPublisher = null_publisher,
     replicator: Replicator | None = None,
+    leader_publisher: LeaderPublisher | None = None,
 ) -> Gateway:
     """Run a gateway until ``stop`` is set (by default: until SIGTERM or SIGINT).
 
@@ -369,7 +400,9 @@ async def serve(
     if stop is None:
         stop = asyncio.Event()
         install_stop_signals(stop)
-    gateway = Gateway(options, publisher=publisher, replicator=replicator)
+    gateway = Gateway(
+        options, publisher=publisher, replicator=replicator, leader_publisher=leader_publisher
+    )
     await gateway.start()
     try:
         if options.ready_file is not None:

@@ -602,6 +602,8 @@ def gateway_answers(internal_port: int, secret: str) -> bool:
 
 LIVE_EVENT_PUBLISHER = "namesrv_app.live.publish_change"
 """The gateway's change-event publisher in a launched cluster (see namesrv_app.live)."""
+LIVE_LEADER_PUBLISHER = "namesrv_app.live.publish_leader_change"
+"""The raft gateway's leader-change publisher in a launched cluster."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -644,6 +646,7 @@ class ClusterEnv:
         # Registrations, expiries and topic changes go to every console through the
         # Redis channel layer (unless the caller chose another publisher).
         env.setdefault("NAMESRV_EVENT_PUBLISHER", LIVE_EVENT_PUBLISHER)
+        env.setdefault("NAMESRV_LEADER_PUBLISHER", LIVE_LEADER_PUBLISHER)
         if plan.mode == MODE_RAFT:
             # The settings checks (run by migrate and the web process) require both.
             env["NAMESRV_RAFT_PORT"] = str(node.raft_port)

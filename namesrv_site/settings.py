@@ -172,6 +172,8 @@ NAMESRV: dict[str, Any] = {
     "CLUSTER_FILE": env_str("NAMESRV_CLUSTER_FILE", ""),
     # Dotted path of a callable taking a namesrv_app.events.ChangeEvent; empty = none.
     "EVENT_PUBLISHER": env_str("NAMESRV_EVENT_PUBLISHER", ""),
+    # Raft mode: dotted path of a callable told (node id, leader, term) on a change.
+    "LEADER_PUBLISHER": env_str("NAMESRV_LEADER_PUBLISHER", ""),
     # Raft mode only (run_gateway flags override them): this node's Raft port (its
     # identity, so never 0 in raft mode), every member's "host:port", the journal and
     # snapshot folder, test-only dial overrides, the bounded wait of a proposal, and
@@ -228,4 +230,12 @@ NAMESRV_WEB: dict[str, Any] = {
     "GATEWAY_TIMEOUT_S": float(env_str("NAMESRV_WEB_GATEWAY_TIMEOUT_S", "3.0")),
     "PEER_TIMEOUT_S": float(env_str("NAMESRV_WEB_PEER_TIMEOUT_S", "1.0")),
     "PAGE_SIZE": env_int("NAMESRV_WEB_PAGE_SIZE", 50),
+    # Local route reads (namesrv_app.api.route_cache): an answer may lag the
+    # projection by this much (it reports the applied_version it reflects) ...
+    "ROUTE_VERSION_TTL_MS": env_int("NAMESRV_WEB_ROUTE_VERSION_TTL_MS", 200),
+    # ... and a revoked token or role still reads routes for at most this long.
+    "TOKEN_CACHE_TTL_MS": env_int("NAMESRV_WEB_TOKEN_CACHE_TTL_MS", 5000),
 }
+# First, so the common route read skips the stack's thread hops (it applies the
+# security and frame headers itself and falls through for everything else).
+MIDDLEWARE = ["namesrv_app.api.route_cache.RouteReadFastPath", *MIDDLEWARE]

@@ -755,6 +755,11 @@ class RaftReplicator:
         sync = self._sync
         return sync is not None and bool(sync._isLeader())
 
+    def leadership(self) -> tuple[str | None, int]:
+        """(leader address, term) as last observed; refreshed every 50 ms, costs no digest."""
+        view = self._view
+        return view.leader, view.term
+
     def members(self) -> tuple[str, ...]:
         """Raft addresses of the current configuration, self included."""
         return self._view.members or tuple(sorted([self.self_addr, *self._peers]))

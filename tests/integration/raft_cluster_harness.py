@@ -106,6 +106,11 @@ class RaftGateway(GatewayProcess):
     raft_dir: Path = Path()
 
     @property
+    def leader_log(self) -> Path:
+        """Where this node's gateway records every leader change it sees."""
+        return self.log_path.with_suffix(".leaders.jsonl")
+
+    @property
     def raft_addr(self) -> str:
         """This node's Raft identity."""
         return f"127.0.0.1:{self.raft_port}"
@@ -119,6 +124,8 @@ class RaftGateway(GatewayProcess):
             "NAMESRV_DB_PATH": str(self.db_path),
             "NAMESRV_INTERNAL_SECRET": SECRET,
             "NAMESRV_LOG_LEVEL": "WARNING",
+            "NAMESRV_LEADER_PUBLISHER": "tests.integration.leader_log.record",
+            "LEADER_LOG_FILE": str(self.leader_log),
         }
         dial = ",".join(f"{peer}={target}" for peer, target in sorted(self.dial.items()))
         command = [

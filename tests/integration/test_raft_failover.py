@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from remoting.codes import ResponseCode
+from tests.integration import leader_log
 from tests.integration.raft_cluster_harness import (
     RaftGatewayCluster,
     register_frame,
@@ -19,6 +21,8 @@ from tests.integration.raft_cluster_harness import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+LEADER_RECORD_WAIT_S = 5.0
+"""The gateway polls leadership every 0.5 s; give a loaded machine some slack."""
 FAILOVER_BOUND_S = 10.0
 """Generous for a loaded 2-core machine; the bench measures the real figure (docs/BENCHMARKS.md)."""
 
@@ -40,7 +44,8 @@ def test_writes_resume_on_a_new_leader_after_the_leader_is_killed(
     cluster: RaftGatewayCluster,
 ) -> None:
     """SIGKILL the leader; REGISTER_BROKER through a survivor succeeds on a new leader,
-    the acknowledged write before the kill survives, and the old leader catches up."""
+    the acknowledged write before the kill survives, the survivor tells its leader
+    publisher (the consoles) about the new leader, and the old leader catches up."""
     old = cluster.leader()
     survivor = cluster.nodes[(old + 1) % len(cluster)]
     assert survivor.invoke(register_frame(10)).code == ResponseCode.SUCCESS
@@ -54,8 +59,21 @@ def test_writes_resume_on_a_new_leader_after_the_leader_is_killed(
     for index in (10, 11):
         answer = survivor.invoke(route_frame(topic_of(index), linearizable=True))
         assert answer.code == ResponseCode.SUCCESS, index
+    seen = _wait_for_leader_record(survivor.leader_log, cluster.nodes[new].raft_addr)
+    assert seen[-1]["term"] > min(entry["term"] for entry in seen)
     cluster.start([old])
     statuses = cluster.converged()
     assert len(statuses) == len(cluster)
     rejoined = cluster.nodes[old].invoke(route_frame(topic_of(11), linearizable=True))
     assert rejoined.code == ResponseCode.SUCCESS
+
+
+def _wait_for_leader_record(path: Path, leader: str) -> list[dict[str, Any]]:
+    """The node's leader-change records once the last one names ``leader`` (polled)."""
+    deadline = time.monotonic() + LEADER_RECORD_WAIT_S
+    seen = leader_log.read(path)
+    while not (seen and seen[-1]["leader"] == leader) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        seen = leader_log.read(path)
+    assert seen and seen[-1]["leader"] == leader, f"consoles were not told: {seen}"
+    return seen

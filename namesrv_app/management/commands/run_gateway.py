@@ -18,7 +18,7 @@ from namesrv_app.conf import (
     parse_addr_list,
     parse_dial_map,
 )
-from namesrv_app.events import load_publisher
+from namesrv_app.events import load_leader_publisher, load_publisher
 from namesrv_app.gateway import GatewayConfigError, GatewayOptions, RaftOptions, serve
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.replicator import MODE_RAFT
@@ -129,6 +129,12 @@ class Command(BaseCommand):
             scan_interval_ms=options["scan_interval_ms"],
         )
         try:
-            asyncio.run(serve(gateway_options, publisher=load_publisher(conf.EVENT_PUBLISHER)))
+            asyncio.run(
+                serve(
+                    gateway_options,
+                    publisher=load_publisher(conf.EVENT_PUBLISHER),
+                    leader_publisher=load_leader_publisher(conf.LEADER_PUBLISHER),
+                )
+            )
         except GatewayConfigError as exc:
             raise CommandError(str(exc)) from exc
