@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "CLUSTER_FILE": "",
     "EVENT_PUBLISHER": "",
     "LEADER_PUBLISHER": "",
+    "KV_CONFIG_PATH": "",
     # Raft mode only. RAFT_PORT is this node's Raft identity (host:RAFT_PORT), so it
     # cannot be 0; RAFT_PEERS lists every member's "host:port" (self may be included).
     "RAFT_PORT": 0,
@@ -57,6 +58,7 @@ class NamesrvSettings:
     CLUSTER_FILE: str
     EVENT_PUBLISHER: str
     LEADER_PUBLISHER: str
+    KV_CONFIG_PATH: str
     RAFT_PORT: int
     RAFT_PEERS: str
     RAFT_DIR: str

@@ -36,8 +36,10 @@ from namesrv_app.clock import Clock, SystemClock
 from namesrv_app.dispatch import RequestDispatcher
 from namesrv_app.events import EventPublisher, LeaderPublisher, null_publisher
 from namesrv_app.internal import InternalDispatcher
+from namesrv_app.kv_file import KvConfigFile
 from namesrv_app.projection import ProjectionWriter
 from namesrv_app.services import NameServerService
+from raftstore.commands import Command, PutKV
 from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.raft import (
@@ -47,7 +49,7 @@ from raftstore.raft import (
     RaftSettings,
 )
 from raftstore.replicator import MODE_EVENTUAL, MODE_RAFT, LocalReplicator, Replicator
-from raftstore.results import MinBrokerIdChange
+from raftstore.results import ApplyResult, MinBrokerIdChange
 from raftstore.route_table import RouteTable
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
@@ -107,6 +109,8 @@ class GatewayOptions:
     scan_interval_ms: int = 0
     """0: scans come from Celery beat; > 0: the gateway also scans itself this often
     (fast failure detection; in raft mode only the leader's scan proposes)."""
+    kv_config_file: Path | None = None
+    """Eventual mode: where KV config is persisted across restarts (None: not at all)."""
 
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""
@@ -248,6 +252,7 @@ class Gateway:
     async def start(self) -> None:
         """Start replicating, rebuild the projection, then listen on both ports."""
         await self.replicator.start()
+        await self._load_kv_config()
         self.projection.start(rebuild=True)
         if not await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S):
             log.warning(
@@ -270,6 +275,25 @@ class Gateway:
             INTERNAL_HOST,
             self.internal_server.port,
         )
+
+    async def _load_kv_config(self) -> None:
+        """Eventual mode: replay the saved KV table, then save it after every KV change."""
+        path = self.options.kv_config_file
+        if path is None or self.options.mode != MODE_EVENTUAL:
+            return
+        kv_file = KvConfigFile(path)
+        for namespace, table in sorted(kv_file.load().items()):
+            for key, value in sorted(table.items()):
+                await self.replicator.propose(PutKV(namespace, key, value))
+
+        def save_after_kv_change(_command: Command, result: ApplyResult) -> None:
+            # Runs on the apply path, as upstream persists inside put/delete: the
+            # file is small and a change acknowledged to the caller is on disk.
+            if result.changes.kv:
+                kv_file.save(self.replicator.read(lambda table: table.kv_namespaces()))
+
+        self.replicator.subscribe(save_after_kv_change)
+        log.info("KV config of %s persisted in %s", self.options.node_id, path)
 
     def ready_info(self) -> dict[str, Any]:
         """What the ready file says: the node, its mode, its bound ports and the pid."""

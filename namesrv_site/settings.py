@@ -174,6 +174,8 @@ NAMESRV: dict[str, Any] = {
     "EVENT_PUBLISHER": env_str("NAMESRV_EVENT_PUBLISHER", ""),
     # Raft mode: dotted path of a callable told (node id, leader, term) on a change.
     "LEADER_PUBLISHER": env_str("NAMESRV_LEADER_PUBLISHER", ""),
+    # Eventual mode's kvConfig.json; empty: beside the node's SQLite file.
+    "KV_CONFIG_PATH": env_str("NAMESRV_KV_CONFIG_PATH", ""),
     # Raft mode only (run_gateway flags override them): this node's Raft port (its
     # identity, so never 0 in raft mode), every member's "host:port", the journal and
     # snapshot folder, test-only dial overrides, the bounded wait of a proposal, and

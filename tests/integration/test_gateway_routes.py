@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from remoting import bodies
-from remoting.codes import ResponseCode
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
 from tests.integration.gateway_harness import (
     BROKER,
     MASTER_ADDR,
@@ -138,5 +139,36 @@ def test_a_restart_rebuilds_the_projection_equal_to_the_table(tmp_path: Path) ->
             assert process.db_rows(
                 "select cluster_name, broker_addr from namesrv_app_livebroker order by broker_addr"
             ) == [("DefaultCluster", MASTER_ADDR), ("DefaultCluster", SLAVE_ADDR)]
+    finally:
+        assert process.terminate() == 0
+
+
+def test_kv_config_survives_a_restart_in_eventual_mode(tmp_path: Path) -> None:
+    """Upstream persists kvConfig.json after every put and delete and loads it at start."""
+    process = new_gateway(tmp_path).start()
+    with process.client() as admin:
+        for key, value in (("TopicTest", "broker-a:8"), ("Gone", "x")):
+            put = RemotingCommand.request(
+                RequestCode.PUT_KV_CONFIG,
+                {"namespace": "ORDER_TOPIC_CONFIG", "key": key, "value": value},
+            )
+            assert admin.invoke(put).code == ResponseCode.SUCCESS
+        delete = RemotingCommand.request(
+            RequestCode.DELETE_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": "Gone"}
+        )
+        assert admin.invoke(delete).code == ResponseCode.SUCCESS
+    assert process.terminate() == 0
+
+    process.start(migrate=False)
+    try:
+        with process.client() as admin:
+            kv_list = admin.invoke(
+                RemotingCommand.request(
+                    RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "ORDER_TOPIC_CONFIG"}
+                )
+            )
+        assert kv_list.code == ResponseCode.SUCCESS and kv_list.body is not None
+        assert bodies.decode_kv_table(kv_list.body).table == {"TopicTest": "broker-a:8"}
+        assert (tmp_path / "n1.kvConfig.json").exists()
     finally:
         assert process.terminate() == 0

@@ -29,6 +29,16 @@ def default_raft_dir(node_id: str) -> Path:
     return Path(settings.BASE_DIR) / "run" / f"raft-{node_id}"
 
 
+def kv_config_file(configured: str, node_id: str) -> Path:
+    """Eventual mode's kvConfig.json: the setting, else beside the node's database."""
+    if configured:
+        return Path(configured).expanduser()
+    database = Path(str(settings.DATABASES["default"]["NAME"]))
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        return database.with_name(f"{database.stem}.kvConfig.json")
+    return Path(settings.BASE_DIR) / "run" / f"{node_id}.kvConfig.json"
+
+
 def raft_options(options: dict[str, Any], conf: NamesrvSettings) -> RaftOptions | None:
     """The raft part of the command line (None in eventual mode); CommandError if malformed."""
     if options["mode"] != MODE_RAFT:
@@ -127,6 +137,7 @@ class Command(BaseCommand):
             ready_file=options["ready_file"],
             raft=raft_options(options, conf),
             scan_interval_ms=options["scan_interval_ms"],
+            kv_config_file=kv_config_file(conf.KV_CONFIG_PATH, options["node"]),
         )
         try:
             asyncio.run(
