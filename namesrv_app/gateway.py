@@ -111,6 +111,8 @@ class GatewayOptions:
     (fast failure detection; in raft mode only the leader's scan proposes)."""
     kv_config_file: Path | None = None
     """Eventual mode: where KV config is persisted across restarts (None: not at all)."""
+    namesrv_properties: Mapping[str, str] = field(default_factory=dict)
+    """NamesrvConfig properties by their Java names (upstream's ``-c`` file)."""
 
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""
@@ -207,7 +209,9 @@ class Gateway:
         self.clock: Clock = clock if clock is not None else SystemClock()
         # The setting seeds the replicated notifyMinBrokerIdChanged; UPDATE_NAMESRV_CONFIG
         # can still change it at run time, and the table decides what to notify.
-        initial = NamesrvConfig(notify_min_broker_id_changed=options.notify_min_broker_id_changed)
+        initial = NamesrvConfig(
+            notify_min_broker_id_changed=options.notify_min_broker_id_changed
+        ).updated(options.namesrv_properties)
         self.replicator = replicator or build_replicator(
             options.node_id, options.mode, initial, raft=options.raft, host=options.host
         )

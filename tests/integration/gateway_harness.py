@@ -51,6 +51,7 @@ class GatewayProcess:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
 
     @property
     def addr(self) -> str:
@@ -78,6 +79,7 @@ class GatewayProcess:
         ]  # fmt: skip
         if migrate:
             command.append("--migrate")
+        command.extend(self.extra_args)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
         deadline_s = time.monotonic() + READY_TIMEOUT_S

@@ -172,3 +172,21 @@ def test_kv_config_survives_a_restart_in_eventual_mode(tmp_path: Path) -> None:
         assert (tmp_path / "n1.kvConfig.json").exists()
     finally:
         assert process.terminate() == 0
+
+
+def test_a_properties_file_configures_the_node_like_upstreams_dash_c(tmp_path: Path) -> None:
+    """run_gateway --config FILE sets NamesrvConfig; GET_NAMESRV_CONFIG reports it."""
+    config = tmp_path / "namesrv.properties"
+    config.write_text("# order topics\norderMessageEnable=true\nscanNotActiveBrokerInterval=7000\n")
+    process = new_gateway(tmp_path)
+    process.extra_args = ("--config", str(config))
+    process.start()
+    try:
+        with process.client() as admin:
+            answer = admin.invoke(RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG))
+        assert answer.code == ResponseCode.SUCCESS and answer.body is not None
+        properties = bodies.decode_properties(answer.body)
+        assert properties["orderMessageEnable"] == "true"
+        assert properties["scanNotActiveBrokerInterval"] == "7000"
+    finally:
+        assert process.terminate() == 0

@@ -20,8 +20,10 @@ from namesrv_app.conf import (
 )
 from namesrv_app.events import load_leader_publisher, load_publisher
 from namesrv_app.gateway import GatewayConfigError, GatewayOptions, RaftOptions, serve
+from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.replicator import MODE_RAFT
+from remoting.bodies import decode_properties
 
 
 def default_raft_dir(node_id: str) -> Path:
@@ -37,6 +39,18 @@ def kv_config_file(configured: str, node_id: str) -> Path:
     if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         return database.with_name(f"{database.stem}.kvConfig.json")
     return Path(settings.BASE_DIR) / "run" / f"{node_id}.kvConfig.json"
+
+
+def namesrv_properties(path: Path | None) -> dict[str, str]:
+    """The properties of upstream's ``-c`` file, checked against NamesrvConfig."""
+    if path is None:
+        return {}
+    try:
+        properties = decode_properties(path.read_bytes())
+        NamesrvConfig().updated(properties).validate()
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"--config {path}: {exc}") from exc
+    return properties
 
 
 def raft_options(options: dict[str, Any], conf: NamesrvSettings) -> RaftOptions | None:
@@ -113,6 +127,10 @@ class Command(BaseCommand):
             help="raft failover: an elected slave is at most this many bytes behind",
         )  # fmt: skip
         parser.add_argument(
+            "--config", type=Path, default=None, metavar="FILE",
+            help="NamesrvConfig properties (Java names, e.g. orderMessageEnable=true), as -c",
+        )  # fmt: skip
+        parser.add_argument(
             "--scan-interval-ms", type=int, default=0,
             help="also scan for silent brokers this often (0: only the Celery scan)",
         )  # fmt: skip
@@ -138,6 +156,7 @@ class Command(BaseCommand):
             raft=raft_options(options, conf),
             scan_interval_ms=options["scan_interval_ms"],
             kv_config_file=kv_config_file(conf.KV_CONFIG_PATH, options["node"]),
+            namesrv_properties=namesrv_properties(options["config"]),
         )
         try:
             asyncio.run(
