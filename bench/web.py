@@ -1,15 +1,18 @@
 """Benchmark of the web side: the REST route endpoint and the two heavy console pages.
 
     .venv/bin/python bench/web.py [--brokers 1000] [--topics 10000] [--seconds 10]
-        [--connections 32] [--workers 2]
+        [--connections 32] [--workers 2] [--load-processes 2] [--http h11]
+        [--asgi-fast-path]
 
 1. Builds a projection DB of ``--brokers`` broker replicas (masters + slaves,
    half as many groups) and ``--topics`` topics (each on two groups) through the
    real route table and the projection's own writer, plus an operator with a token.
 2. Starts ``uvicorn --workers N`` on the ASGI app over that DB.
-3. Load: ``--connections`` keep-alive HTTP/1.1 connections (asyncio, in this
-   process) ask GET /api/v1/routes/<random topic>/ with the token for
-   ``--seconds``; prints requests/s and latency percentiles.
+3. Load: ``--connections`` keep-alive HTTP/1.1 connections spread over
+   ``--load-processes`` forked processes (raw asyncio protocols, pre-built
+   request bytes, so the generator is not the bottleneck) ask
+   GET /api/v1/routes/<random topic>/ with the token for ``--seconds`` after a
+   warm-up; prints requests/s and latency percentiles.
 4. Pages: logs in and times /topology/ and /topics/ (first, middle and a
    searched page) sequentially; prints the median and p95 per page.
 """
@@ -29,6 +32,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,8 @@ READY_TIMEOUT_S = 60.0
 ROUTE_TARGET_RPS = 1500
 PAGE_TARGET_MS = 300
 PASSWORD = "bench-password-not-secret"
+ASGI_APP = "namesrv_site.asgi:application"
+LOAD_START_DELAY_S = 0.5
 
 
 def _env(db_path: Path) -> dict[str, str]:
@@ -108,13 +114,32 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
     return str(Token.objects.create(user=user).key)
 
 
-def start_server(db_path: Path, port: int, workers: int) -> subprocess.Popen[bytes]:
+def wrapped_application() -> Any:
+    """uvicorn factory: the project's ASGI app behind the route fast path.
+
+    This is what ``namesrv_site/asgi.py`` serves once it wraps its application in
+    :class:`namesrv_app.api.route_cache.RouteReadAsgi` (``--asgi-fast-path``).
+    """
+    import importlib
+
+    # The site's module sets Django up; the app's modules need that first.
+    application = importlib.import_module("namesrv_site.asgi").application
+    route_cache = importlib.import_module("namesrv_app.api.route_cache")
+    return route_cache.RouteReadAsgi(application)
+
+
+def start_server(
+    db_path: Path, port: int, workers: int, http: str, asgi_fast_path: bool
+) -> subprocess.Popen[bytes]:
     """uvicorn with N worker processes on the project's ASGI app."""
+    app = ["bench.web:wrapped_application", "--factory"] if asgi_fast_path else [ASGI_APP]
     argv = [
         sys.executable,
         "-m",
         "uvicorn",
-        "namesrv_site.asgi:application",
+        *app,
+        "--http",
+        http,
         "--host",
         "127.0.0.1",
         "--port",
@@ -137,63 +162,168 @@ def start_server(db_path: Path, port: int, workers: int) -> subprocess.Popen[byt
     raise RuntimeError("uvicorn did not start")
 
 
-async def _connection_loop(
-    port: int, token: str, topics: int, stop_at: float, latencies: list[float], errors: list[int]
+class _KeepAliveClient(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection: send a request, read the answer, repeat.
+
+    Raw bytes and a protocol callback instead of streams: the generator must cost
+    far less per request than the server, or it measures itself.
+    """
+
+    def __init__(self, next_request: Callable[[], bytes | None], stats: _LoadStats) -> None:
+        self.next_request, self.stats = next_request, stats
+        self.buffer = b""
+        self.started = 0.0
+        self.transport: asyncio.Transport | None = None
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Send the first request."""
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self._send()
+
+    def _send(self) -> None:
+        assert self.transport is not None
+        request = self.next_request()
+        if request is None:
+            self.transport.close()
+            return
+        self.started = time.perf_counter()
+        self.transport.write(request)
+
+    def data_received(self, data: bytes) -> None:
+        """Complete answers are counted and answered with the next request."""
+        self.buffer += data
+        while True:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buffer[:head_end]
+            marker = head.lower().find(b"content-length:")
+            length = 0 if marker < 0 else int(head[marker + 15 :].split(b"\r\n", 1)[0])
+            if len(self.buffer) < head_end + 4 + length:
+                return
+            self.buffer = self.buffer[head_end + 4 + length :]
+            self.stats.record(time.perf_counter() - self.started, head.startswith(b"HTTP/1.1 200"))
+            self._send()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The run (or the server) ended this connection."""
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class _LoadStats:
+    """Counts of one load process and a bounded, evenly thinned latency sample."""
+
+    samples_max = 200_000
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.errors = 0
+        self.latencies: list[float] = []
+
+    def record(self, latency_s: float, ok: bool) -> None:
+        """One answer."""
+        self.count += 1
+        self.errors += 0 if ok else 1
+        if len(self.latencies) < self.samples_max:
+            self.latencies.append(latency_s)
+
+
+def _load_process(
+    port: int, requests: list[bytes], start_at: float, seconds: float, connections: int, out: Any
 ) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        while time.monotonic() < stop_at:
-            topic = f"BenchTopic{random.randrange(topics):05d}"
-            request = (
-                f"GET /api/v1/routes/{topic}/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                f"Authorization: Token {token}\r\nAccept: application/json\r\n\r\n"
+    """One load process: ``connections`` keep-alive connections.
+
+    ``seconds`` > 0: random requests until the deadline; 0: each request of the
+    list once, in order (the warm-up passes).
+    """
+
+    async def run() -> _LoadStats:
+        stats = _LoadStats()
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        stop_at = time.monotonic() + seconds
+        in_order = iter(requests)
+
+        def timed() -> bytes | None:
+            return random.choice(requests) if time.monotonic() < stop_at else None
+
+        def once() -> bytes | None:
+            return next(in_order, None)
+
+        clients = []
+        for _ in range(connections):
+            _, client = await loop.create_connection(
+                lambda: _KeepAliveClient(timed if seconds > 0 else once, stats), "127.0.0.1", port
             )
-            started = time.perf_counter()
-            writer.write(request.encode())
-            status_line = await reader.readline()
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                name, _, value = line.decode().partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-            await reader.readexactly(length)
-            latencies.append(time.perf_counter() - started)
-            if b" 200 " not in status_line:
-                errors.append(1)
-    finally:
-        writer.close()
+            clients.append(client)
+        await asyncio.gather(*(c.done for c in clients))
+        return stats
+
+    stats = asyncio.run(run())
+    out.send((stats.count, stats.errors, stats.latencies))
+    out.close()
+
+
+def _route_requests(token: str, topics: int) -> list[bytes]:
+    headers = f"Host: 127.0.0.1\r\nAccept: application/json\r\nAuthorization: Token {token}"
+    return [
+        f"GET /api/v1/routes/BenchTopic{index:05d}/ HTTP/1.1\r\n{headers}\r\n\r\n".encode()
+        for index in range(topics)
+    ]
 
 
 def load_routes(
-    port: int, token: str, topics: int, seconds: float, connections: int
+    port: int, token: str, topics: int, seconds: float, connections: int, processes: int
 ) -> dict[str, Any]:
-    """Keep-alive load on the route endpoint; throughput and latency."""
-    latencies: list[float] = []
-    errors: list[int] = []
+    """Keep-alive load on the route endpoint from ``processes`` processes; throughput, latency.
 
-    async def run() -> None:
-        stop_at = time.monotonic() + seconds
-        await asyncio.gather(
-            *(
-                _connection_loop(port, token, topics, stop_at, latencies, errors)
-                for _ in range(connections)
-            )
+    ``seconds`` = 0 sends every topic once, in order (a warm-up pass).
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    requests = _route_requests(token, topics)
+    start_at = time.time() + LOAD_START_DELAY_S
+    pipes, workers = [], []
+    for index in range(processes):
+        share = connections // processes + (1 if index < connections % processes else 0)
+        receiver, sender = context.Pipe(duplex=False)
+        mine = requests if seconds > 0 else requests[index::processes]
+        worker = context.Process(
+            target=_load_process, args=(port, mine, start_at, seconds, share, sender)
         )
-
-    started = time.monotonic()
-    asyncio.run(run())
-    elapsed = time.monotonic() - started
-    ordered = sorted(latencies)
+        worker.start()
+        pipes.append(receiver)
+        workers.append(worker)
+    results = [pipe.recv() for pipe in pipes]
+    for worker in workers:
+        worker.join()
+    count = sum(r[0] for r in results)
+    ordered = sorted(latency for r in results for latency in r[2])
     return {
-        "requests": len(latencies),
-        "errors": len(errors),
-        "rps": round(len(latencies) / elapsed),
-        "p50_ms": round(ordered[len(ordered) // 2] * 1000, 1),
-        "p99_ms": round(ordered[int(len(ordered) * 0.99)] * 1000, 1),
+        "requests": count,
+        "errors": sum(r[1] for r in results),
+        "rps": round(count / seconds) if seconds > 0 else None,
+        "p50_ms": round(ordered[len(ordered) // 2] * 1000, 2) if ordered else None,
+        "p99_ms": round(ordered[int(len(ordered) * 0.99)] * 1000, 2) if ordered else None,
+        "load_processes": processes,
     }
+
+
+def _server_cpu_s(server: subprocess.Popen[bytes]) -> float | None:
+    """CPU seconds used so far by the uvicorn workers (Linux /proc; None elsewhere)."""
+    try:
+        children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
+        total_ticks = 0
+        for pid in children:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total_ticks += int(fields[11]) + int(fields[12])  # utime + stime
+    except OSError:
+        return None
+    return total_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def time_pages(port: int) -> dict[str, dict[str, float]]:
@@ -241,6 +371,19 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--load-processes", type=int, default=2)
+    parser.add_argument(
+        "--warm-passes",
+        type=int,
+        default=4,
+        help="ordered passes over every topic before the timed run (each worker's cache)",
+    )
+    parser.add_argument("--http", choices=("h11", "httptools", "auto"), default="h11")
+    parser.add_argument(
+        "--asgi-fast-path",
+        action="store_true",
+        help="serve the app wrapped in RouteReadAsgi (the proposed asgi.py change)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         db_path = Path(folder) / "bench.sqlite3"
@@ -253,16 +396,42 @@ def main() -> int:
         from namesrv_app.launcher import free_port
 
         port = free_port()
-        server = start_server(db_path, port, args.workers)
+        server = start_server(db_path, port, args.workers, args.http, args.asgi_fast_path)
         try:
-            load_routes(port, token, args.topics, 1.0, args.connections)  # warm-up
-            routes = load_routes(port, token, args.topics, args.seconds, args.connections)
+            load = (port, token, args.topics)
+            spread = (args.connections, args.load_processes)
+            # Cold: one pass over every topic, in order; each worker misses and
+            # reads the projection for the topics it is handed.
+            started = time.monotonic()
+            cold = load_routes(*load, 0, *spread)
+            cold["rps"] = round(cold["requests"] / (time.monotonic() - started))
+            for _ in range(args.warm_passes):
+                load_routes(*load, 0, *spread)
+            cpu_before = _server_cpu_s(server)
+            routes = load_routes(*load, args.seconds, *spread)
+            cpu_after = _server_cpu_s(server)
+            if cpu_before is not None and cpu_after is not None and routes["requests"]:
+                # On a shared box the workers get a fraction of the cores; the
+                # CPU each answer costs says what an idle box would sustain.
+                cpu_ms = (cpu_after - cpu_before) * 1000 / routes["requests"]
+                routes["server_cpu_ms_per_request"] = round(cpu_ms, 3)
+            # Printed before the pages run, so a page failure loses no numbers.
+            print(json.dumps({"route_endpoint_cold_pass": cold, "route_endpoint": routes}))
             pages = time_pages(port)
         finally:
             server.terminate()
             server.wait(20)
     report = {
-        "route_endpoint": {**routes, "workers": args.workers, "target_rps": ROUTE_TARGET_RPS},
+        "route_endpoint_cold_pass": {"requests": cold["requests"], "rps": cold["rps"]},
+        "route_endpoint": {
+            **routes,
+            "warm_passes": args.warm_passes,
+            "workers": args.workers,
+            "http": args.http,
+            "asgi_fast_path": args.asgi_fast_path,
+            "connections": args.connections,
+            "target_rps": ROUTE_TARGET_RPS,
+        },
         "pages": pages,
         "page_target_ms": PAGE_TARGET_MS,
     }

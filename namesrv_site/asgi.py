@@ -16,13 +16,16 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from namesrv_app.api.route_cache import RouteReadAsgi  # noqa: E402
 from namesrv_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # The console's few static files are served by the process itself, so a
         # node needs no separate web server.
-        "http": ASGIStaticFilesHandler(django_application),
+        # Cached REST route reads are answered before Django's handler (its per-request
+        # thread hops cost more than the answer); everything else passes through.
+        "http": RouteReadAsgi(ASGIStaticFilesHandler(django_application)),
         # The session cookie authenticates the socket; the origin check stops
         # another site's page from opening it with the operator's cookie.
         "websocket": AllowedHostsOriginValidator(

@@ -133,8 +133,10 @@ class RouteSerializer(serializers.Serializer):  # type: ignore[misc]
     consistency = serializers.CharField()
     node_id = serializers.CharField()
     applied_version = serializers.IntegerField(
-        help_text="local: the projection version read; linearizable: the node's version "
-        "right after the barrier read (the answer reflects at least every write before the call)"
+        help_text="local: the projection version the answer reflects (it may lag the "
+        "projection by NAMESRV_WEB['ROUTE_VERSION_TTL_MS'], 200 ms by default); linearizable: "
+        "the node's version right after the barrier read (the answer reflects at least every "
+        "write before the call)"
     )
     route = serializers.DictField(help_text="TopicRouteData, standard JSON")
 

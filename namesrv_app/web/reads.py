@@ -42,6 +42,9 @@ class ProjectedRoute:
     node_id: str
     applied_version: int
     route: TopicRouteData | None
+    # Moves only when a route answer may change (never on heartbeats): the key
+    # of the API's route answer cache (namesrv_app.api.route_cache).
+    routes_version: int = 0
 
 
 def _order_enabled(config_text: str) -> bool:
@@ -67,8 +70,8 @@ def _route_sql() -> str:
         f"(SELECT e.value FROM {entry} e JOIN {namespace} n ON n.id = e.namespace_id "
         f" WHERE n.name = %s AND e.key = %s), "
         f"q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag, "
-        f"g.cluster, g.zone_name, g.enable_acting_master, a.broker_id, a.addr "
-        f"FROM (SELECT node_id, applied_version, config_properties FROM {state} "
+        f"g.cluster, g.zone_name, g.enable_acting_master, a.broker_id, a.addr, s.routes_version "
+        f"FROM (SELECT node_id, applied_version, routes_version, config_properties FROM {state} "
         f"      ORDER BY node_id LIMIT 1) s "
         f"LEFT JOIN {q} q ON q.topic = %s "
         f"LEFT JOIN {g} g ON g.broker_name = q.broker_name "
@@ -82,7 +85,7 @@ def _route_from_rows(rows: list[tuple[Any, ...]]) -> TopicRouteData | None:
     groups: dict[str, tuple[str, str | None, bool]] = {}
     addrs: dict[str, dict[int, str]] = defaultdict(dict)
     for row in rows:
-        name, read, write, perm, flag, cluster, zone, acting, broker_id, addr = row[4:]
+        name, read, write, perm, flag, cluster, zone, acting, broker_id, addr = row[4:14]
         if name is None:
             continue
         queues.setdefault(name, QueueData(name, read, write, perm, flag))
@@ -116,7 +119,26 @@ def projected_route(topic: str) -> ProjectedRoute:
         rows = cursor.fetchall()
     if not rows:
         return ProjectedRoute("", 0, None)
-    return ProjectedRoute(rows[0][0], rows[0][1], _route_from_rows(rows))
+    return ProjectedRoute(rows[0][0], rows[0][1], _route_from_rows(rows), rows[0][14])
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionStamp:
+    """The versions this node's projection reflects right now (one NodeState row)."""
+
+    node_id: str
+    applied_version: int
+    routes_version: int
+
+
+def projection_stamp() -> ProjectionStamp:
+    """One indexed single-row read; ("", 0, 0) before the first projection write."""
+    row = (
+        models.NodeState.objects.order_by("node_id")
+        .values_list("node_id", "applied_version", "routes_version")
+        .first()
+    )
+    return ProjectionStamp("", 0, 0) if row is None else ProjectionStamp(*row)
 
 
 # ------------------------------------------------------------------- cross-node comparison

@@ -1,0 +1,459 @@
+"""The fast path of ``GET /api/v1/routes/<topic>/`` (local consistency).
+
+Producers and dashboards poll this endpoint; through Django's full middleware
+stack, token and role lookups and DRF it cost about 6-9 ms a request, almost
+all of it thread hops and queries that do not depend on the topic. This module
+answers the common request, a token- (or anonymously-, when allowed) authorised
+GET asking for JSON, from three small per-process caches:
+
+* route JSON per (node, ``routes_version``, topic), a bounded LRU. The projection's
+  ``routes_version`` moves on every change that may alter a route answer (never
+  on heartbeats), so an entry is never wrong for its key;
+* the projection's versions (:class:`~namesrv_app.web.reads.ProjectionStamp`),
+  re-read at most every ``ROUTE_VERSION_TTL_MS`` (200 ms). An answer may thus
+  lag the projection by that much, and it says exactly which ``applied_version``
+  it reflects, as every local answer does;
+* token key -> role for ``TOKEN_CACHE_TTL_MS`` (5 s). Only grants are cached: a
+  deleted token, a deactivated user or a lost role takes effect within that
+  bound; an unknown token is never cached and always reaches the slow path.
+
+Anything else (another method, query, Accept, a session cookie, an invalid
+topic, a refused token, an unknown topic) falls through to the DRF view, which
+keeps every error answer and the browsable API exactly as they were. The
+answer bytes and headers equal the DRF view's (tested).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.exceptions import DisallowedHost, ValidationError
+from django.db import close_old_connections
+from django.http import HttpRequest, HttpResponse
+from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.security import SecurityMiddleware
+from django.urls import get_script_prefix, reverse
+
+from namesrv_app.gateway_client import web_setting
+from namesrv_app.roles import role_of
+from namesrv_app.web import reads
+from namesrv_app.web.forms import validate_topic
+
+ROUTE_ANSWERS_MAX = 16_384
+TOKENS_MAX = 4_096
+ROUTE_VERSION_TTL_MS = 200
+TOKEN_CACHE_TTL_MS = 5_000
+JSON_ACCEPTS = frozenset({"", "*/*", "application/json"})
+TOKEN_KEYWORD = b"token"
+ALLOW_HEADER = "GET, HEAD, OPTIONS"
+GRANTED_ROLES = frozenset({"viewer", "operator"})
+
+T = TypeVar("T")
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON exactly as DRF's JSONRenderer writes it (compact, UTF-8, strict)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+class _Lru:
+    """A bounded, thread-safe LRU map (workers answer on the loop and in threads)."""
+
+    def __init__(self, entries_max: int) -> None:
+        assert entries_max > 0
+        self.entries_max = entries_max
+        self._entries: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        """The value, or None; a hit becomes the most recent entry."""
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        """Store, evicting the least recent entry beyond the bound."""
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.entries_max:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stamp:
+    """A projection stamp and when it stops being trusted (monotonic seconds)."""
+
+    stamp: reads.ProjectionStamp
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Grant:
+    """A token's role and when it must be looked up again (monotonic seconds)."""
+
+    user_id: int
+    role: str
+    expires_at: float
+
+
+class RouteAnswerCache:
+    """The three caches of one worker process; see the module docstring for the bounds."""
+
+    def __init__(self) -> None:
+        self.routes = _Lru(ROUTE_ANSWERS_MAX)
+        self.grants = _Lru(TOKENS_MAX)
+        self._stamp: _Stamp | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def clear(self) -> None:
+        """Forget everything and zero the counters (tests)."""
+        self.routes.clear()
+        self.grants.clear()
+        self._stamp = None
+        self.hits = self.misses = 0
+
+    # ------------------------------------------------------------ the three lookups
+
+    def cached_stamp(self, now_s: float) -> reads.ProjectionStamp | None:
+        """The projection stamp while it is fresh enough, else None."""
+        held = self._stamp
+        return held.stamp if held is not None and now_s < held.expires_at else None
+
+    def keep_stamp(self, stamp: reads.ProjectionStamp, now_s: float) -> None:
+        """Trust ``stamp`` for ROUTE_VERSION_TTL_MS."""
+        ttl_s = web_setting("ROUTE_VERSION_TTL_MS", ROUTE_VERSION_TTL_MS) / 1000
+        held = self._stamp
+        if held is not None and _rewound(held.stamp, stamp):
+            # A restarted eventual-mode gateway counts from 0 again: the same
+            # routes_version may now name different routes.
+            self.routes.clear()
+        self._stamp = _Stamp(stamp, now_s + ttl_s)
+
+    def cached_grant(self, key: str, now_s: float) -> _Grant | None:
+        """The role granted to token ``key`` while the grant is fresh, else None."""
+        grant: _Grant | None = self.grants.get(key)
+        if grant is None or now_s >= grant.expires_at:
+            return None
+        return grant
+
+    def keep_grant(self, key: str, user_id: int, role: str, now_s: float) -> None:
+        """Trust a granted role for TOKEN_CACHE_TTL_MS."""
+        ttl_s = web_setting("TOKEN_CACHE_TTL_MS", TOKEN_CACHE_TTL_MS) / 1000
+        self.grants.put(key, _Grant(user_id, role, now_s + ttl_s))
+
+
+def _rewound(before: reads.ProjectionStamp, after: reads.ProjectionStamp) -> bool:
+    """True when the projection now holds another history than the one cached."""
+    return (
+        after.node_id != before.node_id
+        or after.applied_version < before.applied_version
+        or after.routes_version < before.routes_version
+    )
+
+
+CACHE = RouteAnswerCache()
+"""This worker's caches (each uvicorn worker process has its own)."""
+
+
+# ------------------------------------------------------------------- DB reads (sync)
+
+
+def _lookup_grant(key: str) -> tuple[int, str] | None:
+    """(user id, role) of an active user's token holding a console role, else None."""
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None or not token.user.is_active:
+        return None
+    role = role_of(token.user)
+    return (token.user.pk, role) if role in GRANTED_ROLES else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """An encoded route with the versions it was read at (None: no route)."""
+
+    node_id: str
+    applied_version: int
+    routes_version: int
+    body: bytes | None
+
+
+def _read_route(topic: str) -> _Route:
+    projected = reads.projected_route(topic)
+    body = None if projected.route is None else _dumps(reads.route_json(projected.route))
+    return _Route(projected.node_id, projected.applied_version, projected.routes_version, body)
+
+
+# ------------------------------------------------------------------- the answer
+
+
+def _route_body(topic: str, node_id: str, applied_version: int, route: bytes) -> bytes:
+    """The DRF view's 200 body, assembled around the cached route bytes."""
+    return b"".join(
+        (
+            b'{"topic":',
+            _dumps(topic),
+            b',"consistency":"local","node_id":',
+            _dumps(node_id),
+            b',"applied_version":',
+            str(applied_version).encode(),
+            b',"route":',
+            route,
+            b"}",
+        )
+    )
+
+
+def _route_prefix() -> str:
+    """The path_info before the topic, from the URLconf (so a new mount point still matches)."""
+    marker = "TOPIC"
+    path = reverse("api:route", kwargs={"topic": marker})
+    script = get_script_prefix()
+    path = "/" + path[len(script) :] if path.startswith(script) else path
+    assert path.endswith(f"/{marker}/")
+    return path[: -len(marker) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """What the fast path needs from a request: the topic and the token (None: anonymous)."""
+
+    topic: str
+    token: str | None
+
+
+def _candidate(request: HttpRequest, prefix: str) -> _Candidate | None:
+    """The topic and token of a request the fast path may answer; None to fall through."""
+    path = request.path_info
+    if request.method != "GET" or not path.startswith(prefix) or not path.endswith("/"):
+        return None
+    topic = path[len(prefix) : -1]
+    if not topic or "/" in topic:
+        return None
+    query = request.GET
+    if query and (len(query) != 1 or query.getlist("consistency") != ["local"]):
+        return None
+    if request.META.get("HTTP_ACCEPT", "").strip() not in JSON_ACCEPTS:
+        return None
+    try:
+        validate_topic(topic)
+        request.get_host()  # ALLOWED_HOSTS, as CommonMiddleware checks it
+    except (ValidationError, DisallowedHost):
+        return None
+    header = request.META.get("HTTP_AUTHORIZATION", "").encode("latin-1").split()
+    if header:
+        if len(header) != 2 or header[0].lower() != TOKEN_KEYWORD:
+            return None
+        return _Candidate(topic, header[1].decode("latin-1"))
+    anonymous = web_setting("ALLOW_ANONYMOUS_ROUTE_READS", False)
+    if not anonymous or settings.SESSION_COOKIE_NAME in request.COOKIES:
+        return None
+    return _Candidate(topic, None)
+
+
+DECLINED_SCOPE_KEY = "namesrv.route_fast_path_declined"
+"""Set in the ASGI scope when :class:`RouteReadAsgi` passed a request on, so the
+middleware does not repeat the same lookups."""
+
+Runner = Callable[[Callable[[], T]], Awaitable[T]]
+
+
+class _FastPath:
+    """The steps shared by the ASGI wrapper and the middleware."""
+
+    def __init__(self) -> None:
+        self._security = SecurityMiddleware(_never_called)
+        self._frames = XFrameOptionsMiddleware(_never_called)
+        self._prefix: str | None = None
+
+    @property
+    def prefix(self) -> str:
+        """The route path before the topic (computed once the URLconf is loaded)."""
+        if self._prefix is None:
+            self._prefix = _route_prefix()
+        return self._prefix
+
+    async def answer(self, request: HttpRequest, run: Runner[Any]) -> HttpResponse | None:
+        """The cached answer, or None when the DRF view must answer."""
+        candidate = _candidate(request, self.prefix)
+        if candidate is None or self._security.process_request(request) is not None:
+            return None
+        now_s = time.monotonic()
+        if candidate.token is not None and CACHE.cached_grant(candidate.token, now_s) is None:
+            key = candidate.token
+            grant = await run(lambda: _lookup_grant(key))
+            if grant is None:
+                return None  # the DRF view answers 401 or 403
+            CACHE.keep_grant(key, grant[0], grant[1], now_s)
+        stamp = CACHE.cached_stamp(now_s)
+        if stamp is None:
+            stamp = await run(reads.projection_stamp)
+            CACHE.keep_stamp(stamp, now_s)
+        topic = candidate.topic
+        route = CACHE.routes.get((stamp.node_id, stamp.routes_version, topic))
+        if route is not None:
+            CACHE.hits += 1
+            return self._finish(
+                request, _route_body(topic, stamp.node_id, stamp.applied_version, route)
+            )
+        CACHE.misses += 1
+        read = await run(lambda: _read_route(topic))
+        if read.body is None:
+            return None  # the DRF view answers 404 (and logs it)
+        # Keyed by the versions of the read itself: the stamp may be older.
+        CACHE.routes.put((read.node_id, read.routes_version, topic), read.body)
+        return self._finish(
+            request, _route_body(topic, read.node_id, read.applied_version, read.body)
+        )
+
+    def answer_sync(self, request: HttpRequest) -> HttpResponse | None:
+        """:meth:`answer` with inline DB reads (WSGI and the test client)."""
+        coroutine = self.answer(request, _inline)
+        try:
+            coroutine.send(None)
+        except StopIteration as done:
+            result: HttpResponse | None = done.value
+            return result
+        raise AssertionError("the inline fast path never suspends")
+
+    def _finish(self, request: HttpRequest, body: bytes) -> HttpResponse:
+        """The headers the DRF view and the header-only middlewares would set."""
+        response = HttpResponse(body, content_type="application/json")
+        response["Vary"] = "Accept"
+        response["Allow"] = ALLOW_HEADER
+        response = self._frames.process_response(request, response)
+        response["Content-Length"] = str(len(body))
+        result: HttpResponse = self._security.process_response(request, response)
+        return result
+
+
+class RouteReadAsgi:
+    """ASGI wrapper answering cached route reads before Django's handler.
+
+    Django's ASGI handler costs about 1.5 ms of CPU a request before any view
+    runs (a new sync thread per request and two thread hops for the request
+    signals); on a hit this wrapper answers with no thread hop at all. A hit
+    needs no DB connection; misses read in asgiref's shared sync thread, and
+    Django's ``close_old_connections`` runs before each such read since no
+    request signal does it here. Wrap the HTTP app in ``namesrv_site/asgi.py``.
+    """
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+        self._path = _FastPath()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Answer a cached route read, or pass the request on (marked as declined)."""
+        if scope["type"] == "http" and scope["method"] == "GET" and self._may_answer(scope):
+            from django.core.handlers.asgi import ASGIRequest
+
+            request = ASGIRequest(scope, io.BytesIO())
+            response = await self._path.answer(request, _in_shared_thread)
+            if response is not None:
+                await _send(response, send)
+                return
+            scope = {**scope, DECLINED_SCOPE_KEY: True}
+        await self.app(scope, receive, send)
+
+    def _may_answer(self, scope: dict[str, Any]) -> bool:
+        """A cheap look at the path and headers before a request object is built."""
+        if self._path.prefix not in scope["path"]:
+            return False
+        return not any(name in _BODY_HEADERS for name, _ in scope.get("headers", ()))
+
+
+class RouteReadFastPath:
+    """Middleware answering local route reads from :data:`CACHE` (first in MIDDLEWARE).
+
+    It runs before the rest of the stack, so it applies the header-only
+    middlewares (security headers, X-Frame-Options) itself and checks the host
+    as CommonMiddleware would; everything it does not answer goes down the
+    stack untouched.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+        self._path = _FastPath()
+
+    def __call__(self, request: HttpRequest) -> Any:
+        """Answer from the cache when possible, else pass the request on."""
+        if self.is_async:
+            return self._acall(request)
+        response = self._path.answer_sync(request)
+        return response if response is not None else self.get_response(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        response = None
+        if not getattr(request, "scope", {}).get(DECLINED_SCOPE_KEY):
+            response = await self._path.answer(request, _in_request_thread)
+        if response is None:
+            response = await self.get_response(request)
+        return response
+
+
+_BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
+
+
+def _never_called(request: HttpRequest) -> HttpResponse:
+    """The header-only middlewares are used for their process_* hooks alone."""
+    raise AssertionError("not a middleware chain")
+
+
+async def _send(response: HttpResponse, send: Any) -> None:
+    """One complete ASGI response (the fast path never sets cookies or streams)."""
+    headers = [(k.encode("ascii"), v.encode("latin-1")) for k, v in response.items()]
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": response.content})
+
+
+async def _in_request_thread(call: Callable[[], T]) -> T:
+    """A DB read from the middleware: in Django's per-request sync thread."""
+    result: T = await sync_to_async(call, thread_sensitive=True)()
+    return result
+
+
+def _fresh(call: Callable[[], T]) -> Callable[[], T]:
+    def run() -> T:
+        close_old_connections()
+        return call()
+
+    return run
+
+
+async def _in_shared_thread(call: Callable[[], T]) -> T:
+    """A DB read from the ASGI wrapper: asgiref's shared sync thread, stale links dropped."""
+    result: T = await sync_to_async(_fresh(call), thread_sensitive=True)()
+    return result
+
+
+async def _inline(call: Callable[[], T]) -> T:
+    """A DB read in sync mode: just call it."""
+    return call()

@@ -1,0 +1,186 @@
+"""The cached fast path of GET /api/v1/routes/<topic>/: same answer, bounded staleness."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from django.core.asgi import get_asgi_application
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from namesrv_app import models
+from namesrv_app.api import route_cache
+from namesrv_app.api.route_cache import CACHE, RouteReadAsgi
+from namesrv_app.clock import ManualClock
+from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.services import NameServerService
+from raftstore.replicator import LocalReplicator
+from tests.web.conftest import START_MS, make_user, project_cast
+
+ROUTE = "/api/v1/routes/TopicTest/"
+FAST_PATH = "namesrv_app.api.route_cache.RouteReadFastPath"
+BOUND_SLACK_S = 0.5
+POLL_S = 0.02
+
+
+def _token_headers(user: User) -> dict[str, str]:
+    token, _ = Token.objects.get_or_create(user=user)
+    return {"Authorization": f"Token {token.key}", "Accept": "application/json"}
+
+
+def _wipe_broker_a(replicator: LocalReplicator) -> None:
+    """A route change through the real service, projected as the gateway would."""
+    service = NameServerService(replicator, ManualClock(START_MS))
+    asyncio.run(service.wipe_write_perm("broker-a"))
+    write_full_state(replicator.read(read_full_state), "n1", "eventual")
+
+
+def _perm_of_broker_a(body: dict[str, Any]) -> int:
+    queues = {q["brokerName"]: q for q in body["route"]["queueDatas"]}
+    return int(queues["broker-a"]["perm"])
+
+
+def test_the_fast_path_answers_exactly_what_the_drf_view_answers(
+    cast: Any, viewer: User, settings: Any
+) -> None:
+    headers = _token_headers(viewer)
+    fast = Client().get(ROUTE, headers=headers)
+    assert CACHE.misses == 1
+    again = Client().get(ROUTE, headers=headers)
+    assert CACHE.hits == 1
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != FAST_PATH]
+    slow = Client().get(ROUTE, headers=headers)
+    assert CACHE.hits == 1 and CACHE.misses == 1
+    assert fast.status_code == again.status_code == slow.status_code == 200
+    assert fast.content == again.content == slow.content
+    assert dict(fast.items()) == dict(slow.items())
+
+
+def test_a_cached_route_follows_the_projection_within_the_version_bound(
+    cast: LocalReplicator, viewer: User, settings: Any
+) -> None:
+    settings.NAMESRV_WEB = {"ROUTE_VERSION_TTL_MS": 200}
+    headers = _token_headers(viewer)
+    before = Client().get(ROUTE, headers=headers).json()
+    assert _perm_of_broker_a(before) == 6
+    _wipe_broker_a(cast)
+    changed_at = time.monotonic()
+    state = models.NodeState.objects.get()
+    while True:
+        body = Client().get(ROUTE, headers=headers).json()
+        if _perm_of_broker_a(body) != 6:
+            break
+        # A stale answer says so: it reports the version it reflects.
+        assert body["applied_version"] == before["applied_version"] < state.applied_version
+        assert time.monotonic() - changed_at < 0.2 + BOUND_SLACK_S, "stale beyond the bound"
+        time.sleep(POLL_S)
+    assert _perm_of_broker_a(body) == 4  # write permission wiped: read only
+    assert body["applied_version"] == state.applied_version
+
+
+def test_a_revoked_token_stops_reading_routes_within_the_token_bound(
+    cast: Any, viewer: User, settings: Any
+) -> None:
+    settings.NAMESRV_WEB = {"TOKEN_CACHE_TTL_MS": 300}
+    headers = _token_headers(viewer)
+    assert Client().get(ROUTE, headers=headers).status_code == 200
+    Token.objects.filter(user=viewer).delete()
+    revoked_at = time.monotonic()
+    while Client().get(ROUTE, headers=headers).status_code == 200:
+        assert time.monotonic() - revoked_at < 0.3 + BOUND_SLACK_S, "revocation too late"
+        time.sleep(POLL_S)
+    assert Client().get(ROUTE, headers=headers).status_code == 401
+
+
+def test_a_lost_role_stops_reading_routes_within_the_token_bound(
+    cast: Any, viewer: User, settings: Any
+) -> None:
+    settings.NAMESRV_WEB = {"TOKEN_CACHE_TTL_MS": 300}
+    headers = _token_headers(viewer)
+    assert Client().get(ROUTE, headers=headers).status_code == 200
+    viewer.groups.remove(Group.objects.get(name="viewer"))
+    removed_at = time.monotonic()
+    while Client().get(ROUTE, headers=headers).status_code == 200:
+        assert time.monotonic() - removed_at < 0.3 + BOUND_SLACK_S, "role removal too late"
+        time.sleep(POLL_S)
+    assert Client().get(ROUTE, headers=headers).status_code == 403
+
+
+def test_requests_it_does_not_answer_reach_the_drf_view(cast: Any, viewer: User) -> None:
+    headers = _token_headers(viewer)
+    browsable = Client().get(ROUTE, headers={**headers, "Accept": "text/html"})
+    assert browsable.status_code == 200 and b"<html" in browsable.content.lower()
+    assert Client().get("/api/v1/routes/NoSuchTopic/", headers=headers).status_code == 404
+    assert Client().get("/api/v1/routes/bad$topic/", headers=headers).status_code == 400
+    assert Client().get(ROUTE, headers={"Authorization": "Token not-a-token"}).status_code == 401
+    nobody = make_user("nobody", None)
+    assert Client().get(ROUTE, headers=_token_headers(nobody)).status_code == 403
+    assert CACHE.hits == 0
+
+
+def test_the_route_cache_is_bounded() -> None:
+    cache = route_cache._Lru(2)
+    for key in ("a", "b", "c"):
+        cache.put(key, key.encode())
+    assert len(cache) == 2 and cache.get("a") is None and cache.get("c") == b"c"
+
+
+async def _asgi_get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1"), *headers],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 80),
+    }
+    sent: list[dict[str, Any]] = []
+    finished = asyncio.Event()
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await finished.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    finished.set()
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return int(sent[0]["status"]), body
+
+
+def test_the_asgi_wrapper_answers_hits_itself_and_passes_the_rest_to_django(
+    transactional_db: Any,
+) -> None:
+    project_cast()
+    viewer = make_user("vera", "viewer")
+    token = Token.objects.create(user=viewer).key.encode()
+    app = RouteReadAsgi(get_asgi_application())
+    auth = [(b"authorization", b"Token " + token), (b"accept", b"application/json")]
+
+    async def run() -> list[tuple[int, bytes]]:
+        return [
+            await _asgi_get(app, ROUTE, auth),
+            await _asgi_get(app, ROUTE, auth),
+            await _asgi_get(app, ROUTE, [(b"authorization", b"Token nope")]),
+        ]
+
+    first, second, refused = asyncio.run(run())
+    assert first == second and first[0] == 200 and b'"topic":"TopicTest"' in first[1]
+    assert (CACHE.misses, CACHE.hits) == (1, 1)
+    assert refused[0] == 401
