@@ -49,6 +49,7 @@ from typing import Any
 
 from namesrv_app import broker_control
 from namesrv_app.broker_control import BrokerSpec
+from tools import ports
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
@@ -157,14 +158,9 @@ def port_is_free(port: int, host: str = LOOPBACK) -> bool:
 
 
 def free_port(host: str = LOOPBACK, avoid: Iterable[int] = ()) -> int:
-    """An ephemeral port the OS says is free now, not one of ``avoid``."""
-    taken = set(avoid)
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((host, 0))
-            port = int(probe.getsockname()[1])
-        if port not in taken:
-            return port
+    """A port free now, not one of ``avoid``, that no client socket can take first
+    (see tools.ports)."""
+    return ports.free_port(host, avoid)
 
 
 def _port_series(base: int, count: int, chosen: set[int]) -> list[int]:

@@ -33,6 +33,7 @@ from tests.integration.gateway_harness import (
     SECRET,
     GatewayProcess,
 )
+from tools import ports
 
 CLUSTER = "RaftCluster"
 PROPOSE_TIMEOUT_S = 3.0
@@ -51,10 +52,8 @@ SCAN_NOT_ACTIVE_BROKER = 40001
 
 
 def free_port() -> int:
-    """A port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free on 127.0.0.1 right now, below the ephemeral range (tools.ports)."""
+    return ports.free_port()
 
 
 def broker(index: int) -> DemoBroker:

@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -28,10 +27,10 @@ REPLY_LINE_BYTES_MAX = 1 << 20
 
 
 def free_port() -> int:
-    """A port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free on 127.0.0.1 right now, below the ephemeral range (tools.ports)."""
+    from tools import ports  # test side only: the node side runs as a bare script
+
+    return ports.free_port()
 
 
 # ------------------------------------------------------------------ node side

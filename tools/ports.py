@@ -1,0 +1,54 @@
+"""Free listening ports that a client socket cannot steal.
+
+``bind(("127.0.0.1", 0))`` hands out a port from the kernel's ephemeral range, and
+every outgoing connection takes its source port from that same range. Between
+probing such a port and the real server binding it, a client connection elsewhere
+on the machine may grab it ("cannot bind raft port ..."). Ports below the
+ephemeral range are never handed to client sockets, so a free one stays free until
+someone binds it on purpose.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LISTEN_PORT_SPAN = 12_000
+"""How many ports below the ephemeral range are candidates."""
+LISTEN_PORT_FLOOR = 10_000
+ATTEMPTS_MAX = 500
+
+
+def listen_port_range() -> tuple[int, int]:
+    """The candidate ports: the span just below the ephemeral range (Linux default 32768)."""
+    try:
+        ephemeral_low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32_768
+    high = ephemeral_low - 1
+    return max(LISTEN_PORT_FLOOR, high - LISTEN_PORT_SPAN), high
+
+
+def is_bindable(host: str, port: int) -> bool:
+    """True when nothing listens on (host, port) right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1", avoid: Iterable[int] = ()) -> int:
+    """A port below the ephemeral range that is free now and not in ``avoid``."""
+    taken = set(avoid)
+    low, high = listen_port_range()
+    chooser = random.SystemRandom()
+    for _ in range(ATTEMPTS_MAX):
+        port = chooser.randint(low, high)
+        if port not in taken and is_bindable(host, port):
+            return port
+    raise OSError(f"no free port in {low}..{high} after {ATTEMPTS_MAX} attempts")
