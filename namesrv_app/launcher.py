@@ -49,6 +49,8 @@ from typing import Any
 
 from namesrv_app import broker_control
 from namesrv_app.broker_control import BrokerSpec
+from namesrv_app.demo import DEMO_TOPICS
+from remoting.model import MASTER_ID, PERM_READ, PERM_WRITE
 from tools import ports
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -84,6 +86,7 @@ DEMO_BROKER_SETTINGS = {
     "heartbeat_timeout_ms": "3000",
     "raft_failover": "true",
 }
+DEMO_TOPIC_QUEUE_NUMS = 4
 RAFT_SCAN_INTERVAL_MS = 1000
 """Raft mode: each gateway also scans every second (only the leader's scan proposes)."""
 POLL_INTERVAL_S = 0.1
@@ -836,10 +839,26 @@ def start_demo_brokers(plan: ClusterPlan, base_port: int = DEMO_BROKER_BASE_PORT
         for spec in sorted(specs, key=lambda s: (s.broker_id, s.broker_name)):
             broker_control.start_broker(plan.run_dir, spec)
             started.append(spec.label)
+        for spec in specs:
+            if spec.broker_id == MASTER_ID:
+                create_demo_topics(spec.addr)
     except broker_control.BrokerControlError as exc:
         stop_brokers(plan.run_dir)
         raise LauncherError(str(exc)) from exc
     return started
+
+
+def create_demo_topics(master_addr: str) -> None:
+    """Create the demo topics on a master, as an operator would from the console; the
+    broker then registers them with every NameServer (and its slave syncs them)."""
+    for topic in DEMO_TOPICS:
+        broker_control.create_topic(
+            master_addr,
+            topic,
+            read_queue_nums=DEMO_TOPIC_QUEUE_NUMS,
+            write_queue_nums=DEMO_TOPIC_QUEUE_NUMS,
+            perm=PERM_READ | PERM_WRITE,
+        )
 
 
 def stop_brokers(run_dir: Path) -> list[str]:

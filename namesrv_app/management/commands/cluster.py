@@ -144,6 +144,13 @@ class Command(BaseCommand):
             lines.append(f"  broker {broker['label']}: {broker['addr']} (pid {broker['pid']})")
         if summary.get("demo_pid"):
             lines.append(f"  demo brokers (pid {summary['demo_pid']}): {summary['run_dir']}/demo")
+        first = summary["nodes"][0]
+        lines.append(
+            "  console login: there are no default accounts. Each node keeps its own users;"
+            " create an operator on a node's database, e.g. for "
+            f"{first['id']}:\n    NAMESRV_DB_PATH={first['log_dir']}/{launcher.NODE_DB_FILE_NAME}"
+            " .venv/bin/python manage.py create_operator alice"
+        )
         return "\n".join(lines)
 
     @staticmethod
