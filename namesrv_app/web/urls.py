@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from namesrv_app.web import brokers, views
+from namesrv_app.web import brokers, experiments, views
 
 app_name = "console"
 
@@ -21,4 +21,11 @@ urlpatterns = [
     path("kv/", views.kv_config, name="kv"),
     path("ops/", views.operations, name="operations"),
     path("ops/<slug:slug>/", views.operation, name="operation"),
+    path("experiments/", experiments.experiment_list, name="experiments"),
+    path("experiments/launch/", experiments.experiment_launch, name="experiment-launch"),
+    path("experiments/<str:run_id>/", experiments.experiment_report, name="experiment"),
+    path("experiments/<str:run_id>/timeline/", experiments.experiment_timeline,
+         name="experiment-timeline"),
+    path("experiments/<str:run_id>/plot/<str:name>.svg", experiments.experiment_plot,
+         name="experiment-plot"),
 ]

@@ -1,0 +1,330 @@
+"""Console pages of the consistency experiments: the runs, a report per run, a timeline.
+
+The rows come from ``ExperimentRun`` (written by ``manage.py run_experiment``); the report
+reads the files ``spark_jobs.report`` wrote into the run's analysis folder, and the timeline
+reads the run's Parquet history with pyarrow (no Spark in the web process). Operators may
+start an experiment: the command runs detached, so the request never waits for it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from django import forms
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from namesrv_app.models import ExperimentRun
+from namesrv_app.roles import is_operator
+from namesrv_app.web.views import _context, console_view
+from spark_jobs.experiment.runner import MODES, SUMMARY_TABLES
+from spark_jobs.experiment.scenarios import SCENARIOS
+from spark_jobs.history import read_table, table_path
+from spark_jobs.schema import FAULTS, OPERATIONS
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODE_BOTH = "both"
+SEED_MIN = 0
+DURATION_S_MIN = 10
+DURATION_S_MAX = 600
+DURATION_S_DEFAULT = 30
+LIST_ROWS_MAX = 200
+REPORT_TABLES = (*SUMMARY_TABLES, "latency")
+PLOT_NAMES = ("t_visibility", "k_staleness")
+ANALYSIS_PREFIX = "analysis-"
+TIMELINE_OPS_MAX = 2_000
+TIMELINE_WIDTH_PX = 1_000
+TIMELINE_LABEL_PX = 140
+TIMELINE_RIGHT_PX = 30
+TIMELINE_LANE_PX = 18
+TIMELINE_TOP_PX = 24
+TIMELINE_TICKS = 10
+TIMELINE_BAR_MIN_PX = 1.0
+LANE_KEYS = ("process", "node")
+OUTCOME_COLORS = {"ok": "#2ca02c", "not_found": "#ff7f0e", "error": "#d62728",
+                  "timeout": "#7f7f7f"}
+OTHER_COLOR = "#1f77b4"
+# (analysis table, column, label) shown on the list for each run.
+HEADLINES = (
+    ("divergence", "topics_diverged_share", "diverged topics"),
+    ("divergence", "longest_ms", "longest divergence ms"),
+    ("linearizability", "not_linearizable", "non-linearizable topics"),
+    ("not_exist_live", "not_exist_live", "TOPIC_NOT_EXIST for live topics"),
+)
+
+
+def experiments_root() -> Path:
+    """Where console-launched experiments write (``NAMESRV_EXPERIMENTS_DIR`` overrides)."""
+    configured = getattr(settings, "NAMESRV_EXPERIMENTS_DIR", None)
+    return Path(configured) if configured else REPO_ROOT / "run" / "experiments"
+
+
+# ------------------------------------------------------------------- launching
+
+
+class ExperimentLaunchForm(forms.Form):
+    """What an operator may choose when starting an experiment from the console."""
+
+    scenario = forms.ChoiceField(choices=[(name, name) for name in sorted(SCENARIOS)])
+    mode = forms.ChoiceField(choices=[(m, m) for m in (MODE_BOTH, *MODES)], initial=MODE_BOTH)
+    seed = forms.IntegerField(min_value=SEED_MIN, initial=1)
+    duration_s = forms.IntegerField(min_value=DURATION_S_MIN, max_value=DURATION_S_MAX,
+                                    initial=DURATION_S_DEFAULT, label="Duration (s)")
+
+    def command(self, out_root: Path) -> list[str]:
+        """The ``manage.py run_experiment`` argv of the validated choices."""
+        data = self.cleaned_data
+        return [sys.executable, str(REPO_ROOT / "manage.py"), "run_experiment",
+                data["scenario"], "--mode", data["mode"], "--seed", str(data["seed"]),
+                "--duration-s", str(data["duration_s"]), "--out", str(out_root), "--analyze"]
+
+    def log_path(self, out_root: Path) -> Path:
+        """A fresh log file name for this launch."""
+        data = self.cleaned_data
+        stamp = int(time.time())
+        return out_root / f"console-{data['scenario']}-{data['mode']}-s{data['seed']}-{stamp}.log"
+
+
+def start_detached(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session with output to ``log_path``; do not wait for it."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    # Reap the child when it ends so finished experiments leave no zombie behind.
+    threading.Thread(target=proc.wait, name="experiment-reaper", daemon=True).start()
+    return proc
+
+
+# ------------------------------------------------------------------- list
+
+
+def headline(run: ExperimentRun) -> list[dict[str, Any]]:
+    """The run's headline numbers from its stored analysis (empty before analysis)."""
+    analysis = (run.summary or {}).get("analysis") or {}
+    out = []
+    for table, column, label in HEADLINES:
+        rows = analysis.get(table) or []
+        values = [r[column] for r in rows if isinstance(r, dict) and r.get(column) is not None]
+        if values:
+            value = values[0]
+            out.append({"label": label,
+                        "value": f"{value:.3g}" if isinstance(value, float) else value})
+    return out
+
+
+def _duration_s(run: ExperimentRun) -> float | None:
+    if run.finished is None:
+        return None
+    return round((run.finished - run.started).total_seconds(), 1)
+
+
+def _list_context(request: HttpRequest, form: ExperimentLaunchForm | None,
+                  launched: str = "") -> dict[str, Any]:
+    runs = list(ExperimentRun.objects.all()[:LIST_ROWS_MAX])
+    rows = [{"run": r, "duration_s": _duration_s(r), "headline": headline(r),
+             "error": (r.summary or {}).get("error", "")} for r in runs]
+    can_launch = is_operator(request.user)
+    return _context(request, "experiments", rows=rows, rows_max=LIST_ROWS_MAX,
+                    form=(form or ExperimentLaunchForm()) if can_launch else None,
+                    launched=launched)
+
+
+@console_view()
+@require_http_methods(["GET"])
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    """Every recorded run, newest first, with its headline numbers."""
+    context = _list_context(request, None, launched=request.GET.get("launched", ""))
+    return render(request, "experiments/list.html", context)
+
+
+@console_view(operator=True)
+@require_POST
+def experiment_launch(request: HttpRequest) -> HttpResponse:
+    """Validate the form, start the experiment detached, and go back to the list."""
+    form = ExperimentLaunchForm(request.POST)
+    if not form.is_valid():
+        return render(request, "experiments/list.html", _list_context(request, form),
+                      status=400)
+    out_root = experiments_root()
+    log_path = form.log_path(out_root)
+    start_detached(form.command(out_root), log_path)
+    return redirect(f"{reverse('console:experiments')}?launched={log_path.name}")
+
+
+# ------------------------------------------------------------------- report
+
+
+def report_dir(run: ExperimentRun) -> Path | None:
+    """The newest analysis report that covers ``run`` (``analysis-*/history/<run_id>``)."""
+    parent = Path(run.out_dir).parent
+    if not parent.is_dir():
+        return None
+    found = [d / "report" for d in parent.iterdir()
+             if d.name.startswith(ANALYSIS_PREFIX) and (d / "history" / run.run_id).exists()
+             and (d / "report" / "summary.json").is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def sibling(run: ExperimentRun) -> ExperimentRun | None:
+    """The other mode's newest run of the same scenario and seed, if any."""
+    return (ExperimentRun.objects.filter(scenario=run.scenario, seed=run.seed)
+            .exclude(mode=run.mode).exclude(pk=run.pk).order_by("-started").first())
+
+
+def _load_tables(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    try:
+        data = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _belongs(row: dict[str, Any], run: ExperimentRun) -> bool:
+    """Rows carry a run_id, or (mode, scenario) for the per-mode tables."""
+    if "run_id" in row:
+        return bool(row["run_id"] == run.run_id)
+    return row.get("mode") == run.mode and row.get("scenario", run.scenario) == run.scenario
+
+
+def report_tables(runs: list[tuple[ExperimentRun, Path | None]]) -> list[dict[str, Any]]:
+    """Each report table with the rows of every given run (one run per mode)."""
+    loaded: dict[Path, dict[str, list[dict[str, Any]]]] = {}
+    sections = []
+    for name in REPORT_TABLES:
+        rows: list[dict[str, Any]] = []
+        for run, folder in runs:
+            if folder is None:
+                continue
+            tables = loaded.setdefault(folder, _load_tables(folder))
+            rows += [r for r in tables.get(name) or [] if isinstance(r, dict) and _belongs(r, run)]
+        columns = list(dict.fromkeys(c for r in rows for c in r))
+        sections.append({"name": name, "columns": columns,
+                         "rows": [[_cell(r.get(c)) for c in columns] for r in rows]})
+    return sections
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+@console_view()
+@require_http_methods(["GET"])
+def experiment_report(request: HttpRequest, run_id: str) -> HttpResponse:
+    """One run's report: its tables and plots, next to the other mode's when there is one."""
+    run = get_object_or_404(ExperimentRun, run_id=run_id)
+    other = sibling(run)
+    pair = [run] if other is None else sorted([run, other], key=lambda r: r.mode)
+    folders = [(member, report_dir(member)) for member in pair]
+    panels = [{"run": member, "plots": [n for n in PLOT_NAMES if folder is not None
+                                        and (folder / f"{n}.svg").is_file()]}
+              for member, folder in folders]
+    context = _context(request, "experiments", run=run, panels=panels,
+                       tables=report_tables(folders),
+                       summary_json=json.dumps(run.summary, indent=2, sort_keys=True,
+                                               default=str))
+    return render(request, "experiments/report.html", context)
+
+
+@console_view()
+@require_http_methods(["GET"])
+def experiment_plot(request: HttpRequest, run_id: str, name: str) -> HttpResponse:
+    """One SVG plot of the run's report (served as an image: scripts in it never run)."""
+    run = get_object_or_404(ExperimentRun, run_id=run_id)
+    folder = report_dir(run)
+    if name not in PLOT_NAMES or folder is None or not (folder / f"{name}.svg").is_file():
+        raise Http404("no such plot")
+    return HttpResponse((folder / f"{name}.svg").read_bytes(), content_type="image/svg+xml")
+
+
+# ------------------------------------------------------------------- timeline
+
+
+def _read_ops(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
+    """The first ``TIMELINE_OPS_MAX`` operations and the total count."""
+    path = table_path(run_dir, OPERATIONS)
+    if not path.is_file():
+        return [], 0
+    parquet = pq.ParquetFile(path)
+    columns = ["op_id", "process", "kind", "node", "topic", "invoke_ms", "complete_ms",
+               "outcome", "broker"]
+    batch = next(parquet.iter_batches(batch_size=TIMELINE_OPS_MAX, columns=columns), None)
+    rows = batch.to_pylist() if batch is not None else []
+    return rows, parquet.metadata.num_rows
+
+
+def _read_faults(run_dir: Path) -> list[dict[str, Any]]:
+    if not table_path(run_dir, FAULTS).is_file():
+        return []
+    rows: list[dict[str, Any]] = read_table(run_dir, FAULTS).to_pylist()
+    return rows
+
+
+def timeline_layout(ops: list[dict[str, Any]], faults: list[dict[str, Any]],
+                    lane_key: str) -> dict[str, Any]:
+    """Pixel geometry of the timeline: lanes, op bars, fault windows and time ticks."""
+    lanes = sorted({str(op[lane_key]) or "-" for op in ops})
+    lane_y = {lane: TIMELINE_TOP_PX + i * TIMELINE_LANE_PX for i, lane in enumerate(lanes)}
+    t0 = min((op["invoke_ms"] for op in ops), default=0)
+    t1 = max((max(op["complete_ms"], op["invoke_ms"]) for op in ops), default=t0 + 1)
+    span = max(t1 - t0, 1)
+    # The right margin keeps the last tick label inside the picture.
+    plot_px = TIMELINE_WIDTH_PX - TIMELINE_LABEL_PX - TIMELINE_RIGHT_PX
+
+    def px(ms: float) -> float:
+        return TIMELINE_LABEL_PX + (min(max(ms, t0), t1) - t0) / span * plot_px
+
+    height = TIMELINE_TOP_PX + len(lanes) * TIMELINE_LANE_PX + 4
+    bars = []
+    for op in ops:
+        x = px(op["invoke_ms"])
+        bars.append({"x": round(x, 1), "y": lane_y[str(op[lane_key]) or "-"] + 2,
+                     "w": round(max(px(op["complete_ms"]) - x, TIMELINE_BAR_MIN_PX), 1),
+                     "color": OUTCOME_COLORS.get(op["outcome"], OTHER_COLOR), "op": op})
+    windows = []
+    for fault in faults:
+        end = fault["end_ms"] if fault["end_ms"] >= fault["start_ms"] else t1
+        if end < t0 or fault["start_ms"] > t1:
+            continue
+        x = px(fault["start_ms"])
+        windows.append({"x": round(x, 1), "w": round(max(px(end) - x, TIMELINE_BAR_MIN_PX), 1),
+                        "fault": fault, "open": fault["end_ms"] < fault["start_ms"]})
+    ticks = [{"x": round(px(t0 + span * i / TIMELINE_TICKS), 1),
+              "label": f"{span * i / TIMELINE_TICKS / 1000:.1f}s"}
+             for i in range(TIMELINE_TICKS + 1)]
+    return {"lanes": [{"name": n, "y": y, "text_y": y + TIMELINE_LANE_PX - 5}
+                      for n, y in lane_y.items()],
+            "bars": bars, "windows": windows, "ticks": ticks, "height": height,
+            "width": TIMELINE_WIDTH_PX, "label_px": TIMELINE_LABEL_PX,
+            "plot_right": TIMELINE_LABEL_PX + plot_px,
+            "axis_y": height, "t0": t0, "span_ms": span}
+
+
+@console_view()
+@require_http_methods(["GET"])
+def experiment_timeline(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The run's history as an SVG timeline: op bars per process (or node), fault windows."""
+    run = get_object_or_404(ExperimentRun, run_id=run_id)
+    lane_key = request.GET.get("by", LANE_KEYS[0])
+    if lane_key not in LANE_KEYS:
+        lane_key = LANE_KEYS[0]
+    run_dir = Path(run.out_dir)
+    ops, total = _read_ops(run_dir)
+    faults = _read_faults(run_dir)
+    context = _context(request, "experiments", run=run, total=total, drawn=len(ops),
+                       limit=TIMELINE_OPS_MAX, lane_key=lane_key, lane_keys=LANE_KEYS,
+                       layout=timeline_layout(ops, faults, lane_key), faults=faults,
+                       colors=sorted(OUTCOME_COLORS.items()))
+    return render(request, "experiments/timeline.html", context)

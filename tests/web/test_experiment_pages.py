@@ -1,0 +1,225 @@
+"""The experiment pages of the console: runs, reports, timelines and the launch form.
+
+The histories are real Parquet files written with ``HistoryWriter`` and the reports real
+files written by ``spark_jobs.report`` (from hand-made tables, so no Spark is needed). The
+only stand-in is the detached process launch, which would start a real cluster.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from namesrv_app.models import ExperimentRun
+from namesrv_app.web import experiments
+from spark_jobs.history import HistoryWriter, RunMeta
+from spark_jobs.report import write_plots, write_tables
+
+from .conftest import PASSWORD
+
+SCENARIO = "broker-kill"
+SEED = 7
+STARTED = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+RUN_IDS = {"eventual": f"{SCENARIO}-eventual-s{SEED}-100", "raft": f"{SCENARIO}-raft-s{SEED}-100"}
+OP_MS = 10
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def _history(run_dir: Path, mode: str, ops: int) -> None:
+    meta = RunMeta(run_id=run_dir.name, scenario=SCENARIO, mode=mode, seed=SEED,
+                   nodes=["n1", "n2", "n3"])
+    with HistoryWriter(run_dir, meta, chunk_rows=500) as writer:
+        for i in range(ops):
+            writer.operation((i, f"producer-{i % 3}", "route_read", f"n{i % 3 + 1}",
+                              "topic-000", i * OP_MS, i * OP_MS + 5,
+                              "ok" if i % 2 else "not_found", "", -1, "", "{}"))
+        writer.fault((OP_MS * 3, OP_MS * 9, "kill_broker", "broker-00001", "{}"))
+
+
+def _report(out: Path) -> None:
+    """One analysis batch over both runs, as ``run_experiment --mode both --analyze`` makes."""
+    batch = out / f"analysis-{RUN_IDS['eventual']}"
+    (batch / "history").mkdir(parents=True)
+    for run_id in RUN_IDS.values():
+        (batch / "history" / run_id).symlink_to(out / run_id, target_is_directory=True)
+    tables = {
+        "divergence": [{"mode": m, "scenario": SCENARIO, "topics": 8,
+                        "topics_diverged_share": share, "longest_ms": longest}
+                       for m, share, longest in (("eventual", 0.625, 4200), ("raft", 0.0, 0))],
+        "linearizability": [{"run_id": r, "mode": m, "scenario": SCENARIO, "linearizable": 8 - n,
+                             "not_linearizable": n, "unknown": 0}
+                            for (m, r), n in zip(RUN_IDS.items(), (5, 0), strict=True)],
+        "t_visibility": [{"mode": m, "scenario": SCENARIO, "t_bucket_ms": t, "p_fresh": p}
+                         for m in RUN_IDS for t, p in ((0, 0.5), (1000, 0.9))],
+    }
+    write_tables(batch / "report", tables)
+    write_plots(batch / "report", tables)
+
+
+@pytest.fixture
+def runs(db: Any, tmp_path: Path) -> dict[str, ExperimentRun]:
+    """Two finished runs of one scenario and seed (eventual, raft) with a shared report."""
+    rows = {}
+    for mode, run_id in RUN_IDS.items():
+        _history(tmp_path / run_id, mode, ops=12)
+        rows[mode] = ExperimentRun.objects.create(
+            run_id=run_id, scenario=SCENARIO, mode=mode, seed=SEED, started=STARTED,
+            finished=STARTED + dt.timedelta(seconds=42), status=ExperimentRun.Status.FINISHED,
+            out_dir=str(tmp_path / run_id),
+            summary={"analysis": {"divergence": [{"mode": mode, "topics_diverged_share":
+                                                  0.625 if mode == "eventual" else 0.0}]}})
+    _report(tmp_path)
+    return rows
+
+
+def test_the_pages_need_a_login(runs: Any) -> None:
+    response = Client().get("/experiments/")
+    assert response.status_code == 302
+    assert "/login" in response["Location"]
+
+
+def test_a_user_without_a_role_sees_no_experiment(runs: Any, nobody: User) -> None:
+    client = _client(nobody)
+    for url in ("/experiments/", f"/experiments/{RUN_IDS['raft']}/",
+                f"/experiments/{RUN_IDS['raft']}/timeline/"):
+        assert client.get(url).status_code == 403
+
+
+def test_the_list_shows_every_run_with_its_headline(runs: Any, viewer: User) -> None:
+    page = _client(viewer).get("/experiments/").content.decode()
+    assert RUN_IDS["eventual"] in page and RUN_IDS["raft"] in page
+    assert "diverged topics: <strong>0.625</strong>" in page
+    assert "42.0" in page
+    assert 'id="launch"' not in page
+
+
+def test_an_operator_sees_the_launch_form(runs: Any, operator: User) -> None:
+    page = _client(operator).get("/experiments/").content.decode()
+    assert 'id="launch"' in page
+    assert '<option value="s1-asymmetric-partition">' in page
+
+
+def test_the_report_puts_both_modes_side_by_side(runs: Any, viewer: User) -> None:
+    page = _client(viewer).get(f"/experiments/{RUN_IDS['raft']}/").content.decode()
+    assert page.count('class="plot"') == 2
+    assert f"/experiments/{RUN_IDS['eventual']}/plot/t_visibility.svg" in page
+    assert f"/experiments/{RUN_IDS['raft']}/plot/t_visibility.svg" in page
+    divergence = page.split('id="table-divergence"')[1].split("</table>")[0]
+    assert "<td>eventual</td>" in divergence and "<td>raft</td>" in divergence
+    assert "<td>4200</td>" in divergence
+    lin = page.split('id="table-linearizability"')[1].split("</table>")[0]
+    assert lin.count("<tr>") == 3
+
+
+def test_a_plot_is_served_as_an_svg_image(runs: Any, viewer: User) -> None:
+    response = _client(viewer).get(f"/experiments/{RUN_IDS['eventual']}/plot/t_visibility.svg")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/svg+xml"
+    assert b"<svg" in response.content
+
+
+def test_only_the_report_plots_are_served(runs: Any, viewer: User) -> None:
+    client = _client(viewer)
+    assert client.get(f"/experiments/{RUN_IDS['raft']}/plot/summary.svg").status_code == 404
+    assert client.get(f"/experiments/{RUN_IDS['raft']}/plot/k_staleness.svg").status_code == 404
+
+
+def test_unknown_runs_are_404(runs: Any, viewer: User) -> None:
+    client = _client(viewer)
+    for url in ("/experiments/nope/", "/experiments/nope/timeline/",
+                "/experiments/nope/plot/t_visibility.svg"):
+        assert client.get(url).status_code == 404
+
+
+def test_a_run_without_analysis_says_so(runs: Any, viewer: User, tmp_path: Path) -> None:
+    ExperimentRun.objects.create(run_id="leader-kill-raft-s1-5", scenario="leader-kill",
+                                 mode="raft", seed=1, started=STARTED,
+                                 out_dir=str(tmp_path / "elsewhere" / "leader-kill-raft-s1-5"))
+    page = _client(viewer).get("/experiments/leader-kill-raft-s1-5/").content.decode()
+    assert "no analysis report found" in page
+
+
+def test_the_timeline_draws_ops_per_process_and_fault_windows(runs: Any, viewer: User) -> None:
+    page = _client(viewer).get(f"/experiments/{RUN_IDS['raft']}/timeline/").content.decode()
+    assert page.count('class="op"') == 12
+    assert page.count('class="fault"') == 1
+    assert "producer-0" in page and "producer-2" in page
+    assert "Showing 12 of 12 operations." in page
+
+
+def test_the_timeline_can_lane_by_node(runs: Any, viewer: User) -> None:
+    page = _client(viewer).get(f"/experiments/{RUN_IDS['raft']}/timeline/?by=node").content
+    assert b">n3</text>" in page and b">producer-0</text>" not in page
+
+
+def test_the_timeline_draws_a_bounded_number_of_ops(db: Any, viewer: User,
+                                                    tmp_path: Path) -> None:
+    run_id = "big-raft-s1-1"
+    _history(tmp_path / run_id, "raft", ops=experiments.TIMELINE_OPS_MAX + 5)
+    ExperimentRun.objects.create(run_id=run_id, scenario=SCENARIO, mode="raft", seed=1,
+                                 started=STARTED, out_dir=str(tmp_path / run_id))
+    page = _client(viewer).get(f"/experiments/{run_id}/timeline/").content.decode()
+    assert page.count('class="op"') == experiments.TIMELINE_OPS_MAX
+    assert f"Showing {experiments.TIMELINE_OPS_MAX} of {experiments.TIMELINE_OPS_MAX + 5}" in page
+
+
+@pytest.fixture
+def launches(monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Path) -> list[Any]:
+    """Record launches instead of starting a real cluster in the background."""
+    settings.NAMESRV_EXPERIMENTS_DIR = str(tmp_path / "console-runs")
+    calls: list[Any] = []
+    monkeypatch.setattr(experiments, "start_detached",
+                        lambda argv, log_path: calls.append((argv, log_path)))
+    return calls
+
+
+def test_a_viewer_may_not_start_an_experiment(viewer: User, launches: list[Any]) -> None:
+    response = _client(viewer).post("/experiments/launch/", {
+        "scenario": SCENARIO, "mode": "both", "seed": 1, "duration_s": 15})
+    assert response.status_code == 403
+    assert launches == []
+
+
+@pytest.mark.parametrize("field, value", [("seed", -1), ("seed", "x"), ("duration_s", 9),
+                                          ("duration_s", 601), ("scenario", "nope"),
+                                          ("mode", "strong")])
+def test_the_launch_form_refuses_bad_input(operator: User, launches: list[Any], field: str,
+                                           value: Any) -> None:
+    data = {"scenario": SCENARIO, "mode": "both", "seed": 1, "duration_s": 15, field: value}
+    response = _client(operator).post("/experiments/launch/", data)
+    assert response.status_code == 400
+    assert response.context["form"].errors[field]
+    assert launches == []
+
+
+def test_a_valid_launch_starts_the_command_detached(operator: User, launches: list[Any],
+                                                    tmp_path: Path) -> None:
+    response = _client(operator).post("/experiments/launch/", {
+        "scenario": "raft-leader-kill", "mode": "raft", "seed": 0, "duration_s": 10})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/experiments/?launched=console-raft-leader-kill-raft")
+    [(argv, log_path)] = launches
+    assert argv[2:] == ["run_experiment", "raft-leader-kill", "--mode", "raft", "--seed", "0",
+                        "--duration-s", "10", "--out", str(tmp_path / "console-runs"),
+                        "--analyze"]
+    assert argv[1].endswith("manage.py")
+    assert log_path.parent == tmp_path / "console-runs"
+
+
+def test_the_launcher_really_runs_the_command_in_the_background(tmp_path: Path) -> None:
+    marker = tmp_path / "out" / "marker"
+    proc = experiments.start_detached(
+        ["/bin/sh", "-c", f"echo started; touch {marker}"], tmp_path / "out" / "x.log")
+    assert proc.wait(10) == 0
+    assert marker.exists()
+    assert (tmp_path / "out" / "x.log").read_text() == "started\n"
