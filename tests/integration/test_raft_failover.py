@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +24,6 @@ LEADER_RECORD_WAIT_S = 5.0
 """The gateway polls leadership every 0.5 s; give a loaded machine some slack."""
 FAILOVER_BOUND_S = 10.0
 """Generous for a loaded 2-core machine; the bench measures the real figure (docs/BENCHMARKS.md)."""
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaftGatewayCluster]:
-    """Three raft-mode gateways for the module."""
-    root: Path = tmp_path_factory.mktemp("raft-failover")
-    nodes = RaftGatewayCluster(root)
-    try:
-        nodes.start()
-        nodes.leader()
-        yield nodes
-    finally:
-        nodes.stop()
 
 
 def test_writes_resume_on_a_new_leader_after_the_leader_is_killed(

@@ -4,8 +4,6 @@ majority goes on, and after healing the cut-off node converges."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,19 +22,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ANSWER_SLACK_S = 1.5
 """What the bound may be exceeded by: a tick, the retry back-off, the wire."""
 MAJORITY_WRITE_BOUND_S = 10.0
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaftGatewayCluster]:
-    """Three raft-mode gateways for the module."""
-    root: Path = tmp_path_factory.mktemp("raft-partition")
-    nodes = RaftGatewayCluster(root)
-    try:
-        nodes.start()
-        nodes.leader()
-        yield nodes
-    finally:
-        nodes.stop()
 
 
 def test_a_partitioned_leader_refuses_writes_and_converges_after_healing(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -30,19 +28,6 @@ from tests.integration.raft_cluster_harness import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FAR_PAST_MS = 1
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaftGatewayCluster]:
-    """Three raft-mode gateways for the module."""
-    root: Path = tmp_path_factory.mktemp("raft-replication")
-    nodes = RaftGatewayCluster(root)
-    try:
-        nodes.start()
-        nodes.leader()
-        yield nodes
-    finally:
-        nodes.stop()
 
 
 def test_a_broker_registered_through_node_2_is_routed_by_node_3(

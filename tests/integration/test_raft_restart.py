@@ -3,7 +3,6 @@ and every node rebuilds its Django projection from snapshot + log."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,19 +21,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BEFORE_SNAPSHOT = range(30, 34)
 AFTER_SNAPSHOT = range(34, 37)
 PROJECTED_TABLES = ("queuedata", "livebroker", "brokergroup", "brokeraddress")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaftGatewayCluster]:
-    """Three raft-mode gateways for the module."""
-    root: Path = tmp_path_factory.mktemp("raft-restart")
-    nodes = RaftGatewayCluster(root)
-    try:
-        nodes.start()
-        nodes.leader()
-        yield nodes
-    finally:
-        nodes.stop()
 
 
 def _projection(cluster: RaftGatewayCluster) -> list[dict[str, int]]:
