@@ -28,9 +28,7 @@ from raftstore import commands as cmd
 from raftstore.raft import (
     DEFAULT_SKEW_ALLOWANCE_MS,
     RaftReplicator,
-    Touch,
     TouchCoalescer,
-    designated_member,
 )
 from raftstore.replicator import MODE_RAFT, Replicator
 from raftstore.results import (
@@ -63,38 +61,6 @@ ROLE_LEADER = "leader"
 ROLE_FOLLOWER = "follower"
 ROLE_STANDALONE = "standalone"
 REMARK_NOT_RAFT = "not in raft mode"
-
-
-DESIGNATED_TOUCH_TIMEOUT_DIVISOR = 4
-BACKUP_TOUCH_TIMEOUT_DIVISOR = 2
-"""A broker with a short heartbeat timeout is touched at least every timeout/4 by its
-designated member and every timeout/2 by the others, so coalescing never expires it."""
-
-
-class TimeoutAwareCoalescer(TouchCoalescer):
-    """The raft :class:`TouchCoalescer`, with the touch interval capped by the broker's
-    own ``heartbeatTimeoutMillis``.
-
-    The shipped intervals (15 s / 45 s) suit the 120 s default timeout; a
-    fast-heartbeat broker (3-10 s, the failover setting) would otherwise expire
-    between two coalesced touches.
-    """
-
-    def _should_propose(self, command: Touch) -> bool:
-        if super()._should_propose(command):
-            return True
-        replicator = self._replicator
-        if not isinstance(replicator, RaftReplicator):
-            return True
-        key = (command.cluster_name, command.broker_addr)
-        entry = replicator.read(lambda table: table.live_broker(*key))
-        if entry is None or key in self._in_flight:
-            return False
-        if isinstance(command, cmd.QueryDataVersion) and entry.data_version != command.data_version:
-            return False
-        designated = designated_member(replicator.members(), key) == replicator.self_addr
-        divisor = DESIGNATED_TOUCH_TIMEOUT_DIVISOR if designated else BACKUP_TOUCH_TIMEOUT_DIVISOR
-        return entry.last_update_ms < command.now_ms - entry.heartbeat_timeout_ms // divisor
 
 
 class ServiceError(ValueError):
@@ -178,7 +144,7 @@ class NameServerService:
             "skew_allowance_ms", skew_allowance_ms, low=0, high=BROKER_ID_MAX
         )
         # Eventual mode: the coalescer proposes every touch (the original behaviour).
-        self.touches = TimeoutAwareCoalescer(replicator)
+        self.touches = TouchCoalescer(replicator)
 
     async def _propose(self, command: cmd.Command) -> ApplyResult:
         result = await self.replicator.propose(command)

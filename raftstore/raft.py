@@ -68,6 +68,11 @@ DEFAULT_PROPOSE_TIMEOUT_S = 3.0
 DEFAULT_READY_TIMEOUT_S = 5.0
 DEFAULT_TOUCH_INTERVAL_MS = 15_000
 DEFAULT_BACKUP_TOUCH_INTERVAL_MS = 45_000
+DESIGNATED_TOUCH_TIMEOUT_DIVISOR = 4
+BACKUP_TOUCH_TIMEOUT_DIVISOR = 2
+"""A broker with a short heartbeat timeout (fast detection, failover) is touched at least
+every timeout/4 by its designated member and every timeout/2 by the others, so coalescing
+never lets it expire between two touches."""
 DEFAULT_SKEW_ALLOWANCE_MS = 5_000
 RETRY_BACKOFF_S = 0.1
 STATUS_REFRESH_S = 0.05
@@ -899,6 +904,7 @@ class TouchCoalescer:
     ``backup_touch_interval_ms`` (the designated one cannot hear the broker).
     Brokers heartbeat every member at about the same moment, so without a
     designated member every node would see the same stale time and propose.
+    Both intervals are capped by a fraction of the broker's own heartbeat timeout.
     """
 
     def __init__(
@@ -939,11 +945,15 @@ class TouchCoalescer:
             return False
         if isinstance(command, QueryDataVersion) and entry.data_version != command.data_version:
             return False
-        interval = (
-            self._interval_ms
-            if designated_member(self._replicator.members(), key) == self._replicator.self_addr
-            else self._backup_interval_ms
+        designated = (
+            designated_member(self._replicator.members(), key) == self._replicator.self_addr
         )
+        interval, divisor = (
+            (self._interval_ms, DESIGNATED_TOUCH_TIMEOUT_DIVISOR)
+            if designated
+            else (self._backup_interval_ms, BACKUP_TOUCH_TIMEOUT_DIVISOR)
+        )
+        interval = min(interval, entry.heartbeat_timeout_ms // divisor)
         return entry.last_update_ms < command.now_ms - interval
 
 

@@ -20,6 +20,8 @@ START_MS = 1_700_000_000_000
 VERSION = DataVersion(state_version=0, timestamp=1000, counter=7)
 BROKERS = [f"10.0.0.{i}:10911" for i in range(1, 5)]
 CLUSTER = "DefaultCluster"
+FAST_TIMEOUT_MS = 3_000
+FAST_HEARTBEAT_MS = 1_000
 
 
 @pytest.fixture
@@ -110,3 +112,26 @@ async def test_a_skipped_query_data_version_is_still_answered_from_local_state(
     stale = QueryDataVersion(CLUSTER, BROKERS[1], "b", 0, DataVersion(0, 1, 1), START_MS + 2)
     answer = await coalescer.touch(stale)
     assert isinstance(answer.outcome, QueryDataVersionOutcome) and answer.outcome.changed
+
+
+async def test_a_fast_heartbeat_broker_is_touched_within_its_own_short_timeout(
+    cluster: InProcessCluster,
+) -> None:
+    """Fast detection (3 s timeout, 1 s heartbeats): the shipped 15 s / 45 s intervals are
+    capped at timeout/4 (designated member) and timeout/2 (others), so it never expires."""
+    addr = "10.0.0.99:10911"
+    wrapper = TopicConfigSerializeWrapper(
+        data_version=VERSION, topic_config_table={t: TopicConfig(t) for t in ("TopicA", "TopicB")}
+    )
+    await cluster.nodes[0].propose(
+        RegisterBroker(CLUSTER, addr, "broker-fast", 0, addr, START_MS, wrapper,
+                       heartbeat_timeout_ms=FAST_TIMEOUT_MS)
+    )  # fmt: skip
+    coalescers = [TouchCoalescer(node) for node in cluster.nodes]
+    for tick in range(1, 11):
+        now = START_MS + tick * FAST_HEARTBEAT_MS
+        await asyncio.gather(*(c.touch(_qdv(addr, now)) for c in coalescers))
+        await asyncio.gather(*(n.barrier() for n in cluster.nodes))
+        entry = cluster.nodes[2].read(lambda t: t.live_broker(CLUSTER, addr))
+        assert entry is not None
+        assert now - entry.last_update_ms < FAST_TIMEOUT_MS // 2
