@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,11 @@ class NodePlan:
     internal_port: int
     raft_port: int = 0
     """Raft mode only; ``127.0.0.1:raft_port`` is the node's Raft identity."""
+    raft_dial: tuple[tuple[str, str], ...] = ()
+    """Raft mode: (peer identity, address this node dials instead), the gateway's
+    ``--raft-dial`` (e.g. a fault proxy in front of the peer); empty: dial peers directly."""
+    skew_allowance_ms: int | None = None
+    """Raft mode: the gateway's ``--skew-allowance-ms``; None keeps the gateway's default."""
 
     @property
     def raft_addr(self) -> str:
@@ -213,6 +218,91 @@ def plan_ports(
     plan = ClusterPlan(Path(run_dir).resolve(), mode, redis, node_plans)
     check_ports_free(plan)
     return plan
+
+
+def with_gateway_options(
+    plan: ClusterPlan,
+    *,
+    raft_dial: Mapping[str, Mapping[str, str]] | None = None,
+    skew_allowance_ms: Mapping[str, int] | None = None,
+) -> ClusterPlan:
+    """``plan`` with per-node gateway options: ``raft_dial`` maps a node id to
+    {peer Raft identity: address to dial}, ``skew_allowance_ms`` a node id to its allowance.
+
+    Raises :class:`LauncherError` (and changes nothing) outside raft mode, for an unknown
+    node or peer, a node dialling itself, a malformed address or a negative allowance.
+    """
+    raft_dial = dict(raft_dial or {})
+    skew_allowance_ms = dict(skew_allowance_ms or {})
+    if (raft_dial or skew_allowance_ms) and plan.mode != MODE_RAFT:
+        raise LauncherError("--raft-dial and --skew-allowance-ms need --mode raft")
+    by_id = {node.node_id: node for node in plan.nodes}
+    unknown = sorted((set(raft_dial) | set(skew_allowance_ms)) - set(by_id))
+    if unknown:
+        raise LauncherError(f"no such node(s): {', '.join(unknown)}; nodes: {sorted(by_id)}")
+    members = set(plan.raft_peers())
+    nodes = []
+    for node in plan.nodes:
+        dial = dict(raft_dial.get(node.node_id, {}))
+        for peer, addr in dial.items():
+            if peer not in members or peer == node.raft_addr:
+                raise LauncherError(
+                    f"{node.node_id}: --raft-dial peer {peer!r} is not another member "
+                    f"(members: {', '.join(sorted(members))})"
+                )
+            _check_addr(addr, f"{node.node_id}: --raft-dial address for {peer}")
+        allowance = skew_allowance_ms.get(node.node_id, node.skew_allowance_ms)
+        if allowance is not None and (not isinstance(allowance, int) or allowance < 0):
+            raise LauncherError(
+                f"{node.node_id}: --skew-allowance-ms must be a non-negative integer, "
+                f"got {allowance!r}"
+            )
+        chosen = tuple(sorted(dial.items())) if node.node_id in raft_dial else node.raft_dial
+        nodes.append(replace(node, raft_dial=chosen, skew_allowance_ms=allowance))
+    return replace(plan, nodes=tuple(nodes))
+
+
+def _check_addr(addr: str, what: str) -> None:
+    """Raise :class:`LauncherError` unless ``addr`` is ``host:port`` with a valid port."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise LauncherError(f"{what} must be host:port, got {addr!r}")
+
+
+def parse_node_raft_dial(values: Iterable[str]) -> dict[str, dict[str, str]]:
+    """``cluster up --raft-dial NODE:PEER=H:P[,PEER=H:P...]`` (repeatable) as
+    {node id: {peer: address}}; :class:`LauncherError` on malformed text."""
+    dial: dict[str, dict[str, str]] = {}
+    for value in values:
+        node_id, sep, pairs = value.partition(":")
+        if not sep or not node_id or not pairs:
+            raise LauncherError(f"--raft-dial {value!r} is not NODE:PEER=HOST:PORT[,...]")
+        for pair in (p.strip() for p in pairs.split(",") if p.strip()):
+            peer, eq, addr = pair.partition("=")
+            if not eq:
+                raise LauncherError(f"--raft-dial {value!r}: {pair!r} is not PEER=HOST:PORT")
+            _check_addr(peer, f"--raft-dial peer in {value!r}")
+            _check_addr(addr, f"--raft-dial address in {value!r}")
+            dial.setdefault(node_id, {})[peer] = addr
+    return dial
+
+
+def parse_node_skew_allowance(values: Iterable[str], node_ids: Sequence[str]) -> dict[str, int]:
+    """``cluster up --skew-allowance-ms [NODE=]MS`` (repeatable): a bare value sets
+    every node, ``NODE=MS`` one node (applied after the bare values)."""
+    every: dict[str, int] = {}
+    one: dict[str, int] = {}
+    for value in values:
+        node_id, eq, text = value.rpartition("=")
+        if not text.isdigit():
+            raise LauncherError(
+                f"--skew-allowance-ms {value!r} is not MS or NODE=MS (MS a non-negative integer)"
+            )
+        if eq:
+            one[node_id] = int(text)
+        else:
+            every.update(dict.fromkeys(node_ids, int(text)))
+    return {**every, **one}
 
 
 def _labelled_ports(plan: ClusterPlan) -> list[tuple[str, int]]:
@@ -691,21 +781,43 @@ def _raft_args(plan: ClusterPlan, node: NodePlan) -> list[str]:
         str(RAFT_SCAN_INTERVAL_MS),
         "--raft-dir",
         str(plan.node_dir(node.node_id) / RAFT_DIR_NAME),
-    ]
+        *(["--raft-dial", ",".join(f"{p}={a}" for p, a in node.raft_dial)]
+          if node.raft_dial else []),
+        *(["--skew-allowance-ms", str(node.skew_allowance_ms)]
+          if node.skew_allowance_ms is not None else []),
+    ]  # fmt: skip
+
+
+WEB_WORKERS_ENV = "NAMESRV_WEB_WORKERS"
+ASGI_APP = "namesrv_site.asgi:application"
+
+
+def web_workers() -> int:
+    """Worker processes per node's web process: ``NAMESRV_WEB_WORKERS``, default 1."""
+    raw = os.environ.get(WEB_WORKERS_ENV, "1").strip()
+    if not raw.isdigit() or not 1 <= int(raw) <= 64:
+        raise ValueError(f"{WEB_WORKERS_ENV} must be a whole number from 1 to 64, not {raw!r}")
+    return int(raw)
+
+
+def asgi_server_argv(host: str, port: int, workers: int = 1, app: str = ASGI_APP) -> list[str]:
+    """uvicorn serving the ASGI app: httptools for HTTP, uvloop, websockets for Channels.
+
+    No lifespan (Django and Channels have none), no proxy headers (the client is the
+    socket's peer, as daphne had it), no Server header, no per-request access log.
+    """
+    return [
+        sys.executable, "-m", "uvicorn", app,
+        "--host", host, "--port", str(port), "--workers", str(workers),
+        "--http", "httptools", "--loop", "uvloop", "--ws", "websockets-sansio",
+        "--lifespan", "off", "--no-proxy-headers", "--no-server-header",
+        "--no-access-log", "--log-level", "info",
+    ]  # fmt: skip
 
 
 def web_argv(node: NodePlan) -> list[str]:
     """The command line of a node's ASGI web process."""
-    return [
-        sys.executable,
-        "-m",
-        "daphne",
-        "-b",
-        LOOPBACK,
-        "-p",
-        str(node.web_port),
-        "namesrv_site.asgi:application",
-    ]
+    return asgi_server_argv(LOOPBACK, node.web_port, web_workers())
 
 
 def worker_argv(run_dir: Path) -> list[str]:
@@ -778,7 +890,11 @@ def _node_summary(
     plan: ClusterPlan, node: NodePlan, pids: Mapping[str, int | None]
 ) -> dict[str, Any]:
     """One node's entry of the cluster summary."""
-    raft = {"raft_port": node.raft_port, "raft_addr": node.raft_addr}
+    raft: dict[str, Any] = {"raft_port": node.raft_port, "raft_addr": node.raft_addr}
+    if node.raft_dial:
+        raft["raft_dial"] = dict(node.raft_dial)
+    if node.skew_allowance_ms is not None:
+        raft["skew_allowance_ms"] = node.skew_allowance_ms
     return {
         **(raft if plan.mode == MODE_RAFT else {}),
         "id": node.node_id,
@@ -1156,6 +1272,8 @@ def plan_from_cluster_file(run_dir: Path) -> ClusterPlan:
             int(n["web_port"]),
             int(n["internal_port"]),
             int(n.get("raft_port", 0)),
+            tuple(sorted((str(p), str(a)) for p, a in (n.get("raft_dial") or {}).items())),
+            None if n.get("skew_allowance_ms") is None else int(n["skew_allowance_ms"]),
         )
         for n in data.get("nodes", [])
     )

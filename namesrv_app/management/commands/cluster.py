@@ -59,6 +59,22 @@ class Command(BaseCommand):
             "--internal-base-port", type=int, default=launcher.DEFAULT_INTERNAL_BASE_PORT
         )
         parser.add_argument("--redis-port", type=int, default=launcher.DEFAULT_REDIS_PORT)
+        parser.add_argument(
+            "--raft-dial",
+            action="append",
+            default=[],
+            metavar="NODE:PEER=HOST:PORT[,...]",
+            help="raft mode, repeatable: node NODE dials Raft member PEER at HOST:PORT instead "
+            "(e.g. a tools/faultproxy link), from its first start",
+        )
+        parser.add_argument(
+            "--skew-allowance-ms",
+            action="append",
+            default=[],
+            metavar="[NODE=]MS",
+            help="raft mode, repeatable: the replicated expiry's clock-skew allowance, for "
+            "every node (MS) or one (NODE=MS); default: the gateway's",
+        )
         parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
         parser.add_argument(
             "--demo",
@@ -107,6 +123,13 @@ class Command(BaseCommand):
             internal_base_port=options["internal_base_port"],
             redis_port=options["redis_port"],
             raft_base_port=options["raft_base_port"],
+        )
+        plan = launcher.with_gateway_options(
+            plan,
+            raft_dial=launcher.parse_node_raft_dial(options["raft_dial"]),
+            skew_allowance_ms=launcher.parse_node_skew_allowance(
+                options["skew_allowance_ms"], [n.node_id for n in plan.nodes]
+            ),
         )
         if options["foreground"]:
             # A SIGTERM while starting must roll back like Ctrl-C does, not orphan processes.
