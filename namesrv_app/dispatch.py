@@ -16,6 +16,7 @@ the answer; every rule lives in ``raftstore`` and every write goes through
 
 from __future__ import annotations
 
+import enum
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
@@ -34,7 +35,7 @@ from raftstore.zone import (
     zone_filter_requested,
 )
 from remoting import bodies
-from remoting.codes import MQVersion, RequestCode, ResponseCode
+from remoting.codes import FLAG_ONEWAY, MQVersion, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_bool, header_int, header_str, require_int, require_str
@@ -47,6 +48,18 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[RemotingCommand, "Connection | None"], Awaitable[RemotingCommand]]
 
+
+class Pending(enum.Enum):
+    """The type of :data:`PENDING`."""
+
+    PENDING = "pending"
+
+
+PENDING = Pending.PENDING
+"""What :meth:`RequestDispatcher.answer_now` returns for a request that must wait."""
+
+SyncHandler = Callable[[RemotingCommand], "RemotingCommand | Pending"]
+
 ROUTE_FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 ZONE_NAME_FIELD = "__ZONE_NAME"
 CONSISTENCY_FIELD = "consistency"
@@ -58,6 +71,11 @@ RAFT_FAILOVER_FIELD = "enableRaftFailover"
 ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
 CRC32_MASK = 0x7FFFFFFF
 """Upstream masks the body CRC to a non-negative Java int (``UtilAll.crc32``)."""
+
+_SUCCESS = int(ResponseCode.SUCCESS)
+_STANDARD_JSON_VERSION = int(MQVersion.V4_9_4)
+"""Route bodies use quoted keys from this request version on. Plain ints: the route
+query path uses both per query, and an IntEnum member lookup costs a descriptor call."""
 
 REMARK_NOT_READY = "name server not ready"
 REMARK_DISABLE = "disable"
@@ -118,39 +136,78 @@ class RequestDispatcher:
         # from the processor's construction.
         self.started_ms = self.clock.now_ms()
         self.route_cache = route_cache if route_cache is not None else RouteCache(self.replicator)
-        self.handlers: dict[int, Handler] = {
-            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+        # Requests answered without waiting for anything: the remoting server
+        # writes their answer from answer_now without creating a Task.
+        self.sync_handlers: dict[int, SyncHandler] = {
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
-            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
-            RequestCode.REGISTER_BROKER: self.register_broker,
-            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
-            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.route_answer_now,
             RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
-            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
-            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
-            RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic_in_namesrv,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
             RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
             RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_has_unit_sub_topic_list,
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_ununit_list,
-            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
             RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
+            RequestCode.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
+        }
+        # Writes, and reads that may wait (a linearizable route query's barrier).
+        self.handlers: dict[int, Handler] = {
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic_in_namesrv,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
-            RequestCode.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
         }
+
+    def answer_now(self, request: RemotingCommand) -> RemotingCommand | Pending | None:
+        """The answer to ``request`` if it needs no waiting, else :data:`PENDING`.
+
+        None for one-way requests, which are never answered. Codes nobody
+        handles are answered here too (3). A :data:`PENDING` request goes to
+        :meth:`handle_async`.
+        """
+        code = request.code
+        handler = self.sync_handlers.get(code)
+        if handler is None:
+            if code in self.handlers:
+                return PENDING
+            handler = self.unsupported
+        try:
+            response = handler(request)
+        except (HeaderFieldError, ServiceError, BodyDecodeError) as exc:
+            response = make_response(request, ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        if response is PENDING:
+            return PENDING
+        return None if request.flag & FLAG_ONEWAY else response
 
     async def handle(
         self, request: RemotingCommand, conn: Connection | None = None
     ) -> RemotingCommand | None:
         """Answer ``request``; None for one-way requests, which are never answered."""
-        handler = self.handlers.get(request.code, self.unsupported)
+        response = self.answer_now(request)
+        if response is PENDING:
+            return await self.handle_async(request, conn)
+        return response
+
+    async def handle_async(
+        self, request: RemotingCommand, conn: Connection | None = None
+    ) -> RemotingCommand | None:
+        """Answer a request :meth:`answer_now` left :data:`PENDING` (writes, waiting reads)."""
+        handler = self.handlers.get(request.code)
         try:
-            response = await handler(request, conn)
+            if handler is None:
+                response = self.unsupported(request)
+            else:
+                response = await handler(request, conn)
         except (HeaderFieldError, ServiceError, BodyDecodeError) as exc:
             response = make_response(request, ResponseCode.SYSTEM_ERROR, remark=str(exc))
         except ReplicationError as exc:
@@ -161,7 +218,8 @@ class RequestDispatcher:
         return None if request.is_oneway else response
 
     def _config(self) -> NamesrvConfig:
-        return selectors.namesrv_config(self.replicator)
+        # The route view's config is current: every config change moves the epoch.
+        return self.route_cache.view().config
 
     # ---------------------------------------------------------------- KV config
 
@@ -176,9 +234,7 @@ class RequestDispatcher:
         )
         return make_response(request, ResponseCode.SUCCESS)
 
-    async def get_kv_config(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_kv_config(self, request: RemotingCommand) -> RemotingCommand:
         """101: the value in ext ``value``; 22 with ``extFields {}`` when missing."""
         namespace = header_str(request, "namespace")
         key = header_str(request, "key")
@@ -205,9 +261,7 @@ class RequestDispatcher:
         )
         return make_response(request, ResponseCode.SUCCESS)
 
-    async def get_kv_list_by_namespace(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_kv_list_by_namespace(self, request: RemotingCommand) -> RemotingCommand:
         """219: the namespace as a KVTable; 22 when it never existed."""
         namespace = header_str(request, "namespace")
         table = None if namespace is None else selectors.kv_list(self.replicator, namespace)
@@ -317,9 +371,7 @@ class RequestDispatcher:
             body=None if stored is None else bodies.encode_data_version(stored),
         )
 
-    async def get_broker_member_group(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_broker_member_group(self, request: RemotingCommand) -> RemotingCommand:
         """901: a copy of the group's addresses, ``{}`` when unknown."""
         group = selectors.broker_member_group(
             self.replicator,
@@ -353,27 +405,63 @@ class RequestDispatcher:
     async def get_route_info_by_topic(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
-        """105: the cached route body; 17 when unknown; 1 while not ready."""
-        config = self._config()
+        """105 with consistency=linearizable: a barrier first, then :meth:`route_answer`."""
+        config = self.route_cache.view().config
         if need_wait_for_service(config, self.started_ms, self.clock.now_ms()):
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_NOT_READY)
-        topic = header_str(request, "topic")
         if header_str(request, CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
             await self.replicator.barrier()
-        standard = request.version >= MQVersion.V4_9_4 or bool(
-            header_bool(request, "acceptStandardJsonOnly")
+        return self.route_answer(request)
+
+    def route_answer_now(self, request: RemotingCommand) -> RemotingCommand | Pending:
+        """105 without waiting; :data:`PENDING` for a linearizable read (it needs a barrier)."""
+        ext = request.ext_fields
+        if ext is not None and ext.get(CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
+            return PENDING
+        return self.route_answer(request)
+
+    def route_answer(self, request: RemotingCommand) -> RemotingCommand:
+        """105: the cached route body; 17 when unknown; 1 while not ready.
+
+        The body is the one of the current routes version (see
+        :class:`~namesrv_app.route_cache.RouteCache`), in the request's JSON style.
+        """
+        cache = self.route_cache
+        view = cache.view()
+        config = view.config
+        if config.need_wait_for_service and need_wait_for_service(
+            config, self.started_ms, self.clock.now_ms()
+        ):
+            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_NOT_READY)
+        ext = request.ext_fields
+        if ext is None:
+            return make_response(
+                request, ResponseCode.TOPIC_NOT_EXIST, remark=route_not_found_remark(None)
+            )
+        topic = ext.get("topic")
+        standard = request.version >= _STANDARD_JSON_VERSION or (
+            ext.get("acceptStandardJsonOnly", "").lower() == "true"
         )
-        body = None if topic is None else self.route_cache.route_body(topic, standard=standard)
+        body = None
+        if topic is not None:
+            cached = view.bodies.get((topic, standard))
+            if cached is None:
+                cached = cache.fill(view, topic, standard)
+            else:
+                cache.hits += 1
+            body = cached or None
         if body is None:
             return make_response(
                 request, ResponseCode.TOPIC_NOT_EXIST, remark=route_not_found_remark(topic)
             )
-        zone_name = header_str(request, ZONE_NAME_EXT_FIELD)
-        if topic is not None and zone_name is not None and zone_filter_requested(
-            header_str(request, ZONE_MODE_EXT_FIELD), zone_name
+        zone_name = ext.get(ZONE_NAME_EXT_FIELD)
+        if (
+            topic is not None
+            and zone_name is not None
+            and zone_filter_requested(ext.get(ZONE_MODE_EXT_FIELD), zone_name)
         ):
             body = self._zone_filtered_route_body(topic, zone_name) or body
-        return make_response(request, ResponseCode.SUCCESS, body=body)
+        return make_response(request, _SUCCESS, body=body)
 
     def _zone_filtered_route_body(self, topic: str, zone_name: str) -> bytes | None:
         """5.x ZoneRouteRPCHook: the route for one zone, re-encoded in the plain style."""
@@ -383,9 +471,7 @@ class RequestDispatcher:
         filtered = filter_route_by_zone(route, zone_name)
         return bodies.encode_topic_route_data(filtered, standard=False)
 
-    async def get_broker_cluster_info(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_broker_cluster_info(self, request: RemotingCommand) -> RemotingCommand:
         """106: always fastjson's plain form (unquoted broker-id keys)."""
         info = selectors.cluster_info(self.replicator)
         return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_cluster_info(info))
@@ -418,9 +504,7 @@ class RequestDispatcher:
         topics = read()
         return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_topic_list(topics))
 
-    async def get_all_topic_list(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_all_topic_list(self, request: RemotingCommand) -> RemotingCommand:
         """206: every topic; 1 "disable" when enableAllTopicList is off."""
         return self._topic_list_response(
             request,
@@ -428,9 +512,7 @@ class RequestDispatcher:
             lambda: selectors.all_topic_list(self.replicator),
         )
 
-    async def get_topics_by_cluster(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_topics_by_cluster(self, request: RemotingCommand) -> RemotingCommand:
         """224: topics of one cluster; 1 "disable" when enableTopicList is off."""
         enabled = self._config().enable_topic_list
         cluster = require_str(request, "cluster") if enabled else ""
@@ -438,17 +520,13 @@ class RequestDispatcher:
             request, enabled, lambda: selectors.topics_by_cluster(self.replicator, cluster)
         )
 
-    async def get_system_topic_list(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_system_topic_list(self, request: RemotingCommand) -> RemotingCommand:
         """304: cluster and broker names plus one broker address; no enable check."""
         return self._topic_list_response(
             request, True, lambda: selectors.system_topic_list(self.replicator)
         )
 
-    async def get_unit_topic_list(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_unit_topic_list(self, request: RemotingCommand) -> RemotingCommand:
         """311: unit topics; 1 "disable" when enableTopicList is off."""
         return self._topic_list_response(
             request,
@@ -456,9 +534,7 @@ class RequestDispatcher:
             lambda: selectors.unit_topic_list(self.replicator),
         )
 
-    async def get_has_unit_sub_topic_list(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_has_unit_sub_topic_list(self, request: RemotingCommand) -> RemotingCommand:
         """312: topics with unit subscriptions; 1 "disable" when enableTopicList is off."""
         return self._topic_list_response(
             request,
@@ -466,9 +542,7 @@ class RequestDispatcher:
             lambda: selectors.has_unit_sub_topic_list(self.replicator),
         )
 
-    async def get_has_unit_sub_ununit_list(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_has_unit_sub_ununit_list(self, request: RemotingCommand) -> RemotingCommand:
         """313: non-unit topics with unit subscriptions; 1 "disable" when enableTopicList is off."""
         return self._topic_list_response(
             request,
@@ -490,18 +564,14 @@ class RequestDispatcher:
                 return make_response(request, ResponseCode.NO_PERMISSION, remark=REMARK_BLACKLISTED)
         return make_response(request, ResponseCode.SUCCESS)
 
-    async def get_namesrv_config(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def get_namesrv_config(self, request: RemotingCommand) -> RemotingCommand:
         """319: ``key=value`` lines, keys sorted."""
         props = self._config().to_properties()
         return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_properties(props))
 
     # ---------------------------------------------------------------- fallback
 
-    async def unsupported(
-        self, request: RemotingCommand, conn: Connection | None
-    ) -> RemotingCommand:
+    def unsupported(self, request: RemotingCommand) -> RemotingCommand:
         """Any other code: 3 with upstream's remark (leading space included)."""
         return make_response(
             request,

@@ -27,13 +27,13 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from namesrv_app.clock import Clock, SystemClock
-from namesrv_app.dispatch import RequestDispatcher
+from namesrv_app.dispatch import PENDING, RequestDispatcher
 from namesrv_app.events import EventPublisher, LeaderPublisher, null_publisher
 from namesrv_app.internal import InternalDispatcher
 from namesrv_app.kv_file import KvConfigFile
@@ -230,6 +230,7 @@ class Gateway:
             ),
         )
         self.dispatcher = RequestDispatcher(self.service, clock=self.clock)
+        self._answer_now = self.dispatcher.answer_now
         self.internal = InternalDispatcher(self.service, options.internal_secret)
         self.projection = ProjectionWriter(self.replicator, publisher=publisher)
         if isinstance(self.replicator, RaftReplicator):
@@ -367,10 +368,17 @@ class Gateway:
 
     # -- callbacks ------------------------------------------------------------------
 
-    async def _handle(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+    def _handle(
+        self, request: RemotingCommand, conn: Connection
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+        """The public server's handler: reads that need no waiting (cached routes above
+        all) are answered here, so the server writes them without creating a Task."""
+        answer = self._answer_now(request)
+        if answer is not PENDING:
+            return answer
         if request.code == RequestCode.REGISTER_BROKER:
             self._broker_channels.add(conn.id)
-        return await self.dispatcher.handle(request, conn)
+        return self.dispatcher.handle_async(request, conn)
 
     def _connection_closed(self, conn: Connection) -> None:
         if self._stopping or conn.id not in self._broker_channels:

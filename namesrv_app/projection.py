@@ -31,7 +31,7 @@ from namesrv_app import models
 from namesrv_app.events import ChangeEvent, EventPublisher, null_publisher, publish_safely
 from raftstore.commands import Command
 from raftstore.replicator import Replicator
-from raftstore.results import ApplyResult, BrokerAddrInfo, Changes
+from raftstore.results import ApplyResult, BrokerAddrInfo
 from raftstore.route_table import BrokerLiveView, RouteTable
 from remoting.bodies import encode_properties
 from remoting.model import BrokerData, QueueData, TopicQueueMappingInfo
@@ -46,9 +46,17 @@ SQL_CHUNK_ROWS = 400
 """Keys per ``IN (...)`` clause: below SQLite's historical limit of 999 variables."""
 DIGEST_INTERVAL_S = 10.0
 """The state digest costs a pass over the whole table (about 0.4 s at 100k queue rows,
-taken under the apply lock), and every heartbeat changes the state, so a busy node
-refreshes the stored digest at most this often; an idle one catches up at once.
-NODE_STATUS computes the exact digest on demand."""
+taken under the apply lock). A busy node whose routes changed refreshes the stored
+digest at most this often; an idle one catches up at once (after IDLE_POLL_S without
+deltas), and a flush makes it exact. NODE_STATUS computes the exact digest on demand."""
+LIVENESS_DIGEST_INTERVAL_S = 300.0
+"""Heartbeats change the state too (last-update times), but at 1k brokers every 30 s a
+node is never idle: while only liveness rows change, the stored digest is refreshed at
+most this often, so the cadence does not pay a whole-table pass every few seconds."""
+LIVENESS_LINGER_S = 1.0
+"""A batch of liveness-only deltas (heartbeats: live-broker rows) waits this long for
+more before it is written, so 1k brokers re-registering every 30 s cost about one
+transaction a second instead of 33. Any other delta, a flush or a stop ends the wait."""
 IDLE_POLL_S = 0.5
 FAILURE_BACKOFF_S = 1.0
 """Pause after a failed write so a broken database is retried, not hammered."""
@@ -71,6 +79,19 @@ class Delta:
     kv: dict[tuple[str, str], str | None] = field(default_factory=dict)
     namespaces: dict[str, bool] = field(default_factory=dict)
     config: dict[str, str] | None = None
+
+    @property
+    def liveness_only(self) -> bool:
+        """True when only live-broker (and filter-server) rows change."""
+        return not (
+            self.queues
+            or self.mappings
+            or self.groups
+            or self.clusters
+            or self.kv
+            or self.namespaces
+            or self.config is not None
+        )
 
     def merge(self, later: Delta) -> None:
         """Fold a later delta into this one: the later value of a key wins."""
@@ -123,21 +144,24 @@ class FullState:
 
 
 def read_delta(table: RouteTable, result: ApplyResult) -> Delta:
-    """The current values of the keys ``result.changes`` names (called under the read lock)."""
+    """The current values of the keys ``result.changes`` names (called under the read lock).
+
+    Reads only those keys (per-topic, per-group, per-broker accessors), never a
+    whole-table copy: this runs on the apply thread for every command.
+    """
     changes = result.changes
     delta = Delta(result.applied_version, table.routes_version)
-    _read_topics(table, changes, delta)
-    if changes.broker_names:
-        groups = table.broker_datas()
-        delta.groups = {name: groups.get(name) for name in changes.broker_names}
-    if changes.clusters:
-        members = table.cluster_info().cluster_addr_table
-        delta.clusters = {name: members.get(name) for name in changes.clusters}
-    if changes.live_brokers:
-        filters = table.filter_servers()
-        for live_key in changes.live_brokers:
-            delta.live[live_key] = table.live_broker(live_key.cluster_name, live_key.broker_addr)
-            delta.filters[live_key] = filters.get(live_key)
+    for topic in changes.topics:
+        delta.queues[topic] = table.topic_queues(topic)
+        delta.mappings[topic] = table.topic_queue_mapping(topic)
+    for name in changes.broker_names:
+        delta.groups[name] = table.broker_data(name)
+    for cluster in changes.clusters:
+        delta.clusters[cluster] = table.cluster_members(cluster)
+    for live_key in changes.live_brokers:
+        cluster, addr = live_key.cluster_name, live_key.broker_addr
+        delta.live[live_key] = table.live_broker(cluster, addr)
+        delta.filters[live_key] = table.broker_filter_servers(cluster, addr)
     for namespace, kv_key in changes.kv:
         delta.kv[(namespace, kv_key)] = table.kv_get(namespace, kv_key)
     for namespace in changes.kv_namespaces:
@@ -145,18 +169,6 @@ def read_delta(table: RouteTable, result: ApplyResult) -> Delta:
     if changes.config:
         delta.config = table.config.to_properties()
     return delta
-
-
-def _read_topics(table: RouteTable, changes: Changes, delta: Delta) -> None:
-    if not changes.topics:
-        return
-    # The table offers whole-table copies only; one copy per command that touched
-    # topics is the same order of work as the registration that touched them.
-    queues = table.topic_queue_table()
-    mappings = table.topic_queue_mapping_infos()
-    for topic in changes.topics:
-        delta.queues[topic] = queues.get(topic, {})
-        delta.mappings[topic] = mappings.get(topic, {})
 
 
 def read_full_state(table: RouteTable) -> FullState:
@@ -483,17 +495,28 @@ class ProjectionWriter:
         node_id: str | None = None,
         publisher: EventPublisher = null_publisher,
         queue_depth_max: int = QUEUE_DEPTH_MAX,
+        digest_interval_s: float = DIGEST_INTERVAL_S,
+        liveness_digest_interval_s: float = LIVENESS_DIGEST_INTERVAL_S,
+        liveness_linger_s: float = LIVENESS_LINGER_S,
+        idle_poll_s: float = IDLE_POLL_S,
     ) -> None:
         self.replicator = replicator
         self.node_id = node_id or replicator.node_id
         self.publisher = publisher
+        self.digest_interval_s = digest_interval_s
+        self.liveness_digest_interval_s = liveness_digest_interval_s
+        self.liveness_linger_s = liveness_linger_s
+        self.idle_poll_s = idle_poll_s
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_depth_max)
         self._rebuild_needed = threading.Event()
         self._skip_through_version = -1
         self._thread: threading.Thread | None = None
         self._attached = False
         self._last_digest_s = 0.0
+        self._digest_routes_version = -1
+        """The routes version the stored digest was taken at (-1: none yet)."""
         self._digest_stale = False
+        self.digests_computed = 0
         self.batches_written = 0
         self.rebuilds = 0
 
@@ -564,6 +587,8 @@ class ProjectionWriter:
         write_full_state(state, self.node_id, self.replicator.mode)
         self._skip_through_version = state.applied_version
         self._last_digest_s = time.monotonic()
+        self._digest_routes_version = state.routes_version
+        self.digests_computed += 1
         self.rebuilds += 1
         publish_safely(
             self.publisher,
@@ -589,19 +614,37 @@ class ProjectionWriter:
         if self._rebuild_needed.is_set():
             self._guarded(self.rebuild)
         try:
-            first = self._queue.get(timeout=IDLE_POLL_S)
+            first = self._queue.get(timeout=self.idle_poll_s)
         except queue.Empty:
             if self._digest_stale:
                 # Idle now: catch the digest up that busy batches skipped.
                 self._guarded(self._refresh_digest)
             return True
+        return self._process(self._take_batch(first))
+
+    def _take_batch(self, first: object) -> list[object]:
+        """``first`` and what follows it in the queue, up to BATCH_DELTAS_MAX items.
+
+        While the batch holds liveness-only deltas and nothing else, wait up to
+        ``liveness_linger_s`` for more (see LIVENESS_LINGER_S).
+        """
         items = [first]
+        lingering = isinstance(first, Delta) and first.liveness_only
+        deadline_s = time.monotonic() + self.liveness_linger_s
         while len(items) < BATCH_DELTAS_MAX:
             try:
-                items.append(self._queue.get_nowait())
+                item = self._queue.get_nowait()
             except queue.Empty:
-                break
-        return self._process(items)
+                remaining_s = deadline_s - time.monotonic()
+                if not lingering or remaining_s <= 0:
+                    break
+                try:
+                    item = self._queue.get(timeout=remaining_s)
+                except queue.Empty:
+                    break
+            items.append(item)
+            lingering = lingering and isinstance(item, Delta) and item.liveness_only
+        return items
 
     def _process(self, items: list[object]) -> bool:
         merged: Delta | None = None
@@ -647,20 +690,29 @@ class ProjectionWriter:
         publish_safely(self.publisher, delta.event(self.node_id))
 
     def _digest_if_due(self, delta: Delta) -> str | None:
-        if time.monotonic() - self._last_digest_s < DIGEST_INTERVAL_S:
-            return None
-        return self._current_digest(delta.applied_version)
+        """The digest to store with ``delta``, or None to leave the stored one (stale)."""
+        elapsed_s = time.monotonic() - self._last_digest_s
+        if delta.routes_version != self._digest_routes_version:
+            due = elapsed_s >= self.digest_interval_s
+        else:
+            due = elapsed_s >= self.liveness_digest_interval_s
+        return self._current_digest(delta.applied_version) if due else None
 
     def _current_digest(self, applied_version: int) -> str | None:
         """The table's digest if the table is still at ``applied_version``, else None."""
 
-        def read(table: RouteTable) -> str | None:
-            return table.digest() if table.applied_version == applied_version else None
+        def read(table: RouteTable) -> tuple[str, int] | None:
+            if table.applied_version != applied_version:
+                return None
+            return table.digest(), table.routes_version
 
-        digest = self.replicator.read(read)
-        if digest is not None:
-            self._last_digest_s = time.monotonic()
-        return digest
+        taken = self.replicator.read(read)
+        if taken is None:
+            return None
+        self._last_digest_s = time.monotonic()
+        self._digest_routes_version = taken[1]
+        self.digests_computed += 1
+        return taken[0]
 
     def _refresh_digest(self) -> None:
         self._digest_stale = False

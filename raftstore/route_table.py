@@ -219,6 +219,30 @@ class RouteTable:
             for topic in sorted(self._t.topic_queue)
         }
 
+    def topic_queues(self, topic: str) -> dict[str, QueueData]:
+        """One topic's QueueData by broker name (a sorted copy; empty when none)."""
+        queues = self._t.topic_queue.get(topic)
+        return dict(sorted(queues.items())) if queues else {}
+
+    def topic_queue_mapping(self, topic: str) -> dict[str, TopicQueueMappingInfo]:
+        """One topic's static-topic mapping infos by broker name (empty when none)."""
+        infos = self._t.mapping_infos.get(topic)
+        return dict(sorted(infos.items())) if infos else {}
+
+    def broker_data(self, broker_name: str) -> BrokerData | None:
+        """One broker group (a copy), None when unknown."""
+        group = self._t.broker_addr.get(broker_name)
+        return None if group is None else group.to_data()
+
+    def cluster_members(self, cluster: str) -> list[str] | None:
+        """One cluster's broker names, sorted; None when the cluster is unknown."""
+        members = self._t.cluster_addr.get(cluster)
+        return None if members is None else sorted(members)
+
+    def broker_filter_servers(self, cluster: str, addr: str) -> tuple[str, ...] | None:
+        """One live broker's filter servers, None when it has none registered."""
+        return self._t.filter_servers.get(BrokerAddrInfo(cluster, addr))
+
     def filter_servers(self) -> dict[BrokerAddrInfo, tuple[str, ...]]:
         """The filter-server table by live key."""
         return {k: self._t.filter_servers[k] for k in sorted(self._t.filter_servers, key=_order)}

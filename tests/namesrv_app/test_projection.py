@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
+import time
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -12,6 +13,7 @@ from namesrv_app import models
 from namesrv_app.clock import ManualClock
 from namesrv_app.projection import ProjectionWriter
 from namesrv_app.services import NameServerService
+from raftstore.commands import BrokerHeartbeat
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -197,6 +199,113 @@ def test_a_full_queue_turns_into_one_rebuild() -> None:
     try:
         assert writer.flush(FLUSH_TIMEOUT_S)
         assert writer.rebuilds == 1
+        assert db_view() == replicator.read(table_view)
+    finally:
+        writer.stop()
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = FLUSH_TIMEOUT_S) -> None:
+    """Poll ``condition()`` until it holds (the writer thread works on its own)."""
+    deadline_s = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline_s, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def stored_digest() -> str:
+    """The digest the projection's node-state row holds."""
+    return models.NodeState.objects.get(node_id="n1").digest
+
+
+def heartbeat(service: NameServerService, clock: ManualClock, addr: str) -> None:
+    """One applied BrokerHeartbeat a second later: it moves the live row's last update.
+
+    Applied directly: the service may coalesce heartbeats, and these tests need
+    each one to reach the table (as every re-registration of a broker does).
+    """
+    clock.advance(1_000)
+    replicator = service.replicator
+    assert isinstance(replicator, LocalReplicator)
+    result = replicator.apply_now(BrokerHeartbeat("DefaultCluster", addr, clock.now_ms()))
+    assert result.changes.live_brokers and not result.changes.affects_routes
+
+
+def test_heartbeats_alone_do_not_recompute_the_digest_but_route_changes_do() -> None:
+    """Busy liveness-only batches leave the stored digest stale; a flush makes it exact."""
+    replicator = LocalReplicator("n1")
+    clock = ManualClock()
+    service = NameServerService(replicator, clock)
+    writer = ProjectionWriter(
+        replicator,
+        digest_interval_s=0.0,
+        liveness_digest_interval_s=3600.0,
+        liveness_linger_s=0.0,
+        idle_poll_s=3600.0,  # no idle catch-up during the test
+    )
+    writer.start(rebuild=True)
+    try:
+        wait_until(lambda: writer.rebuilds == 1)
+        register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
+        wait_until(lambda: stored_digest() == replicator.read(lambda t: t.digest()))
+        assert writer.digests_computed == 2  # the rebuild's, then the route change's
+
+        for _ in range(3):
+            heartbeat(service, clock, "127.0.0.1:10911")
+        wait_until(
+            lambda: models.NodeState.objects.get(node_id="n1").applied_version
+            == replicator.read(lambda t: t.applied_version)
+        )
+        assert writer.digests_computed == 2
+        assert stored_digest() != replicator.read(lambda t: t.digest())
+
+        run(service.put_kv(namespace="ns", key="k", value="v"))
+        wait_until(lambda: stored_digest() == replicator.read(lambda t: t.digest()))
+        assert writer.digests_computed == 3
+
+        heartbeat(service, clock, "127.0.0.1:10911")
+        assert writer.flush(FLUSH_TIMEOUT_S)
+        assert stored_digest() == replicator.read(lambda t: t.digest())
+    finally:
+        writer.stop()
+
+
+def test_liveness_only_deltas_are_written_in_one_transaction() -> None:
+    """Heartbeats wait for each other (up to the linger); a flush ends the wait."""
+    replicator = LocalReplicator("n1")
+    clock = ManualClock()
+    service = NameServerService(replicator, clock)
+    writer = ProjectionWriter(replicator, liveness_linger_s=30.0, idle_poll_s=3600.0)
+    writer.start(rebuild=True)
+    try:
+        register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
+        register(service, "broker-b", "127.0.0.1:10931", 0, "T3", "T4")
+        assert writer.flush(FLUSH_TIMEOUT_S)
+        before = writer.batches_written
+        for index in range(10):
+            heartbeat(service, clock, "127.0.0.1:10911" if index % 2 else "127.0.0.1:10931")
+        assert writer.flush(FLUSH_TIMEOUT_S)
+        assert writer.batches_written == before + 1
+        assert db_view() == replicator.read(table_view)
+    finally:
+        writer.stop()
+
+
+def test_a_route_change_ends_the_liveness_wait() -> None:
+    """A delta that is not liveness-only is written without waiting out the linger."""
+    replicator = LocalReplicator("n1")
+    clock = ManualClock()
+    service = NameServerService(replicator, clock)
+    writer = ProjectionWriter(replicator, liveness_linger_s=600.0, idle_poll_s=3600.0)
+    writer.start(rebuild=True)
+    try:
+        register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
+        assert writer.flush(FLUSH_TIMEOUT_S)
+        heartbeat(service, clock, "127.0.0.1:10911")
+        run(service.wipe_write_perm("broker-a"))
+        version = replicator.read(lambda t: t.applied_version)
+        wait_until(
+            lambda: models.NodeState.objects.get(node_id="n1").applied_version == version
+        )
         assert db_view() == replicator.read(table_view)
     finally:
         writer.stop()

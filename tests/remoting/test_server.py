@@ -171,6 +171,55 @@ async def test_a_plain_function_handler_can_answer_without_a_task(
     assert answers[1].remark is not None and answers[1].remark.startswith("KeyError")
 
 
+async def test_a_handler_may_return_the_answer_itself(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    """A plain answer (or None) from a plain function is written at once, no awaitable.
+
+    One-way requests still get nothing, and answers given directly and answers of
+    coroutines share the connection, matched by opaque.
+    """
+
+    async def later(request: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(0.01)
+        return make_response(request, ResponseCode.SUCCESS, body=b"later")
+
+    def mixed(
+        request: RemotingCommand, conn: Connection
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+        if request.code == scripted_processor.SILENT_CODE:
+            return None
+        if request.code == scripted_processor.SLEEP_CODE:
+            return later(request)
+        return make_response(request, ResponseCode.SUCCESS, body=b"now-%d" % request.opaque)
+
+    server = await remoting_server_factory(handler=mixed)
+    peer = await raw_peer_factory(server.port)
+    oneway = scripted_processor.echo_request(4)
+    oneway.flag = 2
+
+    await peer.send_bytes(
+        encode_frame(RemotingCommand.request(scripted_processor.SLEEP_CODE, opaque=0))
+        + encode_frame(scripted_processor.echo_request(1))
+        + encode_frame(RemotingCommand.request(scripted_processor.SILENT_CODE, opaque=2))
+        + encode_frame(scripted_processor.echo_request(3, SerializeType.ROCKETMQ))
+        + encode_frame(oneway)
+        + encode_frame(scripted_processor.echo_request(5))
+    )
+    answers = [await peer.read_command() for _ in range(4)]
+
+    assert [(a.opaque, a.body) for a in answers] == [
+        (1, b"now-1"),
+        (3, b"now-3"),
+        (5, b"now-5"),
+        (0, b"later"),
+    ]
+    assert answers[1].serialize_type == SerializeType.ROCKETMQ
+    assert all(a.flag & FLAG_RESPONSE for a in answers)
+    with pytest.raises(TimeoutError):  # nothing for the silent and the one-way request
+        await peer.read_command(SHORT_WAIT_S)
+
+
 async def test_it_ignores_response_frames_sent_to_it(
     remoting_server_factory: ServerFactory,
     raw_peer_factory: PeerFactory,
