@@ -6,8 +6,10 @@
   while the nodes keep their side of the connection open (a blackhole sends no FIN).
 - :class:`ClusterHandle`: the processes of a cluster started by ``namesrv_app.launcher``:
   kill a gateway with SIGKILL (no graceful drain) or SIGTERM, restart it with the same
-  command line (plus extra arguments), ask NODE_STATUS, find the Raft leader, send a
-  liveness scan stamped by a skewed clock, remove a Raft member.
+  command line, ask NODE_STATUS, find the Raft leader, send a liveness scan stamped by a
+  skewed clock, remove a Raft member.
+- :class:`RaftMesh`: proxy links between Raft members, in place before the gateways start
+  (their ``--raft-dial`` through the launcher), so a partition is a mode change on links.
 """
 
 from __future__ import annotations
@@ -78,7 +80,6 @@ class ClusterHandle:
     summary: dict[str, Any]
     extra_env: dict[str, str] = field(default_factory=dict)
     client: RemotingClient = field(default_factory=RemotingClient)
-    extra_args: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def run_dir(self) -> Path:
@@ -206,7 +207,8 @@ class ClusterHandle:
         slot = self._gateway_slot(node_id)
         ready_file = self.plan.node_dir(node_id) / "gateway.ready.json"
         ready_file.unlink(missing_ok=True)
-        argv = launcher.gateway_argv(self.plan, node) + self.extra_args.get(node_id, [])
+        # The plan carries the per-node options (--raft-dial, --skew-allowance-ms).
+        argv = launcher.gateway_argv(self.plan, node)
         record = launcher.start_process(slot.name, argv, env=self._env(node),
                                         log_path=slot.log_path, pid_path=slot.pid_path)
         secret = launcher.read_secret(self.run_dir)
@@ -228,37 +230,55 @@ class ClusterHandle:
         await self.client.close()
 
 
-def raft_dial_args(dial: Mapping[str, str]) -> list[str]:
-    """``--raft-dial`` for one gateway: dial each peer identity at a proxy address."""
-    return ["--raft-dial", ",".join(f"{peer}={addr}" for peer, addr in sorted(dial.items()))]
+class RaftMesh:
+    """One proxy link per ordered pair of Raft members, set up *before* the gateways start.
 
-
-async def raft_mesh(proxy: FaultProxy, cluster: ClusterHandle) -> dict[tuple[str, str], str]:
-    """One proxy link per ordered pair of Raft members; (from, to) -> link name.
-
-    Each gateway then dials every peer through its own link, so cutting the links of
-    one node isolates it from the others in both directions.
+    :meth:`build` opens the links for a cluster plan and returns each node's dial map
+    (peer identity -> link address) for ``launcher.with_gateway_options(raft_dial=...)``,
+    so the gateways dial every peer through the proxy from their first start and a
+    partition needs no restart. Cutting the links of one node isolates it from the others
+    in both directions (whichever side of a pair opens the connection).
     """
-    links: dict[tuple[str, str], str] = {}
-    for src in cluster.node_ids:
-        dial = {}
-        for dst in cluster.node_ids:
-            if src == dst:
-                continue
-            name = f"raft:{src}->{dst}"
-            dial[cluster.raft_addr(dst)] = await proxy.add_link(name, cluster.raft_addr(dst))
-            links[(src, dst)] = name
-        cluster.extra_args[src] = raft_dial_args(dial)
-    return links
 
+    def __init__(self) -> None:
+        self.proxy = FaultProxy()
+        self.links: dict[tuple[str, str], str] = {}
 
-def cut_node(proxy: FaultProxy, links: Mapping[tuple[str, str], str], node_id: str,
-             mode: LinkMode = LinkMode.BLACKHOLE) -> list[str]:
-    """Set every Raft link to and from ``node_id`` to ``mode``; the link names."""
-    names = [name for (src, dst), name in links.items() if node_id in (src, dst)]
-    for name in names:
-        proxy.set_mode(name, mode)
-    return names
+    async def build(self, plan: launcher.ClusterPlan) -> dict[str, dict[str, str]]:
+        """Open the links of every ordered pair of ``plan``'s nodes; node -> dial map."""
+        if plan.mode != launcher.MODE_RAFT:
+            raise FaultError("a Raft proxy mesh needs a raft-mode plan")
+        dial: dict[str, dict[str, str]] = {}
+        for src in plan.nodes:
+            for dst in plan.nodes:
+                if src.node_id == dst.node_id:
+                    continue
+                name = f"raft:{src.node_id}->{dst.node_id}"
+                if (src.node_id, dst.node_id) not in self.links:
+                    addr = await self.proxy.add_link(name, dst.raft_addr)
+                    self.links[(src.node_id, dst.node_id)] = name
+                    dial.setdefault(src.node_id, {})[dst.raft_addr] = addr
+        return dial
+
+    def cut(self, node_id: str, mode: LinkMode = LinkMode.BLACKHOLE) -> list[str]:
+        """Set every link to and from ``node_id`` to ``mode``; the link names."""
+        names = sorted(name for (src, dst), name in self.links.items()
+                       if node_id in (src, dst))
+        for name in names:
+            self.proxy.set_mode(name, mode)
+        return names
+
+    def forwarded_bytes(self) -> dict[str, int]:
+        """Bytes each link forwarded so far (shows the Raft traffic really crosses it)."""
+        return {name: self.proxy.stats(name)[0] for name in self.links.values()}
+
+    def heal(self) -> None:
+        """Every link back to pass."""
+        self.proxy.heal_all()
+
+    async def close(self) -> None:
+        """Stop every link."""
+        await self.proxy.close()
 
 
 def lane_nodes(nodes: Mapping[str, str], only: Sequence[str] | None = None) -> dict[str, str]:

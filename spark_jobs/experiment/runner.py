@@ -24,7 +24,7 @@ from typing import Any
 
 from namesrv_app import launcher
 from remoting.client import RemotingClient
-from spark_jobs.experiment.faults import ClusterHandle, ProxyMesh
+from spark_jobs.experiment.faults import ClusterHandle, ProxyMesh, RaftMesh
 from spark_jobs.experiment.scenarios import FaultSpec, Scenario, scenario
 from spark_jobs.experiment.workload import (
     BrokerFleet,
@@ -73,6 +73,9 @@ class ExperimentConfig:
     request_timeout_s: float = 1.0
     send_timeout_ms: int = 1_000
     clock_skew_ms: int = 0
+    skew_allowance_ms: int | None = None
+    """Raft mode's expiry allowance; None: the scenario's (0, or the gateway's 5 s for
+    clock-skew). Eventual mode has none."""
     read_consistency: str = "local"
     run_id: str = ""
 
@@ -89,6 +92,14 @@ class ExperimentConfig:
             raise ValueError("need topics >= 2 and a positive duration")
         if self.expiry_ms <= self.heartbeat_ms:
             raise ValueError("expiry_ms must exceed heartbeat_ms")
+        if self.skew_allowance_ms is not None and self.skew_allowance_ms < 0:
+            raise ValueError("skew_allowance_ms must be >= 0")
+
+    def effective_skew_allowance(self) -> int | None:
+        """The raft gateways' --skew-allowance-ms (None: the gateway's default)."""
+        if self.skew_allowance_ms is not None:
+            return self.skew_allowance_ms
+        return scenario(self.scenario).skew_allowance_ms
 
     def effective_run_id(self) -> str:
         """The run id: given, or ``<scenario>-<mode>-s<seed>-<unix seconds>``."""
@@ -117,6 +128,7 @@ class ExperimentContext:
     rng: random.Random
     topics: list[str]
     admin: RemotingClient
+    raft_mesh: RaftMesh | None = None
     lane_brokers: dict[str, list[str]] = field(default_factory=dict)
     truth_overrides: dict[str, str] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -186,13 +198,24 @@ def _dialer(ctx_ref: list[ExperimentContext]) -> Callable[[str, str], str]:
     return dial
 
 
-def boot_cluster(config: ExperimentConfig, run_dir: Path) -> ClusterHandle:
-    """Start the cluster of one run on free ports (blocking; the launcher's functions)."""
+def plan_cluster(config: ExperimentConfig, run_dir: Path) -> launcher.ClusterPlan:
+    """The launcher plan of one run: free ports, and in raft mode the skew allowance."""
     plan = launcher.plan_ports(
         run_dir / CLUSTER_DIR_NAME, nodes=config.nodes, mode=config.mode, base_port=0,
         web_base_port=0, internal_base_port=0, redis_port=0,
         **({"raft_base_port": 0} if config.mode == "raft" else {}),
     )
+    if config.mode != "raft":
+        return plan
+    allowance = config.effective_skew_allowance()
+    ids = [n.node_id for n in plan.nodes]
+    return launcher.with_gateway_options(
+        plan, skew_allowance_ms=None if allowance is None else dict.fromkeys(ids, allowance),
+    )
+
+
+def boot_cluster(config: ExperimentConfig, plan: launcher.ClusterPlan) -> ClusterHandle:
+    """Start the planned cluster (blocking; the launcher's functions)."""
     extra_env = {"NAMESRV_SCAN_INTERVAL_S": str(max(1, math.ceil(config.scan_interval_s)))}
     summary = launcher.cluster_up(plan, extra_env=extra_env)
     return ClusterHandle(plan=plan, summary=summary, extra_env=extra_env)
@@ -204,27 +227,44 @@ def run_experiment(config: ExperimentConfig) -> RunOutcome:
     run_id = config.effective_run_id()
     run_dir = Path(config.out_dir).resolve() / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    cluster = boot_cluster(config, run_dir)
-    meta = RunMeta(run_id=run_id, scenario=config.scenario, mode=config.mode,
-                   seed=config.seed, nodes=cluster.node_ids,
-                   params={k: (str(v) if isinstance(v, Path) else v)
-                           for k, v in asdict(config).items()})
-    writer = HistoryWriter(run_dir, meta)
+    return asyncio.run(_run(config, run_id, run_dir))
+
+
+async def _run(config: ExperimentConfig, run_id: str, run_dir: Path) -> RunOutcome:
+    # The cluster boots in a thread so that a Raft proxy mesh (in this loop) already
+    # forwards while the gateways elect their first leader.
+    the_scenario = scenario(config.scenario)
+    raft_mesh = RaftMesh() if config.mode == "raft" and the_scenario.raft_proxied else None
     try:
-        summary = asyncio.run(_drive(config, cluster, writer))
+        plan = plan_cluster(config, run_dir)
+        if raft_mesh is not None:
+            plan = launcher.with_gateway_options(plan, raft_dial=await raft_mesh.build(plan))
+        cluster = await asyncio.to_thread(boot_cluster, config, plan)
+        meta = RunMeta(run_id=run_id, scenario=config.scenario, mode=config.mode,
+                       seed=config.seed, nodes=cluster.node_ids,
+                       params={k: (str(v) if isinstance(v, Path) else v)
+                               for k, v in asdict(config).items()}
+                       | {"effective_skew_allowance_ms": (
+                           config.effective_skew_allowance() if config.mode == "raft" else 0),
+                          "raft_proxied": raft_mesh is not None})
+        writer = HistoryWriter(run_dir, meta)
+        try:
+            summary = await _drive(config, the_scenario, cluster, writer, raft_mesh)
+        finally:
+            await asyncio.to_thread(launcher.cluster_down, cluster.run_dir)
+            writer.close()
     finally:
-        launcher.cluster_down(cluster.run_dir)
-        writer.close()
+        if raft_mesh is not None:
+            await raft_mesh.close()
     meta.timings.update(summary.pop("timings", {}))
     (run_dir / "run.json").write_text(meta.to_json())
     return RunOutcome(run_id, run_dir, meta, summary)
 
 
-async def _drive(config: ExperimentConfig, cluster: ClusterHandle,
-                 writer: HistoryWriter) -> dict[str, Any]:
+async def _drive(config: ExperimentConfig, the_scenario: Scenario, cluster: ClusterHandle,
+                 writer: HistoryWriter, raft_mesh: RaftMesh | None) -> dict[str, Any]:
     rng = random.Random(config.seed)
     recorder = Recorder(writer)
-    the_scenario = scenario(config.scenario)
     topics = [f"topic-{i:03d}" for i in range(config.topics)]
     brokers = make_brokers(config.brokers, topics, config.brokers_per_topic, config.queues,
                            rng, cluster.node_ids)
@@ -233,7 +273,8 @@ async def _drive(config: ExperimentConfig, cluster: ClusterHandle,
                         expiry_ms=config.expiry_ms, timeout_s=config.request_timeout_s,
                         rng=random.Random(rng.random()))
     ctx = ExperimentContext(config, cluster, ProxyMesh(), fleet, recorder, rng,
-                            topics + list(the_scenario.subset_topics), RemotingClient())
+                            topics + list(the_scenario.subset_topics), RemotingClient(),
+                            raft_mesh=raft_mesh)
     ctx_ref.append(ctx)
     try:
         return await _run_phases(ctx, the_scenario)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from remoting.model import DataVersion
-from spark_jobs.experiment.faults import cut_node, raft_mesh
 from spark_jobs.experiment.workload import (
     SimBroker,
     delete_topic_on,
@@ -33,7 +32,7 @@ from spark_jobs.schema import (
     KIND_CREATE_TOPIC,
     KIND_DELETE_TOPIC,
 )
-from tools.faultproxy import FaultProxy, LinkMode
+from tools.faultproxy import LinkMode
 
 if TYPE_CHECKING:
     from spark_jobs.experiment.runner import ExperimentContext
@@ -70,6 +69,13 @@ class Scenario:
     heals: ClassVar[bool] = True
     subset_topics: ClassVar[tuple[str, ...]] = ()
     """Topics the clients use that no broker announces at start (S5)."""
+    raft_proxied: ClassVar[bool] = False
+    """Raft mode: the gateways dial their peers through a :class:`RaftMesh` from boot."""
+    skew_allowance_ms: ClassVar[int | None] = 0
+    """Raft mode's clock-skew allowance unless ``--skew-allowance-ms`` says otherwise.
+    0 by default: every process of a run reads the same clock, and eventual mode expires
+    with no allowance, so both modes expire a silent broker by the same rule. None keeps
+    the gateway's default (5 s)."""
 
     def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
         """Lane name -> brokers on it; each lane gets proxy links to ``lane_targets``."""
@@ -149,14 +155,18 @@ class AsymmetricPartition(Scenario):
 
 
 class MinorityPartition(Scenario):
-    """One node cut off from every broker and (raft) from its peers; clients still reach it."""
+    """One node cut off from every broker and (raft) from its peers; clients still reach it.
+
+    Raft mode: the gateways dial each other through a :class:`RaftMesh` from their first
+    start (the launcher's ``--raft-dial``), so the partition is a blackhole on the links to
+    and from the minority node, with no restart.
+    """
 
     name = "minority-partition"
     summary = "one node cut from brokers and Raft peers; clients can still ask it"
+    raft_proxied = True
 
     def __init__(self) -> None:
-        self.raft_proxy: FaultProxy | None = None
-        self.raft_links: dict[tuple[str, str], str] = {}
         self.minority = ""
 
     def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
@@ -165,30 +175,30 @@ class MinorityPartition(Scenario):
     def lane_targets(self, ctx: ExperimentContext, lane: str) -> Sequence[str] | None:
         return [ctx.cluster.node_ids[-1]]
 
-    async def prepare(self, ctx: ExperimentContext) -> None:
-        if not ctx.raft:
-            return
-        # Every gateway must dial its peers through proxies: restart them with --raft-dial.
-        self.raft_proxy = FaultProxy()
-        ctx.closers.append(self.raft_proxy.close)
-        self.raft_links = await raft_mesh(self.raft_proxy, ctx.cluster)
-        for node in ctx.cluster.node_ids:
-            await ctx.cluster.restart_gateway(node)
-        await ctx.cluster.leader(timeout_s=30.0)
-
     async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
         self.minority = ctx.cluster.node_ids[-1]
-        ctx.mesh.set(LANE_ALL, self.minority, LinkMode.BLACKHOLE)
         detail: dict[str, Any] = {"brokers_cut": True, "raft_links_cut": []}
-        if self.raft_proxy is not None:
-            detail["raft_links_cut"] = cut_node(self.raft_proxy, self.raft_links, self.minority)
-            detail["leader_before"] = await ctx.cluster.leader(timeout_s=2.0)
+        if ctx.raft_mesh is not None:
+            detail["raft_states_before"] = await _raft_states(ctx)
+            detail["raft_bytes_before"] = sum(ctx.raft_mesh.forwarded_bytes().values())
+            detail["raft_links_cut"] = ctx.raft_mesh.cut(self.minority)
+        ctx.mesh.set(LANE_ALL, self.minority, LinkMode.BLACKHOLE)
         return [FaultSpec(FAULT_PARTITION, self.minority, detail)]
 
     async def heal(self, ctx: ExperimentContext) -> None:
         ctx.mesh.heal()
-        if self.raft_proxy is not None:
-            self.raft_proxy.heal_all()
+        if ctx.raft_mesh is not None:
+            ctx.notes["raft_states_before_heal"] = await _raft_states(ctx)
+            ctx.raft_mesh.heal()
+
+
+async def _raft_states(ctx: ExperimentContext) -> dict[str, str | None]:
+    """Each node's own Raft state (leader/follower/candidate), None when it does not answer."""
+    states: dict[str, str | None] = {}
+    for node in ctx.cluster.node_ids:
+        status = await ctx.cluster.status(node)
+        states[node] = None if status is None else status.get("state")
+    return states
 
 
 # ------------------------------------------------------------------------ name servers
@@ -271,6 +281,8 @@ class ClockSkew(Scenario):
 
     name = "clock-skew"
     summary = "skewed liveness scans on one node (raft: the leader) during the fault window"
+    skew_allowance_ms = None
+    """The allowance is the defence this scenario tests: keep the gateway's default."""
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None

@@ -50,6 +50,10 @@ class Command(BaseCommand):
         parser.add_argument("--poll-ms", type=int, default=DEFAULTS.poll_ms)
         parser.add_argument("--expiry-ms", type=int, default=DEFAULTS.expiry_ms)
         parser.add_argument("--clock-skew-ms", type=int, default=DEFAULTS.clock_skew_ms)
+        parser.add_argument(
+            "--skew-allowance-ms", type=int, default=None,
+            help="raft mode's expiry allowance for clock skew (default: 0, the same rule as "
+                 "eventual mode; clock-skew keeps the gateway's 5000)")
         parser.add_argument("--read-consistency", choices=("local", "linearizable"),
                             default=DEFAULTS.read_consistency)
         parser.add_argument("--analyze", action="store_true",
@@ -65,6 +69,7 @@ class Command(BaseCommand):
             brokers=options["brokers"], topics=options["topics"],
             heartbeat_ms=options["heartbeat_ms"], poll_ms=options["poll_ms"],
             expiry_ms=options["expiry_ms"], clock_skew_ms=options["clock_skew_ms"],
+            skew_allowance_ms=options["skew_allowance_ms"],
             read_consistency=options["read_consistency"],
         )
         try:
