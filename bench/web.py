@@ -1,19 +1,27 @@
 """Benchmark of the web side: the REST route endpoint and the two heavy console pages.
 
     .venv/bin/python bench/web.py [--brokers 1000] [--topics 10000] [--seconds 10]
-        [--connections 32] [--workers 2] [--load-processes 2] [--http h11]
-        [--asgi-fast-path]
+        [--connections 32] [--workers 2] [--load-processes 2]
+        [--server uvicorn|daphne] [--http httptools|h11] [--baseline-seconds 5]
 
 1. Builds a projection DB of ``--brokers`` broker replicas (masters + slaves,
    half as many groups) and ``--topics`` topics (each on two groups) through the
    real route table and the projection's own writer, plus an operator with a token.
-2. Starts ``uvicorn --workers N`` on the ASGI app over that DB.
+2. Serves ``namesrv_site/asgi.py`` with the launcher's own web command
+   (``launcher.asgi_server_argv``: uvicorn, httptools, uvloop) and ``--workers``
+   worker processes; ``--server daphne`` serves it with daphne instead (one
+   process, as the launcher ran it before), ``--http h11`` with uvicorn's
+   pure-Python HTTP parser.
 3. Load: ``--connections`` keep-alive HTTP/1.1 connections spread over
    ``--load-processes`` forked processes (raw asyncio protocols, pre-built
    request bytes, so the generator is not the bottleneck) ask
-   GET /api/v1/routes/<random topic>/ with the token for ``--seconds`` after a
-   warm-up; prints requests/s and latency percentiles.
-4. Pages: logs in and times /topology/ and /topics/ (first, middle and a
+   GET /api/v1/routes/<random topic>/ with the token: one ordered cold pass,
+   ``--warm-passes`` more, then ``--seconds`` of random topics; prints
+   requests/s, latency percentiles and the workers' CPU per answer.
+4. Baseline, same run and same server command: the DRF view alone (every request
+   marked as declined by the fast path, so it goes through Django's handler, the
+   middleware stack and the view) for ``--baseline-seconds``; prints the ratio.
+5. Pages: logs in and times /topology/ and /topics/ (first, middle and a
    searched page) sequentially; prints the median and p95 per page.
 """
 
@@ -46,7 +54,6 @@ READY_TIMEOUT_S = 60.0
 ROUTE_TARGET_RPS = 1500
 PAGE_TARGET_MS = 300
 PASSWORD = "bench-password-not-secret"
-ASGI_APP = "namesrv_site.asgi:application"
 LOAD_START_DELAY_S = 0.5
 
 
@@ -114,42 +121,43 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
     return str(Token.objects.create(user=user).key)
 
 
-def wrapped_application() -> Any:
-    """uvicorn factory: the project's ASGI app behind the route fast path.
+def drf_view_application() -> Any:
+    """uvicorn factory for the baseline: the shipped app with the fast path declining all.
 
-    This is what ``namesrv_site/asgi.py`` serves once it wraps its application in
-    :class:`namesrv_app.api.route_cache.RouteReadAsgi` (``--asgi-fast-path``).
+    The scope mark is the one :class:`RouteReadAsgi` sets when it passes a request
+    on, so the wrapper and the middleware both step aside and the DRF view answers.
     """
     import importlib
 
     # The site's module sets Django up; the app's modules need that first.
     application = importlib.import_module("namesrv_site.asgi").application
-    route_cache = importlib.import_module("namesrv_app.api.route_cache")
-    return route_cache.RouteReadAsgi(application)
+    declined = importlib.import_module("namesrv_app.api.route_cache").DECLINED_SCOPE_KEY
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await application({**scope, declined: True}, receive, send)
+
+    return app
 
 
-def start_server(
-    db_path: Path, port: int, workers: int, http: str, asgi_fast_path: bool
-) -> subprocess.Popen[bytes]:
-    """uvicorn with N worker processes on the project's ASGI app."""
-    app = ["bench.web:wrapped_application", "--factory"] if asgi_fast_path else [ASGI_APP]
-    argv = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        *app,
-        "--http",
-        http,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-    ]
+def server_argv(port: int, workers: int, server: str, http: str, baseline: bool) -> list[str]:
+    """The web command: the launcher's own (uvicorn), or daphne, on ``port``."""
+    from namesrv_app.launcher import ASGI_APP, asgi_server_argv
+
+    if server == "daphne":
+        assert not baseline, "the DRF baseline runs on the launcher's server"
+        return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), ASGI_APP]
+    app = "bench.web:drf_view_application" if baseline else ASGI_APP
+    argv = asgi_server_argv("127.0.0.1", port, workers, app)
+    if baseline:
+        argv.append("--factory")
+    if http != "httptools":
+        argv[argv.index("--http") + 1] = http
+    argv[argv.index("--log-level") + 1] = "warning"
+    return argv
+
+
+def start_server(db_path: Path, argv: list[str], port: int) -> subprocess.Popen[bytes]:
+    """Start the web command; return once it answers."""
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=_env(db_path))
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -159,7 +167,13 @@ def start_server(
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("uvicorn did not start")
+    raise RuntimeError(f"the web server did not start: {argv}")
+
+
+def stop_server(server: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (uvicorn's supervisor passes it to its workers) and wait."""
+    server.terminate()
+    server.wait(20)
 
 
 class _KeepAliveClient(asyncio.Protocol):
@@ -314,11 +328,11 @@ def load_routes(
 
 
 def _server_cpu_s(server: subprocess.Popen[bytes]) -> float | None:
-    """CPU seconds used so far by the uvicorn workers (Linux /proc; None elsewhere)."""
+    """CPU seconds used so far by the server and its workers (Linux /proc; None elsewhere)."""
     try:
         children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
         total_ticks = 0
-        for pid in children:
+        for pid in [str(server.pid), *children]:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             total_ticks += int(fields[11]) + int(fields[12])  # utime + stime
     except OSError:
@@ -363,6 +377,28 @@ def time_pages(port: int) -> dict[str, dict[str, float]]:
     return results
 
 
+def _measure_routes(
+    server: subprocess.Popen[bytes], load: tuple[int, str, int], seconds: float, spread: Any
+) -> dict[str, Any]:
+    """A timed random-topic run with the server's CPU per answer."""
+    cpu_before = _server_cpu_s(server)
+    routes = load_routes(*load, seconds, *spread)
+    cpu_after = _server_cpu_s(server)
+    if cpu_before is not None and cpu_after is not None and routes["requests"]:
+        # On a shared box the workers get a fraction of the cores; the CPU each
+        # answer costs says what an idle box would sustain.
+        cpu_ms = (cpu_after - cpu_before) * 1000 / routes["requests"]
+        routes["server_cpu_ms_per_request"] = round(cpu_ms, 3)
+    return routes
+
+
+def _load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def main() -> int:
     """Build, serve, load, report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -378,13 +414,30 @@ def main() -> int:
         default=4,
         help="ordered passes over every topic before the timed run (each worker's cache)",
     )
-    parser.add_argument("--http", choices=("h11", "httptools", "auto"), default="h11")
     parser.add_argument(
-        "--asgi-fast-path",
-        action="store_true",
-        help="serve the app wrapped in RouteReadAsgi (the proposed asgi.py change)",
+        "--server",
+        choices=("uvicorn", "daphne"),
+        default="uvicorn",
+        help="uvicorn: the launcher's web command (ships); daphne: one daphne process",
     )
+    parser.add_argument("--http", choices=("httptools", "h11"), default="httptools")
+    parser.add_argument(
+        "--baseline-seconds",
+        type=float,
+        default=5.0,
+        help="timed run of the DRF view alone on the same server command (0: skip)",
+    )
+    parser.add_argument("--skip-pages", action="store_true", help="no console page timings")
     args = parser.parse_args()
+    if min(args.seconds, args.workers, args.connections, args.load_processes, args.topics) <= 0:
+        parser.error("--seconds, --workers, --connections, --load-processes, --topics must be > 0")
+    if args.server == "daphne" and (args.workers != 1 or args.http != "httptools"):
+        parser.error(
+            "--server daphne runs one process with its own HTTP stack: use --workers 1, no --http"
+        )
+    from namesrv_app.launcher import free_port
+
+    load_at_start = _load_average()
     with tempfile.TemporaryDirectory() as folder:
         db_path = Path(folder) / "bench.sqlite3"
         started = time.monotonic()
@@ -393,13 +446,13 @@ def main() -> int:
             f"built {args.brokers} brokers / {args.topics} topics "
             f"in {time.monotonic() - started:.1f} s"
         )
-        from namesrv_app.launcher import free_port
-
         port = free_port()
-        server = start_server(db_path, port, args.workers, args.http, args.asgi_fast_path)
+        argv = server_argv(port, args.workers, args.server, args.http, baseline=False)
+        print("server:", " ".join(argv[1:]))
+        load = (port, token, args.topics)
+        spread = (args.connections, args.load_processes)
+        server = start_server(db_path, argv, port)
         try:
-            load = (port, token, args.topics)
-            spread = (args.connections, args.load_processes)
             # Cold: one pass over every topic, in order; each worker misses and
             # reads the projection for the topics it is handed.
             started = time.monotonic()
@@ -407,34 +460,43 @@ def main() -> int:
             cold["rps"] = round(cold["requests"] / (time.monotonic() - started))
             for _ in range(args.warm_passes):
                 load_routes(*load, 0, *spread)
-            cpu_before = _server_cpu_s(server)
-            routes = load_routes(*load, args.seconds, *spread)
-            cpu_after = _server_cpu_s(server)
-            if cpu_before is not None and cpu_after is not None and routes["requests"]:
-                # On a shared box the workers get a fraction of the cores; the
-                # CPU each answer costs says what an idle box would sustain.
-                cpu_ms = (cpu_after - cpu_before) * 1000 / routes["requests"]
-                routes["server_cpu_ms_per_request"] = round(cpu_ms, 3)
+            routes = _measure_routes(server, load, args.seconds, spread)
             # Printed before the pages run, so a page failure loses no numbers.
             print(json.dumps({"route_endpoint_cold_pass": cold, "route_endpoint": routes}))
-            pages = time_pages(port)
+            pages = {} if args.skip_pages else time_pages(port)
         finally:
-            server.terminate()
-            server.wait(20)
-    report = {
+            stop_server(server)
+        baseline = None
+        if args.baseline_seconds > 0 and args.server == "uvicorn":
+            port = free_port()
+            argv = server_argv(port, args.workers, args.server, args.http, baseline=True)
+            load = (port, token, args.topics)
+            server = start_server(db_path, argv, port)
+            try:
+                baseline = _measure_routes(server, load, args.baseline_seconds, spread)
+            finally:
+                stop_server(server)
+    report: dict[str, Any] = {
         "route_endpoint_cold_pass": {"requests": cold["requests"], "rps": cold["rps"]},
         "route_endpoint": {
             **routes,
             "warm_passes": args.warm_passes,
-            "workers": args.workers,
-            "http": args.http,
-            "asgi_fast_path": args.asgi_fast_path,
+            "server": args.server,
+            "workers": args.workers if args.server == "uvicorn" else 1,
+            "http": args.http if args.server == "uvicorn" else "daphne (twisted)",
             "connections": args.connections,
             "target_rps": ROUTE_TARGET_RPS,
+            "target_met": routes["rps"] >= ROUTE_TARGET_RPS,
         },
         "pages": pages,
         "page_target_ms": PAGE_TARGET_MS,
+        "load_average_at_start": load_at_start,
+        "load_average_at_end": _load_average(),
     }
+    if baseline is not None:
+        report["baseline_drf_view"] = baseline
+        if baseline["rps"]:
+            report["fast_path_rps_over_drf_view_rps"] = round(routes["rps"] / baseline["rps"], 2)
     print(json.dumps(report, indent=2))
     return 0
 

@@ -1,4 +1,8 @@
-"""ASGI entry point (daphne or uvicorn): Django over HTTP, Channels consumers over websockets."""
+"""ASGI entry point: Django over HTTP, Channels consumers over websockets.
+
+The launcher serves it with uvicorn (``launcher.asgi_server_argv``: httptools,
+uvloop, websockets); daphne serves it too (``manage.py runserver`` uses daphne).
+"""
 
 from __future__ import annotations
 

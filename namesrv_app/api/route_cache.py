@@ -37,8 +37,10 @@ from typing import Any, TypeVar
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ValidationError
+from django.core.signals import setting_changed
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
+from django.http.request import split_domain_port, validate_host
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import get_script_prefix, reverse
@@ -50,6 +52,7 @@ from namesrv_app.web.forms import validate_topic
 
 ROUTE_ANSWERS_MAX = 16_384
 TOKENS_MAX = 4_096
+HOSTS_MAX = 256
 ROUTE_VERSION_TTL_MS = 200
 TOKEN_CACHE_TTL_MS = 5_000
 JSON_ACCEPTS = frozenset({"", "*/*", "application/json"})
@@ -212,16 +215,19 @@ def _read_route(topic: str) -> _Route:
 def _route_body(topic: str, node_id: str, applied_version: int, route: bytes) -> bytes:
     """The DRF view's 200 body, assembled around the cached route bytes."""
     return b"".join(
+        (b'{"topic":', _dumps(topic), _stamp_part(node_id, applied_version), route, b"}")
+    )
+
+
+def _stamp_part(node_id: str, applied_version: int) -> bytes:
+    """The body between the topic and the route: the same for every topic of a stamp."""
+    return b"".join(
         (
-            b'{"topic":',
-            _dumps(topic),
             b',"consistency":"local","node_id":',
             _dumps(node_id),
             b',"applied_version":',
             str(applied_version).encode(),
             b',"route":',
-            route,
-            b"}",
         )
     )
 
@@ -295,6 +301,11 @@ class _FastPath:
             self._prefix = _route_prefix()
         return self._prefix
 
+    @property
+    def redirects(self) -> bool:
+        """True when SECURE_SSL_REDIRECT may turn a plain-HTTP read into a redirect."""
+        return bool(self._security.redirect)
+
     async def answer(self, request: HttpRequest, run: Runner[Any]) -> HttpResponse | None:
         """The cached answer, or None when the DRF view must answer."""
         candidate = _candidate(request, self.prefix)
@@ -315,7 +326,7 @@ class _FastPath:
         route = CACHE.routes.get((stamp.node_id, stamp.routes_version, topic))
         if route is not None:
             CACHE.hits += 1
-            return self._finish(
+            return self.finish(
                 request, _route_body(topic, stamp.node_id, stamp.applied_version, route)
             )
         CACHE.misses += 1
@@ -324,7 +335,7 @@ class _FastPath:
             return None  # the DRF view answers 404 (and logs it)
         # Keyed by the versions of the read itself: the stamp may be older.
         CACHE.routes.put((read.node_id, read.routes_version, topic), read.body)
-        return self._finish(
+        return self.finish(
             request, _route_body(topic, read.node_id, read.applied_version, read.body)
         )
 
@@ -338,7 +349,7 @@ class _FastPath:
             return result
         raise AssertionError("the inline fast path never suspends")
 
-    def _finish(self, request: HttpRequest, body: bytes) -> HttpResponse:
+    def finish(self, request: HttpRequest, body: bytes) -> HttpResponse:
         """The headers the DRF view and the header-only middlewares would set."""
         response = HttpResponse(body, content_type="application/json")
         response["Vary"] = "Accept"
@@ -347,6 +358,145 @@ class _FastPath:
         response["Content-Length"] = str(len(body))
         result: HttpResponse = self._security.process_response(request, response)
         return result
+
+
+Headers = list[tuple[bytes, bytes]]
+
+_LOCAL_QUERIES = frozenset({b"", b"consistency=local"})
+_JSON_ACCEPTS_RAW = frozenset(a.encode() for a in JSON_ACCEPTS)
+_READ_HEADERS = frozenset({b"host", b"accept", b"authorization"})
+_LANE_REFUSED = frozenset({b"cookie", b"content-length", b"transfer-encoding"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """The fixed headers of a 200 answer, split where Content-Length goes."""
+
+    before: tuple[tuple[bytes, bytes], ...]
+    length_name: bytes
+    after: tuple[tuple[bytes, bytes], ...]
+
+    def headers(self, length: int) -> Headers:
+        return [*self.before, (self.length_name, str(length).encode()), *self.after]
+
+
+class _HitLane:
+    """Cache hits answered from the ASGI scope alone, without building a request.
+
+    A strict subset of what :meth:`_FastPath.answer` answers: the plainest request
+    (no cookie, body, root path, proxy-set scheme or forwarded host; a single
+    Host, Accept and Authorization; no query but ``consistency=local``) whose
+    grant, stamp and route are all cached. Anything else returns None and takes
+    the request path, which answers or declines exactly as before. The headers
+    are those :meth:`_FastPath.finish` builds, taken once per scheme from a real
+    request; they depend on settings only, as the middlewares' own do. Those
+    headers, the Host checks and the settings test are remembered until a
+    setting changes (Django's ``setting_changed`` signal).
+    """
+
+    def __init__(self, path: _FastPath) -> None:
+        self._path = path
+        self._templates: dict[str, _Template] = {}
+        self._hosts: dict[bytes, bool] = {}
+        self._plain: bool | None = None
+        self._stamp_part: tuple[reads.ProjectionStamp, bytes] | None = None
+        setting_changed.connect(self._forget)
+
+    def _forget(self, **_: Any) -> None:
+        """A setting changed (tests): drop everything derived from settings."""
+        self._templates, self._hosts, self._plain = {}, {}, None
+
+    def answer(self, scope: dict[str, Any]) -> tuple[bytes, Headers] | None:
+        """The body and headers of a cached hit, or None."""
+        path: str = scope["path"]
+        prefix = self._path.prefix
+        if (
+            not path.startswith(prefix)
+            or not path.endswith("/")
+            or scope.get("query_string", b"") not in _LOCAL_QUERIES
+            or scope.get("root_path")
+        ):
+            return None
+        topic = path[len(prefix) : -1]
+        if not topic or "/" in topic:
+            return None
+        seen: dict[bytes, bytes] = {}
+        for name, value in scope.get("headers", ()):
+            if name in _READ_HEADERS:
+                if name in seen:
+                    return None  # Django would join repeats; leave them to it
+                seen[name] = value
+            elif name in _LANE_REFUSED:
+                return None
+        if seen.get(b"accept", b"").strip() not in _JSON_ACCEPTS_RAW:
+            return None
+        host = seen.get(b"host")
+        if host is None or not self._plain_settings() or not self._host_allowed(host):
+            return None
+        now_s = time.monotonic()
+        header = seen.get(b"authorization", b"").split()
+        if header:
+            if len(header) != 2 or header[0].lower() != TOKEN_KEYWORD:
+                return None
+            if CACHE.cached_grant(header[1].decode("latin-1"), now_s) is None:
+                return None
+        elif not web_setting("ALLOW_ANONYMOUS_ROUTE_READS", False):
+            return None
+        stamp = CACHE.cached_stamp(now_s)
+        if stamp is None:
+            return None
+        # Only topics that passed validate_topic on their miss are ever cached.
+        route = CACHE.routes.get((stamp.node_id, stamp.routes_version, topic))
+        if route is None:
+            return None
+        CACHE.hits += 1
+        held = self._stamp_part
+        if held is None or held[0] is not stamp:
+            held = self._stamp_part = (stamp, _stamp_part(stamp.node_id, stamp.applied_version))
+        # A cached topic matches TOPIC_PATTERN: JSON needs no escapes for it.
+        body = b"".join((b'{"topic":"', topic.encode(), b'"', held[1], route, b"}"))
+        return body, self._template(scope).headers(len(body))
+
+    def _plain_settings(self) -> bool:
+        """No setting that makes scheme, host or path depend on more than the scope."""
+        if self._plain is None:
+            self._plain = not (
+                self._path.redirects
+                or settings.SECURE_PROXY_SSL_HEADER
+                or settings.USE_X_FORWARDED_HOST
+                or settings.FORCE_SCRIPT_NAME
+            )
+        return self._plain
+
+    def _host_allowed(self, raw: bytes) -> bool:
+        allowed = self._hosts.get(raw)
+        if allowed is None:
+            if len(self._hosts) >= HOSTS_MAX:
+                self._hosts = {}
+            allowed = self._hosts[raw] = _host_allowed(raw)
+        return allowed
+
+    def _template(self, scope: dict[str, Any]) -> _Template:
+        scheme = scope.get("scheme", "http")
+        template = self._templates.get(scheme)
+        if template is None:
+            from django.core.handlers.asgi import ASGIRequest
+
+            response = self._path.finish(ASGIRequest(scope, io.BytesIO()), b"")
+            headers = [(k.encode("ascii"), v.encode("latin-1")) for k, v in response.items()]
+            at = next(i for i, (k, _) in enumerate(headers) if k.lower() == b"content-length")
+            template = _Template(tuple(headers[:at]), headers[at][0], tuple(headers[at + 1 :]))
+            self._templates[scheme] = template
+        return template
+
+
+def _host_allowed(raw: bytes) -> bool:
+    """``HttpRequest.get_host``'s check of a Host header against ALLOWED_HOSTS."""
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _ = split_domain_port(raw.decode("latin-1"))
+    return bool(domain) and validate_host(domain, allowed)
 
 
 class RouteReadAsgi:
@@ -363,18 +513,24 @@ class RouteReadAsgi:
     def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
         self.app = app
         self._path = _FastPath()
+        self._hits = _HitLane(self._path)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Answer a cached route read, or pass the request on (marked as declined)."""
-        if scope["type"] == "http" and scope["method"] == "GET" and self._may_answer(scope):
-            from django.core.handlers.asgi import ASGIRequest
-
-            request = ASGIRequest(scope, io.BytesIO())
-            response = await self._path.answer(request, _in_shared_thread)
-            if response is not None:
-                await _send(response, send)
+        if scope["type"] == "http" and scope["method"] == "GET" and DECLINED_SCOPE_KEY not in scope:
+            hit = self._hits.answer(scope)
+            if hit is not None:
+                await _send_raw(hit, send)
                 return
-            scope = {**scope, DECLINED_SCOPE_KEY: True}
+            if self._may_answer(scope):
+                from django.core.handlers.asgi import ASGIRequest
+
+                request = ASGIRequest(scope, io.BytesIO())
+                response = await self._path.answer(request, _in_shared_thread)
+                if response is not None:
+                    await _send(response, send)
+                    return
+                scope = {**scope, DECLINED_SCOPE_KEY: True}
         await self.app(scope, receive, send)
 
     def _may_answer(self, scope: dict[str, Any]) -> bool:
@@ -432,6 +588,13 @@ async def _send(response: HttpResponse, send: Any) -> None:
     headers = [(k.encode("ascii"), v.encode("latin-1")) for k, v in response.items()]
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": response.content})
+
+
+async def _send_raw(answer: tuple[bytes, Headers], send: Any) -> None:
+    """One complete ASGI 200 answer from :class:`_HitLane`."""
+    body, headers = answer
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _in_request_thread(call: Callable[[], T]) -> T:

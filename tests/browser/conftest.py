@@ -1,4 +1,4 @@
-"""A whole node for the browser tests: Redis, a real gateway and a daphne web process.
+"""A whole node for the browser tests: Redis, a real gateway and the node's web process.
 
 They share one SQLite file (the gateway's projection, the web process's reads)
 and one Redis (the gateway publishes change events, the web process's
@@ -22,6 +22,7 @@ import pytest
 
 from namesrv_app.launcher import (
     accepts_connections,
+    asgi_server_argv,
     find_redis_server,
     free_port,
     redis_answers,
@@ -46,6 +47,9 @@ OPERATOR_PASSWORD = "browser-test-password-1"
 SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
 APT_TIMEOUT_S = 600
 START_TIMEOUT_S = 60.0
+# Two workers: the page, its websocket and its refreshes may land on different
+# processes, so live updates must cross them through the Redis channel layer.
+BROWSER_WEB_WORKERS = 2
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +83,7 @@ def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
 
 @pytest.fixture(scope="session")
 def console_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleNode]:
-    """Redis + gateway (publishing to the console) + daphne, with the cast registered."""
+    """Redis + gateway (publishing to the console) + the launcher's web command, cast registered."""
     folder = tmp_path_factory.mktemp("console")
     redis_port = free_port()
     redis = _start(
@@ -127,16 +131,7 @@ def console_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleNo
         web_port = free_port()
         procs.append(
             _start(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(web_port),
-                    "namesrv_site.asgi:application",
-                ],
+                asgi_server_argv("127.0.0.1", web_port, workers=BROWSER_WEB_WORKERS),
                 env,
                 folder / "web.log",
             )

@@ -128,8 +128,16 @@ def test_the_route_cache_is_bounded() -> None:
     assert len(cache) == 2 and cache.get("a") is None and cache.get("c") == b"c"
 
 
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+
+
 async def _asgi_get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
-    scope = {
+    status, _, body = await _asgi_answer(app, _scope(path, headers))
+    return status, body
+
+
+def _scope(path: str, headers: list[tuple[bytes, bytes]], query: bytes = b"") -> dict[str, Any]:
+    return {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
@@ -137,12 +145,15 @@ async def _asgi_get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> 
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
-        "query_string": b"",
+        "query_string": query,
         "root_path": "",
         "headers": [(b"host", b"127.0.0.1"), *headers],
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 80),
     }
+
+
+async def _asgi_answer(app: Any, scope: dict[str, Any]) -> Answer:
     sent: list[dict[str, Any]] = []
     finished = asyncio.Event()
     requested = False
@@ -161,7 +172,7 @@ async def _asgi_get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> 
     await app(scope, receive, send)
     finished.set()
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return int(sent[0]["status"]), body
+    return int(sent[0]["status"]), list(sent[0]["headers"]), body
 
 
 def test_the_asgi_wrapper_answers_hits_itself_and_passes_the_rest_to_django(
@@ -184,3 +195,64 @@ def test_the_asgi_wrapper_answers_hits_itself_and_passes_the_rest_to_django(
     assert first == second and first[0] == 200 and b'"topic":"TopicTest"' in first[1]
     assert (CACHE.misses, CACHE.hits) == (1, 1)
     assert refused[0] == 401
+
+
+def test_the_asgi_hit_lane_answers_the_drf_views_bytes_and_headers(transactional_db: Any) -> None:
+    project_cast()
+    viewer = make_user("vera", "viewer")
+    token = Token.objects.create(user=viewer).key.encode()
+    django_app = get_asgi_application()
+    app = RouteReadAsgi(django_app)
+    auth = [(b"authorization", b"Token " + token), (b"accept", b"application/json")]
+    lane = route_cache._HitLane(route_cache._FastPath())
+    plain = _scope(ROUTE, auth, b"consistency=local")
+    with_cookie = _scope(ROUTE, [*auth, (b"cookie", b"theme=dark")])
+
+    async def run() -> list[Answer]:
+        answers = [await _asgi_answer(app, _scope(ROUTE, auth))]  # a miss fills the caches
+        assert lane.answer(plain) is not None and lane.answer(with_cookie) is None
+        answers.append(await _asgi_answer(app, plain))  # answered by the lane
+        answers.append(await _asgi_answer(app, with_cookie))  # a hit through the request path
+        # The DRF view itself, through Django's ASGI handler and every middleware:
+        # a request already marked as declined passes the wrapper untouched.
+        view = {**_scope(ROUTE, auth), route_cache.DECLINED_SCOPE_KEY: True}
+        answers.append(await _asgi_answer(app, view))
+        return answers
+
+    miss, lane_hit, request_hit, view = asyncio.run(run())
+    assert (CACHE.misses, CACHE.hits) == (1, 3)
+    assert view[0] == 200 and b'"topic":"TopicTest"' in view[2]
+    for answer in (miss, lane_hit, request_hit):
+        assert answer[0] == view[0] and answer[2] == view[2]
+        assert sorted((k.lower(), v) for k, v in answer[1]) == sorted(
+            (k.lower(), v) for k, v in view[1]
+        )
+
+
+def test_the_asgi_hit_lane_leaves_everything_unusual_to_the_request_path(
+    transactional_db: Any, settings: Any
+) -> None:
+    project_cast()
+    viewer = make_user("vera", "viewer")
+    token = Token.objects.create(user=viewer).key.encode()
+    auth = [(b"authorization", b"Token " + token), (b"accept", b"application/json")]
+    app = RouteReadAsgi(get_asgi_application())
+    lane = route_cache._HitLane(route_cache._FastPath())
+    asyncio.run(_asgi_answer(app, _scope(ROUTE, auth)))  # cached grant, stamp and route
+    assert lane.answer(_scope(ROUTE, auth)) is not None
+    unusual = {
+        "a second Accept": _scope(ROUTE, [*auth, (b"accept", b"text/html")]),
+        "an HTML Accept": _scope(ROUTE, [auth[0], (b"accept", b"text/html")]),
+        "another query": _scope(ROUTE, auth, b"consistency=linearizable"),
+        "a body": _scope(ROUTE, [*auth, (b"content-length", b"0")]),
+        "a foreign host": {**_scope(ROUTE, auth), "headers": [(b"host", b"evil.example"), *auth]},
+        "an unknown token": _scope(ROUTE, [(b"authorization", b"Token nope"), auth[1]]),
+        "a basic header": _scope(ROUTE, [(b"authorization", b"Basic eDp5"), auth[1]]),
+        "no credentials": _scope(ROUTE, [auth[1]]),
+        "an uncached topic": _scope("/api/v1/routes/DemoOrders/", auth),
+        "a sub-path": _scope("/api/v1/routes/TopicTest/compare/", auth),
+        "a root path": {**_scope(ROUTE, auth), "root_path": "/ns"},
+    }
+    assert {why: lane.answer(scope) for why, scope in unusual.items()} == dict.fromkeys(unusual)
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    assert lane.answer(_scope(ROUTE, auth)) is None
