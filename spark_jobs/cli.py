@@ -1,8 +1,11 @@
-"""Command line: ``analyze`` run histories with Spark, ``simulate`` both designs.
+"""Command line: ``analyze`` run histories with Spark, ``simulate`` both designs,
+``calibrate`` the simulator's timings from real runs.
 
     python -m spark_jobs.cli analyze --history DIR --out DIR [--spark-master URL]
     python -m spark_jobs.cli simulate --brokers N --topics N --reads N \
-        --mode eventual|raft|both --seed S --out DIR [--scenario NAME]
+        --mode eventual|raft|both --seed S --out DIR [--scenario NAME] \
+        [--calibrate-from RUNS_DIR|calibration.json [--calibrate-timings]]
+    python -m spark_jobs.cli calibrate --history RUNS_DIR --out calibration.json
 """
 
 from __future__ import annotations
@@ -48,6 +51,18 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=DEFAULTS.seed)
     sim.add_argument("--sample-topics", type=int, default=DEFAULTS.sample_topics)
     sim.add_argument("--out", required=True, type=Path)
+    sim.add_argument("--calibrate-from", type=Path, default=None,
+                     help="real run(s) to measure the timing parameters from (Spark), or a "
+                          "calibration.json written by `calibrate`")
+    sim.add_argument("--calibrate-timings", action="store_true",
+                     help="also take the poll/heartbeat/timeout/scan periods from the runs "
+                          "(the compressed real setup) instead of RocketMQ's defaults")
+    sim.add_argument("--spark-master", default=None)
+    cal = commands.add_parser("calibrate", help="measure the simulator's timings from runs")
+    cal.add_argument("--history", required=True, type=Path,
+                     help="a real run directory, or a directory of run directories")
+    cal.add_argument("--out", required=True, type=Path, help="the calibration JSON to write")
+    cal.add_argument("--spark-master", default=None)
     return parser
 
 
@@ -74,9 +89,39 @@ def run_simulate(args: argparse.Namespace) -> int:
     modes = (MODE_EVENTUAL, MODE_RAFT) if args.mode == MODES_BOTH else (args.mode,)
     base = SimConfig(brokers=args.brokers, topics=args.topics, reads=args.reads,
                      seed=args.seed, scenario=args.scenario, sample_topics=args.sample_topics)
+    calibration = None
+    if args.calibrate_from is not None:
+        from spark_jobs.calibrate import load_calibration
+
+        spark = None
+        if not args.calibrate_from.is_file():
+            from spark_jobs.session import get_spark
+
+            spark = get_spark(args.spark_master)
+        calibration = load_calibration(args.calibrate_from, spark)
+        base = replace(base, calibration_source=str(args.calibrate_from))
     for mode in modes:
-        meta = simulate(replace(base, mode=mode), args.out)
+        config = replace(base, mode=mode)
+        if calibration is not None:
+            try:
+                config = calibration.apply(config, timings=args.calibrate_timings)
+            except ValueError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+        meta = simulate(config, args.out)
         print(json.dumps({"run_id": meta.run_id, "timings": meta.timings}))
+    return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Measure the timing parameters, write them as JSON, print them."""
+    from spark_jobs.calibrate import calibrate
+    from spark_jobs.session import get_spark
+
+    calibration = calibrate(get_spark(args.spark_master), args.history)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(calibration.to_json() + "\n")
+    print(calibration.to_json())
     return 0
 
 
@@ -85,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "analyze":
         return run_analyze(args)
+    if args.command == "calibrate":
+        return run_calibrate(args)
     return run_simulate(args)
 
 

@@ -12,15 +12,17 @@ rebalance with AllocateMessageQueueAveragely every 20 s.
   ``commit_latency_ms`` and a follower applies it ``apply_lag_ms`` later. While the leader
   is down nothing commits until ``election_ms`` has passed.
 
-The parameters are documented in docs/EXPERIMENTS.md "Simulation"; their defaults are
-placeholders to be calibrated from real runs. Everything is driven by one seeded RNG and a
-heap ordered by (time, sequence), so a seed reproduces a history exactly. Rows stream to
+The parameters are documented in docs/EXPERIMENTS.md "Simulation"; the timing ones can be
+measured from real runs (``spark_jobs.calibrate``, ``cli simulate --calibrate-from``).
+Everything is driven by one seeded RNG (latencies by a second one) and a heap ordered by
+(time, sequence), so a seed reproduces a history exactly. Rows stream to
 Parquet in chunks, so memory holds the model state, not the history.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import math
 import random
@@ -109,6 +111,15 @@ class SimConfig:
     sample_topics: int = 200
     sample_interval_ms: int = 5_000
     chunk_rows: int = 50_000
+    rpc_latency_quantiles_ms: tuple[float, ...] = ()
+    """Route-read latency as evenly spaced quantiles (0 %, ..., 100 %), each read drawing
+    from them; empty: every read takes ``rpc_latency_ms``."""
+    commit_latency_quantiles_ms: tuple[float, ...] = ()
+    """Raft commit latency the same way; empty: ``commit_latency_ms``."""
+    expiry_extra_ms: int = 0
+    """Detection delay beyond ``broker_timeout_ms`` (raft's skew allowance and the like)."""
+    calibration_source: str = ""
+    """Where the calibrated values came from (``spark_jobs.calibrate``), for run.json."""
 
     def validate(self) -> None:
         """Refuse settings the model cannot run."""
@@ -120,6 +131,17 @@ class SimConfig:
             raise ValueError("need nodes >= 1, topics >= 1, brokers >= brokers_per_topic")
         if not 0 <= self.fault_start_ms <= self.fault_end_ms <= self.duration_ms:
             raise ValueError("need 0 <= fault_start_ms <= fault_end_ms <= duration_ms")
+        for name in ("rpc_latency_quantiles_ms", "commit_latency_quantiles_ms"):
+            points = getattr(self, name)
+            if points and (len(points) < 2 or points[0] < 0
+                           or any(b < a for a, b in itertools.pairwise(points))):
+                raise ValueError(f"{name} must be at least 2 non-negative, non-decreasing "
+                                 f"values, got {points!r}")
+        if self.expiry_extra_ms < 0 or self.election_ms < 0:
+            raise ValueError("expiry_extra_ms and election_ms must be >= 0")
+        if min(self.heartbeat_interval_ms, self.scan_interval_ms, self.poll_interval_ms,
+               self.rebalance_interval_ms, self.sample_interval_ms) <= 0:
+            raise ValueError("every interval must be positive")
 
 
 @dataclass(slots=True)
@@ -163,6 +185,9 @@ class Simulation:
         self._init_faults()
         self._init_clients()
         self.heap: list[tuple[int, int, int, int]] = []
+        # Latency draws use their own generator, so calibrating latencies does not
+        # reshuffle the model's other random choices.
+        self.latency_rng = random.Random(f"latency-{config.seed}")
         self.seq = 0
         self.op_id = 0
         self.reads_done = 0
@@ -223,6 +248,21 @@ class Simulation:
 
     # --------------------------------------------------------------- the model
 
+    def _draw(self, points: tuple[float, ...], fixed: int) -> int:
+        """A latency from evenly spaced quantiles (linear between them), or ``fixed``."""
+        if not points:
+            return fixed
+        position = self.latency_rng.random() * (len(points) - 1)
+        low = int(position)
+        high = min(low + 1, len(points) - 1)
+        return round(points[low] + (points[high] - points[low]) * (position - low))
+
+    def _rpc_latency(self) -> int:
+        return self._draw(self.cfg.rpc_latency_quantiles_ms, self.cfg.rpc_latency_ms)
+
+    def _commit_latency(self) -> int:
+        return self._draw(self.cfg.commit_latency_quantiles_ms, self.cfg.commit_latency_ms)
+
     def _push(self, at_ms: int, event: int, arg: int) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (at_ms, self.seq, event, arg))
@@ -281,7 +321,7 @@ class Simulation:
         self._push(now_ms + self.cfg.scan_interval_ms, _SCAN, node)
         if not self.node_up[node]:
             return
-        deadline = now_ms - self.cfg.broker_timeout_ms
+        deadline = now_ms - self.cfg.broker_timeout_ms - self.cfg.expiry_extra_ms
         if self.cfg.mode == MODE_EVENTUAL:
             table, heard = self.registered[node], self.heard[node]
             for b in [b for b in range(self.cfg.brokers) if table[b] and heard[b] < deadline]:
@@ -303,7 +343,7 @@ class Simulation:
                            self.broker_names[broker], "{}"))
 
     def _raft_change(self, broker: int, state: bool, now_ms: int, out: HistoryWriter) -> None:
-        commit_ms = max(now_ms, self.leader_ready_ms) + self.cfg.commit_latency_ms
+        commit_ms = max(now_ms, self.leader_ready_ms) + self._commit_latency()
         self.raft_registered[broker] = state
         self.raft_changes[broker].append((commit_ms, state))
         self.commit_times.append(commit_ms)
@@ -327,7 +367,7 @@ class Simulation:
                                now_ms + self.cfg.request_timeout_ms, OUTCOME_TIMEOUT, "",
                                NO_VERSION, "", "{}"))
                 continue
-            done_ms = now_ms + self.cfg.rpc_latency_ms
+            done_ms = now_ms + self._rpc_latency()
             value = self.route_value(node, topic, now_ms)
             outcome = OUTCOME_OK if value else OUTCOME_NOT_FOUND
             out.operation((self._next_op(), client.name, KIND_ROUTE_READ, name,
