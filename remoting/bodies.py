@@ -90,6 +90,13 @@ def _parse_java_int(text: str, what: str, low: int, high: int) -> int:
     return number
 
 
+def _java_int32(text: str, what: str) -> int:
+    """``Integer.parseInt``; up to nine plain ASCII digits (always in range) skip the regex."""
+    if 0 < len(text) <= 9 and text.isascii() and text.isdigit():
+        return int(text)
+    return _parse_java_int(text, what, _INT32_MIN, _INT32_MAX)
+
+
 def _int(obj: _JSONObject, key: str, default: int) -> int:
     value = obj.get(key)
     if value is None:
@@ -622,13 +629,16 @@ def decode_topic_config_text(text: str) -> TopicConfig:
         raise BodyDecodeError(f"topic config text has {len(parts)} parts, needs 5")
     if parts[4] not in TOPIC_FILTER_TYPES:
         raise BodyDecodeError(f"unknown topic filter type {parts[4][:40]!r}")
+    attributes: dict[str, str] = {}
+    if len(parts) >= 6 and parts[5] != "{}":  # "{}": what every topic without attributes has
+        attributes = _text_attributes(parts[5])
     return TopicConfig(
         topic_name=parts[0],
-        read_queue_nums=_parse_java_int(parts[1], "readQueueNums", _INT32_MIN, _INT32_MAX),
-        write_queue_nums=_parse_java_int(parts[2], "writeQueueNums", _INT32_MIN, _INT32_MAX),
-        perm=_parse_java_int(parts[3], "perm", _INT32_MIN, _INT32_MAX),
+        read_queue_nums=_java_int32(parts[1], "readQueueNums"),
+        write_queue_nums=_java_int32(parts[2], "writeQueueNums"),
+        perm=_java_int32(parts[3], "perm"),
         topic_filter_type=parts[4],
-        attributes=_text_attributes(parts[5]) if len(parts) >= 6 else {},
+        attributes=attributes,
     )
 
 

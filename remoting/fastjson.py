@@ -179,16 +179,18 @@ def _reject_constant(name: str) -> object:
 
 def _nesting_depth(value: object) -> int:
     """Deepest container nesting of a parsed value, without recursion."""
+    if not isinstance(value, dict | list):
+        return 0
     deepest = 0
-    stack: list[tuple[object, int]] = [(value, 0)]
+    # Only containers go on the stack: a large body is mostly scalars.
+    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, depth + 1)
-            stack.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, list):
-            deepest = max(deepest, depth + 1)
-            stack.extend((child, depth + 1) for child in item)
+        if depth > deepest:
+            deepest = depth
+        for child in item.values() if isinstance(item, dict) else item:
+            if type(child) is dict or type(child) is list:
+                stack.append((child, depth + 1))
     return deepest
 
 
