@@ -12,6 +12,10 @@ Rules this module implements (the why is in ``docs/RAFT.md``):
   on every PySyncObj failure until ``propose_timeout_s``, and the apply side drops
   a second copy of an id it already applied (a bounded, replicated window), so a
   retry after an ambiguous failure never applies a command twice.
+* Group commit: proposals queue on the event loop; while a node has
+  ``max_batches_in_flight`` entries in flight, the rest wait and then leave
+  together as one batch entry, applied in order with each sub-result routed to
+  its own caller. PySyncObj sends each entry as soon as it is queued.
 * A proposal is reported only after this node's journal is flushed (one msync per
   tick serves every proposal applied in that tick); followers flush before they
   acknowledge entries, and term/vote metadata is fsynced before votes go out.
@@ -22,7 +26,6 @@ Rules this module implements (the why is in ``docs/RAFT.md``):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import itertools
 import json
@@ -34,7 +37,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +50,14 @@ from pysyncobj.transport import TCPTransport
 
 from raftstore.commands import Barrier, BrokerHeartbeat, Command, ExpireBrokers, QueryDataVersion
 from raftstore.raft_append import PySyncObjLogView, trim_append_entries
-from raftstore.raft_codec import CodecError, decode_entry, encode_entry
+from raftstore.raft_codec import (
+    BATCH_OVERHEAD_BYTES,
+    BATCH_PART_BYTES,
+    CodecError,
+    decode_entries,
+    encode_batch,
+    encode_entry,
+)
 from raftstore.replicator import (
     MODE_RAFT,
     ApplyListener,
@@ -75,6 +85,9 @@ every timeout/4 by its designated member and every timeout/2 by the others, so c
 never lets it expire between two touches."""
 DEFAULT_SKEW_ALLOWANCE_MS = 5_000
 RETRY_BACKOFF_S = 0.1
+BATCH_ANSWER_TIMEOUT_S = 1.0
+"""A batch PySyncObj has not answered for this long (its node lost track of it, e.g. a
+snapshot replaced the entries) frees its in-flight slot and its proposals are retried."""
 STATUS_REFRESH_S = 0.05
 DEDUPE_WINDOW_ENTRIES = 8192
 CHECKPOINT_EVERY_ENTRIES = 128
@@ -109,12 +122,20 @@ class MembershipError(ReplicationError):
 class RaftSettings:
     """The PySyncObj settings we ship; see docs/RAFT.md for each choice.
 
-    ``append_entries_period_s`` stays at 50 ms: a few-ms period multiplies the
-    in-flight AppendEntries and, with PySyncObj 0.3.17's unconditional follower
-    truncation, reproduced "truncating already-applied log entries".
+    ``send_at_once`` (PySyncObj's ``appendEntriesUseBatch`` off) wakes the tick
+    thread when an entry is queued and sends it at once, and sends the new commit
+    index right after the leader applies; ``append_entries_period_s`` is then only
+    the heartbeat. That many AppendEntries in flight made PySyncObj 0.3.17 truncate
+    applied entries; :mod:`raftstore.raft_append` trims re-sent entries on the
+    follower, so it no longer does. Group commit bounds the entries anyway: at most
+    ``max_batches_in_flight`` log entries per node are pending, each holding up to
+    ``max_batch_commands`` commands.
     """
 
     append_entries_period_s: float = 0.05
+    send_at_once: bool = True
+    max_batches_in_flight: int = 2
+    max_batch_commands: int = 1024
     raft_min_timeout_s: float = 0.6
     raft_max_timeout_s: float = 1.5
     connection_timeout_s: float = 3.0
@@ -144,7 +165,7 @@ class RaftSettings:
             connectionRetryTime=self.connection_retry_s,
             leaderFallbackTimeout=self.leader_fallback_timeout_s,
             autoTickPeriod=self.auto_tick_period_s,
-            appendEntriesUseBatch=True,
+            appendEntriesUseBatch=not self.send_at_once,
             appendEntriesBatchSizeBytes=self.append_entries_batch_bytes,
             logCompactionMinEntries=self.log_compaction_min_entries,
             logCompactionMinTime=self.log_compaction_min_time_s,
@@ -358,6 +379,26 @@ logging.getLogger("pysyncobj.syncobj").addHandler(_ALARMS)
 # ------------------------------------------------------------------ replicator
 
 
+@dataclass(slots=True, eq=False)
+class _Proposal:
+    """One command waiting for its batch: its entry bytes and its caller's future."""
+
+    proposal_id: str
+    entry: bytes
+    future: asyncio.Future[ApplyResult]
+    last_failure: str = "none"
+    abandoned: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """Proposals submitted together as one log entry."""
+
+    proposals: list[_Proposal]
+    finished: bool = False
+    timer: asyncio.TimerHandle | None = None
+
+
 @dataclass(slots=True)
 class _BarrierGroup:
     future: asyncio.Future[None]
@@ -416,6 +457,10 @@ class RaftReplicator:
         self._checkpoints: OrderedDict[int, str] = OrderedDict()
         self._alarms: list[str] = []
         self._waiters: dict[str, asyncio.Future[ApplyResult]] = {}
+        self._queue: deque[_Proposal] = deque()
+        self._in_flight: set[_Batch] = set()
+        self._flush_scheduled = False
+        self.batches_submitted = 0
         self._ready: list[tuple[str, ApplyResult | BaseException]] = []
         self._ready_lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -479,6 +524,12 @@ class RaftReplicator:
             if not waiter.done():
                 waiter.set_exception(ReplicationError(f"{self.node_id} stopped"))
         self._waiters.clear()
+        self._queue.clear()
+        for batch in self._in_flight:
+            batch.finished = True
+            if batch.timer is not None:
+                batch.timer.cancel()
+        self._in_flight.clear()
         if self._barrier_task is not None:
             self._barrier_task.cancel()
             self._barrier_task = None
@@ -489,58 +540,123 @@ class RaftReplicator:
     # -------------------------------------------------------------- writes
 
     async def propose(self, command: Command) -> ApplyResult:
-        """Commit ``command`` and return its result once applied on this node."""
-        sync = self._require_started()
-        loop = asyncio.get_running_loop()
+        """Commit ``command`` and return its result once applied on this node.
+
+        The command joins the next group-commit batch (see :meth:`_flush`); its
+        answer is its own sub-result of that batch.
+        """
+        self._require_started()
+        loop = self._loop_for_proposals()
         proposal_id = f"{self.node_id}/{self._boot}/{next(self._ids)}"
         entry = encode_entry(proposal_id, command)
-        if len(entry) >= self._settings.max_entry_bytes():
+        if len(entry) >= self._settings.max_entry_bytes() - BATCH_OVERHEAD_BYTES:
             raise ReplicationError(f"{type(command).__name__} too large: {len(entry)} bytes")
         applied: asyncio.Future[ApplyResult] = loop.create_future()
+        proposal = _Proposal(proposal_id, entry, applied)
         self._waiters[proposal_id] = applied
-        deadline = loop.time() + self._propose_timeout_s
-        last_failure = "none"
+        self._queue.append(proposal)
+        self._kick()
+        timer = loop.call_later(
+            self._propose_timeout_s, self._expire, proposal, type(command).__name__
+        )
         try:
-            while True:
-                failed = self._submit(sync, loop, entry)
-                remaining = deadline - loop.time()
-                watched: list[asyncio.Future[Any]] = [applied, failed]
-                done, _ = await asyncio.wait(
-                    watched, timeout=max(remaining, 0.0),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if applied.done():
-                    return applied.result()
-                if not done or deadline - loop.time() <= 0:
-                    raise self._no_quorum(command, last_failure)
-                last_failure = _FAIL_NAMES.get(failed.result(), str(failed.result()))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        asyncio.shield(applied),
-                        min(RETRY_BACKOFF_S, max(deadline - loop.time(), 0.0)),
-                    )
-                if applied.done():
-                    return applied.result()
+            return await applied
         finally:
+            timer.cancel()
+            proposal.abandoned = True
             self._waiters.pop(proposal_id, None)
 
-    def _submit(
-        self, sync: _RouteLog, loop: asyncio.AbstractEventLoop, entry: bytes
-    ) -> asyncio.Future[int]:
-        failed: asyncio.Future[int] = loop.create_future()
+    def _loop_for_proposals(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            raise ReplicationError(f"{self.node_id}: propose from a foreign event loop")
+        return loop
+
+    def _expire(self, proposal: _Proposal, command_name: str) -> None:
+        if not proposal.future.done():
+            proposal.future.set_exception(self._no_quorum(command_name, proposal.last_failure))
+
+    def _kick(self) -> None:
+        """Form a batch on the next loop iteration: everything proposed in this
+        iteration (and while earlier batches are in flight) travels together."""
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Group commit: while fewer than ``max_batches_in_flight`` batches are in
+        flight, submit the queued proposals as one log entry (a batch entry when
+        there are several, the plain entry when there is one)."""
+        self._flush_scheduled = False
+        sync = self._sync
+        settings = self._settings
+        limit_bytes = settings.max_entry_bytes()
+        while self._queue and len(self._in_flight) < settings.max_batches_in_flight:
+            picked: list[_Proposal] = []
+            size = BATCH_OVERHEAD_BYTES
+            while self._queue and len(picked) < settings.max_batch_commands:
+                head = self._queue[0]
+                if head.abandoned or head.future.done():
+                    self._queue.popleft()
+                    continue
+                if picked and size + len(head.entry) + BATCH_PART_BYTES >= limit_bytes:
+                    break
+                picked.append(self._queue.popleft())
+                size += len(head.entry) + BATCH_PART_BYTES
+            if not picked:
+                break
+            if sync is None:
+                for proposal in picked:
+                    if not proposal.future.done():
+                        proposal.future.set_exception(ReplicationError(f"{self.node_id} stopped"))
+                continue
+            self._submit(sync, picked)
+
+    def _submit(self, sync: _RouteLog, picked: list[_Proposal]) -> None:
+        loop = self._loop
+        assert loop is not None
+        data = picked[0].entry if len(picked) == 1 else encode_batch([p.entry for p in picked])
+        batch = _Batch(picked)
+        self._in_flight.add(batch)
+        batch.timer = loop.call_later(
+            BATCH_ANSWER_TIMEOUT_S, self._batch_done, batch, FAIL_REASON.UNKNOWN_OUTCOME
+        )
 
         def on_result(_result: object, error: int) -> None:
-            # Success is reported by the apply path (after the journal flush).
-            if error != FAIL_REASON.SUCCESS:
-                loop.call_soon_threadsafe(_set_if_pending, failed, error)
+            # Runs on the tick thread. Success only frees the in-flight slot: each
+            # proposal is answered by the apply path, after the journal flush.
+            loop.call_soon_threadsafe(self._batch_done, batch, error)
 
-        sync.apply_entry(entry, callback=on_result)
-        return failed
+        self.batches_submitted += 1
+        sync.apply_entry(data, callback=on_result)
 
-    def _no_quorum(self, command: Command, last_failure: str) -> NoQuorumError:
+    def _batch_done(self, batch: _Batch, error: int) -> None:
+        if batch.finished:
+            return
+        batch.finished = True
+        if batch.timer is not None:
+            batch.timer.cancel()
+        self._in_flight.discard(batch)
+        if error != FAIL_REASON.SUCCESS:
+            # Retry what is still waiting, after a pause; a copy that did commit
+            # after all is dropped at apply by its proposal id.
+            reason = _FAIL_NAMES.get(error, str(error))
+            for proposal in batch.proposals:
+                proposal.last_failure = reason
+            if self._loop is not None:
+                self._loop.call_later(RETRY_BACKOFF_S, self._requeue, batch.proposals)
+        self._kick()
+
+    def _requeue(self, proposals: list[_Proposal]) -> None:
+        live = [p for p in proposals if not (p.abandoned or p.future.done())]
+        if live:
+            self._queue.extendleft(reversed(live))
+            self._kick()
+
+    def _no_quorum(self, command_name: str, last_failure: str) -> NoQuorumError:
         view = self._view
         return NoQuorumError(
-            f"no quorum: {type(command).__name__} was not applied on {self.node_id} within "
+            f"no quorum: {command_name} was not applied on {self.node_id} within "
             f"{self._propose_timeout_s:.1f} s (state={view.state}, leader={view.leader}, "
             f"has_quorum={view.has_quorum}, last failure={last_failure}); it may still "
             f"apply later if a leader accepted it"
@@ -576,32 +692,39 @@ class RaftReplicator:
 
     def _apply_entry(self, entry: bytes, index: int) -> None:
         try:
-            decoded = decode_entry(entry)
+            decoded = decode_entries(entry)
         except CodecError as exc:
             # Skipping would diverge from nodes that can decode it: halt instead
             # (PySyncObj retries the entry on every tick until upgraded).
             self._raise_alarm(f"undecodable entry at {index}: {exc}")
             raise
-        outcome: ApplyResult | BaseException
+        ready: list[tuple[str, ApplyResult | BaseException]] = []
+        waiters = self._waiters
         with self._lock:
             self._last_command_index = index
-            if decoded.proposal_id in self._seen:
-                return
-            self._remember(decoded.proposal_id)
-            try:
-                outcome = self._table.apply(decoded.command)
-            except Exception as exc:
-                # Deterministic: every node raises on the same entry and skips it.
-                logger.exception("apply failed at %d", index)
-                outcome = ReplicationError(f"apply failed: {exc}")
-            self.applied_entries += 1
+            for part in decoded:
+                # A batch applies its commands in order, each with the time its
+                # proposer stamped: the same on every node.
+                if part.proposal_id in self._seen:
+                    continue
+                self._remember(part.proposal_id)
+                outcome: ApplyResult | BaseException
+                try:
+                    outcome = self._table.apply(part.command)
+                except Exception as exc:
+                    # Deterministic: every node raises on the same command and skips it.
+                    logger.exception("apply failed at %d", index)
+                    outcome = ReplicationError(f"apply failed: {exc}")
+                self.applied_entries += 1
+                if isinstance(outcome, ApplyResult):
+                    self._notify(part.command, outcome)
+                if part.proposal_id in waiters:
+                    ready.append((part.proposal_id, outcome))
             if index % CHECKPOINT_EVERY_ENTRIES == 0:
                 self._checkpoint(index)
-            if isinstance(outcome, ApplyResult):
-                self._notify(decoded.command, outcome)
-        if decoded.proposal_id in self._waiters:
+        if ready:
             with self._ready_lock:
-                self._ready.append((decoded.proposal_id, outcome))
+                self._ready.extend(ready)
 
     def _remember(self, proposal_id: str) -> None:
         self._seen[proposal_id] = None

@@ -106,3 +106,42 @@ def test_it_refuses_bytes_it_does_not_know(data: bytes) -> None:
 def test_it_refuses_a_field_of_the_wrong_type() -> None:
     with pytest.raises(CodecError):
         decode_entry(b'RQj{"v":1,"id":"","t":"PutKV","c":{"namespace":1,"key":"k","value":"v"}}')
+
+
+def test_a_batch_holds_several_entries_in_order() -> None:
+    from raftstore.raft_codec import decode_entries, encode_batch
+
+    parts = [encode_entry(f"n1/b/{i}", command) for i, command in enumerate(EVERY_COMMAND)]
+    decoded = decode_entries(encode_batch(parts))
+    assert [entry.proposal_id for entry in decoded] == [f"n1/b/{i}" for i in range(len(parts))]
+    assert [entry.command for entry in decoded] == EVERY_COMMAND
+
+
+def test_a_plain_entry_decodes_as_a_list_of_one() -> None:
+    from raftstore.raft_codec import decode_entries
+
+    entry = encode_entry("n1/b/1", PutKV("ns", "k", "v"))
+    assert decode_entries(entry) == [decode_entry(entry)]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"RQb", b"RQb\x00\x00\x00\x00", b"RQb\x00\x00\x00\x01\x00\x00\x00\x09RQj{}",
+     b"RQb\x00\x00\x00\x01\x00\x00\x00\x03RQbXX", b"RQb\x00\x00\x00\x02\x00\x00\x00\x00"],
+    ids=["no-count", "empty", "truncated", "nested", "short-part"],
+)
+def test_it_refuses_a_malformed_batch(data: bytes) -> None:
+    from raftstore.raft_codec import decode_entries
+
+    with pytest.raises((CodecError, ValueError)):
+        decode_entries(data)
+
+
+def test_a_batch_refuses_to_nest_or_to_be_empty() -> None:
+    from raftstore.raft_codec import encode_batch
+
+    inner = encode_batch([encode_entry("n1/b/1", PutKV("ns", "k", "v"))])
+    with pytest.raises(CodecError):
+        encode_batch([inner])
+    with pytest.raises(CodecError):
+        encode_batch([])
