@@ -7,13 +7,21 @@ inside the leader's process, so the figures measure Raft, not the driver.
 
 Compared in one run (docs/BENCHMARKS.md "## raft" has the results):
 
-* ``tuned``: the RaftSettings we ship (50 ms append period, 20 ms tick, fsync on);
+* ``tuned``: the RaftSettings we ship (group commit, entries sent as soon as they
+  are queued, 50 ms heartbeat, 20 ms tick, fsync on);
+* ``no-group-commit``: the same, but one command per log entry (up to 256 entries
+  in flight), to show what group commit buys;
 * ``pysyncobj-defaults``: the same replicator with PySyncObj's default timing
-  (100 ms append period, 50 ms tick, 0.4-1.4 s election, 30 s leader fallback);
+  (entries sent on a 100 ms timer, 50 ms tick, 0.4-1.4 s election, 30 s leader
+  fallback);
 * ``raw-pysyncobj``: a bare SyncObj with one no-op replicated method and default
   config, no journal: the floor of what PySyncObj itself costs;
 * ``etcd``: a 3-member etcd (Debian etcd-server) put of the same payload size over
   its HTTP/JSON gateway, when ``etcd`` is installed.
+
+Loads: "light" is sequential proposals on the leader; "heavy" keeps 256 in flight on
+the leader; "spread" runs the heavy load split over the three nodes at once (85 in
+flight each), as brokers register with every node (followers forward to the leader).
 
 Run: ``.venv/bin/python bench/raft_write.py [--heavy 5000] [--light 200]``.
 """
@@ -54,7 +62,9 @@ FAILOVER_PROBE_S = 0.02
 FAILOVER_LIMIT_S = 30.0
 ETCD_CLIENTS = 32
 
+NO_GROUP_COMMIT = {"max_batch_commands": 1, "max_batches_in_flight": HEAVY_CONCURRENCY}
 PYSYNCOBJ_DEFAULT_TIMING = {
+    "send_at_once": False,
     "append_entries_period_s": 0.1,
     "raft_min_timeout_s": 0.4,
     "raft_max_timeout_s": 1.4,
@@ -126,7 +136,8 @@ class _RawNode:
     def status(self) -> dict[str, Any]:
         raw = self.sync.getStatus()
         leader = raw.get("leader")
-        return {"state": {2: "leader"}.get(raw["state"], "other"), "leader": leader and leader.id}
+        return {"state": {2: "leader"}.get(raw["state"], "other"), "leader": leader and leader.id,
+                "cpu_s": time.process_time(), "entries": 0}  # fmt: skip
 
 
 class _ReplicatorNode:
@@ -138,10 +149,13 @@ class _ReplicatorNode:
 
     def status(self) -> dict[str, Any]:
         status = self.replicator.status()
-        return {"state": status.state, "leader": status.leader, "alarms": list(status.alarms)}
+        return {"state": status.state, "leader": status.leader, "alarms": list(status.alarms),
+                "cpu_s": time.process_time(), "entries": status.commit_index}  # fmt: skip
 
 
-async def _load(node: Any, start: int, count: int, concurrency: int) -> dict[str, Any]:
+async def _load(
+    node: Any, start: int, count: int, concurrency: int, keep: bool = False
+) -> dict[str, Any]:
     latencies: list[float] = []
     errors = 0
     indices = iter(range(start, start + count))
@@ -165,6 +179,7 @@ async def _load(node: Any, start: int, count: int, concurrency: int) -> dict[str
         "p50_ms": _util.percentile(latencies, 0.5),
         "p99_ms": _util.percentile(latencies, 0.99),
         "errors": errors,
+        "latencies": latencies if keep else [],
     }
 
 
@@ -190,7 +205,9 @@ async def _serve(args: argparse.Namespace) -> None:
         if order["op"] == "status":
             reply = node.status()
         elif order["op"] == "load":
-            reply = await _load(node, order["start"], order["count"], order["concurrency"])
+            reply = await _load(
+                node, order["start"], order["count"], order["concurrency"], order.get("keep", False)
+            )
         else:
             try:
                 await node.propose(order["start"])
@@ -217,9 +234,18 @@ class Node:
 
     def ask(self, **order: Any) -> dict[str, Any]:
         """One order, one reply."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.tell(**order)
+        return self.reply()
+
+    def tell(self, **order: Any) -> None:
+        """Send one order without waiting for its reply."""
+        assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(order) + "\n")
         self.proc.stdin.flush()
+
+    def reply(self) -> dict[str, Any]:
+        """The reply to the oldest order not yet answered."""
+        assert self.proc.stdout is not None
         reply: dict[str, Any] = json.loads(self.proc.stdout.readline())
         return reply
 
@@ -259,7 +285,18 @@ def run_config(
         leader = _leader(nodes)
         leader.ask(op="load", start=0, count=50, concurrency=8)  # warm-up
         quiet = leader.ask(op="load", start=1000, count=light, concurrency=1)
+        before = [node.ask(op="status") for node in nodes]
+        began = time.monotonic()
         loaded = leader.ask(op="load", start=100_000, count=heavy, concurrency=HEAVY_CONCURRENCY)
+        elapsed = time.monotonic() - began
+        after = [node.ask(op="status") for node in nodes]
+        cpu = [a["cpu_s"] - b["cpu_s"] for a, b in zip(after, before, strict=True)]
+        lead = nodes.index(leader)
+        loaded["leader_cpu"] = cpu[lead] / elapsed
+        loaded["followers_cpu"] = sum(cpu) / elapsed - loaded["leader_cpu"]
+        if kind != "raw":
+            loaded["per_entry"] = heavy / max(1, after[lead]["entries"] - before[lead]["entries"])
+        spread = _spread_load(nodes, heavy)
         alarms = [a for n in nodes if kind != "raw" for a in n.ask(op="status").get("alarms", [])]
         survivor = next(n for n in nodes if n is not leader)
         leader.kill()
@@ -272,12 +309,31 @@ def run_config(
                 failover_s = time.monotonic() - killed
                 break
             time.sleep(FAILOVER_PROBE_S)
-        return {"name": name, "light": quiet, "heavy": loaded, "failover_s": failover_s,
-                "alarms": alarms}  # fmt: skip
+        return {"name": name, "light": quiet, "heavy": loaded, "spread": spread,
+                "failover_s": failover_s, "alarms": alarms}  # fmt: skip
     finally:
         for node in nodes:
             if node.proc.poll() is None:
                 node.kill()
+
+
+def _spread_load(nodes: list[Node], count: int) -> dict[str, Any]:
+    """The heavy load split over every node (as brokers register with every node):
+    each proposes a third, a third of the in-flight budget each, at the same time."""
+    share = count // len(nodes)
+    began = time.monotonic()
+    for i, node in enumerate(nodes):
+        node.tell(op="load", start=200_000 + i * share, count=share,
+                  concurrency=HEAVY_CONCURRENCY // len(nodes), keep=True)  # fmt: skip
+    replies = [node.reply() for node in nodes]
+    elapsed = time.monotonic() - began
+    latencies = [x for r in replies for x in r["latencies"]]
+    return {
+        "per_s": len(latencies) / elapsed,
+        "p50_ms": _util.percentile(latencies, 0.5),
+        "p99_ms": _util.percentile(latencies, 0.99),
+        "errors": sum(r["errors"] for r in replies),
+    }
 
 
 # ------------------------------------------------------------------ etcd baseline
@@ -347,6 +403,14 @@ def run_etcd(light: int, heavy: int, root: Path) -> dict[str, Any] | None:
             proc.wait()
 
 
+def _spread(result: dict[str, Any], key: str, spec: str) -> str:
+    return _fmt(result["spread"][key], spec) if "spread" in result else "n/a"
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
 def main() -> None:
     """Parse arguments; serve a node or run the whole comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -369,6 +433,8 @@ def main() -> None:
         root = Path(folder)
         results = [
             run_config("tuned", "replicator", {}, args.light, args.heavy, root),
+            run_config("no-group-commit", "replicator", NO_GROUP_COMMIT,
+                       args.light, args.heavy, root),
             run_config("pysyncobj-defaults", "replicator", PYSYNCOBJ_DEFAULT_TIMING,
                        args.light, args.heavy, root),
             run_config("raw-pysyncobj", "raw", {}, args.light, args.heavy, root),
@@ -380,15 +446,24 @@ def main() -> None:
         [r["name"], f"{r['heavy']['per_s']:.0f}", f"{r['heavy']['p50_ms']:.1f}",
          f"{r['heavy']['p99_ms']:.1f}", f"{r['light']['p50_ms']:.1f}",
          f"{r['light']['p99_ms']:.1f}", f"{r['failover_s']:.2f}",
-         r["heavy"]["errors"] + r["light"]["errors"], len(r["alarms"])]
+         _spread(r, "per_s", ".0f"), _spread(r, "p50_ms", ".1f"), _spread(r, "p99_ms", ".1f"),
+         r["heavy"]["errors"] + r["light"]["errors"] + r.get("spread", {}).get("errors", 0),
+         len(r["alarms"]),
+         _fmt(r["heavy"].get("per_entry"), ".1f"), _fmt(r["heavy"].get("leader_cpu"), ".2f"),
+         _fmt(r["heavy"].get("followers_cpu"), ".2f")]
         for r in results
     ]  # fmt: skip
     _util.print_table(
         "3 nodes, loopback",
         ["config", "writes/s (256 in flight)", "p50 ms", "p99 ms", "light p50 ms",
-         "light p99 ms", "failover s", "errors", "alarms"],
+         "light p99 ms", "failover s", "spread writes/s", "spread p50 ms", "spread p99 ms",
+         "errors", "alarms", "commands per log entry",
+         "leader CPU (cores)", "followers CPU (cores)"],
         rows,
     )  # fmt: skip
+    raw = next(r for r in results if r["name"] == "raw-pysyncobj")
+    ratio = results[0]["heavy"]["per_s"] / raw["heavy"]["per_s"]
+    print(f"tuned vs raw PySyncObj no-ops (same run): {ratio:.2f}x writes/s")
     if etcd is None and not args.no_etcd:
         print("etcd baseline skipped: no `etcd` binary (apt-get install etcd-server)")
 
