@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import ProtocolError
-from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
+from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame, encode_frame_prefix
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,9 @@ class Connection(asyncio.Protocol):
         self.peer_host = ""
         self.peer_port = 0
         self._server = server
+        # Read on every request: kept here rather than looked up through the server.
+        self._handler = server.handler
+        self._max_inflight = server.max_inflight_per_connection
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder(server.frame_bytes_max)
@@ -266,11 +269,7 @@ class Connection(asyncio.Protocol):
             # Nothing on the server side ever waits for an answer.
             log.debug("%s: ignoring response frame opaque=%d", self.id, cmd.opaque)
             return
-        if (
-            self._backlog
-            or self._writing_paused
-            or (len(self._tasks) >= self._server.max_inflight_per_connection)
-        ):
+        if self._backlog or self._writing_paused or len(self._tasks) >= self._max_inflight:
             self._backlog.append(cmd)
             self._update_reading()
             return
@@ -289,7 +288,7 @@ class Connection(asyncio.Protocol):
 
     def _start(self, request: RemotingCommand) -> None:
         try:
-            pending = self._server.handler(request, self)
+            pending = self._handler(request, self)
         except Exception as exc:
             self._answer(request, self._failure(request, exc))
             return
@@ -346,22 +345,34 @@ class Connection(asyncio.Protocol):
                 response, opaque=request.opaque, flag=response.flag | FLAG_RESPONSE
             )
         try:
-            frame = encode_frame(response)
+            prefix = encode_frame_prefix(response)
         except Exception as exc:
             log.warning("%s: cannot encode answer to code %d", self.id, request.code, exc_info=True)
-            frame = encode_frame(
-                make_response(request, ResponseCode.SYSTEM_ERROR, remark=describe_exception(exc))
+            self._write(
+                encode_frame(
+                    make_response(
+                        request, ResponseCode.SYSTEM_ERROR, remark=describe_exception(exc)
+                    )
+                )
             )
-        self._write(frame)
+            return
+        # The body goes out as it is: joined with the other answers of this
+        # iteration when they are flushed, never copied onto its prefix first.
+        self._write(prefix, response.body)
 
-    def _write(self, frame: bytes) -> None:
+    def _write(self, frame: bytes, body: bytes | None = None) -> None:
         transport = self._transport
         if transport is None or transport.is_closing():
             return
         # Answers finished in the same loop iteration leave in one send():
         # under pipelined load a syscall per answer costs more than the answer.
-        self._outgoing.append(frame)
-        self._outgoing_bytes += len(frame)
+        outgoing = self._outgoing
+        outgoing.append(frame)
+        if body:
+            outgoing.append(body)
+            self._outgoing_bytes += len(frame) + len(body)
+        else:
+            self._outgoing_bytes += len(frame)
         if not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
