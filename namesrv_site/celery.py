@@ -3,8 +3,8 @@
 Beat builds its schedule from the cluster file the launcher writes
 (``NAMESRV['CLUSTER_FILE']``, env ``NAMESRV_CLUSTER_FILE``): one
 ``namesrv_app.tasks.scan_node`` entry per node every ``NAMESRV['SCAN_INTERVAL_S']``
-seconds (env ``NAMESRV_SCAN_INTERVAL_S``). The broker is Redis
-(``CELERY_BROKER_URL`` from ``REDIS_URL``).
+seconds (env ``NAMESRV_SCAN_INTERVAL_S``), each node on its own phase of the period
+(see ``PhasedSchedule``). The broker is Redis (``CELERY_BROKER_URL`` from ``REDIS_URL``).
 
 Start them with ``celery -A namesrv_site.celery worker`` and
 ``celery -A namesrv_site.celery beat`` (``manage.py cluster up`` does).
@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from celery.schedules import schedstate, schedule
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "namesrv_site.settings")
 
@@ -41,33 +45,92 @@ def node_ids_of(cluster_file: Path) -> list[str]:
     return [str(node["id"]) for node in data.get("nodes", []) if "id" in node]
 
 
-def build_beat_schedule(node_ids: list[str], interval_s: float) -> dict[str, dict[str, Any]]:
-    """One scan entry per node, every ``interval_s`` seconds.
+class PhasedSchedule(schedule):  # type: ignore[misc]  # celery has no stubs
+    """Every ``run_every`` seconds, at the instants ``phase_s + k * run_every`` of the epoch.
 
+    A plain interval schedule starts every entry when beat starts, so one beat would
+    scan every node on the same tick. RocketMQ's NameServers each run their own
+    scan timer, started whenever that node started, so a silent broker leaves the
+    nodes' tables one after another, not at once. Giving each node its own phase
+    keeps that disagreement window in eventual mode (it is what the experiments
+    measure) and spreads the scans' load over the period. Fixed instants also
+    mean a late run does not shift the following ones.
+    """
+
+    def __init__(
+        self,
+        run_every: float | timedelta,
+        phase_s: float = 0.0,
+        nowfun: Callable[[], datetime] | None = None,
+        app: Celery | None = None,
+    ) -> None:
+        super().__init__(run_every, relative=False, nowfun=nowfun, app=app)
+        if self.seconds <= 0:
+            raise ValueError(f"a scan period must be positive, got {run_every}")
+        self.phase_s = float(phase_s) % self.seconds
+
+    def next_after(self, epoch_s: float) -> float:
+        """The first instant of this schedule strictly after ``epoch_s``."""
+        period = float(self.seconds)
+        return self.phase_s + (math.floor((epoch_s - self.phase_s) / period) + 1) * period
+
+    def _now_s(self) -> float:
+        return float(self.maybe_make_aware(self.now()).timestamp())
+
+    def remaining_estimate(self, last_run_at: datetime) -> timedelta:
+        last_s = self.maybe_make_aware(last_run_at).timestamp()
+        return timedelta(seconds=self.next_after(last_s) - self._now_s())
+
+    def is_due(self, last_run_at: datetime) -> schedstate:
+        remaining_s = self.remaining_estimate(last_run_at).total_seconds()
+        if remaining_s <= 0:
+            now_s = self._now_s()
+            return schedstate(is_due=True, next=self.next_after(now_s) - now_s)
+        return schedstate(is_due=False, next=remaining_s)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PhasedSchedule):
+            return self.run_every == other.run_every and self.phase_s == other.phase_s
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return self.__class__, (self.run_every, self.phase_s, self.nowfun)
+
+    def __repr__(self) -> str:
+        return f"<freq: {self.human_seconds}, phase {self.phase_s:g}s>"
+
+
+def build_beat_schedule(node_ids: list[str], interval_s: float) -> dict[str, dict[str, Any]]:
+    """One scan entry per node, every ``interval_s`` seconds, the nodes' phases spread evenly.
+
+    Node ``i`` of ``n`` scans at phase ``i * interval_s / n`` (``PhasedSchedule``).
     A scan older than one interval is useless (the next one is already due), so
     each message expires after one interval: a worker that was down does not
     come back to a pile of stale scans.
     """
     if interval_s <= 0:
         raise ValueError(f"NAMESRV['SCAN_INTERVAL_S'] must be positive, got {interval_s}")
-    schedule: dict[str, dict[str, Any]] = {
+    period = float(interval_s)
+    entries: dict[str, dict[str, Any]] = {
         f"scan-not-active-broker-{node_id}": {
             "task": SCAN_TASK_NAME,
-            "schedule": float(interval_s),
+            "schedule": PhasedSchedule(period, phase_s=index * period / len(node_ids)),
             "args": (node_id,),
-            "options": {"expires": float(interval_s)},
+            "options": {"expires": period},
         }
-        for node_id in node_ids
+        for index, node_id in enumerate(node_ids)
     }
     if len(node_ids) > 1:
         # Once per cluster, not per node: compare every node's digest and tell the
         # consoles when they disagree.
-        schedule["check-divergence"] = {
+        entries["check-divergence"] = {
             "task": DIVERGENCE_TASK_NAME,
-            "schedule": float(interval_s),
-            "options": {"expires": float(interval_s)},
+            "schedule": period,
+            "options": {"expires": period},
         }
-    return schedule
+    return entries
 
 
 @app.on_after_configure.connect  # type: ignore[untyped-decorator]  # celery has no stubs
