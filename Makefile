@@ -41,7 +41,7 @@ test-slow: setup
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy remoting raftstore
+	$(VENV)/bin/mypy remoting raftstore namesrv_app namesrv_site broker_app spark_jobs tools bench
 
 bench: setup
 	$(PY) bench/cores.py

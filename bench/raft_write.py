@@ -126,8 +126,12 @@ class _RawNode:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[int] = loop.create_future()
 
+        def settle(error: int) -> None:
+            if not done.done():
+                done.set_result(error)
+
         def callback(_result: object, error: int) -> None:
-            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(error))
+            loop.call_soon_threadsafe(settle, error)
 
         self.sync.noop(self.payload, callback=callback)
         if await done != 0:

@@ -72,7 +72,8 @@ class PhasedSchedule(schedule):  # type: ignore[misc]  # celery has no stubs
     def next_after(self, epoch_s: float) -> float:
         """The first instant of this schedule strictly after ``epoch_s``."""
         period = float(self.seconds)
-        return self.phase_s + (math.floor((epoch_s - self.phase_s) / period) + 1) * period
+        phase_s = float(self.phase_s)
+        return phase_s + (math.floor((epoch_s - phase_s) / period) + 1) * period
 
     def _now_s(self) -> float:
         return float(self.maybe_make_aware(self.now()).timestamp())
@@ -90,7 +91,7 @@ class PhasedSchedule(schedule):  # type: ignore[misc]  # celery has no stubs
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PhasedSchedule):
-            return self.run_every == other.run_every and self.phase_s == other.phase_s
+            return bool(self.run_every == other.run_every and self.phase_s == other.phase_s)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
