@@ -16,6 +16,7 @@ broker registers the topic with its NameServers) and SEND_MESSAGE (10).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -210,13 +211,11 @@ def _read_pid(folder: Path) -> int | None:
 
 
 def _alive(pid: int) -> bool:
-    try:
+    # Not our child (started by another process): ask the kernel below.
+    with contextlib.suppress(ChildProcessError):
         finished, _ = os.waitpid(pid, os.WNOHANG)
         if finished == pid:
             return False
-    except ChildProcessError:
-        # Not our child (started by another process): ask the kernel.
-        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -233,9 +233,8 @@ class Gateway:
         self._answer_now = self.dispatcher.answer_now
         self.internal = InternalDispatcher(self.service, options.internal_secret)
         self.projection = ProjectionWriter(self.replicator, publisher=publisher)
-        if isinstance(self.replicator, RaftReplicator):
-            # Before start(): the restart itself may install a snapshot.
-            self.replicator.subscribe_snapshot(self._snapshot_installed)
+        # Before start(): a raft restart itself may install a snapshot.
+        self.replicator.subscribe_snapshot(self._snapshot_installed)
         self.server = RemotingServer(
             self._handle,
             host=options.host,
@@ -388,10 +387,10 @@ class Gateway:
         self._spawn(self.service.channel_destroyed(conn.id))
 
     def _snapshot_installed(self, applied_index: int) -> None:
-        """Raft tick thread: a snapshot replaced the table; rebuild derived state."""
+        """Raft tick thread: a snapshot replaced the table; rebuild the projection
+        (the route cache subscribes on its own)."""
         log.info("snapshot at index %d installed: rebuilding projection", applied_index)
         self.projection.request_rebuild()
-        self.dispatcher.route_cache.clear()
 
     def _notify(self, changes: tuple[MinBrokerIdChange, ...]) -> None:
         for change in changes:

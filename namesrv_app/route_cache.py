@@ -67,9 +67,7 @@ class RouteCache:
         self.misses = 0
         replicator.subscribe(self._applied)
         # Raft mode: a snapshot can replace the whole table without an apply.
-        subscribe_snapshot = getattr(replicator, "subscribe_snapshot", None)
-        if subscribe_snapshot is not None:
-            subscribe_snapshot(self._snapshot_installed)
+        replicator.subscribe_snapshot(self._snapshot_installed)
 
     def __len__(self) -> int:
         view = self._view

@@ -92,6 +92,9 @@ class Replicator(Protocol):
     def subscribe(self, listener: ApplyListener) -> None:
         """Call ``listener`` after each applied command, in apply order, on the apply thread."""
 
+    def subscribe_snapshot(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(applied_index)`` whenever a snapshot replaces the whole table."""
+
     def status(self) -> ReplicatorStatus:
         """A snapshot of this node's replication state."""
 
@@ -139,6 +142,9 @@ class LocalReplicator:
         """Register ``listener`` for every later apply."""
         with self._lock:
             self._listeners.append(listener)
+
+    def subscribe_snapshot(self, listener: Callable[[int], None]) -> None:
+        """Accepted and never called: a local table is only changed by its own applies."""
 
     def status(self) -> ReplicatorStatus:
         """A standalone node: its own leader, always with quorum."""
