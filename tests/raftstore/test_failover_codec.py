@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from raftstore.commands import BrokerHeartbeat, ExpireBrokers, QueryDataVersion, RegisterBroker
-from raftstore.raft_codec import FORMAT_PLAIN, MAGIC, decode_command, encode_command
+from raftstore.raft_codec import FORMAT_JSON, MAGIC, decode_command, encode_command
 from remoting.model import DataVersion
 
 NOW_MS = 1_700_000_000_000
@@ -35,7 +35,7 @@ def test_an_entry_written_before_the_failover_fields_decodes_with_defaults() -> 
         "t": "BrokerHeartbeat",
         "c": {"cluster_name": "DefaultCluster", "broker_addr": "127.0.0.1:10911", "now_ms": NOW_MS},
     }
-    entry = MAGIC + FORMAT_PLAIN + json.dumps(body).encode()
+    entry = MAGIC + FORMAT_JSON + json.dumps(body).encode()
     command = decode_command(entry)
     assert command == BrokerHeartbeat("DefaultCluster", "127.0.0.1:10911", NOW_MS)
     assert isinstance(command, BrokerHeartbeat) and command.max_offset is None

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
+
+import msgspec
 import pytest
 
 from raftstore.commands import (
@@ -23,6 +27,8 @@ from raftstore.commands import (
     WipeWritePerm,
 )
 from raftstore.raft_codec import (
+    FORMAT_MSGPACK,
+    MAGIC,
     CodecError,
     decode_command,
     decode_entry,
@@ -89,7 +95,7 @@ def test_a_large_registration_is_compressed() -> None:
     )
     command = RegisterBroker("c", "a:1", "b", 0, "", 1, big)
     data = encode_command(command)
-    assert data[2:3] == b"z"
+    assert data[2:3] == b"c"
     assert decode_command(data) == command
 
 
@@ -106,6 +112,51 @@ def test_it_refuses_bytes_it_does_not_know(data: bytes) -> None:
 def test_it_refuses_a_field_of_the_wrong_type() -> None:
     with pytest.raises(CodecError):
         decode_entry(b'RQj{"v":1,"id":"","t":"PutKV","c":{"namespace":1,"key":"k","value":"v"}}')
+    with pytest.raises(CodecError, match="namespace"):
+        decode_entry(_msgpack_entry(1, "", "PutKV", {"namespace": 1, "key": "k", "value": "v"}))
+    with pytest.raises(CodecError, match="broker_id"):
+        decode_entry(_msgpack_entry(1, "", "RegisterBroker", {
+            "cluster_name": "c", "broker_addr": "a:1", "broker_name": "b", "broker_id": True,
+            "ha_server_addr": "", "now_ms": 1}))
+
+
+def _msgpack_entry(*envelope: object) -> bytes:
+    return MAGIC + FORMAT_MSGPACK + msgspec.msgpack.encode(envelope)
+
+
+@pytest.mark.parametrize(
+    "envelope",
+    [(2, "", "Barrier", {}), (1, "", "os.system", {}), (1, "", "UnregisterRequest", {}),
+     (1, "", "PutKV", {"namespace": "n"}), (1, "", "Barrier"), ("x",)],
+    ids=["version", "unknown-type", "not-top-level", "missing-field", "short", "garbage"],
+)
+def test_it_refuses_a_msgpack_entry_it_does_not_know(envelope: tuple[object, ...]) -> None:
+    with pytest.raises(CodecError):
+        decode_entry(_msgpack_entry(*envelope))
+
+
+@pytest.mark.parametrize("data", [b"RQm", b"RQm\x94\x01", b"RQc\x00\x01", b"RQz\x00"])
+def test_it_refuses_truncated_or_corrupt_bodies(data: bytes) -> None:
+    with pytest.raises(CodecError):
+        decode_entry(data)
+
+
+def test_a_value_msgpack_cannot_hold_is_a_codec_error_at_the_proposer() -> None:
+    with pytest.raises(CodecError, match="RegisterBroker"):
+        encode_command(RegisterBroker("c", "a:1", "b", 1 << 70, "", 1))
+
+
+def test_entries_of_the_first_json_format_still_decode() -> None:
+    """Journals written before the msgpack format replay to the same commands."""
+    lines = (Path(__file__).parent / "data" / "legacy_json_entries.b64").read_text().split()
+    big = TopicConfigSerializeWrapper(
+        topic_config_table={f"Topic{i}": TopicConfig(f"Topic{i}") for i in range(200)}
+    )
+    expected = [*EVERY_COMMAND, RegisterBroker("c", "a:1", "b", 0, "", 1, big)]
+    decoded = [decode_entry(base64.b64decode(line)) for line in lines]
+    assert {base64.b64decode(line)[2:3] for line in lines} == {b"j", b"z"}
+    assert [entry.command for entry in decoded] == expected
+    assert [entry.proposal_id for entry in decoded] == [f"n1/legacy/{i}" for i in range(len(lines))]
 
 
 def test_a_batch_holds_several_entries_in_order() -> None:
