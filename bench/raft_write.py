@@ -438,7 +438,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default="")
     parser.add_argument("--settings", default="{}")
     parser.add_argument("--light", type=int, default=200, help="sequential proposals")
-    parser.add_argument("--heavy", type=int, default=5000, help="proposals, 256 in flight")
+    parser.add_argument("--heavy", type=int, default=20000, help="proposals, 256 in flight")
     parser.add_argument("--no-etcd", action="store_true")
     parser.add_argument(
         "--configs",
