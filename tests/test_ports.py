@@ -26,3 +26,10 @@ def test_a_handed_out_port_can_be_bound_and_is_then_taken() -> None:
 def test_avoided_ports_are_never_handed_out() -> None:
     avoided = {free_port() for _ in range(5)}
     assert all(free_port(avoid=avoided) not in avoided for _ in range(50))
+
+
+def test_a_port_is_never_handed_out_twice_by_one_process() -> None:
+    """Picks made before their servers bind (a cluster's Raft and proxy ports) are
+    still distinct."""
+    picked = [free_port() for _ in range(200)]
+    assert len(set(picked)) == len(picked)

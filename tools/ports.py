@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import socket
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -42,13 +43,23 @@ def is_bindable(host: str, port: int) -> bool:
     return True
 
 
+_HANDED_OUT: set[int] = set()
+"""Every port this process has handed out. A handed-out port stays free until its
+server binds it, so a second pick made before then (the next node's Raft port, a
+fault proxy's listen port) must not return it again."""
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1", avoid: Iterable[int] = ()) -> int:
-    """A port below the ephemeral range that is free now and not in ``avoid``."""
-    taken = set(avoid)
+    """A port below the ephemeral range that is free now, not in ``avoid`` and never
+    handed out before by this process."""
     low, high = listen_port_range()
     chooser = random.SystemRandom()
-    for _ in range(ATTEMPTS_MAX):
-        port = chooser.randint(low, high)
-        if port not in taken and is_bindable(host, port):
-            return port
+    with _HANDED_OUT_LOCK:
+        taken = _HANDED_OUT.union(avoid)
+        for _ in range(ATTEMPTS_MAX):
+            port = chooser.randint(low, high)
+            if port not in taken and is_bindable(host, port):
+                _HANDED_OUT.add(port)
+                return port
     raise OSError(f"no free port in {low}..{high} after {ATTEMPTS_MAX} attempts")
