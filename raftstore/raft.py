@@ -425,14 +425,19 @@ class _Proposal:
     last_failure: str = "none"
     abandoned: bool = False
 
+    @property
+    def waiting(self) -> bool:
+        """Its caller still waits for an answer."""
+        return not (self.abandoned or self.future.done())
+
 
 @dataclass(slots=True, eq=False)
 class _Batch:
-    """Proposals submitted together as one log entry (``data``)."""
+    """Proposals submitted together as one log entry (``data``); in flight while it is
+    in ``RaftReplicator._in_flight``."""
 
     proposals: list[_Proposal]
     data: bytes
-    finished: bool = False
     timer: asyncio.TimerHandle | None = None
 
 
@@ -575,7 +580,6 @@ class RaftReplicator:
             self._expiry = None
         self._own_entries.clear()
         for batch in self._in_flight:
-            batch.finished = True
             if batch.timer is not None:
                 batch.timer.cancel()
         self._in_flight.clear()
@@ -625,7 +629,7 @@ class RaftReplicator:
         it fires at the oldest one's deadline (all share the same timeout, so
         deadlines are in proposal order), much cheaper than a timer per proposal."""
         pending = self._pending
-        while pending and (pending[0].abandoned or pending[0].future.done()):
+        while pending and not pending[0].waiting:
             pending.popleft()
         pending.append(proposal)
         if self._expiry is None and self._loop is not None:
@@ -640,7 +644,7 @@ class RaftReplicator:
         pending, now = self._pending, loop.time()
         while pending:
             head = pending[0]
-            if not (head.abandoned or head.future.done()):
+            if head.waiting:
                 if head.deadline > now:
                     self._expiry = loop.call_at(head.deadline, self._expire_due)
                     return
@@ -669,7 +673,7 @@ class RaftReplicator:
             size = BATCH_OVERHEAD_BYTES
             while self._queue and len(picked) < settings.max_batch_commands:
                 head = self._queue[0]
-                if head.abandoned or head.future.done():
+                if not head.waiting:
                     self._queue.popleft()
                     continue
                 if picked and size + len(head.entry) + BATCH_PART_BYTES >= limit_bytes:
@@ -705,12 +709,11 @@ class RaftReplicator:
         sync.apply_entry(data, callback=on_result)
 
     def _batch_done(self, batch: _Batch, error: int) -> None:
-        if batch.finished:
-            return
-        batch.finished = True
+        if batch not in self._in_flight:
+            return  # already answered (or the node stopped)
+        self._in_flight.discard(batch)
         if batch.timer is not None:
             batch.timer.cancel()
-        self._in_flight.discard(batch)
         # Applied by now if it succeeded; otherwise a late apply decodes the bytes.
         self._own_entries.pop(batch.data, None)
         if error != FAIL_REASON.SUCCESS:
@@ -724,7 +727,7 @@ class RaftReplicator:
         self._kick()
 
     def _requeue(self, proposals: list[_Proposal]) -> None:
-        live = [p for p in proposals if not (p.abandoned or p.future.done())]
+        live = [p for p in proposals if p.waiting]
         if live:
             self._queue.extendleft(reversed(live))
             self._kick()

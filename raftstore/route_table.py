@@ -214,10 +214,7 @@ class RouteTable:
 
     def topic_queue_table(self) -> dict[str, dict[str, QueueData]]:
         """Every topic's QueueData by broker name (copies, sorted)."""
-        return {
-            topic: dict(sorted(self._t.topic_queue[topic].items()))
-            for topic in sorted(self._t.topic_queue)
-        }
+        return {topic: self.topic_queues(topic) for topic in sorted(self._t.topic_queue)}
 
     def topic_queues(self, topic: str) -> dict[str, QueueData]:
         """One topic's QueueData by broker name (a sorted copy; empty when none)."""
