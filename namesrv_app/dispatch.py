@@ -406,7 +406,7 @@ class RequestDispatcher:
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
         """105 with consistency=linearizable: a barrier first, then :meth:`route_answer`."""
-        config = self.route_cache.view().config
+        config = self._config()
         if need_wait_for_service(config, self.started_ms, self.clock.now_ms()):
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_NOT_READY)
         if header_str(request, CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
@@ -433,23 +433,12 @@ class RequestDispatcher:
             config, self.started_ms, self.clock.now_ms()
         ):
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_NOT_READY)
-        ext = request.ext_fields
-        if ext is None:
-            return make_response(
-                request, ResponseCode.TOPIC_NOT_EXIST, remark=route_not_found_remark(None)
-            )
+        ext = request.ext_fields or {}
         topic = ext.get("topic")
         standard = request.version >= _STANDARD_JSON_VERSION or (
             ext.get("acceptStandardJsonOnly", "").lower() == "true"
         )
-        body = None
-        if topic is not None:
-            cached = view.bodies.get((topic, standard))
-            if cached is None:
-                cached = cache.fill(view, topic, standard)
-            else:
-                cache.hits += 1
-            body = cached or None
+        body = None if topic is None else cache.route_body(topic, standard=standard, view=view)
         if body is None:
             return make_response(
                 request, ResponseCode.TOPIC_NOT_EXIST, remark=route_not_found_remark(topic)

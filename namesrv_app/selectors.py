@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from raftstore.config import NamesrvConfig
 from raftstore.replicator import Replicator
 from raftstore.route_table import RouteTable
 from remoting.model import (
@@ -92,11 +91,6 @@ def broker_member_group(
 ) -> BrokerMemberGroup:
     """GET_BROKER_MEMBER_GROUP: the group's addresses (empty when unknown)."""
     return replicator.read(lambda table: table.broker_member_group(cluster_name, broker_name))
-
-
-def namesrv_config(replicator: Replicator) -> NamesrvConfig:
-    """The replicated NamesrvConfig."""
-    return replicator.read(lambda table: table.config)
 
 
 def node_status(replicator: Replicator) -> dict[str, Any]:

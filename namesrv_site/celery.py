@@ -94,8 +94,6 @@ class PhasedSchedule(schedule):  # type: ignore[misc]  # celery has no stubs
             return bool(self.run_every == other.run_every and self.phase_s == other.phase_s)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
         return self.__class__, (self.run_every, self.phase_s, self.nowfun)
 

@@ -47,7 +47,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from spark_jobs.history import find_runs, read_meta
-from spark_jobs.metrics import History, load_history, stale_route_windows
+from spark_jobs.metrics import PERCENTILE_ACCURACY, History, load_history, stale_route_windows
 from spark_jobs.schema import (
     FAULT_KILL_BROKER,
     FAULT_LEADER_KILL,
@@ -61,7 +61,6 @@ KIND_HEARTBEAT = "heartbeat"
 """``spark_jobs.experiment.workload.KIND_HEARTBEAT`` (not imported: that module needs the
 remoting client, this one runs on plain Spark workers)."""
 QUANTILE_POINTS = tuple(i / 20 for i in range(21))
-PERCENTILE_ACCURACY = 10_000
 CALIBRATION_VERSION = 1
 
 

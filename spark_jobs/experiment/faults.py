@@ -254,10 +254,9 @@ class RaftMesh:
                 if src.node_id == dst.node_id:
                     continue
                 name = f"raft:{src.node_id}->{dst.node_id}"
-                if (src.node_id, dst.node_id) not in self.links:
-                    addr = await self.proxy.add_link(name, dst.raft_addr)
-                    self.links[(src.node_id, dst.node_id)] = name
-                    dial.setdefault(src.node_id, {})[dst.raft_addr] = addr
+                addr = await self.proxy.add_link(name, dst.raft_addr)
+                self.links[(src.node_id, dst.node_id)] = name
+                dial.setdefault(src.node_id, {})[dst.raft_addr] = addr
         return dial
 
     def cut(self, node_id: str, mode: LinkMode = LinkMode.BLACKHOLE) -> list[str]:
