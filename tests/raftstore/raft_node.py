@@ -323,6 +323,18 @@ class InProcessCluster:
         """Start every node."""
         await asyncio.gather(*(node.start() for node in self.nodes))
 
+    async def __aenter__(self) -> InProcessCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def follower(self) -> Any:
+        """A node that is not the agreed leader."""
+        leader = await self.leader()
+        return next(n for n in self.nodes if n is not leader)
+
     async def leader(self, timeout_s: float = 15.0) -> Any:
         """The node every started node agrees leads."""
         deadline = asyncio.get_running_loop().time() + timeout_s

@@ -119,9 +119,7 @@ async def test_a_burst_of_concurrent_proposals_never_truncates_applied_entries(
     tmp_path: Path,
 ) -> None:
     """The load that made PySyncObj re-send held batches (and truncate applied entries)."""
-    cluster = InProcessCluster(tmp_path, propose_timeout_s=10.0)
-    await cluster.start()
-    try:
+    async with InProcessCluster(tmp_path, propose_timeout_s=10.0) as cluster:
         await cluster.leader()
         for wave in range(BURST_WAVES):
             await asyncio.gather(
@@ -133,8 +131,6 @@ async def test_a_burst_of_concurrent_proposals_never_truncates_applied_entries(
                 )
             )
         statuses = await cluster.converged()
-    finally:
-        await cluster.close()
 
     assert all(status.alarms == () for status in statuses)
     assert len({(s.applied_version, s.digest) for s in statuses}) == 1

@@ -29,11 +29,10 @@ def _count_decodes(node: RaftReplicator) -> list[int]:
 async def test_the_proposer_applies_its_own_entries_without_decoding_them(
     tmp_path: Path,
 ) -> None:
-    cluster = InProcessCluster(tmp_path, settings=RaftSettings(verify_own_entries=False))
-    await cluster.start()
-    try:
+    settings = RaftSettings(verify_own_entries=False)
+    async with InProcessCluster(tmp_path, settings=settings) as cluster:
         leader = await cluster.leader()
-        follower = next(n for n in cluster.nodes if n is not leader)
+        follower = await cluster.follower()
         await cluster.converged()
         leader_decodes, follower_decodes = _count_decodes(leader), _count_decodes(follower)
 
@@ -45,16 +44,13 @@ async def test_the_proposer_applies_its_own_entries_without_decoding_them(
         assert leader._own_entries == {}
         assert all(s.alarms == () for s in statuses)
         assert {n.read(lambda t: t.kv_get("own", "k39")) for n in cluster.nodes} == {"39"}
-    finally:
-        await cluster.close()
 
 
 async def test_verification_alarms_when_a_command_differs_from_its_decode(
     tmp_path: Path,
 ) -> None:
-    cluster = InProcessCluster(tmp_path, settings=RaftSettings(verify_own_entries=True))
-    await cluster.start()
-    try:
+    settings = RaftSettings(verify_own_entries=True)
+    async with InProcessCluster(tmp_path, settings=settings) as cluster:
         leader = await cluster.leader()
         # A list where the command declares a tuple: the log carries an array, which
         # every other node decodes as a tuple, so the proposer's object is not what
@@ -69,14 +65,11 @@ async def test_verification_alarms_when_a_command_differs_from_its_decode(
         alarms = leader.status().alarms
         assert any("differs from the commands it was made from" in a for a in alarms)
         assert len({s.digest for s in statuses}) == 1
-    finally:
-        await cluster.close()
 
 
 async def test_only_the_leader_announces_commits_before_applying_them(tmp_path: Path) -> None:
-    cluster = InProcessCluster(tmp_path, settings=RaftSettings(announce_commit_first=True))
-    await cluster.start()
-    try:
+    settings = RaftSettings(announce_commit_first=True)
+    async with InProcessCluster(tmp_path, settings=settings) as cluster:
         leader = await cluster.leader()
         await asyncio.gather(*(leader.propose(PutKV("ann", f"k{i}", "v")) for i in range(30)))
         statuses = await cluster.converged()
@@ -86,5 +79,3 @@ async def test_only_the_leader_announces_commits_before_applying_them(tmp_path: 
         followers = [n for n in cluster.nodes if n is not leader]
         assert [n._require_started()._announced_commit for n in followers] == [0, 0]
         assert all(s.alarms == () for s in statuses)
-    finally:
-        await cluster.close()

@@ -30,11 +30,6 @@ def _kv(node: RaftReplicator, key: str) -> str | None:
     return node.read(lambda table: table.kv_get("ns", key))
 
 
-async def _follower(cluster: InProcessCluster) -> RaftReplicator:
-    leader = await cluster.leader()
-    return next(n for n in cluster.nodes if n is not leader)
-
-
 async def test_the_cluster_agrees_on_exactly_one_leader(cluster: InProcessCluster) -> None:
     leader = await cluster.leader()
     states = sorted(n.status().state for n in cluster.nodes)
@@ -46,7 +41,7 @@ async def test_the_cluster_agrees_on_exactly_one_leader(cluster: InProcessCluste
 async def test_a_write_proposed_on_a_follower_is_read_on_another_node_after_a_barrier(
     cluster: InProcessCluster,
 ) -> None:
-    follower = await _follower(cluster)
+    follower = await cluster.follower()
     result = await follower.propose(PutKV("ns", "colour", "blue"))
     assert result.changes.kv == frozenset({("ns", "colour")})
     assert _kv(follower, "colour") == "blue"
@@ -74,7 +69,7 @@ async def test_a_node_left_without_quorum_refuses_writes_within_the_bound(
 async def test_one_barrier_serves_every_caller_that_arrived_before_it(
     cluster: InProcessCluster,
 ) -> None:
-    node = await _follower(cluster)
+    node = await cluster.follower()
     barriers: list[Command] = []
     node.subscribe(lambda command, _result: barriers.append(command))
     await asyncio.gather(*(node.barrier() for _ in range(20)))
@@ -110,7 +105,7 @@ async def test_the_leader_reports_each_peers_match_index(cluster: InProcessClust
 async def test_a_second_copy_of_the_same_proposal_is_applied_once(
     cluster: InProcessCluster,
 ) -> None:
-    node = await _follower(cluster)
+    node = await cluster.follower()
     applied: list[ApplyResult] = []
     node.subscribe(lambda _c, result: applied.append(result))
     entry = encode_entry("retry/1/1", PutKV("ns", "once", "v"))

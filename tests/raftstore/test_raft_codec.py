@@ -31,7 +31,9 @@ from raftstore.raft_codec import (
     MAGIC,
     CodecError,
     decode_command,
+    decode_entries,
     decode_entry,
+    encode_batch,
     encode_command,
     encode_entry,
 )
@@ -160,8 +162,6 @@ def test_entries_of_the_first_json_format_still_decode() -> None:
 
 
 def test_a_batch_holds_several_entries_in_order() -> None:
-    from raftstore.raft_codec import decode_entries, encode_batch
-
     parts = [encode_entry(f"n1/b/{i}", command) for i, command in enumerate(EVERY_COMMAND)]
     decoded = decode_entries(encode_batch(parts))
     assert [entry.proposal_id for entry in decoded] == [f"n1/b/{i}" for i in range(len(parts))]
@@ -169,8 +169,6 @@ def test_a_batch_holds_several_entries_in_order() -> None:
 
 
 def test_a_plain_entry_decodes_as_a_list_of_one() -> None:
-    from raftstore.raft_codec import decode_entries
-
     entry = encode_entry("n1/b/1", PutKV("ns", "k", "v"))
     assert decode_entries(entry) == [decode_entry(entry)]
 
@@ -182,15 +180,11 @@ def test_a_plain_entry_decodes_as_a_list_of_one() -> None:
     ids=["no-count", "empty", "truncated", "nested", "short-part"],
 )
 def test_it_refuses_a_malformed_batch(data: bytes) -> None:
-    from raftstore.raft_codec import decode_entries
-
     with pytest.raises((CodecError, ValueError)):
         decode_entries(data)
 
 
 def test_a_batch_refuses_to_nest_or_to_be_empty() -> None:
-    from raftstore.raft_codec import encode_batch
-
     inner = encode_batch([encode_entry("n1/b/1", PutKV("ns", "k", "v"))])
     with pytest.raises(CodecError):
         encode_batch([inner])

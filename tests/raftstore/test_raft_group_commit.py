@@ -25,11 +25,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[InProcessCluster]:
     await nodes.close()
 
 
-async def _follower(cluster: InProcessCluster) -> RaftReplicator:
-    leader = await cluster.leader()
-    return next(n for n in cluster.nodes if n is not leader)
-
-
 def _kv(node: RaftReplicator, key: str) -> str | None:
     return node.read(lambda table: table.kv_get("gc", key))
 
@@ -37,7 +32,7 @@ def _kv(node: RaftReplicator, key: str) -> str | None:
 async def test_concurrent_proposals_share_log_entries_and_each_gets_its_own_answer(
     cluster: InProcessCluster,
 ) -> None:
-    follower = await _follower(cluster)
+    follower = await cluster.follower()
     before = follower.batches_submitted
     results = await asyncio.gather(
         *(follower.propose(PutKV("gc", f"k{i}", str(i))) for i in range(CONCURRENT))
@@ -73,7 +68,7 @@ async def test_a_batch_applies_its_commands_in_proposal_order_on_every_node(
 async def test_a_command_repeated_inside_a_batch_is_applied_once(
     cluster: InProcessCluster,
 ) -> None:
-    node = await _follower(cluster)
+    node = await cluster.follower()
     applied: list[tuple[Command, ApplyResult]] = []
     node.subscribe(lambda command, result: applied.append((command, result)))
     once = encode_entry("dup/1/1", PutKV("gc", "once", "a"))
@@ -91,9 +86,7 @@ async def test_a_command_repeated_inside_a_batch_is_applied_once(
 async def test_proposals_made_while_the_leader_is_gone_all_fail_within_the_bound(
     tmp_path: Path,
 ) -> None:
-    cluster = InProcessCluster(tmp_path, propose_timeout_s=1.0)
-    await cluster.start()
-    try:
+    async with InProcessCluster(tmp_path, propose_timeout_s=1.0) as cluster:
         await cluster.leader()
         survivor, *stopped = cluster.nodes
         await asyncio.gather(*(n.stop() for n in stopped))
@@ -106,5 +99,3 @@ async def test_proposals_made_while_the_leader_is_gone_all_fail_within_the_bound
         assert loop.time() - started < 2.5
         assert all("no quorum: PutKV was not applied" in str(o) for o in outcomes)
         assert [_kv(survivor, f"lost{i}") for i in range(20)] == [None] * 20
-    finally:
-        await cluster.close()
