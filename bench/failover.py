@@ -57,6 +57,7 @@ def start_gateways(root: Path, args: argparse.Namespace) -> list[tuple[subproces
     for i in range(NODES):
         ready = root / f"n{i + 1}.ready.json"
         env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"n{i + 1}.sqlite3"),
+               "NAMESRV_RAFT_SECRET": "bench-only-raft-cluster-secret",
                "NAMESRV_LOG_LEVEL": "WARNING"}
         command = [
             sys.executable, "manage.py", "run_gateway", "--node", f"n{i + 1}", "--port", "0",

@@ -108,6 +108,8 @@ def payload_bytes() -> int:
     return len(encode_entry("n1/0123abcd/1", _command(0)))
 
 
+BENCH_CLUSTER_SECRET = "bench-only-raft-cluster-secret"
+
 class _RawNode:
     """The raw PySyncObj baseline: a no-op replicated method, default config."""
 
@@ -119,7 +121,8 @@ class _RawNode:
             def noop(self, payload: bytes) -> int:
                 return len(payload)
 
-        self.sync = NoOp(addr, peers, SyncObjConf())
+        # The same cluster secret as our nodes, so both pay for the authenticated transport.
+        self.sync = NoOp(addr, peers, SyncObjConf(password=BENCH_CLUSTER_SECRET))
         self.payload = b"x" * payload_bytes()
 
     def prepare(self, _indices: range) -> None:
@@ -209,7 +212,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
         replicator = RaftReplicator(
             args.addr, args.addr, peers, Path(args.data_dir),
-            settings=RaftSettings(**json.loads(args.settings)),
+            settings=RaftSettings(**json.loads(args.settings)), secret=BENCH_CLUSTER_SECRET,
         )  # fmt: skip
         await replicator.start()
         node = _ReplicatorNode(replicator)

@@ -115,7 +115,9 @@ class BrokerController:
         self.metadata = BrokerMetadata(MetadataSnapshot())
         self.processor = BrokerProcessor(self)
         self.server = RemotingServer(self.processor.handle, host=config.host, port=config.port)
-        self.client = RemotingClient(on_request=self.processor.handle)
+        self.client = RemotingClient(
+            on_request=self.processor.handle, credentials=config.namesrv_credentials()
+        )
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
         self.master_addr: str | None = None

@@ -18,6 +18,7 @@ from typing import Any
 
 from broker_app.ha.config import HAConfig
 from broker_app.store.message_store import FlushDiskType, StoreConfig
+from remoting.acl import Credentials, load_credentials
 from remoting.bodies import decode_properties
 
 REGISTER_PERIOD_MIN_MS = 10_000  # BrokerController clamps registerNameServerPeriod to
@@ -74,6 +75,11 @@ class BrokerConfig:
     # and take this role when the NameServers elect this slave.
     raft_failover: bool = False
     failover_master_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    # The NameServers' remoting ACL: the account this broker signs its registrations,
+    # heartbeats and unregistrations with (unsigned when empty, which the NameServers
+    # accept only from white-listed addresses).
+    namesrv_access_key: str = ""
+    namesrv_secret_key_file: Path | None = None
 
     @property
     def effective_register_period_ms(self) -> int:
@@ -84,6 +90,13 @@ class BrokerConfig:
     def is_slave(self) -> bool:
         """True for the SLAVE role."""
         return self.role is BrokerRole.SLAVE
+
+    def namesrv_credentials(self) -> Credentials | None:
+        """The account to sign NameServer requests with; ConfigError if unreadable."""
+        try:
+            return load_credentials(self.namesrv_access_key, self.namesrv_secret_key_file)
+        except ValueError as exc:
+            raise ConfigError(f"namesrvAccessKey/namesrvSecretKeyFile: {exc}") from exc
 
     def store_config(self) -> StoreConfig:
         """The message store part of this config."""
@@ -146,6 +159,8 @@ ALIASES: dict[str, str] = {
     "haSlaveFallbehindMax": "ha.slave_fallbehind_max_bytes",
     "enableRaftFailover": "raft_failover",
     "failoverMasterRole": "failover_master_role",
+    "namesrvAccessKey": "namesrv_access_key",
+    "namesrvSecretKeyFile": "namesrv_secret_key_file",
 }
 HA_FIELDS = {f.name for f in dataclasses.fields(HAConfig)}
 _TRUE = {"true", "1", "yes", "on"}
@@ -212,7 +227,7 @@ def _convert_top(raw_name: str, name: str, value: Any, kind: str) -> Any:
     if name == "namesrv_addrs":
         items = value if isinstance(value, list | tuple) else str(value).split(";")
         return tuple(addr.strip() for addr in items if str(addr).strip())
-    if name in ("store_dir", "ready_file"):
+    if name in ("store_dir", "ready_file", "namesrv_secret_key_file"):
         return Path(str(value))
     if name in ("role", "failover_master_role"):
         try:

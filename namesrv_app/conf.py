@@ -12,6 +12,8 @@ from typing import Any
 
 from django.conf import settings
 
+from remoting.acl import read_secret_file
+
 MODES = ("eventual", "raft")
 NAME_CHARS_MAX = 255
 """Longest cluster name, broker name or address the node accepts and stores."""
@@ -39,6 +41,13 @@ DEFAULTS: dict[str, Any] = {
     "RAFT_DIAL": "",
     "PROPOSE_TIMEOUT_S": 3.0,
     "SKEW_ALLOWANCE_MS": 5000,
+    "RAFT_SECRET_FILE": "",
+    "RAFT_SECRET": "",
+    "RAFT_BIND_HOST": "",
+    "ACL_ENABLED": True,
+    "ACL_FILE": "",
+    "ACL_ACCESS_KEY": "",
+    "ACL_SECRET_KEY_FILE": "",
 }
 
 
@@ -65,6 +74,13 @@ class NamesrvSettings:
     RAFT_DIAL: str
     PROPOSE_TIMEOUT_S: float
     SKEW_ALLOWANCE_MS: int
+    RAFT_SECRET_FILE: str
+    RAFT_SECRET: str
+    RAFT_BIND_HOST: str
+    ACL_ENABLED: bool
+    ACL_FILE: str
+    ACL_ACCESS_KEY: str
+    ACL_SECRET_KEY_FILE: str
 
 
 def parse_addr_list(text: str) -> tuple[str, ...]:
@@ -95,3 +111,10 @@ def namesrv_settings() -> NamesrvSettings:
     configured = getattr(settings, "NAMESRV", {}) or {}
     merged = {key: configured.get(key, default) for key, default in DEFAULTS.items()}
     return NamesrvSettings(**merged)
+
+
+def resolve_secret(value: str, file: str, what: str) -> str:
+    """A secret given as a file path (preferred) or as the value itself; "" if neither."""
+    if file:
+        return read_secret_file(file, what)
+    return value.strip()

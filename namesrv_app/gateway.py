@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from namesrv_app.acl import AclConfig, AclFile, RemotingAcl
 from namesrv_app.clock import Clock, SystemClock
 from namesrv_app.dispatch import PENDING, RequestDispatcher
 from namesrv_app.events import EventPublisher, LeaderPublisher, null_publisher
@@ -84,7 +85,11 @@ class RaftOptions:
     port: int
     peers: tuple[str, ...]
     data_dir: Path
+    secret: str = field(repr=False)
+    """The cluster secret every Raft peer proves (docs/SECURITY.md, "Raft port")."""
     dial: Mapping[str, str] = field(default_factory=dict)
+    bind_host: str | None = None
+    """Where the Raft port listens; None: the host of this node's Raft identity."""
     propose_timeout_s: float = DEFAULT_PROPOSE_TIMEOUT_S
     skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS
     settings: RaftSettings = field(default_factory=RaftSettings)
@@ -113,6 +118,11 @@ class GatewayOptions:
     """Eventual mode: where KV config is persisted across restarts (None: not at all)."""
     namesrv_properties: Mapping[str, str] = field(default_factory=dict)
     """NamesrvConfig properties by their Java names (upstream's ``-c`` file)."""
+    acl_enabled: bool = True
+    """False only when an operator turns the remoting ACL off (``--no-acl``)."""
+    acl_file: Path | None = None
+    """The accounts file (plain_acl.yml style); None: no accounts, so admin codes are
+    refused and only loopback peers may send broker codes unsigned."""
 
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""
@@ -157,16 +167,35 @@ def build_replicator(
         raise GatewayConfigError("raft mode needs --raft-peers (every member's host:port)")
     if raft.propose_timeout_s <= 0 or raft.skew_allowance_ms < 0:
         raise GatewayConfigError("propose timeout must be > 0 and skew allowance >= 0")
-    return RaftReplicator(
-        node_id=node_id,
-        self_addr=self_addr,
-        peers=[p for p in raft.peers if p != self_addr],
-        data_dir=raft.data_dir,
-        propose_timeout_s=raft.propose_timeout_s,
-        settings=raft.settings,
-        dial=dict(raft.dial),
-        table_factory=seeded_table_class(config or NamesrvConfig()),
-    )
+    try:
+        return RaftReplicator(
+            node_id=node_id,
+            self_addr=self_addr,
+            peers=[p for p in raft.peers if p != self_addr],
+            data_dir=raft.data_dir,
+            propose_timeout_s=raft.propose_timeout_s,
+            settings=raft.settings,
+            dial=dict(raft.dial),
+            table_factory=seeded_table_class(config or NamesrvConfig()),
+            secret=raft.secret,
+            bind_host=raft.bind_host,
+        )
+    except ValueError as exc:
+        raise GatewayConfigError(str(exc)) from exc
+
+
+def build_acl(options: GatewayOptions) -> RemotingAcl | None:
+    """The remoting ACL of the options (None when turned off); AclConfigError if bad."""
+    if not options.acl_enabled:
+        log.warning("remoting ACL is OFF: any peer may change routes, KV and config")
+        return None
+    if options.acl_file is None:
+        log.warning(
+            "no ACL file: admin request codes are refused and only loopback peers "
+            "may register brokers unsigned (give --acl-file to add accounts)"
+        )
+        return RemotingAcl(AclConfig.default())
+    return RemotingAcl(AclFile(options.acl_file))
 
 
 def notify_request(change: MinBrokerIdChange) -> RemotingCommand:
@@ -235,6 +264,7 @@ class Gateway:
         self.projection = ProjectionWriter(self.replicator, publisher=publisher)
         # Before start(): a raft restart itself may install a snapshot.
         self.replicator.subscribe_snapshot(self._snapshot_installed)
+        self.acl = build_acl(options)
         self.server = RemotingServer(
             self._handle,
             host=options.host,
@@ -372,6 +402,11 @@ class Gateway:
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
         """The public server's handler: reads that need no waiting (cached routes above
         all) are answered here, so the server writes them without creating a Task."""
+        acl = self.acl
+        if acl is not None and acl.guards(request.code):
+            refusal = acl.check(request, conn.peer_host)
+            if refusal is not None:
+                return acl.refuse(request, refusal)
         answer = self._answer_now(request)
         if answer is not PENDING:
             return answer

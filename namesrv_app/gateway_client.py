@@ -15,6 +15,7 @@ services, which run inside the gateway.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from django.conf import settings
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.internal import InternalCode
 from remoting import bodies
+from remoting.acl import Credentials, load_credentials, sign
 from remoting.blocking import BlockingClient
 from remoting.client import RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
@@ -163,9 +165,28 @@ def _client(addr: str, timeout_s: float) -> BlockingClient:
     return client
 
 
+@functools.lru_cache(maxsize=4)
+def _credentials(access_key: str, secret_file: str) -> Credentials | None:
+    return load_credentials(access_key, secret_file)
+
+
+def signing_credentials() -> Credentials | None:
+    """The ACL account this node's processes sign with (settings ACL_ACCESS_KEY and
+    ACL_SECRET_KEY_FILE); None when none is configured. Read once per process."""
+    conf = namesrv_settings()
+    try:
+        return _credentials(conf.ACL_ACCESS_KEY, conf.ACL_SECRET_KEY_FILE)
+    except ValueError as exc:
+        raise GatewayUnavailable(f"this node cannot sign its requests: {exc}") from exc
+
+
 def invoke(addr: str, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
-    """Send ``request`` to ``addr``; GatewayUnavailable when nothing answers."""
+    """Send ``request`` to ``addr``, signed when this node holds an ACL account;
+    GatewayUnavailable when nothing answers."""
     wait_s = float(timeout_s if timeout_s is not None else web_setting("GATEWAY_TIMEOUT_S", 3.0))
+    credentials = signing_credentials()
+    if credentials is not None:
+        request = sign(request, credentials)
     try:
         return _client(addr, wait_s).invoke(request)
     except (RemotingClientError, OSError) as exc:

@@ -10,7 +10,8 @@ one run folder::
 
     run/local/
       cluster.json            the summary (ports, pids); NAMESRV_CLUSTER_FILE
-      secret                  the internal-port secret (mode 0600)
+      secret, raft.secret,    the cluster's secrets, mode 0600 (namesrv_app.run_secrets)
+      django.secret, acl/
       redis/                  redis.conf, redis.log, redis.pid
       celery/                 worker.{log,pid}, beat.{log,pid}, beat-schedule
       demo/                   demo.{log,pid} (only with --demo-sim: simulated brokers)
@@ -35,7 +36,6 @@ import contextlib
 import functools
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -50,15 +50,14 @@ from typing import Any
 from namesrv_app import broker_control
 from namesrv_app.broker_control import BrokerSpec
 from namesrv_app.demo import DEMO_TOPICS
+from namesrv_app.run_secrets import RunSecrets, create_run_secrets, read_run_secrets
 from remoting.model import MASTER_ID, PERM_READ, PERM_WRITE
 from tools import ports
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE_NAME = "cluster.json"
-SECRET_FILE_NAME = "secret"
 NODE_DB_FILE_NAME = "namesrv.sqlite3"
-SECRET_BYTES = 24
 
 DEFAULT_NODES = 3
 DEFAULT_MODE = "eventual"
@@ -142,6 +141,8 @@ class ClusterPlan:
     mode: str
     redis_port: int
     nodes: tuple[NodePlan, ...]
+    acl: bool = True
+    """The remoting ACL (on unless ``--no-acl``): see :mod:`namesrv_app.run_secrets`."""
 
     def node_dir(self, node_id: str) -> Path:
         """The folder of one node inside the run folder."""
@@ -533,46 +534,42 @@ def find_redis_server() -> str:
     return str(shipped)
 
 
-def write_redis_config(run_dir: Path, port: int) -> Path:
-    """A throw-away Redis config: loopback only, chosen port, no persistence."""
+def write_redis_config(run_dir: Path, port: int, password: str | None = None) -> Path:
+    """A throw-away Redis config: loopback only, chosen port, no persistence, and with
+    ``password`` every client must AUTH (the file is then readable by its owner only)."""
     folder = run_dir / "redis"
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "redis.conf"
-    config.write_text(
-        "\n".join(
-            [
-                f"bind {LOOPBACK}",
-                f"port {port}",
-                "protected-mode yes",
-                "daemonize no",
-                'save ""',
-                "appendonly no",
-                f"dir {folder}",
-                'logfile ""',
-                "databases 4",
-                "",
-            ]
-        ),
-        encoding="utf-8",
-    )
+    lines = [
+        f"bind {LOOPBACK}",
+        f"port {port}",
+        "protected-mode yes",
+        "daemonize no",
+        'save ""',
+        "appendonly no",
+        f"dir {folder}",
+        'logfile ""',
+        "databases 4",
+    ]
+    if password is not None:
+        lines.append(f"requirepass {password}")
+    config.write_text("", encoding="utf-8")
+    config.chmod(0o600)
+    config.write_text("\n".join([*lines, ""]), encoding="utf-8")
     return config
+
+
+def read_secrets(run_dir: Path, *, acl: bool = True) -> RunSecrets:
+    """The secrets of the cluster in ``run_dir``."""
+    try:
+        return read_run_secrets(run_dir, acl=acl)
+    except ValueError as exc:
+        raise LauncherError(f"{exc} (was `cluster up` run in {run_dir}?)") from exc
 
 
 def read_secret(run_dir: Path) -> str:
     """The internal secret of the cluster in ``run_dir``."""
-    try:
-        return (Path(run_dir) / SECRET_FILE_NAME).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise LauncherError(
-            f"no cluster secret in {run_dir} (was `cluster up` run there?)"
-        ) from exc
-
-
-def new_secret(run_dir: Path) -> str:
-    """Make and store a fresh secret for a new cluster (readable by the owner only)."""
-    secret = secrets.token_hex(SECRET_BYTES)
-    _atomic_write(Path(run_dir) / SECRET_FILE_NAME, secret + "\n", mode=0o600)
-    return secret
+    return read_secrets(run_dir).internal
 
 
 def read_cluster_file(path: Path) -> dict[str, Any]:
@@ -628,11 +625,13 @@ def accepts_connections(port: int, host: str = LOOPBACK) -> bool:
         return False
 
 
-def redis_answers(port: int) -> bool:
-    """True when Redis on ``port`` answers PING."""
+def redis_answers(port: int, password: str | None = None) -> bool:
+    """True when Redis on ``port`` answers PING (after AUTH with ``password``)."""
     import redis
 
-    client = redis.Redis(host=LOOPBACK, port=port, socket_timeout=CONNECT_TIMEOUT_S)
+    client = redis.Redis(
+        host=LOOPBACK, port=port, password=password, socket_timeout=CONNECT_TIMEOUT_S
+    )
     try:
         return bool(client.ping())
     except redis.RedisError:
@@ -704,19 +703,27 @@ class ClusterEnv:
     cluster_file: Path
     mode: str
     extra: Mapping[str, str] = field(default_factory=dict)
+    secrets: RunSecrets | None = None
+    """Where the cluster's secret files are (the environment names their paths)."""
 
     def base(self) -> dict[str, str]:
         """The inherited environment plus the cluster's own variables."""
         env = dict(os.environ)
+        redis_url = self.redis_url
+        if self.secrets is not None:
+            env.update(self.secrets.env())
+            redis_url = self.secrets.authenticated_redis_url(redis_url)
         env.update(self.extra)
         env.update(
             {
                 "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
                 "PYTHONUNBUFFERED": "1",
-                "REDIS_URL": self.redis_url,
+                "REDIS_URL": redis_url,
                 "NAMESRV_INTERNAL_SECRET": self.secret,
                 "NAMESRV_CLUSTER_FILE": str(self.cluster_file),
                 "NAMESRV_MODE": self.mode,
+                # Launched clusters never run Django's DEBUG, whatever the shell says.
+                "NAMESRV_DEBUG": "false",
             }
         )
         return env
@@ -915,6 +922,7 @@ def cluster_summary(plan: ClusterPlan, pids: Mapping[str, int | None]) -> dict[s
     return {
         "run_dir": str(plan.run_dir),
         "mode": plan.mode,
+        "acl": RunSecrets(plan.run_dir, "", plan.acl).summary(),
         "redis": {
             "port": plan.redis_port,
             "pid": pids.get("redis"),
@@ -933,14 +941,16 @@ def cluster_summary(plan: ClusterPlan, pids: Mapping[str, int | None]) -> dict[s
 def demo_broker_specs(
     plan: ClusterPlan, base_port: int = DEMO_BROKER_BASE_PORT
 ) -> list[BrokerSpec]:
-    """broker-a and broker-b, a master and a slave each, registering with every node."""
+    """broker-a and broker-b, a master and a slave each, registering with every node
+    (signed with the run's broker account when the ACL is on)."""
     namesrv = tuple(f"{LOOPBACK}:{node.remoting_port}" for node in plan.nodes)
+    settings = {**DEMO_BROKER_SETTINGS, **RunSecrets(plan.run_dir, "", plan.acl).broker_settings()}
     specs = []
     for index, name in enumerate(DEMO_BROKER_NAMES):
         for broker_id in (0, 1):
             port = base_port + (2 * index + broker_id) * DEMO_BROKER_PORT_STEP
             specs.append(BrokerSpec(name, broker_id, port, port + 1, namesrv,
-                                    settings=dict(DEMO_BROKER_SETTINGS)))
+                                    settings=dict(settings)))
     return specs
 
 
@@ -1094,9 +1104,11 @@ def _log_contains(path: Path, mark: bytes) -> bool:
 def _start_redis(starter: _Starter, timeout_s: float) -> None:
     """Start Redis with its own config and wait for PING."""
     plan = starter.plan
-    config = write_redis_config(plan.run_dir, plan.redis_port)
+    secrets = starter.env.secrets
+    password = None if secrets is None else secrets.redis_password()
+    config = write_redis_config(plan.run_dir, plan.redis_port, password)
     starter.start("redis", [find_redis_server(), str(config)], starter.env.base())
-    starter.wait("redis", lambda: redis_answers(plan.redis_port), "redis", timeout_s)
+    starter.wait("redis", lambda: redis_answers(plan.redis_port, password), "redis", timeout_s)
 
 
 def _start_node_processes(starter: _Starter) -> None:
@@ -1156,14 +1168,15 @@ def cluster_up(
     started before it.
     """
     _prepare_run_dir(plan)
-    secret = new_secret(plan.run_dir)
+    run_secrets = create_run_secrets(plan.run_dir, acl=plan.acl)
     cluster_file = write_cluster_file(plan, {})
     env = ClusterEnv(
         redis_url=f"redis://{LOOPBACK}:{plan.redis_port}/0",
-        secret=secret,
+        secret=run_secrets.internal,
         cluster_file=cluster_file,
         mode=plan.mode,
         extra=dict(extra_env or {}),
+        secrets=run_secrets,
     )
     starter = _Starter(plan, env)
     try:
@@ -1277,8 +1290,9 @@ def plan_from_cluster_file(run_dir: Path) -> ClusterPlan:
         )
         for n in data.get("nodes", [])
     )
+    acl = bool((data.get("acl") or {}).get("enabled", True))
     return ClusterPlan(
-        run_dir, str(data.get("mode", DEFAULT_MODE)), int(data["redis"]["port"]), nodes
+        run_dir, str(data.get("mode", DEFAULT_MODE)), int(data["redis"]["port"]), nodes, acl
     )
 
 
@@ -1367,18 +1381,20 @@ def cluster_add_node(run_dir: Path, *, ready_timeout_s: float = READY_TIMEOUT_S)
     current = plan_from_cluster_file(run_dir)
     if current.mode != MODE_RAFT:
         raise LauncherError("add-node needs a raft-mode cluster (cluster up --mode raft)")
-    secret = read_secret(current.run_dir)
+    run_secrets = read_secrets(current.run_dir, acl=current.acl)
+    secret = run_secrets.internal
     leader = _leader_node(current, secret)
     node = _new_node_plan(current)
-    grown = ClusterPlan(current.run_dir, current.mode, current.redis_port, (*current.nodes, node))
+    grown = replace(current, nodes=(*current.nodes, node))
     env = ClusterEnv(
         redis_url=f"redis://{LOOPBACK}:{grown.redis_port}/0",
         secret=secret,
         cluster_file=grown.run_dir / CLUSTER_FILE_NAME,
         mode=grown.mode,
+        secrets=run_secrets,
     )
     grown.node_dir(node.node_id).mkdir(parents=True, exist_ok=True)
-    migrate_nodes(ClusterPlan(grown.run_dir, grown.mode, grown.redis_port, (node,)), env)
+    migrate_nodes(replace(grown, nodes=(node,)), env)
     starter = _Starter(grown, env)
     try:
         node_env = env.for_node(grown, node)
@@ -1418,10 +1434,7 @@ def cluster_remove_node(
     stop_processes(records, grace_s)
     for slot in slots:
         slot.pid_path.unlink(missing_ok=True)
-    shrunk = ClusterPlan(
-        current.run_dir, current.mode, current.redis_port,
-        tuple(n for n in current.nodes if n.node_id != node_id),
-    )  # fmt: skip
+    shrunk = replace(current, nodes=tuple(n for n in current.nodes if n.node_id != node_id))
     pids = _recorded_pids(current.run_dir)
     write_cluster_file(shrunk, pids)
     return cluster_summary(shrunk, pids)

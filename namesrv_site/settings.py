@@ -189,6 +189,19 @@ NAMESRV: dict[str, Any] = {
     # Shifts the wall clock this node stamps into commands; experiments use it to
     # inject clock skew. Apply never reads a clock, so only proposals move.
     "CLOCK_OFFSET_MS": env_int("NAMESRV_CLOCK_OFFSET_MS", 0),
+    # Raft mode: the cluster secret every Raft peer must prove (a file, mode 0600,
+    # or the value itself); run_gateway refuses to start raft mode without one.
+    "RAFT_SECRET_FILE": env_str("NAMESRV_RAFT_SECRET_FILE", ""),
+    "RAFT_SECRET": env_str("NAMESRV_RAFT_SECRET", ""),
+    # Where the Raft port listens; empty: the host of this node's Raft identity.
+    "RAFT_BIND_HOST": env_str("NAMESRV_RAFT_BIND_HOST", ""),
+    # The remoting ACL (docs/SECURITY.md): the accounts file the gateway checks
+    # signatures against, and whether the ACL is on at all (off only when asked).
+    "ACL_ENABLED": env_bool("NAMESRV_ACL", True),
+    "ACL_FILE": env_str("NAMESRV_ACL_FILE", ""),
+    # The account this node's own processes (web, Celery) sign their requests with.
+    "ACL_ACCESS_KEY": env_str("NAMESRV_ACL_ACCESS_KEY", ""),
+    "ACL_SECRET_KEY_FILE": env_str("NAMESRV_ACL_SECRET_KEY_FILE", ""),
 }
 
 # --- web console and API ---

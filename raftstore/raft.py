@@ -46,7 +46,6 @@ from typing import Any, TypeVar
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import TCPNode
-from pysyncobj.transport import TCPTransport
 
 from raftstore.commands import Barrier, BrokerHeartbeat, Command, ExpireBrokers, QueryDataVersion
 from raftstore.raft_append import PySyncObjLogView, trim_append_entries
@@ -59,6 +58,7 @@ from raftstore.raft_codec import (
     encode_batch,
     encode_entry,
 )
+from raftstore.raft_transport import RaftTransport, conf_security
 from raftstore.replicator import (
     MODE_RAFT,
     ApplyListener,
@@ -174,9 +174,17 @@ class RaftSettings:
         mislabels its last chunk in 0.3.17; we refuse them instead."""
         return self.append_entries_batch_bytes - 64 * 1024
 
-    def to_conf(self, journal: Path, dump: Path, hooks: _SnapshotHooks) -> Any:
-        """The SyncObjConf for one node."""
+    def to_conf(
+        self,
+        journal: Path,
+        dump: Path,
+        hooks: _SnapshotHooks,
+        security: Mapping[str, str],
+    ) -> Any:
+        """The SyncObjConf for one node; ``security`` binds the port and sets the
+        cluster secret (:func:`raftstore.raft_transport.conf_security`)."""
         return SyncObjConf(
+            **security,
             appendEntriesPeriod=self.append_entries_period_s,
             raftMinTimeout=self.raft_min_timeout_s,
             raftMaxTimeout=self.raft_max_timeout_s,
@@ -239,27 +247,6 @@ class DialNode(TCPNode):  # type: ignore[misc]
     def _dialled(self) -> str:
         own = str(self.address)
         return _DIAL.get(own, own)
-
-
-class _DurableTransport(TCPTransport):  # type: ignore[misc]
-    """Flushes the journal before a message that promises durability leaves."""
-
-    def send(self, node: Any, message: Any) -> Any:
-        """Make the log (or the vote) durable first, then send."""
-        if isinstance(message, dict):
-            kind = message.get("type")
-            acked = kind == "next_node_idx" and message.get("success")
-            if acked or (kind == "append_entries" and message.get("entries")):
-                self._syncObj.durability.flush_journal()
-            elif kind in ("request_vote", "response_vote"):
-                self._syncObj.durability.sync_meta()
-        return super().send(node, message)
-
-    def _onMessageReceived(self, node: Any, message: Any) -> None:
-        """Trim re-sent entries this follower already holds (see raftstore.raft_append)."""
-        if isinstance(message, dict) and message.get("type") == "append_entries":
-            message = self._syncObj.trim_append_entries(message)
-        super()._onMessageReceived(node, message)
 
 
 class _Durability:
@@ -328,7 +315,7 @@ class _RouteLog(SyncObj):  # type: ignore[misc]
         self.announce_commit_first = owner._settings.announce_commit_first
         self._announced_commit = 0
         super().__init__(
-            self_addr, peers, conf, nodeClass=node_class, transportClass=_DurableTransport
+            self_addr, peers, conf, nodeClass=node_class, transportClass=RaftTransport
         )
 
     def trim_append_entries(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -480,9 +467,13 @@ class RaftReplicator:
         ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
         dial: Mapping[str, str] | None = None,
         table_factory: type[RouteTable] = RouteTable,
+        secret: str,
+        bind_host: str | None = None,
     ) -> None:
         self.node_id = node_id
         self.self_addr = self_addr
+        # Checked here, so a bad secret fails the constructor, not the tick thread.
+        self._security = conf_security(self_addr, bind_host, secret)
         self._peers = [p for p in peers if p != self_addr]
         self._data_dir = Path(data_dir)
         self._settings = settings if settings is not None else RaftSettings()
@@ -532,7 +523,7 @@ class RaftReplicator:
         self._data_dir.mkdir(parents=True, exist_ok=True)
         conf = self._settings.to_conf(
             self._data_dir / "raft.journal", self._data_dir / "raft.snapshot",
-            _SnapshotHooks(self),
+            _SnapshotHooks(self), self._security,
         )
         self._sync = await self._loop.run_in_executor(None, self._construct, conf)
         try:

@@ -15,6 +15,7 @@ import threading
 import time
 from types import TracebackType
 
+from remoting.acl import Credentials, sign
 from remoting.client import (
     INVOKE_TIMEOUT_S,
     OPAQUE_MODULUS,
@@ -48,8 +49,10 @@ class BlockingClient:
         *,
         timeout_s: float = INVOKE_TIMEOUT_S,
         frame_bytes_max: int = FRAME_BYTES_MAX,
+        credentials: Credentials | None = None,
     ) -> None:
         self.addr = addr
+        self.credentials = credentials
         self.timeout_s = timeout_s
         self._host, self._port = split_addr(addr)
         self._frame_bytes_max = frame_bytes_max
@@ -78,7 +81,7 @@ class BlockingClient:
         with self._lock:
             deadline_s = time.monotonic() + self.timeout_s
             opaque = self._take_opaque()
-            sock = self._send(dataclasses.replace(request, opaque=opaque), deadline_s)
+            sock = self._send(self._outgoing(request, opaque), deadline_s)
             return self._receive(sock, opaque, deadline_s)
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
@@ -86,9 +89,15 @@ class BlockingClient:
         with self._lock:
             deadline_s = time.monotonic() + self.timeout_s
             oneway = dataclasses.replace(
-                request, opaque=self._take_opaque(), flag=request.flag | FLAG_ONEWAY
+                self._outgoing(request, self._take_opaque()), flag=request.flag | FLAG_ONEWAY
             )
             self._send(oneway, deadline_s)
+
+    def _outgoing(self, request: RemotingCommand, opaque: int) -> RemotingCommand:
+        """``request`` as it leaves: with this call's opaque, signed if we hold an account."""
+        if self.credentials is not None:
+            request = sign(request, self.credentials)
+        return dataclasses.replace(request, opaque=opaque)
 
     def close(self) -> None:
         """Close the connection (a later call opens a new one)."""

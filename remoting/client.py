@@ -14,6 +14,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
+from remoting.acl import Credentials, sign
 from remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import ProtocolError
@@ -198,7 +199,9 @@ class RemotingClient:
 
     ``on_request`` receives requests a server pushes on one of the client's
     connections (a broker gets NOTIFY_MIN_BROKER_ID_CHANGE this way); without
-    it two-way pushes are answered REQUEST_CODE_NOT_SUPPORTED.
+    it two-way pushes are answered REQUEST_CODE_NOT_SUPPORTED. With
+    ``credentials`` every request is signed (RocketMQ's ACL, :mod:`remoting.acl`),
+    as a client with ``AclClientRPCHook`` does.
     """
 
     def __init__(
@@ -207,8 +210,10 @@ class RemotingClient:
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         frame_bytes_max: int = FRAME_BYTES_MAX,
         on_request: RequestHandler | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.connect_timeout_s = connect_timeout_s
+        self.credentials = credentials
         self.frame_bytes_max = frame_bytes_max
         self.on_request = on_request
         self._connections: dict[str, _ClientConnection] = {}
@@ -240,12 +245,18 @@ class RemotingClient:
         conn.pending[opaque] = future
         timer = loop.call_at(deadline_s, _expire, future, addr, opaque, timeout_s)
         try:
-            conn.write(encode_frame(dataclasses.replace(request, opaque=opaque)))
+            conn.write(encode_frame(self._outgoing(request, opaque)))
             return await future
         finally:
             timer.cancel()
             if conn.pending.get(opaque) is future:
                 del conn.pending[opaque]
+
+    def _outgoing(self, request: RemotingCommand, opaque: int) -> RemotingCommand:
+        """``request`` as it leaves: with this call's opaque, signed if we hold an account."""
+        if self.credentials is not None:
+            request = sign(request, self.credentials)
+        return dataclasses.replace(request, opaque=opaque)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         """Send ``request`` with the one-way flag; no answer is awaited.
@@ -255,7 +266,7 @@ class RemotingClient:
         """
         conn = await self._connection(addr)
         oneway = dataclasses.replace(
-            request, opaque=self.next_opaque(), flag=request.flag | FLAG_ONEWAY
+            self._outgoing(request, self.next_opaque()), flag=request.flag | FLAG_ONEWAY
         )
         conn.write(encode_frame(oneway))
         await conn.wait_writable()

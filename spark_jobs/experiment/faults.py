@@ -98,6 +98,11 @@ class ClusterHandle:
                 return node
         raise FaultError(f"no node {node_id}")
 
+    def admin_client(self) -> RemotingClient:
+        """A client signing with the cluster's admin account (topic and KV operations)."""
+        secrets = launcher.read_secrets(self.run_dir, acl=self.plan.acl)
+        return RemotingClient(credentials=secrets.admin_credentials())
+
     def remoting_addrs(self) -> dict[str, str]:
         """Node id to the remoting address clients and brokers dial."""
         return {n.node_id: f"{launcher.LOOPBACK}:{n.remoting_port}" for n in self.plan.nodes}
@@ -192,12 +197,14 @@ class ClusterHandle:
             await asyncio.sleep(0.1)
 
     def _env(self, node: launcher.NodePlan) -> dict[str, str]:
+        secrets = launcher.read_secrets(self.run_dir, acl=self.plan.acl)
         env = launcher.ClusterEnv(
             redis_url=str(self.summary["redis"]["url"]),
-            secret=launcher.read_secret(self.run_dir),
+            secret=secrets.internal,
             cluster_file=self.run_dir / launcher.CLUSTER_FILE_NAME,
             mode=self.plan.mode,
             extra=dict(self.extra_env),
+            secrets=secrets,
         )
         return env.for_node(self.plan, node)
 

@@ -273,7 +273,7 @@ async def _drive(config: ExperimentConfig, the_scenario: Scenario, cluster: Clus
                         expiry_ms=config.expiry_ms, timeout_s=config.request_timeout_s,
                         rng=random.Random(rng.random()))
     ctx = ExperimentContext(config, cluster, ProxyMesh(), fleet, recorder, rng,
-                            topics + list(the_scenario.subset_topics), RemotingClient(),
+                            topics + list(the_scenario.subset_topics), cluster.admin_client(),
                             raft_mesh=raft_mesh)
     ctx_ref.append(ctx)
     try:

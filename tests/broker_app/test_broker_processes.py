@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from remoting.acl import signature_matches
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -136,3 +137,25 @@ def test_a_min_broker_id_notification_is_recorded_and_exposed(
         assert broker.runtime_info()["minBrokerAddr"] == broker.addr
     finally:
         broker.terminate()
+
+
+def test_a_broker_with_an_account_signs_everything_it_sends_the_namesrv(
+    tmp_path: Path, namesrv: FakeNameServer,
+) -> None:
+    secret_file = tmp_path / "broker.secret"
+    secret_file.write_text("broker-secret-key\n")
+    secret_file.chmod(0o600)
+    broker = BrokerProcess(tmp_path, "signing", role="ASYNC_MASTER", broker_id=0,
+                           namesrv=namesrv.addr,
+                           extra={"fast_heartbeat": "true", "heartbeat_interval_ms": "100",
+                                  "namesrvAccessKey": "brokers",
+                                  "namesrvSecretKeyFile": str(secret_file)})
+    [register] = namesrv.wait_for(RequestCode.REGISTER_BROKER)
+    [beat, *_] = namesrv.wait_for(RequestCode.BROKER_HEARTBEAT)
+    assert broker.terminate() == 0
+    [unregister] = namesrv.of(RequestCode.UNREGISTER_BROKER)
+
+    for received in (register, beat, unregister):
+        request = RemotingCommand.request(received.code, received.ext, received.body)
+        assert received.ext["AccessKey"] == "brokers"
+        assert signature_matches(request, "broker-secret-key"), received.code

@@ -50,3 +50,16 @@ def test_the_register_period_is_clamped_to_sixty_seconds() -> None:
 def test_settings_that_cannot_work_are_refused(settings: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         build_config(settings)
+
+
+def test_an_access_key_without_a_readable_private_secret_file_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared.secret"
+    shared.write_text("broker-secret-key")
+    shared.chmod(0o644)
+    base = {"store_dir": str(tmp_path), "namesrvAccessKey": "brokers"}
+
+    with pytest.raises(ConfigError, match="no secret key file"):
+        build_config(base).namesrv_credentials()
+    with pytest.raises(ConfigError, match="readable by others"):
+        build_config({**base, "namesrvSecretKeyFile": str(shared)}).namesrv_credentials()
+    assert build_config({"store_dir": str(tmp_path)}).namesrv_credentials() is None

@@ -9,6 +9,7 @@ it is installed with apt-get when missing (the tests run as root in CI).
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from namesrv_app.launcher import (
     wait_until,
     write_redis_config,
 )
+from tests.integration.gateway_harness import ADMIN
 from tests.web.conftest import BROKERS, SECRET, TOPICS, RunningGateway, start_gateway, stop_gateway
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +115,11 @@ def console_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleNo
             "REDIS_URL": redis_url,
             "NAMESRV_LOG_LEVEL": "WARNING",
             "OPERATOR_PASSWORD": OPERATOR_PASSWORD,
+            # Several web workers must share one key, or a session made by one is
+            # refused by the next; and the console signs its writes as the test admin.
+            "DJANGO_SECRET_KEY": "browser-tests-" + secrets.token_hex(16),
+            "NAMESRV_ACL_ACCESS_KEY": ADMIN.access_key,
+            "NAMESRV_ACL_SECRET_KEY_FILE": str(gateway.admin_secret_file),
         }
         subprocess.run(
             [

@@ -2,7 +2,9 @@
 
 Each gateway runs in its own process on port 0 with its own SQLite file; the
 ready file tells the test which ports it got. Brokers and clients are the
-project's blocking remoting client speaking real frames over TCP.
+project's blocking remoting client speaking real frames over TCP. Every gateway
+runs with the remoting ACL and the test accounts of :func:`write_test_acl`:
+admin writes go through :meth:`GatewayProcess.admin_client`, which signs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from namesrv_app.acl import Account, AclConfig, dump_acl
 from remoting import bodies
+from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
@@ -39,6 +43,23 @@ MASTER_HA = "127.0.0.1:10912"
 SLAVE_ADDR = "127.0.0.1:10921"
 SLAVE_HA = "127.0.0.1:10922"
 TOPICS = ("TopicTest", "TopicOther")
+ADMIN = Credentials("test-admin", "test-admin-secret-key")
+BROKER_ACCOUNT = Credentials("test-broker", "test-broker-secret-key")
+ACL_FILE_NAME = "plain_acl.yml"
+
+
+def write_test_acl(folder: Path) -> Path:
+    """The tests' accounts file: an admin and a broker account, loopback white-listed."""
+    accounts = (
+        Account(ADMIN.access_key, ADMIN.secret_key, admin=True),
+        Account(BROKER_ACCOUNT.access_key, BROKER_ACCOUNT.secret_key),
+    )
+    config = AclConfig(
+        {a.access_key: a for a in accounts}, AclConfig.default().global_white_list
+    )
+    path = folder / ACL_FILE_NAME
+    path.write_text(dump_acl(config), encoding="utf-8")
+    return path
 
 
 @dataclass
@@ -52,6 +73,8 @@ class GatewayProcess:
     proc: subprocess.Popen[bytes] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
+    with_test_acl: bool = True
+    """Start with ``--acl-file`` of :func:`write_test_acl` (False: the command's default)."""
 
     @property
     def addr(self) -> str:
@@ -79,6 +102,8 @@ class GatewayProcess:
         ]  # fmt: skip
         if migrate:
             command.append("--migrate")
+        if self.with_test_acl:
+            command += ["--acl-file", str(write_test_acl(self.db_path.parent))]
         command.extend(self.extra_args)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
@@ -105,6 +130,10 @@ class GatewayProcess:
     def client(self, timeout_s: float = 5.0) -> BlockingClient:
         """A new connection to the public port."""
         return BlockingClient(self.addr, timeout_s=timeout_s)
+
+    def admin_client(self, timeout_s: float = 5.0) -> BlockingClient:
+        """A new connection to the public port that signs as the test admin."""
+        return BlockingClient(self.addr, timeout_s=timeout_s, credentials=ADMIN)
 
     def node_status(self) -> dict[str, Any]:
         """NODE_STATUS over the internal port."""

@@ -36,6 +36,7 @@ from tests.integration.gateway_harness import (
 from tools import ports
 
 CLUSTER = "RaftCluster"
+RAFT_SECRET = "integration-raft-cluster-secret"
 PROPOSE_TIMEOUT_S = 3.0
 WIRE_TIMEOUT_S = 8.0
 """Above the propose bound: a refused write must come back as SYSTEM_ERROR, not a timeout."""
@@ -122,6 +123,7 @@ class RaftGateway(GatewayProcess):
             "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
             "NAMESRV_DB_PATH": str(self.db_path),
             "NAMESRV_INTERNAL_SECRET": SECRET,
+            "NAMESRV_RAFT_SECRET": RAFT_SECRET,
             "NAMESRV_LOG_LEVEL": "WARNING",
             "NAMESRV_LEADER_PUBLISHER": "tests.integration.leader_log.record",
             "LEADER_LOG_FILE": str(self.leader_log),

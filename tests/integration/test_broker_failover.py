@@ -23,7 +23,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.broker_app.support import BrokerProcess, send, wait_until
 from tests.integration.gateway_harness import REPO_ROOT, SECRET
-from tests.integration.raft_cluster_harness import RaftGateway, free_port
+from tests.integration.raft_cluster_harness import RAFT_SECRET, RaftGateway, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -47,7 +47,8 @@ class FailoverGateway(RaftGateway):
     def launch(self, *, migrate: bool = True) -> None:
         """Start ``run_gateway --mode raft`` with the fast-scan options."""
         env = {**os.environ, "NAMESRV_DB_PATH": str(self.db_path),
-               "NAMESRV_INTERNAL_SECRET": SECRET, "NAMESRV_LOG_LEVEL": "WARNING"}
+               "NAMESRV_INTERNAL_SECRET": SECRET, "NAMESRV_RAFT_SECRET": RAFT_SECRET,
+               "NAMESRV_LOG_LEVEL": "WARNING"}
         command = [
             sys.executable, "manage.py", "run_gateway", "--node", self.node_id, "--port", "0",
             "--internal-port", "0", "--ready-file", str(self.ready_file), "--mode", "raft",

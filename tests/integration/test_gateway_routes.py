@@ -146,7 +146,7 @@ def test_a_restart_rebuilds_the_projection_equal_to_the_table(tmp_path: Path) ->
 def test_kv_config_survives_a_restart_in_eventual_mode(tmp_path: Path) -> None:
     """Upstream persists kvConfig.json after every put and delete and loads it at start."""
     process = new_gateway(tmp_path).start()
-    with process.client() as admin:
+    with process.admin_client() as admin:
         for key, value in (("TopicTest", "broker-a:8"), ("Gone", "x")):
             put = RemotingCommand.request(
                 RequestCode.PUT_KV_CONFIG,

@@ -1,8 +1,13 @@
 'use strict';
 // Drives ali-ons@3.12.0 against a NameServer and prints what it saw as one JSON line.
 //
-// Usage: node ali_ons_driver.js <namesrvAddr> <topic> <kvNamespace>
+// Usage: node ali_ons_driver.js <namesrvAddr> <topic> <kvNamespace> <accessKey> <secretKey>
 // NODE_PATH must point at the node_modules folder holding ali-ons.
+//
+// KV writes are admin requests: the NameServer's ACL wants them signed. ali-ons signs
+// with its own code (channel.js beforeRequest: AccessKey, OnsChannel and the header
+// fields sorted, then the body, HmacSHA1, Base64) when it is given an access key;
+// one put is also sent through a client without a key, which must be refused.
 //
 // Everything goes through ali-ons' own code: MQClientAPI (its route query),
 // RemotingCommand (its codec: language JAVA, version 121, opaque from 1) and its
@@ -39,14 +44,12 @@ function answer(response) {
 }
 
 async function main() {
-  const [addr, topic, namespace] = process.argv.slice(2);
-  const api = new MQClientAPI({
-    nameSrv: addr,
-    httpclient: {},
-    logger: quietLogger,
-    responseTimeout: TIMEOUT_MS,
-  });
+  const [addr, topic, namespace, accessKey, secretKey] = process.argv.slice(2);
+  const options = { nameSrv: addr, httpclient: {}, logger: quietLogger, responseTimeout: TIMEOUT_MS };
+  const api = new MQClientAPI({ ...options, accessKey, secretKey });
+  const anonymous = new MQClientAPI(options);
   await api.ready();
+  await anonymous.ready();
   const call = (code, header) => api.invoke(addr, RemotingCommand.createRequestCommand(code, header), TIMEOUT_MS)
     .then(answer);
   const result = {};
@@ -58,12 +61,18 @@ async function main() {
   result.routeStandard = await call(105, { topic, acceptStandardJsonOnly: 'true' });
   result.routeMissing = await call(105, { topic: `${topic}-missing` });
   result.clusterInfo = await call(106, {});
+  result.kvPutUnsigned = await anonymous.invoke(
+    addr,
+    RemotingCommand.createRequestCommand(100, { namespace, key: 'ali-ons-key', value: 'unsigned' }),
+    TIMEOUT_MS,
+  ).then(answer);
   result.kvPut = await call(100, { namespace, key: 'ali-ons-key', value: 'ali-ons-value' });
   result.kvGet = await call(101, { namespace, key: 'ali-ons-key' });
   result.kvDelete = await call(102, { namespace, key: 'ali-ons-key' });
   result.kvGetAfterDelete = await call(101, { namespace, key: 'ali-ons-key' });
   result.topicList = await call(206, {});
   await api.close();
+  await anonymous.close();
   process.stdout.write(JSON.stringify(result) + '\n');
 }
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from namesrv_app.run_secrets import read_run_secrets
+from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
 from tests.integration.cluster_fixtures import (
     make_broker,
@@ -39,6 +41,8 @@ class RunningNamesrv:
     topic: str
     master_addr: str
     slave_addr: str
+    admin: Credentials
+    """The cluster's admin account (``cluster up`` turns the remoting ACL on)."""
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +69,8 @@ def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNamesrv
         ):
             register_broker(master_conn, master, [INTEROP_TOPIC])
             register_broker(slave_conn, slave, [INTEROP_TOPIC])
-            yield RunningNamesrv(addr, INTEROP_TOPIC, master.addr, slave.addr)
+            admin = read_run_secrets(run_dir).admin_credentials()
+            assert admin is not None
+            yield RunningNamesrv(addr, INTEROP_TOPIC, master.addr, slave.addr, admin)
     finally:
         stop_cluster(run_dir)

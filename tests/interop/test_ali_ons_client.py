@@ -28,7 +28,8 @@ KV_NAMESPACE = "ALI_ONS_INTEROP"
 def seen(interop_clients: InteropClients, namesrv: RunningNamesrv) -> dict[str, Any]:
     """Everything the ali-ons driver saw, in one run."""
     done = subprocess.run(
-        [interop_clients.node_executable, str(DRIVER), namesrv.addr, namesrv.topic, KV_NAMESPACE],
+        [interop_clients.node_executable, str(DRIVER), namesrv.addr, namesrv.topic, KV_NAMESPACE,
+         namesrv.admin.access_key, namesrv.admin.secret_key],
         env={**os.environ, "NODE_PATH": str(interop_clients.node_modules)},
         capture_output=True,
         text=True,
@@ -99,7 +100,8 @@ def test_cluster_info_lists_the_broker_group(seen: dict[str, Any], namesrv: Runn
     }
 
 
-def test_kv_config_can_be_put_read_and_deleted(seen: dict[str, Any]) -> None:
+def test_kv_config_can_be_put_read_and_deleted_when_ali_ons_signs(seen: dict[str, Any]) -> None:
+    """ali-ons signs with its own code (it adds OnsChannel=ALIYUN to the signed fields)."""
     assert seen["kvPut"]["code"] == 0
     assert seen["kvGet"]["code"] == 0
     assert seen["kvGet"]["extFields"]["value"] == "ali-ons-value"
@@ -107,6 +109,12 @@ def test_kv_config_can_be_put_read_and_deleted(seen: dict[str, Any]) -> None:
     gone = seen["kvGetAfterDelete"]
     assert gone["code"] == 22
     assert gone["remark"] == f"No config item, Namespace: {KV_NAMESPACE} Key: ali-ons-key"
+
+
+def test_an_unsigned_kv_put_is_refused_with_no_permission(seen: dict[str, Any]) -> None:
+    refused = seen["kvPutUnsigned"]
+    assert refused["code"] == 16
+    assert "needs an ACL signature (no AccessKey)" in refused["remark"]
 
 
 def test_the_topic_list_holds_the_registered_topic(

@@ -24,6 +24,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLY_LINE_BYTES_MAX = 1 << 20
+CLUSTER_SECRET = "raftstore-tests-cluster-secret"
+"""The Raft cluster secret of every test node (in this process or a subprocess)."""
 
 
 def free_port() -> int:
@@ -81,6 +83,7 @@ async def serve(args: argparse.Namespace) -> None:
         Path(args.data_dir),
         dial=json.loads(args.dial),
         propose_timeout_s=args.timeout,
+        secret=CLUSTER_SECRET,
     )
     await replicator.start()
     loop = asyncio.get_running_loop()
@@ -316,8 +319,9 @@ class InProcessCluster:
         from raftstore.raft import RaftReplicator
 
         return RaftReplicator(
-            f"n{index}", self.addrs[index], self.addrs, self.root / f"n{index}", **self._options
-        )
+            f"n{index}", self.addrs[index], self.addrs, self.root / f"n{index}",
+            secret=CLUSTER_SECRET, **self._options,
+        )  # fmt: skip
 
     async def start(self) -> None:
         """Start every node."""

@@ -10,7 +10,7 @@ import pytest
 
 from raftstore.commands import PutKV
 from raftstore.raft import MembershipError, RaftReplicator
-from tests.raftstore.raft_node import InProcessCluster, free_port
+from tests.raftstore.raft_node import CLUSTER_SECRET, InProcessCluster, free_port
 
 
 @pytest.fixture
@@ -27,7 +27,9 @@ async def test_a_fourth_node_joins_catches_up_and_leaves_again(
 ) -> None:
     await cluster.nodes[0].propose(PutKV("ns", "early", "v"))
     new_addr = f"127.0.0.1:{free_port()}"
-    joiner = RaftReplicator("n3", new_addr, cluster.addrs, tmp_path / "n3", ready_timeout_s=0)
+    joiner = RaftReplicator(
+        "n3", new_addr, cluster.addrs, tmp_path / "n3", ready_timeout_s=0, secret=CLUSTER_SECRET
+    )
     await joiner.start()
     try:
         await cluster.nodes[1].add_node(new_addr)

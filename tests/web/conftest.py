@@ -36,6 +36,7 @@ from namesrv_app.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from remoting.blocking import BlockingClient
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from tests.integration.gateway_harness import ADMIN, write_test_acl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "web-test-secret"
@@ -161,6 +162,8 @@ class RunningGateway:
     port: int
     internal_port: int
     db_path: Path
+    admin_secret_file: Path
+    """The test admin's secret key (mode 0600): the web side signs its writes with it."""
     # One open connection per broker: in eventual mode a closed broker
     # connection unregisters that broker (upstream BrokerHousekeepingService).
     broker_clients: dict[str, BlockingClient] = field(default_factory=dict)
@@ -210,6 +213,8 @@ def start_gateway(
         "--ready-file",
         str(ready),
         "--migrate",
+        "--acl-file",
+        str(write_test_acl(folder)),
     ]
     log = (folder / f"{node_id}.log").open("ab")
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
@@ -220,7 +225,12 @@ def start_gateway(
             raise RuntimeError((folder / f"{node_id}.log").read_text())
         time.sleep(POLL_S)
     info = json.loads(ready.read_text())
-    return RunningGateway(proc, int(info["port"]), int(info["internal_port"]), db_path)
+    admin_secret = folder / "admin.secret"
+    admin_secret.write_text(ADMIN.secret_key, encoding="utf-8")
+    admin_secret.chmod(0o600)
+    return RunningGateway(
+        proc, int(info["port"]), int(info["internal_port"]), db_path, admin_secret
+    )
 
 
 def stop_gateway(gateway: RunningGateway) -> None:
@@ -259,6 +269,8 @@ def node_settings(
         "INTERNAL_PORT": gateway.internal_port,
         "INTERNAL_SECRET": SECRET,
         "CLUSTER_FILE": cluster_file,
+        "ACL_ACCESS_KEY": ADMIN.access_key,
+        "ACL_SECRET_KEY_FILE": str(gateway.admin_secret_file),
     }
 
 

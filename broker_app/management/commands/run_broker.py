@@ -93,6 +93,7 @@ class Command(BaseCommand):
         """Build the config, then serve until a signal arrives."""
         try:
             config = build_config(settings_from_options(options))
+            config.namesrv_credentials()  # an unreadable secret fails here, not later
         except (ConfigError, OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         logging.basicConfig(level=logging.INFO,

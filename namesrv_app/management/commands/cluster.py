@@ -9,6 +9,7 @@ function (the integration tests call the same functions).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import time
@@ -75,6 +76,12 @@ class Command(BaseCommand):
             help="raft mode, repeatable: the replicated expiry's clock-skew allowance, for "
             "every node (MS) or one (NODE=MS); default: the gateway's",
         )
+        parser.add_argument(
+            "--no-acl",
+            action="store_true",
+            help="run the gateways without the remoting ACL: ANY local process may then "
+            "change routes, KV and config (by default admin writes need the admin account)",
+        )
         parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
         parser.add_argument(
             "--demo",
@@ -131,6 +138,7 @@ class Command(BaseCommand):
                 options["skew_allowance_ms"], [n.node_id for n in plan.nodes]
             ),
         )
+        plan = dataclasses.replace(plan, acl=not options["no_acl"])
         if options["foreground"]:
             # A SIGTERM while starting must roll back like Ctrl-C does, not orphan processes.
             signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -165,6 +173,14 @@ class Command(BaseCommand):
         lines.append(f"  clients: namesrvAddr={addrs}")
         for broker in summary.get("brokers", []):
             lines.append(f"  broker {broker['label']}: {broker['addr']} (pid {broker['pid']})")
+        acl = summary.get("acl") or {}
+        if acl.get("enabled"):
+            lines.append(
+                f"  remoting ACL on: admin account {acl['admin_access_key']}, secret key in "
+                f"{acl['admin_secret_file']}; accounts in {acl['file']}"
+            )
+        else:
+            lines.append("  remoting ACL OFF (--no-acl): any local process may change routes")
         if summary.get("demo_pid"):
             lines.append(f"  demo brokers (pid {summary['demo_pid']}): {summary['run_dir']}/demo")
         first = summary["nodes"][0]

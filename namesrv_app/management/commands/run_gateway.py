@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from namesrv_app.acl import AclConfigError
 from namesrv_app.checks import check_namesrv_settings
 from namesrv_app.conf import (
     MODES,
@@ -17,6 +18,7 @@ from namesrv_app.conf import (
     namesrv_settings,
     parse_addr_list,
     parse_dial_map,
+    resolve_secret,
 )
 from namesrv_app.events import load_leader_publisher, load_publisher
 from namesrv_app.gateway import GatewayConfigError, GatewayOptions, RaftOptions, serve
@@ -63,10 +65,23 @@ def raft_options(options: dict[str, Any], conf: NamesrvSettings) -> RaftOptions 
     except ValueError as exc:
         raise CommandError(f"raft options: {exc}") from exc
     raft_dir = options["raft_dir"] or default_raft_dir(options["node"])
+    try:
+        secret = resolve_secret(
+            conf.RAFT_SECRET, options["raft_secret_file"] or "", "raft cluster secret"
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    if not secret:
+        raise CommandError(
+            "raft mode needs the cluster secret: --raft-secret-file FILE (mode 0600), "
+            "NAMESRV_RAFT_SECRET_FILE or NAMESRV_RAFT_SECRET; every member uses the same one"
+        )
     return RaftOptions(
         port=options["raft_port"],
         peers=peers,
         data_dir=Path(raft_dir),
+        secret=secret,
+        bind_host=options["raft_bind_host"] or None,
         dial=dial,
         propose_timeout_s=options["propose_timeout_s"],
         skew_allowance_ms=options["skew_allowance_ms"],
@@ -108,6 +123,14 @@ class Command(BaseCommand):
         )
         raft.add_argument("--raft-dir", type=Path, default=conf.RAFT_DIR or None)
         raft.add_argument(
+            "--raft-secret-file", default=conf.RAFT_SECRET_FILE or None, metavar="FILE",
+            help="the cluster secret every Raft peer must prove (mode 0600)",
+        )  # fmt: skip
+        raft.add_argument(
+            "--raft-bind-host", default=conf.RAFT_BIND_HOST or None, metavar="HOST",
+            help="where the Raft port listens (default: the host of this node's identity)",
+        )  # fmt: skip
+        raft.add_argument(
             "--raft-dial",
             default=conf.RAFT_DIAL,
             help='"peer=h:p,...": dial a peer elsewhere (tests: through a fault proxy)',
@@ -129,6 +152,16 @@ class Command(BaseCommand):
         parser.add_argument(
             "--config", type=Path, default=None, metavar="FILE",
             help="NamesrvConfig properties (Java names, e.g. orderMessageEnable=true), as -c",
+        )  # fmt: skip
+        acl = parser.add_argument_group("remoting ACL (docs/SECURITY.md)")
+        acl.add_argument(
+            "--acl-file", type=Path, default=Path(conf.ACL_FILE) if conf.ACL_FILE else None,
+            metavar="FILE",
+            help="accounts in plain_acl.yml style; without one, admin codes are refused",
+        )  # fmt: skip
+        acl.add_argument(
+            "--no-acl", action="store_false", dest="acl_enabled", default=conf.ACL_ENABLED,
+            help="turn the remoting ACL off: ANY peer may then change routes and config",
         )  # fmt: skip
         parser.add_argument(
             "--scan-interval-ms", type=int, default=0,
@@ -157,6 +190,8 @@ class Command(BaseCommand):
             scan_interval_ms=options["scan_interval_ms"],
             kv_config_file=kv_config_file(conf.KV_CONFIG_PATH, options["node"]),
             namesrv_properties=namesrv_properties(options["config"]),
+            acl_enabled=options["acl_enabled"],
+            acl_file=options["acl_file"],
         )
         try:
             asyncio.run(
@@ -166,5 +201,5 @@ class Command(BaseCommand):
                     leader_publisher=load_leader_publisher(conf.LEADER_PUBLISHER),
                 )
             )
-        except GatewayConfigError as exc:
+        except (GatewayConfigError, AclConfigError) as exc:
             raise CommandError(str(exc)) from exc

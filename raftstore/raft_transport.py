@@ -1,0 +1,142 @@
+"""The Raft port's transport: PySyncObj's TCP transport with authentication enforced.
+
+PySyncObj sends pickled messages, and unpickling is code execution: a peer that can
+put bytes in front of ``pickle.loads`` can run anything on the node. So every peer
+must prove the cluster secret before a single byte of its reaches a deserializer.
+
+We use PySyncObj's own ``password`` for that. With a password, every message on
+the wire is a Fernet token (AES-128-CBC + HMAC-SHA256, key derived from the secret
+with PBKDF2), and ``TcpConnection`` verifies the HMAC before it decompresses or
+unpickles anything; a token that fails verification drops the connection. The
+first message of each connection carries a random per-connection key that every
+later message must echo, so a recorded message cannot be replayed on another
+connection. ``tests/integration/test_raft_port_auth.py`` proves it on a running
+cluster: a pickled payload, sent raw or encrypted with a wrong secret, runs nothing.
+
+Two gaps in PySyncObj 0.3.17 that this module closes:
+
+* **Unbounded pre-auth buffering.** A connection buffers whatever length its first
+  message claims (up to 2 GiB) before the HMAC can be checked. :class:`GuardedConnection`
+  refuses more than :data:`PRE_AUTH_BYTES_MAX` from a peer that has not yet shown it
+  holds the secret.
+* **Slow pre-auth peers.** PySyncObj's connection timeout counts from the last
+  byte read, so a peer sending one byte a second stays forever. The transport
+  drops connections that have not identified themselves within
+  :data:`PRE_AUTH_DEADLINE_S`.
+
+The utility/status path of PySyncObj (``syncobj_admin``) goes through the same
+connections, so it needs the secret too.
+
+Private PySyncObj attributes used here, checked against 0.3.17 (pinned):
+``TcpConnection._TcpConnection__processRead``, ``TcpConnection._TcpConnection__readBuffer``,
+``TcpConnection.sendRandKey``, ``TCPTransport._unknownConnections``,
+``TCPTransport._onNewIncomingConnection`` and ``TCPTransport._onTick``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.transport import TCPTransport
+
+log = logging.getLogger(__name__)
+
+SECRET_CHARS_MIN = 16
+"""A cluster secret shorter than this is refused: it is a key, not a password."""
+PRE_AUTH_BYTES_MAX = 4096
+"""What a peer may have buffered before it has proven the secret. Its first message
+(an encrypted 32-byte random key) is about 200 bytes."""
+PRE_AUTH_DEADLINE_S = 5.0
+"""A new incoming connection must prove the secret and name its node within this."""
+
+
+def check_secret(secret: str) -> str:
+    """``secret`` if it is usable as the cluster secret, else ValueError."""
+    if len(secret) < SECRET_CHARS_MIN:
+        raise ValueError(
+            f"the Raft cluster secret must have at least {SECRET_CHARS_MIN} characters "
+            f"(it has {len(secret)}); generate one, e.g. `openssl rand -hex 32`"
+        )
+    return secret
+
+
+class GuardedConnection(TcpConnection):  # type: ignore[misc]
+    """A ``TcpConnection`` that stops buffering a peer that has not proven the secret.
+
+    ``sendRandKey`` is set once the peer's first message has passed the Fernet HMAC
+    check (on both incoming and outgoing connections): until then the peer is
+    unauthenticated and gets at most :data:`PRE_AUTH_BYTES_MAX` of buffer.
+    """
+
+    def _TcpConnection__processRead(self) -> bool:
+        more: bool = super()._TcpConnection__processRead()
+        if self.sendRandKey is None and len(self._TcpConnection__readBuffer) > PRE_AUTH_BYTES_MAX:
+            log.warning(
+                "raft port: dropping an unauthenticated peer that sent %d bytes "
+                "before proving the cluster secret",
+                len(self._TcpConnection__readBuffer),
+            )
+            self.disconnect()
+            return False
+        return more
+
+
+class RaftTransport(TCPTransport):  # type: ignore[misc]
+    """PySyncObj's TCP transport with the pre-auth guards, durable sends and the
+    follower-side trimming of re-sent entries (see :mod:`raftstore.raft_append`).
+
+    The owning SyncObj must provide ``durability`` (journal flushes) and
+    ``trim_append_entries``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._accepted_at: dict[Any, float] = {}
+        super().__init__(*args, **kwargs)
+
+    def _onNewIncomingConnection(self, conn: Any) -> None:
+        # The connection has been accepted but nothing has been read yet: switch it
+        # to the guarded reader before its first byte arrives.
+        conn.__class__ = GuardedConnection
+        self._accepted_at[conn] = time.monotonic()
+        super()._onNewIncomingConnection(conn)
+
+    def _onTick(self) -> None:
+        super()._onTick()
+        if not self._accepted_at:
+            return
+        now = time.monotonic()
+        for conn, accepted_at in list(self._accepted_at.items()):
+            if conn not in self._unknownConnections:
+                del self._accepted_at[conn]  # identified (or already gone)
+            elif now - accepted_at > PRE_AUTH_DEADLINE_S:
+                del self._accepted_at[conn]
+                log.warning("raft port: dropping a peer that did not authenticate in time")
+                self._unknownConnections.discard(conn)
+                conn.disconnect()
+
+    def send(self, node: Any, message: Any) -> Any:
+        """Make the log (or the vote) durable first, then send."""
+        if isinstance(message, dict):
+            kind = message.get("type")
+            acked = kind == "next_node_idx" and message.get("success")
+            if acked or (kind == "append_entries" and message.get("entries")):
+                self._syncObj.durability.flush_journal()
+            elif kind in ("request_vote", "response_vote"):
+                self._syncObj.durability.sync_meta()
+        return super().send(node, message)
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
+        """Trim re-sent entries this follower already holds (see raftstore.raft_append)."""
+        if isinstance(message, dict) and message.get("type") == "append_entries":
+            message = self._syncObj.trim_append_entries(message)
+        super()._onMessageReceived(node, message)
+
+
+def conf_security(self_addr: str, bind_host: str | None, secret: str) -> Mapping[str, str]:
+    """The SyncObjConf keys that bind the Raft port and require the secret."""
+    host, _, port = self_addr.rpartition(":")
+    return {"bindAddress": f"{bind_host or host}:{port}", "password": check_secret(secret)}

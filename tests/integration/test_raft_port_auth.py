@@ -1,0 +1,195 @@
+"""The Raft port of a running raft-mode cluster authenticates before it deserializes.
+
+PySyncObj unpickles what its peers send, so an unauthenticated byte reaching it
+would be code execution. Each probe here is a real attacker on loopback; after
+each one the cluster must still commit, and the marker file the payload would
+create must not exist.
+"""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import struct
+import subprocess
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from pysyncobj.encryptor import getEncryptor
+from pysyncobj.utility import TcpUtility, UtilityException
+
+from raftstore.raft_transport import PRE_AUTH_DEADLINE_S
+from remoting.acl import Credentials, sign
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from tests.integration.raft_cluster_harness import (
+    RAFT_SECRET,
+    RaftGateway,
+    RaftGatewayCluster,
+    register_frame,
+    write_until_accepted,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DROP_WAIT_S = 5.0
+WRITE_BOUND_S = 10.0
+
+
+class CreatesAFile:
+    """Unpickling this opens (and so creates) ``path``: proof of code execution."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (str(self.path), "w"))
+
+
+def pysyncobj_frame(data: bytes) -> bytes:
+    """PySyncObj's framing: a native int32 length, then the (maybe encrypted) bytes."""
+    return struct.pack("i", len(data)) + data
+
+
+def dropped(sock: socket.socket, wait_s: float = DROP_WAIT_S) -> bool:
+    """True when the node closes the connection within ``wait_s`` without answering."""
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(65536) == b""
+    except (TimeoutError, socket.timeout):
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def connect(node: RaftGateway) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", node.raft_port), timeout=DROP_WAIT_S)
+
+
+def still_commits(cluster: RaftGatewayCluster, index: int) -> None:
+    """A new registration commits and every node converges on it."""
+    before = max(n.node_status()["commit_index"] for n in cluster.running())
+    write_until_accepted(cluster.nodes[0], register_frame(index), WRITE_BOUND_S)
+    statuses = cluster.converged()
+    assert all(s["commit_index"] > before for s in statuses)
+    assert all(s["alarms"] == [] for s in statuses)
+
+
+def test_the_raft_port_listens_on_the_nodes_address_only(cluster: RaftGatewayCluster) -> None:
+    for node in cluster.nodes:
+        listening = subprocess.run(
+            ["ss", "-Hltn", f"sport = :{node.raft_port}"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        local = [field for field in listening if field.endswith(f":{node.raft_port}")]
+        assert local == [f"127.0.0.1:{node.raft_port}"], listening
+
+
+def test_a_pickled_payload_sent_raw_runs_nothing(
+    cluster: RaftGatewayCluster, tmp_path: Path
+) -> None:
+    marker = tmp_path / "owned-by-a-raw-pickle"
+    payload = zlib.compress(pickle.dumps(CreatesAFile(marker)), 3)
+    leader = cluster.nodes[cluster.leader()]
+
+    with connect(leader) as sock:
+        sock.sendall(pysyncobj_frame(payload))
+        assert dropped(sock)
+
+    assert not marker.exists()
+    still_commits(cluster, 11)
+
+
+def test_a_payload_encrypted_with_the_wrong_secret_runs_nothing(
+    cluster: RaftGatewayCluster, tmp_path: Path
+) -> None:
+    """An attacker who knows the protocol and the address but not the secret."""
+    marker = tmp_path / "owned-by-a-guessed-secret"
+    guess = getEncryptor("a-guessed-cluster-secret-of-length")
+    payload = zlib.compress(pickle.dumps(CreatesAFile(marker)), 3)
+    token = guess.encrypt_at_time(payload, int(time.monotonic()))
+
+    for node in cluster.nodes:
+        with connect(node) as sock:
+            sock.sendall(pysyncobj_frame(token))
+            assert dropped(sock)
+
+    assert not marker.exists()
+    still_commits(cluster, 12)
+
+
+def test_a_huge_claimed_message_is_cut_before_it_is_buffered(
+    cluster: RaftGatewayCluster,
+) -> None:
+    leader = cluster.nodes[cluster.leader()]
+
+    with connect(leader) as sock:
+        sock.sendall(struct.pack("i", 2**31 - 1) + b"\0" * 65536)
+        assert dropped(sock)
+
+    still_commits(cluster, 13)
+
+
+def test_a_peer_that_trickles_bytes_is_dropped_at_the_pre_auth_deadline(
+    cluster: RaftGatewayCluster,
+) -> None:
+    node = cluster.nodes[0]
+    started = time.monotonic()
+
+    with connect(node) as sock:
+        sock.settimeout(1.0)
+        # A plausible length word, then the message a byte a second: only a deadline ends it.
+        sock.sendall(struct.pack("i", 1000))
+        closed = False
+        while time.monotonic() - started < PRE_AUTH_DEADLINE_S + DROP_WAIT_S:
+            try:
+                sock.sendall(b"x")
+                if sock.recv(1) == b"":
+                    closed = True
+                    break
+            except (TimeoutError, socket.timeout):
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+
+    assert closed, "a byte a second kept the connection open"
+    assert time.monotonic() - started >= PRE_AUTH_DEADLINE_S - 1.0
+
+
+def test_the_status_command_needs_the_cluster_secret(cluster: RaftGatewayCluster) -> None:
+    node = cluster.nodes[0]
+    addr = f"127.0.0.1:{node.raft_port}"
+
+    with pytest.raises(UtilityException):
+        TcpUtility(timeout=3.0).executeCommand(addr, ["status"])
+    with pytest.raises(UtilityException):
+        TcpUtility(password="a-guessed-cluster-secret", timeout=3.0).executeCommand(
+            addr, ["status"]
+        )
+    status = TcpUtility(password=RAFT_SECRET, timeout=3.0).executeCommand(addr, ["status"])
+
+    assert str(status["self"]) == node.raft_addr, "the secret holder gets the status"
+
+
+def test_a_refused_admin_write_on_a_follower_proposes_nothing(
+    cluster: RaftGatewayCluster,
+) -> None:
+    """The ACL decides on the node the request reached, before anything is proposed."""
+    statuses = cluster.converged()
+    follower = next(n for n in cluster.nodes if n.node_status()["state"] != "leader")
+    put = RemotingCommand.request(
+        RequestCode.PUT_KV_CONFIG, {"namespace": "ns", "key": "k", "value": "v"}
+    )
+
+    answers = [
+        follower.invoke(put).code,
+        follower.invoke(sign(put, Credentials("intruder", "intruder-secret"))).code,
+    ]
+
+    assert answers == [ResponseCode.NO_PERMISSION, ResponseCode.NO_PERMISSION]
+    time.sleep(0.5)
+    after = cluster.converged()
+    assert [s["commit_index"] for s in after] == [s["commit_index"] for s in statuses]
