@@ -55,8 +55,9 @@ from broker_app.store.message_store import (
 from broker_app.store.record import parse_properties
 from remoting.client import RemotingClient
 from remoting.codes import CURRENT_VERSION, ResponseCode
+from remoting.command import RemotingCommand
 from remoting.model import PERM_WRITE, TopicConfig, TopicConfigSerializeWrapper, is_writeable
-from remoting.server import RemotingServer
+from remoting.server import Connection, RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,8 @@ class BrokerController:
         self.store: MessageStore | None = None
         self.metadata = BrokerMetadata(MetadataSnapshot())
         self.processor = BrokerProcessor(self)
-        self.server = RemotingServer(self.processor.handle, host=config.host, port=config.port)
+        self.acl = config.remoting_acl()
+        self.server = RemotingServer(self._serve, host=config.host, port=config.port)
         self.client = RemotingClient(
             on_request=self.processor.handle, credentials=config.namesrv_credentials()
         )
@@ -128,6 +130,17 @@ class BrokerController:
         self._persist_queued = False
         self._tasks: list[asyncio.Task[None]] = []
         self._round_robin = 0
+
+    async def _serve(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        """The remoting port's handler: the ACL first, then the processor. (Requests the
+        NameServers push on our own outbound connections go to the processor directly:
+        we dialled those peers.)"""
+        acl = self.acl
+        if acl is not None and acl.guards(request.code):
+            refusal = acl.check(request, conn.peer_host)
+            if refusal is not None:
+                return acl.refuse(request, refusal)
+        return await self.processor.handle(request, conn)
 
     # -- identity ------------------------------------------------------------
 

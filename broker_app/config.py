@@ -19,8 +19,14 @@ from typing import Any
 from broker_app.ha.config import HAConfig
 from broker_app.store.message_store import FlushDiskType, StoreConfig
 from remoting.acl import Credentials, load_credentials
+from remoting.acl_policy import AclConfig, AclConfigError, AclFile, RemotingAcl
 from remoting.bodies import decode_properties
+from remoting.codes import RequestCode
 
+BROKER_ADMIN_CODES: frozenset[int] = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC})
+"""Codes of the broker port that change its topics: an admin's signature, always."""
+NAMESRV_PUSH_CODES: frozenset[int] = frozenset({RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE})
+"""What NameServers push to brokers: a signature or a white-listed NameServer address."""
 REGISTER_PERIOD_MIN_MS = 10_000  # BrokerController clamps registerNameServerPeriod to
 REGISTER_PERIOD_MAX_MS = 60_000  # [10 s, 60 s]
 PORT_MAX = 65535
@@ -80,6 +86,11 @@ class BrokerConfig:
     # accept only from white-listed addresses).
     namesrv_access_key: str = ""
     namesrv_secret_key_file: Path | None = None
+    # This broker's own remoting ACL (docs/SECURITY.md): topic creation needs an admin
+    # signature; NOTIFY_MIN_BROKER_ID_CHANGE a signature or a white-listed NameServer.
+    # Without a file: no accounts, loopback white-listed. Off only when asked.
+    acl_enabled: bool = True
+    acl_file: Path | None = None
 
     @property
     def effective_register_period_ms(self) -> int:
@@ -97,6 +108,19 @@ class BrokerConfig:
             return load_credentials(self.namesrv_access_key, self.namesrv_secret_key_file)
         except ValueError as exc:
             raise ConfigError(f"namesrvAccessKey/namesrvSecretKeyFile: {exc}") from exc
+
+    def remoting_acl(self) -> RemotingAcl | None:
+        """The ACL of this broker's remoting port (None when turned off)."""
+        if not self.acl_enabled:
+            return None
+        try:
+            source = AclConfig.default() if self.acl_file is None else AclFile(self.acl_file)
+        except AclConfigError as exc:
+            raise ConfigError(str(exc)) from exc
+        return RemotingAcl(
+            source, admin_codes=BROKER_ADMIN_CODES, white_listable_codes=NAMESRV_PUSH_CODES,
+            white_listable_kind="NameServer",
+        )  # fmt: skip
 
     def store_config(self) -> StoreConfig:
         """The message store part of this config."""
@@ -161,6 +185,8 @@ ALIASES: dict[str, str] = {
     "failoverMasterRole": "failover_master_role",
     "namesrvAccessKey": "namesrv_access_key",
     "namesrvSecretKeyFile": "namesrv_secret_key_file",
+    "aclEnable": "acl_enabled",
+    "aclFile": "acl_file",
 }
 HA_FIELDS = {f.name for f in dataclasses.fields(HAConfig)}
 _TRUE = {"true", "1", "yes", "on"}
@@ -227,7 +253,7 @@ def _convert_top(raw_name: str, name: str, value: Any, kind: str) -> Any:
     if name == "namesrv_addrs":
         items = value if isinstance(value, list | tuple) else str(value).split(";")
         return tuple(addr.strip() for addr in items if str(addr).strip())
-    if name in ("store_dir", "ready_file", "namesrv_secret_key_file"):
+    if name in ("store_dir", "ready_file", "namesrv_secret_key_file", "acl_file"):
         return Path(str(value))
     if name in ("role", "failover_master_role"):
         try:

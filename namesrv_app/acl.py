@@ -1,71 +1,27 @@
-"""The remoting ACL of a gateway: which peer may send which request code.
-
-Request codes fall in three classes:
+"""The NameServer's remoting ACL: which request codes are admin codes, which are
+broker codes (the engine and the accounts file are :mod:`remoting.acl_policy`).
 
 * **admin** codes change routes, permissions, KV or config and never come from a
-  broker (PUT_KV_CONFIG, DELETE_KV_CONFIG, WIPE_WRITE_PERM_OF_BROKER,
+  broker: PUT_KV_CONFIG, DELETE_KV_CONFIG, WIPE_WRITE_PERM_OF_BROKER,
   DELETE_TOPIC_IN_NAMESRV, REGISTER_TOPIC_IN_NAMESRV, UPDATE_NAMESRV_CONFIG,
-  ADD_WRITE_PERM_OF_BROKER). They need a valid signature of an *admin* account,
-  always: no address is trusted for them.
-* **broker** codes are what brokers send (REGISTER_BROKER, UNREGISTER_BROKER,
-  BROKER_HEARTBEAT, QUERY_DATA_VERSION). They need a valid signature of any account,
-  or a peer address on the white list, because RocketMQ 4.x brokers do not sign
-  their registrations.
-* **read** codes (everything else, unknown codes included) stay open unless the
-  file says ``readsNeedSignature: true``; then any account's signature will do.
+  ADD_WRITE_PERM_OF_BROKER. They need a valid signature of an *admin* account.
+* **broker** codes are what brokers send: REGISTER_BROKER, UNREGISTER_BROKER,
+  BROKER_HEARTBEAT, QUERY_DATA_VERSION. A signature of any account, or a peer on
+  the white list (RocketMQ 4.x brokers do not sign their registrations).
+* everything else is a read, open unless the accounts file closes reads.
 
-Signatures are RocketMQ's own (:mod:`remoting.acl`), so a Java client with
-``AclClientRPCHook(new SessionCredentials(ak, sk))`` works unchanged. Accounts live
-in a YAML file in the style of RocketMQ's ``plain_acl.yml``::
-
-    globalWhiteRemoteAddresses:     # peers that may send broker codes unsigned
-      - 127.0.0.1/32
-      - 10.0.1.*
-    readsNeedSignature: false
-    accounts:
-      - accessKey: ops-admin
-        secretKey: a-long-random-secret
-        admin: true
-      - accessKey: brokers
-        secretKey: another-secret
-        admin: false
-        whiteRemoteAddress: 10.0.1.0/24   # optional: only from these peers
-
-One deliberate difference from upstream: there, a white-listed address skips the
-signature for every code; here the white list only ever admits broker codes, and
-an account's ``whiteRemoteAddress`` *restricts* where its signature is accepted.
-
-The file is re-read when it changes (checked at most once a second, on guarded
-requests only). A file that no longer parses keeps the last good accounts and
-logs the error, so a typo neither locks everyone out nor opens the door.
-
-A refusal is a NO_PERMISSION (16) answer whose remark says what was missing or
-wrong; it changes nothing and keeps the connection. In raft mode the decision is
-made here, on the node the request reached, before anything is proposed.
+In raft mode the decision is made on the node the request reached, before anything
+is proposed: a refused write never enters the Raft log.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import logging
-import os
-import threading
-import time
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
+from remoting.acl_policy import AclConfig, AclFile, RemotingAcl
+from remoting.codes import RequestCode
 
-from remoting.acl import ACCESS_KEY_FIELD, SIGNATURE_FIELD, signature_matches
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand, make_response
-
-log = logging.getLogger(__name__)
-
-ADMIN_CODES = frozenset(
+ADMIN_CODES: frozenset[int] = frozenset(
     {
         RequestCode.PUT_KV_CONFIG,
         RequestCode.DELETE_KV_CONFIG,
@@ -76,7 +32,7 @@ ADMIN_CODES = frozenset(
         RequestCode.ADD_WRITE_PERM_OF_BROKER,
     }
 )
-BROKER_CODES = frozenset(
+BROKER_CODES: frozenset[int] = frozenset(
     {
         RequestCode.REGISTER_BROKER,
         RequestCode.UNREGISTER_BROKER,
@@ -84,332 +40,13 @@ BROKER_CODES = frozenset(
         RequestCode.QUERY_DATA_VERSION,
     }
 )
-LOOPBACK_WHITE_LIST = ("127.0.0.0/8", "::1/128")
-"""What a gateway started without an ACL file trusts for broker codes."""
-RELOAD_CHECK_S = 1.0
-REFUSAL_LOG_INTERVAL_S = 10.0
-"""At most one refusal log line per reason per this many seconds (floods stay quiet)."""
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class AclConfigError(ValueError):
-    """The ACL file is missing, unreadable or malformed; the message names the entry."""
-
-
-# ------------------------------------------------------------------ addresses
-
-
-def parse_address_pattern(pattern: str) -> Network:
-    """One white-list entry as a network.
-
-    Accepted: CIDR (``10.0.0.0/8``, ``fd00::/8``), a single address, ``*`` (every
-    address) and upstream's IPv4 wildcard form with trailing ``*`` octets
-    (``10.10.*`` or ``10.10.*.*``, both meaning ``10.10.0.0/16``).
-    """
-    text = pattern.strip()
-    if text == "*":
-        return ipaddress.ip_network("0.0.0.0/0")
-    if "*" in text:
-        octets = text.split(".")
-        fixed = [octet for octet in octets if octet != "*"]
-        if octets[: len(fixed)] != fixed or len(octets) > 4 or not fixed:
-            raise AclConfigError(f"white-list entry {pattern!r}: '*' must end the address")
-        prefix = ".".join([*fixed, *["0"] * (4 - len(fixed))])
-        text = f"{prefix}/{8 * len(fixed)}"
-    try:
-        return ipaddress.ip_network(text, strict=False)
-    except ValueError as exc:
-        raise AclConfigError(f"white-list entry {pattern!r} is not an address: {exc}") from exc
-
-
-def peer_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The peer's address (IPv4-mapped IPv6 unwrapped); None when it is not an IP."""
-    try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
-def address_in(host: str, networks: Iterable[Network]) -> bool:
-    """True when ``host`` lies in one of ``networks``."""
-    address = peer_address(host)
-    if address is None:
-        return False
-    return any(address.version == net.version and address in net for net in networks)
-
-
-# ------------------------------------------------------------------ configuration
-
-
-@dataclass(frozen=True, slots=True)
-class Account:
-    """One account of the ACL file."""
-
-    access_key: str
-    secret_key: str = field(repr=False)
-    admin: bool = False
-    white_remote_addresses: tuple[Network, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class AclConfig:
-    """Everything the ACL decides with."""
-
-    accounts: Mapping[str, Account] = field(default_factory=dict)
-    global_white_list: tuple[Network, ...] = ()
-    reads_need_signature: bool = False
-
-    @classmethod
-    def default(cls) -> AclConfig:
-        """No accounts, loopback white-listed for broker codes: a gateway with no file."""
-        return cls({}, tuple(parse_address_pattern(p) for p in LOOPBACK_WHITE_LIST))
-
-
-def _addresses(value: Any, where: str) -> tuple[Network, ...]:
-    if value is None or value == "":
-        return ()
-    if isinstance(value, str):
-        items = [part for part in value.split(",") if part.strip()]
-    elif isinstance(value, list) and all(isinstance(item, str) for item in value):
-        items = value
-    else:
-        raise AclConfigError(f"{where} must be an address, or a list of addresses")
-    return tuple(parse_address_pattern(item) for item in items)
-
-
-def _account(entry: Any, index: int) -> Account:
-    where = f"accounts[{index}]"
-    if not isinstance(entry, dict):
-        raise AclConfigError(f"{where} must be a mapping")
-    access_key, secret_key = entry.get("accessKey"), entry.get("secretKey")
-    if not isinstance(access_key, str) or not access_key:
-        raise AclConfigError(f"{where}.accessKey must be a non-empty string")
-    if isinstance(secret_key, int):
-        secret_key = str(secret_key)  # upstream's examples write 12345678 unquoted
-    if not isinstance(secret_key, str) or len(secret_key) < 6:
-        raise AclConfigError(f"{where}.secretKey must be a string of at least 6 characters")
-    admin = entry.get("admin", False)
-    if not isinstance(admin, bool):
-        raise AclConfigError(f"{where}.admin must be true or false")
-    white = _addresses(entry.get("whiteRemoteAddress"), f"{where}.whiteRemoteAddress")
-    return Account(access_key, secret_key, admin, white)
-
-
-def parse_acl(document: Any) -> AclConfig:
-    """An :class:`AclConfig` from the parsed YAML document; AclConfigError if malformed."""
-    if document is None:
-        document = {}
-    if not isinstance(document, dict):
-        raise AclConfigError("the ACL file must hold a mapping at its top level")
-    accounts: dict[str, Account] = {}
-    raw_accounts = document.get("accounts")
-    if raw_accounts is None:
-        raw_accounts = []
-    if not isinstance(raw_accounts, list):
-        raise AclConfigError("accounts must be a list")
-    for index, entry in enumerate(raw_accounts):
-        account = _account(entry, index)
-        if account.access_key in accounts:
-            raise AclConfigError(f"accounts[{index}]: accessKey {account.access_key!r} repeats")
-        accounts[account.access_key] = account
-    reads = document.get("readsNeedSignature", False)
-    if not isinstance(reads, bool):
-        raise AclConfigError("readsNeedSignature must be true or false")
-    white = _addresses(document.get("globalWhiteRemoteAddresses"), "globalWhiteRemoteAddresses")
-    return AclConfig(accounts, white, reads)
-
-
-def load_acl_file(path: Path) -> AclConfig:
-    """Read and check the ACL file at ``path``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AclConfigError(f"cannot read ACL file {path}: {exc.strerror or exc}") from exc
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise AclConfigError(f"ACL file {path} is not valid YAML: {exc}") from exc
-    try:
-        return parse_acl(document)
-    except AclConfigError as exc:
-        raise AclConfigError(f"ACL file {path}: {exc}") from exc
-
-
-def dump_acl(config: AclConfig) -> str:
-    """The YAML text of ``config`` (what ``cluster up`` writes)."""
-    document: dict[str, Any] = {
-        "globalWhiteRemoteAddresses": [str(net) for net in config.global_white_list],
-        "readsNeedSignature": config.reads_need_signature,
-        "accounts": [
-            {
-                "accessKey": account.access_key,
-                "secretKey": account.secret_key,
-                "admin": account.admin,
-                **(
-                    {"whiteRemoteAddress": [str(n) for n in account.white_remote_addresses]}
-                    if account.white_remote_addresses
-                    else {}
-                ),
-            }
-            for account in config.accounts.values()
-        ],
-    }
-    return yaml.safe_dump(document, sort_keys=False)
-
-
-class AclFile:
-    """An ACL file that is re-read when it changes (stat at most once per ``check_s``)."""
-
-    def __init__(self, path: Path, *, check_s: float = RELOAD_CHECK_S) -> None:
-        self.path = Path(path)
-        self._check_s = check_s
-        self._stamp = self._stat()
-        self._config = load_acl_file(self.path)
-        self._next_check = time.monotonic() + check_s
-        self._lock = threading.Lock()
-
-    def _stat(self) -> tuple[int, int, int] | None:
-        try:
-            info = os.stat(self.path)
-        except OSError:
-            return None
-        return (info.st_mtime_ns, info.st_size, info.st_ino)
-
-    def current(self) -> AclConfig:
-        """The accounts in force, re-reading the file if it changed."""
-        now = time.monotonic()
-        if now < self._next_check:
-            return self._config
-        with self._lock:
-            self._next_check = now + self._check_s
-            stamp = self._stat()
-            if stamp is None or stamp == self._stamp:
-                if stamp is None:
-                    log.error("ACL file %s is gone; keeping the last accounts", self.path)
-                return self._config
-            self._stamp = stamp
-            try:
-                self._config = load_acl_file(self.path)
-            except AclConfigError as exc:
-                log.error("%s; keeping the last good accounts", exc)
-            else:
-                log.info("ACL file %s reloaded: %d accounts", self.path, len(self._config.accounts))
-        return self._config
-
-
-# ------------------------------------------------------------------ decisions
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a request was refused: a short reason (for counting) and the remark."""
-
-    reason: str
-    remark: str
-
-
-def _code_name(code: int) -> str:
-    try:
-        return f"{code} ({RequestCode(code).name})"
-    except ValueError:
-        return str(code)
-
-
-class RemotingAcl:
-    """Decides, per request, whether the peer may send it.
-
-    ``source`` is an :class:`AclFile` (reloading) or a fixed :class:`AclConfig`.
-    ``refusals`` counts refusals by reason, for the metrics and the tests.
-    """
-
-    def __init__(self, source: AclFile | AclConfig) -> None:
-        self._source = source
-        self.refusals: Counter[str] = Counter()
-        self._last_logged: dict[str, float] = {}
-
-    @property
-    def config(self) -> AclConfig:
-        """The accounts in force now."""
-        source = self._source
-        return source.current() if isinstance(source, AclFile) else source
-
-    def guards(self, code: int) -> bool:
-        """True when ``code`` needs a check (admin and broker codes; reads if closed)."""
-        return code in ADMIN_CODES or code in BROKER_CODES or self.config.reads_need_signature
-
-    def check(self, request: RemotingCommand, peer_host: str) -> Refusal | None:
-        """None when ``request`` from ``peer_host`` may proceed, else the refusal."""
-        config = self.config
-        code = request.code
-        if code in ADMIN_CODES:
-            refusal = self._signed(request, peer_host, config, admin=True)
-        elif code in BROKER_CODES:
-            if not _is_signed(request) and address_in(peer_host, config.global_white_list):
-                return None
-            refusal = self._signed(request, peer_host, config, admin=False)
-        elif config.reads_need_signature:
-            refusal = self._signed(request, peer_host, config, admin=False)
-        else:
-            return None
-        if refusal is not None:
-            self._count(refusal, peer_host)
-        return refusal
-
-    def _signed(
-        self, request: RemotingCommand, peer_host: str, config: AclConfig, *, admin: bool
-    ) -> Refusal | None:
-        kind = "admin" if admin else ("broker" if request.code in BROKER_CODES else "read")
-        what = f"{kind} request {_code_name(request.code)}"
-        fields = request.ext_fields or {}
-        access_key = fields.get(ACCESS_KEY_FIELD)
-        if not access_key or not fields.get(SIGNATURE_FIELD):
-            missing = "AccessKey" if not access_key else "Signature"
-            if kind == "broker":
-                return Refusal(
-                    "unsigned",
-                    f"{what} from {peer_host} needs a signature or a white-listed address "
-                    f"(no {missing})",
-                )
-            return Refusal("unsigned", f"{what} needs an ACL signature (no {missing})")
-        account = config.accounts.get(access_key)
-        if account is None:
-            return Refusal("unknown-key", f"{what}: unknown AccessKey {access_key!r}")
-        if account.white_remote_addresses and not address_in(
-            peer_host, account.white_remote_addresses
-        ):
-            return Refusal(
-                "address", f"{what}: AccessKey {access_key!r} is not allowed from {peer_host}"
-            )
-        if not signature_matches(request, account.secret_key):
-            return Refusal(
-                "bad-signature", f"{what}: signature does not match for AccessKey {access_key!r}"
-            )
-        if admin and not account.admin:
-            return Refusal(
-                "not-admin", f"{what}: AccessKey {access_key!r} is not an admin account"
-            )
-        return None
-
-    def _count(self, refusal: Refusal, peer_host: str) -> None:
-        self.refusals[refusal.reason] += 1
-        now = time.monotonic()
-        if now - self._last_logged.get(refusal.reason, -REFUSAL_LOG_INTERVAL_S) >= (
-            REFUSAL_LOG_INTERVAL_S
-        ):
-            self._last_logged[refusal.reason] = now
-            log.warning("ACL refused a request from %s: %s", peer_host, refusal.remark)
-
-    def refuse(self, request: RemotingCommand, refusal: Refusal) -> RemotingCommand | None:
-        """The NO_PERMISSION answer (None for a one-way request, which gets none)."""
-        if request.is_oneway:
-            return None
-        return make_response(request, ResponseCode.NO_PERMISSION, remark=refusal.remark)
-
-
-def _is_signed(request: RemotingCommand) -> bool:
-    fields = request.ext_fields
-    return fields is not None and SIGNATURE_FIELD in fields
+def namesrv_acl(source: AclFile | AclConfig | Path | None) -> RemotingAcl:
+    """The NameServer's ACL over ``source`` (a path is read and re-read when it
+    changes; None: no accounts, loopback brokers only)."""
+    if source is None:
+        source = AclConfig.default()
+    elif isinstance(source, Path):
+        source = AclFile(source)
+    return RemotingAcl(source, admin_codes=ADMIN_CODES, white_listable_codes=BROKER_CODES)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_kv_table
 from remoting.client import RemotingClientError
@@ -236,9 +237,14 @@ def _is_zombie(pid: int) -> bool:
 # ------------------------------------------------------------------- wire requests
 
 
-def _invoke(addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+def _invoke(
+    addr: str,
+    request: RemotingCommand,
+    timeout_s: float,
+    credentials: Credentials | None = None,
+) -> RemotingCommand:
     try:
-        with BlockingClient(addr, timeout_s=timeout_s) as client:
+        with BlockingClient(addr, timeout_s=timeout_s, credentials=credentials) as client:
             return client.invoke(request)
     except (RemotingClientError, OSError) as exc:
         raise BrokerControlError(f"broker {addr} unavailable: {exc}") from exc
@@ -261,8 +267,11 @@ def create_topic(
     write_queue_nums: int,
     perm: int,
     timeout_s: float = BROKER_TIMEOUT_S,
+    credentials: Credentials | None = None,
 ) -> None:
-    """UPDATE_AND_CREATE_TOPIC (17) on one broker; it then registers the topic itself."""
+    """UPDATE_AND_CREATE_TOPIC (17) on one broker; it then registers the topic itself.
+
+    The broker's ACL wants an admin's signature for it: ``credentials``."""
     fields = {
         "topic": topic,
         "defaultTopic": "TBW102",
@@ -274,7 +283,7 @@ def create_topic(
         "order": "false",
     }
     request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
-    response = _invoke(addr, request, timeout_s)
+    response = _invoke(addr, request, timeout_s, credentials)
     if response.code != ResponseCode.SUCCESS:
         raise BrokerControlError(f"broker {addr} refused the topic: {response.remark}")
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from namesrv_app.acl import AclConfig, AclFile, RemotingAcl
+from namesrv_app.acl import namesrv_acl
 from namesrv_app.clock import Clock, SystemClock
 from namesrv_app.dispatch import PENDING, RequestDispatcher
 from namesrv_app.events import EventPublisher, LeaderPublisher, null_publisher
@@ -52,6 +52,7 @@ from raftstore.raft import (
 from raftstore.replicator import MODE_EVENTUAL, MODE_RAFT, LocalReplicator, Replicator
 from raftstore.results import ApplyResult, MinBrokerIdChange
 from raftstore.route_table import RouteTable
+from remoting.acl_policy import RemotingAcl
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
@@ -194,8 +195,8 @@ def build_acl(options: GatewayOptions) -> RemotingAcl | None:
             "no ACL file: admin request codes are refused and only loopback peers "
             "may register brokers unsigned (give --acl-file to add accounts)"
         )
-        return RemotingAcl(AclConfig.default())
-    return RemotingAcl(AclFile(options.acl_file))
+        return namesrv_acl(None)
+    return namesrv_acl(options.acl_file)
 
 
 def notify_request(change: MinBrokerIdChange) -> RemotingCommand:

@@ -51,6 +51,7 @@ from namesrv_app import broker_control
 from namesrv_app.broker_control import BrokerSpec
 from namesrv_app.demo import DEMO_TOPICS
 from namesrv_app.run_secrets import RunSecrets, create_run_secrets, read_run_secrets
+from remoting.acl import Credentials
 from remoting.model import MASTER_ID, PERM_READ, PERM_WRITE
 from tools import ports
 
@@ -965,18 +966,20 @@ def start_demo_brokers(plan: ClusterPlan, base_port: int = DEMO_BROKER_BASE_PORT
         for spec in sorted(specs, key=lambda s: (s.broker_id, s.broker_name)):
             broker_control.start_broker(plan.run_dir, spec)
             started.append(spec.label)
+        admin = read_secrets(plan.run_dir, acl=plan.acl).admin_credentials()
         for spec in specs:
             if spec.broker_id == MASTER_ID:
-                create_demo_topics(spec.addr)
+                create_demo_topics(spec.addr, admin)
     except broker_control.BrokerControlError as exc:
         stop_brokers(plan.run_dir)
         raise LauncherError(str(exc)) from exc
     return started
 
 
-def create_demo_topics(master_addr: str) -> None:
-    """Create the demo topics on a master, as an operator would from the console; the
-    broker then registers them with every NameServer (and its slave syncs them)."""
+def create_demo_topics(master_addr: str, admin: Credentials | None = None) -> None:
+    """Create the demo topics on a master, as an operator would from the console (signed
+    as the admin); the broker then registers them with every NameServer (and its slave
+    syncs them)."""
     for topic in DEMO_TOPICS:
         broker_control.create_topic(
             master_addr,
@@ -984,6 +987,7 @@ def create_demo_topics(master_addr: str) -> None:
             read_queue_nums=DEMO_TOPIC_QUEUE_NUMS,
             write_queue_nums=DEMO_TOPIC_QUEUE_NUMS,
             perm=PERM_READ | PERM_WRITE,
+            credentials=admin,
         )
 
 

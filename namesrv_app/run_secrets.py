@@ -27,8 +27,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from namesrv_app.acl import LOOPBACK_WHITE_LIST, Account, AclConfig, dump_acl, parse_address_pattern
 from remoting.acl import Credentials, read_secret_file
+from remoting.acl_policy import (
+    LOOPBACK_WHITE_LIST,
+    Account,
+    AclConfig,
+    dump_acl,
+    parse_address_pattern,
+)
 
 INTERNAL_SECRET_FILE = "secret"
 RAFT_SECRET_FILE = "raft.secret"
@@ -133,12 +139,14 @@ class RunSecrets:
         return Credentials(ADMIN_ACCESS_KEY, read_secret_file(self.admin_secret_file, "admin"))
 
     def broker_settings(self) -> dict[str, str]:
-        """The ``run_broker`` settings that make a broker sign its NameServer requests."""
+        """The ``run_broker`` settings of a demo broker: it signs its NameServer requests
+        with the broker account, and its own port checks the same accounts file."""
         if not self.acl:
-            return {}
+            return {"aclEnable": "false"}
         return {
             "namesrvAccessKey": BROKER_ACCESS_KEY,
             "namesrvSecretKeyFile": str(self.broker_secret_file),
+            "aclFile": str(self.acl_file),
         }
 
     def summary(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from namesrv_app import broker_control, models
+from namesrv_app import broker_control, gateway_client, models
 from namesrv_app.broker_control import BrokerControlError
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.web import reads
@@ -67,6 +67,7 @@ class BrokerTopicForm(forms.Form):
         broker_control.create_topic(
             data["broker_addr"], data["topic"], read_queue_nums=data["read_queue_nums"],
             write_queue_nums=data["write_queue_nums"], perm=data["perm"],
+            credentials=gateway_client.signing_credentials(),
         )  # fmt: skip
         return f"topic {data['topic']} created or updated on {data['broker_addr']}"
 

@@ -35,6 +35,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion, RegisterBrokerBody
 from remoting.server import Connection, RemotingServer
+from tests.integration.gateway_harness import write_test_acl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
@@ -175,6 +176,8 @@ class BrokerProcess:
         self.ready_file = self.root / "ready.json"
         self.log_path = self.root / "broker.log"
         settings = dict(FAST_HA)
+        # The broker port's ACL knows the test admin (topic creation needs its signature).
+        settings["aclFile"] = str(write_test_acl(self.root))
         settings.update(extra or {})
         args = [
             sys.executable, str(REPO_ROOT / "manage.py"), "run_broker", "--migrate",

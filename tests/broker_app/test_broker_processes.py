@@ -12,6 +12,7 @@ from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.broker_app.support import BrokerProcess, FakeNameServer, send, wait_until
+from tests.integration.gateway_harness import ADMIN
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -76,6 +77,9 @@ def test_a_topic_created_on_the_master_reaches_the_slave_and_the_namesrv(
         "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
     })
     with BlockingClient(master.addr, timeout_s=5.0) as client:
+        refused = client.invoke(request)
+    assert refused.code == ResponseCode.NO_PERMISSION, "topic creation needs an admin"
+    with BlockingClient(master.addr, timeout_s=5.0, credentials=ADMIN) as client:
         assert client.invoke(request).code == ResponseCode.SUCCESS
 
     def slave_has_topic() -> bool:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from namesrv_app.acl import Account, AclConfig, dump_acl
 from remoting import bodies
 from remoting.acl import Credentials
+from remoting.acl_policy import Account, AclConfig, dump_acl
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand

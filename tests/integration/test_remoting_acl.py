@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from namesrv_app.acl import Account, AclConfig, dump_acl, parse_address_pattern
 from remoting import bodies
 from remoting.acl import Credentials, sign
+from remoting.acl_policy import Account, AclConfig, dump_acl, parse_address_pattern
 from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import FrameDecoder, encode_frame

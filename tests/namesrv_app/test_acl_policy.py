@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from namesrv_app.acl import (
-    ADMIN_CODES,
-    BROKER_CODES,
+from namesrv_app.acl import ADMIN_CODES, BROKER_CODES, namesrv_acl
+from remoting.acl import Credentials, sign
+from remoting.acl_policy import (
     Account,
     AclConfig,
     AclConfigError,
@@ -18,7 +18,6 @@ from namesrv_app.acl import (
     load_acl_file,
     parse_address_pattern,
 )
-from remoting.acl import Credentials, sign
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 
@@ -46,7 +45,7 @@ accounts:
 def acl(tmp_path: Path) -> RemotingAcl:
     path = tmp_path / "plain_acl.yml"
     path.write_text(SAMPLE)
-    return RemotingAcl(load_acl_file(path))
+    return namesrv_acl(load_acl_file(path))
 
 
 def put_kv() -> RemotingCommand:
@@ -145,7 +144,7 @@ def test_reads_are_open_unless_the_file_closes_them(acl: RemotingAcl) -> None:
     assert not acl.guards(read.code)
     assert acl.check(read, "172.16.0.1") is None
 
-    closed = RemotingAcl(AclConfig(acl.config.accounts, (), reads_need_signature=True))
+    closed = namesrv_acl(AclConfig(acl.config.accounts, (), reads_need_signature=True))
     assert closed.guards(read.code)
     assert closed.check(read, "127.0.0.1") is not None
     assert closed.check(sign(read, BROKERS), "127.0.0.1") is None
@@ -160,7 +159,7 @@ def test_a_one_way_request_is_refused_without_an_answer(acl: RemotingAcl) -> Non
 
 
 def test_no_file_means_no_accounts_and_loopback_brokers_only() -> None:
-    acl = RemotingAcl(AclConfig.default())
+    acl = namesrv_acl(None)
 
     assert acl.check(register(), "127.0.0.1") is None
     assert acl.check(register(), "::1") is None
@@ -225,7 +224,7 @@ def test_the_file_is_reread_when_it_changes_and_a_broken_edit_keeps_the_last_goo
     path = tmp_path / "plain_acl.yml"
     path.write_text(SAMPLE)
     source = AclFile(path, check_s=0.0)
-    acl = RemotingAcl(source)
+    acl = namesrv_acl(source)
     newcomer = Credentials("newcomer", "newcomer-secret")
     assert acl.check(sign(put_kv(), newcomer), "127.0.0.1") is not None
 
@@ -248,6 +247,6 @@ def test_what_cluster_up_writes_reads_back_the_same() -> None:
 
     import yaml
 
-    from namesrv_app.acl import parse_acl
+    from remoting.acl_policy import parse_acl
 
     assert parse_acl(yaml.safe_load(dump_acl(config))) == config

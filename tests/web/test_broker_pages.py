@@ -24,6 +24,7 @@ from namesrv_app.clock import ManualClock
 from namesrv_app.projection import read_full_state, write_full_state
 from namesrv_app.services import NameServerService
 from raftstore.replicator import LocalReplicator
+from tests.integration.gateway_harness import write_test_acl
 from tests.integration.raft_cluster_harness import free_port
 from tests.web.conftest import PASSWORD, RunningGateway, node_settings
 
@@ -41,7 +42,9 @@ def logged_in(username: str) -> Client:
 @pytest.fixture
 def run_dir(tmp_path: Path, gateway: RunningGateway) -> Iterator[Path]:
     """A run folder holding one real broker registered with the test gateway."""
-    spec = BrokerSpec("broker-a", 0, free_port(), free_port(), (gateway.addr,))
+    # The broker's port checks the test accounts: the console signs as the test admin.
+    spec = BrokerSpec("broker-a", 0, free_port(), free_port(), (gateway.addr,),
+                      settings={"aclFile": str(write_test_acl(tmp_path))})
     broker_control.start_broker(tmp_path, spec)
     (tmp_path / "cluster.json").write_text(json.dumps({"nodes": []}), encoding="utf-8")
     try:

@@ -10,7 +10,6 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from namesrv_app.acl import AclConfigError
 from namesrv_app.checks import check_namesrv_settings
 from namesrv_app.conf import (
     MODES,
@@ -25,6 +24,7 @@ from namesrv_app.gateway import GatewayConfigError, GatewayOptions, RaftOptions,
 from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.replicator import MODE_RAFT
+from remoting.acl_policy import AclConfigError
 from remoting.bodies import decode_properties
 
 
