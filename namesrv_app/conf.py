@@ -13,6 +13,11 @@ from typing import Any
 from django.conf import settings
 
 from remoting.acl import read_secret_file
+from remoting.server import (
+    CONNECTIONS_PER_ADDRESS_MAX,
+    FRAME_DEADLINE_S,
+    UNFINISHED_FRAMES_BYTES_MAX,
+)
 
 MODES = ("eventual", "raft")
 NAME_CHARS_MAX = 255
@@ -48,6 +53,9 @@ DEFAULTS: dict[str, Any] = {
     "ACL_FILE": "",
     "ACL_ACCESS_KEY": "",
     "ACL_SECRET_KEY_FILE": "",
+    "UNFINISHED_FRAMES_BYTES_MAX": UNFINISHED_FRAMES_BYTES_MAX,
+    "FRAME_DEADLINE_S": FRAME_DEADLINE_S,
+    "CONNECTIONS_PER_ADDRESS_MAX": CONNECTIONS_PER_ADDRESS_MAX,
 }
 
 
@@ -81,6 +89,9 @@ class NamesrvSettings:
     ACL_FILE: str
     ACL_ACCESS_KEY: str
     ACL_SECRET_KEY_FILE: str
+    UNFINISHED_FRAMES_BYTES_MAX: int
+    FRAME_DEADLINE_S: float
+    CONNECTIONS_PER_ADDRESS_MAX: int
 
 
 def parse_addr_list(text: str) -> tuple[str, ...]:

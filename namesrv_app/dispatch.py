@@ -226,7 +226,8 @@ class RequestDispatcher:
     async def put_kv_config(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
-        """100: 1 "namespace or key is null" when either is missing."""
+        """100: 1 "namespace or key is null" when either is missing; 1 "KV config quota
+        exceeded: ..." when the put would grow the KV config past ``kvConfigBytesMax``."""
         await self.service.put_kv(
             namespace=header_str(request, "namespace"),
             key=header_str(request, "key"),

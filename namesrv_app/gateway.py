@@ -56,7 +56,13 @@ from remoting.acl_policy import RemotingAcl
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
-from remoting.server import Connection, RemotingServer
+from remoting.server import (
+    CONNECTIONS_PER_ADDRESS_MAX,
+    FRAME_DEADLINE_S,
+    UNFINISHED_FRAMES_BYTES_MAX,
+    Connection,
+    RemotingServer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +114,12 @@ class GatewayOptions:
     mode: str = MODE_EVENTUAL
     internal_secret: str = ""
     idle_timeout_s: float = 120.0
+    unfinished_frames_bytes_max: int = UNFINISHED_FRAMES_BYTES_MAX
+    """Public port: bytes of unfinished frames held over all connections."""
+    frame_deadline_s: float = FRAME_DEADLINE_S
+    """Public port: how long a started frame may take to arrive."""
+    connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX
+    """Public port: connections one remote address may hold."""
     notify_min_broker_id_changed: bool = False
     ready_file: Path | None = None
     drain_timeout_s: float = DRAIN_TIMEOUT_S
@@ -272,6 +284,9 @@ class Gateway:
             port=options.port,
             on_connection_closed=self._connection_closed,
             idle_timeout_s=options.idle_timeout_s,
+            unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
+            frame_deadline_s=options.frame_deadline_s,
+            connections_per_address_max=options.connections_per_address_max,
         )
         self.internal_server = RemotingServer(
             self.internal.handle, host=INTERNAL_HOST, port=options.internal_port
@@ -316,7 +331,9 @@ class Gateway:
         path = self.options.kv_config_file
         if path is None or self.options.mode != MODE_EVENTUAL:
             return
-        kv_file = KvConfigFile(path)
+        kv_file = KvConfigFile(
+            path, bytes_max=self.replicator.read(lambda t: t.config.kv_config_bytes_max)
+        )
         for namespace, table in sorted(kv_file.load().items()):
             for key, value in sorted(table.items()):
                 await self.replicator.propose(PutKV(namespace, key, value))

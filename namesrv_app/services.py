@@ -36,6 +36,7 @@ from raftstore.results import (
     BrokerAddrInfo,
     ConfigOutcome,
     ExpireOutcome,
+    KvQuotaExceeded,
     MasterElection,
     MinBrokerIdChange,
     PermOutcome,
@@ -352,16 +353,21 @@ class NameServerService:
         return self._raft().digest_checkpoints()
 
     async def put_kv(self, *, namespace: str | None, key: str | None, value: str | None) -> None:
-        """PUT_KV_CONFIG."""
+        """PUT_KV_CONFIG; ServiceError when the route table refused it over the KV quota.
+
+        The quota is decided by apply (every node refuses the same put), not here.
+        """
         if not namespace or not key:
             raise ServiceError("namespace or key is null")
-        await self._propose(
+        result = await self._propose(
             cmd.PutKV(
                 namespace=_check_text("namespace", namespace),
                 key=_check_text("key", key),
                 value=_check_text_or_empty("value", value),
             )
         )
+        if isinstance(result.outcome, KvQuotaExceeded):
+            raise ServiceError(result.outcome.remark)
 
     async def delete_kv(self, *, namespace: str, key: str) -> None:
         """DELETE_KV_CONFIG; the namespace itself stays."""

@@ -21,6 +21,13 @@ from typing import Any
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
 """A broker silent this long is dropped, unless it registered its own timeout."""
 
+DEFAULT_KV_CONFIG_BYTES_MAX = 4 * 1024 * 1024
+"""``kvConfigBytesMax``: the KV config's total size (namespace + key + value UTF-8
+bytes of every entry). KV config holds ORDER_TOPIC_CONFIG (one short entry per
+ordered topic) and a few operator settings: 4 MiB is tens of thousands of such
+entries, yet every node keeps it in memory and in every Raft snapshot, and eventual
+mode rewrites its whole file on each put. Upstream has no limit; neither had we."""
+
 # The keys UPDATE_NAMESRV_CONFIG may never change, whatever configBlackList says.
 FIXED_BLACKLISTED_KEYS = frozenset(
     {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}
@@ -37,7 +44,8 @@ def _java(name: str) -> dict[str, str]:
 @dataclass(frozen=True, slots=True)
 class NamesrvConfig:
     """RocketMQ 5.x ``NamesrvConfig`` fields with their defaults, plus the listen port and
-    the idle-channel time of ``NettyServerConfig`` that GET_NAMESRV_CONFIG also reports."""
+    the idle-channel time of ``NettyServerConfig`` that GET_NAMESRV_CONFIG also reports,
+    and our KV config quota (``kvConfigBytesMax``)."""
 
     rocketmq_home: str = field(default="", metadata=_java("rocketmqHome"))
     kv_config_path: str = field(default="~/namesrv/kvConfig.json", metadata=_java("kvConfigPath"))
@@ -88,6 +96,10 @@ class NamesrvConfig:
     server_channel_max_idle_time_seconds: int = field(
         default=120, metadata=_java("serverChannelMaxIdleTimeSeconds")
     )
+    # Not in upstream: a PUT_KV_CONFIG that would grow the KV config past it is refused.
+    kv_config_bytes_max: int = field(
+        default=DEFAULT_KV_CONFIG_BYTES_MAX, metadata=_java("kvConfigBytesMax")
+    )
 
     def to_properties(self) -> dict[str, str]:
         """Every field under its Java name, valued as Java ``String.valueOf`` prints it."""
@@ -121,6 +133,7 @@ class NamesrvConfig:
             "default_thread_pool_queue_capacity",
             "scan_not_active_broker_interval_ms",
             "un_register_broker_queue_capacity",
+            "kv_config_bytes_max",
         )
         for name in positive:
             if getattr(self, name) <= 0:

@@ -131,12 +131,30 @@ class ConfigOutcome:
     rejected_key: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class KvQuotaExceeded:
+    """PUT_KV_CONFIG refused, nothing changed: the KV config would have grown to
+    ``bytes_after`` bytes, past ``kvConfigBytesMax`` (``bytes_max``)."""
+
+    bytes_max: int
+    bytes_after: int
+
+    @property
+    def remark(self) -> str:
+        """The SYSTEM_ERROR remark the caller is answered with."""
+        return (
+            f"KV config quota exceeded: {self.bytes_max} bytes max, "
+            f"the put would make {self.bytes_after}"
+        )
+
+
 Outcome = (
     RegisterBrokerOutcome
     | QueryDataVersionOutcome
     | PermOutcome
     | ExpireOutcome
     | ConfigOutcome
+    | KvQuotaExceeded
     | None
 )
 

@@ -79,6 +79,9 @@ class RouteTable:
         self.applied_version: int = 0
         self.routes_version: int = 0
         self._t = Tables()
+        # The KV config's size as the quota counts it; None: count it on the
+        # next put (a fresh or restored table), then keep it up to date.
+        self._kv_bytes: int | None = None
 
     # ------------------------------------------------------------ apply
 
@@ -117,11 +120,21 @@ class RouteTable:
         return None, rules.channel_destroyed(self._t, self.config, cmd.channel, cs)
 
     def _put_kv(self, cmd: PutKV, cs: rules.ChangeSet) -> _Handled:
-        rules.put_kv(self._t, cmd.namespace, cmd.key, cmd.value, cs)
-        return None, ()
+        self._kv_bytes, refused = rules.put_kv(
+            self._t,
+            cmd.namespace,
+            cmd.key,
+            cmd.value,
+            cs,
+            kv_bytes_before=self.kv_bytes(),
+            kv_bytes_max=self.config.kv_config_bytes_max,
+        )
+        return refused, ()
 
     def _delete_kv(self, cmd: DeleteKV, cs: rules.ChangeSet) -> _Handled:
-        rules.delete_kv(self._t, cmd.namespace, cmd.key, cs)
+        freed = rules.delete_kv(self._t, cmd.namespace, cmd.key, cs)
+        if freed and self._kv_bytes is not None:
+            self._kv_bytes -= freed
         return None, ()
 
     def _wipe_perm(self, cmd: WipeWritePerm, cs: rules.ChangeSet) -> _Handled:
@@ -322,6 +335,13 @@ class RouteTable:
     def kv_namespaces(self) -> dict[str, dict[str, str]]:
         """The whole KV config (a copy), as the KV file would hold it."""
         return {ns: dict(sorted(self._t.kv[ns].items())) for ns in sorted(self._t.kv)}
+
+    def kv_bytes(self) -> int:
+        """The KV config's total size as ``kvConfigBytesMax`` counts it (UTF-8 bytes of
+        every entry's namespace, key and value)."""
+        if self._kv_bytes is None:
+            self._kv_bytes = rules.kv_bytes(self._t)
+        return self._kv_bytes
 
     # ------------------------------------------------------------ liveness queries
 

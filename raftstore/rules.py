@@ -26,6 +26,7 @@ from raftstore.results import (
     BrokerAddrInfo,
     Changes,
     ExpireOutcome,
+    KvQuotaExceeded,
     MasterElection,
     MinBrokerIdChange,
     QueryDataVersionOutcome,
@@ -644,24 +645,69 @@ def _put_queues(t: Tables, topic: str, queues: Iterable[QueueData], cs: ChangeSe
 # ---------------------------------------------------------------- KV config
 
 
-def put_kv(t: Tables, namespace: str, key: str, value: str, cs: ChangeSet) -> None:
-    """PUT_KV_CONFIG: creates the namespace when needed."""
+def kv_entry_bytes(namespace: str, key: str, value: str) -> int:
+    """What one KV entry counts against ``kvConfigBytesMax``: its three UTF-8 sizes.
+
+    A lone surrogate (JSON can carry one) counts its 3 encoded bytes instead of
+    failing: apply must never raise.
+    """
+    return sum(len(text.encode("utf-8", "surrogatepass")) for text in (namespace, key, value))
+
+
+def kv_bytes(t: Tables) -> int:
+    """The KV config's total size, as the quota counts it."""
+    return sum(
+        kv_entry_bytes(namespace, key, value)
+        for namespace, table in t.kv.items()
+        for key, value in table.items()
+    )
+
+
+def put_kv(
+    t: Tables,
+    namespace: str,
+    key: str,
+    value: str,
+    cs: ChangeSet,
+    *,
+    kv_bytes_before: int,
+    kv_bytes_max: int,
+) -> tuple[int, KvQuotaExceeded | None]:
+    """PUT_KV_CONFIG: creates the namespace when needed; the total size after it.
+
+    A put that would grow the total past ``kv_bytes_max`` is refused and changes
+    nothing, the namespace included. One that does not grow it (a same-size or
+    smaller value) is always taken, even while the total is over the maximum
+    (the maximum was lowered, or an old KV file was loaded), so it can shrink.
+    """
     table = t.kv.get(namespace)
+    previous = None if table is None else table.get(key)
+    if previous == value:
+        return kv_bytes_before, None
+    freed = 0 if previous is None else kv_entry_bytes(namespace, key, previous)
+    growth = kv_entry_bytes(namespace, key, value) - freed
+    kv_bytes_after = kv_bytes_before + growth
+    if growth > 0 and kv_bytes_after > kv_bytes_max:
+        return kv_bytes_before, KvQuotaExceeded(kv_bytes_max, kv_bytes_after)
     if table is None:
         t.kv[namespace] = table = {}
-        cs.kv_namespaces.add(namespace)
-    if table.get(key) != value:
-        table[key] = value
-        cs.kv.add((namespace, key))
-        cs.kv_namespaces.add(namespace)
+    table[key] = value
+    cs.kv.add((namespace, key))
+    cs.kv_namespaces.add(namespace)
+    return kv_bytes_after, None
 
 
-def delete_kv(t: Tables, namespace: str, key: str, cs: ChangeSet) -> None:
-    """DELETE_KV_CONFIG: the namespace stays even when emptied."""
+def delete_kv(t: Tables, namespace: str, key: str, cs: ChangeSet) -> int:
+    """DELETE_KV_CONFIG: the namespace stays even when emptied; the bytes freed."""
     table = t.kv.get(namespace)
-    if table is not None and table.pop(key, None) is not None:
-        cs.kv.add((namespace, key))
-        cs.kv_namespaces.add(namespace)
+    if table is None:
+        return 0
+    previous = table.pop(key, None)
+    if previous is None:
+        return 0
+    cs.kv.add((namespace, key))
+    cs.kv_namespaces.add(namespace)
+    return kv_entry_bytes(namespace, key, previous)
 
 
 def update_config(

@@ -13,6 +13,11 @@ group's ``failover`` flag, a live entry's ``max_offset``/``confirm_offset``).
 They are written only when set, so a state without failover has the same
 canonical document (and digest) as under version 1, and version 1 snapshots
 restore unchanged.
+
+Config fields added since (``kvConfigBytesMax``) follow the same rule: written
+only when they differ from their default, so digests do not change for states
+that leave them alone (nodes of the previous release compare digests with this
+one during a rolling upgrade), and a snapshot without them restores their default.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ _HEADER = struct.Struct(">6sH")
 
 Json = dict[str, Any]
 
+# Config fields left out of the canonical document while at their default (see above).
+_CONFIG_WRITTEN_WHEN_SET = frozenset({"kv_config_bytes_max"})
+_CONFIG_DEFAULTS = NamesrvConfig()
+
 
 # ---------------------------------------------------------------- encode
 
@@ -42,7 +51,7 @@ Json = dict[str, Any]
 def canonical_state(t: Tables, config: NamesrvConfig) -> Json:
     """The whole replicated state as plain JSON values, independent of dict order."""
     return {
-        "config": {name: getattr(config, name) for name in sorted(FIELD_TO_JAVA)},
+        "config": _config_json(config),
         "topics": {
             topic: {name: _queue_json(q) for name, q in queues.items()}
             for topic, queues in t.topic_queue.items()
@@ -61,6 +70,15 @@ def canonical_state(t: Tables, config: NamesrvConfig) -> Json:
             for topic, infos in t.mapping_infos.items()
         },
         "kv": {ns: dict(table) for ns, table in t.kv.items()},
+    }
+
+
+def _config_json(config: NamesrvConfig) -> Json:
+    return {
+        name: getattr(config, name)
+        for name in sorted(FIELD_TO_JAVA)
+        if name not in _CONFIG_WRITTEN_WHEN_SET
+        or getattr(config, name) != getattr(_CONFIG_DEFAULTS, name)
     }
 
 

@@ -20,6 +20,19 @@ Behaviour follows ``NettyRemotingServer`` / ``NettyRemotingAbstract``:
 * a connection with no read and no write for ``idle_timeout_s`` is closed
   (``IdleStateHandler(0, 0, 120)``), and every closure, whatever its cause,
   fires ``on_connection_closed`` exactly once (the channel-destroy hook).
+
+Limits Netty leaves to the operating system, so that hostile peers cannot take
+the memory or the connections of everyone else (each closure is logged, at
+most ``REFUSAL_LOG_LINES_MAX`` lines per ``REFUSAL_LOG_INTERVAL_S``):
+
+* the bytes held in unfinished frames, summed over every connection, stay
+  within ``unfinished_frames_bytes_max``: the connection whose read would push
+  the sum past it is closed, its bytes released;
+* a frame, once started, must be complete within ``frame_deadline_s`` (time
+  the server itself is not reading does not count), else its connection is
+  closed: a peer dripping one byte a second cannot keep a buffer forever;
+* at most ``connections_per_address_max`` connections per remote address: one
+  past it is closed at once, before any handler or hook sees it.
 """
 
 from __future__ import annotations
@@ -63,8 +76,30 @@ ACCEPT_BACKLOG = 1024
 WRITE_LOW_WATER_DIVISOR = 4
 # After the drain deadline, cancelled handlers get this long to unwind.
 CANCEL_GRACE_S = 1.0
+# Four maximum-size (16 MiB) frames arriving at once fit; real requests are far
+# smaller (a register of thousands of topics is a few MiB), and 30 peers each
+# holding 15 MiB of a never-finished frame took a gateway from 85 MiB to 536 MiB.
+UNFINISHED_FRAMES_BYTES_MAX = 64 * 1024 * 1024
+# Longer than any RocketMQ client waits for its own answer (a broker's register
+# times out after 24 s, other requests after 3 s), so a frame still unfinished
+# then is useless to its sender; a 16 MiB frame needs about 4.5 Mbit/s to make it.
+FRAME_DEADLINE_S = 30.0
+# Each RocketMQ client instance or broker holds one channel per NameServer, so
+# thousands from one address is a whole fleet behind a NAT. Twice the 2000 idle
+# loopback connections tests/integration/test_bad_input.py holds against one
+# gateway; the route-query bench opens 2 x --connections (32 by default).
+CONNECTIONS_PER_ADDRESS_MAX = 4096
+# Closures for the limits above are logged at most this many lines per interval;
+# a flood of them (peers reconnecting in a loop) must not fill the disk.
+REFUSAL_LOG_LINES_MAX = 10
+REFUSAL_LOG_INTERVAL_S = 10.0
 
 _connection_ids = itertools.count(1)
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -106,6 +141,42 @@ def _is_loopback_host(host: str) -> bool:
     return address.is_loopback
 
 
+class RefusalLog:
+    """Warnings about refused or cut peers, at most ``lines_max`` per ``interval_s``.
+
+    Lines past the allowance are counted, not written; the next line written
+    says how many were left out, so the log stays honest about the flood.
+    """
+
+    def __init__(
+        self,
+        lines_max: int = REFUSAL_LOG_LINES_MAX,
+        interval_s: float = REFUSAL_LOG_INTERVAL_S,
+    ) -> None:
+        """A log allowing ``lines_max`` lines in each window of ``interval_s``."""
+        self.lines_max = lines_max
+        self.interval_s = interval_s
+        self._window_start_s = float("-inf")
+        self._lines = 0
+        self._suppressed = 0
+
+    def warning(self, now_s: float, message: str, *args: object) -> bool:
+        """Log ``message % args`` unless this window's allowance is spent; True if logged."""
+        if now_s - self._window_start_s >= self.interval_s:
+            self._window_start_s = now_s
+            self._lines = 0
+        if self._lines >= self.lines_max:
+            self._suppressed += 1
+            return False
+        self._lines += 1
+        if self._suppressed:
+            message += " (%d similar lines left out)"
+            args = (*args, self._suppressed)
+            self._suppressed = 0
+        log.warning(message, *args)
+        return True
+
+
 class Connection(asyncio.Protocol):
     """One accepted peer of a :class:`RemotingServer`.
 
@@ -138,6 +209,14 @@ class Connection(asyncio.Protocol):
         self._lost: asyncio.Future[None] = self._loop.create_future()
         self._last_activity_s = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
+        # Bytes of the unfinished frame this connection holds in the server's
+        # budget (what the decoder held after the last read), and since when.
+        self._unfinished_bytes = 0
+        self._frame_started_s: float | None = None
+        self._frame_timer: asyncio.TimerHandle | None = None
+        # False when the per-address cap refused the connection: it was never
+        # opened, so no handler and no hook ever sees it.
+        self._admitted = False
         # Answers of this loop iteration, written together by _flush: at most
         # one per request of the last read plus one per in-flight request.
         self._outgoing: list[bytes] = []
@@ -209,31 +288,45 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(
             high=high_water_bytes, low=high_water_bytes // WRITE_LOW_WATER_DIVISOR
         )
-        self._server._connection_opened(self)
+        self._admitted = self._server._connection_opened(self)
+        if not self._admitted:
+            transport.close()
+            return
         self._schedule_idle_check(self._server.idle_timeout_s)
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Fail nothing silently: wake writers and fire the closed hook once."""
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._frame_timer is not None:
+            self._frame_timer.cancel()
+        self._release_unfinished()
         self._backlog.clear()
         self._writable.set()
         if not self._lost.done():
             self._lost.set_result(None)
-            self._server._connection_closed(self)
+            if self._admitted:
+                self._server._connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
         """Decode whatever frames ``data`` completes and dispatch them."""
-        self._last_activity_s = self._loop.time()
+        now_s = self._last_activity_s = self._loop.time()
         try:
             commands = self._decoder.feed(data)
         except ProtocolError as exc:
+            self._release_unfinished()
             log.warning("closing %s: bad frame: %s", self.id, exc)
             # Frames completed before the fault are processed, as Netty does;
             # their answers are dropped with the connection.
             for cmd in exc.decoded:
                 self._dispatch(cmd)
             self.close()
+            return
+        # Frames that complete within the read they started in (every ordinary
+        # request) leave nothing behind: for them this test is all it costs.
+        if (self._unfinished_bytes or self._decoder.buffered_bytes) and not self._account(
+            bool(commands), now_s
+        ):
             return
         self._receiving = True
         try:
@@ -404,7 +497,82 @@ class Connection(asyncio.Protocol):
             transport.pause_reading()
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
+            if self._frame_started_s is not None:
+                # Time spent not reading is the server's, not the peer's.
+                self._frame_started_s = self._loop.time()
             transport.resume_reading()
+
+    # -- unfinished frames: the server's budget and the frame deadline ---------------
+
+    def _account(self, completed: bool, now_s: float) -> bool:
+        """Move the decoder's unfinished bytes into the server's budget after a read.
+
+        False when the growth does not fit: the connection is then cut, and the
+        frames the read completed are dropped with it.
+        """
+        buffered = self._decoder.buffered_bytes
+        if not self._server._reserve_unfinished(buffered - self._unfinished_bytes):
+            self._cut(
+                "an unfinished frame of %d bytes would take the unfinished frames of all "
+                "connections past the budget of %d bytes",
+                buffered,
+                self._server.unfinished_frames_bytes_max,
+            )
+            return False
+        self._unfinished_bytes = buffered
+        if not buffered:
+            # The timer, if armed, finds nothing to check and lapses.
+            self._frame_started_s = None
+        elif completed or self._frame_started_s is None:
+            # The partial frame began in this read.
+            self._frame_started_s = now_s
+            if self._frame_timer is None:
+                self._schedule_frame_check(self._server.frame_deadline_s)
+        return True
+
+    def _release_unfinished(self) -> None:
+        if self._unfinished_bytes:
+            self._server._reserve_unfinished(-self._unfinished_bytes)
+            self._unfinished_bytes = 0
+        self._frame_started_s = None
+
+    def _cut(self, reason: str, *args: object) -> None:
+        """Close the connection for exceeding a limit and free its buffer at once."""
+        self._server._refusal_log.warning(
+            self._loop.time(), "closing %s: " + reason, self.id, *args
+        )
+        self._release_unfinished()
+        # The transport stops reading on close, so nothing feeds this decoder
+        # again; replacing it frees the partial frame now, not at collection.
+        self._decoder = FrameDecoder(self._server.frame_bytes_max)
+        self.close()
+
+    def _schedule_frame_check(self, delay_s: float) -> None:
+        # Like the idle check: armed when a frame starts, re-armed lazily when
+        # it fires, never reset per read.
+        self._frame_timer = self._loop.call_later(delay_s, self._check_frame_deadline)
+
+    def _check_frame_deadline(self) -> None:
+        self._frame_timer = None
+        started_s = self._frame_started_s
+        if started_s is None or self.is_closed:
+            return
+        deadline_s = self._server.frame_deadline_s
+        if self._reading_paused:
+            # The server is not reading: the peer cannot finish. The clock
+            # starts again when reading resumes (_update_reading).
+            self._schedule_frame_check(deadline_s)
+            return
+        taken_s = self._loop.time() - started_s
+        if taken_s >= deadline_s:
+            self._cut(
+                "frame unfinished after %.1f s (%d bytes so far, deadline %.1f s)",
+                taken_s,
+                self._unfinished_bytes,
+                deadline_s,
+            )
+            return
+        self._schedule_frame_check(deadline_s - taken_s)
 
     # -- idle timeout -------------------------------------------------------------
 
@@ -442,6 +610,12 @@ class RemotingServer:
     pauses above it) and ``max_inflight_per_connection`` bounds the requests a
     peer may have in progress (reading pauses at it), so a peer that sends
     without reading cannot grow the server's memory.
+
+    ``unfinished_frames_bytes_max`` bounds the bytes of unfinished frames summed
+    over all connections, ``frame_deadline_s`` the time a started frame may take
+    and ``connections_per_address_max`` the connections of one remote address
+    (see the module docstring), so peers that never finish a frame or open
+    connections by the thousand cannot take what everyone else needs.
     """
 
     def __init__(
@@ -455,21 +629,34 @@ class RemotingServer:
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         read_high_water_bytes: int = READ_HIGH_WATER_BYTES,
         max_inflight_per_connection: int = MAX_INFLIGHT_PER_CONNECTION,
+        unfinished_frames_bytes_max: int = UNFINISHED_FRAMES_BYTES_MAX,
+        frame_deadline_s: float = FRAME_DEADLINE_S,
+        connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX,
     ) -> None:
+        """A server for ``handler``; ValueError when a limit is not positive."""
         if idle_timeout_s <= 0:
             raise ValueError("idle_timeout_s must be positive")
         if read_high_water_bytes <= 0 or max_inflight_per_connection <= 0:
             raise ValueError("back-pressure bounds must be positive")
+        _check_positive("unfinished_frames_bytes_max", unfinished_frames_bytes_max)
+        _check_positive("frame_deadline_s", frame_deadline_s)
+        _check_positive("connections_per_address_max", connections_per_address_max)
         self.handler = handler
         self.host = host
         self.frame_bytes_max = frame_bytes_max
         self.idle_timeout_s = idle_timeout_s
         self.read_high_water_bytes = read_high_water_bytes
         self.max_inflight_per_connection = max_inflight_per_connection
+        self.unfinished_frames_bytes_max = unfinished_frames_bytes_max
+        self.frame_deadline_s = frame_deadline_s
+        self.connections_per_address_max = connections_per_address_max
         self._requested_port = port
         self._on_connection_closed = on_connection_closed
         self._server: asyncio.Server | None = None
         self._connections: dict[Connection, None] = {}
+        self._unfinished_bytes = 0
+        self._connections_by_host: dict[str, int] = {}
+        self._refusal_log = RefusalLog()
         self._drain_waiter: asyncio.Future[None] | None = None
         self._closing = False
 
@@ -489,6 +676,15 @@ class RemotingServer:
     def connections(self) -> tuple[Connection, ...]:
         """A snapshot of the open connections, oldest first."""
         return tuple(self._connections)
+
+    @property
+    def unfinished_frames_bytes(self) -> int:
+        """Bytes held in unfinished frames over all connections (within the budget)."""
+        return self._unfinished_bytes
+
+    def connections_from(self, host: str) -> int:
+        """How many open connections the remote address ``host`` holds."""
+        return self._connections_by_host.get(host, 0)
 
     async def start(self) -> None:
         """Bind and start accepting connections."""
@@ -555,14 +751,45 @@ class RemotingServer:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _connection_opened(self, conn: Connection) -> None:
+    def _reserve_unfinished(self, delta_bytes: int) -> bool:
+        """Add ``delta_bytes`` (negative: a release) to the unfinished-frame total.
+
+        False, changing nothing, when a growth would pass the budget.
+        """
+        total_bytes = self._unfinished_bytes + delta_bytes
+        if delta_bytes > 0 and total_bytes > self.unfinished_frames_bytes_max:
+            return False
+        self._unfinished_bytes = total_bytes
+        return True
+
+    def _connection_opened(self, conn: Connection) -> bool:
+        """Admit ``conn`` unless its address is at the cap; False: refused, close it."""
+        host = conn.peer_host
+        count = self._connections_by_host.get(host, 0)
+        if count >= self.connections_per_address_max:
+            self._refusal_log.warning(
+                asyncio.get_running_loop().time(),
+                "refusing %s: %s already holds %d connections (the maximum per address)",
+                conn.id,
+                host,
+                count,
+            )
+            return False
+        self._connections_by_host[host] = count + 1
         self._connections[conn] = None
         if self._closing:
             # Accepted in the same loop turn as close(): not in its snapshot.
             conn.close()
+        return True
 
     def _connection_closed(self, conn: Connection) -> None:
         self._connections.pop(conn, None)
+        host = conn.peer_host
+        count = self._connections_by_host.get(host, 0) - 1
+        if count > 0:
+            self._connections_by_host[host] = count
+        else:
+            self._connections_by_host.pop(host, None)
         self._drain_progress()
         if self._on_connection_closed is None:
             return

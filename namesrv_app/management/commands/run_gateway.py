@@ -55,6 +55,14 @@ def namesrv_properties(path: Path | None) -> dict[str, str]:
     return properties
 
 
+def positive(options: dict[str, Any], name: str) -> Any:
+    """``options[name]``, or CommandError naming its flag when it is not positive."""
+    value = options[name]
+    if not value > 0:
+        raise CommandError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    return value
+
+
 def raft_options(options: dict[str, Any], conf: NamesrvSettings) -> RaftOptions | None:
     """The raft part of the command line (None in eventual mode); CommandError if malformed."""
     if options["mode"] != MODE_RAFT:
@@ -167,6 +175,21 @@ class Command(BaseCommand):
             "--scan-interval-ms", type=int, default=0,
             help="also scan for silent brokers this often (0: only the Celery scan)",
         )  # fmt: skip
+        limits = parser.add_argument_group("public port limits against hostile peers")
+        limits.add_argument(
+            "--unfinished-frames-bytes-max", type=int, default=conf.UNFINISHED_FRAMES_BYTES_MAX,
+            metavar="BYTES",
+            help="bytes of unfinished frames held over all connections; past it the "
+            "connection growing is closed",
+        )  # fmt: skip
+        limits.add_argument(
+            "--frame-deadline-s", type=float, default=conf.FRAME_DEADLINE_S, metavar="SECONDS",
+            help="a frame not complete this long after it started closes its connection",
+        )  # fmt: skip
+        limits.add_argument(
+            "--connections-per-address-max", type=int, default=conf.CONNECTIONS_PER_ADDRESS_MAX,
+            metavar="N", help="connections one remote address may hold; past it they are refused",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Build the options and run until a stop signal."""
@@ -184,6 +207,9 @@ class Command(BaseCommand):
             mode=options["mode"],
             internal_secret=conf.INTERNAL_SECRET,
             idle_timeout_s=float(conf.IDLE_TIMEOUT_S),
+            unfinished_frames_bytes_max=positive(options, "unfinished_frames_bytes_max"),
+            frame_deadline_s=positive(options, "frame_deadline_s"),
+            connections_per_address_max=positive(options, "connections_per_address_max"),
             notify_min_broker_id_changed=conf.NOTIFY_MIN_BROKER_ID_CHANGED,
             ready_file=options["ready_file"],
             raft=raft_options(options, conf),

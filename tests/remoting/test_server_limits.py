@@ -1,0 +1,307 @@
+"""The server's limits against hostile peers, over real sockets on 127.0.0.1.
+
+A budget for the bytes of unfinished frames over all connections, a deadline
+for finishing a started frame, and a cap on the connections of one address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand
+from remoting.frame import encode_frame
+from remoting.server import REFUSAL_LOG_LINES_MAX, RefusalLog, RemotingServer
+
+ServerFactory = Callable[..., Awaitable[RemotingServer]]
+PeerFactory = Callable[[int], Awaitable[Any]]
+
+BUDGET_BYTES = 64 * 1024
+PEER_HOST = "127.0.0.1"
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    """Poll ``condition()`` until it is true."""
+    deadline_s = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline_s, "condition never became true"
+        await asyncio.sleep(0.01)
+
+
+def big_echo(opaque: int, body_bytes: int, processor: Any) -> bytes:
+    """An echo request frame carrying ``body_bytes`` of body."""
+    request = processor.echo_request(opaque)
+    request.body = b"x" * body_bytes
+    return encode_frame(request)
+
+
+def holds(server: RemotingServer, unfinished_bytes: int) -> Callable[[], bool]:
+    """A condition: ``server`` holds exactly ``unfinished_bytes`` of unfinished frames."""
+    return lambda: server.unfinished_frames_bytes == unfinished_bytes
+
+
+async def echo_is_answered(peer: Any, processor: Any, opaque: int) -> bool:
+    """Send a small echo request on ``peer``; True when its answer comes back."""
+    await peer.send(processor.echo_request(opaque))
+    answer: RemotingCommand = await peer.read_command()
+    return answer.opaque == opaque and answer.code == ResponseCode.SUCCESS
+
+
+async def is_cut(peer: Any, timeout_s: float = 5.0) -> bool:
+    """True when the server closes ``peer``'s connection within ``timeout_s``."""
+    try:
+        await peer.read_until_eof(timeout_s)
+    except ConnectionError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the budget
+
+
+async def test_the_connection_that_pushes_past_the_budget_is_closed_and_the_others_go_on(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(unfinished_frames_bytes_max=BUDGET_BYTES)
+    holder, grower, bystander = [await raw_peer_factory(server.port) for _ in range(3)]
+    held_frame = big_echo(1, 40 * 1024, scripted_processor)
+    await holder.send_bytes(held_frame[:-10])
+    await wait_until(lambda: server.unfinished_frames_bytes == len(held_frame) - 10)
+
+    await grower.send_bytes(big_echo(2, 40 * 1024, scripted_processor)[: 30 * 1024])
+
+    assert await is_cut(grower)
+    assert server.unfinished_frames_bytes == len(held_frame) - 10
+    assert await echo_is_answered(bystander, scripted_processor, 3)
+    await holder.send_bytes(held_frame[-10:])
+    answer = await holder.read_command()
+    assert answer.opaque == 1 and answer.body == b"x" * 40 * 1024
+    assert server.unfinished_frames_bytes == 0
+
+
+async def test_the_budget_freed_by_a_closed_connection_serves_a_later_client(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(unfinished_frames_bytes_max=BUDGET_BYTES)
+    quitter = await raw_peer_factory(server.port)
+    await quitter.send_bytes(big_echo(1, 50 * 1024, scripted_processor)[:-1])
+    await wait_until(lambda: server.unfinished_frames_bytes > 50 * 1024)
+
+    await quitter.close()
+    await wait_until(lambda: server.unfinished_frames_bytes == 0)
+
+    later = await raw_peer_factory(server.port)
+    frame = big_echo(2, 50 * 1024, scripted_processor)
+    await later.send_bytes(frame[:-1])
+    await wait_until(lambda: server.unfinished_frames_bytes == len(frame) - 1)
+    await later.send_bytes(frame[-1:])
+    assert (await later.read_command()).opaque == 2
+    assert server.unfinished_frames_bytes == 0
+
+
+async def test_frames_completed_one_after_another_never_add_up_against_the_budget(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(unfinished_frames_bytes_max=BUDGET_BYTES)
+    peer = await raw_peer_factory(server.port)
+
+    for opaque in range(5):
+        frame = big_echo(opaque, 40 * 1024, scripted_processor)
+        await peer.send_bytes(frame[:-100])
+        await wait_until(holds(server, len(frame) - 100))
+        await peer.send_bytes(frame[-100:])
+        assert (await peer.read_command()).opaque == opaque
+
+    assert server.unfinished_frames_bytes == 0
+
+
+async def test_a_bad_frame_releases_what_its_connection_held(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(unfinished_frames_bytes_max=BUDGET_BYTES)
+    peer = await raw_peer_factory(server.port)
+    await peer.send_bytes((1000).to_bytes(4, "big") + b"\x09" + b"\0" * 100)
+    await wait_until(lambda: server.unfinished_frames_bytes == 105)
+
+    await peer.send_bytes(b"\0" * 900)  # serialize type 9 does not exist
+
+    assert await is_cut(peer)
+    assert server.unfinished_frames_bytes == 0
+
+
+# ---------------------------------------------------------------- the frame deadline
+
+
+async def test_a_peer_sending_a_byte_at_a_time_is_cut_at_the_frame_deadline(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(frame_deadline_s=0.5)
+    dripper = await raw_peer_factory(server.port)
+    frame = encode_frame(scripted_processor.echo_request(1))
+    loop = asyncio.get_running_loop()
+    started_s = loop.time()
+
+    async def drip() -> None:
+        for offset in range(len(frame)):
+            await dripper.send_bytes(frame[offset : offset + 1])
+            await asyncio.sleep(0.05)
+
+    dripping = asyncio.ensure_future(drip())
+    try:
+        assert await is_cut(dripper, timeout_s=3.0)
+    finally:
+        dripping.cancel()
+        await asyncio.gather(dripping, return_exceptions=True)
+
+    assert 0.5 <= loop.time() - started_s < 2.0
+    assert server.unfinished_frames_bytes == 0
+    assert scripted_processor.seen == []
+
+
+async def test_an_idle_connection_between_frames_outlives_the_frame_deadline(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(frame_deadline_s=0.3)
+    peer = await raw_peer_factory(server.port)
+    assert await echo_is_answered(peer, scripted_processor, 1)
+
+    await asyncio.sleep(1.0)
+
+    assert not await is_cut(peer, timeout_s=0.1)
+    assert await echo_is_answered(peer, scripted_processor, 2)
+
+
+async def test_frames_each_finished_in_time_keep_a_connection_past_the_deadline(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(frame_deadline_s=0.6)
+    peer = await raw_peer_factory(server.port)
+
+    for opaque in range(5):  # 5 x 0.25 s: twice the deadline in all
+        frame = encode_frame(scripted_processor.echo_request(opaque))
+        await peer.send_bytes(frame[:10])
+        await asyncio.sleep(0.25)
+        await peer.send_bytes(frame[10:])
+        assert (await peer.read_command()).opaque == opaque
+
+
+async def test_time_the_server_spends_not_reading_does_not_count_against_the_peer(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(frame_deadline_s=0.4, max_inflight_per_connection=1)
+    peer = await raw_peer_factory(server.port)
+    slow = encode_frame(scripted_processor.sleep_request(1, 1000))
+    waiting = encode_frame(scripted_processor.echo_request(2))
+    partial = encode_frame(scripted_processor.echo_request(3))
+
+    # The slow request takes the only handler slot and the next one waits for
+    # it, so the server stops reading for a second with a partial frame held.
+    await peer.send_bytes(slow + waiting + partial[:10])
+    answers = [await peer.read_command(timeout_s=3.0) for _ in range(2)]
+    await peer.send_bytes(partial[10:])
+
+    assert [a.opaque for a in answers] == [1, 2]
+    assert (await peer.read_command()).opaque == 3
+
+
+# ---------------------------------------------------------------- connections per address
+
+
+async def test_the_connection_past_the_per_address_cap_is_refused_and_the_others_kept(
+    remoting_server_factory: ServerFactory,
+    raw_peer_factory: PeerFactory,
+    scripted_processor: Any,
+    closed_log: Any,
+) -> None:
+    server = await remoting_server_factory(
+        connections_per_address_max=3, on_connection_closed=closed_log
+    )
+    admitted = [await raw_peer_factory(server.port) for _ in range(3)]
+    for opaque, peer in enumerate(admitted):
+        assert await echo_is_answered(peer, scripted_processor, opaque)
+
+    refused = await raw_peer_factory(server.port)
+
+    assert await is_cut(refused)
+    assert server.connections_from(PEER_HOST) == 3
+    assert closed_log.closed == []
+    for opaque, peer in enumerate(admitted, start=10):
+        assert await echo_is_answered(peer, scripted_processor, opaque)
+
+
+async def test_a_new_connection_is_admitted_once_one_of_the_address_closes(
+    remoting_server_factory: ServerFactory, raw_peer_factory: PeerFactory, scripted_processor: Any
+) -> None:
+    server = await remoting_server_factory(connections_per_address_max=2)
+    first, _second = [await raw_peer_factory(server.port) for _ in range(2)]
+    await wait_until(lambda: server.connections_from(PEER_HOST) == 2)
+
+    await first.close()
+    await wait_until(lambda: server.connections_from(PEER_HOST) == 1)
+    newcomer = await raw_peer_factory(server.port)
+
+    assert await echo_is_answered(newcomer, scripted_processor, 1)
+    assert server.connections_from(PEER_HOST) == 2
+
+
+async def test_a_flood_of_refused_connections_logs_a_bounded_number_of_lines(
+    remoting_server_factory: ServerFactory,
+    raw_peer_factory: PeerFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = await remoting_server_factory(connections_per_address_max=1)
+    await raw_peer_factory(server.port)
+    caplog.set_level(logging.WARNING, logger="remoting.server")
+
+    flood = [await raw_peer_factory(server.port) for _ in range(3 * REFUSAL_LOG_LINES_MAX)]
+    for peer in flood:
+        assert await is_cut(peer)
+
+    refusals = [r for r in caplog.records if "refusing" in r.getMessage()]
+    assert len(refusals) == REFUSAL_LOG_LINES_MAX
+    assert "maximum per address" in refusals[0].getMessage()
+    assert server.connections_from(PEER_HOST) == 1
+
+
+def test_the_refusal_log_says_how_many_lines_it_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    refusal_log = RefusalLog(lines_max=2, interval_s=10.0)
+    caplog.set_level(logging.WARNING, logger="remoting.server")
+
+    written = [refusal_log.warning(t, "refusing peer %d", t) for t in (0.0, 1.0, 2.0, 3.0, 11.0)]
+
+    assert written == [True, True, False, False, True]
+    assert [r.getMessage() for r in caplog.records] == [
+        "refusing peer 0",
+        "refusing peer 1",
+        "refusing peer 11 (2 similar lines left out)",
+    ]
+
+
+# ---------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    "argument", ["unfinished_frames_bytes_max", "frame_deadline_s", "connections_per_address_max"]
+)
+@pytest.mark.parametrize("value", [0, -1])
+def test_every_limit_must_be_positive(argument: str, value: int, scripted_processor: Any) -> None:
+    with pytest.raises(ValueError, match=argument):
+        limit: dict[str, Any] = {argument: value}
+        RemotingServer(scripted_processor, **limit)
+
+
+def test_the_limits_default_to_their_named_constants(scripted_processor: Any) -> None:
+    server = RemotingServer(scripted_processor)
+
+    assert server.unfinished_frames_bytes_max == 64 * 1024 * 1024
+    assert server.frame_deadline_s == 30.0
+    assert server.connections_per_address_max == 4096
