@@ -1,13 +1,21 @@
 """System checks for the NAMESRV settings (``manage.py check``), with stable ids.
 
 * namesrv.E001: a port is not an integer in 0..65535 (PORT, INTERNAL_PORT).
-* namesrv.E002: INTERNAL_SECRET is empty while DEBUG is off.
+* namesrv.E002: INTERNAL_SECRET is empty (the internal port would refuse every caller).
 * namesrv.E003: MODE is not one of eventual / raft.
 * namesrv.E004: CLUSTER_FILE is set but cannot be read as a JSON object.
 * namesrv.E005: an interval (SCAN_INTERVAL_S, IDLE_TIMEOUT_S) is not a positive integer.
 * namesrv.E006: NODE_ID is empty.
 * namesrv.E007: RAFT_PORT is not an integer in 0..65535 (0: given as run_gateway --raft-port).
 * namesrv.E008: PROPOSE_TIMEOUT_S is not positive, or SKEW_ALLOWANCE_MS is negative.
+
+Deployment checks (``manage.py check --deploy``):
+
+* namesrv.E020: SECRET_KEY is random per process (neither DJANGO_SECRET_KEY_FILE nor
+  DJANGO_SECRET_KEY is set): sessions die with the process and differ between workers.
+* namesrv.E021: NAMESRV['INTERNAL_SECRET'] is random per process (neither
+  NAMESRV_INTERNAL_SECRET_FILE nor NAMESRV_INTERNAL_SECRET is set): no other process
+  of the node gets through the gateway's internal port.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Tags, register
 
 from namesrv_app.conf import MODES, PORT_MAX, namesrv_settings
 
@@ -42,12 +50,15 @@ def _port_errors(conf: Any) -> list[CheckMessage]:
 
 
 def _secret_errors(conf: Any) -> list[CheckMessage]:
-    if settings.DEBUG or conf.INTERNAL_SECRET:
+    if conf.INTERNAL_SECRET:
         return []
     return [
         Error(
-            "NAMESRV['INTERNAL_SECRET'] is empty while DEBUG is off.",
-            hint="Set NAMESRV_INTERNAL_SECRET to one random value for every process of a node.",
+            "NAMESRV['INTERNAL_SECRET'] is empty: the gateway's internal port refuses everyone.",
+            hint=(
+                "Set NAMESRV_INTERNAL_SECRET_FILE (or NAMESRV_INTERNAL_SECRET) to one random "
+                "value for every process of a node."
+            ),
             id="namesrv.E002",
         )
     ]
@@ -150,4 +161,33 @@ def check_namesrv_settings(app_configs: Any = None, **kwargs: Any) -> list[Check
         *_interval_errors(conf),
         *_node_errors(conf),
         *_raft_errors(conf),
+    ]
+
+
+EPHEMERAL_SECRET_ERRORS = {
+    "SECRET_KEY": (
+        "namesrv.E020",
+        "SECRET_KEY is random per process: sessions and CSRF tokens end with the process "
+        "and differ between web workers.",
+        "Set DJANGO_SECRET_KEY_FILE to a file (mode 0600) holding a long random value, "
+        "or DJANGO_SECRET_KEY to the value itself.",
+    ),
+    "INTERNAL_SECRET": (
+        "namesrv.E021",
+        "NAMESRV['INTERNAL_SECRET'] is random per process: no other process of the node "
+        "gets through the gateway's internal port.",
+        "Set NAMESRV_INTERNAL_SECRET_FILE (or NAMESRV_INTERNAL_SECRET) to the same random "
+        "value for every process of the node.",
+    ),
+}
+
+
+@register(Tags.security, deploy=True)
+def check_ephemeral_secrets(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Deployment: every secret the settings made up because none was configured."""
+    made_up = getattr(settings, "NAMESRV_EPHEMERAL_SECRETS", ())
+    return [
+        Error(message, hint=hint, id=check_id)
+        for name, (check_id, message, hint) in EPHEMERAL_SECRET_ERRORS.items()
+        if name in made_up
     ]

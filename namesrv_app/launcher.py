@@ -1352,6 +1352,30 @@ def _leader_node(plan: ClusterPlan, secret: str, *, besides: str | None = None) 
     return leader
 
 
+def _wait_caught_up(leader: NodePlan, node: NodePlan, secret: str, timeout_s: float) -> None:
+    """Until ``node`` has applied what the leader had committed once it was a member.
+
+    add-node returns when the new node answers what the others answer: a client sent
+    to it right away must not get TOPIC_NOT_EXIST for a topic the cluster holds.
+    """
+    from remoting.client import RemotingClientError
+
+    target = int(node_status(leader.internal_port, secret, CONNECT_TIMEOUT_S)["commit_index"])
+    deadline = time.monotonic() + timeout_s
+    applied = -1
+    while time.monotonic() < deadline:
+        with contextlib.suppress(RemotingClientError, LauncherError, ValueError, OSError):
+            status = node_status(node.internal_port, secret, CONNECT_TIMEOUT_S)
+            applied = int(status["applied_index"])
+            if applied >= target:
+                return
+        time.sleep(POLL_INTERVAL_S)
+    raise LauncherError(
+        f"{node.node_id} applied entry {applied} of {target} within {timeout_s:g} s; "
+        "it stays a member and keeps catching up (cluster status shows it)"
+    )
+
+
 def _next_port(used: set[int], after: int) -> int:
     """``after + 1`` when free and unused, else any free port."""
     candidate = after + 1
@@ -1412,6 +1436,7 @@ def cluster_add_node(run_dir: Path, *, ready_timeout_s: float = READY_TIMEOUT_S)
             ready_timeout_s,
         )
         _membership_request(leader.internal_port, secret, INTERNAL_RAFT_ADD_NODE, node.raft_addr)
+        _wait_caught_up(leader, node, secret, ready_timeout_s)
     except BaseException:
         starter.rollback()
         raise

@@ -1,19 +1,24 @@
 """Settings of the NameServer project, read from the environment.
 
-Every knob has a typed helper and a development default, so ``manage.py``
-works on a fresh checkout, while production sets ``NAMESRV_DEBUG=false`` and
-the secrets. The NameServer's own knobs live in one namespaced dict,
-``NAMESRV``; ``namesrv_app.checks`` validates it (``manage.py check``).
+Every knob has a typed helper and a safe default, so ``manage.py`` works on a
+fresh checkout: DEBUG is off unless ``NAMESRV_DEBUG=true``, and a secret that is
+not configured is random per process (``manage.py check --deploy`` reports it,
+see ``namesrv_app.checks``). ``NAMESRV_PROFILE=production`` turns on the HTTPS
+settings and refuses to start without the hosts and the secret key. The
+NameServer's own knobs live in one namespaced dict, ``NAMESRV``;
+``namesrv_app.checks`` validates it (``manage.py check``).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -50,9 +55,65 @@ def env_bool(name: str, default: bool) -> bool:
     raise ValueError(f"environment variable {name} must be a boolean, got {raw!r}")
 
 
-DEBUG = env_bool("NAMESRV_DEBUG", True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me" if DEBUG else "")
-ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+def env_list(name: str, default: str) -> list[str]:
+    """The environment variable ``name`` as a comma-separated list (blanks dropped)."""
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_secret(name: str, file_name: str) -> str | None:
+    """A secret from the file named by ``file_name`` (read, stripped), else from ``name``.
+
+    The file wins when both are set: a launcher passes its per-run file whatever
+    the shell exported. None when neither is set; a file that is missing,
+    unreadable or empty stops the process with an error naming the variable.
+    """
+    path = os.environ.get(file_name, "").strip()
+    if path:
+        try:
+            value = Path(path).expanduser().read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            raise ImproperlyConfigured(
+                f"{file_name}={path}: cannot read the file: {reason}"
+            ) from exc
+        if not value:
+            raise ImproperlyConfigured(f"{file_name}={path}: the file is empty")
+        return value
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+EPHEMERAL_SECRET_BYTES = 50
+PROFILES = ("local", "production")
+# "local": plain HTTP on loopback (make run). "production": HTTPS only, and the
+# hosts and the secret key must be configured (docs/SECURITY.md).
+PROFILE = env_str("NAMESRV_PROFILE", "local").strip().lower()
+if PROFILE not in PROFILES:
+    raise ImproperlyConfigured(
+        f"NAMESRV_PROFILE must be one of {', '.join(PROFILES)}, got {PROFILE!r}"
+    )
+PRODUCTION = PROFILE == "production"
+
+DEBUG = env_bool("NAMESRV_DEBUG", False)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("NAMESRV_PROFILE=production refuses NAMESRV_DEBUG=true")
+
+_CONFIGURED_SECRET_KEY = env_secret("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY_FILE")
+if PRODUCTION and _CONFIGURED_SECRET_KEY is None:
+    raise ImproperlyConfigured(
+        "NAMESRV_PROFILE=production needs DJANGO_SECRET_KEY_FILE (or DJANGO_SECRET_KEY)"
+    )
+# Without a configured key every process makes its own: sessions and CSRF tokens
+# then die with the process and differ between workers, which is fine for
+# migrate/check/createsuperuser and is what `check --deploy` reports (namesrv.E020).
+SECRET_KEY = _CONFIGURED_SECRET_KEY or secrets.token_urlsafe(EPHEMERAL_SECRET_BYTES)
+
+if PRODUCTION and not os.environ.get("DJANGO_ALLOWED_HOSTS", "").strip():
+    raise ImproperlyConfigured("NAMESRV_PROFILE=production needs DJANGO_ALLOWED_HOSTS")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
+# Origins (scheme://host[:port]) allowed to POST with the session, e.g. behind a
+# TLS-terminating proxy whose public name differs from the Host Django sees.
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
@@ -154,7 +215,20 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("NAMESRV_LOG_LEVEL", "INFO")},
+    # django-axes announces itself at every start; its login failures stay (WARNING).
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }
+
+_CONFIGURED_INTERNAL_SECRET = env_secret("NAMESRV_INTERNAL_SECRET", "NAMESRV_INTERNAL_SECRET_FILE")
+# The secrets this process made up because none was configured (namesrv_app.checks).
+NAMESRV_EPHEMERAL_SECRETS = tuple(
+    name
+    for name, configured in (
+        ("SECRET_KEY", _CONFIGURED_SECRET_KEY),
+        ("INTERNAL_SECRET", _CONFIGURED_INTERNAL_SECRET),
+    )
+    if configured is None
+)
 
 NAMESRV: dict[str, Any] = {
     "NODE_ID": env_str("NAMESRV_NODE_ID", "n1"),
@@ -162,10 +236,11 @@ NAMESRV: dict[str, Any] = {
     "HOST": env_str("NAMESRV_HOST", "127.0.0.1"),
     "PORT": env_int("NAMESRV_PORT", 9876),
     "INTERNAL_PORT": env_int("NAMESRV_INTERNAL_PORT", 0),
-    # The gateway's internal port trusts only loopback peers holding this secret.
-    # Development gets a random one per process; a launcher that starts several
-    # processes must pass the same value to all of them through the environment.
-    "INTERNAL_SECRET": env_str("NAMESRV_INTERNAL_SECRET", secrets.token_hex(16) if DEBUG else ""),
+    # The gateway's internal port trusts only loopback peers holding this secret
+    # (NAMESRV_INTERNAL_SECRET_FILE or NAMESRV_INTERNAL_SECRET). Unset, each process
+    # makes its own, so no other process gets in (check --deploy: namesrv.E021); a
+    # launcher starting several processes passes the same secret to all of them.
+    "INTERNAL_SECRET": _CONFIGURED_INTERNAL_SECRET or secrets.token_hex(16),
     "SCAN_INTERVAL_S": env_int("NAMESRV_SCAN_INTERVAL_S", 10),
     "IDLE_TIMEOUT_S": env_int("NAMESRV_IDLE_TIMEOUT_S", 120),
     "NOTIFY_MIN_BROKER_ID_CHANGED": env_bool("NAMESRV_NOTIFY_MIN_BROKER_ID_CHANGED", False),
@@ -202,6 +277,12 @@ NAMESRV: dict[str, Any] = {
     # The account this node's own processes (web, Celery) sign their requests with.
     "ACL_ACCESS_KEY": env_str("NAMESRV_ACL_ACCESS_KEY", ""),
     "ACL_SECRET_KEY_FILE": env_str("NAMESRV_ACL_SECRET_KEY_FILE", ""),
+    # The public port's limits against hostile peers (docs/SECURITY.md): bytes held in
+    # unfinished frames over all connections, seconds to finish a started frame, and
+    # connections one remote address may hold.
+    "UNFINISHED_FRAMES_BYTES_MAX": env_int("NAMESRV_UNFINISHED_FRAMES_BYTES_MAX", 64 * 1024 * 1024),
+    "FRAME_DEADLINE_S": float(env_str("NAMESRV_FRAME_DEADLINE_S", "30")),
+    "CONNECTIONS_PER_ADDRESS_MAX": env_int("NAMESRV_CONNECTIONS_PER_ADDRESS_MAX", 4096),
 }
 
 # --- web console and API ---
@@ -236,6 +317,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # The schema and its docs need a console role unless NAMESRV_WEB_PUBLIC_API_DOCS.
+    "SERVE_PERMISSIONS": ["namesrv_app.api.permissions.ApiDocsPermission"],
 }
 
 NAMESRV_WEB: dict[str, Any] = {
@@ -250,7 +333,64 @@ NAMESRV_WEB: dict[str, Any] = {
     "ROUTE_VERSION_TTL_MS": env_int("NAMESRV_WEB_ROUTE_VERSION_TTL_MS", 200),
     # ... and a revoked token or role still reads routes for at most this long.
     "TOKEN_CACHE_TTL_MS": env_int("NAMESRV_WEB_TOKEN_CACHE_TTL_MS", 5000),
+    # /api/schema/, /api/v1/schema/ and /api/v1/docs/ for anyone (else a console role).
+    "PUBLIC_API_DOCS": env_bool("NAMESRV_WEB_PUBLIC_API_DOCS", False),
 }
 # First, so the common route read skips the stack's thread hops (it applies the
 # security and frame headers itself and falls through for everything else).
 MIDDLEWARE = ["namesrv_app.api.route_cache.RouteReadFastPath", *MIDDLEWARE]
+
+# --- login throttling (django-axes) ---
+# Every password check (the console's login, the admin's) goes through
+# AxesStandaloneBackend: after NAMESRV_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, that pair is locked out for NAMESRV_LOGIN_COOLOFF_MINUTES.
+# Per pair, so an attacker cannot lock a user out from everywhere, nor try many
+# users from one address undetected (each pair counts on its own).
+INSTALLED_APPS += ["axes"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
+AXES_FAILURE_LIMIT = env_int("NAMESRV_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("NAMESRV_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# A successful login forgets that pair's earlier failures.
+AXES_RESET_ON_SUCCESS = True
+# Tries during a lockout are refused without being counted, so the cool-off runs
+# from the last counted failure and the page can say when it ends.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# 429 Too Many Requests: the credentials may be right, the rate is what is refused.
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_CALLABLE = "namesrv_app.web.lockout.lockout_response"
+
+# --- HTTPS (NAMESRV_PROFILE=production) ---
+# The local profile stays plain HTTP on loopback. Production serves the console
+# over HTTPS only: redirect, HSTS, and cookies that never travel in clear text.
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env_bool("NAMESRV_SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("NAMESRV_HSTS_SECONDS", 31_536_000)
+    # Covers the hosts below the console's own name (n1.console.example -> *.n1...),
+    # never the parent domain: safe to default on.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("NAMESRV_HSTS_INCLUDE_SUBDOMAINS", True)
+    # Preloading is a request to browser vendors that only the owner of the
+    # registrable domain can make (and hardly undo): opt-in, and when off that
+    # choice is deliberate, so its reminder (security.W021) is silenced.
+    SECURE_HSTS_PRELOAD = env_bool("NAMESRV_HSTS_PRELOAD", False)
+    SILENCED_SYSTEM_CHECKS = [
+        *([] if SECURE_HSTS_PRELOAD else ["security.W021"]),
+        *([] if SECURE_HSTS_INCLUDE_SUBDOMAINS else ["security.W005"]),
+    ]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # Only behind a TLS-terminating proxy that sets (and strips from clients) the
+    # header, e.g. "X-Forwarded-Proto=https"; never trusted unless configured.
+    _PROXY_SSL_HEADER = env_str("NAMESRV_SECURE_PROXY_SSL_HEADER", "").strip()
+    if _PROXY_SSL_HEADER:
+        _HEADER, _SEP, _VALUE = _PROXY_SSL_HEADER.partition("=")
+        if not _SEP or not _HEADER.strip() or not _VALUE.strip():
+            raise ImproperlyConfigured(
+                "NAMESRV_SECURE_PROXY_SSL_HEADER must look like X-Forwarded-Proto=https"
+            )
+        _META_NAME = "HTTP_" + _HEADER.strip().upper().replace("-", "_")
+        SECURE_PROXY_SSL_HEADER = (_META_NAME, _VALUE.strip())

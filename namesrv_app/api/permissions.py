@@ -41,3 +41,15 @@ class RouteReadPermission(IsViewer):
         if request.method in SAFE_METHODS and web_setting("ALLOW_ANONYMOUS_ROUTE_READS", False):
             return True
         return super().has_permission(request, view)
+
+
+class ApiDocsPermission(IsViewer):
+    """The OpenAPI schema and its docs: a console role, or anyone when
+    NAMESRV_WEB['PUBLIC_API_DOCS'] is on (the schema maps every endpoint an
+    attacker would probe, so it is not public by default)."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        """Anyone with the setting on; otherwise viewers and operators."""
+        if web_setting("PUBLIC_API_DOCS", False):
+            return True
+        return super().has_permission(request, view)

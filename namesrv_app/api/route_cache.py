@@ -264,6 +264,9 @@ def _candidate(request: HttpRequest, prefix: str) -> _Candidate | None:
     if request.META.get("HTTP_ACCEPT", "").strip() not in JSON_ACCEPTS:
         return None
     try:
+        # Only names following the topic rule: under <name:topic> those are their own
+        # path segment (namesrv_app.web.names), so this is the topic the DRF route
+        # decodes. Any other name (~-escaped in the URL) falls through to the view.
         validate_topic(topic)
         request.get_host()  # ALLOWED_HOSTS, as CommonMiddleware checks it
     except (ValidationError, DisallowedHost):
@@ -445,7 +448,8 @@ class _HitLane:
         stamp = CACHE.cached_stamp(now_s)
         if stamp is None:
             return None
-        # Only topics that passed validate_topic on their miss are ever cached.
+        # Only topics that passed validate_topic on their miss are ever cached, and
+        # such a segment decodes to itself in the DRF route too (see _candidate).
         route = CACHE.routes.get((stamp.node_id, stamp.routes_version, topic))
         if route is None:
             return None

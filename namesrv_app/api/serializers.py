@@ -41,7 +41,8 @@ class RouteQuerySerializer(serializers.Serializer):  # type: ignore[misc]
 class TopicQuerySerializer(serializers.Serializer):  # type: ignore[misc]
     """Filters of the topic list."""
 
-    search = serializers.CharField(required=False, allow_blank=True, max_length=TOPIC_CHARS_MAX)
+    # As long as any stored topic may be (the wire accepts more than the topic rule).
+    search = serializers.CharField(required=False, allow_blank=True, max_length=KV_VALUE_CHARS_MAX)
     cluster = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
     broker = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
 
@@ -83,7 +84,8 @@ class DeleteTopicQuerySerializer(serializers.Serializer):  # type: ignore[misc]
 class BrokerNameSerializer(serializers.Serializer):  # type: ignore[misc]
     """A broker group this node knows."""
 
-    broker_name = _name()
+    # Not trimmed: " b" and "b" are two broker groups on the wire.
+    broker_name = _name(trim_whitespace=False)
 
     def validate_broker_name(self, value: str) -> str:
         """Refuse unknown groups (upstream would touch nothing and answer 0)."""

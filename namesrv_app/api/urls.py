@@ -3,28 +3,28 @@
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from namesrv_app.api import views
+from namesrv_app.web import names  # noqa: F401  (registers <name:...>: any stored name)
 
 app_name = "api"
 
 urlpatterns = [
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    path("routes/<str:topic>/", views.RouteView.as_view(), name="route"),
-    path("routes/<str:topic>/compare/", views.RouteCompareView.as_view(), name="route-compare"),
+    path("schema/", views.ApiSchemaView.as_view(), name="schema"),
+    path("docs/", views.ApiDocsView.as_view(url_name="api:schema"), name="docs"),
+    path("routes/<name:topic>/", views.RouteView.as_view(), name="route"),
+    path("routes/<name:topic>/compare/", views.RouteCompareView.as_view(), name="route-compare"),
     path("topics/", views.TopicListView.as_view(), name="topics"),
-    path("topics/<str:topic>/", views.TopicDetailView.as_view(), name="topic"),
+    path("topics/<name:topic>/", views.TopicDetailView.as_view(), name="topic"),
     path("clusters/", views.ClusterListView.as_view(), name="clusters"),
     path("broker-groups/", views.BrokerGroupListView.as_view(), name="broker-groups"),
     path(
-        "broker-groups/<str:broker_name>/wipe-write-perm/",
+        "broker-groups/<name:broker_name>/wipe-write-perm/",
         views.WritePermView.as_view(wipe=True),
         name="wipe-write-perm",
     ),
     path(
-        "broker-groups/<str:broker_name>/add-write-perm/",
+        "broker-groups/<name:broker_name>/add-write-perm/",
         views.WritePermView.as_view(wipe=False),
         name="add-write-perm",
     ),

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotAuthenticated, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,10 +27,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from namesrv_app import gateway_client
 from namesrv_app.api import serializers as s
-from namesrv_app.api.permissions import IsOperator, RouteReadPermission
+from namesrv_app.api.permissions import ApiDocsPermission, IsOperator, RouteReadPermission
 from namesrv_app.gateway_client import GatewayError
 from namesrv_app.web import reads
-from namesrv_app.web.forms import validate_topic
+from namesrv_app.web.forms import validate_deletable_topic
 from remoting.model import QueueData
 
 ERRORS = {
@@ -41,13 +44,41 @@ GATEWAY_ERRORS = {
     502: OpenApiResponse(s.ErrorSerializer, description="the gateway refused"),
     503: OpenApiResponse(s.ErrorSerializer, description="the gateway is unreachable"),
 }
+NAME_IN_PATH = (
+    "A name following ^[%|a-zA-Z0-9_-]+$ is written as it is; any other name (the wire "
+    "stores those too) as ~ followed by the name with every UTF-8 byte outside "
+    "[A-Za-z0-9_.-] as ~XX, e.g. a/b as ~a~2Fb (namesrv_app.web.names)."
+)
 TOPIC_PARAM = OpenApiParameter(
-    "topic",
+    "topic", OpenApiTypes.STR, OpenApiParameter.PATH, description=f"topic name. {NAME_IN_PATH}"
+)
+BROKER_PARAM = OpenApiParameter(
+    "broker_name",
     OpenApiTypes.STR,
     OpenApiParameter.PATH,
-    description="topic name, ^[%|a-zA-Z0-9_-]+$, at most 127 chars",
+    description=f"broker group name. {NAME_IN_PATH}",
 )
-BROKER_PARAM = OpenApiParameter("broker_name", OpenApiTypes.STR, OpenApiParameter.PATH)
+NOT_FOUND = {404: OpenApiResponse(s.ErrorSerializer, description="no such topic or path")}
+
+
+class ApiSchemaView(SpectacularAPIView):
+    """The OpenAPI schema: a console role unless NAMESRV_WEB['PUBLIC_API_DOCS']."""
+
+    permission_classes = [ApiDocsPermission]
+
+
+class ApiDocsView(SpectacularSwaggerView):
+    """Swagger UI over the schema, with the schema's permission; a browser without a
+    session is sent to the login page and back, instead of a bare 401."""
+
+    permission_classes = [ApiDocsPermission]
+
+    def handle_exception(self, exc: Exception) -> HttpResponseBase:
+        """NotAuthenticated becomes a redirect to the login page."""
+        if isinstance(exc, NotAuthenticated):
+            return redirect_to_login(self.request.get_full_path())
+        response: HttpResponseBase = super().handle_exception(exc)
+        return response
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -57,9 +88,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return drf_exception_handler(exc, context)
 
 
-def _checked_topic(topic: str) -> str:
+def _deletable_topic(topic: str) -> str:
+    """A topic name a delete may send: one following the rule, or one this node stores."""
     try:
-        validate_topic(topic)
+        validate_deletable_topic(topic)
     except DjangoValidationError as exc:
         raise ValidationError({"topic": exc.messages}) from exc
     return topic
@@ -89,11 +121,13 @@ class RouteView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
 
     @extend_schema(
         parameters=[TOPIC_PARAM, s.RouteQuerySerializer],
-        responses={200: s.RouteSerializer, 404: s.ErrorSerializer, **ERRORS, **GATEWAY_ERRORS},
+        responses={200: s.RouteSerializer, **NOT_FOUND, **ERRORS, **GATEWAY_ERRORS},
     )
     def get(self, request: Request, topic: str) -> Response:
-        """``consistency=local`` reads the projection; ``linearizable`` asks the gateway."""
-        topic = _checked_topic(topic)
+        """``consistency=local`` reads the projection; ``linearizable`` asks the gateway.
+
+        Any name: a producer may ask the wire for any topic, and so may this read.
+        """
         query = _valid(s.RouteQuerySerializer, request.query_params)
         if query["consistency"] == "linearizable":
             route = gateway_client.topic_route(topic, linearizable=True)
@@ -121,10 +155,12 @@ class RouteView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
 class RouteCompareView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
     """The same route as every node of the cluster answers it, differences marked."""
 
-    @extend_schema(parameters=[TOPIC_PARAM], responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    @extend_schema(
+        parameters=[TOPIC_PARAM], responses={200: OpenApiTypes.OBJECT, **NOT_FOUND, **ERRORS}
+    )
     def get(self, request: Request, topic: str) -> Response:
         """Ask every node over the wire (their own local answers)."""
-        return Response(reads.compare_route(_checked_topic(topic)))
+        return Response(reads.compare_route(topic))
 
 
 # ------------------------------------------------------------------- topics
@@ -163,17 +199,29 @@ class TopicListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
 
 
 class TopicDetailView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
-    """DELETE a topic (all clusters, or ``?cluster=``)."""
+    """GET one topic's summary (viewers); DELETE it (operators; all clusters, or ``?cluster=``)."""
 
-    permission_classes = [IsOperator]
+    @extend_schema(
+        operation_id="v1_topic_retrieve",
+        parameters=[TOPIC_PARAM],
+        responses={200: s.TopicSummarySerializer, **NOT_FOUND, **ERRORS},
+    )
+    def get(self, request: Request, topic: str) -> Response:
+        """The topic-list row of exactly this topic, from the projection."""
+        row = reads.topic_summary(topic)
+        if row is None:
+            return Response(
+                {"detail": f"No topic {topic} on this node"}, status=status.HTTP_404_NOT_FOUND
+            )
+        return Response(s.TopicSummarySerializer(row).data)
 
     @extend_schema(
         parameters=[TOPIC_PARAM, s.DeleteTopicQuerySerializer],
-        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+        responses={200: s.ResultSerializer, **NOT_FOUND, **ERRORS, **GATEWAY_ERRORS},
     )
     def delete(self, request: Request, topic: str) -> Response:
         """DELETE_TOPIC_IN_NAMESRV (216) through the gateway."""
-        topic = _checked_topic(topic)
+        topic = _deletable_topic(topic)
         cluster = _valid(s.DeleteTopicQuerySerializer, request.query_params).get("cluster") or None
         gateway_client.delete_topic(topic, cluster)
         return _done(f"deleted {topic}" + (f" in {cluster}" if cluster else ""))
@@ -218,7 +266,7 @@ class WritePermView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
     @extend_schema(
         parameters=[BROKER_PARAM],
         request=None,
-        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+        responses={200: s.ResultSerializer, **NOT_FOUND, **ERRORS, **GATEWAY_ERRORS},
     )
     def post(self, request: Request, broker_name: str) -> Response:
         """205 (wipe) or 327 (add) through the gateway; the topic count."""

@@ -126,7 +126,9 @@ def _runtime(addrs: list[str]) -> dict[str, dict[str, str] | None]:
     def ask(addr: str) -> dict[str, str] | None:
         try:
             return broker_control.runtime_info(addr, RUNTIME_TIMEOUT_S)
-        except BrokerControlError:
+        except (BrokerControlError, ValueError):
+            # ValueError: a registered address that is not host:port (the wire
+            # stores what a broker sends); its row shows as unreachable.
             return None
 
     if not addrs:

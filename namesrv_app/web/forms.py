@@ -7,7 +7,8 @@ text shown to the operator. Destructive forms require an explicit ``confirm``.
 Input rules (the console's, checked before anything reaches the gateway):
 
 * topic names match ``^[%|a-zA-Z0-9_-]+$`` and are at most 127 characters
-  (RocketMQ's ``TopicValidator``);
+  (RocketMQ's ``TopicValidator``); a delete also takes any topic the node stores,
+  since the wire accepts names outside that rule;
 * queue counts are 1..1024;
 * perm is one of 2 (write), 4 (read), 6 (read+write); the inherit (1) and
   priority (8) bits are deliberately not offered;
@@ -48,6 +49,19 @@ def validate_topic(value: str) -> None:
         raise ValidationError(f"A topic name has at most {TOPIC_CHARS_MAX} characters.")
     if not TOPIC_PATTERN.match(value):
         raise ValidationError("A topic name may only contain letters, digits, %, |, _ and -.")
+
+
+def validate_deletable_topic(value: str) -> None:
+    """A name following the topic rule, or any topic this node stores.
+
+    The wire accepts names the rule refuses (upstream does), and an operator
+    must be able to delete such a topic from the console and the API too.
+    """
+    try:
+        validate_topic(value)
+    except ValidationError:
+        if not models.QueueData.objects.filter(topic=value).exists():
+            raise
 
 
 def validate_name(value: str) -> None:
@@ -150,7 +164,10 @@ class DeleteTopicForm(OperationForm):
 
     title = "Delete a topic"
     destructive = True
-    topic = forms.CharField(max_length=TOPIC_CHARS_MAX, validators=[validate_topic])
+    # Not stripped: " a " and "a" are two topics on the wire.
+    topic = forms.CharField(
+        max_length=KV_VALUE_CHARS_MAX, strip=False, validators=[validate_deletable_topic]
+    )
     cluster = forms.ChoiceField(choices=(), required=False)
     confirm = _confirm_field()
 

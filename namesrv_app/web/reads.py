@@ -230,6 +230,16 @@ def topic_summaries(search: str = "", cluster: str = "", broker: str = "") -> Qu
     if cluster:
         names = models.BrokerGroup.objects.filter(cluster=cluster).values("broker_name")
         rows = rows.filter(broker_name__in=names)
+    return _summarised(rows)
+
+
+def topic_summary(topic: str) -> dict[str, Any] | None:
+    """The topic-list row of exactly ``topic``; None when no broker serves it."""
+    row: dict[str, Any] | None = _summarised(models.QueueData.objects.filter(topic=topic)).first()
+    return row
+
+
+def _summarised(rows: QuerySet[models.QueueData]) -> QuerySet[Any]:
     return (
         rows.values("topic")
         .annotate(

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from django.urls import path
 
-from namesrv_app.web import brokers, experiments, views
+from namesrv_app.web import (
+    brokers,
+    experiments,
+    names,  # noqa: F401  (registers <name:...>: any stored name)
+    views,
+)
 
 app_name = "console"
 
@@ -12,7 +17,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("topology/", views.topology, name="topology"),
     path("topics/", views.topics, name="topics"),
-    path("topics/<str:topic>/", views.topic_detail, name="topic"),
+    path("topics/<name:topic>/", views.topic_detail, name="topic"),
     path("nodes/", views.nodes, name="nodes"),
     path("brokers/", brokers.brokers, name="brokers"),
     path("brokers/topic/", brokers.broker_topic, name="broker-topic"),
@@ -23,9 +28,15 @@ urlpatterns = [
     path("ops/<slug:slug>/", views.operation, name="operation"),
     path("experiments/", experiments.experiment_list, name="experiments"),
     path("experiments/launch/", experiments.experiment_launch, name="experiment-launch"),
-    path("experiments/<str:run_id>/", experiments.experiment_report, name="experiment"),
-    path("experiments/<str:run_id>/timeline/", experiments.experiment_timeline,
-         name="experiment-timeline"),
-    path("experiments/<str:run_id>/plot/<str:name>.svg", experiments.experiment_plot,
-         name="experiment-plot"),
+    path("experiments/<name:run_id>/", experiments.experiment_report, name="experiment"),
+    path(
+        "experiments/<name:run_id>/timeline/",
+        experiments.experiment_timeline,
+        name="experiment-timeline",
+    ),
+    path(
+        "experiments/<name:run_id>/plot/<str:name>.svg",
+        experiments.experiment_plot,
+        name="experiment-plot",
+    ),
 ]

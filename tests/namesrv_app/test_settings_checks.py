@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.checks.registry import registry
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from namesrv_app.checks import check_namesrv_settings
-from namesrv_site.settings import env_bool, env_int, env_str
+from namesrv_app.checks import check_ephemeral_secrets, check_namesrv_settings
+from namesrv_site.settings import env_bool, env_int, env_secret, env_str
 
 
 def check_ids(**namesrv: Any) -> list[str | None]:
@@ -32,12 +34,55 @@ def test_a_port_outside_the_tcp_range_is_e001() -> None:
     assert check_ids(PORT=70000, INTERNAL_PORT=-1) == ["namesrv.E001", "namesrv.E001"]
 
 
-def test_an_empty_secret_without_debug_is_e002() -> None:
-    """namesrv.E002 only when DEBUG is off."""
-    with override_settings(DEBUG=False):
-        assert check_ids(INTERNAL_SECRET="") == ["namesrv.E002"]
-    with override_settings(DEBUG=True):
-        assert check_ids(INTERNAL_SECRET="") == []
+def test_an_empty_internal_secret_is_e002_whatever_debug_says() -> None:
+    """namesrv.E002: an empty secret shuts the internal port for everyone, DEBUG or not."""
+    for debug in (False, True):
+        with override_settings(DEBUG=debug):
+            assert check_ids(INTERNAL_SECRET="") == ["namesrv.E002"]
+
+
+def deploy_ids(*ephemeral: str) -> list[str | None]:
+    """The ids of the deployment checks when the settings made up ``ephemeral``."""
+    with override_settings(NAMESRV_EPHEMERAL_SECRETS=ephemeral):
+        return [message.id for message in check_ephemeral_secrets()]
+
+
+def test_made_up_secrets_are_deployment_errors_e020_and_e021() -> None:
+    """namesrv.E020 (SECRET_KEY) and namesrv.E021 (INTERNAL_SECRET), only with --deploy."""
+    assert deploy_ids("SECRET_KEY", "INTERNAL_SECRET") == ["namesrv.E020", "namesrv.E021"]
+    assert deploy_ids("INTERNAL_SECRET") == ["namesrv.E021"]
+    assert deploy_ids() == []
+    deploy_only = registry.get_checks(include_deployment_checks=True)
+    assert check_ephemeral_secrets in deploy_only
+    assert check_ephemeral_secrets not in registry.get_checks()
+
+
+def test_a_secret_file_is_read_stripped_and_wins_over_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """env_secret: the file (stripped) before the value; None when neither is set."""
+    secret = tmp_path / "secret"
+    secret.write_text("  from-the-file\n")
+    monkeypatch.setenv("NS_TEST_SECRET", " from-the-variable ")
+    assert env_secret("NS_TEST_SECRET", "NS_TEST_SECRET_FILE") == "from-the-variable"
+    monkeypatch.setenv("NS_TEST_SECRET_FILE", str(secret))
+    assert env_secret("NS_TEST_SECRET", "NS_TEST_SECRET_FILE") == "from-the-file"
+    monkeypatch.delenv("NS_TEST_SECRET")
+    monkeypatch.delenv("NS_TEST_SECRET_FILE")
+    assert env_secret("NS_TEST_SECRET", "NS_TEST_SECRET_FILE") is None
+
+
+@pytest.mark.parametrize(("content", "complaint"), [(None, "cannot read"), ("  \n", "empty")])
+def test_a_missing_or_empty_secret_file_is_an_error_naming_variable_and_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: str | None, complaint: str
+) -> None:
+    secret = tmp_path / "secret"
+    if content is not None:
+        secret.write_text(content)
+    monkeypatch.setenv("NS_TEST_SECRET_FILE", str(secret))
+    with pytest.raises(ImproperlyConfigured, match=complaint) as raised:
+        env_secret("NS_TEST_SECRET", "NS_TEST_SECRET_FILE")
+    assert f"NS_TEST_SECRET_FILE={secret}" in str(raised.value)
 
 
 def test_an_unknown_mode_is_e003() -> None:

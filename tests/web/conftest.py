@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.http import HttpRequest
+from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -128,6 +130,11 @@ def operator(db: Any) -> User:
 def nobody(db: Any) -> User:
     """A logged-in user without a console role."""
     return make_user("nobody", None)
+
+
+def log_in(client: Client, username: str, password: str = PASSWORD) -> bool:
+    """``client.login`` through the login throttle (django-axes needs the request)."""
+    return client.login(request=HttpRequest(), username=username, password=password)
 
 
 def token_client(user: User | None) -> APIClient:

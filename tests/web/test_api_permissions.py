@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from tests.web.conftest import PASSWORD, token_client
+from tests.web.conftest import PASSWORD, log_in, token_client
 
 READS = (
     "/api/v1/topics/",
@@ -57,7 +57,7 @@ def test_a_superuser_counts_as_an_operator(cast: Any, settings: Any) -> None:
 
 def test_session_writes_need_the_csrf_token(cast: Any, operator: User) -> None:
     client = APIClient(enforce_csrf_checks=True)
-    assert client.login(username="otto", password=PASSWORD)
+    assert log_in(client, "otto")
     response = client.post(
         "/api/v1/kv/", {"namespace": "n", "key": "k", "value": "v"}, format="json"
     )

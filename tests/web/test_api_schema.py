@@ -20,19 +20,23 @@ from tests.web.conftest import RunningGateway, make_user, project_cast
 EXAMPLES_PER_OPERATION = 3
 
 
-def test_the_schema_and_its_browsable_docs_are_served(db: Any) -> None:
-    schema = Client().get("/api/v1/schema/?format=json")
+def test_the_schema_and_its_browsable_docs_are_served_to_a_viewer(viewer: Any) -> None:
+    client = Client()
+    client.force_login(viewer)
+    schema = client.get("/api/v1/schema/?format=json")
     assert schema.status_code == 200
     paths = schema.json()["paths"]
     assert "/api/v1/routes/{topic}/" in paths
     assert "post" in paths["/api/v1/topics/"]
     assert "tokenAuth" in schema.json()["components"]["securitySchemes"]
-    assert Client().get("/api/v1/docs/").status_code == 200
+    assert client.get("/api/v1/docs/").status_code == 200
 
 
 @pytest.fixture
-def api_schema() -> Any:
-    """The served schema, loaded by schemathesis against the in-process WSGI app."""
+def api_schema(settings: Any) -> Any:
+    """The served schema, loaded by schemathesis against the in-process WSGI app
+    (opened to anonymous readers for the load: schemathesis fetches it without a token)."""
+    settings.NAMESRV_WEB = {**settings.NAMESRV_WEB, "PUBLIC_API_DOCS": True}
     return schemathesis.openapi.from_wsgi("/api/v1/schema/?format=json", get_wsgi_application())
 
 

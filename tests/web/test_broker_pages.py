@@ -26,7 +26,7 @@ from namesrv_app.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from tests.integration.gateway_harness import write_test_acl
 from tests.integration.raft_cluster_harness import free_port
-from tests.web.conftest import PASSWORD, RunningGateway, node_settings
+from tests.web.conftest import RunningGateway, log_in, node_settings
 
 LABEL = "broker-a-0"
 TOPIC = "ConsoleTopic"
@@ -35,7 +35,7 @@ TOPIC = "ConsoleTopic"
 def logged_in(username: str) -> Client:
     """A browser-like client with a session."""
     client = Client()
-    assert client.login(username=username, password=PASSWORD)
+    assert log_in(client, username)
     return client
 
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from namesrv_app import gateway_client
-from tests.web.conftest import PASSWORD, RunningGateway, project_cast
+from tests.web.conftest import RunningGateway, log_in, project_cast
 
 PAGES = ("/", "/topology/", "/topics/", "/topics/TopicTest/", "/nodes/", "/kv/", "/ops/")
 
@@ -17,7 +17,7 @@ PAGES = ("/", "/topology/", "/topics/", "/topics/TopicTest/", "/nodes/", "/kv/",
 def logged_in(username: str) -> Client:
     """A browser-like client with a session."""
     client = Client()
-    assert client.login(username=username, password=PASSWORD)
+    assert log_in(client, username)
     return client
 
 

@@ -20,7 +20,7 @@ from namesrv_app.web import experiments
 from spark_jobs.history import HistoryWriter, RunMeta
 from spark_jobs.report import write_plots, write_tables
 
-from .conftest import PASSWORD
+from .conftest import log_in
 
 SCENARIO = "broker-kill"
 SEED = 7
@@ -31,7 +31,7 @@ OP_MS = 10
 
 def _client(user: User) -> Client:
     client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
+    assert log_in(client, user.username)
     return client
 
 
