@@ -41,7 +41,9 @@ test-slow: setup
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy remoting raftstore namesrv_app namesrv_site broker_app spark_jobs tools bench
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy remoting raftstore gateway localcluster experiments namesrv_app namesrv_site \
+		broker_app spark_jobs tools bench
 
 bench: setup
 	$(PY) bench/cores.py

@@ -28,8 +28,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from namesrv_app import broker_control  # noqa: E402
-from namesrv_app.broker_control import BrokerSpec  # noqa: E402
+from localcluster import broker_control  # noqa: E402
+from localcluster.broker_control import BrokerSpec  # noqa: E402
 from remoting.blocking import BlockingClient  # noqa: E402
 from remoting.bodies import decode_topic_route_data  # noqa: E402
 from remoting.codes import RequestCode, ResponseCode  # noqa: E402

@@ -84,9 +84,9 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
     from django.contrib.auth.models import Group, User
     from rest_framework.authtoken.models import Token
 
-    from namesrv_app.clock import ManualClock
+    from gateway.clock import ManualClock
+    from gateway.services import NameServerService
     from namesrv_app.projection import read_full_state, write_full_state
-    from namesrv_app.services import NameServerService
     from raftstore.replicator import LocalReplicator
     from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
@@ -141,7 +141,7 @@ def drf_view_application() -> Any:
 
 def server_argv(port: int, workers: int, server: str, http: str, baseline: bool) -> list[str]:
     """The web command: the launcher's own (uvicorn), or daphne, on ``port``."""
-    from namesrv_app.launcher import ASGI_APP, asgi_server_argv
+    from localcluster.launcher import ASGI_APP, asgi_server_argv
 
     if server == "daphne":
         assert not baseline, "the DRF baseline runs on the launcher's server"
@@ -435,7 +435,7 @@ def main() -> int:
         parser.error(
             "--server daphne runs one process with its own HTTP stack: use --workers 1, no --http"
         )
-    from namesrv_app.launcher import free_port
+    from localcluster.launcher import free_port
 
     load_at_start = _load_average()
     with tempfile.TemporaryDirectory() as folder:

@@ -12,6 +12,9 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.clock import SystemClock
+from gateway.services import NAME_CHARS_MAX as NAME_CHARS_MAX
+from raftstore import vocab
 from remoting.acl import read_secret_file
 from remoting.server import (
     CONNECTIONS_PER_ADDRESS_MAX,
@@ -19,14 +22,13 @@ from remoting.server import (
     UNFINISHED_FRAMES_BYTES_MAX,
 )
 
-MODES = ("eventual", "raft")
-NAME_CHARS_MAX = 255
-"""Longest cluster name, broker name or address the node accepts and stores."""
+MODES = vocab.MODES
 PORT_MAX = 65535
 
 DEFAULTS: dict[str, Any] = {
     "NODE_ID": "n1",
-    "MODE": "eventual",
+    "MODE": vocab.MODE_EVENTUAL,
+    "CLOCK_OFFSET_MS": 0,
     "HOST": "127.0.0.1",
     "PORT": 9876,
     "INTERNAL_PORT": 0,
@@ -65,6 +67,7 @@ class NamesrvSettings:
 
     NODE_ID: str
     MODE: str
+    CLOCK_OFFSET_MS: int
     HOST: str
     PORT: int
     INTERNAL_PORT: int
@@ -129,3 +132,8 @@ def resolve_secret(value: str, file: str, what: str) -> str:
     if file:
         return read_secret_file(file, what)
     return value.strip()
+
+
+def system_clock() -> SystemClock:
+    """This node's wall clock, shifted by NAMESRV['CLOCK_OFFSET_MS'] (experiments)."""
+    return SystemClock(int(namesrv_settings().CLOCK_OFFSET_MS))

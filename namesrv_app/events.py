@@ -16,6 +16,8 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
+from gateway.server import LeaderPublisher
+
 log = logging.getLogger(__name__)
 
 CHANGES_GROUP = "namesrv.changes"
@@ -80,8 +82,6 @@ def load_publisher(dotted_path: str) -> EventPublisher:
     return publisher
 
 
-LeaderPublisher = Callable[[str, str | None, int], None]
-"""Told (node id, leader address or None, term) when a raft node sees leadership change."""
 
 
 def load_leader_publisher(dotted_path: str) -> LeaderPublisher | None:

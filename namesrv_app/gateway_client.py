@@ -2,7 +2,7 @@
 
 Every console form and every API write calls one function here. Each function
 builds the standard NameServer request (the same frame ``mqadmin`` would send)
-or an internal one (:mod:`namesrv_app.internal`), sends it over loopback with a
+or an internal one (:mod:`gateway.internal`), sends it over loopback with a
 blocking remoting client and turns the answer into a value or a clear error:
 
 * :class:`GatewayUnavailable`: the gateway did not answer (HTTP 503);
@@ -25,8 +25,9 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.internal import InternalCode
 from namesrv_app.conf import namesrv_settings
-from namesrv_app.internal import InternalCode
+from raftstore import vocab
 from remoting import bodies
 from remoting.acl import Credentials, load_credentials, sign
 from remoting.blocking import BlockingClient
@@ -41,7 +42,7 @@ GATEWAY_TIMEOUT_S = 3.0
 PEER_TIMEOUT_S = 1.0
 PEERS_ASKED_MAX = 16
 """Nodes asked in parallel by a cross-node comparison (a cluster file is small)."""
-MODE_RAFT = "raft"
+MODE_RAFT = vocab.MODE_RAFT
 
 MEMBERSHIP_ADD_CODE_NAME = "ADD_NODE"
 MEMBERSHIP_REMOVE_CODE_NAME = "REMOVE_NODE"
@@ -68,7 +69,7 @@ class NoQuorum(GatewayUnavailable):
 
 
 NO_QUORUM_REMARK_PREFIXES = ("no raft quorum:", "raft replication failed:")
-"""How ``namesrv_app.dispatch.replication_remark`` starts its SYSTEM_ERROR remarks."""
+"""How ``gateway.dispatch.replication_remark`` starts its SYSTEM_ERROR remarks."""
 
 
 class GatewayRefused(GatewayError):

@@ -14,9 +14,8 @@ from pathlib import Path
 
 from celery import shared_task
 
-from namesrv_app import launcher
-from namesrv_app.clock import SystemClock
-from namesrv_app.conf import namesrv_settings
+from localcluster import launcher
+from namesrv_app.conf import namesrv_settings, system_clock
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ def scan_node_once(
     timeout_s: float = SCAN_TIMEOUT_S,
 ) -> ScanResult:
     """Ask the gateway at ``internal_addr`` to expire brokers silent at ``now_ms``."""
-    from namesrv_app.internal import InternalCode
+    from gateway.internal import InternalCode
     from remoting.blocking import BlockingClient
     from remoting.codes import ResponseCode
     from remoting.command import RemotingCommand
@@ -89,7 +88,7 @@ def scan_node(node_id: str) -> int:
             node_id,
             f"{node.get('host', launcher.LOOPBACK)}:{node['internal_port']}",
             secret=namesrv_settings().INTERNAL_SECRET,
-            now_ms=SystemClock().now_ms(),
+            now_ms=system_clock().now_ms(),
         )
     except RemotingClientError as exc:
         logger.warning("scan of %s skipped: %s", node_id, exc)

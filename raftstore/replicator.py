@@ -23,13 +23,13 @@ from typing import Protocol, TypeVar
 from raftstore.commands import Command
 from raftstore.results import ApplyResult
 from raftstore.route_table import RouteTable
+from raftstore.vocab import MODE_EVENTUAL as MODE_EVENTUAL
+from raftstore.vocab import MODE_RAFT as MODE_RAFT
 
 T = TypeVar("T")
 
 ApplyListener = Callable[[Command, ApplyResult], None]
 
-MODE_EVENTUAL = "eventual"
-MODE_RAFT = "raft"
 
 
 class ReplicationError(Exception):

@@ -10,7 +10,7 @@ The server names two sets of request codes; everything else is a *read*:
 * **read** codes (everything else, unknown codes included) stay open unless the
   file says ``readsNeedSignature: true``; then any account's signature will do.
 
-The NameServer gateway (``namesrv_app/acl.py``) and ``broker_app`` each name their
+The NameServer gateway (``gateway/acl.py``) and ``broker_app`` each name their
 sets and share this engine.
 
 Signatures are RocketMQ's own (:mod:`remoting.acl`), so a Java client with

@@ -58,7 +58,7 @@ from spark_jobs.schema import (
 from spark_jobs.simulate import MODE_EVENTUAL, MODE_RAFT, SimConfig
 
 KIND_HEARTBEAT = "heartbeat"
-"""``spark_jobs.experiment.workload.KIND_HEARTBEAT`` (not imported: that module needs the
+"""``experiments.workload.KIND_HEARTBEAT`` (not imported: that module needs the
 remoting client, this one runs on plain Spark workers)."""
 QUANTILE_POINTS = tuple(i / 20 for i in range(21))
 CALIBRATION_VERSION = 1

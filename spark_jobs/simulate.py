@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftstore import vocab
 from spark_jobs.clients import (
     JavaRandom,
     MQFaultStrategy,
@@ -62,8 +63,8 @@ from spark_jobs.schema import (
     canonical_queues,
 )
 
-MODE_EVENTUAL = "eventual"
-MODE_RAFT = "raft"
+MODE_EVENTUAL = vocab.MODE_EVENTUAL
+MODE_RAFT = vocab.MODE_RAFT
 SCENARIO_NONE = "none"
 SCENARIO_ASYMMETRIC = "asymmetric_partition"
 SCENARIO_BROKER_KILL = "broker_kill"

@@ -10,7 +10,7 @@ HA connection is up and the lag is within the raft-failover bound.
 Forms (operator role): create or update a topic on one broker
 (UPDATE_AND_CREATE_TOPIC; the broker then registers it with the NameServers),
 send a test message (SEND_MESSAGE), and stop or start a broker of the local
-cluster through :mod:`namesrv_app.broker_control` (stop needs a confirmation).
+cluster through :mod:`localcluster.broker_control` (stop needs a confirmation).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from namesrv_app import broker_control, gateway_client, models
-from namesrv_app.broker_control import BrokerControlError
+from localcluster import broker_control
+from localcluster.broker_control import BrokerControlError
+from namesrv_app import gateway_client, models
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.web import reads
 from namesrv_app.web.forms import (

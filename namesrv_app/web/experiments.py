@@ -24,11 +24,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from experiments.runner import MODES, SUMMARY_TABLES
+from experiments.scenarios import SCENARIOS
 from namesrv_app.models import ExperimentRun
 from namesrv_app.roles import is_operator
 from namesrv_app.web.views import _context, console_view
-from spark_jobs.experiment.runner import MODES, SUMMARY_TABLES
-from spark_jobs.experiment.scenarios import SCENARIOS
 from spark_jobs.history import read_table, table_path
 from spark_jobs.schema import FAULTS, OPERATIONS
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from namesrv_app.launcher import (
+from localcluster.launcher import (
     accepts_connections,
     asgi_server_argv,
     find_redis_server,

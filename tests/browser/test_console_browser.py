@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from namesrv_app.demo import DemoBroker
+from localcluster.demo import DemoBroker
 from tests.browser.conftest import ConsoleNode, screenshot, settle
 from tests.web.conftest import CLUSTER
 

@@ -1,1 +1,1 @@
-"""Tests of the real-cluster experiment runner (spark_jobs.experiment)."""
+"""Tests of the real-cluster experiment runner (experiments)."""

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.runner import ExperimentConfig, RunOutcome, run_experiment
 from spark_jobs.checker import LINEARIZABLE, check_rows
-from spark_jobs.experiment.runner import ExperimentConfig, RunOutcome, run_experiment
 from spark_jobs.history import iter_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

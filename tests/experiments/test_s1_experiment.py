@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.runner import ExperimentConfig, RunOutcome, analyze_runs, run_experiment
 from spark_jobs.checker import LINEARIZABLE, NOT_LINEARIZABLE, check_rows
-from spark_jobs.experiment.runner import ExperimentConfig, RunOutcome, analyze_runs, run_experiment
 from spark_jobs.history import iter_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

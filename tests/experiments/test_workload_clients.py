@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from spark_jobs.experiment.workload import (
+from experiments.workload import (
     BrokerFleet,
     ClientTiming,
     ConsumerGroup,

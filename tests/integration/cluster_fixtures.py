@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from namesrv_app.demo import DemoBroker, register_request, topic_table
+from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode

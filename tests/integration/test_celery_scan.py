@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from namesrv_app import launcher
+from localcluster import launcher
 from namesrv_site.celery import build_beat_schedule, node_ids_of
 from remoting.blocking import BlockingClient
 from remoting.codes import ResponseCode

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from namesrv_app import launcher
+from localcluster import launcher
 
 pytestmark = pytest.mark.integration
 

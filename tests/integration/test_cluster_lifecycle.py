@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from namesrv_app import launcher
+from localcluster import launcher
 from remoting.blocking import BlockingClient
 from remoting.codes import ResponseCode
 from tests.integration.cluster_fixtures import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from namesrv_app import launcher
+from localcluster import launcher
 from tests.integration.cluster_fixtures import cluster_cli
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from namesrv_app import launcher
-from namesrv_app.run_secrets import read_run_secrets
+from localcluster import launcher
+from localcluster.run_secrets import read_run_secrets
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, load_command_class
 
-from namesrv_app.gateway import GatewayOptions
+from gateway.server import GatewayOptions
 from namesrv_app.management.commands.run_gateway import positive
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from namesrv_app.run_secrets import read_run_secrets
+from localcluster.run_secrets import read_run_secrets
 from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
 from tests.integration.cluster_fixtures import (

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from namesrv_app.clock import ManualClock
-from namesrv_app.dispatch import RequestDispatcher
-from namesrv_app.services import NameServerService
+from gateway.clock import ManualClock
+from gateway.dispatch import RequestDispatcher
+from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable

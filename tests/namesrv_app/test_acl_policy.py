@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from namesrv_app.acl import ADMIN_CODES, BROKER_CODES, namesrv_acl
+from gateway.acl import ADMIN_CODES, BROKER_CODES, namesrv_acl
 from remoting.acl import Credentials, sign
 from remoting.acl_policy import (
     Account,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from namesrv_app.kv_file import KvConfigFile
+from gateway.kv_file import KvConfigFile
 from remoting.errors import BodyDecodeError
 
 

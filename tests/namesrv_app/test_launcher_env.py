@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from namesrv_app.launcher import LIVE_EVENT_PUBLISHER, ClusterEnv, plan_ports
+from localcluster.launcher import LIVE_EVENT_PUBLISHER, ClusterEnv, plan_ports
 
 
 def test_each_node_publishes_its_changes_to_the_consoles(tmp_path: Path) -> None:

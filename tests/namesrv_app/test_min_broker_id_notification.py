@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from namesrv_app.gateway import Gateway, GatewayOptions
+from gateway.server import Gateway, GatewayOptions
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.model import TopicConfig, TopicConfigSerializeWrapper

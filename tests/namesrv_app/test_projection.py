@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 
 import pytest
 
+from gateway.clock import ManualClock
+from gateway.services import NameServerService
 from namesrv_app import models
-from namesrv_app.clock import ManualClock
 from namesrv_app.projection import ProjectionWriter
-from namesrv_app.services import NameServerService
 from raftstore.commands import BrokerHeartbeat
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable

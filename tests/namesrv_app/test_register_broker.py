@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from namesrv_app.dispatch import RequestDispatcher, body_crc32
-from namesrv_app.services import NameServerService
+from gateway.dispatch import RequestDispatcher, body_crc32
+from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
 from remoting import bodies

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from namesrv_app.clock import ManualClock
-from namesrv_app.dispatch import RequestDispatcher, body_crc32, route_not_found_remark
-from namesrv_app.services import NameServerService
+from gateway.clock import ManualClock
+from gateway.dispatch import RequestDispatcher, body_crc32, route_not_found_remark
+from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
 from remoting import bodies

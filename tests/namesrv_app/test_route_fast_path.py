@@ -13,9 +13,9 @@ import threading
 
 import pytest
 
-from namesrv_app.dispatch import PENDING, RequestDispatcher
-from namesrv_app.route_cache import RouteCache
-from namesrv_app.services import NameServerService
+from gateway.dispatch import PENDING, RequestDispatcher
+from gateway.route_cache import RouteCache
+from gateway.services import NameServerService
 from raftstore.commands import AddWritePerm, UpdateNamesrvConfig, WipeWritePerm
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from namesrv_app.dispatch import RequestDispatcher
-from namesrv_app.route_cache import RouteCache
-from namesrv_app.services import NameServerService
+from gateway.dispatch import RequestDispatcher
+from gateway.route_cache import RouteCache
+from gateway.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand

@@ -31,10 +31,10 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from namesrv_app.clock import ManualClock
-from namesrv_app.demo import DemoBroker, register_request, topic_table
+from gateway.clock import ManualClock
+from gateway.services import NameServerService
+from localcluster.demo import DemoBroker, register_request, topic_table
 from namesrv_app.projection import read_full_state, write_full_state
-from namesrv_app.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from remoting.blocking import BlockingClient
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper

@@ -11,12 +11,12 @@ from django.core.asgi import get_asgi_application
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from gateway.clock import ManualClock
+from gateway.services import NameServerService
 from namesrv_app import models
 from namesrv_app.api import route_cache
 from namesrv_app.api.route_cache import CACHE, RouteReadAsgi
-from namesrv_app.clock import ManualClock
 from namesrv_app.projection import read_full_state, write_full_state
-from namesrv_app.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from tests.web.conftest import START_MS, make_user, project_cast
 

@@ -18,11 +18,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from namesrv_app import broker_control
-from namesrv_app.broker_control import BrokerSpec, LocalBroker
-from namesrv_app.clock import ManualClock
+from gateway.clock import ManualClock
+from gateway.services import NameServerService
+from localcluster import broker_control
+from localcluster.broker_control import BrokerSpec, LocalBroker
 from namesrv_app.projection import read_full_state, write_full_state
-from namesrv_app.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from tests.integration.gateway_harness import write_test_acl
 from tests.integration.raft_cluster_harness import free_port

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from namesrv_app.dispatch import replication_remark
+from gateway.dispatch import replication_remark
 from namesrv_app.gateway_client import GatewayRefused, NoQuorum, expect_success
 from raftstore.replicator import NoQuorumError, ReplicationError
 from remoting.codes import RequestCode, ResponseCode

@@ -13,8 +13,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser, User
 
-from namesrv_app.events import ChangeEvent, channel_layer_publisher
-from namesrv_app.launcher import (
+from localcluster.launcher import (
     LauncherError,
     find_redis_server,
     free_port,
@@ -22,6 +21,7 @@ from namesrv_app.launcher import (
     wait_until,
     write_redis_config,
 )
+from namesrv_app.events import ChangeEvent, channel_layer_publisher
 from namesrv_app.live import CLOSE_FORBIDDEN, EventsConsumer, publish_change, publish_event
 
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

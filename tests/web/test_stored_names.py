@@ -25,12 +25,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
+from gateway.clock import ManualClock
+from gateway.services import NameServerService
+from localcluster.demo import DemoBroker
 from namesrv_app import gateway_client
 from namesrv_app.api.route_cache import CACHE
-from namesrv_app.clock import ManualClock
-from namesrv_app.demo import DemoBroker
 from namesrv_app.projection import read_full_state, write_full_state
-from namesrv_app.services import NameServerService
 from namesrv_app.web.names import name_to_segment, segment_to_name
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper

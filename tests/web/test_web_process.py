@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from namesrv_app.launcher import (
+from localcluster.launcher import (
     WEB_WORKERS_ENV,
     NodePlan,
     asgi_server_argv,

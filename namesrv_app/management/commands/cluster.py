@@ -3,7 +3,7 @@
 ``add-node`` and ``remove-node ID`` change the Raft membership of a raft-mode
 cluster one node at a time (refused while a change is pending).
 
-A thin shell over :mod:`namesrv_app.launcher`, which holds every step as a plain
+A thin shell over :mod:`localcluster.launcher`, which holds every step as a plain
 function (the integration tests call the same functions).
 """
 
@@ -20,7 +20,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from namesrv_app import launcher
+from localcluster import launcher
+from raftstore import vocab
 
 FOREGROUND_POLL_S = 1.0
 STATUS_EXIT_DEAD = 3
@@ -47,7 +48,7 @@ class Command(BaseCommand):
             help="raft mode: first Raft port (7101 + i by default; 0 = any free port)",
         )
         parser.add_argument("--nodes", type=int, default=launcher.DEFAULT_NODES)
-        parser.add_argument("--mode", choices=["eventual", "raft"], default=launcher.DEFAULT_MODE)
+        parser.add_argument("--mode", choices=list(vocab.MODES), default=launcher.DEFAULT_MODE)
         parser.add_argument("--run-dir", default="run/local", help="folder for logs, DBs, pids")
         parser.add_argument(
             "--base-port",

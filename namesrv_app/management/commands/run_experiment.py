@@ -1,6 +1,6 @@
 """``manage.py run_experiment SCENARIO``: one consistency experiment per mode on a real cluster.
 
-A thin shell over :func:`spark_jobs.experiment.runner.run_experiment`; it adds the
+A thin shell over :func:`experiments.runner.run_experiment`; it adds the
 ``ExperimentRun`` rows (the index of runs) and, with ``--analyze``, the Spark analysis and
 its summary table (eventual and raft side by side for ``--mode both``).
 """
@@ -15,8 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from namesrv_app.models import ExperimentRun
-from spark_jobs.experiment.runner import (
+from experiments.runner import (
     MODES,
     ExperimentConfig,
     RunOutcome,
@@ -24,7 +23,8 @@ from spark_jobs.experiment.runner import (
     run_experiment,
     summary_text,
 )
-from spark_jobs.experiment.scenarios import SCENARIOS
+from experiments.scenarios import SCENARIOS
+from namesrv_app.models import ExperimentRun
 
 MODE_BOTH = "both"
 DEFAULTS = ExperimentConfig(scenario="broker-kill", mode="eventual", out_dir=Path("."))

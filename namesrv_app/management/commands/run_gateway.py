@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from gateway.server import GatewayConfigError, GatewayOptions, RaftOptions, serve
 from namesrv_app.checks import check_namesrv_settings
 from namesrv_app.conf import (
     MODES,
@@ -20,7 +22,7 @@ from namesrv_app.conf import (
     resolve_secret,
 )
 from namesrv_app.events import load_leader_publisher, load_publisher
-from namesrv_app.gateway import GatewayConfigError, GatewayOptions, RaftOptions, serve
+from namesrv_app.projection import ProjectionWriter
 from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.replicator import MODE_RAFT
@@ -211,6 +213,7 @@ class Command(BaseCommand):
             frame_deadline_s=positive(options, "frame_deadline_s"),
             connections_per_address_max=positive(options, "connections_per_address_max"),
             notify_min_broker_id_changed=conf.NOTIFY_MIN_BROKER_ID_CHANGED,
+            clock_offset_ms=int(conf.CLOCK_OFFSET_MS),
             ready_file=options["ready_file"],
             raft=raft_options(options, conf),
             scan_interval_ms=options["scan_interval_ms"],
@@ -223,7 +226,10 @@ class Command(BaseCommand):
             asyncio.run(
                 serve(
                     gateway_options,
-                    publisher=load_publisher(conf.EVENT_PUBLISHER),
+                    # The gateway knows a Mirror; this process makes it the projection.
+                    mirror=functools.partial(
+                        ProjectionWriter, publisher=load_publisher(conf.EVENT_PUBLISHER)
+                    ),
                     leader_publisher=load_leader_publisher(conf.LEADER_PUBLISHER),
                 )
             )

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from namesrv_app.demo import DemoBroker, register_request, topic_table
+from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.bodies import decode_topic_route_data, encode_topic_route_data
 from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
@@ -213,7 +213,7 @@ class SimBroker:
     client: RemotingClient = field(default_factory=RemotingClient)
 
     def demo(self) -> DemoBroker:
-        """The header view :func:`namesrv_app.demo.register_request` needs."""
+        """The header view :func:`localcluster.demo.register_request` needs."""
         return DemoBroker(CLUSTER_NAME, self.name, MASTER_ID, self.addr, self.addr)
 
     def bump_version(self) -> None:

@@ -11,7 +11,7 @@ deliberate 4.x-style choices:
 
 Handlers only parse headers and bodies, call one service or selector and shape
 the answer; every rule lives in ``raftstore`` and every write goes through
-:class:`~namesrv_app.services.NameServerService`.
+:class:`~gateway.services.NameServerService`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from namesrv_app import selectors
-from namesrv_app.clock import Clock
-from namesrv_app.route_cache import RouteCache
-from namesrv_app.services import NameServerService, ServiceError
+from gateway import selectors
+from gateway.clock import Clock
+from gateway.route_cache import RouteCache
+from gateway.services import NameServerService, ServiceError
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import NoQuorumError, ReplicationError
 from raftstore.zone import (
@@ -425,7 +425,7 @@ class RequestDispatcher:
         """105: the cached route body; 17 when unknown; 1 while not ready.
 
         The body is the one of the current routes version (see
-        :class:`~namesrv_app.route_cache.RouteCache`), in the request's JSON style.
+        :class:`~gateway.route_cache.RouteCache`), in the request's JSON style.
         """
         cache = self.route_cache
         view = cache.view()

@@ -22,8 +22,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from namesrv_app.clock import Clock, SystemClock
-from namesrv_app.conf import NAME_CHARS_MAX
+from gateway.clock import Clock, SystemClock
 from raftstore import commands as cmd
 from raftstore.raft import (
     DEFAULT_SKEW_ALLOWANCE_MS,
@@ -47,6 +46,8 @@ from remoting.model import DataVersion, QueueData, TopicConfigSerializeWrapper
 
 log = logging.getLogger(__name__)
 
+NAME_CHARS_MAX = 255
+"""Longest cluster name, broker name or address the node accepts and stores."""
 BROKER_ID_MAX = 2**63 - 1
 """Broker ids are Java longs."""
 QUEUE_NUMS_MAX = 2**31 - 1

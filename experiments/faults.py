@@ -4,7 +4,7 @@
   are put on *lanes*; a lane has one link per node, so cutting (lane, node) cuts exactly
   the connections of that lane's brokers to that node (S1: ns1 loses b3, ns2 loses b2)
   while the nodes keep their side of the connection open (a blackhole sends no FIN).
-- :class:`ClusterHandle`: the processes of a cluster started by ``namesrv_app.launcher``:
+- :class:`ClusterHandle`: the processes of a cluster started by ``localcluster.launcher``:
   kill a gateway with SIGKILL (no graceful drain) or SIGTERM, restart it with the same
   command line, ask NODE_STATUS, find the Raft leader, send a liveness scan stamped by a
   skewed clock, remove a Raft member.
@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from namesrv_app import launcher
+from localcluster import launcher
 from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from tools.faultproxy import FaultProxy, LinkMode
 
 NODE_STATUS_CODE = 40002
-"""``namesrv_app.internal.InternalCode.NODE_STATUS`` (imported lazily there: it needs Django)."""
+"""``gateway.internal.InternalCode.NODE_STATUS`` (imported lazily there: it needs Django)."""
 SCAN_CODE = 40001
 REMOVE_NODE_CODE = 40004
 INTERNAL_TIMEOUT_S = 3.0

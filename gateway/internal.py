@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from namesrv_app import selectors
-from namesrv_app.dispatch import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, replication_remark
-from namesrv_app.services import ROLE_STANDALONE, NameServerService, ServiceError
+from gateway import selectors
+from gateway.dispatch import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, replication_remark
+from gateway.services import ROLE_STANDALONE, NameServerService, ServiceError
 from raftstore.raft import MembershipError
 from raftstore.replicator import ReplicationError
 from remoting.codes import ResponseCode

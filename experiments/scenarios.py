@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from remoting.model import DataVersion
-from spark_jobs.experiment.workload import (
+from experiments.workload import (
     SimBroker,
     delete_topic_on,
     now_ms,
     register_topic_on,
 )
+from remoting.model import DataVersion
 from spark_jobs.schema import (
     FAULT_ASYMMETRIC_PARTITION,
     FAULT_KILL_BROKER,
@@ -35,7 +35,7 @@ from spark_jobs.schema import (
 from tools.faultproxy import LinkMode
 
 if TYPE_CHECKING:
-    from spark_jobs.experiment.runner import ExperimentContext
+    from experiments.runner import ExperimentContext
 
 FAULT_STOP_BROKER = "stop_broker"
 FAULT_PARTIAL_DELETE = "partial_topic_delete"
@@ -365,7 +365,7 @@ class RegistrationStorm(Scenario):
         self.names: list[str] = []
 
     async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
-        from namesrv_app.demo import topic_table
+        from localcluster.demo import topic_table
 
         version = DataVersion(timestamp=now_ms(), counter=1)
         for i in range(STORM_BROKERS):

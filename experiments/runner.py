@@ -1,6 +1,6 @@
 """The plain-function core of ``manage.py run_experiment``.
 
-:func:`run_experiment` boots a cluster with ``namesrv_app.launcher`` (real gateways,
+:func:`run_experiment` boots a cluster with ``localcluster.launcher`` (real gateways,
 Redis, Celery scans, web processes on loopback, free ports, under ``out/<run_id>/cluster``),
 runs the workload and the scenario's fault on a compressed timeline, records the history
 under ``out/<run_id>/`` with :class:`spark_jobs.history.HistoryWriter`, and tears the
@@ -22,11 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from namesrv_app import launcher
-from remoting.client import RemotingClient
-from spark_jobs.experiment.faults import ClusterHandle, ProxyMesh, RaftMesh
-from spark_jobs.experiment.scenarios import FaultSpec, Scenario, scenario
-from spark_jobs.experiment.workload import (
+from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
+from experiments.scenarios import FaultSpec, Scenario, scenario
+from experiments.workload import (
     BrokerFleet,
     ClientTiming,
     ConsumerGroup,
@@ -37,10 +35,13 @@ from spark_jobs.experiment.workload import (
     make_brokers,
     now_ms,
 )
+from localcluster import launcher
+from raftstore import vocab
+from remoting.client import RemotingClient
 from spark_jobs.history import HistoryWriter, RunMeta
 from spark_jobs.schema import KIND_REGISTER
 
-MODES = ("eventual", "raft")
+MODES = vocab.MODES
 FAULT_AT_FRACTION = 0.25
 HEAL_AT_FRACTION = 0.65
 WARMUP_TIMEOUT_S = 30.0

@@ -11,7 +11,7 @@ Each (broker, node) pair keeps its own connection open between rounds, the way
 a broker's channel to a NameServer stays up: closing it would make the node
 drop the broker at once (``onChannelDestroy``).
 
-Run: ``python -m namesrv_app.demo --cluster-file run/local/cluster.json``.
+Run: ``python -m localcluster.demo --cluster-file run/local/cluster.json``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
 )
 
-log = logging.getLogger("namesrv_app.demo")
+log = logging.getLogger("localcluster.demo")
 
 DEMO_CLUSTER = "DefaultCluster"
 DEMO_BROKER_NAMES = ("broker-a", "broker-b")

@@ -27,19 +27,17 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from namesrv_app.acl import namesrv_acl
-from namesrv_app.clock import Clock, SystemClock
-from namesrv_app.dispatch import PENDING, RequestDispatcher
-from namesrv_app.events import EventPublisher, LeaderPublisher, null_publisher
-from namesrv_app.internal import InternalDispatcher
-from namesrv_app.kv_file import KvConfigFile
-from namesrv_app.projection import ProjectionWriter
-from namesrv_app.services import NameServerService
+from gateway.acl import namesrv_acl
+from gateway.clock import Clock, SystemClock
+from gateway.dispatch import PENDING, RequestDispatcher
+from gateway.internal import InternalDispatcher
+from gateway.kv_file import KvConfigFile
+from gateway.services import NameServerService
 from raftstore.commands import Command, PutKV
 from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
@@ -73,6 +71,53 @@ LEADERSHIP_POLL_S = 0.5
 """How often a raft gateway looks for a leader or term change to tell the consoles."""
 """In-flight NOTIFY_MIN_BROKER_ID_CHANGE sends; beyond this new ones are dropped."""
 INTERNAL_HOST = "127.0.0.1"
+
+
+LeaderPublisher = Callable[[str, str | None, int], None]
+"""Told (node id, leader address or None, term) when a raft node sees leadership change."""
+
+
+class Mirror(Protocol):
+    """What keeps a copy of the table outside the gateway (the Django projection).
+
+    The gateway knows only this shape: ``manage.py run_gateway`` injects
+    ``namesrv_app.projection.ProjectionWriter``, so this package never imports Django.
+    """
+
+    def start(self, *, rebuild: bool = True) -> None:
+        """Subscribe to the replicator; rebuild the whole copy first when asked."""
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until everything applied so far is mirrored; False on timeout."""
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop mirroring."""
+
+    def request_rebuild(self) -> None:
+        """Rebuild the whole copy (a snapshot replaced the table); any thread."""
+
+
+MirrorFactory = Callable[[Replicator], Mirror]
+
+
+class NoMirror:
+    """The mirror of a gateway without a console: nothing to keep."""
+
+    def __init__(self, replicator: Replicator) -> None:
+        self.replicator = replicator
+
+    def start(self, *, rebuild: bool = True) -> None:
+        """Nothing to start."""
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Always up to date."""
+        return True
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Nothing to stop."""
+
+    def request_rebuild(self) -> None:
+        """Nothing to rebuild."""
 
 
 class GatewayConfigError(ValueError):
@@ -121,6 +166,8 @@ class GatewayOptions:
     connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX
     """Public port: connections one remote address may hold."""
     notify_min_broker_id_changed: bool = False
+    clock_offset_ms: int = 0
+    """Shifts this node's wall clock (experiments give nodes skewed clocks)."""
     ready_file: Path | None = None
     drain_timeout_s: float = DRAIN_TIMEOUT_S
     raft: RaftOptions | None = None
@@ -243,12 +290,12 @@ class Gateway:
         *,
         clock: Clock | None = None,
         replicator: Replicator | None = None,
-        publisher: EventPublisher = null_publisher,
+        mirror: MirrorFactory = NoMirror,
         leader_publisher: LeaderPublisher | None = None,
     ) -> None:
         self.options = options
         self._leader_publisher = leader_publisher
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.clock: Clock = clock if clock is not None else SystemClock(options.clock_offset_ms)
         # The setting seeds the replicated notifyMinBrokerIdChanged; UPDATE_NAMESRV_CONFIG
         # can still change it at run time, and the table decides what to notify.
         initial = NamesrvConfig(
@@ -274,7 +321,7 @@ class Gateway:
         self.dispatcher = RequestDispatcher(self.service, clock=self.clock)
         self._answer_now = self.dispatcher.answer_now
         self.internal = InternalDispatcher(self.service, options.internal_secret)
-        self.projection = ProjectionWriter(self.replicator, publisher=publisher)
+        self.projection: Mirror = mirror(self.replicator)
         # Before start(): a raft restart itself may install a snapshot.
         self.replicator.subscribe_snapshot(self._snapshot_installed)
         self.acl = build_acl(options)
@@ -477,7 +524,7 @@ async def serve(
     options: GatewayOptions,
     *,
     stop: asyncio.Event | None = None,
-    publisher: EventPublisher = null_publisher,
+    mirror: MirrorFactory = NoMirror,
     replicator: Replicator | None = None,
     leader_publisher: LeaderPublisher | None = None,
 ) -> Gateway:
@@ -489,7 +536,7 @@ async def serve(
         stop = asyncio.Event()
         install_stop_signals(stop)
     gateway = Gateway(
-        options, publisher=publisher, replicator=replicator, leader_publisher=leader_publisher
+        options, mirror=mirror, replicator=replicator, leader_publisher=leader_publisher
     )
     await gateway.start()
     try:

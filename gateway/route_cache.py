@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from namesrv_app import selectors
+from gateway import selectors
 from raftstore.commands import Command
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import Replicator

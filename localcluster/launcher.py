@@ -10,7 +10,7 @@ one run folder::
 
     run/local/
       cluster.json            the summary (ports, pids); NAMESRV_CLUSTER_FILE
-      secret, raft.secret,    the cluster's secrets, mode 0600 (namesrv_app.run_secrets)
+      secret, raft.secret,    the cluster's secrets, mode 0600 (localcluster.run_secrets)
       django.secret, acl/
       redis/                  redis.conf, redis.log, redis.pid
       celery/                 worker.{log,pid}, beat.{log,pid}, beat-schedule
@@ -47,10 +47,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from namesrv_app import broker_control
-from namesrv_app.broker_control import BrokerSpec
-from namesrv_app.demo import DEMO_TOPICS
-from namesrv_app.run_secrets import RunSecrets, create_run_secrets, read_run_secrets
+from localcluster import broker_control
+from localcluster.broker_control import BrokerSpec
+from localcluster.demo import DEMO_TOPICS
+from localcluster.run_secrets import RunSecrets, create_run_secrets, read_run_secrets
+from raftstore import vocab
 from remoting.acl import Credentials
 from remoting.model import MASTER_ID, PERM_READ, PERM_WRITE
 from tools import ports
@@ -67,11 +68,11 @@ DEFAULT_WEB_BASE_PORT = 8000
 DEFAULT_INTERNAL_BASE_PORT = 19876
 DEFAULT_REDIS_PORT = 6379
 DEFAULT_RAFT_BASE_PORT = 7101
-MODE_RAFT = "raft"
+MODE_RAFT = vocab.MODE_RAFT
 RAFT_DIR_NAME = "raft"
 INTERNAL_RAFT_ADD_NODE = 40003
 INTERNAL_RAFT_REMOVE_NODE = 40004
-"""namesrv_app.internal.InternalCode values (kept numeric: this module loads no Django)."""
+"""gateway.internal.InternalCode values (kept numeric: this module loads no Django)."""
 MEMBERSHIP_TIMEOUT_S = 10.0
 
 READY_TIMEOUT_S = 60.0
@@ -143,7 +144,7 @@ class ClusterPlan:
     redis_port: int
     nodes: tuple[NodePlan, ...]
     acl: bool = True
-    """The remoting ACL (on unless ``--no-acl``): see :mod:`namesrv_app.run_secrets`."""
+    """The remoting ACL (on unless ``--no-acl``): see :mod:`localcluster.run_secrets`."""
 
     def node_dir(self, node_id: str) -> Path:
         """The folder of one node inside the run folder."""
@@ -654,7 +655,7 @@ def node_status(
     internal_port: int, secret: str, timeout_s: float = NODE_STATUS_TIMEOUT_S
 ) -> dict[str, Any]:
     """Ask a gateway's internal port for NODE_STATUS; the decoded JSON body."""
-    from namesrv_app.internal import InternalCode
+    from gateway.internal import InternalCode
     from remoting.blocking import BlockingClient
     from remoting.codes import ResponseCode
     from remoting.command import RemotingCommand
@@ -866,7 +867,7 @@ def beat_argv(run_dir: Path) -> list[str]:
 
 def demo_argv(cluster_file: Path) -> list[str]:
     """The simulated brokers of ``--demo-sim``."""
-    return [sys.executable, "-m", "namesrv_app.demo", "--cluster-file", str(cluster_file)]
+    return [sys.executable, "-m", "localcluster.demo", "--cluster-file", str(cluster_file)]
 
 
 # ------------------------------------------------------------------- orchestration

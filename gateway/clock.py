@@ -21,26 +21,16 @@ class Clock(Protocol):
 class SystemClock:
     """The machine's wall clock (what RocketMQ's ``System.currentTimeMillis`` reads).
 
-    ``offset_ms`` shifts it; when not given it is ``NAMESRV['CLOCK_OFFSET_MS']``
-    (env ``NAMESRV_CLOCK_OFFSET_MS``, 0 by default), which experiments use to give
-    one node a fast or slow clock.
+    ``offset_ms`` shifts it: experiments give one node a fast or slow clock
+    (``NAMESRV_CLOCK_OFFSET_MS``, passed in by the process that owns the clock).
     """
 
-    def __init__(self, offset_ms: int | None = None) -> None:
-        self.offset_ms = offset_ms if offset_ms is not None else configured_offset_ms()
+    def __init__(self, offset_ms: int = 0) -> None:
+        self.offset_ms = offset_ms
 
     def now_ms(self) -> int:
         """Milliseconds since the Unix epoch, from ``time.time``, plus the offset."""
         return time.time_ns() // 1_000_000 + self.offset_ms
-
-
-def configured_offset_ms() -> int:
-    """The clock offset from settings, or 0 where Django settings are not configured."""
-    from django.conf import settings
-
-    if not settings.configured:
-        return 0
-    return int(getattr(settings, "NAMESRV", {}).get("CLOCK_OFFSET_MS", 0))
 
 
 class ManualClock:

@@ -1,0 +1,1 @@
+"""The NameServer node process without Django: wire dispatch, the one write path, route answers."""

@@ -1,0 +1,1 @@
+"""Local-cluster tooling: the launcher, broker control and the demo fleet."""
