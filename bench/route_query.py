@@ -24,6 +24,10 @@
 The load generator and the gateway share the machine's cores; nothing is pinned.
 
 Run: ``.venv/bin/python bench/route_query.py --scale full``.
+
+Why one script of ~770 lines: a benchmark must be one command that sets up,
+measures against its same-run baseline and tears down; its phases share the
+gateway process and the registered table.
 """
 
 from __future__ import annotations

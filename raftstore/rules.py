@@ -5,6 +5,11 @@ records what it really changed in a :class:`ChangeSet`; a rule that ends where
 it started records nothing, so the applied version stays put. Time comes only
 from the command (``now_ms``); iteration that could decide an outcome runs in
 sorted order, so the same commands give the same state on every node.
+
+Why one module of ~730 lines: these rules are one state machine. They read and
+write the same tables in ways that must be checked together (a registration
+touches topics, groups, liveness and filter servers); a reader comparing them with
+upstream's ``RouteInfoManager`` finds them in the same order in one file.
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ most ``REFUSAL_LOG_LINES_MAX`` lines per ``REFUSAL_LOG_INTERVAL_S``):
   closed: a peer dripping one byte a second cannot keep a buffer forever;
 * at most ``connections_per_address_max`` connections per remote address: one
   past it is closed at once, before any handler or hook sees it.
+
+Why one module of ~800 lines: the connection loop, back-pressure, the frame
+budget and shutdown share one piece of state per connection and one accounting
+of the server's bytes; split, each half would reach into the other's fields.
 """
 
 from __future__ import annotations
