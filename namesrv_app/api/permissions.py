@@ -11,7 +11,7 @@ from namesrv_app.gateway_client import web_setting
 from namesrv_app.roles import is_operator, is_viewer
 
 
-class IsViewer(BasePermission):  # type: ignore[misc]
+class IsViewer(BasePermission):
     """Safe methods for viewers (and operators); anything else for operators only."""
 
     message = "A viewer or operator role is required."
@@ -23,7 +23,7 @@ class IsViewer(BasePermission):  # type: ignore[misc]
         return is_operator(request.user)
 
 
-class IsOperator(BasePermission):  # type: ignore[misc]
+class IsOperator(BasePermission):
     """Every method needs the operator role (superusers count)."""
 
     message = "The operator role is required."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
@@ -22,6 +22,13 @@ from namesrv_app.web.forms import (
 
 BROKERS_PER_TOPIC_MAX = 1024
 
+if TYPE_CHECKING:
+    # The stubs make Serializer generic over its instance; DRF itself is not
+    # subscriptable at run time, so the alias exists only for the type checker.
+    Serializer = serializers.Serializer[Any]
+else:
+    Serializer = serializers.Serializer
+
 
 def _name(**extra: Any) -> serializers.CharField:
     return serializers.CharField(max_length=NAME_CHARS_MAX, validators=[validate_name], **extra)
@@ -30,7 +37,7 @@ def _name(**extra: Any) -> serializers.CharField:
 # ------------------------------------------------------------------- inputs
 
 
-class RouteQuerySerializer(serializers.Serializer):  # type: ignore[misc]
+class RouteQuerySerializer(Serializer):
     """``?consistency=local|linearizable``."""
 
     consistency = serializers.ChoiceField(
@@ -38,7 +45,7 @@ class RouteQuerySerializer(serializers.Serializer):  # type: ignore[misc]
     )
 
 
-class TopicQuerySerializer(serializers.Serializer):  # type: ignore[misc]
+class TopicQuerySerializer(Serializer):
     """Filters of the topic list."""
 
     # As long as any stored topic may be (the wire accepts more than the topic rule).
@@ -47,7 +54,7 @@ class TopicQuerySerializer(serializers.Serializer):  # type: ignore[misc]
     broker = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
 
 
-class QueueSpecSerializer(serializers.Serializer):  # type: ignore[misc]
+class QueueSpecSerializer(Serializer):
     """One broker group's queues for a topic being registered."""
 
     broker_name = _name()
@@ -56,12 +63,12 @@ class QueueSpecSerializer(serializers.Serializer):  # type: ignore[misc]
     perm = serializers.IntegerField(validators=[validate_perm], help_text="2, 4 or 6")
 
 
-class RegisterTopicSerializer(serializers.Serializer):  # type: ignore[misc]
+class RegisterTopicSerializer(Serializer):
     """REGISTER_TOPIC_IN_NAMESRV: a topic and its queues per broker group."""
 
     topic = serializers.CharField(max_length=TOPIC_CHARS_MAX, validators=[validate_topic])
-    queue_datas = QueueSpecSerializer(
-        many=True, allow_empty=False, max_length=BROKERS_PER_TOPIC_MAX
+    queue_datas: serializers.ListSerializer[Any] = serializers.ListSerializer(
+        child=QueueSpecSerializer(), allow_empty=False, max_length=BROKERS_PER_TOPIC_MAX
     )
 
     def validate_queue_datas(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,13 +82,13 @@ class RegisterTopicSerializer(serializers.Serializer):  # type: ignore[misc]
         return value
 
 
-class DeleteTopicQuerySerializer(serializers.Serializer):  # type: ignore[misc]
+class DeleteTopicQuerySerializer(Serializer):
     """``?cluster=`` limits a delete to one cluster."""
 
     cluster = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
 
 
-class BrokerNameSerializer(serializers.Serializer):  # type: ignore[misc]
+class BrokerNameSerializer(Serializer):
     """A broker group this node knows."""
 
     # Not trimmed: " b" and "b" are two broker groups on the wire.
@@ -94,7 +101,7 @@ class BrokerNameSerializer(serializers.Serializer):  # type: ignore[misc]
         return value
 
 
-class UnregisterBrokerSerializer(serializers.Serializer):  # type: ignore[misc]
+class UnregisterBrokerSerializer(Serializer):
     """UNREGISTER_BROKER of one replica."""
 
     cluster_name = _name()
@@ -103,7 +110,7 @@ class UnregisterBrokerSerializer(serializers.Serializer):  # type: ignore[misc]
     broker_id = serializers.IntegerField(min_value=0, max_value=BROKER_ID_MAX)
 
 
-class KVPutSerializer(serializers.Serializer):  # type: ignore[misc]
+class KVPutSerializer(Serializer):
     """PUT_KV_CONFIG."""
 
     namespace = _name()
@@ -111,14 +118,14 @@ class KVPutSerializer(serializers.Serializer):  # type: ignore[misc]
     value = serializers.CharField(max_length=KV_VALUE_CHARS_MAX, allow_blank=True)
 
 
-class KVKeySerializer(serializers.Serializer):  # type: ignore[misc]
+class KVKeySerializer(Serializer):
     """DELETE_KV_CONFIG (query parameters)."""
 
     namespace = _name()
     key = _name()
 
 
-class MembershipSerializer(serializers.Serializer):  # type: ignore[misc]
+class MembershipSerializer(Serializer):
     """Add or remove a Raft member."""
 
     action = serializers.ChoiceField(choices=("add", "remove"))
@@ -128,7 +135,7 @@ class MembershipSerializer(serializers.Serializer):  # type: ignore[misc]
 # ------------------------------------------------------------------- outputs
 
 
-class RouteSerializer(serializers.Serializer):  # type: ignore[misc]
+class RouteSerializer(Serializer):
     """A route answer: the standard TopicRouteData JSON plus where it came from."""
 
     topic = serializers.CharField()
@@ -143,7 +150,7 @@ class RouteSerializer(serializers.Serializer):  # type: ignore[misc]
     route = serializers.DictField(help_text="TopicRouteData, standard JSON")
 
 
-class TopicSummarySerializer(serializers.Serializer):  # type: ignore[misc]
+class TopicSummarySerializer(Serializer):
     """One topic of the topic list."""
 
     topic = serializers.CharField()
@@ -155,7 +162,7 @@ class TopicSummarySerializer(serializers.Serializer):  # type: ignore[misc]
     version = serializers.IntegerField()
 
 
-class ClusterSerializer(serializers.Serializer):  # type: ignore[misc]
+class ClusterSerializer(Serializer):
     """A cluster with counts."""
 
     name = serializers.CharField()
@@ -166,7 +173,7 @@ class ClusterSerializer(serializers.Serializer):  # type: ignore[misc]
     applied_version = serializers.IntegerField()
 
 
-class ReplicaSerializer(serializers.Serializer):  # type: ignore[misc]
+class ReplicaSerializer(Serializer):
     """One replica (broker id) of a group, with liveness."""
 
     broker_id = serializers.IntegerField()
@@ -181,7 +188,7 @@ class ReplicaSerializer(serializers.Serializer):  # type: ignore[misc]
     expiring = serializers.BooleanField()
 
 
-class BrokerGroupSerializer(serializers.Serializer):  # type: ignore[misc]
+class BrokerGroupSerializer(Serializer):
     """A broker group with its replicas."""
 
     broker_name = serializers.CharField()
@@ -193,7 +200,7 @@ class BrokerGroupSerializer(serializers.Serializer):  # type: ignore[misc]
     replicas = ReplicaSerializer(many=True)
 
 
-class KVEntrySerializer(serializers.Serializer):  # type: ignore[misc]
+class KVEntrySerializer(Serializer):
     """One KV item."""
 
     key = serializers.CharField()
@@ -201,7 +208,7 @@ class KVEntrySerializer(serializers.Serializer):  # type: ignore[misc]
     applied_version = serializers.IntegerField()
 
 
-class KVNamespaceSerializer(serializers.Serializer):  # type: ignore[misc]
+class KVNamespaceSerializer(Serializer):
     """A namespace with its items."""
 
     namespace = serializers.CharField()
@@ -209,7 +216,7 @@ class KVNamespaceSerializer(serializers.Serializer):  # type: ignore[misc]
     entries = KVEntrySerializer(many=True)
 
 
-class ResultSerializer(serializers.Serializer):  # type: ignore[misc]
+class ResultSerializer(Serializer):
     """The answer to a write."""
 
     ok = serializers.BooleanField()
@@ -217,7 +224,7 @@ class ResultSerializer(serializers.Serializer):  # type: ignore[misc]
     count = serializers.IntegerField(required=False)
 
 
-class ErrorSerializer(serializers.Serializer):  # type: ignore[misc]
+class ErrorSerializer(Serializer):
     """A failed request: what went wrong."""
 
     detail = serializers.CharField()

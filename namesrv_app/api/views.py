@@ -73,7 +73,9 @@ class ApiDocsView(SpectacularSwaggerView):
 
     permission_classes = [ApiDocsPermission]
 
-    def handle_exception(self, exc: Exception) -> HttpResponseBase:
+    # DRF types this as Response, but finalize_response takes any HttpResponseBase,
+    # and a redirect is what a browser without a session needs.
+    def handle_exception(self, exc: Exception) -> HttpResponseBase:  # type: ignore[override]
         """NotAuthenticated becomes a redirect to the login page."""
         if isinstance(exc, NotAuthenticated):
             return redirect_to_login(self.request.get_full_path())
@@ -114,7 +116,7 @@ def _done(detail: str, count: int | None = None, code: int = status.HTTP_200_OK)
 # ------------------------------------------------------------------- routes
 
 
-class RouteView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class RouteView(APIView):
     """GET_ROUTEINFO_BY_TOPIC for people: the standard route JSON with its version."""
 
     permission_classes = [RouteReadPermission]
@@ -152,7 +154,7 @@ class RouteView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
         )
 
 
-class RouteCompareView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class RouteCompareView(APIView):
     """The same route as every node of the cluster answers it, differences marked."""
 
     @extend_schema(
@@ -166,7 +168,7 @@ class RouteCompareView(APIView):  # type: ignore[misc]  # DRF ships no type stub
 # ------------------------------------------------------------------- topics
 
 
-class TopicListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class TopicListView(APIView):
     """Topics of the projection (filtered, paginated); POST registers one."""
 
     @extend_schema(
@@ -198,7 +200,7 @@ class TopicListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
         return _done(f"registered {data['topic']}", code=status.HTTP_201_CREATED)
 
 
-class TopicDetailView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class TopicDetailView(APIView):
     """GET one topic's summary (viewers); DELETE it (operators; all clusters, or ``?cluster=``)."""
 
     @extend_schema(
@@ -230,7 +232,7 @@ class TopicDetailView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
 # ------------------------------------------------------------------- clusters and brokers
 
 
-class ClusterListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class ClusterListView(APIView):
     """Clusters with group, replica and live-broker counts."""
 
     @extend_schema(responses={200: s.ClusterSerializer(many=True), **ERRORS})
@@ -239,7 +241,7 @@ class ClusterListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
         return Response(s.ClusterSerializer(reads.cluster_summaries(), many=True).data)
 
 
-class BrokerGroupListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class BrokerGroupListView(APIView):
     """Broker groups with their replicas and liveness, paginated."""
 
     @extend_schema(
@@ -257,7 +259,7 @@ class BrokerGroupListView(APIView):  # type: ignore[misc]  # DRF ships no type s
         return paginator.get_paginated_response(data)
 
 
-class WritePermView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class WritePermView(APIView):
     """Wipe or add the write permission of a broker group's topics."""
 
     permission_classes = [IsOperator]
@@ -276,7 +278,7 @@ class WritePermView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
         return _done(f"added write permission on {name}", gateway_client.add_write_perm(name))
 
 
-class UnregisterBrokerView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class UnregisterBrokerView(APIView):
     """Unregister one broker replica."""
 
     permission_classes = [IsOperator]
@@ -297,7 +299,7 @@ class UnregisterBrokerView(APIView):  # type: ignore[misc]  # DRF ships no type 
 # ------------------------------------------------------------------- KV config
 
 
-class KVView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class KVView(APIView):
     """KV config: GET lists namespaces, POST puts an item, DELETE removes one."""
 
     @extend_schema(
@@ -332,7 +334,7 @@ class KVView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
 # ------------------------------------------------------------------- nodes
 
 
-class NodeStatusView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class NodeStatusView(APIView):
     """This node: NODE_STATUS from its gateway, and what its projection reflects."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT, **ERRORS})
@@ -346,7 +348,7 @@ class NodeStatusView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
         return Response(body)
 
 
-class RaftStatusView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class RaftStatusView(APIView):
     """The Raft fields of this node's status (state, term, indexes, peers, quorum)."""
 
     RAFT_FIELDS = (
@@ -369,7 +371,7 @@ class RaftStatusView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
         return Response({name: state.get(name) for name in self.RAFT_FIELDS})
 
 
-class NodeListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class NodeListView(APIView):
     """Every node of the cluster file, asked over the wire, with a disagreement flag."""
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT, **ERRORS})
@@ -379,7 +381,7 @@ class NodeListView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
         return Response({"agree": not any(p["disagrees"] for p in panels), "nodes": panels})
 
 
-class MembershipView(APIView):  # type: ignore[misc]  # DRF ships no type stubs
+class MembershipView(APIView):
     """Add or remove a Raft member; 409 on a node in eventual mode."""
 
     permission_classes = [IsOperator]

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import migrations
 
 ROLE_GROUPS = ("viewer", "operator")
 
 
-def create_groups(apps, schema_editor):  # type: ignore[no-untyped-def]
+def create_groups(apps: Any, schema_editor: Any) -> None:
     """Create the groups if missing (re-running is harmless)."""
     group_model = apps.get_model("auth", "Group")
     for name in ROLE_GROUPS:
         group_model.objects.get_or_create(name=name)
 
 
-def delete_groups(apps, schema_editor):  # type: ignore[no-untyped-def]
+def delete_groups(apps: Any, schema_editor: Any) -> None:
     """Drop the groups again (their memberships go with them)."""
     group_model = apps.get_model("auth", "Group")
     group_model.objects.filter(name__in=ROLE_GROUPS).delete()

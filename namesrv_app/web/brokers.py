@@ -228,11 +228,13 @@ def brokers(request: HttpRequest) -> HttpResponse:
     return _page(request)
 
 
-def _run(request: HttpRequest, form: forms.Form, name: str, *args: Any) -> HttpResponse:
+def _run(
+    request: HttpRequest, form: BrokerTopicForm | TestMessageForm, name: str
+) -> HttpResponse:
     if not form.is_valid():
         return _page(request, error="Please correct the form.", forms_in={name: form})
     try:
-        result = form.execute(*args)  # type: ignore[attr-defined]
+        result = form.execute()
     except BrokerControlError as exc:
         return _page(request, error=str(exc), forms_in={name: form})
     return _page(request, result=result)

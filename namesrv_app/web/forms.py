@@ -94,6 +94,13 @@ def unknown_broker_names(names: list[str]) -> list[str]:
     return [name for name in names if name not in known]
 
 
+def _choice_field(form: forms.Form, name: str) -> forms.ChoiceField:
+    """The form's choice field ``name`` (Form.fields is typed as plain Fields)."""
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField), name
+    return field
+
+
 def broker_choices() -> list[tuple[str, str]]:
     """Every broker group as a choice (name only; the form is for operators)."""
     names = models.BrokerGroup.objects.order_by("broker_name").values_list("broker_name", flat=True)
@@ -146,7 +153,7 @@ class RegisterTopicForm(OperationForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["brokers"].choices = broker_choices()  # type: ignore[attr-defined]
+        _choice_field(self, "brokers").choices = broker_choices()
 
     def execute(self) -> str:
         """Register the topic; the answer names the topic and brokers."""
@@ -173,7 +180,7 @@ class DeleteTopicForm(OperationForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["cluster"].choices = cluster_choices()  # type: ignore[attr-defined]
+        _choice_field(self, "cluster").choices = cluster_choices()
 
     def execute(self) -> str:
         """Delete the topic (or one cluster's queues of it)."""
@@ -195,7 +202,7 @@ class WritePermForm(OperationForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["broker_name"].choices = broker_choices()  # type: ignore[attr-defined]
+        _choice_field(self, "broker_name").choices = broker_choices()
 
     def execute(self) -> str:
         """Wipe or add; the count of topics touched."""
