@@ -46,7 +46,7 @@ lint: $(STAMP)
 		broker_app spark_jobs tools bench
 
 bench: setup
-	$(PY) bench/cores.py
+	$(PY) -m bench.cores
 
 clean:
 	rm -rf $(VENV) run .pytest_cache .mypy_cache .ruff_cache

@@ -12,22 +12,16 @@ so compare the ratios between runs, not the microseconds):
   DataVersion, and QUERY_DATA_VERSION;
 * the tables' memory (tracemalloc).
 
-Run: ``.venv/bin/python bench/cores.py --scale full`` (``small`` takes seconds).
+Run: ``.venv/bin/python -m bench.cores --scale full`` (``small`` takes seconds).
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):
-    # Run as a script (``python bench/cores.py``): make the repo importable.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
 import gc
 import itertools
 import json
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable

@@ -1,6 +1,6 @@
 """Raft failover benchmark: SIGKILL a master, time until every node routes to the new one.
 
-    .venv/bin/python bench/failover.py [--rounds 5] [--heartbeat-timeout-ms 3000]
+    .venv/bin/python -m bench.failover [--rounds 5] [--heartbeat-timeout-ms 3000]
         [--skew-allowance-ms 1000] [--scan-interval-ms 1000]
 
 Starts 3 raft-mode gateways (``run_gateway --scan-interval-ms``) and broker-a as a
@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 
 from localcluster import broker_control  # noqa: E402
 from localcluster.broker_control import BrokerSpec  # noqa: E402

@@ -1,6 +1,6 @@
 """HA benchmark: master -> slave replication throughput and SYNC_MASTER send latency.
 
-    .venv/bin/python bench/ha.py [--mib 64] [--messages 2000] [--body-bytes 1024]
+    .venv/bin/python -m bench.ha [--mib 64] [--messages 2000] [--body-bytes 1024]
 
 1. Fills a master store with ``--mib`` MiB of messages, starts it (run_broker,
    ASYNC_MASTER) and an empty slave that follows it; times the slave's catch-up
@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 
-from broker_app.management.commands.send_message import build_send_request  # noqa: E402
+from broker_app.messages import build_send_request  # noqa: E402
 from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig  # noqa: E402
 from remoting.blocking import BlockingClient  # noqa: E402
 from remoting.bodies import decode_kv_table  # noqa: E402

@@ -23,7 +23,7 @@ Loads: "light" is sequential proposals on the leader; "heavy" keeps 256 in fligh
 the leader; "spread" runs the heavy load split over the three nodes at once (85 in
 flight each), as brokers register with every node (followers forward to the leader).
 
-Run: ``.venv/bin/python bench/raft_write.py [--heavy 5000] [--light 200]``.
+Run: ``.venv/bin/python -m bench.raft_write [--heavy 5000] [--light 200]``.
 """
 
 from __future__ import annotations
@@ -46,8 +46,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from bench import _util  # noqa: E402
 

@@ -23,7 +23,7 @@
 
 The load generator and the gateway share the machine's cores; nothing is pinned.
 
-Run: ``.venv/bin/python bench/route_query.py --scale full``.
+Run: ``.venv/bin/python -m bench.route_query --scale full``.
 
 Why one script of ~770 lines: a benchmark must be one command that sets up,
 measures against its same-run baseline and tears down; its phases share the
@@ -31,13 +31,6 @@ gateway process and the registered table.
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):
-    # Run as a script (``python bench/route_query.py``): make the repo importable.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
 import asyncio
@@ -49,10 +42,12 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench import _util
 from remoting.client import RemotingClient

@@ -1,6 +1,6 @@
 """Benchmark of the web side: the REST route endpoint and the two heavy console pages.
 
-    .venv/bin/python bench/web.py [--brokers 1000] [--topics 10000] [--seconds 10]
+    .venv/bin/python -m bench.web [--brokers 1000] [--topics 10000] [--seconds 10]
         [--connections 32] [--workers 2] [--load-processes 2]
         [--server uvicorn|daphne] [--http httptools|h11] [--baseline-seconds 5]
 
@@ -45,8 +45,6 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 CLUSTER = "BenchCluster"
 START_MS = 1_700_000_000_000
 PAGE_SAMPLES = 15

@@ -438,7 +438,8 @@ class BrokerController:
         return None
 
     async def put_message(self, message: MessageInput) -> PutOutcome:
-        """Store one message and apply the SYNC_MASTER rule (4.x, reference §5.6)."""
+        """Store one message and apply the SYNC_MASTER rule (4.x ``CommitLog.handleHA``:
+        a SYNC_MASTER answers only once a slave has the bytes)."""
         assert self.store is not None
         message = self._with_queue_id(message)
         result = self.store.put_message(message, self.clock_ms())

@@ -6,7 +6,7 @@ Plays RocketMQ's ``BrokerOuterAPI`` plus the ``needRegister`` decision of
 * a forced round registers with every NameServer in parallel;
 * a periodic round first asks every NameServer QUERY_DATA_VERSION with the
   broker's topic DataVersion and registers (with all of them) only if one
-  says ``changed``, answers a different version, or fails (reference §5.2);
+  says ``changed``, answers a different version, or fails (``BrokerController.needRegister``);
 * the body is a RegisterBrokerBody, zlib-compressed (header ``compressed=true``)
   when its JSON form exceeds the configured size; ``bodyCrc32`` is
   ``zlib.crc32(body) & 0x7FFFFFFF``; the version is ``CURRENT_VERSION``;

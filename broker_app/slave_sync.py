@@ -1,4 +1,5 @@
-"""SlaveSynchronize: a slave copies its master's metadata (reference §5.7).
+"""SlaveSynchronize: a slave copies its master's metadata, as upstream's ``SlaveSynchronize``
+(topic config, consumer offsets, delay offsets, subscription groups).
 
 Every ``slave_sync_interval_ms`` (4.x: 10 s) the slave asks the master's
 remoting port for its topic configs (21), consumer offsets (43), delay

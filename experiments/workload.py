@@ -243,7 +243,8 @@ def make_brokers(count: int, topics: Sequence[str], brokers_per_topic: int, queu
     version = DataVersion(timestamp=now_ms(), counter=1)
     # Real brokers always announce their system topics too (the broker-name and cluster
     # topics); without them a one-topic table looks like an incremental registration of
-    # an unknown broker, which the NameServer refuses (reference §5.3).
+    # an unknown broker, which the NameServer refuses
+    # (``RouteInfoManager.registerBroker`` drops a first one-topic registration).
     return [
         SimBroker(name, f"{BROKER_HOST}:{FIRST_BROKER_PORT + i * BROKER_PORT_STEP}",
                   topic_table([name, CLUSTER_NAME, *owned[name]], queues), list(node_ids),

@@ -1,4 +1,4 @@
-"""Request-code dispatch: every NameServer request code of reference §3.3 to its handler.
+"""Request-code dispatch: every NameServer request code to its handler.
 
 Answers follow RocketMQ 5.x ``DefaultRequestProcessor`` and
 ``ClientRequestProcessor`` code for code and remark for remark, with two

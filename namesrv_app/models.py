@@ -1,4 +1,4 @@
-"""The persisted projection of ONE node's route tables (reference §4.1).
+"""The persisted projection of ONE node's route tables (``RouteInfoManager``'s maps).
 
 These rows are a queryable copy of the in-memory ``RouteTable``; they are
 written only by :class:`namesrv_app.projection.ProjectionWriter` and never read

@@ -82,7 +82,7 @@ class ChangeSet:
 def register_broker(
     t: Tables, config: NamesrvConfig, cmd: RegisterBroker, cs: ChangeSet
 ) -> tuple[RegisterBrokerOutcome, tuple[MinBrokerIdChange, ...]]:
-    """REGISTER_BROKER, 5.x ``registerBroker`` steps 1-14 (see the reference, §4.2),
+    """REGISTER_BROKER, 5.x ``registerBroker`` steps in upstream's order,
     plus the two raft-failover rules (:func:`_failover_role`)."""
     key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
     wrapper = cmd.topic_config_wrapper

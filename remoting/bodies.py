@@ -1,6 +1,6 @@
 """Body codecs: bytes on the wire <-> the value types of :mod:`remoting.model`.
 
-The JSON shapes are the fastjson encodings of the Java beans (reference §2.3): camelCase
+The JSON shapes are the fastjson encodings of the Java beans (``RemotingSerializable``): camelCase
 keys in alphabetical order, ``null`` properties omitted, primitives always written.
 Every ``encode_*`` takes ``standard`` where the Java side uses both styles: plain
 writes Long map keys unquoted (``{0:"addr"}``), standard quotes them and escapes
@@ -847,7 +847,7 @@ def decode_register_broker_body(
 def decode_register_broker_request_body(
     data: bytes | None, *, compressed: bool, version: int
 ) -> RegisterBrokerBody:
-    """The whole REGISTER_BROKER body rule of reference §3.3.
+    """The whole REGISTER_BROKER body rule of ``DefaultRequestProcessor.registerBroker``.
 
     No body: an empty table with DataVersion(0, 0, 0). Request version below 37
     (V3_0_11): a bare TopicConfigSerializeWrapper, so a RegisterBrokerBody sent by a

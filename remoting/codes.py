@@ -1,4 +1,5 @@
-"""Wire vocabularies of the RocketMQ remoting protocol (reference §1.3, §1.6, §3.2, §3.3).
+"""Wire vocabularies of the RocketMQ remoting protocol (``RequestCode``, ``ResponseCode``,
+``LanguageCode``, ``MQVersion``, ``SerializeType``).
 
 Every number here is what real Java, Go, C++ and Node clients put on the wire; the
 names follow upstream ``RequestCode``, ``ResponseCode``, ``LanguageCode``,

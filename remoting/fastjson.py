@@ -1,4 +1,4 @@
-"""The JSON dialect of fastjson 1.x, as RocketMQ puts it on the wire (reference §2.1, §2.5).
+"""The JSON dialect of fastjson 1.x, as RocketMQ puts it on the wire.
 
 Writing (:func:`dumps`) reproduces the two styles the Java side emits:
 

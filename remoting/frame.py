@@ -1,4 +1,4 @@
-"""Sans-IO framing of RocketMQ remoting commands (reference §1.1, §1.2, §1.4).
+"""Sans-IO framing of RocketMQ remoting commands (``RemotingCommand.encode``/``decode``).
 
 A frame is ``int32 length | int32 (type << 24 | headerLen) | header | body``, all
 big-endian, where ``length`` counts everything after itself. The header is either

@@ -1,4 +1,4 @@
-"""Typed reads of a request's ``extFields`` with upstream Java semantics (reference §1.5).
+"""Typed reads of a request's ``extFields`` with upstream Java semantics.
 
 Upstream ``decodeCommandCustomHeader`` turns each string into the header field's Java
 type: ``Integer.parseInt``/``Long.parseLong`` for numbers and ``Boolean.parseBoolean``

@@ -1,6 +1,6 @@
 """Models of the RocketMQ client behaviour that turns a route view into traffic.
 
-Exact re-statements (by name, from the reference §6.2-6.4) of: topicRouteData2TopicPublishInfo
+Exact re-statements (by name, of RocketMQ's client classes) of: topicRouteData2TopicPublishInfo
 and ...SubscribeInfo, ThreadLocalIndex, MQFaultStrategy (5.x) with LatencyFaultTolerance,
 and the AllocateMessageQueue strategies (Averagely, AveragelyByCircle, ConsistentHash,
 ByConfig, ByMachineRoom, MachineRoomNearby). Time is always an argument (``now_ms``) and
@@ -132,7 +132,7 @@ def _java_rem(a: int, b: int) -> int:
 def topic_route_to_publish_info(
     topic: str, route: TopicRouteData, index: ThreadLocalIndex | None = None
 ) -> TopicPublishInfo:
-    """``topicRouteData2TopicPublishInfo`` (§6.2; static-topic mappings are not modelled)."""
+    """``topicRouteData2TopicPublishInfo`` (static-topic mappings are not modelled)."""
     queues: list[MessageQueue] = []
     order = False
     if route.order_topic_conf:
@@ -222,7 +222,7 @@ class LatencyFaultTolerance:
 
 
 class MQFaultStrategy:
-    """5.x ``MQFaultStrategy``: round robin that avoids the last failed broker (§6.3)."""
+    """5.x ``MQFaultStrategy``: round robin that avoids the last failed broker."""
 
     def __init__(self, send_latency_fault_enable: bool = False) -> None:
         self.send_latency_fault_enable = send_latency_fault_enable

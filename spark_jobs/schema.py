@@ -138,7 +138,8 @@ class RouteItem:
 
     @property
     def writable(self) -> bool:
-        """True when producers may send here (WRITE bit and a master, as §6.2 requires)."""
+        """True when producers may send here: the WRITE bit and a master, as
+        ``topicRouteData2TopicPublishInfo`` requires."""
         return bool(self.perm & PERM_WRITE) and self.master_addr != NO_MASTER_ADDR
 
     @property

@@ -2,7 +2,8 @@
 
 * :class:`FakeNameServer` is a real ``RemotingServer`` on 127.0.0.1 running in
   its own thread. It decodes every frame the way a NameServer must (crc32,
-  compressed or JSON RegisterBrokerBody) and answers like reference §3.3:
+  compressed or JSON RegisterBrokerBody) and answers like upstream's
+  ``DefaultRequestProcessor.registerBroker``:
   a master gets ``extFields {}``, a slave gets its master's ``masterAddr`` and
   ``haServerAddr``; QUERY_DATA_VERSION says ``changed`` when the stored
   DataVersion differs.
@@ -273,7 +274,7 @@ def send(addr: str, topic: str, body: bytes, *, queue_id: int = 0, timeout_s: fl
     RemotingCommand
 ):
     """One SEND_MESSAGE through a blocking client."""
-    from broker_app.management.commands.send_message import build_send_request
+    from broker_app.messages import build_send_request
 
     request = build_send_request(topic, body, queue_id=queue_id, producer_group="TEST_PG",
                                  tags="t", born_timestamp_ms=0)

@@ -1,7 +1,7 @@
 """Upstream's NameServer processor tests, ported as behaviour tests of the dispatch.
 
-Each test is named after its upstream test (reference §7.6 RequestProcessorTest,
-§7.7 ClusterTestRequestProcessorTest readiness tests, §7.15
+Each test is named after its upstream test (RocketMQ's RequestProcessorTest,
+ClusterTestRequestProcessorTest readiness tests,
 BrokerHousekeepingServiceTest) and runs against a real RouteTable behind a
 LocalReplicator, exactly as the gateway wires them.
 """
@@ -53,7 +53,7 @@ def kv_command(code: int, **fields: str) -> RemotingCommand:
     return RemotingCommand.request(code, dict(fields), version=0)
 
 
-# ------------------------------------------------------------------ §7.6 RequestProcessorTest
+# ---------------------------------------------------------------------- RequestProcessorTest
 
 
 async def test_process_request_put_kv_config(registered_node: Node) -> None:
@@ -352,7 +352,7 @@ async def test_get_config(registered_node: Node) -> None:
     assert lines == sorted(lines)
 
 
-# ------------------------------------------------ §7.7 ClusterTestRequestProcessorTest
+# ---------------------------------------------------- ClusterTestRequestProcessorTest
 
 
 async def test_cluster_test_get_route_info_by_topic(registered_node: Node) -> None:
@@ -407,7 +407,7 @@ async def test_namesrv(clock: ManualClock) -> None:
     assert response is not None and response.code == ResponseCode.SUCCESS
 
 
-# ------------------------------------------------------ §7.15 BrokerHousekeepingServiceTest
+# ---------------------------------------------------------- BrokerHousekeepingServiceTest
 
 
 @pytest.mark.parametrize(

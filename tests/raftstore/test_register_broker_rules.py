@@ -1,4 +1,6 @@
-"""REGISTER_BROKER rules of RocketMQ 5.x beyond the ported upstream tests (reference §4.2)."""
+"""REGISTER_BROKER rules of RocketMQ 5.x beyond the ported upstream tests.
+
+Upstream: ``RouteInfoManager.registerBroker``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""DELETE_TOPIC, REGISTER_TOPIC and the write-permission commands (reference §4.8)."""
+"""DELETE_TOPIC, REGISTER_TOPIC and the write-permission commands.
+
+Upstream: the topic and permission operations of ``RouteInfoManager``."""
 
 from __future__ import annotations
 

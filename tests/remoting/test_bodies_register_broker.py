@@ -1,4 +1,6 @@
-"""REGISTER_BROKER bodies: the compressed binary form (§2.4) and the version rules (§3.3)."""
+"""REGISTER_BROKER bodies: the compressed binary form and the version rules.
+
+Upstream: ``RegisterBrokerBody.encode(true)`` and ``DefaultRequestProcessor.registerBroker``."""
 
 from __future__ import annotations
 

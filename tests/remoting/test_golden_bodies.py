@@ -1,4 +1,4 @@
-"""Golden bodies: the JSON samples of reference §2.3 and interop.md, byte for byte."""
+"""Golden bodies: JSON bodies as RocketMQ 4.9/5.x brokers and clients write them, byte for byte."""
 
 from __future__ import annotations
 

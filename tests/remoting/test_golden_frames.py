@@ -1,4 +1,4 @@
-"""Golden frames: the worked example of reference §1.1 and real server answers, byte for byte."""
+"""Golden frames: a frame worked out by hand and real server answers, byte for byte."""
 
 from __future__ import annotations
 

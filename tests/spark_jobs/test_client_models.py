@@ -1,4 +1,4 @@
-"""RocketMQ client models against the documented examples (reference §6.2-6.4)."""
+"""RocketMQ client models against worked examples of RocketMQ's client classes."""
 
 from __future__ import annotations
 

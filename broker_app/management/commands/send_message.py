@@ -8,38 +8,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from broker_app.store.record import PROPERTY_NAME_SEPARATOR, PROPERTY_SEPARATOR
+from broker_app.messages import build_send_request
 from remoting.blocking import BlockingClient
 from remoting.client import RemotingClientError
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
 
 SEND_TIMEOUT_S = 10.0
-
-
-def build_send_request(
-    topic: str, body: bytes, *, queue_id: int, producer_group: str, tags: str | None,
-    born_timestamp_ms: int,
-) -> RemotingCommand:
-    """A SEND_MESSAGE (10) request with SendMessageRequestHeader fields."""
-    properties = f"WAIT{PROPERTY_NAME_SEPARATOR}true{PROPERTY_SEPARATOR}"
-    if tags:
-        properties += f"TAGS{PROPERTY_NAME_SEPARATOR}{tags}{PROPERTY_SEPARATOR}"
-    fields = {
-        "producerGroup": producer_group,
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "4",
-        "queueId": str(queue_id),
-        "sysFlag": "0",
-        "bornTimestamp": str(born_timestamp_ms),
-        "flag": "0",
-        "properties": properties,
-        "reconsumeTimes": "0",
-        "unitMode": "false",
-        "batch": "false",
-    }
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE, fields, body)
 
 
 class Command(BaseCommand):
