@@ -121,6 +121,23 @@ class QueueData(Versioned):
         return f"{self.topic}@{self.broker_name}"
 
 
+class TopicRoute(Versioned):
+    """The route a GET_ROUTEINFO_BY_TOPIC on this node answers, as the wire encodes it.
+
+    Built by the same ``RouteTable.pickup_topic_route`` that answers the wire
+    (acting masters, filter servers, order config and queue mappings included)
+    and stored as the standard JSON body a 4.9.4+ client receives, so the REST
+    route and the wire route cannot disagree. No row: the wire answers
+    TOPIC_NOT_EXIST.
+    """
+
+    topic = models.TextField(unique=True)
+    body = models.BinaryField()
+
+    def __str__(self) -> str:
+        return self.topic
+
+
 class FilterServer(Versioned):
     """One ``filterServerTable`` entry: the filter servers of a live broker."""
 

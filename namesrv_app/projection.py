@@ -33,8 +33,14 @@ from raftstore.commands import Command
 from raftstore.replicator import Replicator
 from raftstore.results import ApplyResult, BrokerAddrInfo
 from raftstore.route_table import BrokerLiveView, RouteTable
-from remoting.bodies import encode_properties
-from remoting.model import BrokerData, QueueData, TopicQueueMappingInfo
+from remoting.bodies import encode_properties, encode_topic_route_data
+from remoting.model import (
+    NAMESPACE_ORDER_TOPIC_CONFIG,
+    BrokerData,
+    QueueData,
+    TopicQueueMappingInfo,
+    TopicRouteData,
+)
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +144,8 @@ class FullState:
     filters: dict[BrokerAddrInfo, tuple[str, ...]]
     kv: dict[str, dict[str, str]]
     config: dict[str, str]
+    routes: dict[str, TopicRouteData | None] = field(default_factory=dict)
+    """Every topic's wire route, from ``RouteTable.pickup_topic_route``."""
 
 
 # ------------------------------------------------------------------ reading the table
@@ -185,7 +193,36 @@ def read_full_state(table: RouteTable) -> FullState:
         filters=table.filter_servers(),
         kv=table.kv_namespaces(),
         config=table.config.to_properties(),
+        routes=read_routes(table, table.topic_queue_table()),
     )
+
+
+def read_routes(table: RouteTable, topics: Iterable[str]) -> dict[str, TopicRouteData | None]:
+    """The wire routes of ``topics`` (called under the read lock): the one route builder
+    the wire answer uses too, so REST and GET_ROUTEINFO_BY_TOPIC cannot disagree."""
+    return {topic: table.pickup_topic_route(topic) for topic in topics}
+
+
+def encode_routes(routes: dict[str, TopicRouteData | None]) -> dict[str, bytes | None]:
+    """The standard JSON bodies of ``routes``, as the wire sends them (outside the lock)."""
+    return {
+        topic: None if route is None else encode_topic_route_data(route, standard=True)
+        for topic, route in routes.items()
+    }
+
+
+def _route_rows(routes: dict[str, bytes | None], version: int) -> list[models.TopicRoute]:
+    return [
+        models.TopicRoute(topic=topic, body=body, applied_version=version)
+        for topic, body in routes.items()
+        if body is not None
+    ]
+
+
+def _write_routes(routes: dict[str, bytes | None], version: int) -> None:
+    for topics in _chunks(routes):
+        models.TopicRoute.objects.filter(topic__in=topics).delete()
+        models.TopicRoute.objects.bulk_create(_route_rows({t: routes[t] for t in topics}, version))
 
 
 # ------------------------------------------------------------------ writing rows
@@ -302,10 +339,17 @@ def _properties_text(props: dict[str, str]) -> str:
     return encode_properties(props).decode("utf-8")
 
 
-def write_delta(delta: Delta, node_id: str, mode: str, digest: str | None) -> None:
-    """Write one merged delta in one transaction."""
+def write_delta(
+    delta: Delta,
+    node_id: str,
+    mode: str,
+    digest: str | None,
+    routes: dict[str, bytes | None] | None = None,
+) -> None:
+    """Write one merged delta, with the wire routes it moved, in one transaction."""
     version = delta.applied_version
     with transaction.atomic():
+        _write_routes(routes or {}, version)
         _write_topic_delta(delta, version)
         _write_group_delta(delta, version)
         _write_live_delta(delta, version)
@@ -416,6 +460,7 @@ PROJECTION_MODELS: tuple[type[Any], ...] = (
     models.FilterServer,
     models.QueueData,
     models.TopicQueueMapping,
+    models.TopicRoute,
 )
 
 
@@ -445,6 +490,9 @@ def write_full_state(state: FullState, node_id: str, mode: str) -> None:
             [_filter_row(k, s, version) for k, s in state.filters.items()]
         )
         _write_full_kv(state.kv, version)
+        models.TopicRoute.objects.bulk_create(
+            _route_rows(encode_routes(state.routes), version), batch_size=SQL_CHUNK_ROWS
+        )
         _write_node_state(
             node_id,
             mode,
@@ -514,6 +562,8 @@ class ProjectionWriter:
         self._attached = False
         self._last_digest_s = 0.0
         self._digest_routes_version = -1
+        self._routes_version_written = -1
+        """The routes version the stored wire routes reflect (-1: none yet)."""
         """The routes version the stored digest was taken at (-1: none yet)."""
         self._digest_stale = False
         self.digests_computed = 0
@@ -588,6 +638,7 @@ class ProjectionWriter:
         self._skip_through_version = state.applied_version
         self._last_digest_s = time.monotonic()
         self._digest_routes_version = state.routes_version
+        self._routes_version_written = state.routes_version
         self.digests_computed += 1
         self.rebuilds += 1
         publish_safely(
@@ -684,10 +735,55 @@ class ProjectionWriter:
 
     def _commit(self, delta: Delta) -> None:
         digest = self._digest_if_due(delta)
-        write_delta(delta, self.node_id, self.replicator.mode, digest)
+        routes = self._moved_routes(delta)
+        write_delta(delta, self.node_id, self.replicator.mode, digest, routes)
+        self._routes_version_written = max(self._routes_version_written, delta.routes_version)
         self._digest_stale = digest is None
         self.batches_written += 1
         publish_safely(self.publisher, delta.event(self.node_id))
+
+    def _moved_routes(self, delta: Delta) -> dict[str, bytes | None]:
+        """The wire routes of the topics whose answer ``delta`` may have changed.
+
+        Nothing while the routes version stays put (heartbeats). Otherwise the
+        changed topics, the topics of changed broker groups and of brokers whose
+        filter servers moved, or every topic when the config or the order config
+        changed. Read from the table, not from the rows: the route comes from the
+        code that answers the wire. Read at the table's current version, which is
+        never older than ``delta``; a later delta rewrites what moves after it.
+        """
+        if delta.routes_version == self._routes_version_written:
+            return {}
+        order_config = NAMESPACE_ORDER_TOPIC_CONFIG
+        every_topic = delta.config is not None or any(
+            ns == order_config for ns, _ in delta.kv
+        ) or order_config in delta.namespaces
+        if every_topic:
+            topics: set[str] | None = None
+        else:
+            topics = set(delta.queues) | set(delta.mappings)
+            names = set(delta.groups)
+            if delta.filters:
+                addrs = {key.broker_addr for key in delta.filters}
+                names.update(
+                    models.BrokerAddress.objects.filter(addr__in=addrs).values_list(
+                        "group__broker_name", flat=True
+                    )
+                )
+            if names:
+                topics.update(
+                    models.QueueData.objects.filter(broker_name__in=names).values_list(
+                        "topic", flat=True
+                    )
+                )
+            if not topics:
+                return {}
+
+        def read(table: RouteTable) -> dict[str, TopicRouteData | None]:
+            # A topic gone from the table is in delta.queues, so its None removes its row.
+            return read_routes(table, table.topic_queue_table() if topics is None else topics)
+
+        return encode_routes(self.replicator.read(read))
 
     def _digest_if_due(self, delta: Delta) -> str | None:
         """The digest to store with ``delta``, or None to leave the stored one (stale)."""

@@ -20,9 +20,8 @@ from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 
 from namesrv_app import gateway_client, models
 from remoting import bodies
-from remoting.model import NAMESPACE_ORDER_TOPIC_CONFIG, BrokerData, QueueData, TopicRouteData
+from remoting.model import TopicRouteData
 
-ORDER_ENABLE_PROPERTY = "orderMessageEnable"
 MASTER_ID = 0
 
 
@@ -47,79 +46,34 @@ class ProjectedRoute:
     routes_version: int = 0
 
 
-def _order_enabled(config_text: str) -> bool:
-    for line in config_text.splitlines():
-        name, _, value = line.partition("=")
-        if name.strip() == ORDER_ENABLE_PROPERTY:
-            return value.strip().lower() == "true"
-    return False
-
-
 def _route_sql() -> str:
-    """One statement for the whole route: SQL reads one snapshot per statement, so the
-    version, the queues, the groups and the order config all belong together."""
-    q, g, a = (
-        models.QueueData._meta.db_table,
-        models.BrokerGroup._meta.db_table,
-        models.BrokerAddress._meta.db_table,
-    )
-    state = models.NodeState._meta.db_table
-    entry, namespace = models.KVEntry._meta.db_table, models.KVNamespace._meta.db_table
+    """One statement for the version and the stored wire route: SQL reads one snapshot
+    per statement, so the route belongs to the versions it is returned with."""
+    state, route = models.NodeState._meta.db_table, models.TopicRoute._meta.db_table
     return (
-        f"SELECT s.node_id, s.applied_version, s.config_properties, "
-        f"(SELECT e.value FROM {entry} e JOIN {namespace} n ON n.id = e.namespace_id "
-        f" WHERE n.name = %s AND e.key = %s), "
-        f"q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag, "
-        f"g.cluster, g.zone_name, g.enable_acting_master, a.broker_id, a.addr, s.routes_version "
-        f"FROM (SELECT node_id, applied_version, routes_version, config_properties FROM {state} "
+        f"SELECT s.node_id, s.applied_version, s.routes_version, r.body "
+        f"FROM (SELECT node_id, applied_version, routes_version FROM {state} "
         f"      ORDER BY node_id LIMIT 1) s "
-        f"LEFT JOIN {q} q ON q.topic = %s "
-        f"LEFT JOIN {g} g ON g.broker_name = q.broker_name "
-        f"LEFT JOIN {a} a ON a.group_id = g.id "
-        f"ORDER BY q.broker_name, a.broker_id"
-    )
-
-
-def _route_from_rows(rows: list[tuple[Any, ...]]) -> TopicRouteData | None:
-    queues: dict[str, QueueData] = {}
-    groups: dict[str, tuple[str, str | None, bool]] = {}
-    addrs: dict[str, dict[int, str]] = defaultdict(dict)
-    for row in rows:
-        name, read, write, perm, flag, cluster, zone, acting, broker_id, addr = row[4:14]
-        if name is None:
-            continue
-        queues.setdefault(name, QueueData(name, read, write, perm, flag))
-        if cluster is not None:
-            groups[name] = (cluster, zone, bool(acting))
-            if broker_id is not None:
-                addrs[name][int(broker_id)] = addr
-    if not queues or not groups:
-        return None
-    order_conf = rows[0][3] if _order_enabled(rows[0][2] or "") else None
-    brokers = [
-        BrokerData(groups[n][0], n, addrs[n], groups[n][1], groups[n][2]) for n in sorted(groups)
-    ]
-    return TopicRouteData(
-        queue_datas=[queues[n] for n in sorted(queues)],
-        broker_datas=brokers,
-        order_topic_conf=order_conf,
+        f"LEFT JOIN {route} r ON r.topic = %s"
     )
 
 
 def projected_route(topic: str) -> ProjectedRoute:
-    """The route of ``topic`` as this node's projection holds it, at one applied version.
+    """The route of ``topic`` as this node answers GET_ROUTEINFO_BY_TOPIC, from the projection.
 
-    One SQL statement reads it all, so the rows and the version come from the
-    same snapshot (the projection writer commits rows and NodeState together).
-    Upstream's acting-master rewrite, filter servers and static-topic mappings
-    are not applied here; the linearizable read through the gateway has them.
+    The projection stores each topic's route as the wire encodes it, built by the
+    same ``RouteTable.pickup_topic_route`` that answers the wire (acting masters,
+    filter servers, order config, queue mappings), so this answer and the wire's
+    agree at the same version.
     """
     with connection.cursor() as cursor:
-        cursor.execute(_route_sql(), [NAMESPACE_ORDER_TOPIC_CONFIG, topic, topic])
-        rows = cursor.fetchall()
-    if not rows:
+        cursor.execute(_route_sql(), [topic])
+        row = cursor.fetchone()
+    if row is None:
         return ProjectedRoute("", 0, None)
-    return ProjectedRoute(rows[0][0], rows[0][1], _route_from_rows(rows), rows[0][14])
+    node_id, applied_version, routes_version, body = row
+    route = None if body is None else bodies.decode_topic_route_data(bytes(body))
+    return ProjectedRoute(node_id, applied_version, route, routes_version)
 
 
 @dataclass(frozen=True, slots=True)
