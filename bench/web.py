@@ -129,7 +129,7 @@ def drf_view_application() -> Any:
 
     # The site's module sets Django up; the app's modules need that first.
     application = importlib.import_module("namesrv_site.asgi").application
-    declined = importlib.import_module("namesrv_app.api.route_cache").DECLINED_SCOPE_KEY
+    declined = importlib.import_module("namesrv_app.api.fast_routes").DECLINED_SCOPE_KEY
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await application({**scope, declined: True}, receive, send)

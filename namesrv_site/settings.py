@@ -328,7 +328,7 @@ NAMESRV_WEB: dict[str, Any] = {
     "GATEWAY_TIMEOUT_S": float(env_str("NAMESRV_WEB_GATEWAY_TIMEOUT_S", "3.0")),
     "PEER_TIMEOUT_S": float(env_str("NAMESRV_WEB_PEER_TIMEOUT_S", "1.0")),
     "PAGE_SIZE": env_int("NAMESRV_WEB_PAGE_SIZE", 50),
-    # Local route reads (namesrv_app.api.route_cache): an answer may lag the
+    # Local route reads (namesrv_app.api.fast_routes): an answer may lag the
     # projection by this much (it reports the applied_version it reflects) ...
     "ROUTE_VERSION_TTL_MS": env_int("NAMESRV_WEB_ROUTE_VERSION_TTL_MS", 200),
     # ... and a revoked token or role still reads routes for at most this long.
@@ -338,7 +338,7 @@ NAMESRV_WEB: dict[str, Any] = {
 }
 # First, so the common route read skips the stack's thread hops (it applies the
 # security and frame headers itself and falls through for everything else).
-MIDDLEWARE = ["namesrv_app.api.route_cache.RouteReadFastPath", *MIDDLEWARE]
+MIDDLEWARE = ["namesrv_app.api.fast_routes.RouteReadFastPath", *MIDDLEWARE]
 
 # --- login throttling (django-axes) ---
 # Every password check (the console's login, the admin's) goes through

@@ -42,7 +42,7 @@ class ProjectedRoute:
     applied_version: int
     route: TopicRouteData | None
     # Moves only when a route answer may change (never on heartbeats): the key
-    # of the API's route answer cache (namesrv_app.api.route_cache).
+    # of the API's route answer cache (namesrv_app.api.fast_routes).
     routes_version: int = 0
 
 

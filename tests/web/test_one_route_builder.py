@@ -27,7 +27,7 @@ from gateway.clock import ManualClock
 from gateway.dispatch import PENDING, RequestDispatcher
 from gateway.services import NameServerService
 from namesrv_app import models
-from namesrv_app.api.route_cache import CACHE
+from namesrv_app.api.fast_routes import CACHE
 from namesrv_app.projection import PROJECTION_MODELS, ProjectionWriter
 from raftstore.replicator import LocalReplicator
 from remoting.codes import RequestCode, ResponseCode

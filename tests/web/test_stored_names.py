@@ -29,7 +29,7 @@ from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from localcluster.demo import DemoBroker
 from namesrv_app import gateway_client
-from namesrv_app.api.route_cache import CACHE
+from namesrv_app.api.fast_routes import CACHE
 from namesrv_app.projection import read_full_state, write_full_state
 from namesrv_app.web.names import name_to_segment, segment_to_name
 from raftstore.replicator import LocalReplicator
@@ -40,7 +40,7 @@ SCRIPT_TOPIC = "<script>alert(1)</script>"
 SLASH_TOPIC = "orders/eu"
 PLAIN_TOPIC = "TopicTest"
 UNREACHABLE = {"NODE_ID": "n1", "PORT": 1, "INTERNAL_PORT": 1, "INTERNAL_SECRET": "x"}
-FAST_PATH = "namesrv_app.api.route_cache.RouteReadFastPath"
+FAST_PATH = "namesrv_app.api.fast_routes.RouteReadFastPath"
 LIVE_JS = Path(__file__).resolve().parents[2] / "namesrv_app/static/namesrv/live.js"
 NAME_CHARS_MAX = 255
 EXAMPLES = 30

@@ -14,14 +14,14 @@ from rest_framework.authtoken.models import Token
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from namesrv_app import models
-from namesrv_app.api import route_cache
-from namesrv_app.api.route_cache import CACHE, RouteReadAsgi
+from namesrv_app.api import fast_routes
+from namesrv_app.api.fast_routes import CACHE, RouteReadAsgi
 from namesrv_app.projection import read_full_state, write_full_state
 from raftstore.replicator import LocalReplicator
 from tests.web.conftest import START_MS, make_user, project_cast
 
 ROUTE = "/api/v1/routes/TopicTest/"
-FAST_PATH = "namesrv_app.api.route_cache.RouteReadFastPath"
+FAST_PATH = "namesrv_app.api.fast_routes.RouteReadFastPath"
 BOUND_SLACK_S = 0.5
 POLL_S = 0.02
 
@@ -123,7 +123,7 @@ def test_requests_it_does_not_answer_reach_the_drf_view(cast: Any, viewer: User)
 
 
 def test_the_route_cache_is_bounded() -> None:
-    cache = route_cache._Lru(2)
+    cache = fast_routes._Lru(2)
     for key in ("a", "b", "c"):
         cache.put(key, key.encode())
     assert len(cache) == 2 and cache.get("a") is None and cache.get("c") == b"c"
@@ -205,7 +205,7 @@ def test_the_asgi_hit_lane_answers_the_drf_views_bytes_and_headers(transactional
     django_app = get_asgi_application()
     app = RouteReadAsgi(django_app)
     auth = [(b"authorization", b"Token " + token), (b"accept", b"application/json")]
-    lane = route_cache._HitLane(route_cache._FastPath())
+    lane = fast_routes._HitLane(fast_routes._FastPath())
     plain = _scope(ROUTE, auth, b"consistency=local")
     with_cookie = _scope(ROUTE, [*auth, (b"cookie", b"theme=dark")])
 
@@ -216,7 +216,7 @@ def test_the_asgi_hit_lane_answers_the_drf_views_bytes_and_headers(transactional
         answers.append(await _asgi_answer(app, with_cookie))  # a hit through the request path
         # The DRF view itself, through Django's ASGI handler and every middleware:
         # a request already marked as declined passes the wrapper untouched.
-        view = {**_scope(ROUTE, auth), route_cache.DECLINED_SCOPE_KEY: True}
+        view = {**_scope(ROUTE, auth), fast_routes.DECLINED_SCOPE_KEY: True}
         answers.append(await _asgi_answer(app, view))
         return answers
 
@@ -238,7 +238,7 @@ def test_the_asgi_hit_lane_leaves_everything_unusual_to_the_request_path(
     token = Token.objects.create(user=viewer).key.encode()
     auth = [(b"authorization", b"Token " + token), (b"accept", b"application/json")]
     app = RouteReadAsgi(get_asgi_application())
-    lane = route_cache._HitLane(route_cache._FastPath())
+    lane = fast_routes._HitLane(fast_routes._FastPath())
     asyncio.run(_asgi_answer(app, _scope(ROUTE, auth)))  # cached grant, stamp and route
     assert lane.answer(_scope(ROUTE, auth)) is not None
     unusual = {

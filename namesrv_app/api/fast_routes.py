@@ -40,7 +40,6 @@ from django.core.exceptions import DisallowedHost, ValidationError
 from django.core.signals import setting_changed
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
-from django.http.request import split_domain_port, validate_host
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import get_script_prefix, reverse
@@ -183,14 +182,20 @@ CACHE = RouteAnswerCache()
 
 
 def _lookup_grant(key: str) -> tuple[int, str] | None:
-    """(user id, role) of an active user's token holding a console role, else None."""
-    from rest_framework.authtoken.models import Token
+    """(user id, role) of an active user's token holding a console role, else None.
 
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
+    DRF's own ``TokenAuthentication`` decides (unknown key, inactive user), so this
+    lane grants exactly what the view's authentication would.
+    """
+    from rest_framework.authentication import TokenAuthentication
+    from rest_framework.exceptions import AuthenticationFailed
+
+    try:
+        user, _token = TokenAuthentication().authenticate_credentials(key)
+    except AuthenticationFailed:
         return None
-    role = role_of(token.user)
-    return (token.user.pk, role) if role in GRANTED_ROLES else None
+    role = role_of(user)
+    return (user.pk, role) if role in GRANTED_ROLES else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,12 +500,15 @@ class _HitLane:
 
 
 def _host_allowed(raw: bytes) -> bool:
-    """``HttpRequest.get_host``'s check of a Host header against ALLOWED_HOSTS."""
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]
-    domain, _ = split_domain_port(raw.decode("latin-1"))
-    return bool(domain) and validate_host(domain, allowed)
+    """Django's own ``HttpRequest.get_host`` check of a Host header (ALLOWED_HOSTS);
+    the lane caches its verdict per header value."""
+    request = HttpRequest()
+    request.META["HTTP_HOST"] = raw.decode("latin-1")
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return False
+    return True
 
 
 class RouteReadAsgi:
