@@ -160,7 +160,7 @@ def start_server(db_path: Path, argv: list[str], port: int) -> subprocess.Popen[
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/schema/", timeout=2).read()
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2).read()
             return proc
         except OSError:
             time.sleep(0.2)
