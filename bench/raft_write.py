@@ -101,7 +101,7 @@ def _command(index: int) -> Any:
 
 def payload_bytes() -> int:
     """Size of one registration's log entry (the etcd and no-op baselines use it too)."""
-    from raftstore.raft_codec import encode_entry
+    from raftstore.raft.codec import encode_entry
 
     return len(encode_entry("n1/0123abcd/1", _command(0)))
 

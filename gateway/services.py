@@ -9,7 +9,7 @@ in ``raftstore``.
 
 Raft mode differs in four places, each a rule of docs/RAFT.md: liveness
 touches (BROKER_HEARTBEAT, QUERY_DATA_VERSION) go through a
-:class:`~raftstore.raft.TouchCoalescer`; a closed broker connection is only
+:class:`~raftstore.liveness.TouchCoalescer`; a closed broker connection is only
 logged; the liveness scan is one ExpireBrokers proposed by the leader; and that
 scan elects new masters for groups that opted into raft failover (the flag is
 dropped in eventual mode, which keeps the original behaviour).
@@ -24,11 +24,8 @@ from dataclasses import dataclass
 
 from gateway.clock import Clock, SystemClock
 from raftstore import commands as cmd
-from raftstore.raft import (
-    DEFAULT_SKEW_ALLOWANCE_MS,
-    RaftReplicator,
-    TouchCoalescer,
-)
+from raftstore.liveness import TouchCoalescer
+from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
 from raftstore.replicator import MODE_RAFT, Replicator
 from raftstore.results import (
     ApplyResult,

@@ -20,7 +20,7 @@ import pytest
 from pysyncobj.encryptor import getEncryptor
 from pysyncobj.utility import TcpUtility, UtilityException
 
-from raftstore.raft_transport import PRE_AUTH_DEADLINE_S
+from raftstore.raft.transport import PRE_AUTH_DEADLINE_S
 from remoting.acl import Credentials, sign
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from raftstore.commands import BrokerHeartbeat, ExpireBrokers, QueryDataVersion, RegisterBroker
-from raftstore.raft_codec import FORMAT_JSON, MAGIC, decode_command, encode_command
+from raftstore.raft.codec import FORMAT_JSON, MAGIC, decode_command, encode_command
 from remoting.model import DataVersion
 
 NOW_MS = 1_700_000_000_000

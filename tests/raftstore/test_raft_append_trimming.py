@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from raftstore.commands import PutKV
-from raftstore.raft_append import trim_append_entries
+from raftstore.raft.append import trim_append_entries
 from tests.raftstore.raft_node import InProcessCluster, ProcessCluster
 
 BURST_WAVES = 4

@@ -10,7 +10,7 @@ import pytest
 
 from raftstore.commands import Barrier, Command, PutKV
 from raftstore.raft import RaftReplicator, find_divergence
-from raftstore.raft_codec import encode_entry
+from raftstore.raft.codec import encode_entry
 from raftstore.replicator import NoQuorumError
 from raftstore.results import ApplyResult
 from tests.raftstore.raft_node import InProcessCluster

@@ -26,7 +26,7 @@ from raftstore.commands import (
     UpdateNamesrvConfig,
     WipeWritePerm,
 )
-from raftstore.raft_codec import (
+from raftstore.raft.codec import (
     FORMAT_MSGPACK,
     MAGIC,
     CodecError,

@@ -10,7 +10,7 @@ import pytest
 
 from raftstore.commands import Command, PutKV
 from raftstore.raft import RaftReplicator
-from raftstore.raft_codec import encode_batch, encode_entry
+from raftstore.raft.codec import encode_batch, encode_entry
 from raftstore.results import ApplyResult
 from tests.raftstore.raft_node import InProcessCluster
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from raftstore.commands import BrokerHeartbeat, Command, QueryDataVersion, RegisterBroker
-from raftstore.raft import TouchCoalescer, designated_member
+from raftstore.liveness import TouchCoalescer, designated_member
 from raftstore.results import ApplyResult, QueryDataVersionOutcome
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from tests.raftstore.raft_node import InProcessCluster

@@ -4,7 +4,7 @@ Entries written before the msgpack format are ``MAGIC + b"j" + JSON`` (or ``b"z"
 for zlib-compressed JSON). The JSON body is ``{"v": 1, "id": proposal id, "t":
 command type, "c": fields}``; a dict field is a list of ``[key, value]`` pairs so int
 keys survive, a nested dataclass an object of its fields. Nothing writes this format
-any more; :mod:`raftstore.raft_codec` hands these bodies here.
+any more; :mod:`raftstore.raft.codec` hands these bodies here.
 """
 
 from __future__ import annotations

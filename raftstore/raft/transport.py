@@ -87,7 +87,7 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
 
 class RaftTransport(TCPTransport):  # type: ignore[misc]
     """PySyncObj's TCP transport with the pre-auth guards, durable sends and the
-    follower-side trimming of re-sent entries (see :mod:`raftstore.raft_append`).
+    follower-side trimming of re-sent entries (see :mod:`raftstore.raft.append`).
 
     The owning SyncObj must provide ``durability`` (journal flushes) and
     ``trim_append_entries``.
@@ -130,7 +130,7 @@ class RaftTransport(TCPTransport):  # type: ignore[misc]
         return super().send(node, message)
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:
-        """Trim re-sent entries this follower already holds (see raftstore.raft_append)."""
+        """Trim re-sent entries this follower already holds (see raftstore.raft.append)."""
         if isinstance(message, dict) and message.get("type") == "append_entries":
             message = self._syncObj.trim_append_entries(message)
         super()._onMessageReceived(node, message)

@@ -1,8 +1,8 @@
-"""Raft mode: a :class:`Replicator` backed by one PySyncObj node.
+"""Raft mode: a :class:`Replicator` backed by one PySyncObj node (the proposal/apply core).
 
-The PySyncObj object (:class:`_RouteLog`) has exactly one replicated method,
+The PySyncObj object (:class:`~raftstore.raft.glue.RouteLog`) has exactly one replicated method,
 ``apply_entry(entry: bytes)``, a one-line delegation to the owning
-:class:`RaftReplicator`, which decodes the entry with :mod:`raftstore.raft_codec`
+:class:`RaftReplicator`, which decodes the entry with :mod:`raftstore.raft.codec`
 and applies it to the :class:`RouteTable`. Everything PySyncObj does runs on its
 own tick thread; the asyncio side only submits entries and awaits futures.
 
@@ -21,12 +21,16 @@ Rules this module implements (the why is in ``docs/RAFT.md``):
   acknowledge entries, and term/vote metadata is fsynced before votes go out.
 * Snapshots are the route table's own codec plus the few Raft fields PySyncObj
   needs, never a pickle of the object.
+
+Why one module of ~800 lines: :class:`RaftReplicator` is one object whose proposal
+side (event loop) and apply side (PySyncObj's tick thread) share the waiters, the
+dedupe window and one lock; split across modules, each half would reach into the
+other's private state.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
 import logging
@@ -43,13 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
-from pysyncobj.node import TCPNode
 
-from raftstore.commands import Barrier, BrokerHeartbeat, Command, ExpireBrokers, QueryDataVersion
-from raftstore.raft_append import PySyncObjLogView, trim_append_entries
-from raftstore.raft_codec import (
+from raftstore.commands import Barrier, Command, ExpireBrokers
+from raftstore.raft.codec import (
     BATCH_OVERHEAD_BYTES,
     BATCH_PART_BYTES,
     CodecError,
@@ -58,7 +59,34 @@ from raftstore.raft_codec import (
     encode_batch,
     encode_entry,
 )
-from raftstore.raft_transport import RaftTransport, conf_security
+from raftstore.raft.glue import (
+    ALARMS,
+    DIAL,
+    FAIL_NAMES,
+    STATE_NAMES,
+    DialNode,
+    Durability,
+    RouteLog,
+    SnapshotHooks,
+    is_leader,
+    journal_of,
+)
+from raftstore.raft.settings import (
+    ALARMS_KEPT,
+    BATCH_ANSWER_TIMEOUT_S,
+    CHECKPOINT_EVERY_ENTRIES,
+    CHECKPOINTS_KEPT,
+    DEDUPE_WINDOW_ENTRIES,
+    DEFAULT_PROPOSE_TIMEOUT_S,
+    DEFAULT_READY_TIMEOUT_S,
+    DEFAULT_SKEW_ALLOWANCE_MS,
+    RETRY_BACKOFF_S,
+    SNAPSHOT_MAGIC,
+    START_REPLAY_TIMEOUT_S,
+    STATUS_REFRESH_S,
+    RaftSettings,
+)
+from raftstore.raft.transport import conf_security
 from raftstore.replicator import (
     MODE_RAFT,
     ApplyListener,
@@ -68,145 +96,17 @@ from raftstore.replicator import (
     Replicator,
     ReplicatorStatus,
 )
-from raftstore.results import ApplyResult, QueryDataVersionOutcome
+from raftstore.results import ApplyResult
 from raftstore.route_table import RouteTable
 
 T = TypeVar("T")
 
-logger = logging.getLogger(__name__)
-
-DEFAULT_PROPOSE_TIMEOUT_S = 3.0
-VERIFY_OWN_ENTRIES_ENV = "NAMESRV_RAFT_VERIFY_OWN_ENTRIES"
-"""Set to ``1`` to turn :attr:`RaftSettings.verify_own_entries` on by default (the
-test suite does, for every node it starts)."""
-DEFAULT_READY_TIMEOUT_S = 5.0
-DEFAULT_TOUCH_INTERVAL_MS = 15_000
-DEFAULT_BACKUP_TOUCH_INTERVAL_MS = 45_000
-DESIGNATED_TOUCH_TIMEOUT_DIVISOR = 4
-BACKUP_TOUCH_TIMEOUT_DIVISOR = 2
-"""A broker with a short heartbeat timeout (fast detection, failover) is touched at least
-every timeout/4 by its designated member and every timeout/2 by the others, so coalescing
-never lets it expire between two touches."""
-DEFAULT_SKEW_ALLOWANCE_MS = 5_000
-RETRY_BACKOFF_S = 0.1
-BATCH_ANSWER_TIMEOUT_S = 1.0
-"""A batch PySyncObj has not answered for this long (its node lost track of it, e.g. a
-snapshot replaced the entries) frees its in-flight slot and its proposals are retried."""
-STATUS_REFRESH_S = 0.05
-DEDUPE_WINDOW_ENTRIES = 8192
-CHECKPOINT_EVERY_ENTRIES = 128
-CHECKPOINTS_KEPT = 256
-ALARMS_KEPT = 32
-START_REPLAY_TIMEOUT_S = 30.0
-SNAPSHOT_MAGIC = b"RQSNAP1\n"
-
-_STATE_NAMES = {0: "follower", 1: "candidate", 2: "leader"}
-_RETRYABLE = frozenset(
-    {
-        FAIL_REASON.QUEUE_FULL,
-        FAIL_REASON.MISSING_LEADER,
-        FAIL_REASON.DISCARDED,
-        FAIL_REASON.NOT_LEADER,
-        FAIL_REASON.LEADER_CHANGED,
-        FAIL_REASON.UNKNOWN_OUTCOME,
-    }
-)
-_FAIL_NAMES = {
-    value: name for name, value in vars(FAIL_REASON).items() if name.isupper()
-}
-# PySyncObj log lines that mean the state machine may have diverged.
-_ALARM_MARKERS = ("truncating already-applied", "exceeds journal end")
+logger = logging.getLogger("raftstore.raft")
 
 
 class MembershipError(ReplicationError):
     """A membership change was refused (unsafe now) or failed."""
 
-
-@dataclass(frozen=True, slots=True)
-class RaftSettings:
-    """The PySyncObj settings we ship; see docs/RAFT.md for each choice.
-
-    ``send_at_once`` (PySyncObj's ``appendEntriesUseBatch`` off) wakes the tick
-    thread when an entry is queued and sends it at once, and sends the new commit
-    index right after the leader applies; ``append_entries_period_s`` is then only
-    the heartbeat. That many AppendEntries in flight made PySyncObj 0.3.17 truncate
-    applied entries; :mod:`raftstore.raft_append` trims re-sent entries on the
-    follower, so it no longer does. Group commit bounds the entries anyway: at most
-    ``max_batches_in_flight`` log entries per node are pending, each holding up to
-    ``max_batch_commands`` commands.
-
-    ``announce_commit_first``: PySyncObj's leader tells the followers a new commit
-    index only after it has applied every newly committed entry; with this on it
-    tells them before applying, so the followers apply alongside the leader instead
-    of after it (and are free to acknowledge the next batch sooner).
-
-    A node applies the entries it proposed from the command objects it encoded
-    rather than decoding its own bytes again. That equals the decode as long as
-    every field holds exactly its annotated type; ``verify_own_entries`` decodes
-    anyway and raises an alarm on any difference (applying the decoded commands,
-    as the other nodes do). The test suite turns it on for every node.
-    """
-
-    append_entries_period_s: float = 0.05
-    send_at_once: bool = True
-    max_batches_in_flight: int = 2
-    max_batch_commands: int = 1024
-    raft_min_timeout_s: float = 0.6
-    raft_max_timeout_s: float = 1.5
-    connection_timeout_s: float = 3.0
-    connection_retry_s: float = 0.5
-    leader_fallback_timeout_s: float = 2.0
-    auto_tick_period_s: float = 0.02
-    append_entries_batch_bytes: int = 4 * 1024 * 1024
-    log_compaction_min_entries: int = 5000
-    log_compaction_min_time_s: float = 300.0
-    commands_queue_size: int = 10_000
-    bind_retry_s: float = 0.25
-    bind_retries_max: int = 40
-    fsync: bool = True
-    announce_commit_first: bool = True
-    verify_own_entries: bool = field(
-        default_factory=lambda: os.environ.get(VERIFY_OWN_ENTRIES_ENV) == "1"
-    )
-
-    def max_entry_bytes(self) -> int:
-        """Entries at or above the batch size take PySyncObj's chunked path, which
-        mislabels its last chunk in 0.3.17; we refuse them instead."""
-        return self.append_entries_batch_bytes - 64 * 1024
-
-    def to_conf(
-        self,
-        journal: Path,
-        dump: Path,
-        hooks: _SnapshotHooks,
-        security: Mapping[str, str],
-    ) -> Any:
-        """The SyncObjConf for one node; ``security`` binds the port and sets the
-        cluster secret (:func:`raftstore.raft_transport.conf_security`)."""
-        return SyncObjConf(
-            **security,
-            appendEntriesPeriod=self.append_entries_period_s,
-            raftMinTimeout=self.raft_min_timeout_s,
-            raftMaxTimeout=self.raft_max_timeout_s,
-            connectionTimeout=self.connection_timeout_s,
-            connectionRetryTime=self.connection_retry_s,
-            leaderFallbackTimeout=self.leader_fallback_timeout_s,
-            autoTickPeriod=self.auto_tick_period_s,
-            appendEntriesUseBatch=not self.send_at_once,
-            appendEntriesBatchSizeBytes=self.append_entries_batch_bytes,
-            logCompactionMinEntries=self.log_compaction_min_entries,
-            logCompactionMinTime=self.log_compaction_min_time_s,
-            commandsQueueSize=self.commands_queue_size,
-            commandsWaitLeader=False,
-            dynamicMembershipChange=True,
-            journalFile=str(journal),
-            fullDumpFile=str(dump),
-            serializer=hooks.serialize,
-            deserializer=hooks.deserialize,
-            useFork=False,
-            bindRetryTime=self.bind_retry_s,
-            maxBindRetries=self.bind_retries_max,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,180 +120,6 @@ class RaftStatus(ReplicatorStatus):
     alarms: tuple[str, ...] = ()
     resends_trimmed: int = 0
 
-
-# ------------------------------------------------------------------ PySyncObj glue
-
-
-# Dial overrides are per process: PySyncObj pickles node objects into membership
-# log entries, so the node class must be importable, not a closure.
-_DIAL: dict[str, str] = {}
-
-
-class DialNode(TCPNode):  # type: ignore[misc]
-    """A TCPNode whose identity is its address but which may be dialled elsewhere
-    (a fault proxy in tests, a NAT port in production)."""
-
-    @property
-    def ip(self) -> Any:
-        """The IP to dial (resolved from the override, if any)."""
-        host = self._dialled().rsplit(":", 1)[0]
-        return TCPNode(f"{host}:0").ip
-
-    @property
-    def port(self) -> int:
-        """The port to dial."""
-        return int(self._dialled().rsplit(":", 1)[1])
-
-    def _dialled(self) -> str:
-        own = str(self.address)
-        return _DIAL.get(own, own)
-
-
-class _Durability:
-    """msync of PySyncObj's mmap journal and fsync of its metadata; tick thread only."""
-
-    def __init__(self, journal_path: Path, enabled: bool) -> None:
-        self._journal_path = journal_path
-        self._enabled = enabled
-        self._journal: Any = None
-        self._flushed_mark: tuple[int, Any] | None = None
-        self.dir_dirty = False
-        self.flushes = 0
-
-    def bind(self, journal: Any) -> None:
-        """Attach PySyncObj's FileJournal (private attribute, checked here)."""
-        assert hasattr(journal, "flush"), "PySyncObj journal without flush()"
-        self._journal = journal
-
-    def flush_journal(self) -> None:
-        """msync the journal if it changed since the last flush."""
-        if not self._enabled or self._journal is None or len(self._journal) == 0:
-            return
-        mark = (len(self._journal), self._journal[-1][1:])
-        if mark == self._flushed_mark and not self.dir_dirty:
-            return
-        self._journal.flush()
-        if self.dir_dirty:
-            _fsync_dir(self._journal_path.parent)
-            self.dir_dirty = False
-        self._flushed_mark = mark
-        self.flushes += 1
-
-    def sync_meta(self) -> None:
-        """fsync the term/vote file PySyncObj just rewrote (votes must survive)."""
-        if not self._enabled:
-            return
-        meta = Path(f"{self._journal_path}.meta")
-        if meta.exists():
-            fd = os.open(meta, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            _fsync_dir(meta.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class _RouteLog(SyncObj):  # type: ignore[misc]
-    """The one PySyncObj object of a node; its replicated method only delegates."""
-
-    def __init__(
-        self, owner: RaftReplicator, self_addr: str, peers: list[str], conf: Any,
-        node_class: type[Any], durability: _Durability,
-    ) -> None:
-        # Set before SyncObj.__init__: its tick thread may apply at once.
-        self.owner = owner
-        self.durability = durability
-        self.resends_trimmed = 0
-        self.announce_commit_first = owner._settings.announce_commit_first
-        self._announced_commit = 0
-        super().__init__(
-            self_addr, peers, conf, nodeClass=node_class, transportClass=RaftTransport
-        )
-
-    def trim_append_entries(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Apply the conflict-only truncation rule before PySyncObj handles ``message``."""
-        journal = self._SyncObj__raftLog
-        if len(journal) == 0:
-            return message
-        view = PySyncObjLogView(
-            journal, lambda: max(self._SyncObj__raftCommitIndex, self.raftLastApplied)
-        )
-        trimmed = trim_append_entries(view, message)
-        if trimmed is not message:
-            self.resends_trimmed += 1
-        return trimmed
-
-    @replicated  # type: ignore[untyped-decorator]
-    def apply_entry(self, entry: bytes) -> None:
-        """Apply one log entry (runs on every node, in log order)."""
-        if self.announce_commit_first:
-            self._announce_commit()
-        self.owner._apply_entry(entry, self.raftLastApplied + 1)
-
-    def _announce_commit(self) -> None:
-        """Leader, first entry of a newly committed run: send the commit index now
-        (an AppendEntries round, as PySyncObj sends after applying) so the followers
-        apply these entries while the leader does. Runs on the tick thread, between
-        PySyncObj's commit-index update and its apply loop."""
-        commit = self._SyncObj__raftCommitIndex
-        if commit > self._announced_commit and self._isLeader():
-            self._announced_commit = commit
-            self._SyncObj__sendAppendEntries()
-
-
-class _SnapshotHooks:
-    """PySyncObj serializer/deserializer: the table's codec plus raft bookkeeping."""
-
-    def __init__(self, owner: RaftReplicator) -> None:
-        self._owner = weakref.ref(owner)
-
-    def _get(self) -> RaftReplicator:
-        owner = self._owner()
-        assert owner is not None, "snapshot hook outlived its replicator"
-        return owner
-
-    def serialize(self, file_name: str, data: Any) -> None:
-        """Write (table, dedupe window, last two entries, cluster) to ``file_name``."""
-        last, prev, cluster = data
-        self._get()._write_snapshot(Path(file_name), last, prev, [n.id for n in cluster])
-
-    def deserialize(self, file_name: str) -> tuple[Any, Any, list[Any]]:
-        """Install the snapshot; return what PySyncObj needs back."""
-        return self._get()._read_snapshot(Path(file_name))
-
-
-# ------------------------------------------------------------------ log alarms
-
-
-class _AlarmHandler(logging.Handler):
-    """Routes PySyncObj's divergence warnings to the replicator whose tick thread
-    logged them (several nodes may share a process in tests)."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.WARNING)
-        self.by_thread: dict[int, weakref.ref[RaftReplicator]] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        """Record the message on the owning replicator, if any."""
-        message = record.getMessage()
-        if not any(marker in message for marker in _ALARM_MARKERS):
-            return
-        ref = self.by_thread.get(record.thread or 0)
-        owner = ref() if ref is not None else None
-        if owner is not None:
-            owner._raise_alarm(message)
-
-
-_ALARMS = _AlarmHandler()
-logging.getLogger("pysyncobj.syncobj").addHandler(_ALARMS)
 
 
 # ------------------------------------------------------------------ replicator
@@ -479,7 +205,7 @@ class RaftReplicator:
         self._settings = settings if settings is not None else RaftSettings()
         self._propose_timeout_s = propose_timeout_s
         self._ready_timeout_s = ready_timeout_s
-        _DIAL.update(dial or {})
+        DIAL.update(dial or {})
         self._table_factory = table_factory
         self._table = table_factory()
         self._lock = threading.RLock()
@@ -506,8 +232,8 @@ class RaftReplicator:
         self._ids = itertools.count(1)
         self._boot = secrets.token_hex(4)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sync: _RouteLog | None = None
-        self._durability = _Durability(self._data_dir / "raft.journal", self._settings.fsync)
+        self._sync: RouteLog | None = None
+        self._durability = Durability(self._data_dir / "raft.journal", self._settings.fsync)
         self._view = _RaftView()
         self._barrier_next: _BarrierGroup | None = None
         self._barrier_task: asyncio.Task[None] | None = None
@@ -523,7 +249,7 @@ class RaftReplicator:
         self._data_dir.mkdir(parents=True, exist_ok=True)
         conf = self._settings.to_conf(
             self._data_dir / "raft.journal", self._data_dir / "raft.snapshot",
-            _SnapshotHooks(self), self._security,
+            SnapshotHooks(self), self._security,
         )
         self._sync = await self._loop.run_in_executor(None, self._construct, conf)
         try:
@@ -533,11 +259,11 @@ class RaftReplicator:
             raise ReplicationError(f"cannot bind raft port {self.self_addr}: {exc}") from exc
         await self._await_replay()
 
-    def _construct(self, conf: Any) -> _RouteLog:
-        sync = _RouteLog(
+    def _construct(self, conf: Any) -> RouteLog:
+        sync = RouteLog(
             self, self.self_addr, list(self._peers), conf, DialNode, self._durability,
         )
-        self._durability.bind(sync._SyncObj__raftLog)
+        self._durability.bind(journal_of(sync))
         sync.addOnTickCallback(self._on_tick)
         return sync
 
@@ -680,7 +406,7 @@ class RaftReplicator:
                 continue
             self._submit(sync, picked)
 
-    def _submit(self, sync: _RouteLog, picked: list[_Proposal]) -> None:
+    def _submit(self, sync: RouteLog, picked: list[_Proposal]) -> None:
         loop = self._loop
         assert loop is not None
         data = picked[0].entry if len(picked) == 1 else encode_batch([p.entry for p in picked])
@@ -710,7 +436,7 @@ class RaftReplicator:
         if error != FAIL_REASON.SUCCESS:
             # Retry what is still waiting, after a pause; a copy that did commit
             # after all is dropped at apply by its proposal id.
-            reason = _FAIL_NAMES.get(error, str(error))
+            reason = FAIL_NAMES.get(error, str(error))
             for proposal in batch.proposals:
                 proposal.last_failure = reason
             if self._loop is not None:
@@ -829,7 +555,7 @@ class RaftReplicator:
         """Tick-thread callback: one journal flush for every proposal applied this
         tick, then hand the results to the event loop; refresh the status view."""
         if not self._tick_registered:
-            _ALARMS.by_thread[threading.get_ident()] = weakref.ref(self)
+            ALARMS.by_thread[threading.get_ident()] = weakref.ref(self)
             self._tick_registered = True
         with self._ready_lock:
             ready, self._ready = self._ready, []
@@ -868,7 +594,7 @@ class RaftReplicator:
         )
         leader = raw.get("leader")
         self._view = _RaftView(
-            state=_STATE_NAMES.get(raw["state"], str(raw["state"])),
+            state=STATE_NAMES.get(raw["state"], str(raw["state"])),
             leader=None if leader is None else str(leader.id),
             term=int(raw["raft_term"]),
             commit_index=int(raw["commit_idx"]),
@@ -962,7 +688,7 @@ class RaftReplicator:
     def is_leader(self) -> bool:
         """True when this node currently believes it leads (may be briefly stale)."""
         sync = self._sync
-        return sync is not None and bool(sync._isLeader())
+        return sync is not None and is_leader(sync)
 
     def leadership(self) -> tuple[str | None, int]:
         """(leader address, term) as last observed; refreshed every 50 ms, costs no digest."""
@@ -1050,7 +776,7 @@ class RaftReplicator:
                 raise NoQuorumError(f"membership change {action} {addr} not committed") from exc
             if error != FAIL_REASON.SUCCESS:
                 raise MembershipError(
-                    f"{action} {addr} refused: {_FAIL_NAMES.get(error, error)} (a change may "
+                    f"{action} {addr} refused: {FAIL_NAMES.get(error, error)} (a change may "
                     f"be pending on the leader, or its first entry is not committed yet)"
                 )
         finally:
@@ -1058,7 +784,7 @@ class RaftReplicator:
 
     # -------------------------------------------------------------- helpers
 
-    def _require_started(self) -> _RouteLog:
+    def _require_started(self) -> RouteLog:
         if self._sync is None:
             raise ReplicationError(f"{self.node_id}: replicator not started")
         return self._sync
@@ -1067,6 +793,7 @@ class RaftReplicator:
 def _set_if_pending(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
         future.set_result(value)
+
 
 
 # ------------------------------------------------------------------ liveness helpers
@@ -1096,99 +823,3 @@ async def scan_liveness(
     return await replicator.propose(ExpireBrokers(now_ms=now_ms, skew_allowance_ms=skew))
 
 
-Touch = BrokerHeartbeat | QueryDataVersion
-
-
-class TouchCoalescer:
-    """Proposes a broker's liveness touch at most once per interval, cluster-wide.
-
-    Each broker has one designated member (rendezvous hash over the members),
-    which proposes a touch when the replicated ``last_update_ms`` is older than
-    ``touch_interval_ms``; the other members propose only when it is older than
-    ``backup_touch_interval_ms`` (the designated one cannot hear the broker).
-    Brokers heartbeat every member at about the same moment, so without a
-    designated member every node would see the same stale time and propose.
-    Both intervals are capped by a fraction of the broker's own heartbeat timeout.
-    """
-
-    def __init__(
-        self,
-        replicator: Replicator,
-        *,
-        touch_interval_ms: int = DEFAULT_TOUCH_INTERVAL_MS,
-        backup_touch_interval_ms: int = DEFAULT_BACKUP_TOUCH_INTERVAL_MS,
-    ) -> None:
-        assert backup_touch_interval_ms >= touch_interval_ms
-        self._replicator = replicator
-        self._interval_ms = touch_interval_ms
-        self._backup_interval_ms = backup_touch_interval_ms
-        self._in_flight: set[tuple[str, str]] = set()
-        self.proposed = 0
-        self.skipped = 0
-
-    async def touch(self, command: Touch) -> ApplyResult:
-        """Apply or skip ``command``; QUERY_DATA_VERSION still gets its answer."""
-        if self._should_propose(command):
-            key = (command.cluster_name, command.broker_addr)
-            self._in_flight.add(key)
-            try:
-                self.proposed += 1
-                return await self._replicator.propose(command)
-            finally:
-                self._in_flight.discard(key)
-        self.skipped += 1
-        return self._replicator.read(lambda table: _local_answer(table, command))
-
-    def _should_propose(self, command: Touch) -> bool:
-        if not isinstance(self._replicator, RaftReplicator):
-            return True
-        key = (command.cluster_name, command.broker_addr)
-        entry = self._replicator.read(lambda table: table.live_broker(*key))
-        if entry is None or key in self._in_flight:
-            # No live entry: a touch changes nothing (QDV answers "changed").
-            return False
-        if isinstance(command, QueryDataVersion) and entry.data_version != command.data_version:
-            return False
-        designated = (
-            designated_member(self._replicator.members(), key) == self._replicator.self_addr
-        )
-        interval, divisor = (
-            (self._interval_ms, DESIGNATED_TOUCH_TIMEOUT_DIVISOR)
-            if designated
-            else (self._backup_interval_ms, BACKUP_TOUCH_TIMEOUT_DIVISOR)
-        )
-        interval = min(interval, entry.heartbeat_timeout_ms // divisor)
-        return entry.last_update_ms < command.now_ms - interval
-
-
-def designated_member(members: Sequence[str], key: tuple[str, str]) -> str:
-    """Rendezvous hash: the member that touches broker ``key`` first."""
-    def weight(member: str) -> bytes:
-        return hashlib.sha256(f"{member}|{key[0]}|{key[1]}".encode()).digest()
-
-    return max(members, key=weight)
-
-
-def _local_answer(table: RouteTable, command: Touch) -> ApplyResult:
-    """The answer a skipped touch gets: what the applied state says, nothing changed."""
-    if isinstance(command, QueryDataVersion):
-        entry = table.live_broker(command.cluster_name, command.broker_addr)
-        changed = entry is None or entry.data_version != command.data_version
-        outcome = QueryDataVersionOutcome(
-            changed=changed, data_version=None if entry is None else entry.data_version
-        )
-        return ApplyResult(applied_version=table.applied_version, outcome=outcome)
-    return ApplyResult(applied_version=table.applied_version)
-
-
-__all__ = [
-    "DialNode",
-    "MembershipError",
-    "RaftReplicator",
-    "RaftSettings",
-    "RaftStatus",
-    "TouchCoalescer",
-    "designated_member",
-    "find_divergence",
-    "scan_liveness",
-]

@@ -12,7 +12,7 @@ the proposer compresses once and every node stores and decodes those same bytes.
 A batch entry (format ``b``) holds several entries, applied in order.
 
 Entries written by the first format (JSON, bytes ``j`` and ``z``) still decode,
-through :mod:`raftstore.raft_codec_legacy`, so old journals replay unchanged.
+through :mod:`raftstore.raft.codec_legacy`, so old journals replay unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import msgspec
 
 from raftstore import commands
 from raftstore.commands import Command
-from raftstore.raft_codec_legacy import LegacyFormatError, decode_json_body
+from raftstore.raft.codec_legacy import LegacyFormatError, decode_json_body
 
 MAGIC = b"RQ"
 FORMAT_MSGPACK = b"m"

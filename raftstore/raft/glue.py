@@ -1,0 +1,253 @@
+"""The PySyncObj glue: the only place that touches PySyncObj's internals.
+
+PySyncObj (pinned at 0.3.17) gives a replicated object, a TCP transport and a
+journal, but a NameServer needs more than its public API: durable journals,
+a commit announcement before applying, conflict-only truncation of re-sent
+entries, authenticated peers before unpickling, per-node divergence alarms.
+Everything that reaches below PySyncObj's public API is here, so an upgrade is
+checked in one file. Private names used, each checked against 0.3.17:
+
+* ``SyncObj._SyncObj__raftLog`` (the FileJournal: ``len``, indexing, ``flush``),
+  ``SyncObj._SyncObj__raftCommitIndex``, ``SyncObj._SyncObj__sendAppendEntries``,
+  ``SyncObj._isLeader``: in :class:`RouteLog` and :func:`journal_of` / :func:`is_leader`;
+* the transport (``raftstore.raft.transport``): ``TcpConnection._TcpConnection__processRead``,
+  ``TcpConnection._TcpConnection__readBuffer``, ``TcpConnection.sendRandKey``,
+  ``TCPTransport._unknownConnections``, ``TCPTransport._onNewIncomingConnection``,
+  ``TCPTransport._onTick``, ``TCPTransport._onMessageReceived``;
+* the log message texts of ``pysyncobj.syncobj`` that :class:`AlarmHandler` watches.
+
+The transport's part lives in ``transport.py`` beside this module because it is a
+security boundary with its own tests; nothing else in the project touches PySyncObj
+below its public API.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pysyncobj import SyncObj, replicated
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.node import TCPNode
+
+from raftstore.raft.append import PySyncObjLogView, trim_append_entries
+from raftstore.raft.transport import RaftTransport
+
+if TYPE_CHECKING:
+    from raftstore.raft.replicator import RaftReplicator
+
+logger = logging.getLogger("raftstore.raft")
+
+STATE_NAMES = {0: "follower", 1: "candidate", 2: "leader"}
+RETRYABLE = frozenset(
+    {
+        FAIL_REASON.QUEUE_FULL,
+        FAIL_REASON.MISSING_LEADER,
+        FAIL_REASON.DISCARDED,
+        FAIL_REASON.NOT_LEADER,
+        FAIL_REASON.LEADER_CHANGED,
+        FAIL_REASON.UNKNOWN_OUTCOME,
+    }
+)
+FAIL_NAMES = {
+    value: name for name, value in vars(FAIL_REASON).items() if name.isupper()
+}
+# PySyncObj log lines that mean the state machine may have diverged.
+ALARM_MARKERS = ("truncating already-applied", "exceeds journal end")
+
+
+
+# ------------------------------------------------------------------ PySyncObj glue
+
+
+# Dial overrides are per process: PySyncObj pickles node objects into membership
+# log entries, so the node class must be importable, not a closure.
+DIAL: dict[str, str] = {}
+
+
+class DialNode(TCPNode):  # type: ignore[misc]
+    """A TCPNode whose identity is its address but which may be dialled elsewhere
+    (a fault proxy in tests, a NAT port in production)."""
+
+    @property
+    def ip(self) -> Any:
+        """The IP to dial (resolved from the override, if any)."""
+        host = self._dialled().rsplit(":", 1)[0]
+        return TCPNode(f"{host}:0").ip
+
+    @property
+    def port(self) -> int:
+        """The port to dial."""
+        return int(self._dialled().rsplit(":", 1)[1])
+
+    def _dialled(self) -> str:
+        own = str(self.address)
+        return DIAL.get(own, own)
+
+
+class Durability:
+    """msync of PySyncObj's mmap journal and fsync of its metadata; tick thread only."""
+
+    def __init__(self, journal_path: Path, enabled: bool) -> None:
+        self._journal_path = journal_path
+        self._enabled = enabled
+        self._journal: Any = None
+        self._flushed_mark: tuple[int, Any] | None = None
+        self.dir_dirty = False
+        self.flushes = 0
+
+    def bind(self, journal: Any) -> None:
+        """Attach PySyncObj's FileJournal (private attribute, checked here)."""
+        assert hasattr(journal, "flush"), "PySyncObj journal without flush()"
+        self._journal = journal
+
+    def flush_journal(self) -> None:
+        """msync the journal if it changed since the last flush."""
+        if not self._enabled or self._journal is None or len(self._journal) == 0:
+            return
+        mark = (len(self._journal), self._journal[-1][1:])
+        if mark == self._flushed_mark and not self.dir_dirty:
+            return
+        self._journal.flush()
+        if self.dir_dirty:
+            _fsync_dir(self._journal_path.parent)
+            self.dir_dirty = False
+        self._flushed_mark = mark
+        self.flushes += 1
+
+    def sync_meta(self) -> None:
+        """fsync the term/vote file PySyncObj just rewrote (votes must survive)."""
+        if not self._enabled:
+            return
+        meta = Path(f"{self._journal_path}.meta")
+        if meta.exists():
+            fd = os.open(meta, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fsync_dir(meta.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RouteLog(SyncObj):  # type: ignore[misc]
+    """The one PySyncObj object of a node; its replicated method only delegates."""
+
+    def __init__(
+        self, owner: RaftReplicator, self_addr: str, peers: list[str], conf: Any,
+        node_class: type[Any], durability: Durability,
+    ) -> None:
+        # Set before SyncObj.__init__: its tick thread may apply at once.
+        self.owner = owner
+        self.durability = durability
+        self.resends_trimmed = 0
+        self.announce_commit_first = owner._settings.announce_commit_first
+        self._announced_commit = 0
+        super().__init__(
+            self_addr, peers, conf, nodeClass=node_class, transportClass=RaftTransport
+        )
+
+    def trim_append_entries(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Apply the conflict-only truncation rule before PySyncObj handles ``message``."""
+        journal = self._SyncObj__raftLog
+        if len(journal) == 0:
+            return message
+        view = PySyncObjLogView(
+            journal, lambda: max(self._SyncObj__raftCommitIndex, self.raftLastApplied)
+        )
+        trimmed = trim_append_entries(view, message)
+        if trimmed is not message:
+            self.resends_trimmed += 1
+        return trimmed
+
+    @replicated  # type: ignore[untyped-decorator]
+    def apply_entry(self, entry: bytes) -> None:
+        """Apply one log entry (runs on every node, in log order)."""
+        if self.announce_commit_first:
+            self._announce_commit()
+        self.owner._apply_entry(entry, self.raftLastApplied + 1)
+
+    def _announce_commit(self) -> None:
+        """Leader, first entry of a newly committed run: send the commit index now
+        (an AppendEntries round, as PySyncObj sends after applying) so the followers
+        apply these entries while the leader does. Runs on the tick thread, between
+        PySyncObj's commit-index update and its apply loop."""
+        commit = self._SyncObj__raftCommitIndex
+        if commit > self._announced_commit and self._isLeader():
+            self._announced_commit = commit
+            self._SyncObj__sendAppendEntries()
+
+
+class SnapshotHooks:
+    """PySyncObj serializer/deserializer: the table's codec plus raft bookkeeping."""
+
+    def __init__(self, owner: RaftReplicator) -> None:
+        self._owner = weakref.ref(owner)
+
+    def _get(self) -> RaftReplicator:
+        owner = self._owner()
+        assert owner is not None, "snapshot hook outlived its replicator"
+        return owner
+
+    def serialize(self, file_name: str, data: Any) -> None:
+        """Write (table, dedupe window, last two entries, cluster) to ``file_name``."""
+        last, prev, cluster = data
+        self._get()._write_snapshot(Path(file_name), last, prev, [n.id for n in cluster])
+
+    def deserialize(self, file_name: str) -> tuple[Any, Any, list[Any]]:
+        """Install the snapshot; return what PySyncObj needs back."""
+        return self._get()._read_snapshot(Path(file_name))
+
+
+# ------------------------------------------------------------------ log alarms
+
+
+class AlarmHandler(logging.Handler):
+    """Routes PySyncObj's divergence warnings to the replicator whose tick thread
+    logged them (several nodes may share a process in tests)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.by_thread: dict[int, weakref.ref[RaftReplicator]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Record the message on the owning replicator, if any."""
+        message = record.getMessage()
+        if not any(marker in message for marker in ALARM_MARKERS):
+            return
+        ref = self.by_thread.get(record.thread or 0)
+        owner = ref() if ref is not None else None
+        if owner is not None:
+            owner._raise_alarm(message)
+
+
+ALARMS = AlarmHandler()
+logging.getLogger("pysyncobj.syncobj").addHandler(ALARMS)
+
+
+# PySyncObj pickles node objects into membership log entries; journals written
+# before this module existed name the class raftstore.raft.DialNode, and so must
+# every new entry, or an older node could not read it.
+DialNode.__module__ = "raftstore.raft"
+
+
+def journal_of(sync: SyncObj) -> Any:
+    """PySyncObj's FileJournal of ``sync`` (a private attribute)."""
+    return sync._SyncObj__raftLog
+
+
+def is_leader(sync: SyncObj) -> bool:
+    """``SyncObj._isLeader`` (private; the public status call costs a dict build)."""
+    return bool(sync._isLeader())
+
