@@ -35,7 +35,7 @@ from typing import Any
 from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.bodies import decode_topic_route_data, encode_topic_route_data
 from remoting.client import RemotingClient, RemotingClientError
-from remoting.codes import RequestCode, ResponseCode
+from remoting.codes import STANDARD_JSON_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.model import MASTER_ID, DataVersion, QueueData, TopicConfig, TopicRouteData
@@ -82,7 +82,6 @@ SEND_ATTEMPTS_MAX = 3
 """``retryTimesWhenSendFailed`` = 2: three attempts in the sync send loop."""
 CONSISTENCY_LINEARIZABLE = "linearizable"
 CONSISTENCY_LOCAL = "local"
-STANDARD_JSON_VERSION = 401
 
 
 def now_ms() -> int:

@@ -35,7 +35,7 @@ from raftstore.zone import (
     zone_filter_requested,
 )
 from remoting import bodies
-from remoting.codes import FLAG_ONEWAY, MQVersion, RequestCode, ResponseCode
+from remoting.codes import FLAG_ONEWAY, STANDARD_JSON_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_bool, header_int, header_str, require_int, require_str
@@ -73,7 +73,6 @@ CRC32_MASK = 0x7FFFFFFF
 """Upstream masks the body CRC to a non-negative Java int (``UtilAll.crc32``)."""
 
 _SUCCESS = int(ResponseCode.SUCCESS)
-_STANDARD_JSON_VERSION = int(MQVersion.V4_9_4)
 """Route bodies use quoted keys from this request version on. Plain ints: the route
 query path uses both per query, and an IntEnum member lookup costs a descriptor call."""
 
@@ -436,7 +435,7 @@ class RequestDispatcher:
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_NOT_READY)
         ext = request.ext_fields or {}
         topic = ext.get("topic")
-        standard = request.version >= _STANDARD_JSON_VERSION or (
+        standard = request.version >= STANDARD_JSON_VERSION or (
             ext.get("acceptStandardJsonOnly", "").lower() == "true"
         )
         body = None if topic is None else cache.route_body(topic, standard=standard, view=view)

@@ -101,7 +101,7 @@ class SerializeType(IntEnum):
 
 
 class MQVersion(IntEnum):
-    """The ``MQVersion.Version`` ordinals that change wire behaviour (reference Appendix A)."""
+    """The ``MQVersion.Version`` ordinals that change wire behaviour."""
 
     V3_0_11 = 37
     V4_5_2 = 317
@@ -114,3 +114,6 @@ class MQVersion(IntEnum):
 
 
 CURRENT_VERSION = MQVersion.V5_3_3
+STANDARD_JSON_VERSION = MQVersion.V4_9_4
+"""From this client version on, bodies are standard JSON (quoted integer map keys);
+older clients get fastjson's unquoted form (``RemotingSerializable`` before 4.9.4)."""
