@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from remoting import bodies
+from remoting import register_body
 from remoting.codes import CURRENT_VERSION, RequestCode
 from remoting.command import RemotingCommand
 from remoting.model import (
@@ -166,7 +166,7 @@ def register_request(
     index: int, wrapper: TopicConfigSerializeWrapper, *, compressed: bool = False
 ) -> RemotingCommand:
     """The REGISTER_BROKER frame a 5.x master sends (plain JSON body by default)."""
-    body = bodies.encode_register_broker_body(
+    body = register_body.encode_register_broker_body(
         RegisterBrokerBody(wrapper, []), compressed=compressed
     )
     fields = {

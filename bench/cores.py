@@ -31,7 +31,7 @@ from bench import _util
 from raftstore.commands import QueryDataVersion, RegisterBroker
 from raftstore.results import RegisterBrokerOutcome
 from raftstore.route_table import RouteTable
-from remoting import bodies
+from remoting import bodies, register_body
 from remoting.codes import CURRENT_VERSION, ResponseCode
 from remoting.frame import FrameDecoder, decode_frame, encode_frame
 from remoting.model import RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -257,8 +257,10 @@ def registration_rows(scale: Scale, timing: _util.Timing) -> tuple[list[Row], Ro
     topics = [_util.topic_name(i) for i in range(scale.register_topics)]
     wrapper = _util.topic_wrapper(topics)
     wrappers = [wrapper] * scale.register_brokers
-    body = bodies.encode_register_broker_body(RegisterBrokerBody(wrapper, []), compressed=False)
-    compressed = bodies.encode_register_broker_body(
+    body = register_body.encode_register_broker_body(
+        RegisterBrokerBody(wrapper, []), compressed=False
+    )
+    compressed = register_body.encode_register_broker_body(
         RegisterBrokerBody(wrapper, []), compressed=True
     )
     loads_us = _util.us_per_op(lambda: json.loads(body), timing)
@@ -295,7 +297,7 @@ def registration_rows(scale: Scale, timing: _util.Timing) -> tuple[list[Row], Ro
         Row(
             f"register body decode, plain JSON ({_kib(body)})",
             _util.us_per_op(
-                lambda: bodies.decode_register_broker_body(
+                lambda: register_body.decode_register_broker_body(
                     body, compressed=False, version=CURRENT_VERSION
                 ),
                 timing,
@@ -306,7 +308,7 @@ def registration_rows(scale: Scale, timing: _util.Timing) -> tuple[list[Row], Ro
         Row(
             f"register body decode, zlib form ({_kib(compressed)})",
             _util.us_per_op(
-                lambda: bodies.decode_register_broker_body(
+                lambda: register_body.decode_register_broker_body(
                     compressed, compressed=True, version=CURRENT_VERSION
                 ),
                 timing,

@@ -21,17 +21,13 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from remoting.bodies import (
-    decode_data_version,
-    decode_kv_table,
-    encode_data_version,
-    encode_register_broker_body,
-)
+from remoting.bodies import decode_data_version, decode_kv_table, encode_data_version
 from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.model import DataVersion, KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
+from remoting.register_body import encode_register_broker_body
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +151,12 @@ def parse_register_response(namesrv_addr: str, response: RemotingCommand) -> Reg
             log.warning("namesrv %s answered an unreadable KVTable: %s", namesrv_addr, exc)
     assigned = ext.get(ASSIGNED_BROKER_ID_FIELD, "")
     return RegisterResult(
-        namesrv_addr, True, ext.get("masterAddr") or None, ext.get("haServerAddr") or None,
-        kv_table, assigned_broker_id=int(assigned) if assigned.isdigit() else None,
+        namesrv_addr,
+        True,
+        ext.get("masterAddr") or None,
+        ext.get("haServerAddr") or None,
+        kv_table,
+        assigned_broker_id=int(assigned) if assigned.isdigit() else None,
     )
 
 
@@ -206,8 +206,11 @@ class Registrar:
         if self.offsets is not None:
             extra[RAFT_FAILOVER_FIELD] = "true"
         request = build_register_request(
-            self.identity(), wrapper, compress_over_bytes=self.compress_over_bytes,
-            heartbeat_timeout_ms=self.heartbeat_timeout_ms, extra_fields=extra,
+            self.identity(),
+            wrapper,
+            compress_over_bytes=self.compress_over_bytes,
+            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+            extra_fields=extra,
         )
         return list(
             await asyncio.gather(
@@ -229,9 +232,7 @@ class Registrar:
     async def need_register(self) -> bool:
         """``needRegister``: True when any NameServer's view differs from ours."""
         version = self.wrapper().data_version
-        request = build_query_data_version_request(
-            self.identity(), version, self._offset_fields()
-        )
+        request = build_query_data_version_request(self.identity(), version, self._offset_fields())
         answers = await asyncio.gather(
             *(self._changed(addr, request, version) for addr in self.namesrv_addrs)
         )

@@ -34,7 +34,7 @@ from raftstore.zone import (
     filter_route_by_zone,
     zone_filter_requested,
 )
-from remoting import bodies
+from remoting import bodies, register_body
 from remoting.codes import FLAG_ONEWAY, STANDARD_JSON_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import BodyDecodeError, HeaderFieldError
@@ -282,7 +282,7 @@ class RequestDispatcher:
         crc = header_int(request, "bodyCrc32", bits=32) or 0
         if crc != 0 and crc != body_crc32(request.body):
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_CRC_MISMATCH)
-        body = bodies.decode_register_broker_request_body(
+        body = register_body.decode_register_broker_request_body(
             request.body,
             compressed=bool(header_bool(request, "compressed")),
             version=request.version,
@@ -312,9 +312,7 @@ class RequestDispatcher:
                 ("masterAddr", outcome.master_addr),
                 (
                     ASSIGNED_BROKER_ID_FIELD,
-                    None
-                    if outcome.assigned_broker_id is None
-                    else str(outcome.assigned_broker_id),
+                    None if outcome.assigned_broker_id is None else str(outcome.assigned_broker_id),
                 ),
             )
             if value is not None

@@ -30,7 +30,6 @@ from pathlib import Path
 from types import FrameType
 
 from remoting.blocking import BlockingClient
-from remoting.bodies import encode_register_broker_body
 from remoting.client import RemotingClientError
 from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -43,6 +42,7 @@ from remoting.model import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from remoting.register_body import encode_register_broker_body
 
 log = logging.getLogger("localcluster.demo")
 

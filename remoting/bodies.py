@@ -9,18 +9,24 @@ generic serializer, because a route answer is encoded on every cache miss.
 
 Every ``decode_*`` raises :class:`BodyDecodeError` (and nothing else) for bytes that are
 not the expected wire type. Missing properties keep the Java defaults.
+
+The REGISTER_BROKER body (JSON or its compressed binary form) is in
+:mod:`remoting.register_body`; Java properties text in :mod:`remoting.properties`
+(re-exported here, as the KV and config bodies use it).
+
+Why one module of ~700 lines: every codec here shares the private decoding helpers
+that give Java's defaults and raise only BodyDecodeError; split per type, each module
+would import the same private helpers.
 """
 
 from __future__ import annotations
 
 import re
 import struct
-import zlib
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from remoting import fastjson
-from remoting.codes import CURRENT_VERSION, MQVersion
 from remoting.errors import BodyDecodeError
 from remoting.model import (
     DEFAULT_QUEUE_NUMS,
@@ -34,16 +40,15 @@ from remoting.model import (
     DataVersion,
     KVTable,
     QueueData,
-    RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
     TopicList,
     TopicQueueMappingInfo,
     TopicRouteData,
 )
+from remoting.properties import decode_properties as decode_properties
+from remoting.properties import encode_properties as encode_properties
 
-# A compressed REGISTER_BROKER body may not inflate beyond this (zip-bomb guard).
-REGISTER_BODY_INFLATED_BYTES_MAX = 64 * 1024 * 1024
 TOPIC_FILTER_TYPES = frozenset({"SINGLE_TAG", "MULTI_TAG"})
 
 _T = TypeVar("_T")
@@ -701,273 +706,3 @@ def encode_topic_config_serialize_wrapper(
 def decode_topic_config_serialize_wrapper(data: bytes) -> TopicConfigSerializeWrapper:
     """Parse the bare wrapper JSON (4.x form or the 5.x form with mapping properties)."""
     return _wrapper_from(_load_object(data, "TopicConfigSerializeWrapper"))
-
-
-# -------------------------------------------------------------- RegisterBrokerBody
-
-
-def _register_body_json(body: RegisterBrokerBody, standard: bool) -> str:
-    return (
-        '{"filterServerList":'
-        + fastjson.dumps(body.filter_server_list, standard=standard)
-        + ',"topicConfigSerializeWrapper":'
-        + _wrapper_json(body.topic_config_wrapper, standard)
-        + "}"
-    )
-
-
-def _length_prefixed(chunks: list[bytes], raw: bytes) -> None:
-    chunks.append(_INT32.pack(len(raw)))
-    chunks.append(raw)
-
-
-def _compressed_payload(body: RegisterBrokerBody, version: int) -> bytes:
-    wrapper = body.topic_config_wrapper
-    chunks: list[bytes] = []
-    _length_prefixed(chunks, _data_version_json(wrapper.data_version).encode("ascii"))
-    table = wrapper.topic_config_table
-    chunks.append(_INT32.pack(len(table)))
-    for topic in fastjson.sorted_keys(table):
-        _length_prefixed(chunks, _utf8(encode_topic_config_text(table[topic])))
-    _length_prefixed(chunks, _utf8(fastjson.dumps(body.filter_server_list)))
-    if version >= MQVersion.V5_0_0:
-        infos = wrapper.topic_queue_mapping_info_map
-        chunks.append(_INT32.pack(len(infos)))
-        for key in fastjson.sorted_keys(infos):
-            _length_prefixed(chunks, _utf8(_mapping_info_json(infos[key], False)))
-    return b"".join(chunks)
-
-
-def encode_register_broker_body(
-    body: RegisterBrokerBody, *, compressed: bool, version: int = CURRENT_VERSION
-) -> bytes:
-    """``RegisterBrokerBody.encode(compressed)``: plain JSON, or the zlib binary form.
-
-    The compressed form carries the mapping block only for ``version >= 413``.
-    """
-    if not compressed:
-        return _utf8(_register_body_json(body, False))
-    return zlib.compress(_compressed_payload(body, version), zlib.Z_BEST_COMPRESSION)
-
-
-class _PayloadReader:
-    """Reads the length-prefixed blocks of an inflated register body."""
-
-    def __init__(self, payload: bytes) -> None:
-        self._payload = payload
-        self._position = 0
-
-    def count(self, what: str) -> int:
-        if self._position + _INT32.size > len(self._payload):
-            raise BodyDecodeError(f"compressed register body ends before {what}")
-        (value,) = _INT32.unpack_from(self._payload, self._position)
-        self._position += _INT32.size
-        if value < 0:
-            raise BodyDecodeError(f"negative {what} {value} in compressed register body")
-        return int(value)
-
-    def block(self, what: str) -> bytes:
-        size = self.count(f"{what} length")
-        end = self._position + size
-        if end > len(self._payload):
-            raise BodyDecodeError(f"compressed register body ends inside {what}")
-        raw = self._payload[self._position : end]
-        self._position = end
-        return raw
-
-
-def _inflate(data: bytes) -> bytes:
-    inflater = zlib.decompressobj()
-    try:
-        payload = inflater.decompress(data, REGISTER_BODY_INFLATED_BYTES_MAX + 1)
-    except zlib.error as exc:
-        raise BodyDecodeError(f"compressed register body is not zlib: {exc}") from exc
-    if len(payload) > REGISTER_BODY_INFLATED_BYTES_MAX:
-        raise BodyDecodeError("compressed register body inflates beyond the limit")
-    return payload
-
-
-def _filter_servers(raw: bytes) -> list[str]:
-    # Upstream logs and ignores a filter-server list it cannot parse.
-    try:
-        value = fastjson.loads(raw)
-        if isinstance(value, list):
-            return _str_list(value, "filter server")
-    except BodyDecodeError:
-        return []
-    return []
-
-
-def _decode_compressed(data: bytes, version: int) -> RegisterBrokerBody:
-    reader = _PayloadReader(_inflate(data))
-    data_version = _data_version_from(_load_object(reader.block("DataVersion"), "DataVersion"))
-    table: dict[str, TopicConfig] = {}
-    for _ in range(reader.count("topic count")):
-        raw = reader.block("topic config")
-        config = decode_topic_config_text(raw.decode("utf-8", "replace"))
-        assert config.topic_name is not None
-        table[config.topic_name] = config
-    filter_servers = _filter_servers(reader.block("filter server list"))
-    infos: dict[str, TopicQueueMappingInfo] = {}
-    if version >= MQVersion.V5_0_0:
-        for _ in range(reader.count("mapping count")):
-            info = _mapping_info_from(
-                _load_object(reader.block("mapping info"), "TopicQueueMappingInfo")
-            )
-            if info.topic is None:
-                raise BodyDecodeError("TopicQueueMappingInfo without topic")
-            infos[info.topic] = info
-    wrapper = TopicConfigSerializeWrapper(
-        data_version=data_version,
-        topic_config_table=table,
-        topic_queue_mapping_info_map=infos,
-    )
-    return RegisterBrokerBody(topic_config_wrapper=wrapper, filter_server_list=filter_servers)
-
-
-def decode_register_broker_body(
-    data: bytes, *, compressed: bool, version: int
-) -> RegisterBrokerBody:
-    """``RegisterBrokerBody.decode(data, compressed, version)`` for request versions >= 37.
-
-    The compressed form carries no ``mappingDataVersion``, so it decodes as ``None``.
-    """
-    if compressed:
-        return _decode_compressed(bytes(data), version)
-    obj = _load_object(data, "RegisterBrokerBody")
-    wrapper = obj.get("topicConfigSerializeWrapper")
-    return RegisterBrokerBody(
-        topic_config_wrapper=TopicConfigSerializeWrapper()
-        if wrapper is None
-        else _wrapper_from(_as_object(wrapper, "topicConfigSerializeWrapper")),
-        filter_server_list=_str_list(_list(obj, "filterServerList"), "filter server"),
-    )
-
-
-def decode_register_broker_request_body(
-    data: bytes | None, *, compressed: bool, version: int
-) -> RegisterBrokerBody:
-    """The whole REGISTER_BROKER body rule of ``DefaultRequestProcessor.registerBroker``.
-
-    No body: an empty table with DataVersion(0, 0, 0). Request version below 37
-    (V3_0_11): a bare TopicConfigSerializeWrapper, so a RegisterBrokerBody sent by a
-    versionless client registers no topics, as upstream. Otherwise the RegisterBrokerBody.
-    """
-    if not data:
-        return RegisterBrokerBody()
-    if version < MQVersion.V3_0_11:
-        return RegisterBrokerBody(topic_config_wrapper=decode_topic_config_serialize_wrapper(data))
-    return decode_register_broker_body(data, compressed=compressed, version=version)
-
-
-# ---------------------------------------------------------------------- Properties
-
-_PROPERTY_LINE_END = re.compile(r"\r\n|\r|\n")
-_PROPERTY_BLANKS = " \t\f"
-_PROPERTY_KEY = re.compile(r"(?:[^\\=: \t\f]|\\.|\\\Z)*", re.DOTALL)
-_PROPERTY_SEPARATOR = re.compile(r"[ \t\f]*[=:]?[ \t\f]*")
-_PROPERTY_ESCAPE = re.compile(r"\\(?:u+([0-9a-fA-F]{4})|(u)|(.)|\Z)", re.DOTALL)
-_PROPERTY_UNESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_STORE_KEY_SPECIAL = re.compile("[^\x21-\x7e]|[\\\\=:#!]")
-_STORE_VALUE_SPECIAL = re.compile("^ |[^\x20-\x7e]|[\\\\=:#!]")
-_STORE_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", " ": "\\ "}
-
-
-def _properties_unescape_one(match: re.Match[str]) -> str:
-    hex4, bad_u, other = match.group(1, 2, 3)
-    if hex4 is not None:
-        return chr(int(hex4, 16))
-    if bad_u is not None:
-        raise BodyDecodeError("Malformed \\uxxxx encoding in properties")
-    if other is None:
-        return ""  # a lone backslash at the very end is dropped
-    return _PROPERTY_UNESCAPES.get(other, other)
-
-
-def _properties_unescape(text: str) -> str:
-    """``Properties.loadConvert``: \\t \\n \\r \\f, \\uXXXX, and backslash-anything."""
-    if "\\" not in text:
-        return text
-    result = _PROPERTY_ESCAPE.sub(_properties_unescape_one, text)
-    if _SURROGATE.search(result) is not None:
-        try:
-            result = result.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-        except UnicodeDecodeError as exc:
-            raise BodyDecodeError("lone surrogate escape in properties") from exc
-    return result
-
-
-def _ends_with_odd_backslashes(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _logical_lines(text: str) -> list[str]:
-    """``Properties.LineReader``: skip blanks and comments, join continued lines."""
-    lines: list[str] = []
-    natural = _PROPERTY_LINE_END.split(text)
-    index = 0
-    while index < len(natural):
-        line = natural[index].lstrip(_PROPERTY_BLANKS)
-        index += 1
-        if not line or line[0] in "#!":
-            continue
-        # A line ending in an odd number of backslashes continues on the next one.
-        while _ends_with_odd_backslashes(line):
-            line = line[:-1]
-            if index >= len(natural):
-                break
-            line += natural[index].lstrip(_PROPERTY_BLANKS)
-            index += 1
-        lines.append(line)
-    return lines
-
-
-def decode_properties(data: bytes) -> dict[str, str]:
-    """Parse Java ``Properties`` text (read as UTF-8) into a dict; later keys win."""
-    text = bytes(data).decode("utf-8", "replace")
-    result: dict[str, str] = {}
-    for line in _logical_lines(text):
-        key_match = _PROPERTY_KEY.match(line)
-        assert key_match is not None  # the pattern also matches the empty string
-        separator = _PROPERTY_SEPARATOR.match(line, key_match.end())
-        assert separator is not None
-        key = _properties_unescape(key_match.group())
-        result[key] = _properties_unescape(line[separator.end() :])
-    return result
-
-
-def _store_escape(char: str) -> str:
-    escaped = _STORE_ESCAPES.get(char)
-    if escaped is not None:
-        return escaped
-    if char in "\\=:#!":
-        return "\\" + char
-    point = ord(char)
-    if point > 0xFFFF:
-        point -= 0x10000
-        return f"\\u{0xD800 + (point >> 10):04X}\\u{0xDC00 + (point & 0x3FF):04X}"
-    return f"\\u{point:04X}"
-
-
-def _store_value_escape(match: re.Match[str]) -> str:
-    return _store_escape(match.group())
-
-
-def encode_properties(props: Mapping[str, str], *, escape: bool = False) -> bytes:
-    """Properties text ``key=value\\n`` with keys sorted (``MixAll.properties2String``).
-
-    Upstream writes keys and values raw, so by default so do we (GET_NAMESRV_CONFIG must
-    match byte for byte). ``escape=True`` escapes like ``Properties.store`` (ASCII
-    output, any text round-trips through :func:`decode_properties`).
-    """
-    lines = []
-    for key in fastjson.sorted_keys(props):
-        value = props[key]
-        if value is None:
-            continue
-        if escape:
-            key = _STORE_KEY_SPECIAL.sub(_store_value_escape, key)
-            value = _STORE_VALUE_SPECIAL.sub(_store_value_escape, value)
-        lines.append(f"{key}={value}\n")
-    return _utf8("".join(lines))

@@ -27,14 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from remoting.blocking import BlockingClient
-from remoting.bodies import (
-    decode_data_version,
-    decode_register_broker_request_body,
-    encode_data_version,
-)
+from remoting.bodies import decode_data_version, encode_data_version
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion, RegisterBrokerBody
+from remoting.register_body import decode_register_broker_request_body
 from remoting.server import Connection, RemotingServer
 from tests.integration.gateway_harness import write_test_acl
 
@@ -125,8 +122,9 @@ class FakeNameServer:
         raise AssertionError(f"expected {count} x code {code}, got codes {self.codes()}")
 
     async def _handle(self, cmd: RemotingCommand, _conn: Connection) -> RemotingCommand | None:
-        received = Received(cmd.code, dict(cmd.ext_fields or {}), cmd.body, cmd.version,
-                            cmd.is_oneway)
+        received = Received(
+            cmd.code, dict(cmd.ext_fields or {}), cmd.body, cmd.version, cmd.is_oneway
+        )
         self.received.append(received)
         if cmd.code == RequestCode.REGISTER_BROKER:
             return self._register(cmd, received)
@@ -168,9 +166,17 @@ class FakeNameServer:
 class BrokerProcess:
     """``manage.py run_broker`` in a subprocess with its own store and database."""
 
-    def __init__(self, root: Path, name: str, *, role: str, broker_id: int,
-                 namesrv: str = "", broker_name: str = "broker-a",
-                 extra: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        name: str,
+        *,
+        role: str,
+        broker_id: int,
+        namesrv: str = "",
+        broker_name: str = "broker-a",
+        extra: dict[str, str] | None = None,
+    ) -> None:
         self.root = root / name
         self.root.mkdir(parents=True, exist_ok=True)
         self.store_dir = self.root / "store"
@@ -181,10 +187,22 @@ class BrokerProcess:
         settings["aclFile"] = str(write_test_acl(self.root))
         settings.update(extra or {})
         args = [
-            sys.executable, str(REPO_ROOT / "manage.py"), "run_broker", "--migrate",
-            "--broker-name", broker_name, "--broker-id", str(broker_id), "--role", role,
-            "--address", "127.0.0.1:0", "--store-dir", str(self.store_dir),
-            "--ready-file", str(self.ready_file),
+            sys.executable,
+            str(REPO_ROOT / "manage.py"),
+            "run_broker",
+            "--migrate",
+            "--broker-name",
+            broker_name,
+            "--broker-id",
+            str(broker_id),
+            "--role",
+            role,
+            "--address",
+            "127.0.0.1:0",
+            "--store-dir",
+            str(self.store_dir),
+            "--ready-file",
+            str(self.ready_file),
         ]
         if namesrv:
             args += ["--namesrv", namesrv]
@@ -192,8 +210,9 @@ class BrokerProcess:
             args += ["--set", f"{key}={value}"]
         env = dict(os.environ, NAMESRV_DB_PATH=str(self.root / "db.sqlite3"))
         self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=self._log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            args, cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
         self.info = self._wait_ready()
 
     def _wait_ready(self) -> dict[str, Any]:
@@ -270,13 +289,14 @@ def wait_until(predicate: Any, timeout_s: float = 15.0, what: str = "condition")
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def send(addr: str, topic: str, body: bytes, *, queue_id: int = 0, timeout_s: float = 10.0) -> (
-    RemotingCommand
-):
+def send(
+    addr: str, topic: str, body: bytes, *, queue_id: int = 0, timeout_s: float = 10.0
+) -> RemotingCommand:
     """One SEND_MESSAGE through a blocking client."""
     from broker_app.messages import build_send_request
 
-    request = build_send_request(topic, body, queue_id=queue_id, producer_group="TEST_PG",
-                                 tags="t", born_timestamp_ms=0)
+    request = build_send_request(
+        topic, body, queue_id=queue_id, producer_group="TEST_PG", tags="t", born_timestamp_ms=0
+    )
     with BlockingClient(addr, timeout_s=timeout_s) as client:
         return client.invoke(request)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remoting import bodies
+from remoting import register_body
 from remoting.acl import Credentials
 from remoting.acl_policy import Account, AclConfig, dump_acl
 from remoting.blocking import BlockingClient
@@ -54,9 +54,7 @@ def write_test_acl(folder: Path) -> Path:
         Account(ADMIN.access_key, ADMIN.secret_key, admin=True),
         Account(BROKER_ACCOUNT.access_key, BROKER_ACCOUNT.secret_key),
     )
-    config = AclConfig(
-        {a.access_key: a for a in accounts}, AclConfig.default().global_white_list
-    )
+    config = AclConfig({a.access_key: a for a in accounts}, AclConfig.default().global_white_list)
     path = folder / ACL_FILE_NAME
     path.write_text(dump_acl(config), encoding="utf-8")
     return path
@@ -172,7 +170,9 @@ def register_request(
         data_version=DataVersion(timestamp=1_700_000_000_000, counter=1),
         topic_config_table={t: TopicConfig(t, 4, 4) for t in TOPICS},
     )
-    body = bodies.encode_register_broker_body(RegisterBrokerBody(wrapper, []), compressed=False)
+    body = register_body.encode_register_broker_body(
+        RegisterBrokerBody(wrapper, []), compressed=False
+    )
     checksum = zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc
     fields = {
         "brokerName": BROKER,

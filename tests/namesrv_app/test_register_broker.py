@@ -6,7 +6,7 @@ from gateway.dispatch import RequestDispatcher, body_crc32
 from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
-from remoting import bodies
+from remoting import bodies, register_body
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import (
@@ -40,7 +40,7 @@ def register_request(
         data_version=DataVersion(timestamp=1, counter=1),
         topic_config_table={t: TopicConfig(t, 8, 8) for t in topics},
     )
-    body = bodies.encode_register_broker_body(
+    body = register_body.encode_register_broker_body(
         RegisterBrokerBody(wrapper, []), compressed=compressed, version=version
     )
     fields = {

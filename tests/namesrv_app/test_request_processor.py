@@ -15,7 +15,7 @@ from gateway.dispatch import RequestDispatcher, body_crc32, route_not_found_rema
 from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
-from remoting import bodies
+from remoting import bodies, register_body
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
@@ -43,7 +43,9 @@ def sample_register_cmd(version: int) -> RemotingCommand:
     wrapper = TopicConfigSerializeWrapper(
         topic_config_table={"unit-test1": TopicConfig(), "unit-test2": TopicConfig()}
     )
-    body = bodies.encode_register_broker_body(RegisterBrokerBody(wrapper, []), compressed=False)
+    body = register_body.encode_register_broker_body(
+        RegisterBrokerBody(wrapper, []), compressed=False
+    )
     fields = {**BROKER_FIELDS, "bodyCrc32": str(body_crc32(body)), "compressed": "false"}
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body, version=version)
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from remoting import bodies
+from remoting import bodies, register_body
 from remoting.errors import BodyDecodeError
 
 DECODERS: list[Callable[[bytes], object]] = [
@@ -20,8 +20,8 @@ DECODERS: list[Callable[[bytes], object]] = [
     bodies.decode_broker_member_group,
     bodies.decode_topic_config_serialize_wrapper,
     bodies.decode_kv_config_wrapper,
-    lambda data: bodies.decode_register_broker_body(data, compressed=False, version=479),
-    lambda data: bodies.decode_register_broker_body(data, compressed=True, version=479),
+    lambda data: register_body.decode_register_broker_body(data, compressed=False, version=479),
+    lambda data: register_body.decode_register_broker_body(data, compressed=True, version=479),
 ]
 BAD_BODIES = [
     b"garbage",

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from remoting import bodies
+from remoting import bodies, register_body
 from remoting.errors import BodyDecodeError
 from remoting.model import (
     DataVersion,
@@ -71,7 +71,9 @@ def test_it_refuses_topic_config_text_upstream_cannot_read(text: str) -> None:
 
 
 def test_it_writes_the_compressed_layout_of_a_5x_broker() -> None:
-    payload = payload_of(bodies.encode_register_broker_body(BODY, compressed=True, version=479))
+    payload = payload_of(
+        register_body.encode_register_broker_body(BODY, compressed=True, version=479)
+    )
     assert payload == blocks(bodies.encode_data_version(DATA_VERSION)) + struct.pack(
         ">i", 2
     ) + blocks(
@@ -82,32 +84,34 @@ def test_it_writes_the_compressed_layout_of_a_5x_broker() -> None:
 
 
 def test_it_uses_zlib_best_compression() -> None:
-    assert bodies.encode_register_broker_body(BODY, compressed=True)[:2] == b"\x78\xda"
+    assert register_body.encode_register_broker_body(BODY, compressed=True)[:2] == b"\x78\xda"
 
 
 def test_it_leaves_out_the_mapping_block_before_5_0_0() -> None:
-    payload = payload_of(bodies.encode_register_broker_body(BODY, compressed=True, version=412))
+    payload = payload_of(
+        register_body.encode_register_broker_body(BODY, compressed=True, version=412)
+    )
     assert payload.endswith(blocks(b'["127.0.0.1:7001"]'))
 
 
 def test_it_reads_the_compressed_form_back_per_version() -> None:
-    encoded = bodies.encode_register_broker_body(BODY, compressed=True, version=479)
-    decoded = bodies.decode_register_broker_body(encoded, compressed=True, version=479)
+    encoded = register_body.encode_register_broker_body(BODY, compressed=True, version=479)
+    decoded = register_body.decode_register_broker_body(encoded, compressed=True, version=479)
     wrapper = decoded.topic_config_wrapper
     assert wrapper.data_version == DATA_VERSION
     assert wrapper.topic_config_table["TopicTest"] == TOPIC_TEST
     assert wrapper.topic_queue_mapping_info_map == {"Static": MAPPING}
     assert wrapper.mapping_data_version is None
     assert decoded.filter_server_list == ["127.0.0.1:7001"]
-    old = bodies.encode_register_broker_body(BODY, compressed=True, version=409)
-    legacy = bodies.decode_register_broker_body(old, compressed=True, version=409)
+    old = register_body.encode_register_broker_body(BODY, compressed=True, version=409)
+    legacy = register_body.decode_register_broker_body(old, compressed=True, version=409)
     assert legacy.topic_config_wrapper.topic_queue_mapping_info_map == {}
 
 
 def test_a_5x_reader_fails_on_a_4x_payload_without_the_mapping_block() -> None:
-    old = bodies.encode_register_broker_body(BODY, compressed=True, version=409)
+    old = register_body.encode_register_broker_body(BODY, compressed=True, version=409)
     with pytest.raises(BodyDecodeError):
-        bodies.decode_register_broker_body(old, compressed=True, version=479)
+        register_body.decode_register_broker_body(old, compressed=True, version=479)
 
 
 @pytest.mark.parametrize(
@@ -122,34 +126,34 @@ def test_a_5x_reader_fails_on_a_4x_payload_without_the_mapping_block() -> None:
 )
 def test_it_refuses_broken_compressed_bodies(data: bytes) -> None:
     with pytest.raises(BodyDecodeError):
-        bodies.decode_register_broker_body(data, compressed=True, version=479)
+        register_body.decode_register_broker_body(data, compressed=True, version=479)
 
 
 def test_it_refuses_a_body_that_inflates_beyond_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bodies, "REGISTER_BODY_INFLATED_BYTES_MAX", 4096)
+    monkeypatch.setattr(register_body, "REGISTER_BODY_INFLATED_BYTES_MAX", 4096)
     bomb = zlib.compress(b"\0" * 4097, 9)
     with pytest.raises(BodyDecodeError, match="limit"):
-        bodies.decode_register_broker_body(bomb, compressed=True, version=479)
+        register_body.decode_register_broker_body(bomb, compressed=True, version=479)
 
 
 def test_it_ignores_an_unreadable_filter_server_list_like_upstream() -> None:
     data = zlib.compress(blocks(b"{}") + struct.pack(">i", 0) + blocks(b"oops"))
-    decoded = bodies.decode_register_broker_body(data, compressed=True, version=409)
+    decoded = register_body.decode_register_broker_body(data, compressed=True, version=409)
     assert decoded.filter_server_list == []
 
 
 def test_a_missing_body_registers_an_empty_table_with_a_zero_version() -> None:
-    body = bodies.decode_register_broker_request_body(None, compressed=False, version=479)
+    body = register_body.decode_register_broker_request_body(None, compressed=False, version=479)
     assert body == RegisterBrokerBody()
     assert body.topic_config_wrapper.data_version == DataVersion(0, 0, 0)
 
 
 def test_a_versionless_request_reads_a_register_body_as_a_bare_wrapper_with_no_topics() -> None:
-    json_body = bodies.encode_register_broker_body(BODY, compressed=False)
-    body = bodies.decode_register_broker_request_body(json_body, compressed=False, version=0)
+    json_body = register_body.encode_register_broker_body(BODY, compressed=False)
+    body = register_body.decode_register_broker_request_body(json_body, compressed=False, version=0)
     assert body.topic_config_wrapper.topic_config_table == {}
     bare = bodies.encode_topic_config_serialize_wrapper(BODY.topic_config_wrapper)
-    body = bodies.decode_register_broker_request_body(bare, compressed=False, version=0)
+    body = register_body.decode_register_broker_request_body(bare, compressed=False, version=0)
     assert set(body.topic_config_wrapper.topic_config_table) == {"TopicTest", "Orders"}
 
 
@@ -162,6 +166,6 @@ def test_a_json_register_body_round_trips_with_static_topic_mapping() -> None:
         topic_queue_mapping_detail_map={"Static": {"bname": "broker-a", "hostedQueues": {}}},
     )
     body = RegisterBrokerBody(wrapper)
-    encoded = bodies.encode_register_broker_body(body, compressed=False)
+    encoded = register_body.encode_register_broker_body(body, compressed=False)
     assert b'"currIdMap":{0:0}' in encoded
-    assert bodies.decode_register_broker_body(encoded, compressed=False, version=479) == body
+    assert register_body.decode_register_broker_body(encoded, compressed=False, version=479) == body

@@ -16,13 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remoting.bodies import (
-    decode_register_broker_body,
-    decode_topic_config,
-    encode_register_broker_body,
-)
+from remoting.bodies import decode_topic_config
 from remoting.errors import BodyDecodeError
 from remoting.model import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_body import decode_register_broker_body, encode_register_broker_body
 
 INT64_MAX = 2**63 - 1
 

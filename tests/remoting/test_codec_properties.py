@@ -7,7 +7,7 @@ import zlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remoting import bodies, fastjson
+from remoting import bodies, fastjson, register_body
 from remoting.codes import LanguageCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.errors import ProtocolError
@@ -236,9 +236,9 @@ def register_bodies(draw: st.DrawFn) -> RegisterBrokerBody:
 @PROPERTY_SETTINGS
 @given(register_bodies(), st.sampled_from([409, 413, 479]))
 def test_the_compressed_register_body_round_trips(body: RegisterBrokerBody, version: int) -> None:
-    encoded = bodies.encode_register_broker_body(body, compressed=True, version=version)
+    encoded = register_body.encode_register_broker_body(body, compressed=True, version=version)
     assert zlib.decompress(encoded)
-    decoded = bodies.decode_register_broker_body(encoded, compressed=True, version=version)
+    decoded = register_body.decode_register_broker_body(encoded, compressed=True, version=version)
     wrapper = body.topic_config_wrapper
     expected_infos = wrapper.topic_queue_mapping_info_map if version >= 413 else {}
     assert decoded == RegisterBrokerBody(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remoting import bodies
+from remoting import bodies, register_body
 from remoting.model import (
     BrokerData,
     BrokerMemberGroup,
@@ -216,8 +216,10 @@ def test_it_writes_and_reads_the_5x_register_broker_body() -> None:
             mapping_data_version=DataVersion(),
         )
     )
-    assert bodies.encode_register_broker_body(body, compressed=False) == REGISTER_BODY_5X
-    decoded = bodies.decode_register_broker_body(REGISTER_BODY_5X, compressed=False, version=479)
+    assert register_body.encode_register_broker_body(body, compressed=False) == REGISTER_BODY_5X
+    decoded = register_body.decode_register_broker_body(
+        REGISTER_BODY_5X, compressed=False, version=479
+    )
     assert decoded == body
 
 
@@ -228,12 +230,12 @@ def test_it_writes_and_reads_the_4x_register_broker_body() -> None:
             topic_config_table={"TopicTest": TOPIC_TEST},
         )
     )
-    assert bodies.encode_register_broker_body(body, compressed=False, version=409) == (
+    assert register_body.encode_register_broker_body(body, compressed=False, version=409) == (
         REGISTER_BODY_4X
     )
-    assert bodies.decode_register_broker_body(REGISTER_BODY_4X, compressed=False, version=409) == (
-        body
-    )
+    assert register_body.decode_register_broker_body(
+        REGISTER_BODY_4X, compressed=False, version=409
+    ) == (body)
 
 
 def test_it_reads_a_4x_topic_config_without_attributes() -> None:

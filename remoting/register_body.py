@@ -1,0 +1,198 @@
+"""The REGISTER_BROKER body: ``RegisterBrokerBody`` as JSON or in its compressed binary form.
+
+A 4.x/5.x broker sends its topic table either as the JSON of
+``TopicConfigSerializeWrapper`` plus the filter server list, or, with header
+``compressed=true``, as ``RegisterBrokerBody.encode(true)``: a deflated stream of
+length-prefixed parts. Decoding is bounded (:data:`REGISTER_BODY_INFLATED_BYTES_MAX`)
+because a compressed body is a zip bomb waiting to happen.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from remoting import fastjson
+from remoting.bodies import (
+    _INT32,
+    _as_object,
+    _data_version_from,
+    _data_version_json,
+    _list,
+    _load_object,
+    _mapping_info_from,
+    _mapping_info_json,
+    _str_list,
+    _utf8,
+    _wrapper_from,
+    _wrapper_json,
+    decode_topic_config_serialize_wrapper,
+    decode_topic_config_text,
+    encode_topic_config_text,
+)
+from remoting.codes import CURRENT_VERSION, MQVersion
+from remoting.errors import BodyDecodeError
+from remoting.model import (
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicQueueMappingInfo,
+)
+
+# A compressed REGISTER_BROKER body may not inflate beyond this (zip-bomb guard).
+REGISTER_BODY_INFLATED_BYTES_MAX = 64 * 1024 * 1024
+
+# -------------------------------------------------------------- RegisterBrokerBody
+
+
+def _register_body_json(body: RegisterBrokerBody, standard: bool) -> str:
+    return (
+        '{"filterServerList":'
+        + fastjson.dumps(body.filter_server_list, standard=standard)
+        + ',"topicConfigSerializeWrapper":'
+        + _wrapper_json(body.topic_config_wrapper, standard)
+        + "}"
+    )
+
+
+def _length_prefixed(chunks: list[bytes], raw: bytes) -> None:
+    chunks.append(_INT32.pack(len(raw)))
+    chunks.append(raw)
+
+
+def _compressed_payload(body: RegisterBrokerBody, version: int) -> bytes:
+    wrapper = body.topic_config_wrapper
+    chunks: list[bytes] = []
+    _length_prefixed(chunks, _data_version_json(wrapper.data_version).encode("ascii"))
+    table = wrapper.topic_config_table
+    chunks.append(_INT32.pack(len(table)))
+    for topic in fastjson.sorted_keys(table):
+        _length_prefixed(chunks, _utf8(encode_topic_config_text(table[topic])))
+    _length_prefixed(chunks, _utf8(fastjson.dumps(body.filter_server_list)))
+    if version >= MQVersion.V5_0_0:
+        infos = wrapper.topic_queue_mapping_info_map
+        chunks.append(_INT32.pack(len(infos)))
+        for key in fastjson.sorted_keys(infos):
+            _length_prefixed(chunks, _utf8(_mapping_info_json(infos[key], False)))
+    return b"".join(chunks)
+
+
+def encode_register_broker_body(
+    body: RegisterBrokerBody, *, compressed: bool, version: int = CURRENT_VERSION
+) -> bytes:
+    """``RegisterBrokerBody.encode(compressed)``: plain JSON, or the zlib binary form.
+
+    The compressed form carries the mapping block only for ``version >= 413``.
+    """
+    if not compressed:
+        return _utf8(_register_body_json(body, False))
+    return zlib.compress(_compressed_payload(body, version), zlib.Z_BEST_COMPRESSION)
+
+
+class _PayloadReader:
+    """Reads the length-prefixed blocks of an inflated register body."""
+
+    def __init__(self, payload: bytes) -> None:
+        self._payload = payload
+        self._position = 0
+
+    def count(self, what: str) -> int:
+        if self._position + _INT32.size > len(self._payload):
+            raise BodyDecodeError(f"compressed register body ends before {what}")
+        (value,) = _INT32.unpack_from(self._payload, self._position)
+        self._position += _INT32.size
+        if value < 0:
+            raise BodyDecodeError(f"negative {what} {value} in compressed register body")
+        return int(value)
+
+    def block(self, what: str) -> bytes:
+        size = self.count(f"{what} length")
+        end = self._position + size
+        if end > len(self._payload):
+            raise BodyDecodeError(f"compressed register body ends inside {what}")
+        raw = self._payload[self._position : end]
+        self._position = end
+        return raw
+
+
+def _inflate(data: bytes) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        payload = inflater.decompress(data, REGISTER_BODY_INFLATED_BYTES_MAX + 1)
+    except zlib.error as exc:
+        raise BodyDecodeError(f"compressed register body is not zlib: {exc}") from exc
+    if len(payload) > REGISTER_BODY_INFLATED_BYTES_MAX:
+        raise BodyDecodeError("compressed register body inflates beyond the limit")
+    return payload
+
+
+def _filter_servers(raw: bytes) -> list[str]:
+    # Upstream logs and ignores a filter-server list it cannot parse.
+    try:
+        value = fastjson.loads(raw)
+        if isinstance(value, list):
+            return _str_list(value, "filter server")
+    except BodyDecodeError:
+        return []
+    return []
+
+
+def _decode_compressed(data: bytes, version: int) -> RegisterBrokerBody:
+    reader = _PayloadReader(_inflate(data))
+    data_version = _data_version_from(_load_object(reader.block("DataVersion"), "DataVersion"))
+    table: dict[str, TopicConfig] = {}
+    for _ in range(reader.count("topic count")):
+        raw = reader.block("topic config")
+        config = decode_topic_config_text(raw.decode("utf-8", "replace"))
+        assert config.topic_name is not None
+        table[config.topic_name] = config
+    filter_servers = _filter_servers(reader.block("filter server list"))
+    infos: dict[str, TopicQueueMappingInfo] = {}
+    if version >= MQVersion.V5_0_0:
+        for _ in range(reader.count("mapping count")):
+            info = _mapping_info_from(
+                _load_object(reader.block("mapping info"), "TopicQueueMappingInfo")
+            )
+            if info.topic is None:
+                raise BodyDecodeError("TopicQueueMappingInfo without topic")
+            infos[info.topic] = info
+    wrapper = TopicConfigSerializeWrapper(
+        data_version=data_version,
+        topic_config_table=table,
+        topic_queue_mapping_info_map=infos,
+    )
+    return RegisterBrokerBody(topic_config_wrapper=wrapper, filter_server_list=filter_servers)
+
+
+def decode_register_broker_body(
+    data: bytes, *, compressed: bool, version: int
+) -> RegisterBrokerBody:
+    """``RegisterBrokerBody.decode(data, compressed, version)`` for request versions >= 37.
+
+    The compressed form carries no ``mappingDataVersion``, so it decodes as ``None``.
+    """
+    if compressed:
+        return _decode_compressed(bytes(data), version)
+    obj = _load_object(data, "RegisterBrokerBody")
+    wrapper = obj.get("topicConfigSerializeWrapper")
+    return RegisterBrokerBody(
+        topic_config_wrapper=TopicConfigSerializeWrapper()
+        if wrapper is None
+        else _wrapper_from(_as_object(wrapper, "topicConfigSerializeWrapper")),
+        filter_server_list=_str_list(_list(obj, "filterServerList"), "filter server"),
+    )
+
+
+def decode_register_broker_request_body(
+    data: bytes | None, *, compressed: bool, version: int
+) -> RegisterBrokerBody:
+    """The whole REGISTER_BROKER body rule of ``DefaultRequestProcessor.registerBroker``.
+
+    No body: an empty table with DataVersion(0, 0, 0). Request version below 37
+    (V3_0_11): a bare TopicConfigSerializeWrapper, so a RegisterBrokerBody sent by a
+    versionless client registers no topics, as upstream. Otherwise the RegisterBrokerBody.
+    """
+    if not data:
+        return RegisterBrokerBody()
+    if version < MQVersion.V3_0_11:
+        return RegisterBrokerBody(topic_config_wrapper=decode_topic_config_serialize_wrapper(data))
+    return decode_register_broker_body(data, compressed=compressed, version=version)
