@@ -15,7 +15,7 @@ from remoting.model import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
-from tests.namesrv_app.conftest import build_node
+from tests.gateway.conftest import build_node
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
 

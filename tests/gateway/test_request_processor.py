@@ -19,7 +19,7 @@ from remoting import bodies, register_body
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
-from tests.namesrv_app.conftest import DEFAULT_BROKER, build_node, register_default_broker
+from tests.gateway.conftest import DEFAULT_BROKER, build_node, register_default_broker
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
 

@@ -8,7 +8,7 @@ from gateway.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from tests.namesrv_app.conftest import unit_topics_wrapper
+from tests.gateway.conftest import unit_topics_wrapper
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
 

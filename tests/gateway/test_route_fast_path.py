@@ -23,7 +23,7 @@ from remoting.bodies import encode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.frame import encode_frame
-from tests.namesrv_app.conftest import DEFAULT_BROKER, UNIT_TOPICS
+from tests.gateway.conftest import DEFAULT_BROKER, UNIT_TOPICS
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
 
