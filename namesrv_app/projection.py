@@ -11,6 +11,10 @@ it in ONE ``transaction.atomic()``, stamping each written row and the
 If the queue is full the delta is dropped and a rebuild is requested instead:
 the writer then rewrites everything from a fresh read of the table, which
 covers every dropped delta. Deltas older than that read are skipped.
+
+Why one module of ~800 lines: reading the table (on the apply thread), the rows it
+becomes and the writer thread that batches them share the Delta and FullState shapes;
+split, each piece would need the others' private helpers to stay one transaction.
 """
 
 from __future__ import annotations

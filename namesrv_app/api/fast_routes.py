@@ -21,6 +21,10 @@ Anything else (another method, query, Accept, a session cookie, an invalid
 topic, a refused token, an unknown topic) falls through to the DRF view, which
 keeps every error answer and the browsable API exactly as they were. The
 answer bytes and headers equal the DRF view's (tested).
+
+Why one module of ~630 lines: the request lane and the ASGI scope lane must answer
+byte for byte what the DRF view answers; they share the caches, the header template
+and the candidate test, and are tested against the view together.
 """
 
 from __future__ import annotations

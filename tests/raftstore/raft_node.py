@@ -72,7 +72,6 @@ async def _answer(replicator: Any, line: bytes, out: asyncio.Lock) -> None:
 
 async def serve(args: argparse.Namespace) -> None:
     """Start the replicator and answer stdin requests until EOF or SIGTERM."""
-    sys.path.insert(0, str(ROOT))
     from raftstore.raft import RaftReplicator
 
     peers = [p for p in args.peers.split(",") if p]
@@ -128,7 +127,8 @@ class NodeProcess:
         self.addr = addr
         self._argv = [
             sys.executable,
-            str(Path(__file__).resolve()),
+            "-m",
+            "tests.raftstore.raft_node",
             "--node-id",
             node_id,
             "--addr",
