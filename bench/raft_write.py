@@ -242,7 +242,7 @@ class Node:
     """One ``--serve`` subprocess."""
 
     def __init__(self, kind: str, addr: str, peers: Sequence[str], folder: Path, settings: str):
-        argv = [sys.executable, __file__, "--serve", "--kind", kind, "--addr", addr,
+        argv = [sys.executable, "-m", "bench.raft_write", "--serve", "--kind", kind, "--addr", addr,
                 "--peers", ",".join(peers), "--data-dir", str(folder),
                 "--settings", settings]  # fmt: skip
         self.addr = addr

@@ -180,7 +180,7 @@ def start_bare_server(workdir: Path, body: bytes) -> ServerProcess:
     ready_file = workdir / "bare.ready"
     log_file = workdir / "bare.log"
     command = [
-        sys.executable, str(Path(__file__).resolve()), "--serve-bare",
+        sys.executable, "-m", "bench.route_query", "--serve-bare",
         "--body-file", str(body_file), "--ready-file", str(ready_file),
     ]  # fmt: skip
     with log_file.open("ab") as log:

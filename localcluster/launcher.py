@@ -108,6 +108,9 @@ from localcluster.plan import (
     DEFAULT_WEB_BASE_PORT as DEFAULT_WEB_BASE_PORT,
 )
 from localcluster.plan import (
+    DEMO_BROKER_BASE_PORT as DEMO_BROKER_BASE_PORT,
+)
+from localcluster.plan import (
     LOOPBACK as LOOPBACK,
 )
 from localcluster.plan import (

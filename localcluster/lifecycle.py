@@ -40,6 +40,7 @@ from localcluster.plan import (
     ClusterPlan,
     LauncherError,
     NodePlan,
+    free_port,
 )
 from localcluster.processes import (
     PidRecord,
@@ -143,14 +144,26 @@ def demo_broker_specs(
     plan: ClusterPlan, base_port: int = DEMO_BROKER_BASE_PORT
 ) -> list[BrokerSpec]:
     """broker-a and broker-b, a master and a slave each, registering with every node
-    (signed with the run's broker account when the ACL is on)."""
+    (signed with the run's broker account when the ACL is on).
+
+    ``base_port`` 0 takes free ports (two per broker: remoting and HA), so two local
+    clusters with demo brokers can run side by side.
+    """
     namesrv = tuple(f"{LOOPBACK}:{node.remoting_port}" for node in plan.nodes)
     settings = {**DEMO_BROKER_SETTINGS, **RunSecrets(plan.run_dir, "", plan.acl).broker_settings()}
     specs = []
+    taken: set[int] = set()
     for index, name in enumerate(DEMO_BROKER_NAMES):
         for broker_id in (0, 1):
-            port = base_port + (2 * index + broker_id) * DEMO_BROKER_PORT_STEP
-            specs.append(BrokerSpec(name, broker_id, port, port + 1, namesrv,
+            if base_port == 0:
+                port = free_port(avoid=taken)
+                taken.add(port)
+                ha_port = free_port(avoid=taken)
+                taken.add(ha_port)
+            else:
+                port = base_port + (2 * index + broker_id) * DEMO_BROKER_PORT_STEP
+                ha_port = port + 1
+            specs.append(BrokerSpec(name, broker_id, port, ha_port, namesrv,
                                     settings=dict(settings)))
     return specs
 
@@ -361,6 +374,7 @@ def cluster_up(
     *,
     demo: bool = False,
     demo_sim: bool = False,
+    demo_broker_base_port: int = DEMO_BROKER_BASE_PORT,
     extra_env: Mapping[str, str] | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
 ) -> dict[str, Any]:
@@ -392,7 +406,7 @@ def cluster_up(
         if demo_sim:
             starter.start("demo", demo_argv(cluster_file), env.base())
         if demo:
-            start_demo_brokers(plan)
+            start_demo_brokers(plan, demo_broker_base_port)
     except BaseException:
         stop_brokers(plan.run_dir)
         starter.rollback()

@@ -783,9 +783,13 @@ class ProjectionWriter:
             if not topics:
                 return {}
 
+        changed = set(delta.queues) | set(delta.mappings)
+
         def read(table: RouteTable) -> dict[str, TopicRouteData | None]:
-            # A topic gone from the table is in delta.queues, so its None removes its row.
-            return read_routes(table, table.topic_queue_table() if topics is None else topics)
+            # A topic gone from the table is in delta.queues, never in the table: asked
+            # for by name, its None removes its row.
+            wanted = changed | set(table.topic_queue_table()) if topics is None else topics
+            return read_routes(table, wanted)
 
         return encode_routes(self.replicator.read(read))
 

@@ -239,3 +239,32 @@ def test_a_slave_left_alone_is_the_acting_master_over_rest_too(api: Client) -> N
         assert route == wire_route(dispatcher, "Orders")
     finally:
         writer.stop()
+
+
+def test_a_topic_deleted_in_the_same_batch_as_a_config_change_loses_its_route() -> None:
+    """Found by the property test: a batch merging a delete with a config change
+    recomputes every topic of the table, and the deleted one is no longer in it."""
+    replicator = LocalReplicator("n1")
+    service = NameServerService(replicator, ManualClock())
+    writer = ProjectionWriter(replicator)
+    writer.rebuild()
+    writer.attach()
+    asyncio.run(apply(service, Register("broker-b", 0, ("Ledger", "Orders"), None, (), False)))
+    drain(writer)
+    assert models.TopicRoute.objects.filter(topic="Ledger").exists()
+
+    asyncio.run(apply(service, DeleteTopic("Ledger")))
+    asyncio.run(apply(service, Config(acting_master=True, order_enabled=False)))
+    drain(writer)  # one merged batch: the delete and the config change together
+
+    assert not models.TopicRoute.objects.filter(topic="Ledger").exists()
+    assert models.TopicRoute.objects.filter(topic="Orders").exists()
+
+
+def drain(writer: ProjectionWriter) -> None:
+    """Process every queued delta as one batch, on this thread (no writer thread)."""
+    items = []
+    while not writer._queue.empty():
+        items.append(writer._queue.get_nowait())
+    assert items
+    writer._process(items)

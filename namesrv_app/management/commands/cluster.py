@@ -62,6 +62,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--redis-port", type=int, default=launcher.DEFAULT_REDIS_PORT)
         parser.add_argument(
+            "--demo-broker-base-port",
+            type=int,
+            default=None,
+            help="--demo: first broker port (10911 + 10 per broker; 0 = free ports; "
+            "by default 0 when --base-port is 0)",
+        )
+        parser.add_argument(
             "--raft-dial",
             action="append",
             default=[],
@@ -143,7 +150,15 @@ class Command(BaseCommand):
         if options["foreground"]:
             # A SIGTERM while starting must roll back like Ctrl-C does, not orphan processes.
             signal.signal(signal.SIGTERM, _raise_interrupt)
-        summary = launcher.cluster_up(plan, demo=options["demo"], demo_sim=options["demo_sim"])
+        demo_ports = options["demo_broker_base_port"]
+        if demo_ports is None:
+            demo_ports = 0 if options["base_port"] == 0 else launcher.DEMO_BROKER_BASE_PORT
+        summary = launcher.cluster_up(
+            plan,
+            demo=options["demo"],
+            demo_sim=options["demo_sim"],
+            demo_broker_base_port=demo_ports,
+        )
         self._emit(summary, options["json"], self._up_text)
         if options["foreground"]:
             self._stay_attached(plan.run_dir)
