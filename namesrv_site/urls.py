@@ -7,8 +7,11 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from namesrv_app.api.views import ApiSchemaView
+from namesrv_app.web import health
 
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/schema/", ApiSchemaView.as_view(), name="schema"),
     path("api/v1/", include("namesrv_app.api.urls")),

@@ -138,6 +138,16 @@ def test_the_web_process_runs_without_debug_and_without_a_public_key(
     assert len(django_key) >= 40 and django_key != PUBLIC_DEV_KEY
 
 
+def test_every_raft_node_is_ready_once_a_leader_is_known(raft_cluster: dict[str, Any]) -> None:
+    """/readyz on each node's web port: the gateway answers, a leader is known, applied."""
+    for node in raft_cluster["nodes"]:
+        base = f"http://127.0.0.1:{node['web_port']}"
+        with urllib.request.urlopen(f"{base}/readyz", timeout=10) as ready:
+            assert (ready.status, ready.read()) == (200, b"ready\n")
+        with urllib.request.urlopen(f"{base}/healthz", timeout=10) as healthy:
+            assert (healthy.status, healthy.read()) == (200, b"ok\n")
+
+
 def test_up_with_no_acl_lets_anyone_write(tmp_path: Path) -> None:
     summary = up(tmp_path, "--no-acl")
     try:
