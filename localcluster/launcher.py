@@ -72,6 +72,9 @@ from localcluster.lifecycle import (
     cluster_up as cluster_up,
 )
 from localcluster.lifecycle import (
+    record_foreground as record_foreground,
+)
+from localcluster.lifecycle import (
     write_cluster_file as write_cluster_file,
 )
 from localcluster.membership import (

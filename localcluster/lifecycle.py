@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
+import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -47,9 +49,11 @@ from localcluster.processes import (
     _atomic_write,
     is_alive,
     log_tail,
+    process_start_ticks,
     read_pid_file,
     start_process,
     stop_processes,
+    write_pid_file,
 )
 from localcluster.readiness import (
     accepts_connections,
@@ -486,4 +490,33 @@ def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]
         stopped += [r.name for r in live]
         for slot in kind_slots:
             slot.pid_path.unlink(missing_ok=True)
+    if _end_foreground(run_dir):
+        stopped.append("foreground")
     return {"run_dir": str(run_dir), "stopped": stopped, "killed": killed}
+
+
+FOREGROUND_PID_FILE = "foreground.pid"
+"""The ``cluster up --foreground`` process of a run folder (and so the ``make run``
+around it): ``down`` from another shell ends it too, instead of leaving it waiting."""
+
+
+def record_foreground(run_dir: Path) -> Path:
+    """Record this process as the run folder's foreground ``up``; the pid file's path."""
+    pid = os.getpid()
+    path = Path(run_dir).resolve() / FOREGROUND_PID_FILE
+    write_pid_file(path, PidRecord("foreground", pid, process_start_ticks(pid) or 0))
+    return path
+
+
+def _end_foreground(run_dir: Path) -> bool:
+    """SIGTERM the recorded foreground ``up`` unless it is this process; True if signalled."""
+    path = run_dir / FOREGROUND_PID_FILE
+    record = read_pid_file(path)
+    if record is None or record.pid == os.getpid():
+        return False
+    path.unlink(missing_ok=True)
+    if not is_alive(record):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(record.pid, signal.SIGTERM)
+    return True

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from localcluster import launcher
+from tests.integration.cluster_fixtures import FREE_PORTS, PROJECT_DIR, cluster_cli
 
 pytestmark = pytest.mark.integration
 
@@ -68,3 +69,29 @@ def test_down_kills_a_process_that_ignores_sigterm_after_the_grace_period(tmp_pa
     assert result == {"run_dir": str(tmp_path.resolve()), "stopped": ["redis"], "killed": ["redis"]}
     assert not launcher.is_alive(record)
     assert launcher.cluster_status(tmp_path)["processes"] == []
+
+
+def test_down_from_another_shell_ends_a_foreground_up(tmp_path: Path) -> None:
+    """`cluster down` also ends the `cluster up --foreground` (and the `make run` around
+    it) instead of leaving it saying "Press Ctrl-C" over a stopped cluster."""
+    out = tmp_path / "foreground.out"
+    with out.open("w") as sink:
+        foreground = subprocess.Popen(
+            [sys.executable, str(PROJECT_DIR / "manage.py"), "cluster", "up", "--nodes", "1",
+             "--run-dir", str(tmp_path / "run"), "--foreground", *FREE_PORTS],
+            cwd=PROJECT_DIR, stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_for_line(out, "Press Ctrl-C", deadline_s=120.0)
+        assert "Press Ctrl-C" in out.read_text(), out.read_text()
+
+        down = cluster_cli("down", "--run-dir", str(tmp_path / "run"))
+
+        assert down.returncode == 0, down.stderr
+        assert foreground.wait(timeout=60) == 0
+        assert "stopping the cluster" in out.read_text()
+        assert not (tmp_path / "run" / "foreground.pid").exists()
+    finally:
+        if foreground.poll() is None:
+            foreground.kill()
+            cluster_cli("down", "--run-dir", str(tmp_path / "run"))

@@ -245,7 +245,9 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
-        self.stdout.write("Press Ctrl-C to stop the cluster.")
+        # `cluster down` from another shell signals this process through this file.
+        foreground = launcher.record_foreground(run_dir)
+        self.stdout.write("Press Ctrl-C (or run `cluster down`) to stop the cluster.")
         self.stdout.flush()
         reported: set[str] = set()
         try:
@@ -255,6 +257,7 @@ class Command(BaseCommand):
         finally:
             self.stdout.write("stopping the cluster ...")
             self.stdout.write(self._down_text(launcher.cluster_down(run_dir)))
+            foreground.unlink(missing_ok=True)
             self.stdout.flush()
 
     def _report_deaths(self, run_dir: Path, reported: set[str]) -> set[str]:
