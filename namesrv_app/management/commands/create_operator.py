@@ -3,12 +3,18 @@
 There are no default credentials. The password comes from ``--password-env``
 (the name of an environment variable) or an interactive prompt, never from the
 command line where other users could read it in the process list.
+
+Scripts never need a terminal: with ``--password-env`` nothing is asked, and
+``--token`` alone makes an API-only account (a new user gets no usable password)
+and prints the token, bare, as the last line of the output. Without either and
+without a terminal, the command says so instead of failing inside ``getpass``.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+import sys
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -33,18 +39,28 @@ class Command(BaseCommand):
         parser.add_argument(
             "--password-env", default="", help="read the password from this env var"
         )
-        parser.add_argument("--token", action="store_true", help="print an API token for the user")
+        parser.add_argument(
+            "--token",
+            action="store_true",
+            help="print an API token for the user as the last line (alone: an API-only "
+            "account, no password asked)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Create (or update) the user, set the password, set the role."""
-        password = self._password(options["password_env"])
+        api_only = options["token"] and not options["password_env"]
+        password = None if api_only else self._password(options["password_env"])
         user_model = get_user_model()
         user, created = user_model.objects.get_or_create(username=options["username"])
-        try:
-            validate_password(password, user)
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
-        user.set_password(password)
+        if password is not None:
+            try:
+                validate_password(password, user)
+            except ValidationError as exc:
+                raise CommandError("; ".join(exc.messages)) from exc
+            user.set_password(password)
+        elif created:
+            # API-only: no password anyone could guess; an existing user keeps theirs.
+            user.set_unusable_password()
         user.save()
         groups = Group.objects.filter(name__in=ROLE_GROUPS)
         user.groups.remove(*groups)
@@ -53,7 +69,8 @@ class Command(BaseCommand):
         self.stdout.write(f"{verb} {user.username} with role {options['role']}")
         if options["token"]:
             token, _ = Token.objects.get_or_create(user=user)
-            self.stdout.write(f"API token: {token.key}")
+            # Last and alone on its line: TOKEN=$(manage.py create_operator ... | tail -1).
+            self.stdout.write(token.key)
 
     def _password(self, env_name: str) -> str:
         if env_name:
@@ -61,6 +78,11 @@ class Command(BaseCommand):
             if not password:
                 raise CommandError(f"environment variable {env_name} is empty or unset")
             return password
+        if not sys.stdin.isatty():
+            raise CommandError(
+                "no terminal to ask for a password: give --password-env NAME "
+                "(or --token for an API-only account)"
+            )
         first = getpass.getpass("Password: ")
         if first != getpass.getpass("Password (again): "):
             raise CommandError("the passwords differ")
