@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.internal import InternalCode
 from localcluster import launcher
 from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from tools.faultproxy import FaultProxy, LinkMode
 
-NODE_STATUS_CODE = 40002
-"""``gateway.internal.InternalCode.NODE_STATUS`` (imported lazily there: it needs Django)."""
-SCAN_CODE = 40001
-REMOVE_NODE_CODE = 40004
+NODE_STATUS_CODE = int(InternalCode.NODE_STATUS)
+SCAN_CODE = int(InternalCode.SCAN_NOT_ACTIVE_BROKER)
+REMOVE_NODE_CODE = int(InternalCode.RAFT_REMOVE_NODE)
 INTERNAL_TIMEOUT_S = 3.0
 RESTART_READY_TIMEOUT_S = 60.0
 STATE_LEADER = "leader"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.internal import InternalCode
 from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -44,12 +45,12 @@ CONVERGE_TIMEOUT_S = 20.0
 LEADER_TIMEOUT_S = 15.0
 PROXY_START_TIMEOUT_S = 10.0
 
-RAFT_ADD_NODE = 40003
-RAFT_REMOVE_NODE = 40004
-DIGEST_CHECKPOINTS = 40005
-RAFT_COMPACT_LOG = 40006
-NODE_STATUS = 40002
-SCAN_NOT_ACTIVE_BROKER = 40001
+RAFT_ADD_NODE = int(InternalCode.RAFT_ADD_NODE)
+RAFT_REMOVE_NODE = int(InternalCode.RAFT_REMOVE_NODE)
+DIGEST_CHECKPOINTS = int(InternalCode.DIGEST_CHECKPOINTS)
+RAFT_COMPACT_LOG = int(InternalCode.RAFT_COMPACT_LOG)
+NODE_STATUS = int(InternalCode.NODE_STATUS)
+SCAN_NOT_ACTIVE_BROKER = int(InternalCode.SCAN_NOT_ACTIVE_BROKER)
 
 
 def free_port() -> int:
