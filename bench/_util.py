@@ -26,6 +26,8 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
 )
 
+BENCH_CLUSTER_SECRET = "bench-only-raft-cluster-secret"
+"""The Raft cluster secret of every benchmark cluster (loopback only, thrown away after)."""
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 CLUSTER = "BenchCluster"

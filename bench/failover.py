@@ -25,14 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from bench import _util
+from localcluster import broker_control
+from localcluster.broker_control import BrokerSpec
+from remoting.blocking import BlockingClient
+from remoting.bodies import decode_topic_route_data
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
 
-from localcluster import broker_control  # noqa: E402
-from localcluster.broker_control import BrokerSpec  # noqa: E402
-from remoting.blocking import BlockingClient  # noqa: E402
-from remoting.bodies import decode_topic_route_data  # noqa: E402
-from remoting.codes import RequestCode, ResponseCode  # noqa: E402
-from remoting.command import RemotingCommand  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 NODES = 3
 BROKER_NAME = "broker-a"
@@ -56,7 +57,7 @@ def start_gateways(root: Path, args: argparse.Namespace) -> list[tuple[subproces
     for i in range(NODES):
         ready = root / f"n{i + 1}.ready.json"
         env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"n{i + 1}.sqlite3"),
-               "NAMESRV_RAFT_SECRET": "bench-only-raft-cluster-secret",
+               "NAMESRV_RAFT_SECRET": _util.BENCH_CLUSTER_SECRET,
                "NAMESRV_LOG_LEVEL": "WARNING"}
         command = [
             sys.executable, "manage.py", "run_gateway", "--node", f"n{i + 1}", "--port", "0",

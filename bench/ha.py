@@ -27,13 +27,13 @@ import threading
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from broker_app.messages import build_send_request
+from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig
+from remoting.blocking import BlockingClient
+from remoting.bodies import decode_kv_table
+from remoting.command import RemotingCommand
 
-from broker_app.messages import build_send_request  # noqa: E402
-from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig  # noqa: E402
-from remoting.blocking import BlockingClient  # noqa: E402
-from remoting.bodies import decode_kv_table  # noqa: E402
-from remoting.command import RemotingCommand  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 SEGMENT_BYTES = 1024 * 1024 * 1024  # one segment, so an empty slave copies everything
 COPY_CHUNK_BYTES = 32 * 1024

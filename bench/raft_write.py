@@ -106,7 +106,7 @@ def payload_bytes() -> int:
     return len(encode_entry("n1/0123abcd/1", _command(0)))
 
 
-BENCH_CLUSTER_SECRET = "bench-only-raft-cluster-secret"
+BENCH_CLUSTER_SECRET = _util.BENCH_CLUSTER_SECRET
 
 class _RawNode:
     """The raw PySyncObj baseline: a no-op replicated method, default config."""
