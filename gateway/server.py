@@ -37,7 +37,12 @@ from gateway.clock import Clock, SystemClock
 from gateway.dispatch import PENDING, RequestDispatcher
 from gateway.internal import InternalDispatcher
 from gateway.kv_file import KvConfigFile
-from gateway.services import NameServerService
+from gateway.metrics import (
+    GatewayMetrics,
+    MetricsHttpServer,
+    ScanCountingService,
+    metrics_bind_host,
+)
 from raftstore.commands import Command, PutKV
 from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
@@ -142,6 +147,9 @@ class RaftOptions:
     dial: Mapping[str, str] = field(default_factory=dict)
     bind_host: str | None = None
     """Where the Raft port listens; None: the host of this node's Raft identity."""
+    host: str | None = None
+    """The host of this node's Raft identity (what its peers dial); None: the gateway's
+    remoting host. A node on its own host advertises its routable address here."""
     propose_timeout_s: float = DEFAULT_PROPOSE_TIMEOUT_S
     skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS
     settings: RaftSettings = field(default_factory=RaftSettings)
@@ -183,10 +191,14 @@ class GatewayOptions:
     acl_file: Path | None = None
     """The accounts file (plain_acl.yml style); None: no accounts, so admin codes are
     refused and only loopback peers may send broker codes unsigned."""
+    metrics_port: int = 0
+    """The Prometheus metrics port (``GET /metrics``, gateway/metrics.py); 0: no metrics."""
+    metrics_host: str | None = None
+    """Where the metrics port listens; None: ``host`` (loopback if ``host`` is a wildcard)."""
 
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""
-        return None if self.raft is None else f"{self.host}:{self.raft.port}"
+        return None if self.raft is None else f"{self.raft.host or self.host}:{self.raft.port}"
 
 
 def seeded_table_class(config: NamesrvConfig) -> type[RouteTable]:
@@ -222,7 +234,7 @@ def build_replicator(
         raise GatewayConfigError(f"unknown mode {mode!r}")
     if raft is None or raft.port <= 0:
         raise GatewayConfigError("raft mode needs --raft-port (this node's Raft identity)")
-    self_addr = f"{host}:{raft.port}"
+    self_addr = f"{raft.host or host}:{raft.port}"
     if not raft.peers:
         raise GatewayConfigError("raft mode needs --raft-peers (every member's host:port)")
     if raft.propose_timeout_s <= 0 or raft.skew_allowance_ms < 0:
@@ -305,7 +317,7 @@ class Gateway:
             options.node_id, options.mode, initial, raft=options.raft, host=options.host
         )
         self.client = RemotingClient()
-        self.service = NameServerService(
+        self.service = ScanCountingService(
             self.replicator,
             self.clock,
             self._notify,
@@ -325,8 +337,21 @@ class Gateway:
         # Before start(): a raft restart itself may install a snapshot.
         self.replicator.subscribe_snapshot(self._snapshot_installed)
         self.acl = build_acl(options)
+        # Metrics only when asked for: without them the public handler is _handle itself.
+        self.metrics: GatewayMetrics | None = None
+        self.metrics_server: MetricsHttpServer | None = None
+        handler = self._handle
+        if options.metrics_port > 0:
+            self.metrics = GatewayMetrics(self.replicator, self.acl)
+            self.service.metrics = self.metrics
+            handler = self._handle_metered
+            self.metrics_server = MetricsHttpServer(
+                self.metrics,
+                metrics_bind_host(options.metrics_host, options.host),
+                options.metrics_port,
+            )
         self.server = RemotingServer(
-            self._handle,
+            handler,
             host=options.host,
             port=options.port,
             on_connection_closed=self._connection_closed,
@@ -357,6 +382,8 @@ class Gateway:
             )
         await self.server.start()
         await self.internal_server.start()
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
         if self.options.scan_interval_ms > 0:
             self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
         if self._leader_publisher is not None and isinstance(self.replicator, RaftReplicator):
@@ -406,6 +433,8 @@ class Gateway:
         }
         if self.options.raft is not None:
             info["raft_port"] = self.options.raft.port
+        if self.metrics_server is not None:
+            info["metrics_port"] = self.metrics_server.port
         return info
 
     async def stop(self) -> None:
@@ -421,6 +450,8 @@ class Gateway:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         await self.server.close(self.options.drain_timeout_s)
         await self.internal_server.close(self.options.drain_timeout_s)
         if self._tasks:
@@ -478,6 +509,13 @@ class Gateway:
         if request.code == RequestCode.REGISTER_BROKER:
             self._broker_channels.add(conn.id)
         return self.dispatcher.handle_async(request, conn)
+
+    def _handle_metered(
+        self, request: RemotingCommand, conn: Connection
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+        """The public handler with metrics on: :meth:`_handle`, counted per code."""
+        assert self.metrics is not None
+        return self.metrics.handle(self._handle, request, conn)
 
     def _connection_closed(self, conn: Connection) -> None:
         if self._stopping or conn.id not in self._broker_channels:

@@ -11,22 +11,27 @@ from pathlib import Path
 from localcluster.plan import (
     LOOPBACK,
     MODE_RAFT,
-    NODE_DB_FILE_NAME,
-    PROJECT_DIR,
-    RAFT_DIR_NAME,
-    RAFT_SCAN_INTERVAL_MS,
+    SHARED_DB_FILE_NAME,
     ClusterPlan,
     NodePlan,
 )
-from localcluster.run_secrets import RunSecrets
+from localcluster.run_secrets import ADMIN_ACCESS_KEY, INTERNAL_SECRET_FILE, RunSecrets
+from node import processes as node_processes
+from node.config import (
+    DEFAULT_PROPOSE_TIMEOUT_S,
+    DEFAULT_SCAN_INTERVAL_S,
+    DEFAULT_SKEW_ALLOWANCE_MS,
+    Endpoint,
+    NodeConfig,
+    Peer,
+    write_node_config,
+)
 
 # ------------------------------------------------------------------- environment
 
 
-LIVE_EVENT_PUBLISHER = "namesrv_app.live.publish_change"
-"""The gateway's change-event publisher in a launched cluster (see namesrv_app.live)."""
-LIVE_LEADER_PUBLISHER = "namesrv_app.live.publish_leader_change"
-"""The raft gateway's leader-change publisher in a launched cluster."""
+LIVE_EVENT_PUBLISHER = node_processes.LIVE_EVENT_PUBLISHER
+LIVE_LEADER_PUBLISHER = node_processes.LIVE_LEADER_PUBLISHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,74 +69,105 @@ class ClusterEnv:
         return env
 
     def for_node(self, plan: ClusterPlan, node: NodePlan) -> dict[str, str]:
-        """The environment of a node's gateway and web process."""
-        env = self.base()
-        env.update(
-            {
-                "NAMESRV_NODE_ID": node.node_id,
-                "NAMESRV_DB_PATH": str(plan.node_dir(node.node_id) / NODE_DB_FILE_NAME),
-                "NAMESRV_PORT": str(node.remoting_port),
-                "NAMESRV_INTERNAL_PORT": str(node.internal_port),
-            }
-        )
-        # Registrations, expiries and topic changes go to every console through the
-        # Redis channel layer (unless the caller chose another publisher).
-        env.setdefault("NAMESRV_EVENT_PUBLISHER", LIVE_EVENT_PUBLISHER)
-        env.setdefault("NAMESRV_LEADER_PUBLISHER", LIVE_LEADER_PUBLISHER)
-        if plan.mode == MODE_RAFT:
-            # The settings checks (run by migrate and the web process) require both.
-            env["NAMESRV_RAFT_PORT"] = str(node.raft_port)
-            env["NAMESRV_RAFT_PEERS"] = ",".join(plan.raft_peers())
+        """The environment of a node's gateway and web process: what its node config
+        says (:func:`node.processes.node_env`), then the caller's ``extra`` again, so
+        a test's or an experiment's override wins over the file."""
+        env = node_processes.node_env(node_config(plan, node, self), self.base())
+        env.update(self.extra)
         return env
+
+
+def node_config(plan: ClusterPlan, node: NodePlan, env: ClusterEnv) -> NodeConfig:
+    """The config file of a local node: what ``run_node`` on a host would read.
+
+    Every port is on loopback; the member list is the run folder's cluster.json
+    (with every node's internal port, as they share this host).
+    """
+    secrets = env.secrets
+    # What the shell or the caller set still counts, as it did for the processes.
+    settings = {**os.environ, **env.extra}
+
+    def endpoint(port: int) -> Endpoint:
+        return Endpoint(LOOPBACK, port)
+
+    raft = plan.mode == MODE_RAFT
+    peers = tuple(
+        Peer(other.node_id, endpoint(other.remoting_port),
+             endpoint(other.raft_port) if raft else None, endpoint(other.web_port),
+             other.internal_port)
+        for other in plan.nodes if other.node_id != node.node_id
+    )  # fmt: skip
+    acl = secrets.acl if secrets is not None else False
+    return NodeConfig(
+        source=plan.node_dir(node.node_id) / NODE_CONFIG_FILE_NAME,
+        node_id=node.node_id,
+        mode=plan.mode,
+        data_dir=plan.node_dir(node.node_id),
+        cluster_file=env.cluster_file,
+        remoting=endpoint(node.remoting_port),
+        web=endpoint(node.web_port),
+        web_workers=web_workers(),
+        web_profile="local",
+        internal_port=node.internal_port,
+        metrics=endpoint(node.metrics_port) if node.metrics_port else None,
+        raft=endpoint(node.raft_port) if raft else None,
+        raft_dial=node.raft_dial,
+        skew_allowance_ms=(
+            int(settings.get("NAMESRV_SKEW_ALLOWANCE_MS") or DEFAULT_SKEW_ALLOWANCE_MS)
+            if node.skew_allowance_ms is None else node.skew_allowance_ms
+        ),
+        propose_timeout_s=float(
+            settings.get("NAMESRV_PROPOSE_TIMEOUT_S") or DEFAULT_PROPOSE_TIMEOUT_S
+        ),
+        peers=peers,
+        raft_secret_file=secrets.raft_secret_file if secrets else None,
+        django_secret_file=secrets.django_secret_file if secrets else None,
+        internal_secret_file=plan.run_dir / INTERNAL_SECRET_FILE,
+        acl_enabled=acl,
+        acl_file=secrets.acl_file if secrets and acl else None,
+        acl_access_key=ADMIN_ACCESS_KEY if acl else "",
+        acl_secret_key_file=secrets.admin_secret_file if secrets and acl else None,
+        redis_url=env.redis_url,
+        # The run folder's nodes share one database file: accounts, tokens, runs.
+        database_url=f"sqlite:///{(plan.run_dir / SHARED_DB_FILE_NAME).resolve()}",
+        redis_password_file=secrets.redis_secret_file if secrets else None,
+        scan_interval_s=int(settings.get("NAMESRV_SCAN_INTERVAL_S") or DEFAULT_SCAN_INTERVAL_S),
+    )
+
+
+def write_node_config_file(plan: ClusterPlan, node: NodePlan, env: ClusterEnv) -> NodeConfig:
+    """Write the node's ``node.toml`` in its folder (for operators to read and reuse)."""
+    config = node_config(plan, node, env)
+    write_node_config(config, config.source, NODE_CONFIG_HEADER)
+    return config
+
+
+NODE_CONFIG_FILE_NAME = "node.toml"
+NODE_CONFIG_HEADER = """\
+# This node's config, written by `manage.py cluster up`; its processes were
+# started from it. On a host of its own a node starts from such a file with
+# `manage.py run_node --config node.toml` (docs/DEPLOY.md).
+"""
 
 
 def manage_argv(*args: str) -> list[str]:
     """``python manage.py ARGS`` with this interpreter."""
-    return [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
+    return node_processes.manage_argv(*args)
 
 
-def gateway_argv(plan: ClusterPlan, node: NodePlan) -> list[str]:
-    """The command line of a node's gateway."""
-    return manage_argv(
-        "run_gateway",
-        "--node",
-        node.node_id,
-        "--host",
-        LOOPBACK,
-        "--port",
-        str(node.remoting_port),
-        "--internal-port",
-        str(node.internal_port),
-        "--mode",
-        plan.mode,
-        "--ready-file",
-        str(plan.node_dir(node.node_id) / "gateway.ready.json"),
-        *_raft_args(plan, node),
-    )
+def gateway_argv(plan: ClusterPlan, node: NodePlan, env: ClusterEnv | None = None) -> list[str]:
+    """The command line of a node's gateway (from its node config)."""
+    return node_processes.gateway_argv(node_config(plan, node, env or _bare_env(plan)))
 
 
-def _raft_args(plan: ClusterPlan, node: NodePlan) -> list[str]:
-    """The raft options of a gateway (none in eventual mode)."""
-    if plan.mode != MODE_RAFT:
-        return []
-    return [
-        "--raft-port",
-        str(node.raft_port),
-        "--raft-peers",
-        ",".join(plan.raft_peers()),
-        "--scan-interval-ms",
-        str(RAFT_SCAN_INTERVAL_MS),
-        "--raft-dir",
-        str(plan.node_dir(node.node_id) / RAFT_DIR_NAME),
-        *(["--raft-dial", ",".join(f"{p}={a}" for p, a in node.raft_dial)]
-          if node.raft_dial else []),
-        *(["--skew-allowance-ms", str(node.skew_allowance_ms)]
-          if node.skew_allowance_ms is not None else []),
-    ]  # fmt: skip
+def _bare_env(plan: ClusterPlan) -> ClusterEnv:
+    return ClusterEnv(f"redis://{LOOPBACK}:{plan.redis_port}/0", "",
+                      plan.run_dir / "cluster.json", plan.mode)  # fmt: skip
 
 
 WEB_WORKERS_ENV = "NAMESRV_WEB_WORKERS"
-ASGI_APP = "namesrv_site.asgi:application"
+ASGI_APP = node_processes.ASGI_APP
+asgi_server_argv = node_processes.asgi_server_argv
 
 
 def web_workers() -> int:
@@ -142,60 +178,21 @@ def web_workers() -> int:
     return int(raw)
 
 
-def asgi_server_argv(host: str, port: int, workers: int = 1, app: str = ASGI_APP) -> list[str]:
-    """uvicorn serving the ASGI app: httptools for HTTP, uvloop, websockets for Channels.
-
-    No lifespan (Django and Channels have none), no proxy headers (the client is the
-    socket's peer, as daphne had it), no Server header, no per-request access log.
-    """
-    return [
-        sys.executable, "-m", "uvicorn", app,
-        "--host", host, "--port", str(port), "--workers", str(workers),
-        "--http", "httptools", "--loop", "uvloop", "--ws", "websockets-sansio",
-        "--lifespan", "off", "--no-proxy-headers", "--no-server-header",
-        "--no-access-log", "--log-level", "info",
-    ]  # fmt: skip
-
-
 def web_argv(node: NodePlan) -> list[str]:
     """The command line of a node's ASGI web process."""
-    return asgi_server_argv(LOOPBACK, node.web_port, web_workers())
+    return node_processes.asgi_server_argv(LOOPBACK, node.web_port, web_workers())
 
 
-def worker_argv(run_dir: Path) -> list[str]:
-    """The Celery worker: one solo-pool process is plenty for a scan every few seconds."""
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "namesrv_site.celery",
-        "worker",
-        "--pool",
-        "solo",
-        "--loglevel",
-        "INFO",
-        "--without-gossip",
-        "--without-mingle",
-        "--hostname",
-        f"scan@{run_dir.name or 'cluster'}",
-    ]
+def worker_argv(run_dir: Path, node_ids: list[str]) -> list[str]:
+    """The Celery worker of a local cluster: every node is on this host, so it takes
+    every node's scan queue (and the default queue, for the divergence check)."""
+    queues = ["celery", *(node_processes.scan_queue(node_id) for node_id in node_ids)]
+    return node_processes.worker_argv(f"scan@{run_dir.name or 'cluster'}", queues)
 
 
 def beat_argv(run_dir: Path) -> list[str]:
     """Celery beat with its schedule file inside the run folder."""
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "namesrv_site.celery",
-        "beat",
-        "--loglevel",
-        "INFO",
-        "--schedule",
-        str(run_dir / "celery" / "beat-schedule"),
-    ]
+    return node_processes.beat_argv(run_dir / "celery" / "beat-schedule")
 
 
 def demo_argv(cluster_file: Path) -> list[str]:

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,14 @@ def brokers_dir(run_dir: Path) -> Path:
     return run_dir / BROKERS_DIR
 
 
-def start_broker(run_dir: Path, spec: BrokerSpec, *, wait: bool = True) -> LocalBroker:
-    """Start ``spec`` as a ``run_broker`` process (its spec is saved for later restarts)."""
+def start_broker(
+    run_dir: Path, spec: BrokerSpec, *, wait: bool = True, prefix: Sequence[str] = ()
+) -> LocalBroker:
+    """Start ``spec`` as a ``run_broker`` process (its spec is saved for later restarts).
+
+    ``prefix`` goes before the command, e.g. ``ip netns exec HOST`` to start the
+    broker on another (test) host.
+    """
     folder = brokers_dir(run_dir) / spec.label
     folder.mkdir(parents=True, exist_ok=True)
     (folder / SPEC_FILE).write_text(json.dumps(asdict(spec), sort_keys=True), encoding="utf-8")
@@ -121,7 +128,7 @@ def start_broker(run_dir: Path, spec: BrokerSpec, *, wait: bool = True) -> Local
     env = {**os.environ, "NAMESRV_DB_PATH": str(folder / "broker.sqlite3")}
     with (folder / LOG_FILE).open("ab") as log:
         proc = subprocess.Popen(
-            _command(spec, folder), cwd=REPO_ROOT, env=env, stdout=log, stderr=log,
+            [*prefix, *_command(spec, folder)], cwd=REPO_ROOT, env=env, stdout=log, stderr=log,
             start_new_session=True,
         )  # fmt: skip
     (folder / PID_FILE).write_text(str(proc.pid), encoding="utf-8")

@@ -96,6 +96,9 @@ from localcluster.plan import (
     DEFAULT_INTERNAL_BASE_PORT as DEFAULT_INTERNAL_BASE_PORT,
 )
 from localcluster.plan import (
+    DEFAULT_METRICS_BASE_PORT as DEFAULT_METRICS_BASE_PORT,
+)
+from localcluster.plan import (
     DEFAULT_MODE as DEFAULT_MODE,
 )
 from localcluster.plan import (

@@ -18,9 +18,9 @@ from localcluster.argv import (
     beat_argv,
     demo_argv,
     gateway_argv,
-    manage_argv,
     web_argv,
     worker_argv,
+    write_node_config_file,
 )
 from localcluster.broker_control import BrokerSpec
 from localcluster.demo import DEMO_TOPICS
@@ -71,6 +71,7 @@ from localcluster.run_folder import (
     write_redis_config,
 )
 from localcluster.run_secrets import RunSecrets, create_run_secrets
+from node import processes as node_processes
 from remoting.acl import Credentials
 from remoting.model import MASTER_ID, PERM_READ, PERM_WRITE
 
@@ -115,6 +116,9 @@ def _node_summary(
         "remoting_port": node.remoting_port,
         "web_port": node.web_port,
         "internal_port": node.internal_port,
+        **({"metrics_url": f"http://{LOOPBACK}:{node.metrics_port}/metrics"}
+           if node.metrics_port else {}),
+        "metrics_port": node.metrics_port,
         "gateway_pid": pids.get(f"{node.node_id}-gateway"),
         "web_pid": pids.get(f"{node.node_id}-web"),
         "remoting_addr": f"{LOOPBACK}:{node.remoting_port}",
@@ -246,13 +250,25 @@ def _prepare_run_dir(plan: ClusterPlan) -> None:
 
 
 def migrate_nodes(plan: ClusterPlan, env: ClusterEnv, timeout_s: float = MIGRATE_TIMEOUT_S) -> None:
-    """Run ``manage.py migrate`` on every node's database, all at once."""
+    """Migrate the cluster's shared database once, then every node's projection at once."""
+    shared, projection = node_processes.migrate_argvs()
+    _migrate(plan, env, plan.nodes[:1], shared, timeout_s)
+    _migrate(plan, env, plan.nodes, projection, timeout_s)
+
+
+def _migrate(
+    plan: ClusterPlan,
+    env: ClusterEnv,
+    nodes: Sequence[NodePlan],
+    argv: Sequence[str],
+    timeout_s: float,
+) -> None:
     running = []
-    for node in plan.nodes:
+    for node in nodes:
         log_path = plan.node_dir(node.node_id) / "migrate.log"
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                manage_argv("migrate", "--noinput", "-v", "0"),
+                argv,
                 cwd=PROJECT_DIR,
                 env=env.for_node(plan, node),
                 stdin=subprocess.DEVNULL,
@@ -336,8 +352,10 @@ def _start_node_processes(starter: _Starter) -> None:
     """Start every gateway and web process (they import Django in parallel)."""
     plan = starter.plan
     for node in plan.nodes:
+        config = write_node_config_file(plan, node, starter.env)
+        node_processes.reset_metrics_dir(config)
         env = starter.env.for_node(plan, node)
-        starter.start(f"{node.node_id}-gateway", gateway_argv(plan, node), env)
+        starter.start(f"{node.node_id}-gateway", gateway_argv(plan, node, starter.env), env)
         starter.start(f"{node.node_id}-web", web_argv(node), env)
 
 
@@ -365,7 +383,8 @@ def _wait_node_processes(starter: _Starter, timeout_s: float) -> None:
 def _start_celery(starter: _Starter, timeout_s: float) -> None:
     """Start the Celery worker and beat; wait until the worker reports ready."""
     run_dir = starter.plan.run_dir
-    starter.start("worker", worker_argv(run_dir), starter.env.base())
+    node_ids = [node.node_id for node in starter.plan.nodes]
+    starter.start("worker", worker_argv(run_dir, node_ids), starter.env.base())
     starter.start("beat", beat_argv(run_dir), starter.env.base())
     worker_log = starter.slots["worker"].log_path
     starter.wait(

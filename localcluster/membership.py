@@ -14,6 +14,7 @@ from localcluster.argv import (
     ClusterEnv,
     gateway_argv,
     web_argv,
+    write_node_config_file,
 )
 from localcluster.lifecycle import (
     _Starter,
@@ -53,6 +54,7 @@ from localcluster.run_folder import (
     read_secret,
     read_secrets,
 )
+from node import processes as node_processes
 
 # ------------------------------------------------------------------- raft membership
 
@@ -70,6 +72,7 @@ def plan_from_cluster_file(run_dir: Path) -> ClusterPlan:
             int(n.get("raft_port", 0)),
             tuple(sorted((str(p), str(a)) for p, a in (n.get("raft_dial") or {}).items())),
             None if n.get("skew_allowance_ms") is None else int(n["skew_allowance_ms"]),
+            int(n.get("metrics_port") or 0),
         )
         for n in data.get("nodes", [])
     )
@@ -169,7 +172,8 @@ def _next_port(used: set[int], after: int) -> int:
 def _new_node_plan(plan: ClusterPlan) -> NodePlan:
     used = {plan.redis_port}
     for node in plan.nodes:
-        used |= {node.remoting_port, node.web_port, node.internal_port, node.raft_port}
+        used |= {node.remoting_port, node.web_port, node.internal_port, node.raft_port,
+                 node.metrics_port}  # fmt: skip
     number = 1 + max(int(n.node_id[1:]) for n in plan.nodes if n.node_id[1:].isdigit())
     last = plan.nodes[-1]
     return NodePlan(
@@ -178,6 +182,7 @@ def _new_node_plan(plan: ClusterPlan) -> NodePlan:
         _next_port(used, last.web_port),
         _next_port(used, last.internal_port),
         _next_port(used, last.raft_port),
+        metrics_port=_next_port(used, last.metrics_port) if last.metrics_port else 0,
     )
 
 
@@ -204,8 +209,9 @@ def cluster_add_node(run_dir: Path, *, ready_timeout_s: float = READY_TIMEOUT_S)
     migrate_nodes(replace(grown, nodes=(node,)), env)
     starter = _Starter(grown, env)
     try:
+        node_processes.reset_metrics_dir(write_node_config_file(grown, node, env))
         node_env = env.for_node(grown, node)
-        starter.start(f"{node.node_id}-gateway", gateway_argv(grown, node), node_env)
+        starter.start(f"{node.node_id}-gateway", gateway_argv(grown, node, env), node_env)
         starter.start(f"{node.node_id}-web", web_argv(node), node_env)
         ready_file = grown.node_dir(node.node_id) / "gateway.ready.json"
         starter.wait(

@@ -14,6 +14,8 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE_NAME = "cluster.json"
 NODE_DB_FILE_NAME = "namesrv.sqlite3"
+SHARED_DB_FILE_NAME = "shared.sqlite3"
+"""The database every node of a local cluster shares (accounts, tokens, experiment runs)."""
 
 DEFAULT_NODES = 3
 DEFAULT_MODE = "eventual"
@@ -22,6 +24,8 @@ DEFAULT_WEB_BASE_PORT = 8000
 DEFAULT_INTERNAL_BASE_PORT = 19876
 DEFAULT_REDIS_PORT = 6379
 DEFAULT_RAFT_BASE_PORT = 7101
+DEFAULT_METRICS_BASE_PORT = 29876
+"""Each gateway's Prometheus port (GET /metrics): 29876 + i."""
 MODE_RAFT = vocab.MODE_RAFT
 RAFT_DIR_NAME = "raft"
 MEMBERSHIP_TIMEOUT_S = 10.0
@@ -79,6 +83,8 @@ class NodePlan:
     ``--raft-dial`` (e.g. a fault proxy in front of the peer); empty: dial peers directly."""
     skew_allowance_ms: int | None = None
     """Raft mode: the gateway's ``--skew-allowance-ms``; None keeps the gateway's default."""
+    metrics_port: int = 0
+    """The gateway's Prometheus port; 0: none."""
 
     @property
     def raft_addr(self) -> str:
@@ -149,11 +155,14 @@ def plan_ports(
     internal_base_port: int = DEFAULT_INTERNAL_BASE_PORT,
     redis_port: int = DEFAULT_REDIS_PORT,
     raft_base_port: int = DEFAULT_RAFT_BASE_PORT,
+    metrics_base_port: int | None = None,
 ) -> ClusterPlan:
     """Lay out the ports of an N-node cluster; a base of 0 picks free ports.
 
-    Raises :class:`PortInUseError` naming every planned port that is already bound,
-    and :class:`LauncherError` when two series overlap.
+    ``metrics_base_port`` None follows ``base_port`` (free ports when it is 0, else
+    29876 + i); a negative one opens no metrics ports. Raises :class:`PortInUseError`
+    naming every planned port that is already bound, and :class:`LauncherError` when
+    two series overlap.
     """
     if nodes < 1:
         raise LauncherError(f"--nodes must be at least 1, got {nodes}")
@@ -163,12 +172,19 @@ def plan_ports(
     internal = _port_series(internal_base_port, nodes, chosen)
     redis = _port_series(redis_port, 1, chosen)[0]
     raft = _port_series(raft_base_port, nodes, chosen) if mode == MODE_RAFT else [0] * nodes
+    if metrics_base_port is None:
+        metrics_base_port = 0 if base_port == 0 else DEFAULT_METRICS_BASE_PORT
+    metrics = ([0] * nodes if metrics_base_port < 0
+               else _port_series(metrics_base_port, nodes, chosen))  # fmt: skip
     planned = remoting + web + internal + [redis] + (raft if mode == MODE_RAFT else [])
+    planned += [port for port in metrics if port]
     if len(set(planned)) != len(planned):
         raise LauncherError(f"the port series overlap: {sorted(planned)}")
     node_plans = tuple(
-        NodePlan(f"n{i + 1}", remoting[i], web[i], internal[i], raft[i]) for i in range(nodes)
-    )
+        NodePlan(f"n{i + 1}", remoting[i], web[i], internal[i], raft[i],
+                 metrics_port=metrics[i])
+        for i in range(nodes)
+    )  # fmt: skip
     plan = ClusterPlan(Path(run_dir).resolve(), mode, redis, node_plans)
     check_ports_free(plan)
     return plan

@@ -28,10 +28,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connections, transaction
 from django.db.models import Q
 
 from namesrv_app import models
+from namesrv_app.db_router import PROJECTION_DB
 from namesrv_app.events import ChangeEvent, EventPublisher, null_publisher, publish_safely
 from raftstore.commands import Command
 from raftstore.replicator import Replicator
@@ -352,7 +353,7 @@ def write_delta(
 ) -> None:
     """Write one merged delta, with the wire routes it moved, in one transaction."""
     version = delta.applied_version
-    with transaction.atomic():
+    with transaction.atomic(using=PROJECTION_DB):
         _write_routes(routes or {}, version)
         _write_topic_delta(delta, version)
         _write_group_delta(delta, version)
@@ -471,7 +472,7 @@ PROJECTION_MODELS: tuple[type[Any], ...] = (
 def write_full_state(state: FullState, node_id: str, mode: str) -> None:
     """Rewrite every projection table from ``state`` in one transaction."""
     version = state.applied_version
-    with transaction.atomic():
+    with transaction.atomic(using=PROJECTION_DB):
         for model in PROJECTION_MODELS:
             model.objects.all().delete()
         models.QueueData.objects.bulk_create(
@@ -662,7 +663,7 @@ class ProjectionWriter:
             while self._step():
                 pass
         finally:
-            connection.close()
+            connections[PROJECTION_DB].close()
 
     def _step(self) -> bool:
         """One round of the writer loop; False once told to stop."""

@@ -24,6 +24,8 @@ from typing import Any
 from celery import Celery
 from celery.schedules import schedstate, schedule
 
+from node.processes import scan_queue
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "namesrv_site.settings")
 
 SCAN_TASK_NAME = "namesrv_app.tasks.scan_node"
@@ -117,7 +119,9 @@ def build_beat_schedule(node_ids: list[str], interval_s: float) -> dict[str, dic
             "task": SCAN_TASK_NAME,
             "schedule": PhasedSchedule(period, phase_s=index * period / len(node_ids)),
             "args": (node_id,),
-            "options": {"expires": period},
+            # Each node's scans wait in its own queue for the worker on its host: a
+            # scan reaches the gateway through that host's loopback-only port.
+            "options": {"expires": period, "queue": scan_queue(node_id)},
         }
         for index, node_id in enumerate(node_ids)
     }

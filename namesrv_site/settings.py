@@ -131,6 +131,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so it times everything below it (the fast route lane, prepended later,
+    # answers its reads before this and is measured by the gateway's own metrics).
+    "namesrv_app.web.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -160,12 +163,8 @@ TEMPLATES = [
 ]
 
 
-def _database() -> dict[str, Any]:
-    """PostgreSQL (or any engine) from DATABASE_URL, else one SQLite file per node in WAL mode."""
-    url = os.environ.get("DATABASE_URL")
-    if url:
-        return dict(dj_database_url.parse(url, conn_max_age=60))
-    db_path = Path(env_str("NAMESRV_DB_PATH", str(BASE_DIR / "run" / "dev.sqlite3")))
+def _sqlite(db_path: Path) -> dict[str, Any]:
+    """One SQLite file in WAL mode."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
     return {
         "ENGINE": "django.db.backends.sqlite3",
@@ -181,7 +180,28 @@ def _database() -> dict[str, Any]:
     }
 
 
-DATABASES = {"default": _database()}
+def _shared_database() -> dict[str, Any]:
+    """The cluster-wide database (accounts, tokens, experiment runs, audit log):
+    DATABASE_URL (PostgreSQL on hosts), else the SQLite file NAMESRV_SHARED_DB_PATH
+    (a local cluster's nodes share one), else run/dev.sqlite3."""
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url.startswith("sqlite:"):
+        # One file several local processes share: the same WAL settings as below.
+        return _sqlite(Path(str(dj_database_url.parse(url)["NAME"])))
+    if url:
+        return dict(dj_database_url.parse(url, conn_max_age=60))
+    return _sqlite(Path(env_str("NAMESRV_SHARED_DB_PATH", str(BASE_DIR / "run" / "dev.sqlite3"))))
+
+
+# Two databases, split by namesrv_app.db_router: ``default`` is shared by the whole
+# cluster, ``projection`` (NAMESRV_DB_PATH) is this node's own route tables.
+DATABASES = {
+    "default": _shared_database(),
+    "projection": _sqlite(
+        Path(env_str("NAMESRV_DB_PATH", str(BASE_DIR / "run" / "dev.projection.sqlite3")))
+    ),
+}
+DATABASE_ROUTERS = ["namesrv_app.db_router.ProjectionRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -369,6 +389,9 @@ AXES_LOCKOUT_CALLABLE = "namesrv_app.web.lockout.lockout_response"
 # over HTTPS only: redirect, HSTS, and cookies that never travel in clear text.
 if PRODUCTION:
     SECURE_SSL_REDIRECT = env_bool("NAMESRV_SECURE_SSL_REDIRECT", True)
+    # Probes and scrapers speak plain HTTP to the node itself (a load balancer's
+    # health check, Prometheus): they get their answer, not a redirect.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
     SECURE_HSTS_SECONDS = env_int("NAMESRV_HSTS_SECONDS", 31_536_000)
     # Covers the hosts below the console's own name (n1.console.example -> *.n1...),
     # never the parent domain: safe to default on.

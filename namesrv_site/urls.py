@@ -7,11 +7,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from namesrv_app.api.views import ApiSchemaView
-from namesrv_app.web import health
+from namesrv_app.web import health, metrics
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/schema/", ApiSchemaView.as_view(), name="schema"),
     path("api/v1/", include("namesrv_app.api.urls")),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from raftstore.raft import VERIFY_OWN_ENTRIES_ENV
 
 # Every Raft node the suite starts, in this process or in a gateway subprocess
@@ -12,3 +14,24 @@ from raftstore.raft import VERIFY_OWN_ENTRIES_ENV
 # that assert "no alarms" then also prove the commands built anywhere round-trip
 # exactly through the log codec.
 os.environ.setdefault(VERIFY_OWN_ENTRIES_ENV, "1")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every database test may use both databases: the shared one (accounts, runs)
+    and the node's projection (namesrv_app.db_router). pytest-django allows only
+    ``default`` unless told otherwise, so each ``django_db`` mark (or use of the
+    ``db`` fixtures) gets ``databases="__all__"``, keeping its other arguments."""
+    for item in items:
+        marker = item.get_closest_marker("django_db")
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if marker is None and not fixtures & DB_FIXTURES:
+            continue
+        kwargs = dict(marker.kwargs) if marker is not None else {}
+        if "transactional_db" in fixtures or "live_server" in fixtures:
+            kwargs["transaction"] = True
+        kwargs.setdefault("databases", "__all__")
+        item.add_marker(pytest.mark.django_db(**kwargs), append=False)
+
+
+DB_FIXTURES = {"db", "transactional_db", "client", "admin_client", "django_user_model",
+               "admin_user", "live_server"}  # fmt: skip

@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
+from django.db import connections
 from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 
 from namesrv_app import gateway_client, models
+from namesrv_app.db_router import PROJECTION_DB
 from remoting import bodies
 from remoting.model import TopicRouteData
 
@@ -66,7 +67,7 @@ def projected_route(topic: str) -> ProjectedRoute:
     filter servers, order config, queue mappings), so this answer and the wire's
     agree at the same version.
     """
-    with connection.cursor() as cursor:
+    with connections[PROJECTION_DB].cursor() as cursor:
         cursor.execute(_route_sql(), [topic])
         row = cursor.fetchone()
     if row is None:

@@ -17,6 +17,7 @@ from localcluster.launcher import (
     with_gateway_options,
     write_cluster_file,
 )
+from node.config import DEFAULT_SKEW_ALLOWANCE_MS
 
 
 def _raft_plan(tmp_path: Path) -> ClusterPlan:
@@ -43,7 +44,9 @@ def test_each_gateway_gets_its_own_dial_map_and_allowance(tmp_path: Path) -> Non
         ",".join(sorted([f"{n2.raft_addr}=127.0.0.1:40001", f"{n3.raft_addr}=127.0.0.1:40002"])))
     assert _flag(first, "--skew-allowance-ms") == "0"
     assert _flag(second, "--raft-dial") is None and _flag(second, "--skew-allowance-ms") == "750"
-    assert _flag(third, "--raft-dial") is None and _flag(third, "--skew-allowance-ms") is None
+    # Not planned: the node config's default, written out like every other setting.
+    assert _flag(third, "--raft-dial") is None
+    assert _flag(third, "--skew-allowance-ms") == str(DEFAULT_SKEW_ALLOWANCE_MS)
     # The identity stays the real Raft port: only the dialling changes.
     assert _flag(first, "--raft-port") == str(n1.raft_port)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ def create_operator(db_path: Path, *args: str, env: dict[str, str] | None = None
     return subprocess.run(
         [sys.executable, "manage.py", "create_operator", *args],
         cwd=REPO_ROOT,
-        env={**os.environ, "NAMESRV_DB_PATH": str(db_path), **(env or {})},
+        env={**os.environ, "DATABASE_URL": f"sqlite:///{db_path}", **(env or {})},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -30,11 +31,11 @@ def create_operator(db_path: Path, *args: str, env: dict[str, str] | None = None
 
 @pytest.fixture(scope="module")
 def db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated node database of its own."""
-    path = tmp_path_factory.mktemp("operator") / "node.sqlite3"
+    """A migrated shared database of its own."""
+    path = tmp_path_factory.mktemp("operator") / "shared.sqlite3"
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=REPO_ROOT, env={**os.environ, "NAMESRV_DB_PATH": str(path)}, check=True,
+        cwd=REPO_ROOT, env={**os.environ, "DATABASE_URL": f"sqlite:///{path}"}, check=True,
     )  # fmt: skip
     return path
 
@@ -66,3 +67,25 @@ def test_password_env_and_token_together(db_path: Path) -> None:
         env={"OTTO_PASSWORD": PASSWORD},
     )  # fmt: skip
     assert again.stdout.strip().splitlines() == ["updated otto with role operator", token]
+
+
+def test_run_dir_writes_to_the_local_clusters_shared_database(
+    db_path: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "shared.sqlite3").write_bytes(db_path.read_bytes())
+    elsewhere = tmp_path / "elsewhere.sqlite3"  # what the shell would otherwise use
+
+    done = create_operator(elsewhere, "carol", "--token", "--run-dir", str(run_dir))
+
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(run_dir / "shared.sqlite3") as shared:
+        rows = shared.execute("SELECT username FROM auth_user WHERE username='carol'").fetchall()
+    assert rows == [("carol",)] and not elsewhere.exists()
+
+
+def test_run_dir_without_a_cluster_says_so(db_path: Path, tmp_path: Path) -> None:
+    done = create_operator(db_path, "dave", "--token", "--run-dir", str(tmp_path / "none"))
+    assert done.returncode != 0
+    assert "has no cluster database" in done.stderr and "cluster up" in done.stderr

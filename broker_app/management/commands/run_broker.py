@@ -26,7 +26,7 @@ from broker_app.config import (
     read_config_file,
     split_address,
 )
-from broker_app.persistence import DjangoMetadataRepository
+from broker_app.persistence import PROJECTION_DB, DjangoMetadataRepository
 
 FLAG_SETTINGS = {
     "cluster": "cluster_name",
@@ -100,7 +100,9 @@ class Command(BaseCommand):
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
         if options["migrate"]:
             # skip_checks: a broker needs its own tables only, not the web stack checked.
-            call_command("migrate", "broker_app", verbosity=0, skip_checks=True)
+            # Its tables live in the node-local database (namesrv_app.db_router).
+            call_command("migrate", "broker_app", database=PROJECTION_DB, verbosity=0,
+                         skip_checks=True)  # fmt: skip
         asyncio.run(serve(config))
 
 

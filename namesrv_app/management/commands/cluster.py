@@ -62,6 +62,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--redis-port", type=int, default=launcher.DEFAULT_REDIS_PORT)
         parser.add_argument(
+            "--metrics-base-port",
+            type=int,
+            default=None,
+            help="first gateway metrics port (29876 + i; 0 = free ports; by default 0 when "
+            "--base-port is 0); -1: no metrics ports",
+        )
+        parser.add_argument(
             "--demo-broker-base-port",
             type=int,
             default=None,
@@ -138,6 +145,7 @@ class Command(BaseCommand):
             internal_base_port=options["internal_base_port"],
             redis_port=options["redis_port"],
             raft_base_port=options["raft_base_port"],
+            metrics_base_port=options["metrics_base_port"],
         )
         plan = launcher.with_gateway_options(
             plan,

@@ -8,6 +8,10 @@ Scripts never need a terminal: with ``--password-env`` nothing is asked, and
 ``--token`` alone makes an API-only account (a new user gets no usable password)
 and prints the token, bare, as the last line of the output. Without either and
 without a terminal, the command says so instead of failing inside ``getpass``.
+
+Accounts live in the cluster's shared database, so one made here works on every
+node; ``--run-dir run/local`` writes to a local cluster's (see
+:mod:`namesrv_app.management.run_dir`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rest_framework.authtoken.models import Token
 
+from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir
 from namesrv_app.roles import OPERATOR_GROUP, ROLE_GROUPS
 
 
@@ -45,9 +50,11 @@ class Command(BaseCommand):
             help="print an API token for the user as the last line (alone: an API-only "
             "account, no password asked)",
         )
+        add_run_dir_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Create (or update) the user, set the password, set the role."""
+        apply_run_dir(options["run_dir"])
         api_only = options["token"] and not options["password_env"]
         password = None if api_only else self._password(options["password_env"])
         user_model = get_user_model()

@@ -39,8 +39,8 @@ def kv_config_file(configured: str, node_id: str) -> Path:
     """Eventual mode's kvConfig.json: the setting, else beside the node's database."""
     if configured:
         return Path(configured).expanduser()
-    database = Path(str(settings.DATABASES["default"]["NAME"]))
-    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    database = Path(str(settings.DATABASES["projection"]["NAME"]))
+    if settings.DATABASES["projection"]["ENGINE"].endswith("sqlite3"):
         return database.with_name(f"{database.stem}.kvConfig.json")
     return Path(settings.BASE_DIR) / "run" / f"{node_id}.kvConfig.json"
 
@@ -55,6 +55,13 @@ def namesrv_properties(path: Path | None) -> dict[str, str]:
     except (OSError, ValueError) as exc:
         raise CommandError(f"--config {path}: {exc}") from exc
     return properties
+
+
+def metrics_port(port: int) -> int:
+    """``--metrics-port``, or CommandError when it is not a port (0 is off)."""
+    if not 0 <= port <= 65535:
+        raise CommandError(f"--metrics-port must be from 0 (off) to 65535, got {port}")
+    return port
 
 
 def positive(options: dict[str, Any], name: str) -> Any:
@@ -92,6 +99,7 @@ def raft_options(options: dict[str, Any], conf: NamesrvSettings) -> RaftOptions 
         data_dir=Path(raft_dir),
         secret=secret,
         bind_host=options["raft_bind_host"] or None,
+        host=options.get("raft_host") or None,
         dial=dial,
         propose_timeout_s=options["propose_timeout_s"],
         skew_allowance_ms=options["skew_allowance_ms"],
@@ -131,6 +139,10 @@ class Command(BaseCommand):
             default=conf.RAFT_PEERS,
             help='every member\'s Raft address, "h:p,h:p,..." (self may be listed)',
         )
+        raft.add_argument(
+            "--raft-host", default=None, metavar="HOST",
+            help="the host of this node's Raft identity (default: --host)",
+        )  # fmt: skip
         raft.add_argument("--raft-dir", type=Path, default=conf.RAFT_DIR or None)
         raft.add_argument(
             "--raft-secret-file", default=conf.RAFT_SECRET_FILE or None, metavar="FILE",
@@ -177,6 +189,15 @@ class Command(BaseCommand):
             "--scan-interval-ms", type=int, default=0,
             help="also scan for silent brokers this often (0: only the Celery scan)",
         )  # fmt: skip
+        metrics = parser.add_argument_group("Prometheus metrics (docs/DEPLOY.md, Metrics)")
+        metrics.add_argument(
+            "--metrics-port", type=int, default=0, metavar="PORT",
+            help="serve GET /metrics on this port (0: no metrics port)",
+        )  # fmt: skip
+        metrics.add_argument(
+            "--metrics-host", default=None, metavar="HOST",
+            help="where the metrics port listens (default: --host)",
+        )  # fmt: skip
         limits = parser.add_argument_group("public port limits against hostile peers")
         limits.add_argument(
             "--unfinished-frames-bytes-max", type=int, default=conf.UNFINISHED_FRAMES_BYTES_MAX,
@@ -200,7 +221,9 @@ class Command(BaseCommand):
         if errors:
             raise CommandError("\n".join(f"{e.id}: {e.msg}" for e in errors))
         if options["migrate"]:
-            call_command("migrate", interactive=False, verbosity=0, skip_checks=True)
+            for database in ("default", "projection"):  # shared, then this node's own
+                call_command("migrate", interactive=False, verbosity=0, skip_checks=True,
+                             database=database)  # fmt: skip
         gateway_options = GatewayOptions(
             node_id=options["node"],
             host=options["host"],
@@ -221,6 +244,8 @@ class Command(BaseCommand):
             namesrv_properties=namesrv_properties(options["config"]),
             acl_enabled=options["acl_enabled"],
             acl_file=options["acl_file"],
+            metrics_port=metrics_port(options["metrics_port"]),
+            metrics_host=options["metrics_host"] or None,
         )
         try:
             asyncio.run(

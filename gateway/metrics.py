@@ -1,0 +1,542 @@
+"""Prometheus metrics of one gateway, and the small HTTP port that exposes them.
+
+Each :class:`GatewayMetrics` owns its own ``CollectorRegistry`` (never the
+process-wide default), so several gateways in one test process never clash.
+
+Counted on the public remoting port, per request code (the code as a decimal
+string; a code outside :class:`~remoting.codes.RequestCode` is counted as
+``other``, so a client sending random codes cannot grow the label set):
+
+* ``namesrv_requests_total{code}`` and ``namesrv_request_seconds{code}`` (from the
+  handler's call to the answer, not the socket write);
+* ``namesrv_request_errors_total{code}``: answers whose code is not SUCCESS (ACL
+  refusals, unknown topics and failed writes included) and handler exceptions.
+
+The request path only adds to plain integers of a per-code :class:`CodeMeter`
+(about a microsecond; prometheus_client's locked ``Counter``/``Histogram`` children
+cost three times that, as much again as a cached route answer itself). Every
+writer is the gateway's event loop thread; the collector turns the integers into
+the counter and histogram families when Prometheus asks.
+
+Counted by :class:`ScanCountingService` (the Celery scan over the internal port and
+the gateway's own scan loop alike): ``namesrv_scan_runs_total``,
+``namesrv_scan_failures_total`` and ``namesrv_scan_expired_total`` (live entries the
+scans of this node expired; in raft mode only the leader's scan expires anything).
+
+Read at scrape time, with nothing added to the request path:
+
+* ``namesrv_acl_refusals_total{reason}``: the remoting ACL's own refusal counts
+  (``RemotingAcl.refusals``, every reason at 0 until it happens; absent when the
+  ACL is off);
+* gauges: ``namesrv_node_info{node_id,mode}``, ``namesrv_live_brokers``,
+  ``namesrv_topics`` and, in raft mode only, ``namesrv_raft_term``,
+  ``namesrv_raft_is_leader``, ``namesrv_raft_leader_known``,
+  ``namesrv_raft_commit_index``, ``namesrv_raft_applied_index`` and
+  ``namesrv_raft_apply_lag`` (commit - applied).
+
+The gauges come from the replicator when Prometheus asks (a custom collector, no
+polling thread). In raft mode that is ``RaftReplicator.status()``, which also
+hashes the table under the apply lock, so a sample is reused for
+:data:`SAMPLE_TTL_S` and the whole exposition is rendered in a worker thread,
+never on the event loop.
+
+:class:`MetricsHttpServer` is a minimal HTTP/1.1 server inside the gateway's event
+loop: ``GET /metrics`` only (404 for other paths, 405 for other methods), one
+request per connection, a bounded request head, a head deadline and a bounded
+number of connections. It has no authentication (the metrics are read-only and
+name nothing secret), so it binds only the configured host: the gateway's host by
+default, loopback when that host is a wildcard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from gateway.services import NameServerService, ScanOutcome
+from raftstore.replicator import Replicator
+from raftstore.vocab import MODE_RAFT
+from remoting.acl_policy import RemotingAcl
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+OTHER_CODE = "other"
+"""The ``code`` label of every request code outside RequestCode."""
+KNOWN_CODES: frozenset[int] = frozenset(int(code) for code in RequestCode)
+LATENCY_BUCKETS_S = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+"""Cached route answers take tens of microseconds; raft writes milliseconds to seconds."""
+_BUCKET_LABELS = (*(repr(float(bound)) for bound in LATENCY_BUCKETS_S), "+Inf")
+"""The ``le`` labels as prometheus_client writes them (``0.0001``, ``1.0``, ...)."""
+ACL_REASONS = ("unsigned", "unknown-key", "address", "bad-signature", "not-admin")
+"""RemotingAcl's refusal reasons, exposed at 0 before the first refusal of each."""
+SAMPLE_TTL_S = 1.0
+"""How long one replicator sample serves scrapes (a raft status hashes the table)."""
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
+LOOPBACK_HOST = "127.0.0.1"
+METRICS_PATH = "/metrics"
+HEAD_BYTES_MAX = 8 * 1024
+"""A scrape's request head is a few hundred bytes; anything longer is refused (431)."""
+HEAD_TIMEOUT_S = 5.0
+CONNECTIONS_MAX = 32
+WRITE_TIMEOUT_S = 10.0
+_SUCCESS = int(ResponseCode.SUCCESS)
+
+C = TypeVar("C")
+Answer = RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None
+"""What the gateway's public handler returns: an answer now, a pending one, or none."""
+
+
+def metrics_bind_host(metrics_host: str | None, gateway_host: str) -> str:
+    """Where the metrics port listens: the given host, else the gateway's host,
+    else loopback when the gateway listens on every interface (only an explicit
+    ``metrics_host`` exposes the metrics on a wildcard address)."""
+    if metrics_host:
+        return metrics_host
+    return LOOPBACK_HOST if gateway_host in WILDCARD_HOSTS else gateway_host
+
+
+class CodeMeter:
+    """One code label's counts: plain numbers, written by the event loop thread only."""
+
+    __slots__ = ("buckets", "errors", "label", "seconds_sum")
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.buckets = [0] * len(_BUCKET_LABELS)
+        """Requests per latency bucket (not cumulative; the last one is +Inf)."""
+        self.errors = 0
+        self.seconds_sum = 0.0
+
+    def record(self, answer: RemotingCommand | None, elapsed_s: float, failed: bool) -> None:
+        """One handled request (``answer`` None: one-way, or nothing to answer)."""
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS_S, elapsed_s)] += 1
+        self.seconds_sum += elapsed_s
+        if failed or (answer is not None and answer.code != _SUCCESS):
+            self.errors += 1
+
+    async def timed(
+        self, pending: Coroutine[Any, Any, RemotingCommand | None], started: float
+    ) -> RemotingCommand | None:
+        """Await a handler's pending answer, then record it."""
+        answer: RemotingCommand | None = None
+        failed = True
+        try:
+            answer = await pending
+            failed = False
+            return answer
+        finally:
+            self.record(answer, time.perf_counter() - started, failed)
+
+
+def request_families(meters: Iterable[CodeMeter]) -> Iterator[Metric]:
+    """The request counter, error counter and latency histogram of ``meters``
+    (a code with no request yet has no series)."""
+    requests = CounterMetricFamily(
+        "namesrv_requests",
+        "Requests handled on the public remoting port, by request code.",
+        labels=["code"],
+    )
+    errors = CounterMetricFamily(
+        "namesrv_request_errors",
+        "Answers whose code is not SUCCESS (and handler failures), by request code.",
+        labels=["code"],
+    )
+    seconds = HistogramMetricFamily(
+        "namesrv_request_seconds",
+        "Time from a request's decoding to its answer, by request code.",
+        labels=["code"],
+    )
+    for meter in meters:
+        counts = list(meter.buckets)  # one copy: the buckets and their total agree
+        total = sum(counts)
+        if not total:
+            continue
+        cumulative = 0
+        buckets: list[tuple[str, float]] = []
+        for label, count in zip(_BUCKET_LABELS, counts, strict=True):
+            cumulative += count
+            buckets.append((label, cumulative))
+        requests.add_metric([meter.label], total)
+        errors.add_metric([meter.label], min(meter.errors, total))
+        seconds.add_metric([meter.label], buckets, meter.seconds_sum)
+    yield requests
+    yield errors
+    yield seconds
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSample:
+    """What the gauges show, read from the replicator at scrape time."""
+
+    node_id: str
+    mode: str
+    live_brokers: int
+    topics: int
+    raft: tuple[int, bool, bool, int, int] | None = None
+    """Raft mode: (term, is leader, leader known, commit index, applied index)."""
+
+
+def sample_node(replicator: Replicator) -> NodeSample:
+    """Read the gauges' values (any thread; raft mode also hashes the table)."""
+    live, topics = replicator.read(
+        lambda table: (len(table.live_brokers()), len(table.all_topic_list().topic_list))
+    )
+    raft = None
+    if replicator.mode == MODE_RAFT:
+        status = replicator.status()
+        raft = (
+            status.term,
+            status.state == "leader",
+            status.leader is not None,
+            status.commit_index,
+            status.applied_index,
+        )
+    return NodeSample(replicator.node_id, replicator.mode, live, topics, raft)
+
+
+class NodeCollector:
+    """The scrape-time part: request counts, node gauges and the ACL's refusal counts."""
+
+    def __init__(
+        self,
+        replicator: Replicator,
+        acl: RemotingAcl | None,
+        meters: Callable[[], Iterable[CodeMeter]] = tuple,
+        *,
+        sample_ttl_s: float = SAMPLE_TTL_S,
+    ) -> None:
+        self.replicator = replicator
+        self.acl = acl
+        self.meters = meters
+        self.sample_ttl_s = sample_ttl_s
+        self._lock = threading.Lock()
+        self._sample: NodeSample | None = None
+        self._sampled_at = 0.0
+
+    def sample(self) -> NodeSample:
+        """A sample at most ``sample_ttl_s`` old."""
+        with self._lock:
+            now = time.monotonic()
+            if self._sample is None or now - self._sampled_at >= self.sample_ttl_s:
+                self._sample = sample_node(self.replicator)
+                self._sampled_at = now
+            return self._sample
+
+    def collect(self) -> Iterator[Metric]:
+        """Every scrape-time family (a failed replicator read leaves its gauges out)."""
+        yield from request_families(self.meters())
+        yield from self._acl_refusals()
+        try:
+            sample = self.sample()
+        except Exception:
+            log.exception("metrics: cannot read the replicator")
+            return
+        yield from node_families(sample)
+
+    def _acl_refusals(self) -> Iterable[Metric]:
+        acl = self.acl
+        if acl is None:
+            return
+        # dict() of a Counter copies in one C call: safe against the loop's increments.
+        counts = dict.fromkeys(ACL_REASONS, 0) | dict(acl.refusals)
+        family = CounterMetricFamily(
+            "namesrv_acl_refusals",
+            "Requests the remoting ACL refused, by reason.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(counts.items()):
+            family.add_metric([reason], count)
+        yield family
+
+
+def node_families(sample: NodeSample) -> Iterator[Metric]:
+    """The gauges of ``sample``; the raft ones only in raft mode."""
+    info = GaugeMetricFamily(
+        "namesrv_node_info", "This gateway's node id and mode.", labels=["node_id", "mode"]
+    )
+    info.add_metric([sample.node_id, sample.mode], 1)
+    yield info
+    yield GaugeMetricFamily(
+        "namesrv_live_brokers", "Live broker entries in this node's table.", sample.live_brokers
+    )
+    yield GaugeMetricFamily("namesrv_topics", "Topics in this node's table.", sample.topics)
+    if sample.raft is None:
+        return
+    term, is_leader, leader_known, commit_index, applied_index = sample.raft
+    for name, doc, value in (
+        ("namesrv_raft_term", "The Raft term this node is in.", term),
+        ("namesrv_raft_is_leader", "1 when this node believes it leads.", int(is_leader)),
+        ("namesrv_raft_leader_known", "1 when this node knows a leader.", int(leader_known)),
+        ("namesrv_raft_commit_index", "The highest log index known committed.", commit_index),
+        ("namesrv_raft_applied_index", "The highest log index applied here.", applied_index),
+        (
+            "namesrv_raft_apply_lag",
+            "Committed entries not applied here yet (commit - applied).",
+            max(0, commit_index - applied_index),
+        ),
+    ):
+        yield GaugeMetricFamily(name, doc, value)
+
+
+class GatewayMetrics:
+    """One gateway's registry: request and scan counters plus the node collector."""
+
+    def __init__(self, replicator: Replicator, acl: RemotingAcl | None = None) -> None:
+        self.registry = CollectorRegistry()
+        self.scan_runs = Counter(
+            "namesrv_scan_runs", "Liveness scans run on this node.", registry=self.registry
+        )
+        self.scan_failures = Counter(
+            "namesrv_scan_failures",
+            "Liveness scans that failed (no quorum, a leadership change).",
+            registry=self.registry,
+        )
+        self.scan_expired = Counter(
+            "namesrv_scan_expired",
+            "Live broker entries expired by this node's scans.",
+            registry=self.registry,
+        )
+        self._meters: dict[int, CodeMeter] = {}
+        self._other = CodeMeter(OTHER_CODE)
+        self.collector = NodeCollector(replicator, acl, self.meters)
+        self.registry.register(self.collector)
+
+    def meters(self) -> list[CodeMeter]:
+        """Every meter so far (any thread: the copy is one C call under the GIL)."""
+        return [*self._meters.values(), self._other]
+
+    def meter(self, code: int) -> CodeMeter:
+        """The meter of ``code`` (``other`` for codes outside RequestCode, never cached)."""
+        meter = self._meters.get(code)
+        if meter is None:
+            if code not in KNOWN_CODES:
+                return self._other
+            meter = self._meters[code] = CodeMeter(str(code))
+        return meter
+
+    def handle(
+        self,
+        handler: Callable[[RemotingCommand, C], Answer],
+        request: RemotingCommand,
+        conn: C,
+    ) -> Answer:
+        """Call the remoting ``handler`` and count what it answers.
+
+        An immediate answer is recorded at once; a pending one is wrapped in a
+        coroutine that records it when it completes.
+        """
+        meter = self.meter(request.code)
+        started = time.perf_counter()
+        try:
+            pending = handler(request, conn)
+        except Exception:
+            meter.record(None, time.perf_counter() - started, True)
+            raise
+        if pending is None or isinstance(pending, RemotingCommand):
+            meter.record(pending, time.perf_counter() - started, False)
+            return pending
+        return meter.timed(pending, started)
+
+    def scan_done(self, outcome: ScanOutcome) -> None:
+        """Count one finished scan and what it expired."""
+        self.scan_runs.inc()
+        if outcome.expired:
+            self.scan_expired.inc(len(outcome.expired))
+
+    def scan_failed(self) -> None:
+        """Count one scan that raised."""
+        self.scan_runs.inc()
+        self.scan_failures.inc()
+
+    def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """The registry rendered for an ``Accept`` header: (body, content type)."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+
+class ScanCountingService(NameServerService):
+    """NameServerService whose liveness scans (Celery's over the internal port and the
+    gateway's own loop alike) are counted in ``metrics`` when it is set."""
+
+    metrics: GatewayMetrics | None = None
+
+    async def scan(self, now_ms: int | None = None) -> ScanOutcome:
+        """:meth:`NameServerService.scan`, counted."""
+        metrics = self.metrics
+        if metrics is None:
+            return await super().scan(now_ms)
+        try:
+            outcome = await super().scan(now_ms)
+        except Exception:
+            metrics.scan_failed()
+            raise
+        metrics.scan_done(outcome)
+        return outcome
+
+
+# ------------------------------------------------------------------ the HTTP port
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def http_response(
+    status: int,
+    body: bytes,
+    content_type: str = "text/plain; charset=utf-8",
+    extra_headers: Iterable[tuple[str, str]] = (),
+) -> bytes:
+    """One complete HTTP/1.1 response that closes the connection."""
+    headers = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+        "Cache-Control: no-store",
+        "Connection: close",
+        *(f"{name}: {value}" for name, value in extra_headers),
+    ]
+    return ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1") + body
+
+
+def parse_head(head: bytes) -> tuple[str, str, dict[str, str]] | None:
+    """(method, path, lower-cased headers) of a request head; None when malformed."""
+    try:
+        text = head.decode("latin-1")
+    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+        return None
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1]:
+        return None
+    method, target, _version = parts
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            return None
+        headers[name.lower()] = value.strip()
+    return method, target.split("?", 1)[0], headers
+
+
+class MetricsHttpServer:
+    """``GET /metrics`` on ``host:port`` (port 0: any free port; see :attr:`port`)."""
+
+    def __init__(
+        self,
+        metrics: GatewayMetrics,
+        host: str,
+        port: int,
+        *,
+        head_bytes_max: int = HEAD_BYTES_MAX,
+        head_timeout_s: float = HEAD_TIMEOUT_S,
+        connections_max: int = CONNECTIONS_MAX,
+    ) -> None:
+        self.metrics = metrics
+        self.host = host
+        self._port = port
+        self.head_bytes_max = head_bytes_max
+        self.head_timeout_s = head_timeout_s
+        self.connections_max = connections_max
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+
+    @property
+    def port(self) -> int:
+        """The bound port once started (else the configured one)."""
+        if self._server is not None and self._server.sockets:
+            return int(self._server.sockets[0].getsockname()[1])
+        return self._port
+
+    async def start(self) -> None:
+        """Listen."""
+        self._server = await asyncio.start_server(
+            self._connected, self.host, self._port, limit=self.head_bytes_max
+        )
+
+    async def close(self) -> None:
+        """Stop listening and drop the connections in progress."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(set(self._connections), timeout=WRITE_TIMEOUT_S)
+        await server.wait_closed()
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is None or len(self._connections) >= self.connections_max:
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            answer = await self._answer(reader)
+            if answer is not None:
+                writer.write(answer)
+                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+        except (ConnectionError, TimeoutError):
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    async def _answer(self, reader: asyncio.StreamReader) -> bytes | None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.head_timeout_s)
+        except asyncio.LimitOverrunError:
+            return http_response(431, b"request head too large\n")
+        except TimeoutError:
+            return http_response(408, b"request head too slow\n")
+        except asyncio.IncompleteReadError:
+            return None
+        parsed = parse_head(head)
+        if parsed is None:
+            return http_response(400, b"bad request\n")
+        method, path, headers = parsed
+        if path != METRICS_PATH:
+            return http_response(404, b"not found: try /metrics\n")
+        if method != "GET":
+            return http_response(405, b"only GET\n", extra_headers=[("Allow", "GET")])
+        try:
+            body, content_type = await asyncio.to_thread(
+                self.metrics.exposition, headers.get("accept", "")
+            )
+        except Exception:
+            log.exception("metrics exposition failed")
+            return http_response(500, b"metrics exposition failed\n")
+        return http_response(200, body, content_type)

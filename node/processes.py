@@ -1,0 +1,277 @@
+"""The processes of one node, made from its :class:`~node.config.NodeConfig`.
+
+A node is a gateway (``manage.py run_gateway``: the remoting port, the Raft port,
+the internal port) and a web process (uvicorn serving the console and the API);
+with Redis configured, also a Celery worker and beat for the broker scan.
+Everything a process needs is in its environment (the ``NAMESRV_*`` variables
+``namesrv_site.settings`` reads) and its command line, both made here, so
+``run_node`` on a host and ``cluster up`` on one machine start the same
+processes the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from node.config import RAFT_SCAN_INTERVAL_MS, NodeConfig
+from raftstore import vocab
+from remoting.acl import read_secret_file
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+ASGI_APP = "namesrv_site.asgi:application"
+DB_FILE_NAME = "namesrv.sqlite3"
+"""The node's projection (its own route tables)."""
+SHARED_DB_FILE_NAME = "shared.sqlite3"
+"""Accounts, tokens and experiment runs when no [database] url is configured."""
+SHARED_DB = "default"
+PROJECTION_DB = "projection"
+READY_FILE_NAME = "gateway.ready.json"
+CLUSTER_FILE_NAME = "cluster.json"
+INTERNAL_SECRET_FILE_NAME = "internal.secret"
+RAFT_DIR_NAME = "raft"
+METRICS_DIR_NAME = "web-metrics"
+LIVE_EVENT_PUBLISHER = "namesrv_app.live.publish_change"
+"""The gateway's change-event publisher when Redis carries live updates (namesrv_app.live)."""
+LIVE_LEADER_PUBLISHER = "namesrv_app.live.publish_leader_change"
+"""The raft gateway's leader-change publisher when Redis carries live updates."""
+SCAN_QUEUE_PREFIX = "namesrv.scan."
+"""Celery queue of one node's broker scans; only the worker on that node's host
+consumes it, because a scan reaches the gateway through its loopback-only port."""
+
+
+def ready_file(config: NodeConfig) -> Path:
+    """Where the gateway writes its ready file (ports it bound, Raft identity)."""
+    return config.data_dir / READY_FILE_NAME
+
+
+def internal_secret_file(config: NodeConfig) -> Path:
+    """The internal-port secret: the configured file, else one in the data folder."""
+    return config.internal_secret_file or config.data_dir / INTERNAL_SECRET_FILE_NAME
+
+
+def metrics_dir(config: NodeConfig) -> Path:
+    """Where the web workers keep their Prometheus counters (prometheus-client's
+    multi-process mode); it must be emptied before the web process starts."""
+    return config.data_dir / METRICS_DIR_NAME
+
+
+def reset_metrics_dir(config: NodeConfig) -> None:
+    """Empty (or make) the web workers' metrics folder before the web process starts."""
+    folder = metrics_dir(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink(missing_ok=True)
+
+
+def cluster_file(config: NodeConfig) -> Path:
+    """The member list the console and beat read: configured, else made from [peers]."""
+    return config.cluster_file or config.data_dir / CLUSTER_FILE_NAME
+
+
+def scan_queue(node_id: str) -> str:
+    """The Celery queue of ``node_id``'s scans."""
+    return SCAN_QUEUE_PREFIX + node_id
+
+
+def cluster_document(config: NodeConfig) -> dict[str, Any]:
+    """The member list of a node on its own host (``cluster.json`` beside its data).
+
+    Only this node has an internal port here: the others' are loopback-only on
+    their own hosts, so this host's console shows them through their remoting
+    ports (routes, topics, cluster info), which are what clients see anyway.
+    """
+    nodes = []
+    for member in config.members():
+        entry: dict[str, Any] = {
+            "id": member.node_id,
+            "host": member.remoting.host,
+            "remoting_port": member.remoting.port,
+            "remoting_addr": str(member.remoting),
+        }
+        if member.internal_port:
+            entry["internal_port"] = member.internal_port
+        if member.web:
+            entry["web_port"] = member.web.port
+            entry["console_url"] = f"http://{member.web}/"
+        if member.raft:
+            entry["raft_addr"] = str(member.raft)
+        nodes.append(entry)
+    return {"mode": config.mode, "nodes": nodes}
+
+
+def with_password(url: str, password_file: Path | None, what: str) -> str:
+    """``url`` with the password of ``password_file`` in it (unchanged without a file)."""
+    if password_file is None:
+        return url
+    password = quote(read_secret_file(password_file, what), safe="")
+    parts = urlsplit(url)
+    user = quote(parts.username or "", safe="")
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"{user}:{password}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def node_env(config: NodeConfig, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment of every process of the node: ``base`` plus what the file says.
+
+    Reads the database and Redis password files (their URLs carry the password);
+    every other secret travels as the path of its file.
+    """
+    env = dict(base)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
+            "PYTHONUNBUFFERED": "1",
+            "NAMESRV_DEBUG": "false",  # never on a launched node, whatever the shell says
+            "NAMESRV_PROFILE": "production" if config.web_profile == "production" else "local",
+            "NAMESRV_NODE_ID": config.node_id,
+            "NAMESRV_MODE": config.mode,
+            "NAMESRV_HOST": config.remoting.host,
+            "NAMESRV_PORT": str(config.remoting.port),
+            "NAMESRV_INTERNAL_PORT": str(config.internal_port),
+            "NAMESRV_INTERNAL_SECRET_FILE": str(internal_secret_file(config)),
+            "NAMESRV_CLUSTER_FILE": str(cluster_file(config)),
+            "NAMESRV_DB_PATH": str(config.data_dir / DB_FILE_NAME),
+            # No shared database configured: this node keeps its accounts to itself.
+            "DATABASE_URL": f"sqlite:///{config.data_dir / SHARED_DB_FILE_NAME}",
+            "NAMESRV_SCAN_INTERVAL_S": str(config.scan_interval_s),
+            # The web workers' counters, merged by /metrics (emptied at every start).
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir(config)),
+            "NAMESRV_ACL": "true" if config.acl_enabled else "false",
+            "DJANGO_ALLOWED_HOSTS": ",".join(
+                config.web_allowed_hosts or _default_allowed_hosts(config)
+            ),
+        }
+    )
+    optional = {
+        "DJANGO_SECRET_KEY_FILE": config.django_secret_file,
+        "NAMESRV_RAFT_SECRET_FILE": config.raft_secret_file,
+        "NAMESRV_ACL_FILE": config.acl_file,
+        "NAMESRV_ACL_SECRET_KEY_FILE": config.acl_secret_key_file,
+    }
+    env.update({name: str(path) for name, path in optional.items() if path})
+    if config.acl_access_key:
+        env["NAMESRV_ACL_ACCESS_KEY"] = config.acl_access_key
+    if config.database_url:
+        env["DATABASE_URL"] = with_password(
+            config.database_url, config.database_password_file, "database password"
+        )
+    if config.redis_url:
+        env["REDIS_URL"] = with_password(
+            config.redis_url, config.redis_password_file, "redis password"
+        )
+        # Registrations, expiries and leader changes reach every console through Redis.
+        env.setdefault("NAMESRV_EVENT_PUBLISHER", LIVE_EVENT_PUBLISHER)
+        env.setdefault("NAMESRV_LEADER_PUBLISHER", LIVE_LEADER_PUBLISHER)
+    if config.mode == vocab.MODE_RAFT:
+        # The settings checks (run by migrate and the web process) require both.
+        env["NAMESRV_RAFT_PORT"] = str(config.raft.port if config.raft else 0)
+        env["NAMESRV_RAFT_PEERS"] = ",".join(config.raft_members())
+    return env
+
+
+def _default_allowed_hosts(config: NodeConfig) -> tuple[str, ...]:
+    hosts = [(config.web_advertise or config.web).host, config.web.host]
+    return tuple(dict.fromkeys(h for h in hosts if h not in ("0.0.0.0", "::")))
+
+
+def manage_argv(*args: str) -> list[str]:
+    """``python manage.py ARGS`` with this interpreter."""
+    return [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
+
+
+def migrate_argvs() -> list[list[str]]:
+    """Apply the migrations of the shared database, then of the node's projection."""
+    return [
+        manage_argv("migrate", "--noinput", "-v", "0", "--database", database)
+        for database in (SHARED_DB, PROJECTION_DB)
+    ]
+
+
+def gateway_argv(config: NodeConfig) -> list[str]:
+    """The command line of the node's gateway."""
+    argv = manage_argv(
+        "run_gateway",
+        "--node", config.node_id,
+        "--host", config.remoting.host,
+        "--port", str(config.remoting.port),
+        "--internal-port", str(config.internal_port),
+        "--mode", config.mode,
+        "--ready-file", str(ready_file(config)),
+    )  # fmt: skip
+    if config.mode != vocab.MODE_RAFT or config.raft is None:
+        return argv + _metrics_args(config)
+    argv += [
+        "--raft-port", str(config.raft.port),
+        "--raft-host", config.raft.host,
+        "--raft-peers", ",".join(config.raft_members()),
+        "--raft-dir", str(config.data_dir / RAFT_DIR_NAME),
+        "--scan-interval-ms", str(RAFT_SCAN_INTERVAL_MS),
+        "--propose-timeout-s", str(config.propose_timeout_s),
+        "--skew-allowance-ms", str(config.skew_allowance_ms),
+    ]  # fmt: skip
+    if config.raft_bind_host:
+        argv += ["--raft-bind-host", config.raft_bind_host]
+    if config.raft_dial:
+        argv += ["--raft-dial", ",".join(f"{p}={a}" for p, a in config.raft_dial)]
+    return argv + _metrics_args(config)
+
+
+def _metrics_args(config: NodeConfig) -> list[str]:
+    if config.metrics is None:
+        return []
+    return ["--metrics-port", str(config.metrics.port), "--metrics-host", config.metrics.host]
+
+
+def asgi_server_argv(host: str, port: int, workers: int = 1, app: str = ASGI_APP) -> list[str]:
+    """uvicorn serving the ASGI app: httptools for HTTP, uvloop, websockets for Channels.
+
+    No lifespan (Django and Channels have none), no proxy headers (the client is the
+    socket's peer), no Server header, no per-request access log.
+    """
+    return [
+        sys.executable, "-m", "uvicorn", app,
+        "--host", host, "--port", str(port), "--workers", str(workers),
+        "--http", "httptools", "--loop", "uvloop", "--ws", "websockets-sansio",
+        "--lifespan", "off", "--no-proxy-headers", "--no-server-header",
+        "--no-access-log", "--log-level", "info",
+    ]  # fmt: skip
+
+
+def web_argv(config: NodeConfig) -> list[str]:
+    """The command line of the node's web process."""
+    return asgi_server_argv(config.web.host, config.web.port, config.web_workers)
+
+
+def worker_argv(hostname: str, queues: list[str]) -> list[str]:
+    """A Celery worker consuming ``queues`` (one solo-pool process: a scan every few s)."""
+    return [
+        sys.executable, "-m", "celery", "-A", "namesrv_site.celery", "worker",
+        "--pool", "solo", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+        "--hostname", hostname, "--queues", ",".join(queues),
+    ]  # fmt: skip
+
+
+def beat_argv(schedule_file: Path) -> list[str]:
+    """Celery beat, its local schedule state in ``schedule_file``."""
+    return [
+        sys.executable, "-m", "celery", "-A", "namesrv_site.celery", "beat",
+        "--loglevel", "INFO", "--schedule", str(schedule_file),
+    ]  # fmt: skip
+
+
+def write_cluster_document(config: NodeConfig) -> Path:
+    """Write the member list a node on its own host reads (see :func:`cluster_document`)."""
+    path = cluster_file(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(cluster_document(config), indent=2) + "\n", "utf-8")
+    temporary.replace(path)
+    return path
