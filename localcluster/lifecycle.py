@@ -240,6 +240,10 @@ def _prepare_run_dir(plan: ClusterPlan) -> None:
             f"a cluster is already running in {plan.run_dir}: {names}. "
             f"Run `manage.py cluster down --run-dir {plan.run_dir}` first."
         )
+    # Owner only: the folder holds the secrets and the shared database (password hashes,
+    # API tokens), whatever the umask.
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    plan.run_dir.chmod(0o700)
     for slot in process_slots(plan.run_dir, node_ids):
         slot.pid_path.unlink(missing_ok=True)
     for node in plan.nodes:

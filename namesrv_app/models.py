@@ -253,3 +253,33 @@ class ExperimentRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} ({self.scenario}, {self.mode}, {self.status})"
+
+
+class AuditEntry(models.Model):
+    """One change an operator asked for: who, what, when, on which node, with what result.
+
+    Lives in the cluster-wide database (namesrv_app.db_router), so every node's
+    console lists every node's entries. Written by :mod:`namesrv_app.audit` after
+    the request was answered; only signed-in users' requests are recorded.
+    """
+
+    at = models.DateTimeField(db_index=True)
+    username = models.CharField(max_length=150)
+    node_id = models.CharField(max_length=NAME_CHARS_MAX)
+    channel = models.CharField(max_length=16)
+    """``console`` (a form) or ``api`` (REST)."""
+    action = models.CharField(max_length=128)
+    target = models.CharField(max_length=NAME_CHARS_MAX, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    status = models.PositiveSmallIntegerField()
+    """The HTTP status the request was answered with."""
+    ok = models.BooleanField()
+    result = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        verdict = "ok" if self.ok else "failed"
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.username}@{self.node_id} {self.action} {verdict}"

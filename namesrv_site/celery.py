@@ -8,6 +8,13 @@ seconds (env ``NAMESRV_SCAN_INTERVAL_S``), each node on its own phase of the per
 
 Start them with ``celery -A namesrv_site.celery worker`` and
 ``celery -A namesrv_site.celery beat`` (``manage.py cluster up`` does).
+
+Every host may run a beat: :class:`SingleActiveScheduler` lets exactly one of them
+send scans at a time (a lock in Redis, renewed while it runs), and another takes
+over within ``BEAT_LOCK_TIMEOUT_S`` when that host is gone. Each node's scans go
+to its own queue (``namesrv.scan.<node>``), which only the worker on that node's
+host consumes. When no scan reaches a gateway for three periods (Redis down, no
+beat anywhere) the gateway scans by itself and says so in its alarms.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import redis
 from celery import Celery
+from celery.beat import PersistentScheduler
 from celery.schedules import schedstate, schedule
 
 from node.processes import scan_queue
@@ -33,9 +42,67 @@ DIVERGENCE_TASK_NAME = "namesrv_app.tasks.check_divergence"
 
 logger = logging.getLogger(__name__)
 
+BEAT_LOCK_KEY = "namesrv:beat:active"
+BEAT_LOCK_TIMEOUT_S = 10.0
+"""How long the active beat's lock outlives its last renewal: the longest a host's
+loss stops the scans before another beat takes over."""
+BEAT_STANDBY_RETRY_S = 1.0
+
 app = Celery("namesrv_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.beat_scheduler = "namesrv_site.celery:SingleActiveScheduler"
 app.autodiscover_tasks(["namesrv_app"])
+
+
+class SingleActiveScheduler(PersistentScheduler):  # type: ignore[misc]  # no stubs
+    """Celery's own persistent scheduler, active only while it holds the beat lock.
+
+    The lock is a Redis key with a timeout (redis-py's ``Lock``), taken without
+    waiting and renewed at every tick; a beat that does not hold it sends
+    nothing and tries again every second. A beat that dies leaves the key to
+    expire after ``BEAT_LOCK_TIMEOUT_S``. The same idea as celery-redbeat's
+    lock, kept on Celery's own scheduler because redbeat stores schedules in
+    Redis as JSON and would lose the per-node phases of ``PhasedSchedule``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._lock: Any = None
+        self._active: bool | None = None  # unknown until the first tick
+        super().__init__(*args, **kwargs)
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        if not self._hold_lock():
+            return BEAT_STANDBY_RETRY_S
+        return float(min(super().tick(*args, **kwargs), BEAT_LOCK_TIMEOUT_S / 3))
+
+    def close(self) -> None:
+        """On a clean stop, hand the lock over at once instead of letting it expire."""
+        if self._lock is not None and self._active:
+            try:
+                if self._lock.owned():
+                    self._lock.release()
+            except redis.RedisError as exc:
+                logger.warning("beat lock not released (%s); it expires by itself", exc)
+        super().close()
+
+    def _hold_lock(self) -> bool:
+        try:
+            if self._lock is None:
+                client = redis.Redis.from_url(self.app.conf.broker_url)
+                self._lock = client.lock(BEAT_LOCK_KEY, timeout=BEAT_LOCK_TIMEOUT_S,
+                                         thread_local=False)  # fmt: skip
+            if self._active and self._lock.owned():
+                self._lock.reacquire()
+                return True
+            active = bool(self._lock.acquire(blocking=False))
+        except redis.RedisError as exc:
+            active = False
+            logger.warning("beat lock unavailable (%s): this beat sends no scans", exc)
+        if active != self._active:
+            logger.info("this beat is now %s", "ACTIVE: it sends the scans" if active
+                        else "on STANDBY: another beat holds the lock")  # fmt: skip
+        self._active = active
+        return active
 
 
 def node_ids_of(cluster_file: Path) -> list[str]:

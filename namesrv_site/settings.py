@@ -140,6 +140,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # After authentication: records what signed-in users change (namesrv_app.audit).
+    "namesrv_app.audit.AuditMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
+from namesrv_app.models import AuditEntry
 from namesrv_app.web.forms import (
     BROKER_ID_MAX,
     KV_VALUE_CHARS_MAX,
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
     # The stubs make Serializer generic over its instance; DRF itself is not
     # subscriptable at run time, so the alias exists only for the type checker.
     Serializer = serializers.Serializer[Any]
+    ModelSerializer = serializers.ModelSerializer[Any]
 else:
     Serializer = serializers.Serializer
+    ModelSerializer = serializers.ModelSerializer
 
 
 def _name(**extra: Any) -> serializers.CharField:
@@ -243,3 +246,12 @@ def paginated(item: type[Any], name: str) -> type[Any]:
 
 PaginatedTopicSummarySerializer = paginated(TopicSummarySerializer, "PaginatedTopicSummary")
 PaginatedBrokerGroupSerializer = paginated(BrokerGroupSerializer, "PaginatedBrokerGroup")
+
+
+class AuditEntrySerializer(ModelSerializer):
+    """One audit log entry (namesrv_app.audit)."""
+
+    class Meta:
+        model = AuditEntry
+        fields = ["at", "username", "node_id", "channel", "action", "target", "detail",
+                  "status", "ok", "result"]  # fmt: skip

@@ -34,4 +34,5 @@ urlpatterns = [
     path("node/raft/", views.RaftStatusView.as_view(), name="raft"),
     path("nodes/", views.NodeListView.as_view(), name="nodes"),
     path("nodes/membership/", views.MembershipView.as_view(), name="membership"),
+    path("audit/", views.AuditLogView.as_view(), name="audit"),
 ]

@@ -29,6 +29,7 @@ from namesrv_app import gateway_client
 from namesrv_app.api import serializers as s
 from namesrv_app.api.permissions import ApiDocsPermission, IsOperator, RouteReadPermission
 from namesrv_app.gateway_client import GatewayError
+from namesrv_app.models import AuditEntry
 from namesrv_app.web import reads
 from namesrv_app.web.forms import validate_deletable_topic
 from remoting.model import QueueData
@@ -379,6 +380,23 @@ class NodeListView(APIView):
         """Unreachable nodes are listed with their error."""
         panels = reads.node_panels()
         return Response({"agree": not any(p["disagrees"] for p in panels), "nodes": panels})
+
+
+class AuditLogView(APIView):
+    """The cluster's audit log, newest first: every change signed-in users asked for,
+    on any node (``?user=``, ``?node=`` filter)."""
+
+    @extend_schema(responses={200: s.AuditEntrySerializer(many=True), **ERRORS})
+    def get(self, request: Request) -> Response:
+        """Paginated, newest first."""
+        rows = AuditEntry.objects.all()
+        if request.query_params.get("user"):
+            rows = rows.filter(username=request.query_params["user"])
+        if request.query_params.get("node"):
+            rows = rows.filter(node_id=request.query_params["node"])
+        paginator = PageNumberPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(s.AuditEntrySerializer(page, many=True).data)
 
 
 class MembershipView(APIView):

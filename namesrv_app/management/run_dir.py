@@ -18,6 +18,21 @@ from django.core.management.base import CommandError, CommandParser
 from node.processes import SHARED_DB_FILE_NAME
 
 REEXEC_MARK = "NAMESRV_RUN_DIR_APPLIED"
+MAKE_RUN_DIR = Path("run/local")
+"""Where ``make run`` keeps its cluster."""
+
+
+def default_run_dir() -> Path | None:
+    """``make run``'s run folder when this shell has no database of its own configured
+    and that cluster exists; else None."""
+    if os.environ.get("DATABASE_URL") or os.environ.get(REEXEC_MARK) == "1":
+        return None
+    if not _from_manage_py():
+        return None  # called from code (tests, call_command): its database stays
+    from django.conf import settings
+
+    folder = Path(settings.BASE_DIR) / MAKE_RUN_DIR
+    return folder if (folder / SHARED_DB_FILE_NAME).exists() else None
 
 
 def add_run_dir_argument(parser: CommandParser) -> None:
@@ -46,11 +61,17 @@ def apply_run_dir(run_dir: Path | None) -> None:
     if run_dir is None or os.environ.get(REEXEC_MARK) == "1":
         return
     database = shared_database(run_dir)
+    if not _from_manage_py():
+        raise CommandError("--run-dir works from the command line (manage.py ...) only")
     argv = _without_run_dir(sys.argv)
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", REEXEC_MARK: "1"}
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *argv], env)
+
+
+def _from_manage_py() -> bool:
+    return Path(sys.argv[0]).name == "manage.py"
 
 
 def _without_run_dir(argv: list[str]) -> list[str]:

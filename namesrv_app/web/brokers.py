@@ -26,7 +26,7 @@ from django.views.decorators.http import require_http_methods
 
 from localcluster import broker_control
 from localcluster.broker_control import BrokerControlError
-from namesrv_app import gateway_client, models
+from namesrv_app import audit, gateway_client, models
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.web import reads
 from namesrv_app.web.forms import (
@@ -208,6 +208,8 @@ def _page(
     forms_in: dict[str, forms.Form] | None = None,
 ) -> HttpResponse:
     forms_in = forms_in or {}
+    if request.method == "POST":
+        audit.note(request, result=error or result, failed=error is not None)
     folder = run_dir()
     context = _context(
         request,

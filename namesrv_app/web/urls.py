@@ -24,6 +24,7 @@ urlpatterns = [
     path("brokers/send/", brokers.broker_send, name="broker-send"),
     path("brokers/control/", brokers.broker_control_action, name="broker-control"),
     path("kv/", views.kv_config, name="kv"),
+    path("audit/", views.audit_log, name="audit"),
     path("ops/", views.operations, name="operations"),
     path("ops/<slug:slug>/", views.operation, name="operation"),
     path("experiments/", experiments.experiment_list, name="experiments"),

@@ -14,12 +14,14 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from namesrv_app import gateway_client, models
+from namesrv_app import audit, gateway_client, models
 from namesrv_app.gateway_client import GatewayError
+from namesrv_app.models import AuditEntry
 from namesrv_app.roles import is_operator, is_viewer, role_of
 from namesrv_app.web import reads
 from namesrv_app.web.forms import (
@@ -192,6 +194,20 @@ def nodes(request: HttpRequest) -> HttpResponse:
 
 
 @console_view()
+def audit_log(request: HttpRequest) -> HttpResponse:
+    """Who changed what, when, on which node, with what result (newest first)."""
+    search = request.GET.get("search", "").strip()
+    rows = AuditEntry.objects.all()
+    if search:
+        rows = rows.filter(
+            Q(username__icontains=search) | Q(action__icontains=search)
+            | Q(target__icontains=search) | Q(node_id=search)
+        )  # fmt: skip
+    context = _context(request, "audit", page=_page(request, rows), search=search)
+    return render(request, "console/audit.html", context)
+
+
+@console_view()
 def kv_config(request: HttpRequest) -> HttpResponse:
     """KV namespaces and entries, with put and delete forms."""
     search = request.GET.get("search", "")
@@ -235,5 +251,7 @@ def operation(request: HttpRequest, slug: str) -> HttpResponse:
             status = 400
     else:
         form = form_class(initial=request.GET.dict())
+    if request.method == "POST":
+        audit.note(request, result=result or error or "invalid form", action=f"ops:{slug}")
     context = _context(request, "ops", form=form, slug=slug, result=result, error=error)
     return render(request, "console/operation.html", context, status=status)

@@ -14,14 +14,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct horse battery staple"
 
 
-def create_operator(db_path: Path, *args: str, env: dict[str, str] | None = None) -> (
+def create_operator(db_url: str, *args: str, env: dict[str, str] | None = None) -> (
     subprocess.CompletedProcess[str]
 ):
     """Run the command the way a script does: stdin is not a terminal."""
     return subprocess.run(
         [sys.executable, "manage.py", "create_operator", *args],
         cwd=REPO_ROOT,
-        env={**os.environ, "DATABASE_URL": f"sqlite:///{db_path}", **(env or {})},
+        env={**os.environ, "DATABASE_URL": db_url, **(env or {})},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -29,25 +29,33 @@ def create_operator(db_path: Path, *args: str, env: dict[str, str] | None = None
     )
 
 
-@pytest.fixture(scope="module")
-def db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated shared database of its own."""
-    path = tmp_path_factory.mktemp("operator") / "shared.sqlite3"
+def migrated(url: str) -> str:
+    """``url`` after ``manage.py migrate`` (the shared database's tables)."""
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=REPO_ROOT, env={**os.environ, "DATABASE_URL": f"sqlite:///{path}"}, check=True,
+        cwd=REPO_ROOT, env={**os.environ, "DATABASE_URL": url}, check=True,
     )  # fmt: skip
-    return path
+    return url
 
 
-def test_without_a_terminal_it_says_how_to_give_the_password(db_path: Path) -> None:
+@pytest.fixture(scope="module")
+def db_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A migrated shared database of its own: the PostgreSQL one the run was given
+    (tests/integration/test_postgres_shared_db.py), else a fresh SQLite file."""
+    configured = os.environ.get("DATABASE_URL", "")
+    if configured.startswith("postgres"):
+        return migrated(configured)
+    return migrated(f"sqlite:///{tmp_path_factory.mktemp('operator') / 'shared.sqlite3'}")
+
+
+def test_without_a_terminal_it_says_how_to_give_the_password(db_path: str) -> None:
     done = create_operator(db_path, "alice")
     assert done.returncode != 0
     assert "no terminal to ask for a password" in done.stderr
     assert "Traceback" not in done.stderr
 
 
-def test_token_alone_makes_an_api_account_and_prints_the_token_last(db_path: Path) -> None:
+def test_token_alone_makes_an_api_account_and_prints_the_token_last(db_path: str) -> None:
     done = create_operator(db_path, "robot", "--role", "viewer", "--token")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
@@ -55,7 +63,7 @@ def test_token_alone_makes_an_api_account_and_prints_the_token_last(db_path: Pat
     assert len(lines[-1]) == 40 and lines[-1].isalnum()
 
 
-def test_password_env_and_token_together(db_path: Path) -> None:
+def test_password_env_and_token_together(db_path: str) -> None:
     done = create_operator(
         db_path, "otto", "--password-env", "OTTO_PASSWORD", "--token",
         env={"OTTO_PASSWORD": PASSWORD},
@@ -69,15 +77,14 @@ def test_password_env_and_token_together(db_path: Path) -> None:
     assert again.stdout.strip().splitlines() == ["updated otto with role operator", token]
 
 
-def test_run_dir_writes_to_the_local_clusters_shared_database(
-    db_path: Path, tmp_path: Path
-) -> None:
+def test_run_dir_writes_to_the_local_clusters_shared_database(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "shared.sqlite3").write_bytes(db_path.read_bytes())
+    migrated(f"sqlite:///{run_dir / 'shared.sqlite3'}")
     elsewhere = tmp_path / "elsewhere.sqlite3"  # what the shell would otherwise use
 
-    done = create_operator(elsewhere, "carol", "--token", "--run-dir", str(run_dir))
+    done = create_operator(f"sqlite:///{elsewhere}", "carol", "--token", "--run-dir",
+                           str(run_dir))  # fmt: skip
 
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(run_dir / "shared.sqlite3") as shared:
@@ -85,7 +92,7 @@ def test_run_dir_writes_to_the_local_clusters_shared_database(
     assert rows == [("carol",)] and not elsewhere.exists()
 
 
-def test_run_dir_without_a_cluster_says_so(db_path: Path, tmp_path: Path) -> None:
+def test_run_dir_without_a_cluster_says_so(db_path: str, tmp_path: Path) -> None:
     done = create_operator(db_path, "dave", "--token", "--run-dir", str(tmp_path / "none"))
     assert done.returncode != 0
     assert "has no cluster database" in done.stderr and "cluster up" in done.stderr

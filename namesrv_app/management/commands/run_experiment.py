@@ -24,6 +24,7 @@ from experiments.runner import (
     summary_text,
 )
 from experiments.scenarios import SCENARIOS
+from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir, default_run_dir
 from namesrv_app.models import ExperimentRun
 
 MODE_BOTH = "both"
@@ -59,9 +60,15 @@ class Command(BaseCommand):
         parser.add_argument("--analyze", action="store_true",
                             help="run the Spark analysis and print the summary table")
         parser.add_argument("--spark-master", default=None)
+        add_run_dir_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run each requested mode in turn, then analyze when asked."""
+        run_dir = options["run_dir"] or default_run_dir()
+        if run_dir is not None and options["run_dir"] is None:
+            self.stdout.write(f"recording the run in {run_dir}'s shared database, so its "
+                              "consoles list it (--run-dir chooses another cluster)")  # fmt: skip
+        apply_run_dir(run_dir)
         modes = MODES if options["mode"] == MODE_BOTH else (options["mode"],)
         base = ExperimentConfig(
             scenario=options["scenario"], mode=modes[0], out_dir=options["out"],

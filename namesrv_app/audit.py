@@ -1,0 +1,124 @@
+"""The audit log: every change a signed-in user asks of this node, console or API.
+
+:class:`AuditMiddleware` looks at each answered request that could change
+something (not GET/HEAD/OPTIONS) and, when the user is signed in, writes one
+:class:`~namesrv_app.models.AuditEntry` to the cluster-wide database: who, which
+action on which target, on which node, with which status and result text. It
+sits in one place instead of in every view, so a new form or endpoint is
+audited without anyone remembering to. Anonymous requests are refused before
+they change anything and are not recorded (login failures are django-axes').
+
+Views may say more than the URL does: ``note(request, result=..., action=...)``
+(the console's operation forms give their result sentence this way). Password
+and CSRF fields never reach the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from namesrv_app.conf import namesrv_settings
+from namesrv_app.models import AuditEntry
+
+logger = logging.getLogger(__name__)
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+NOT_AUDITED = frozenset({"login", "logout"})
+SECRET_FIELD_MARKS = ("password", "csrf", "secret", "token")
+DETAIL_BYTES_MAX = 4096
+RESULT_CHARS_MAX = 2000
+TARGET_KWARGS = ("topic", "broker_name", "slug", "run_id")
+
+
+def note(
+    request: HttpRequest,
+    *,
+    result: str | None = None,
+    action: str | None = None,
+    failed: bool = False,
+) -> None:
+    """Tell the audit log what a view did: its result sentence, a finer action name, and
+    whether it failed although the page answered 200 (a form showing its error)."""
+    request.audit_failed = failed  # type: ignore[attr-defined]
+    if result is not None:
+        request.audit_result = result  # type: ignore[attr-defined]
+    if action is not None:
+        request.audit_action = action  # type: ignore[attr-defined]
+
+
+def _detail(request: HttpRequest, body: bytes) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if request.content_type == "application/json" and body:
+        try:
+            parsed = json.loads(body[:DETAIL_BYTES_MAX])
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            fields = parsed
+    else:
+        fields = {key: request.POST.get(key) for key in request.POST}
+    return {
+        str(key): value for key, value in fields.items()
+        if not any(mark in str(key).lower() for mark in SECRET_FIELD_MARKS)
+    }  # fmt: skip
+
+
+def _result(request: HttpRequest, response: HttpResponse) -> str:
+    told = getattr(request, "audit_result", None)
+    if told is not None:
+        return str(told)[:RESULT_CHARS_MAX]
+    data = getattr(response, "data", None)
+    if isinstance(data, dict) and "detail" in data:
+        return str(data["detail"])[:RESULT_CHARS_MAX]
+    return response.reason_phrase or ""
+
+
+class AuditMiddleware:
+    """Writes one AuditEntry per answered, signed-in, state-changing request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method in SAFE_METHODS:
+            return self.get_response(request)
+        # Read (and keep) the body first: the view's parser reads it from the cache.
+        body = request.body if request.content_type == "application/json" else b""
+        response = self.get_response(request)
+        try:
+            self._record(request, response, body)
+        except Exception:
+            # The change itself happened; a lost entry must be loud, not fatal.
+            logger.exception("could not write the audit entry of %s %s",
+                             request.method, request.path)  # fmt: skip
+        return response
+
+    def _record(self, request: HttpRequest, response: HttpResponse, body: bytes) -> None:
+        match = request.resolver_match
+        user = getattr(request, "user", None)
+        if match is None or match.url_name in NOT_AUDITED:
+            return
+        if user is None or not user.is_authenticated:
+            return
+        channel = "api" if match.namespace == "api" else "console"
+        action = getattr(request, "audit_action", None) or (
+            f"{match.url_name} {request.method}" if channel == "api" else str(match.url_name))
+        target = next((str(match.kwargs[k]) for k in TARGET_KWARGS if k in match.kwargs), "")
+        AuditEntry.objects.create(
+            at=timezone.now(),
+            username=user.get_username(),
+            node_id=namesrv_settings().NODE_ID,
+            channel=channel,
+            action=action[:128],
+            target=target[:255],
+            detail=_detail(request, body),
+            status=response.status_code,
+            ok=response.status_code < 400 and not getattr(request, "audit_failed", False),
+            result=_result(request, response),
+        )
