@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway import selectors
 from gateway.dispatch import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, replication_remark
-from gateway.services import ROLE_STANDALONE, NameServerService, ServiceError
+from gateway.services import ROLE_STANDALONE, NameServerService, ScanFallback, ServiceError
 from raftstore.raft import MembershipError
 from raftstore.replicator import ReplicationError
 from remoting.codes import ResponseCode
@@ -41,11 +41,14 @@ class InternalCode(IntEnum):
     SCAN_NOT_ACTIVE_BROKER = 40001
     """The liveness scan at ext ``now_ms`` (default: the gateway's clock). Answers the
     number of expired live entries in ext ``expired``; in raft mode also ext ``role``
-    (``leader`` proposed the one ExpireBrokers, ``follower`` skipped and says 0)."""
+    (``leader`` proposed the one ExpireBrokers, ``follower`` skipped and says 0).
+    Each one tells the scan fallback that the external scans still arrive."""
     NODE_STATUS = 40002
     """A JSON body: the replicator status (raft: RaftStatus, members, peers with match
-    index, alarms) plus ``routes_version``. Ext ``consistency=linearizable`` commits a
-    barrier first, so applied_index covers everything committed before the call."""
+    index) plus ``routes_version``, ``alarms`` (raft safety alarms, and the scan
+    fallback's while this node scans itself) and ``scan_fallback`` (its state). Ext
+    ``consistency=linearizable`` commits a barrier first, so applied_index covers
+    everything committed before the call."""
     RAFT_ADD_NODE = 40003
     """Add the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
     ADD_NODE = 40003
@@ -78,9 +81,15 @@ def _json_response(request: RemotingCommand, value: Any) -> RemotingCommand:
 class InternalDispatcher:
     """The handler of the internal port."""
 
-    def __init__(self, service: NameServerService, secret: str) -> None:
+    def __init__(
+        self,
+        service: NameServerService,
+        secret: str,
+        scan_fallback: ScanFallback | None = None,
+    ) -> None:
         self.service = service
         self.secret = secret
+        self.scan_fallback = scan_fallback if scan_fallback is not None else ScanFallback()
         self.handlers: dict[int, InternalHandler] = {
             InternalCode.SCAN_NOT_ACTIVE_BROKER: self._scan,
             InternalCode.NODE_STATUS: self._status,
@@ -115,7 +124,10 @@ class InternalDispatcher:
         return None if request.is_oneway else response
 
     async def _scan(self, request: RemotingCommand) -> RemotingCommand:
-        outcome = await self.service.scan(header_int(request, "now_ms"))
+        now_ms = header_int(request, "now_ms")
+        # Before the scan itself: its arrival is what proves the external scans work.
+        self.scan_fallback.external_scan()
+        outcome = await self.service.scan(now_ms)
         ext = {"expired": str(len(outcome.expired))}
         if outcome.role != ROLE_STANDALONE:
             ext["role"] = outcome.role
@@ -124,7 +136,11 @@ class InternalDispatcher:
     async def _status(self, request: RemotingCommand) -> RemotingCommand:
         if header_str(request, CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
             await self.service.replicator.barrier()
-        return _json_response(request, selectors.node_status(self.service.replicator))
+        status = selectors.node_status(self.service.replicator)
+        fallback = self.scan_fallback
+        status["alarms"] = [*status.get("alarms", ()), *fallback.alarms()]
+        status["scan_fallback"] = fallback.status()
+        return _json_response(request, status)
 
     async def _add_node(self, request: RemotingCommand) -> RemotingCommand:
         await self.service.add_raft_member(_member_addr(request))
@@ -137,7 +153,6 @@ class InternalDispatcher:
     async def _checkpoints(self, request: RemotingCommand) -> RemotingCommand:
         points = self.service.digest_checkpoints()
         return _json_response(request, {str(index): digest for index, digest in points.items()})
-
 
     async def _compact(self, request: RemotingCommand) -> RemotingCommand:
         self.service.compact_raft_log()

@@ -23,6 +23,12 @@ the gateway's own scan loop alike): ``namesrv_scan_runs_total``,
 ``namesrv_scan_failures_total`` and ``namesrv_scan_expired_total`` (live entries the
 scans of this node expired; in raft mode only the leader's scan expires anything).
 
+The scan fallback (``GatewayOptions.scan_fallback_s``; :class:`~gateway.services.ScanFallback`),
+read at scrape time: ``namesrv_scan_fallback_active`` (1 while this node scans itself
+because no external scan arrived for three periods, the alarm of NODE_STATUS) and
+``namesrv_scan_fallback_runs_total`` (the scans it ran; they count in
+``namesrv_scan_runs_total`` too). Both are 0 when the fallback is off.
+
 Read at scrape time, with nothing added to the request path:
 
 * ``namesrv_acl_refusals_total{reason}``: the remoting ACL's own refusal counts
@@ -69,7 +75,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
-from gateway.services import NameServerService, ScanOutcome
+from gateway.services import NameServerService, ScanFallback, ScanOutcome
 from raftstore.replicator import Replicator
 from raftstore.vocab import MODE_RAFT
 from remoting.acl_policy import RemotingAcl
@@ -225,10 +231,12 @@ class NodeCollector:
         meters: Callable[[], Iterable[CodeMeter]] = tuple,
         *,
         sample_ttl_s: float = SAMPLE_TTL_S,
+        scan_fallback: ScanFallback | None = None,
     ) -> None:
         self.replicator = replicator
         self.acl = acl
         self.meters = meters
+        self.scan_fallback = scan_fallback
         self.sample_ttl_s = sample_ttl_s
         self._lock = threading.Lock()
         self._sample: NodeSample | None = None
@@ -247,6 +255,7 @@ class NodeCollector:
         """Every scrape-time family (a failed replicator read leaves its gauges out)."""
         yield from request_families(self.meters())
         yield from self._acl_refusals()
+        yield from scan_fallback_families(self.scan_fallback)
         try:
             sample = self.sample()
         except Exception:
@@ -268,6 +277,21 @@ class NodeCollector:
         for reason, count in sorted(counts.items()):
             family.add_metric([reason], count)
         yield family
+
+
+def scan_fallback_families(fallback: ScanFallback | None) -> Iterator[Metric]:
+    """Whether this node scans itself now, and how many scans it ran so far (0 when off)."""
+    active = fallback is not None and fallback.enabled and fallback.active
+    yield GaugeMetricFamily(
+        "namesrv_scan_fallback_active",
+        "1 while this node scans itself because no external scan arrived for three periods.",
+        int(active),
+    )
+    yield CounterMetricFamily(
+        "namesrv_scan_fallback_runs",
+        "Liveness scans this node ran by itself because the external scans stopped.",
+        0 if fallback is None else fallback.runs,
+    )
 
 
 def node_families(sample: NodeSample) -> Iterator[Metric]:
@@ -302,7 +326,12 @@ def node_families(sample: NodeSample) -> Iterator[Metric]:
 class GatewayMetrics:
     """One gateway's registry: request and scan counters plus the node collector."""
 
-    def __init__(self, replicator: Replicator, acl: RemotingAcl | None = None) -> None:
+    def __init__(
+        self,
+        replicator: Replicator,
+        acl: RemotingAcl | None = None,
+        scan_fallback: ScanFallback | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
         self.scan_runs = Counter(
             "namesrv_scan_runs", "Liveness scans run on this node.", registry=self.registry
@@ -319,7 +348,7 @@ class GatewayMetrics:
         )
         self._meters: dict[int, CodeMeter] = {}
         self._other = CodeMeter(OTHER_CODE)
-        self.collector = NodeCollector(replicator, acl, self.meters)
+        self.collector = NodeCollector(replicator, acl, self.meters, scan_fallback=scan_fallback)
         self.registry.register(self.collector)
 
     def meters(self) -> list[CodeMeter]:

@@ -12,6 +12,12 @@
 4. write the ready file (ports and pid) once both listen;
 5. on SIGTERM/SIGINT: drain both servers, flush the projection, stop.
 
+In eventual mode the liveness scan comes from Celery beat over the internal port;
+with ``scan_fallback_s`` set, a gateway that hears no scan for three such periods
+scans itself every period and raises an alarm until the scans come back
+(:class:`~gateway.services.ScanFallback`), so a dead beat or Redis cannot keep a
+silent broker in the table forever.
+
 In eventual mode a closed broker connection unregisters what was registered
 over it (upstream ``BrokerHousekeepingService``). In raft mode that would be a
 replicated decision taken from one node's local observation, so the service
@@ -25,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 from collections.abc import Callable, Coroutine, Mapping
@@ -43,6 +50,7 @@ from gateway.metrics import (
     ScanCountingService,
     metrics_bind_host,
 )
+from gateway.services import ScanFallback
 from raftstore.commands import Command, PutKV
 from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
@@ -182,6 +190,11 @@ class GatewayOptions:
     scan_interval_ms: int = 0
     """0: scans come from Celery beat; > 0: the gateway also scans itself this often
     (fast failure detection; in raft mode only the leader's scan proposes)."""
+    scan_fallback_s: float = 0
+    """Eventual mode: the period of the external (Celery beat) scans. When none has
+    arrived for three such periods, the gateway scans itself every ``scan_fallback_s``
+    and raises an alarm until one arrives again. 0: off. Ignored in raft mode and
+    with ``scan_interval_ms`` (the gateway scans itself anyway)."""
     kv_config_file: Path | None = None
     """Eventual mode: where KV config is persisted across restarts (None: not at all)."""
     namesrv_properties: Mapping[str, str] = field(default_factory=dict)
@@ -199,6 +212,18 @@ class GatewayOptions:
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""
         return None if self.raft is None else f"{self.raft.host or self.host}:{self.raft.port}"
+
+
+def scan_fallback_period_s(options: GatewayOptions, mode: str) -> float:
+    """The scan fallback's period for a gateway in ``mode``: 0 (off) in raft mode and
+    when the gateway scans itself anyway (``scan_interval_ms``); GatewayConfigError
+    when ``scan_fallback_s`` is negative or not a number."""
+    period = options.scan_fallback_s
+    if not isinstance(period, int | float) or not math.isfinite(period) or period < 0:
+        raise GatewayConfigError(f"scan_fallback_s must be >= 0 seconds (0: off), got {period}")
+    if mode != MODE_EVENTUAL or options.scan_interval_ms > 0:
+        return 0.0
+    return float(period)
 
 
 def seeded_table_class(config: NamesrvConfig) -> type[RouteTable]:
@@ -332,7 +357,10 @@ class Gateway:
         )
         self.dispatcher = RequestDispatcher(self.service, clock=self.clock)
         self._answer_now = self.dispatcher.answer_now
-        self.internal = InternalDispatcher(self.service, options.internal_secret)
+        self.scan_fallback = ScanFallback(scan_fallback_period_s(options, self.replicator.mode))
+        self.internal = InternalDispatcher(
+            self.service, options.internal_secret, self.scan_fallback
+        )
         self.projection: Mirror = mirror(self.replicator)
         # Before start(): a raft restart itself may install a snapshot.
         self.replicator.subscribe_snapshot(self._snapshot_installed)
@@ -342,7 +370,7 @@ class Gateway:
         self.metrics_server: MetricsHttpServer | None = None
         handler = self._handle
         if options.metrics_port > 0:
-            self.metrics = GatewayMetrics(self.replicator, self.acl)
+            self.metrics = GatewayMetrics(self.replicator, self.acl, self.scan_fallback)
             self.service.metrics = self.metrics
             handler = self._handle_metered
             self.metrics_server = MetricsHttpServer(
@@ -368,6 +396,7 @@ class Gateway:
         self._broker_channels: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._scan_task: asyncio.Task[None] | None = None
+        self._fallback_task: asyncio.Task[None] | None = None
         self._leader_task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -386,6 +415,13 @@ class Gateway:
             await self.metrics_server.start()
         if self.options.scan_interval_ms > 0:
             self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
+        if self.scan_fallback.enabled:
+            # The silence is counted from now: a node that never hears a scan takes over
+            # three periods after it started listening.
+            self.scan_fallback.restart()
+            self._fallback_task = asyncio.get_running_loop().create_task(
+                self._scan_fallback_loop(self.scan_fallback)
+            )
         if self._leader_publisher is not None and isinstance(self.replicator, RaftReplicator):
             self._leader_task = asyncio.get_running_loop().create_task(
                 self._watch_leadership(self.replicator, self._leader_publisher)
@@ -445,7 +481,7 @@ class Gateway:
         keeps the last state the node served.
         """
         self._stopping = True
-        for task in (self._scan_task, self._leader_task):
+        for task in (self._scan_task, self._fallback_task, self._leader_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -490,6 +526,24 @@ class Gateway:
             except Exception as exc:
                 # No quorum or a leadership change: the next round tries again.
                 log.info("liveness scan failed: %s", exc)
+
+    async def _scan_fallback_loop(self, fallback: ScanFallback) -> None:
+        """Scan here every period while no external scan arrives (``scan_fallback_s``).
+
+        The same :meth:`NameServerService.scan` as the internal request, stamped by this
+        gateway's clock; failures are only logged, as the scan loop's are.
+        """
+        while True:
+            wait_s = fallback.seconds_until_due()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)
+                continue
+            fallback.begin_run()
+            try:
+                await self.service.scan()
+            except Exception as exc:
+                log.info("fallback liveness scan failed: %s", exc)
+            await asyncio.sleep(fallback.period_s)
 
     # -- callbacks ------------------------------------------------------------------
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
@@ -52,6 +53,11 @@ def note(
         request.audit_action = action  # type: ignore[attr-defined]
 
 
+def _body(request: HttpRequest) -> bytes:
+    """A JSON body, read (and kept) before the view: its parser reads the cached copy."""
+    return request.body if request.content_type == "application/json" else b""
+
+
 def _detail(request: HttpRequest, body: bytes) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if request.content_type == "application/json" and body:
@@ -69,6 +75,14 @@ def _detail(request: HttpRequest, body: bytes) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _succeeded(request: HttpRequest, response: HttpResponse) -> bool:
+    """A 2xx or redirect answer that is not a partial write (207) nor a form that failed."""
+    status = response.status_code
+    if status >= HTTPStatus.BAD_REQUEST or status == HTTPStatus.MULTI_STATUS:
+        return False
+    return not getattr(request, "audit_failed", False)
+
+
 def _result(request: HttpRequest, response: HttpResponse) -> str:
     told = getattr(request, "audit_result", None)
     if told is not None:
@@ -80,30 +94,54 @@ def _result(request: HttpRequest, response: HttpResponse) -> str:
 
 
 class AuditMiddleware:
-    """Writes one AuditEntry per answered, signed-in, state-changing request."""
+    """Writes one AuditEntry per answered, signed-in, state-changing request.
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    Sync and async capable, so under ASGI a read never pays a thread hop for it.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
         if request.method in SAFE_METHODS:
             return self.get_response(request)
-        # Read (and keep) the body first: the view's parser reads it from the cache.
-        body = request.body if request.content_type == "application/json" else b""
+        body = _body(request)
         response = self.get_response(request)
+        self._record_safely(request, response, body)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        if request.method in SAFE_METHODS:
+            response: HttpResponse = await self.get_response(request)
+            return response
+        body = _body(request)
+        response = await self.get_response(request)
+        await sync_to_async(self._record_safely)(request, response, body)
+        return response
+
+    def _record_safely(self, request: HttpRequest, response: HttpResponse, body: bytes) -> None:
         try:
             self._record(request, response, body)
         except Exception:
             # The change itself happened; a lost entry must be loud, not fatal.
             logger.exception("could not write the audit entry of %s %s",
                              request.method, request.path)  # fmt: skip
-        return response
 
     def _record(self, request: HttpRequest, response: HttpResponse, body: bytes) -> None:
         match = request.resolver_match
         user = getattr(request, "user", None)
         if match is None or match.url_name in NOT_AUDITED:
             return
+        if response.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+            return  # no such write here: nothing was asked of the cluster
         if user is None or not user.is_authenticated:
             return
         channel = "api" if match.namespace == "api" else "console"
@@ -119,6 +157,6 @@ class AuditMiddleware:
             target=target[:255],
             detail=_detail(request, body),
             status=response.status_code,
-            ok=response.status_code < 400 and not getattr(request, "audit_failed", False),
+            ok=_succeeded(request, response),
             result=_result(request, response),
         )

@@ -275,59 +275,151 @@ def get_kv(namespace: str, key: str) -> str | None:
 # ------------------------------------------------------------------- writes
 
 
-def register_topic(topic: str, queue_datas: list[QueueData]) -> None:
+class PartialWrite(GatewayError):
+    """Eventual mode: the write reached some nodes and failed on others (HTTP 207).
+
+    Never shown as plain success: the message names where it landed and, for each
+    node it missed, why; ``outcome`` has the per-node detail.
+    """
+
+    http_status = 207
+
+    def __init__(self, message: str, outcome: WriteOutcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    """Where one console or API write landed.
+
+    Raft mode: one write, replicated through the log (``replicated``), answered by this
+    node once a majority committed it. Eventual mode: the same request sent to every
+    node, as RocketMQ's own tools do for KV config and brokers do for registrations,
+    since eventual nodes never forward writes to each other.
+    """
+
+    replicated: bool
+    answers: tuple[NodeAnswer, ...]
+
+    @property
+    def done_on(self) -> list[str]:
+        """Ids of the nodes that applied the write."""
+        return [a.node.node_id for a in self.answers if a.error is None]
+
+    @property
+    def failed(self) -> list[NodeAnswer]:
+        """The nodes that did not, with their reasons."""
+        return [a for a in self.answers if a.error is not None]
+
+    def response(self) -> RemotingCommand:
+        """One successful answer (this node's when it succeeded)."""
+        ordered = sorted(self.answers, key=lambda a: not a.node.local)
+        answer: RemotingCommand = next(a.value for a in ordered if a.error is None)
+        return answer
+
+    def per_node(self) -> list[dict[str, Any]]:
+        """``[{"node": id, "ok": bool, "error": reason or None}]`` for the API."""
+        return [{"node": a.node.node_id, "ok": a.error is None, "error": a.error}
+                for a in self.answers]  # fmt: skip
+
+    def where(self) -> str:
+        """Where it landed, for a sentence."""
+        if self.replicated:
+            return "(replicated through Raft to every node)"
+        return "on " + ", ".join(self.done_on)
+
+    def sentence(self, what: str) -> str:
+        """``what`` plus where it landed; PartialWrite when some node missed it."""
+        if not self.failed:
+            return f"{what} {self.where()}."
+        missed = "; ".join(f"{a.node.node_id}: {a.error}" for a in self.failed)
+        raise PartialWrite(
+            f"{what} only {self.where()}; it FAILED on {len(self.failed)} of "
+            f"{len(self.answers)} nodes ({missed}). Retry, or check those nodes.",
+            self,
+        )
+
+
+def _write(request: RemotingCommand) -> WriteOutcome:
+    """Send a write where it must go (see :class:`WriteOutcome`); the error of this
+    node (else of the first node) when it landed nowhere."""
+    if namesrv_settings().MODE == MODE_RAFT:
+        response = _public(request)
+        return WriteOutcome(True, (NodeAnswer(local_node(), response),))
+    errors: dict[str, GatewayError] = {}
+
+    def send(node: NodeAddress) -> RemotingCommand:
+        try:
+            return expect_success(invoke(node.remoting_addr, request))
+        except GatewayError as exc:
+            errors[node.node_id] = exc
+            raise
+
+    answers = tuple(ask_every_node(send))
+    outcome = WriteOutcome(False, answers)
+    if not outcome.done_on:
+        local = next((a for a in answers if a.node.local), answers[0])
+        raise errors[local.node.node_id]
+    return outcome
+
+
+def register_topic(topic: str, queue_datas: list[QueueData]) -> WriteOutcome:
     """REGISTER_TOPIC_IN_NAMESRV (217): put these queue datas for ``topic``."""
     body = bodies.encode_topic_route_data(TopicRouteData(queue_datas=queue_datas), standard=True)
-    _public(RemotingCommand.request(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": topic}, body))
+    return _write(
+        RemotingCommand.request(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": topic}, body)
+    )
 
 
-def delete_topic(topic: str, cluster_name: str | None = None) -> None:
+def delete_topic(topic: str, cluster_name: str | None = None) -> WriteOutcome:
     """DELETE_TOPIC_IN_NAMESRV (216): the whole topic, or only one cluster's queues."""
     fields = {"topic": topic}
     if cluster_name:
         fields["clusterName"] = cluster_name
-    _public(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields))
+    return _write(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields))
 
 
-def wipe_write_perm(broker_name: str) -> int:
-    """WIPE_WRITE_PERM_OF_BROKER (205): the number of topics whose write bit was cleared."""
-    response = _public(
+def wipe_write_perm(broker_name: str) -> tuple[int, WriteOutcome]:
+    """WIPE_WRITE_PERM_OF_BROKER (205): topics whose write bit was cleared (as this node
+    counted them), and where."""
+    outcome = _write(
         RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": broker_name})
     )
-    return int((response.ext_fields or {}).get("wipeTopicCount", "0"))
+    return int((outcome.response().ext_fields or {}).get("wipeTopicCount", "0")), outcome
 
 
-def add_write_perm(broker_name: str) -> int:
-    """ADD_WRITE_PERM_OF_BROKER (327): the number of topics set back to read+write."""
-    response = _public(
+def add_write_perm(broker_name: str) -> tuple[int, WriteOutcome]:
+    """ADD_WRITE_PERM_OF_BROKER (327): topics set back to read+write, and where."""
+    outcome = _write(
         RemotingCommand.request(RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": broker_name})
     )
-    return int((response.ext_fields or {}).get("addTopicCount", "0"))
+    return int((outcome.response().ext_fields or {}).get("addTopicCount", "0")), outcome
 
 
-def put_kv(namespace: str, key: str, value: str) -> None:
+def put_kv(namespace: str, key: str, value: str) -> WriteOutcome:
     """PUT_KV_CONFIG (100)."""
     fields = {"namespace": namespace, "key": key, "value": value}
-    _public(RemotingCommand.request(RequestCode.PUT_KV_CONFIG, fields))
+    return _write(RemotingCommand.request(RequestCode.PUT_KV_CONFIG, fields))
 
 
-def delete_kv(namespace: str, key: str) -> None:
+def delete_kv(namespace: str, key: str) -> WriteOutcome:
     """DELETE_KV_CONFIG (102); deleting a missing key succeeds, as upstream."""
     fields = {"namespace": namespace, "key": key}
-    _public(RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, fields))
+    return _write(RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, fields))
 
 
 def unregister_broker(
     cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
-) -> None:
-    """UNREGISTER_BROKER (104), applied before the gateway answers."""
+) -> WriteOutcome:
+    """UNREGISTER_BROKER (104), applied before each gateway answers."""
     fields = {
         "clusterName": cluster_name,
         "brokerAddr": broker_addr,
         "brokerName": broker_name,
         "brokerId": str(broker_id),
     }
-    _public(RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields))
+    return _write(RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields))
 
 
 def _membership(code_name: str, address: str) -> dict[str, Any]:

@@ -7,6 +7,12 @@ full stack, so it crosses from the gateway process to the web processes).
 Every console page opens one websocket to ``/ws/events/``; the consumer sends
 each event on as JSON and the page's script refreshes the parts that changed.
 
+Without the channel layer (Redis down) the socket is refused with
+:data:`CLOSE_LAYER_DOWN` instead of failing inside the consumer, and a browser's
+``ping`` is answered through the layer, so a socket whose layer went away is
+noticed too: the page shows "Live updates paused: reconnecting…" and keeps
+retrying, while the pages themselves still render (they read the database).
+
 :func:`publish_change` adapts :class:`namesrv_app.events.ChangeEvent` so it can
 be the gateway's ``NAMESRV['EVENT_PUBLISHER']``
 (``namesrv_app.live.publish_change``). The consumer also listens to
@@ -17,6 +23,7 @@ be the gateway's ``NAMESRV['EVENT_PUBLISHER']``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -25,6 +32,7 @@ from asgiref.sync import async_to_sync
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 
+from namesrv_app.agreement import mark_agreement
 from namesrv_app.events import CHANGES_GROUP, ChangeEvent
 
 log = logging.getLogger(__name__)
@@ -33,6 +41,9 @@ EVENTS_GROUP = "namesrv.events"
 EVENT_MESSAGE_TYPE = "namesrv.event"
 CLOSE_FORBIDDEN = 4403
 """Websocket close code for a user without a console role."""
+CLOSE_LAYER_DOWN = 4503
+"""Websocket close code when the channel layer (Redis) cannot be reached."""
+PONG_MESSAGE_TYPE = "namesrv.pong"
 TOPICS_SHOWN_MAX = 20
 """Topic names carried by one event; a full rebuild would otherwise ship 10k names."""
 
@@ -60,8 +71,11 @@ def publish_event(event: dict[str, Any]) -> None:
             async_to_sync(layer.group_send)(EVENTS_GROUP, message)
         else:
             loop.create_task(layer.group_send(EVENTS_GROUP, message))
-    except Exception:
-        log.warning("publishing a console event failed", exc_info=True)
+    except Exception as exc:
+        # One line per lost event while Redis is down; the traceback only at DEBUG.
+        log.warning(
+            "publishing a console event failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG)
+        )
 
 
 def change_event(event: ChangeEvent) -> dict[str, Any]:
@@ -102,17 +116,17 @@ def publish_leader_change(node_id: str, leader: str | None, term: int) -> None:
 
 
 def divergence_event(panels: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A divergence event when reachable nodes report different digests, else None."""
+    """A divergence event when reachable nodes disagree on what clients can see
+    (:mod:`namesrv_app.agreement`; heartbeat times do not count), else None."""
     reachable = [p for p in panels if p.get("reachable")]
-    digests = {p.get("digest") for p in reachable}
-    if len(digests) <= 1:
+    if mark_agreement(panels):
         return None
     return {
         "kind": "divergence",
         "nodes": [
             {
                 "node_id": p["node_id"],
-                "digest": p.get("digest"),
+                "digest": p.get("view_digest") or p.get("digest"),
                 "applied_version": p.get("applied_version"),
             }
             for p in reachable
@@ -136,6 +150,17 @@ def check_divergence() -> dict[str, Any] | None:
 # ------------------------------------------------------------------- the consumer
 
 
+def is_layer_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the channel layer failing to reach its store (Redis)."""
+    if isinstance(exc, OSError | TimeoutError):
+        return True
+    try:
+        from redis.exceptions import RedisError
+    except ImportError:  # pragma: no cover - channels_redis depends on redis
+        return False
+    return isinstance(exc, RedisError)
+
+
 class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """One console tab: forwards every event to the browser as JSON.
 
@@ -144,6 +169,23 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """
 
     groups_joined = (EVENTS_GROUP, CHANGES_GROUP)
+    layer_down = False
+    """Set once this consumer found the channel layer unreachable and closed its socket."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The consumer; a channel layer that fails under it (Redis went away) closes
+        the socket with :data:`CLOSE_LAYER_DOWN` instead of crashing the connection."""
+        try:
+            await super().__call__(scope, receive, send)
+        except Exception as exc:
+            if not is_layer_failure(exc):
+                raise
+            if self.layer_down:
+                return  # already refused; the layer's own receive failed as well
+            self.layer_down = True
+            log.warning("live updates interrupted, channel layer unreachable: %s", exc)
+            with contextlib.suppress(Exception):
+                await send({"type": "websocket.close", "code": CLOSE_LAYER_DOWN})
 
     async def connect(self) -> None:
         """Accept viewers and operators; join the event groups."""
@@ -155,20 +197,42 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if user is None or not await database_sync_to_async(is_viewer)(user):
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        for group in self.groups_joined:
-            await self.channel_layer.group_add(group, self.channel_name)
+        try:
+            for group in self.groups_joined:
+                await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as exc:
+            # Redis is down: refuse the socket cleanly; the page says live updates are
+            # paused and retries, the rest of the console works without Redis.
+            log.warning("live updates unavailable, channel layer unreachable: %s", exc)
+            self.layer_down = True
+            await self.close(code=CLOSE_LAYER_DOWN)
+            return
         await self.accept()
         await self.send_json({"kind": "hello", "groups": list(self.groups_joined)})
 
     async def disconnect(self, code: int) -> None:
-        """Leave the groups."""
+        """Leave the groups (nothing to leave when the layer is gone)."""
         for group in self.groups_joined:
-            await self.channel_layer.group_discard(group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception as exc:
+                log.info("leaving %s failed: %s", group, exc)
+                return
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """Browsers only listen; a ping is answered so a client can test the socket."""
+        """Browsers only listen; a ping is answered through the channel layer, so the
+        pong proves events can still arrive (no pong: the page reconnects)."""
         if isinstance(content, dict) and content.get("kind") == "ping":
-            await self.send_json({"kind": "pong"})
+            try:
+                await self.channel_layer.send(self.channel_name, {"type": PONG_MESSAGE_TYPE})
+            except Exception as exc:
+                log.warning("live updates interrupted, channel layer unreachable: %s", exc)
+                self.layer_down = True
+                await self.close(code=CLOSE_LAYER_DOWN)
+
+    async def namesrv_pong(self, message: dict[str, Any]) -> None:
+        """The ping's round trip through the layer came back."""
+        await self.send_json({"kind": "pong"})
 
     async def namesrv_event(self, message: dict[str, Any]) -> None:
         """A :func:`publish_event` message."""

@@ -126,6 +126,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "namesrv_app",
     "broker_app",
 ]
@@ -341,6 +342,11 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # The schema and its docs need a console role unless NAMESRV_WEB_PUBLIC_API_DOCS.
     "SERVE_PERMISSIONS": ["namesrv_app.api.permissions.ApiDocsPermission"],
+    # Swagger UI and Redoc from the drf-spectacular-sidecar package, served by the node
+    # itself: the API docs work on a machine without internet access.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 NAMESRV_WEB: dict[str, Any] = {

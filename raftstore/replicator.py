@@ -66,6 +66,11 @@ class ReplicatorStatus:
     applied_version: int
     digest: str
     peers: tuple[PeerStatus, ...] = field(default_factory=tuple)
+    view_digest: str = ""
+    """What clients can observe (see :class:`raftstore.snapshot.StateDigests`): nodes
+    agree when these are equal."""
+    live_brokers: tuple[str, ...] = ()
+    """``cluster/addr`` of every live broker, compared apart from the digests."""
 
 
 class Replicator(Protocol):
@@ -160,5 +165,7 @@ class LocalReplicator:
                 log_length=0,
                 has_quorum=True,
                 applied_version=self._table.applied_version,
-                digest=self._table.digest(),
+                digest=(digests := self._table.digests()).full,
+                view_digest=digests.client_view,
+                live_brokers=digests.live_brokers,
             )

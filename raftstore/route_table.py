@@ -41,6 +41,7 @@ from raftstore.results import (
     Outcome,
     PermOutcome,
 )
+from raftstore.snapshot import StateDigests
 from raftstore.tables import BrokerGroup, BrokerLiveView, Tables
 from remoting.model import (
     MASTER_ID,
@@ -397,6 +398,10 @@ class RouteTable:
     def digest(self) -> str:
         """Hex SHA-256 of the state (not the versions): equal state, equal digest."""
         return snapshot.digest(self._t, self.config)
+
+    def digests(self) -> StateDigests:
+        """The full digest, the client-view digest and the live brokers (one pass)."""
+        return snapshot.digests(self._t, self.config)
 
 
 def _order(key: BrokerAddrInfo) -> tuple[str, str]:

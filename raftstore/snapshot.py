@@ -91,6 +91,35 @@ def digest(t: Tables, config: NamesrvConfig) -> str:
     return hashlib.sha256(_dumps(canonical_state(t, config))).hexdigest()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class StateDigests:
+    """The two ways two nodes' states are compared.
+
+    ``full`` covers everything the node replicates, liveness timestamps included: in
+    raft mode every member must reach exactly the same, so it checks determinism.
+    ``client_view`` covers only what a client can observe (routes, cluster info, topic
+    lists, KV and config) and leaves out the live-broker table, whose heartbeat times
+    each eventual-mode node stamps with its own clock and so can never be equal across
+    nodes. ``live_brokers`` is who is alive, without times, compared on its own.
+    """
+
+    full: str
+    client_view: str
+    live_brokers: tuple[str, ...]
+
+
+def digests(t: Tables, config: NamesrvConfig) -> StateDigests:
+    """Both digests from one pass over the table, and the live brokers' addresses."""
+    state = canonical_state(t, config)
+    full = hashlib.sha256(_dumps(state)).hexdigest()
+    live = state.pop("live")
+    return StateDigests(
+        full=full,
+        client_view=hashlib.sha256(_dumps(state)).hexdigest(),
+        live_brokers=tuple(sorted(f"{e['cluster']}/{e['addr']}" for e in live)),
+    )
+
+
 def encode(t: Tables, config: NamesrvConfig, applied_version: int, routes_version: int) -> bytes:
     """A snapshot of the table with both version counters."""
     doc = {

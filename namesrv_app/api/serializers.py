@@ -219,12 +219,28 @@ class KVNamespaceSerializer(Serializer):
     entries = KVEntrySerializer(many=True)
 
 
+class NodeResultSerializer(Serializer):
+    """One node's result of a write."""
+
+    node = serializers.CharField()
+    ok = serializers.BooleanField()
+    error = serializers.CharField(allow_null=True)
+
+
 class ResultSerializer(Serializer):
     """The answer to a write."""
 
     ok = serializers.BooleanField()
     detail = serializers.CharField()
     count = serializers.IntegerField(required=False)
+    replicated = serializers.BooleanField(
+        required=False, help_text="raft mode: one write replicated through the log"
+    )
+    nodes = NodeResultSerializer(
+        many=True, required=False,
+        help_text="eventual mode: each node the write was sent to, and its result "
+        "(HTTP 207 when some node missed it)",
+    )  # fmt: skip
 
 
 class ErrorSerializer(Serializer):
@@ -255,3 +271,6 @@ class AuditEntrySerializer(ModelSerializer):
         model = AuditEntry
         fields = ["at", "username", "node_id", "channel", "action", "target", "detail",
                   "status", "ok", "result"]  # fmt: skip
+
+
+PaginatedAuditEntrySerializer = paginated(AuditEntrySerializer, "PaginatedAuditEntry")

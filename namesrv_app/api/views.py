@@ -28,7 +28,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from namesrv_app import gateway_client
 from namesrv_app.api import serializers as s
 from namesrv_app.api.permissions import ApiDocsPermission, IsOperator, RouteReadPermission
-from namesrv_app.gateway_client import GatewayError
+from namesrv_app.gateway_client import GatewayError, PartialWrite, WriteOutcome
 from namesrv_app.models import AuditEntry
 from namesrv_app.web import reads
 from namesrv_app.web.forms import validate_deletable_topic
@@ -86,6 +86,11 @@ class ApiDocsView(SpectacularSwaggerView):
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, plus gateway errors with their HTTP status."""
+    if isinstance(exc, PartialWrite):
+        # 207 Multi-Status: some nodes applied the write, some did not; each says which.
+        body = {"ok": False, "partial": True, "detail": str(exc),
+                "nodes": exc.outcome.per_node()}  # fmt: skip
+        return Response(body, status=exc.http_status)
     if isinstance(exc, GatewayError):
         return Response({"detail": str(exc)}, status=exc.http_status)
     return drf_exception_handler(exc, context)
@@ -107,8 +112,20 @@ def _valid(serializer_class: type[Any], data: Any) -> dict[str, Any]:
     return validated
 
 
-def _done(detail: str, count: int | None = None, code: int = status.HTTP_200_OK) -> Response:
-    body: dict[str, Any] = {"ok": True, "detail": detail}
+def _done(
+    detail: str,
+    outcome: WriteOutcome,
+    count: int | None = None,
+    code: int = status.HTTP_200_OK,
+) -> Response:
+    """A write's answer: the sentence (PartialWrite, HTTP 207, when some node missed
+    it) and each node's result."""
+    body: dict[str, Any] = {
+        "ok": True,
+        "detail": outcome.sentence(detail),
+        "replicated": outcome.replicated,
+        "nodes": outcome.per_node(),
+    }
     if count is not None:
         body["count"] = count
     return Response(body, status=code)
@@ -197,8 +214,8 @@ class TopicListView(APIView):
             QueueData(q["broker_name"], q["read_queue_nums"], q["write_queue_nums"], q["perm"])
             for q in data["queue_datas"]
         ]
-        gateway_client.register_topic(data["topic"], queues)
-        return _done(f"registered {data['topic']}", code=status.HTTP_201_CREATED)
+        outcome = gateway_client.register_topic(data["topic"], queues)
+        return _done(f"registered {data['topic']}", outcome, code=status.HTTP_201_CREATED)
 
 
 class TopicDetailView(APIView):
@@ -226,8 +243,8 @@ class TopicDetailView(APIView):
         """DELETE_TOPIC_IN_NAMESRV (216) through the gateway."""
         topic = _deletable_topic(topic)
         cluster = _valid(s.DeleteTopicQuerySerializer, request.query_params).get("cluster") or None
-        gateway_client.delete_topic(topic, cluster)
-        return _done(f"deleted {topic}" + (f" in {cluster}" if cluster else ""))
+        outcome = gateway_client.delete_topic(topic, cluster)
+        return _done(f"deleted {topic}" + (f" in {cluster}" if cluster else ""), outcome)
 
 
 # ------------------------------------------------------------------- clusters and brokers
@@ -275,8 +292,10 @@ class WritePermView(APIView):
         """205 (wipe) or 327 (add) through the gateway; the topic count."""
         name = _valid(s.BrokerNameSerializer, {"broker_name": broker_name})["broker_name"]
         if self.wipe:
-            return _done(f"wiped write permission on {name}", gateway_client.wipe_write_perm(name))
-        return _done(f"added write permission on {name}", gateway_client.add_write_perm(name))
+            count, outcome = gateway_client.wipe_write_perm(name)
+            return _done(f"wiped write permission on {name}", outcome, count)
+        count, outcome = gateway_client.add_write_perm(name)
+        return _done(f"added write permission on {name}", outcome, count)
 
 
 class UnregisterBrokerView(APIView):
@@ -291,10 +310,10 @@ class UnregisterBrokerView(APIView):
     def post(self, request: Request) -> Response:
         """UNREGISTER_BROKER (104) through the gateway."""
         data = _valid(s.UnregisterBrokerSerializer, request.data)
-        gateway_client.unregister_broker(
+        outcome = gateway_client.unregister_broker(
             data["cluster_name"], data["broker_addr"], data["broker_name"], data["broker_id"]
         )
-        return _done(f"unregistered {data['broker_name']}/{data['broker_id']}")
+        return _done(f"unregistered {data['broker_name']}/{data['broker_id']}", outcome)
 
 
 # ------------------------------------------------------------------- KV config
@@ -318,8 +337,8 @@ class KVView(APIView):
     def post(self, request: Request) -> Response:
         """PUT_KV_CONFIG (100) through the gateway (operators)."""
         data = _valid(s.KVPutSerializer, request.data)
-        gateway_client.put_kv(data["namespace"], data["key"], data["value"])
-        return _done(f"stored {data['namespace']}/{data['key']}")
+        outcome = gateway_client.put_kv(data["namespace"], data["key"], data["value"])
+        return _done(f"stored {data['namespace']}/{data['key']}", outcome)
 
     @extend_schema(
         parameters=[s.KVKeySerializer],
@@ -328,8 +347,8 @@ class KVView(APIView):
     def delete(self, request: Request) -> Response:
         """DELETE_KV_CONFIG (102) through the gateway (operators); ``?namespace=&key=``."""
         data = _valid(s.KVKeySerializer, request.query_params)
-        gateway_client.delete_kv(data["namespace"], data["key"])
-        return _done(f"deleted {data['namespace']}/{data['key']}")
+        outcome = gateway_client.delete_kv(data["namespace"], data["key"])
+        return _done(f"deleted {data['namespace']}/{data['key']}", outcome)
 
 
 # ------------------------------------------------------------------- nodes
@@ -386,7 +405,10 @@ class AuditLogView(APIView):
     """The cluster's audit log, newest first: every change signed-in users asked for,
     on any node (``?user=``, ``?node=`` filter)."""
 
-    @extend_schema(responses={200: s.AuditEntrySerializer(many=True), **ERRORS})
+    @extend_schema(
+        parameters=[OpenApiParameter("user", str), OpenApiParameter("node", str)],
+        responses={200: s.PaginatedAuditEntrySerializer, **ERRORS},
+    )
     def get(self, request: Request) -> Response:
         """Paginated, newest first."""
         rows = AuditEntry.objects.all()
@@ -419,4 +441,6 @@ class MembershipView(APIView):
         data = _valid(s.MembershipSerializer, request.data)
         change = gateway_client.add_node if data["action"] == "add" else gateway_client.remove_node
         state = change(data["address"])
-        return _done(f"{data['action']} {data['address']}", len(state.get("peers", [])))
+        detail = f"{data['action']} {data['address']} (replicated through Raft)"
+        body = {"ok": True, "detail": detail, "count": len(state.get("peers", []))}
+        return Response(body)

@@ -162,8 +162,10 @@ class RegisterTopicForm(OperationForm):
             QueueData(name, data["read_queue_nums"], data["write_queue_nums"], data["perm"])
             for name in data["brokers"]
         ]
-        gateway_client.register_topic(data["topic"], queues)
-        return f"Registered topic {data['topic']} on {', '.join(data['brokers'])}."
+        outcome = gateway_client.register_topic(data["topic"], queues)
+        return outcome.sentence(
+            f"Registered topic {data['topic']} (queues on {', '.join(data['brokers'])})"
+        )
 
 
 class DeleteTopicForm(OperationForm):
@@ -185,9 +187,9 @@ class DeleteTopicForm(OperationForm):
     def execute(self) -> str:
         """Delete the topic (or one cluster's queues of it)."""
         topic, cluster = self.cleaned_data["topic"], self.cleaned_data["cluster"] or None
-        gateway_client.delete_topic(topic, cluster)
+        outcome = gateway_client.delete_topic(topic, cluster)
         scope = f" in cluster {cluster}" if cluster else ""
-        return f"Deleted topic {topic}{scope}."
+        return outcome.sentence(f"Deleted topic {topic}{scope}")
 
 
 class WritePermForm(OperationForm):
@@ -208,10 +210,10 @@ class WritePermForm(OperationForm):
         """Wipe or add; the count of topics touched."""
         name = self.cleaned_data["broker_name"]
         if self.cleaned_data["action"] == "wipe":
-            count = gateway_client.wipe_write_perm(name)
-            return f"Wiped write permission of {count} topics on {name}."
-        count = gateway_client.add_write_perm(name)
-        return f"Restored write permission of {count} topics on {name}."
+            count, outcome = gateway_client.wipe_write_perm(name)
+            return outcome.sentence(f"Wiped write permission of {count} topics of {name}")
+        count, outcome = gateway_client.add_write_perm(name)
+        return outcome.sentence(f"Restored write permission of {count} topics of {name}")
 
 
 class UnregisterBrokerForm(OperationForm):
@@ -228,10 +230,12 @@ class UnregisterBrokerForm(OperationForm):
     def execute(self) -> str:
         """Unregister; applied before the gateway answers."""
         data = self.cleaned_data
-        gateway_client.unregister_broker(
+        outcome = gateway_client.unregister_broker(
             data["cluster_name"], data["broker_addr"], data["broker_name"], data["broker_id"]
         )
-        return f"Unregistered {data['broker_name']}/{data['broker_id']} at {data['broker_addr']}."
+        return outcome.sentence(
+            f"Unregistered {data['broker_name']}/{data['broker_id']} at {data['broker_addr']}"
+        )
 
 
 class KVPutForm(OperationForm):
@@ -245,8 +249,8 @@ class KVPutForm(OperationForm):
     def execute(self) -> str:
         """Put the item."""
         data = self.cleaned_data
-        gateway_client.put_kv(data["namespace"], data["key"], data["value"])
-        return f"Stored {data['namespace']}/{data['key']}."
+        outcome = gateway_client.put_kv(data["namespace"], data["key"], data["value"])
+        return outcome.sentence(f"Stored {data['namespace']}/{data['key']}")
 
 
 class KVDeleteForm(OperationForm):
@@ -261,8 +265,8 @@ class KVDeleteForm(OperationForm):
     def execute(self) -> str:
         """Delete the item (a missing item is not an error, as upstream)."""
         data = self.cleaned_data
-        gateway_client.delete_kv(data["namespace"], data["key"])
-        return f"Deleted {data['namespace']}/{data['key']}."
+        outcome = gateway_client.delete_kv(data["namespace"], data["key"])
+        return outcome.sentence(f"Deleted {data['namespace']}/{data['key']}")
 
 
 class MembershipForm(OperationForm):

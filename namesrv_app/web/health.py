@@ -12,8 +12,10 @@ port, so they say whether to send traffic here, not what the cluster looks like.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.cache import never_cache
+from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_safe
 
 from namesrv_app import gateway_client
@@ -28,6 +30,17 @@ APPLY_LAG_ENTRIES_MAX = 1000
 
 def _plain(text: str, status: int = 200) -> HttpResponse:
     return HttpResponse(f"{text}\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+FAVICON = (Path(__file__).resolve().parents[1] / "static" / "namesrv" / "favicon.svg").read_bytes()
+"""The console's icon; browsers ask /favicon.ico before they read the page's <link>."""
+
+
+@cache_control(max_age=86400, public=True)
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """The console's icon (SVG), without a login."""
+    return HttpResponse(FAVICON, content_type="image/svg+xml")
 
 
 @never_cache

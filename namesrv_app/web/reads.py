@@ -19,6 +19,7 @@ from django.db import connections
 from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 
 from namesrv_app import gateway_client, models
+from namesrv_app.agreement import mark_agreement
 from namesrv_app.db_router import PROJECTION_DB
 from remoting import bodies
 from remoting.model import TopicRouteData
@@ -360,11 +361,8 @@ def kv_namespaces(search: str = "") -> list[dict[str, Any]]:
 
 
 def node_panels() -> list[dict[str, Any]]:
-    """Every node's status over the wire, plus a ``disagrees`` flag per node.
-
-    Nodes disagree when their state digests differ at the same applied version
-    (raft mode), or when any two digests differ at all (eventual mode, where
-    nodes have no common version numbering).
+    """Every node's status over the wire, plus a ``disagrees`` flag per node and the
+    live brokers it lacks or alone has (:mod:`namesrv_app.agreement`).
     """
     answers = gateway_client.every_node_status()
     panels = []
@@ -380,9 +378,7 @@ def node_panels() -> list[dict[str, Any]]:
             panel.update(answer.value)
             panel["node_id"] = answer.node.node_id
         panels.append(panel)
-    digests = {p.get("digest") for p in panels if p["reachable"]}
-    for panel in panels:
-        panel["disagrees"] = panel["reachable"] and len(digests) > 1
+    mark_agreement(panels)
     return panels
 
 

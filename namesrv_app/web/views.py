@@ -252,6 +252,7 @@ def operation(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         form = form_class(initial=request.GET.dict())
     if request.method == "POST":
-        audit.note(request, result=result or error or "invalid form", action=f"ops:{slug}")
+        audit.note(request, result=result or error or "invalid form", action=f"ops:{slug}",
+                   failed=result is None)  # fmt: skip
     context = _context(request, "ops", form=form, slug=slug, result=result, error=error)
     return render(request, "console/operation.html", context, status=status)

@@ -120,7 +120,13 @@ def console_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleNo
             "DJANGO_SECRET_KEY": "browser-tests-" + secrets.token_hex(16),
             "NAMESRV_ACL_ACCESS_KEY": ADMIN.access_key,
             "NAMESRV_ACL_SECRET_KEY_FILE": str(gateway.admin_secret_file),
+            # The accounts of this test only, not the repository's run/dev.sqlite3.
+            "DATABASE_URL": f"sqlite:///{folder / 'shared.sqlite3'}",
         }
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=REPO_ROOT, env=env, check=True, capture_output=True,
+        )  # fmt: skip
         subprocess.run(
             [
                 sys.executable,

@@ -192,9 +192,16 @@ class RunningGateway:
 
 
 def start_gateway(
-    folder: Path, node_id: str = "n1", extra_env: dict[str, str] | None = None
+    folder: Path,
+    node_id: str = "n1",
+    extra_env: dict[str, str] | None = None,
+    scan_fallback_s: str | None = "0",
 ) -> RunningGateway:
-    """Start a gateway on free ports with its own DB; wait for its ready file."""
+    """Start a gateway on free ports with its own DB; wait for its ready file.
+
+    ``scan_fallback_s`` None keeps run_gateway's default fallback; by default it is off
+    (no Celery here: the gateway would otherwise expire the cast, registered once,
+    after three silent periods)."""
     import json
 
     ready = folder / f"{node_id}.ready.json"
@@ -222,6 +229,7 @@ def start_gateway(
         "--migrate",
         "--acl-file",
         str(write_test_acl(folder)),
+        *(["--scan-fallback-s", scan_fallback_s] if scan_fallback_s is not None else []),
     ]
     log = (folder / f"{node_id}.log").open("ab")
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)

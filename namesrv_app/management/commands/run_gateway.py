@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,20 @@ def metrics_port(port: int) -> int:
     if not 0 <= port <= 65535:
         raise CommandError(f"--metrics-port must be from 0 (off) to 65535, got {port}")
     return port
+
+
+def scan_fallback_s(options: dict[str, Any], conf: NamesrvSettings) -> float:
+    """``--scan-fallback-s``: the given seconds (0: off), by default the Celery scan period
+    (``NAMESRV['SCAN_INTERVAL_S']``) in eventual mode; CommandError when negative.
+
+    Raft mode ignores it (every gateway scans itself there, ``--scan-interval-ms``).
+    """
+    value = options["scan_fallback_s"]
+    if value is None:
+        return 0.0 if options["mode"] == MODE_RAFT else float(conf.SCAN_INTERVAL_S)
+    if not math.isfinite(value) or value < 0:
+        raise CommandError(f"--scan-fallback-s must be 0 (off) or positive, got {value}")
+    return float(value)
 
 
 def positive(options: dict[str, Any], name: str) -> Any:
@@ -189,6 +204,12 @@ class Command(BaseCommand):
             "--scan-interval-ms", type=int, default=0,
             help="also scan for silent brokers this often (0: only the Celery scan)",
         )  # fmt: skip
+        parser.add_argument(
+            "--scan-fallback-s", type=float, default=None, metavar="SECONDS",
+            help="eventual mode: the Celery scan period; after three periods without a scan "
+            "the gateway scans itself this often and raises an alarm (default: "
+            "NAMESRV['SCAN_INTERVAL_S']; 0: off; ignored in raft mode)",
+        )  # fmt: skip
         metrics = parser.add_argument_group("Prometheus metrics (docs/DEPLOY.md, Metrics)")
         metrics.add_argument(
             "--metrics-port", type=int, default=0, metavar="PORT",
@@ -240,6 +261,7 @@ class Command(BaseCommand):
             ready_file=options["ready_file"],
             raft=raft_options(options, conf),
             scan_interval_ms=options["scan_interval_ms"],
+            scan_fallback_s=scan_fallback_s(options, conf),
             kv_config_file=kv_config_file(conf.KV_CONFIG_PATH, options["node"]),
             namesrv_properties=namesrv_properties(options["config"]),
             acl_enabled=options["acl_enabled"],

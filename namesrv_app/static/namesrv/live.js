@@ -1,15 +1,23 @@
 // Live updates of the console: one websocket per tab, events listed as they
 // arrive, and the page's [data-live] parts refreshed from the server (debounced).
+// When the socket cannot connect or drops (Redis, the channel layer, is down; the
+// web process restarts), a banner says so and the script keeps reconnecting; the
+// page itself stays usable, it reads the database. A ping every PING_EVERY_MS makes
+// a round trip through the channel layer: no pong in time and the socket is
+// treated as dropped.
 (function () {
   "use strict";
   var EVENTS_SHOWN_MAX = 50;
   var REFRESH_DELAY_MS = 300;
   var RECONNECT_MAX_MS = 10000;
+  var PING_EVERY_MS = 20000;
+  var PONG_TIMEOUT_MS = 10000;
   var list = document.getElementById("event-list");
   var status = document.getElementById("live-status");
+  var banner = document.getElementById("live-banner");
   var refreshTimer = null;
   var reconnectMs = 500;
-  window.namesrvLive = { received: 0, connected: false, last: null };
+  window.namesrvLive = { received: 0, connected: false, last: null, paused: false };
 
   function describe(e) {
     switch (e.kind) {
@@ -32,6 +40,15 @@
     while (list.children.length > EVENTS_SHOWN_MAX) { list.removeChild(list.lastChild); }
   }
 
+  // Live or paused: the header's pill and the banner under it.
+  function setLive(on) {
+    window.namesrvLive.connected = on;
+    window.namesrvLive.paused = !on;
+    status.className = on ? "live on" : "live off";
+    status.title = on ? "live updates" : "live updates paused: reconnecting";
+    if (banner) { banner.hidden = on; }
+  }
+
   function refresh() {
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Live-Refresh": "1" } })
       .then(function (r) { return r.ok ? r.text() : null; })
@@ -46,7 +63,8 @@
         var mine = document.getElementById("divergence-badge");
         if (badge && mine) { mine.replaceWith(badge); }
         document.body.dataset.refreshed = String(Date.now());
-      });
+      })
+      .catch(function () { /* the next event refreshes again */ });
   }
 
   function scheduleRefresh() {
@@ -54,27 +72,60 @@
     refreshTimer = setTimeout(refresh, REFRESH_DELAY_MS);
   }
 
+  function scheduleReconnect() {
+    setTimeout(connect, reconnectMs);
+    reconnectMs = Math.min(reconnectMs * 2, RECONNECT_MAX_MS);
+  }
+
   function connect() {
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    var socket = new WebSocket(scheme + window.location.host + "/ws/events/");
+    var socket;
+    try {
+      socket = new WebSocket(scheme + window.location.host + "/ws/events/");
+    } catch (err) {
+      setLive(false);
+      scheduleReconnect();
+      return;
+    }
+    var pingTimer = null;
+    var pongTimer = null;
+
+    function stopTimers() {
+      if (pingTimer) { clearInterval(pingTimer); pingTimer = null; }
+      if (pongTimer) { clearTimeout(pongTimer); pongTimer = null; }
+    }
+
     socket.onopen = function () {
       reconnectMs = 500;
-      window.namesrvLive.connected = true;
-      status.className = "live on";
+      // Back from a pause: what changed meanwhile was never announced.
+      if (window.namesrvLive.paused) { scheduleRefresh(); }
+      setLive(true);
+      pingTimer = setInterval(function () {
+        if (pongTimer || socket.readyState !== WebSocket.OPEN) { return; }
+        socket.send(JSON.stringify({ kind: "ping" }));
+        pongTimer = setTimeout(function () { socket.close(); }, PONG_TIMEOUT_MS);
+      }, PING_EVERY_MS);
     };
     socket.onmessage = function (message) {
-      var e = JSON.parse(message.data);
-      if (e.kind === "hello" || e.kind === "pong") { return; }
+      var e;
+      try { e = JSON.parse(message.data); } catch (err) { return; }
+      if (e.kind === "pong") {
+        if (pongTimer) { clearTimeout(pongTimer); pongTimer = null; }
+        return;
+      }
+      if (e.kind === "hello") { return; }
       window.namesrvLive.received += 1;
       window.namesrvLive.last = e;
       show(e);
       scheduleRefresh();
     };
+    socket.onerror = function () {
+      setLive(false);
+    };
     socket.onclose = function () {
-      window.namesrvLive.connected = false;
-      status.className = "live off";
-      setTimeout(connect, reconnectMs);
-      reconnectMs = Math.min(reconnectMs * 2, RECONNECT_MAX_MS);
+      stopTimers();
+      setLive(false);
+      scheduleReconnect();
     };
   }
 
