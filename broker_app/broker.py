@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 
 WAIT_STORE_MSG_OK = "WAIT"
 STOP_TIMEOUT_S = 5.0
+DELETE_REGISTER_WAIT_S = 2.0
+"""How long DELETE_TOPIC_IN_BROKER waits for the re-registration before it answers (the
+registration goes on after that, bounded by the register timeout)."""
 
 
 def wall_clock_ms() -> int:
@@ -413,6 +416,36 @@ class BrokerController:
         self._persist()
         self._tasks.append(asyncio.create_task(self._register_topic(config.topic_name)))
         self._tasks[:] = [task for task in self._tasks if not task.done()]
+
+    async def delete_topic(self, topic: str) -> bool:
+        """DELETE_TOPIC_IN_BROKER: drop the topic, its offsets and consume queues, persist,
+        and register again so the NameServers get the new DataVersion and topic table.
+
+        True when the topic existed (deleting an unknown topic is not an error, as
+        upstream). The answer waits a little for the registration: a registration
+        already under way then reaches the NameServers before the caller's
+        DELETE_TOPIC_IN_NAMESRV does, so it cannot bring the topic back.
+        """
+        validate_topic(topic)
+        existed = self.metadata.delete_topic(topic, self.clock_ms())
+        if self.store is not None:
+            self.store.delete_topic(topic)
+        self._persist()
+        log.info("topic %s deleted on %s (%s)", topic, self.broker_addr,
+                 "existed" if existed else "was not there")
+        if existed and self.registrar is not None:
+            task = asyncio.create_task(self._register_after_delete())
+            self._tasks[:] = [t for t in self._tasks if not t.done()]
+            self._tasks.append(task)
+            await asyncio.wait({task}, timeout=DELETE_REGISTER_WAIT_S)
+        return existed
+
+    async def _register_after_delete(self) -> None:
+        try:
+            await self.register(force=True)
+        except Exception:
+            # The next periodic round registers the new DataVersion anyway.
+            log.exception("registration after a topic deletion failed")
 
     def check_writable(self, topic: str, default_queue_nums: int | None) -> (
         tuple[int, str] | None

@@ -23,7 +23,12 @@ from remoting.acl_policy import AclConfig, AclConfigError, AclFile, RemotingAcl
 from remoting.bodies import decode_properties
 from remoting.codes import RequestCode
 
-BROKER_ADMIN_CODES: frozenset[int] = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC})
+DELETE_TOPIC_IN_BROKER = 215
+"""RocketMQ's ``RequestCode.DELETE_TOPIC_IN_BROKER`` (not in :class:`RequestCode`: only
+our broker and the tools that talk to it use it)."""
+BROKER_ADMIN_CODES: frozenset[int] = frozenset(
+    {RequestCode.UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER}
+)
 """Codes of the broker port that change its topics: an admin's signature, always."""
 NAMESRV_PUSH_CODES: frozenset[int] = frozenset({RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE})
 """What NameServers push to brokers: a signature or a white-listed NameServer address."""
@@ -86,8 +91,8 @@ class BrokerConfig:
     # accept only from white-listed addresses).
     namesrv_access_key: str = ""
     namesrv_secret_key_file: Path | None = None
-    # This broker's own remoting ACL (docs/SECURITY.md): topic creation needs an admin
-    # signature; NOTIFY_MIN_BROKER_ID_CHANGE a signature or a white-listed NameServer.
+    # This broker's own remoting ACL (docs/SECURITY.md): topic creation and deletion need
+    # an admin signature; NOTIFY_MIN_BROKER_ID_CHANGE a signature or a white-listed NameServer.
     # Without a file: no accounts, loopback white-listed. Off only when asked.
     acl_enabled: bool = True
     acl_file: Path | None = None

@@ -41,6 +41,18 @@ from remoting.model import (
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 TOPIC_GROUP_SEPARATOR = "@"
+SYSTEM_TOPICS = frozenset({
+    AUTO_CREATE_TOPIC_KEY_TOPIC, "SCHEDULE_TOPIC_XXXX", "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC", SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, "CHECKPOINT_TOPIC",
+})  # fmt: skip
+"""``TopicValidator.SYSTEM_TOPIC_SET`` (4.9.7 / 5.x)."""
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+
+def is_system_topic(topic: str) -> bool:
+    """``TopicValidator.isSystemTopic``: a reserved name or the ``rmq_sys_`` prefix."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 def next_version(version: DataVersion, now_ms: int) -> DataVersion:
@@ -130,6 +142,27 @@ class BrokerMetadata:
         return self._replace(
             topics=topics, topic_version=next_version(self.snapshot.topic_version, now_ms)
         )
+
+    def delete_topic(self, name: str, now_ms: int) -> bool:
+        """Remove one topic and its consumer offsets; True when the topic existed.
+
+        Upstream's ``deleteTopicConfig`` (a new topic DataVersion only when the
+        topic was there) plus ``cleanOffsetByTopic`` (offsets keep their version).
+        """
+        topics = dict(self.snapshot.topics)
+        existed = topics.pop(name, None) is not None
+        offsets = {
+            key: queues for key, queues in self.snapshot.consumer_offsets.items()
+            if key.split(TOPIC_GROUP_SEPARATOR)[0] != name
+            or len(key.split(TOPIC_GROUP_SEPARATOR)) != 2
+        }  # fmt: skip
+        changes: dict[str, object] = {"consumer_offsets": offsets}
+        if existed:
+            changes.update(
+                topics=topics, topic_version=next_version(self.snapshot.topic_version, now_ms)
+            )
+        self._replace(**changes)
+        return existed
 
     def topic_wrapper(self, *, only: str | None = None, broker_permission: int = 6) -> (
         TopicConfigSerializeWrapper

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker_app.config import DELETE_TOPIC_IN_BROKER
+from broker_app.metadata import is_system_topic
 from broker_app.store.message_store import MessageInput, MessageRejected
 from remoting.bodies import encode_kv_table
 from remoting.codes import RequestCode, ResponseCode
@@ -36,6 +39,8 @@ V2_NAMES = {
     "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
 }
 MSG_REGION = "DefaultRegion"
+TOPIC_CHARS_MAX = 127
+TOPIC_CHARS = re.compile(r"[%|a-zA-Z0-9_-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,18 @@ def parse_create_topic(request: RemotingCommand) -> TopicConfig:
     )
 
 
+def topic_refusal(topic: str) -> str | None:
+    """``TopicValidator.validateTopic``: why ``topic`` is not a legal name, or None."""
+    if not topic.strip():
+        return "The specified topic is blank."
+    if not TOPIC_CHARS.fullmatch(topic):
+        return ("The specified topic contains illegal characters, allowing only "
+                "^[%|a-zA-Z0-9_-]+$")  # fmt: skip
+    if len(topic) > TOPIC_CHARS_MAX:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
 Route = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
 
 
@@ -105,6 +122,7 @@ class BrokerProcessor:
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self._body(broker.metadata_body_topics),
             RequestCode.GET_ALL_CONSUMER_OFFSET: self._body(broker.metadata_body_offsets),
             RequestCode.GET_ALL_DELAY_OFFSET: self._body(broker.metadata_body_delay),
@@ -165,6 +183,20 @@ class BrokerProcessor:
         """UPDATE_AND_CREATE_TOPIC: update the table, bump DataVersion, register."""
         config = parse_create_topic(request)
         self.broker.create_topic(config)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER (215), ``AdminBrokerProcessor.deleteTopic``: refuse an
+        illegal name or a system topic (SYSTEM_ERROR), else delete it and answer SUCCESS,
+        whether or not this broker had it. Masters and slaves alike (tools send it to
+        every broker of the cluster)."""
+        topic = require_str(request, "topic")
+        refusal = topic_refusal(topic)
+        if refusal is None and is_system_topic(topic):
+            refusal = f"The topic[{topic}] is conflict with system topic."
+        if refusal is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, refusal)
+        await self.broker.delete_topic(topic)
         return request.make_response(ResponseCode.SUCCESS)
 
     async def notify_min_broker_id_change(

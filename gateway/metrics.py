@@ -232,8 +232,10 @@ class NodeCollector:
         *,
         sample_ttl_s: float = SAMPLE_TTL_S,
         scan_fallback: ScanFallback | None = None,
+        mirror: Any = None,
     ) -> None:
         self.replicator = replicator
+        self.mirror = mirror
         self.acl = acl
         self.meters = meters
         self.scan_fallback = scan_fallback
@@ -256,12 +258,22 @@ class NodeCollector:
         yield from request_families(self.meters())
         yield from self._acl_refusals()
         yield from scan_fallback_families(self.scan_fallback)
+        yield from self._projection_lag()
         try:
             sample = self.sample()
         except Exception:
             log.exception("metrics: cannot read the replicator")
             return
         yield from node_families(sample)
+
+    def _projection_lag(self) -> Iterable[Metric]:
+        lag = None if self.mirror is None else self.mirror.lag_versions()
+        if lag is not None:
+            yield GaugeMetricFamily(
+                "namesrv_projection_lag_versions",
+                "Table changes applied but not yet written to the console's projection.",
+                lag,
+            )
 
     def _acl_refusals(self) -> Iterable[Metric]:
         acl = self.acl
@@ -331,6 +343,8 @@ class GatewayMetrics:
         replicator: Replicator,
         acl: RemotingAcl | None = None,
         scan_fallback: ScanFallback | None = None,
+        *,
+        mirror: Any = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.scan_runs = Counter(
@@ -348,7 +362,9 @@ class GatewayMetrics:
         )
         self._meters: dict[int, CodeMeter] = {}
         self._other = CodeMeter(OTHER_CODE)
-        self.collector = NodeCollector(replicator, acl, self.meters, scan_fallback=scan_fallback)
+        self.collector = NodeCollector(
+            replicator, acl, self.meters, scan_fallback=scan_fallback, mirror=mirror
+        )
         self.registry.register(self.collector)
 
     def meters(self) -> list[CodeMeter]:

@@ -109,6 +109,9 @@ class Mirror(Protocol):
     def request_rebuild(self) -> None:
         """Rebuild the whole copy (a snapshot replaced the table); any thread."""
 
+    def lag_versions(self) -> int | None:
+        """Table changes not yet in the copy (the projection-lag metric); None: no copy."""
+
 
 MirrorFactory = Callable[[Replicator], Mirror]
 
@@ -131,6 +134,10 @@ class NoMirror:
 
     def request_rebuild(self) -> None:
         """Nothing to rebuild."""
+
+    def lag_versions(self) -> int | None:
+        """No copy, so no lag."""
+        return None
 
 
 class GatewayConfigError(ValueError):
@@ -370,7 +377,9 @@ class Gateway:
         self.metrics_server: MetricsHttpServer | None = None
         handler = self._handle
         if options.metrics_port > 0:
-            self.metrics = GatewayMetrics(self.replicator, self.acl, self.scan_fallback)
+            self.metrics = GatewayMetrics(
+                self.replicator, self.acl, self.scan_fallback, mirror=self.projection
+            )
             self.service.metrics = self.metrics
             handler = self._handle_metered
             self.metrics_server = MetricsHttpServer(

@@ -11,7 +11,8 @@ store and the broker's SQLite file. A label is ``<brokerName>-<brokerId>``.
 
 The broker requests are the ones RocketMQ's admin tools send:
 GET_BROKER_RUNTIME_INFO (28), UPDATE_AND_CREATE_TOPIC (17, after which the
-broker registers the topic with its NameServers) and SEND_MESSAGE (10).
+broker registers the topic with its NameServers), DELETE_TOPIC_IN_BROKER (215,
+after which it registers its table without the topic) and SEND_MESSAGE (10).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker_app.config import DELETE_TOPIC_IN_BROKER
 from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_kv_table
@@ -41,6 +43,8 @@ READY_FILE = "ready.json"
 PID_FILE = "broker.pid"
 LOG_FILE = "broker.log"
 BROKER_TIMEOUT_S = 3.0
+DELETE_TIMEOUT_S = 5.0
+"""A deleting broker answers after its re-registration (at most ~2 s of it)."""
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 POLL_S = 0.1
@@ -293,6 +297,26 @@ def create_topic(
     response = _invoke(addr, request, timeout_s, credentials)
     if response.code != ResponseCode.SUCCESS:
         raise BrokerControlError(f"broker {addr} refused the topic: {response.remark}")
+
+
+def delete_topic(
+    addr: str,
+    topic: str,
+    credentials: Credentials | None = None,
+    *,
+    timeout_s: float = DELETE_TIMEOUT_S,
+) -> None:
+    """DELETE_TOPIC_IN_BROKER (215) on one broker, master or slave: it drops the topic,
+    its offsets and consume queues and registers again. Deleting a topic the broker
+    does not have succeeds; a system topic is refused.
+
+    The broker's ACL wants an admin's signature for it: ``credentials``."""
+    request = RemotingCommand.request(DELETE_TOPIC_IN_BROKER, {"topic": topic})
+    response = _invoke(addr, request, timeout_s, credentials)
+    if response.code != ResponseCode.SUCCESS:
+        raise BrokerControlError(
+            f"broker {addr} refused to delete the topic: {response.remark or response.code}"
+        )
 
 
 def send_test_message(

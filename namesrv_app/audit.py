@@ -34,7 +34,9 @@ NOT_AUDITED = frozenset({"login", "logout"})
 SECRET_FIELD_MARKS = ("password", "csrf", "secret", "token")
 DETAIL_BYTES_MAX = 4096
 RESULT_CHARS_MAX = 2000
-TARGET_KWARGS = ("topic", "broker_name", "slug", "run_id")
+TARGET_KWARGS = ("topic", "broker_name", "run_id", "slug")
+TARGET_FIELDS = ("topic", "broker_name", "key", "address", "label")
+"""Form or JSON fields that name what a write is about, when the URL does not."""
 
 
 def note(
@@ -147,7 +149,10 @@ class AuditMiddleware:
         channel = "api" if match.namespace == "api" else "console"
         action = getattr(request, "audit_action", None) or (
             f"{match.url_name} {request.method}" if channel == "api" else str(match.url_name))
-        target = next((str(match.kwargs[k]) for k in TARGET_KWARGS if k in match.kwargs), "")
+        detail = _detail(request, body)
+        target = next((str(match.kwargs[k]) for k in TARGET_KWARGS[:3] if k in match.kwargs), "")
+        target = target or next((str(detail[f]) for f in TARGET_FIELDS if detail.get(f)), "")
+        target = target or str(match.kwargs.get("slug", ""))
         AuditEntry.objects.create(
             at=timezone.now(),
             username=user.get_username(),
@@ -155,7 +160,7 @@ class AuditMiddleware:
             channel=channel,
             action=action[:128],
             target=target[:255],
-            detail=_detail(request, body),
+            detail=detail,
             status=response.status_code,
             ok=_succeeded(request, response),
             result=_result(request, response),

@@ -103,6 +103,10 @@ class NodeAddress:
     remoting_addr: str
     internal_addr: str | None
     local: bool = False
+    raft_addr: str | None = None
+    """Raft mode: the node's Raft identity, so the console names a leader or peer by id."""
+    console_url: str | None = None
+    """Where that node's own console is (a node on another host is shown there in full)."""
 
 
 # ------------------------------------------------------------------- configuration
@@ -145,7 +149,10 @@ def _node_from_summary(entry: dict[str, Any], local_id: str) -> NodeAddress | No
     except (KeyError, TypeError, ValueError):
         return None
     internal = f"{LOOPBACK}:{int(internal_port)}" if internal_port else None
-    return NodeAddress(node_id, remoting, internal, local=node_id == local_id)
+    raft = str(entry["raft_addr"]) if entry.get("raft_addr") else None
+    console = str(entry["console_url"]) if entry.get("console_url") else None
+    return NodeAddress(node_id, remoting, internal, local=node_id == local_id, raft_addr=raft,
+                       console_url=console)  # fmt: skip
 
 
 # ------------------------------------------------------------------- transport
@@ -420,6 +427,29 @@ def unregister_broker(
         "brokerId": str(broker_id),
     }
     return _write(RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields))
+
+
+def namesrv_config(
+    node: NodeAddress | None = None, timeout_s: float | None = None
+) -> dict[str, str]:
+    """GET_NAMESRV_CONFIG (319) of a node (default: this one): its NamesrvConfig, by the
+    Java property names."""
+    request = RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG, {})
+    response = expect_success(invoke((node or local_node()).remoting_addr, request, timeout_s))
+    return bodies.decode_properties(response.body or b"")
+
+
+def every_node_config() -> list[NodeAnswer]:
+    """GET_NAMESRV_CONFIG of every node of the cluster file."""
+    wait_s = float(web_setting("PEER_TIMEOUT_S", PEER_TIMEOUT_S))
+    return ask_every_node(lambda node: namesrv_config(node, timeout_s=wait_s))
+
+
+def update_namesrv_config(properties: dict[str, str]) -> WriteOutcome:
+    """UPDATE_NAMESRV_CONFIG (318) with ``key=value`` lines, where writes go (every node
+    in eventual mode). A blacklisted key makes a node refuse the whole update."""
+    body = bodies.encode_properties(properties)
+    return _write(RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body))
 
 
 def _membership(code_name: str, address: str) -> dict[str, Any]:

@@ -78,8 +78,27 @@ def publish_event(event: dict[str, Any]) -> None:
         )
 
 
+def is_liveness_only(event: ChangeEvent) -> bool:
+    """Whether ``event`` only moved live-broker rows: heartbeats that changed nothing else.
+
+    A registration or an expiry changes a broker group (``broker_names``) or a cluster,
+    a route change its topics; heartbeats of known brokers only touch ``brokerLiveTable``.
+    The console folds these into one line instead of one line per batch.
+    """
+    return (
+        event.live_changed
+        and not event.rebuilt
+        and not event.config_changed
+        and not (event.topics or event.broker_names or event.clusters or event.kv_namespaces)
+    )
+
+
 def change_event(event: ChangeEvent) -> dict[str, Any]:
-    """A projection ChangeEvent as a console event: its kind and what it touched."""
+    """A projection ChangeEvent as a console event: its kind and what it touched.
+
+    ``liveness_only`` marks heartbeat-only batches (:func:`is_liveness_only`), which the
+    console coalesces; every other event is shown on a line of its own.
+    """
     if event.rebuilt:
         kind = "rebuild"
     elif event.broker_names or event.clusters or event.live_changed:
@@ -102,6 +121,7 @@ def change_event(event: ChangeEvent) -> dict[str, Any]:
         "clusters": sorted(event.clusters),
         "kv_namespaces": sorted(event.kv_namespaces),
         "live_changed": event.live_changed,
+        "liveness_only": is_liveness_only(event),
     }
 
 

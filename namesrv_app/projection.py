@@ -568,6 +568,8 @@ class ProjectionWriter:
         self._last_digest_s = 0.0
         self._digest_routes_version = -1
         self._routes_version_written = -1
+        self._version_seen = 0
+        self._version_written = 0
         """The routes version the stored wire routes reflect (-1: none yet)."""
         """The routes version the stored digest was taken at (-1: none yet)."""
         self._digest_stale = False
@@ -582,6 +584,7 @@ class ProjectionWriter:
         if result.changes.empty or self._rebuild_needed.is_set():
             # A pending rebuild reads the table later and covers this command too.
             return
+        self._version_seen = max(self._version_seen, result.applied_version)
         delta = self.replicator.read(lambda table: read_delta(table, result))
         try:
             self._queue.put_nowait(delta)
@@ -616,6 +619,11 @@ class ProjectionWriter:
         thread.join(timeout_s)
         self._thread = None
 
+    def lag_versions(self) -> int:
+        """Changes applied to the table but not yet written to the rows (the metrics'
+        ``namesrv_projection_lag_versions``; 0 when the copy is current)."""
+        return max(0, self._version_seen - self._version_written)
+
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until every delta queued before the call is committed; False on timeout."""
         if self._thread is None or not self._thread.is_alive():
@@ -644,6 +652,7 @@ class ProjectionWriter:
         self._last_digest_s = time.monotonic()
         self._digest_routes_version = state.routes_version
         self._routes_version_written = state.routes_version
+        self._version_written = max(self._version_written, state.applied_version)
         self.digests_computed += 1
         self.rebuilds += 1
         publish_safely(
@@ -743,6 +752,7 @@ class ProjectionWriter:
         routes = self._moved_routes(delta)
         write_delta(delta, self.node_id, self.replicator.mode, digest, routes)
         self._routes_version_written = max(self._routes_version_written, delta.routes_version)
+        self._version_written = max(self._version_written, delta.applied_version)
         self._digest_stale = digest is None
         self.batches_written += 1
         publish_safely(self.publisher, delta.event(self.node_id))

@@ -13,8 +13,11 @@ flusher thread next to the single writer.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+import shutil
 import threading
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,6 +42,8 @@ log = logging.getLogger(__name__)
 
 COMMIT_LOG_DIR = "commitlog"
 CONSUME_QUEUE_DIR = "consumequeue"
+DELETED_TOPICS_FILE = "deleted_topics.json"
+"""Deleted topic -> the commit-log offset it was deleted at (:meth:`MessageStore.delete_topic`)."""
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_RECORD_BYTES_MAX = 4 * 1024 * 1024 + 1024
 DEFAULT_CQ_ENTRIES_PER_SEGMENT = 300_000
@@ -122,6 +127,8 @@ class MessageStore:
         )
         self._cq_root = config.store_dir / CONSUME_QUEUE_DIR
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._deleted_path = config.store_dir / DELETED_TOPICS_FILE
+        self._deleted = self._load_deleted()
         # Serialises the flusher thread with close(); writers never take it.
         self._flush_lock = threading.Lock()
         self._closed = False
@@ -136,7 +143,7 @@ class MessageStore:
             # Queues already hold what was dispatched before a stop; this fills
             # in whatever a crash left out, in the same single pass as the CRC check.
             message = scanned.result.message
-            if message is not None:
+            if message is not None and not self._deleted_before(message):
                 self._dispatch(message, scanned.result.size, skip_present=True)
 
         report = self.commit_log.recover(redispatch)
@@ -228,9 +235,63 @@ class MessageStore:
         """
         self.commit_log.append_raw(offset, data)
         for message, size in messages:
-            self._dispatch(message, size, skip_present=True)
+            if not self._deleted_before(message):
+                self._dispatch(message, size, skip_present=True)
         if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.flush()
+
+    # -- deleting a topic ----------------------------------------------------
+
+    def delete_topic(self, topic: str) -> int:
+        """Drop the consume queues of ``topic`` (5.x ``deleteTopics``); the number dropped.
+
+        The commit log keeps the topic's messages until its segments go, so the
+        store remembers the offset the topic was deleted at: recovery and
+        replication never index the topic's older messages again (a topic
+        created again later starts its queues at offset 0, as upstream).
+        """
+        validate_topic(topic)
+        # The tombstone first: a crash before the files are gone must not let
+        # recovery index the topic again.
+        deleted = {t: o for t, o in self._deleted.items() if o > self.min_offset}
+        deleted[topic] = self.max_offset
+        self._save_deleted(deleted)
+        self._deleted = deleted
+        with self._flush_lock:
+            doomed = [key for key in self._cqs if key[0] == topic]
+            for key in doomed:
+                self._cqs.pop(key).close()
+        shutil.rmtree(self._cq_root / topic, ignore_errors=True)
+        return len(doomed)
+
+    def _deleted_before(self, message: MessageRecord) -> bool:
+        """True for a message of a topic deleted after the message was stored."""
+        offset = self._deleted.get(message.topic)
+        return offset is not None and message.physical_offset < offset
+
+    def _load_deleted(self) -> dict[str, int]:
+        try:
+            raw = json.loads(self._deleted_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable %s: %s", self._deleted_path, exc)
+            return {}
+        if not isinstance(raw, dict):
+            return {}
+        return {
+            str(topic): offset for topic, offset in raw.items()
+            if isinstance(offset, int) and not isinstance(offset, bool)
+        }  # fmt: skip
+
+    def _save_deleted(self, deleted: dict[str, int]) -> None:
+        """Write the tombstones atomically and durably."""
+        temporary = self._deleted_path.with_suffix(".tmp")
+        with temporary.open("w", encoding="utf-8") as handle:
+            json.dump(deleted, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.replace(self._deleted_path)
 
     # -- reading -------------------------------------------------------------
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
+from namesrv_app import topic_types
 from namesrv_app.models import AuditEntry
 from namesrv_app.web.forms import (
     BROKER_ID_MAX,
@@ -55,6 +57,12 @@ class TopicQuerySerializer(Serializer):
     search = serializers.CharField(required=False, allow_blank=True, max_length=KV_VALUE_CHARS_MAX)
     cluster = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
     broker = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
+    type = serializers.ChoiceField(
+        choices=topic_types.TYPE_FILTERS,
+        required=False,
+        allow_blank=True,
+        help_text="normal, retry, dlq or system; user = all but system; all (the default)",
+    )
 
 
 class QueueSpecSerializer(Serializer):
@@ -157,9 +165,14 @@ class TopicSummarySerializer(Serializer):
     """One topic of the topic list."""
 
     topic = serializers.CharField()
+    type = serializers.ChoiceField(
+        choices=topic_types.TOPIC_TYPES,
+        help_text="normal, retry (%RETRY%...), dlq (%DLQ%...) or system (RocketMQ's "
+        "system topics, rmq_sys_*, and topics named after a cluster or a broker)",
+    )
     brokers = serializers.IntegerField()
-    read_queues = serializers.IntegerField()
-    write_queues = serializers.IntegerField()
+    read_queues = serializers.IntegerField(help_text="read queues of all its brokers, in total")
+    write_queues = serializers.IntegerField(help_text="write queues of all its brokers, in total")
     perm_min = serializers.IntegerField()
     perm_max = serializers.IntegerField()
     version = serializers.IntegerField()
@@ -274,3 +287,20 @@ class AuditEntrySerializer(ModelSerializer):
 
 
 PaginatedAuditEntrySerializer = paginated(AuditEntrySerializer, "PaginatedAuditEntry")
+
+
+class NamesrvConfigUpdateSerializer(Serializer):
+    """Keys of NamesrvConfig to set, by their Java names."""
+
+    properties = serializers.DictField(
+        child=serializers.CharField(max_length=1024, allow_blank=True),
+        allow_empty=False,
+        help_text='e.g. {"orderMessageEnable": "true"}',
+    )
+
+    def validate_properties(self, value: dict[str, str]) -> dict[str, str]:
+        """Property names look like Java identifiers (dots allowed)."""
+        bad = [key for key in value if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.]{0,127}", key)]
+        if bad:
+            raise serializers.ValidationError(f"not a property name: {', '.join(bad)}")
+        return value

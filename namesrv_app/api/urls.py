@@ -35,4 +35,5 @@ urlpatterns = [
     path("nodes/", views.NodeListView.as_view(), name="nodes"),
     path("nodes/membership/", views.MembershipView.as_view(), name="membership"),
     path("audit/", views.AuditLogView.as_view(), name="audit"),
+    path("namesrv-config/", views.NamesrvConfigView.as_view(), name="namesrv-config"),
 ]

@@ -25,13 +25,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from namesrv_app import gateway_client
+from namesrv_app import gateway_client, topic_types
 from namesrv_app.api import serializers as s
 from namesrv_app.api.permissions import ApiDocsPermission, IsOperator, RouteReadPermission
 from namesrv_app.gateway_client import GatewayError, PartialWrite, WriteOutcome
 from namesrv_app.models import AuditEntry
 from namesrv_app.web import reads
 from namesrv_app.web.forms import validate_deletable_topic
+from raftstore.config import FIXED_BLACKLISTED_KEYS
 from remoting.model import QueueData
 
 ERRORS = {
@@ -194,10 +195,13 @@ class TopicListView(APIView):
         responses={200: s.PaginatedTopicSummarySerializer, **ERRORS},
     )
     def get(self, request: Request) -> Response:
-        """``search`` (substring), ``cluster``, ``broker``; ``page``."""
+        """``search`` (substring), ``cluster``, ``broker``, ``type``; ``page``."""
         query = _valid(s.TopicQuerySerializer, request.query_params)
         rows = reads.topic_summaries(
-            query.get("search", ""), query.get("cluster", ""), query.get("broker", "")
+            query.get("search", ""),
+            query.get("cluster", ""),
+            query.get("broker", ""),
+            type_filter=query.get("type") or topic_types.ALL,
         )
         paginator = PageNumberPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
@@ -399,6 +403,36 @@ class NodeListView(APIView):
         """Unreachable nodes are listed with their error."""
         panels = reads.node_panels()
         return Response({"agree": not any(p["disagrees"] for p in panels), "nodes": panels})
+
+
+class NamesrvConfigView(APIView):
+    """Every node's NamesrvConfig side by side (GET); update keys (POST, operators)."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    def get(self, request: Request) -> Response:
+        """``nodes``, one row per key with each node's value, ``differs``, ``blacklisted``."""
+        return Response(reads.config_comparison())
+
+    @extend_schema(
+        request=s.NamesrvConfigUpdateSerializer,
+        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        """UPDATE_NAMESRV_CONFIG (318) where writes go; blacklisted or unknown keys: 400."""
+        properties = _valid(s.NamesrvConfigUpdateSerializer, request.data)["properties"]
+        known = gateway_client.namesrv_config()
+        blacklist = {p.strip() for p in known.get("configBlackList", "").split(";")}
+        problems = {
+            key: ("is blacklisted (configBlackList)" if key in blacklist | FIXED_BLACKLISTED_KEYS
+                  else "is not a NamesrvConfig property")
+            for key in properties
+            if key not in known or key in blacklist | FIXED_BLACKLISTED_KEYS
+        }  # fmt: skip
+        if problems:
+            raise ValidationError({"properties": [f"{k} {why}" for k, why in problems.items()]})
+        outcome = gateway_client.update_namesrv_config(properties)
+        keys = ", ".join(f"{k}={v}" for k, v in sorted(properties.items()))
+        return _done(f"set {keys}", outcome)
 
 
 class AuditLogView(APIView):

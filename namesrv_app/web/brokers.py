@@ -26,7 +26,7 @@ from django.views.decorators.http import require_http_methods
 
 from localcluster import broker_control
 from localcluster.broker_control import BrokerControlError
-from namesrv_app import audit, gateway_client, models
+from namesrv_app import audit, models
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.web import reads
 from namesrv_app.web.forms import (
@@ -34,6 +34,7 @@ from namesrv_app.web.forms import (
     PERM_CHOICES,
     QUEUE_NUMS_MAX,
     QUEUE_NUMS_MIN,
+    create_topic_on_broker,
     validate_addr,
     validate_topic,
 )
@@ -65,10 +66,9 @@ class BrokerTopicForm(forms.Form):
     def execute(self) -> str:
         """Send UPDATE_AND_CREATE_TOPIC; the result line for the operator."""
         data = self.cleaned_data
-        broker_control.create_topic(
+        create_topic_on_broker(
             data["broker_addr"], data["topic"], read_queue_nums=data["read_queue_nums"],
             write_queue_nums=data["write_queue_nums"], perm=data["perm"],
-            credentials=gateway_client.signing_credentials(),
         )  # fmt: skip
         return f"topic {data['topic']} created or updated on {data['broker_addr']}"
 

@@ -20,13 +20,19 @@ Input rules (the console's, checked before anything reaches the gateway):
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
+from localcluster import broker_control
+from localcluster.broker_control import BrokerControlError
 from namesrv_app import gateway_client, models
+from raftstore.config import FIXED_BLACKLISTED_KEYS
 from remoting.model import QueueData
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -137,8 +143,136 @@ class OperationForm(forms.Form):
         raise TypeError(f"{type(self).__name__} defines no operation")
 
 
+# ------------------------------------------------------------------- topics on brokers
+#
+# RocketMQ's dashboard creates a topic on the brokers (UPDATE_AND_CREATE_TOPIC, 17, to
+# each chosen master, which then registers it with every NameServer) and deletes it on
+# the brokers first (DELETE_TOPIC_IN_BROKER, 215, to every master and slave of its
+# clusters), then on every NameServer (216): a topic deleted on the NameServers only comes
+# back with a broker's next full registration.
+
+METHOD_BROKERS = "brokers"
+METHOD_NAMESRV = "namesrv"
+METHOD_CHOICES = (
+    (METHOD_BROKERS, "through the brokers (recommended)"),
+    (METHOD_NAMESRV, "NameServer only (advanced: brokers will not know the topic and their "
+                     "next registration may overwrite it)"),
+)  # fmt: skip
+ROUTE_WAIT_S = 5.0
+"""How long a topic created through the brokers may take to appear in this node's route."""
+ROUTE_POLL_S = 0.2
+BROKER_CALLS_MAX = 16
+"""Brokers asked in parallel by one topic operation."""
+REREGISTER_NOTE = (
+    "A broker that still holds the topic brings it back with its next full registration "
+    "(RocketMQ's brokers send one every 30 s): retry once it is reachable."
+)
+
+
+class BrokerStepIncomplete(gateway_client.GatewayError):
+    """A topic operation did not go through on every broker (or was not confirmed).
+
+    A warning, never shown as success: the message names the brokers it reached
+    and the ones it missed, with the reasons.
+    """
+
+    http_status = 207
+
+    def __init__(self, message: str, http_status: int | None = None) -> None:
+        super().__init__(message)
+        if http_status is not None:
+            self.http_status = http_status
+
+
+def create_topic_on_broker(
+    addr: str, topic: str, *, read_queue_nums: int, write_queue_nums: int, perm: int
+) -> None:
+    """UPDATE_AND_CREATE_TOPIC on one broker, signed as this node (the broker's ACL wants
+    an admin); BrokerControlError when it is unreachable or refuses."""
+    broker_control.create_topic(
+        addr, topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
+        perm=perm, credentials=gateway_client.signing_credentials(),
+    )  # fmt: skip
+
+
+def on_brokers(addrs: list[str], call: Callable[[str], None]) -> dict[str, str | None]:
+    """``call`` on every address in parallel; address -> None (done) or why it failed."""
+
+    def one(addr: str) -> str | None:
+        try:
+            call(addr)
+        except (BrokerControlError, ValueError) as exc:
+            # ValueError: a registered address that is not host:port.
+            return str(exc)
+        return None
+
+    if not addrs:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(BROKER_CALLS_MAX, len(addrs))) as pool:
+        return dict(zip(addrs, pool.map(one, addrs), strict=True))
+
+
+def master_addrs(broker_names: list[str]) -> dict[str, str | None]:
+    """Each broker group's master address as this node knows it (None: no master)."""
+    found = dict(
+        models.BrokerAddress.objects.filter(
+            group__broker_name__in=broker_names, broker_id=0
+        ).values_list("group__broker_name", "addr")
+    )
+    return {name: found.get(name) for name in broker_names}
+
+
+def topic_broker_addrs(topic: str, cluster: str | None = None) -> list[str]:
+    """Every broker that may hold ``topic``, masters first, then slaves: every master
+    and slave of the topic's clusters, as RocketMQ's tools send DELETE_TOPIC_IN_BROKER.
+
+    The clusters are ``cluster`` when given, else those of this node's route
+    (linearizable), else every cluster this node knows (a topic already gone from
+    the NameServers may still be held by a broker, which would register it again).
+    The route's own addresses are always included; the rest come from the projection.
+    """
+    route = gateway_client.topic_route(topic, linearizable=True)
+    datas = [] if route is None else route.broker_datas
+    datas = [b for b in datas if cluster is None or b.cluster == cluster]
+    found = {(broker_id, addr) for b in datas for broker_id, addr in b.broker_addrs.items()}
+    rows = models.BrokerAddress.objects.all()
+    if cluster is not None:
+        rows = rows.filter(group__cluster=cluster)
+    elif route is not None:
+        rows = rows.filter(group__cluster__in={b.cluster for b in datas})
+    found.update(rows.values_list("broker_id", "addr"))
+    ordered = sorted(found, key=lambda item: (item[0] != 0, item[1]))
+    return list(dict.fromkeys(addr for _, addr in ordered))
+
+
+def wait_for_route(topic: str, expected: dict[str, tuple[int, int]]) -> list[str]:
+    """Poll this node's route until every broker group of ``expected`` serves ``topic``
+    with its (read, write) queue counts, for at most ROUTE_WAIT_S; the groups still
+    missing (empty when all arrived)."""
+    deadline = time.monotonic() + ROUTE_WAIT_S
+    while True:
+        route = gateway_client.topic_route(topic, linearizable=True)
+        served = {
+            q.broker_name: (q.read_queue_nums, q.write_queue_nums)
+            for q in (route.queue_datas if route is not None else [])
+        }
+        missing = [name for name, nums in expected.items() if served.get(name) != nums]
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(ROUTE_POLL_S)
+
+
+def _failures(failed: dict[str, str]) -> str:
+    return "; ".join(f"{where}: {why}" for where, why in failed.items())
+
+
 class RegisterTopicForm(OperationForm):
-    """REGISTER_TOPIC_IN_NAMESRV on chosen broker groups."""
+    """Create a topic on chosen broker groups: through their masters (17, recommended),
+    or REGISTER_TOPIC_IN_NAMESRV (217) on the NameServers only.
+
+    A post without ``method`` (scripts written before the field existed) keeps the
+    NameServer-only path it always had; the form itself offers the brokers, selected.
+    """
 
     title = "Register a topic"
     topic = forms.CharField(max_length=TOPIC_CHARS_MAX, validators=[validate_topic])
@@ -150,13 +284,25 @@ class RegisterTopicForm(OperationForm):
         min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX, initial=DEFAULT_QUEUE_NUMS
     )
     perm = forms.TypedChoiceField(choices=PERM_CHOICES, coerce=int, initial=6)
+    method = forms.ChoiceField(
+        choices=METHOD_CHOICES, initial=METHOD_BROKERS, required=False,
+        widget=forms.RadioSelect,
+        help_text="through the brokers: UPDATE_AND_CREATE_TOPIC on each group's master, "
+        "which registers it with every NameServer",
+    )  # fmt: skip
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _choice_field(self, "brokers").choices = broker_choices()
 
+    def clean_method(self) -> str:
+        """The chosen method; NameServer-only when the post has none (see the class)."""
+        return str(self.cleaned_data.get("method") or METHOD_NAMESRV)
+
     def execute(self) -> str:
-        """Register the topic; the answer names the topic and brokers."""
+        """Create or register the topic; the answer names the topic and brokers."""
+        if self.cleaned_data["method"] == METHOD_BROKERS:
+            return self._through_brokers()
         data = self.cleaned_data
         queues = [
             QueueData(name, data["read_queue_nums"], data["write_queue_nums"], data["perm"])
@@ -164,12 +310,50 @@ class RegisterTopicForm(OperationForm):
         ]
         outcome = gateway_client.register_topic(data["topic"], queues)
         return outcome.sentence(
-            f"Registered topic {data['topic']} (queues on {', '.join(data['brokers'])})"
+            f"Registered topic {data['topic']} on the NameServers only "
+            f"(queues on {', '.join(data['brokers'])})"
         )
+
+    def _through_brokers(self) -> str:
+        data = self.cleaned_data
+        topic, names = data["topic"], list(data["brokers"])
+        masters = master_addrs(names)
+        failed = {name: "no master registered" for name, addr in masters.items() if addr is None}
+        targets = {addr: name for name, addr in masters.items() if addr is not None}
+        gateway_client.signing_credentials()  # fails here, once, when this node cannot sign
+        answers = on_brokers(
+            list(targets),
+            lambda addr: create_topic_on_broker(
+                addr, topic, read_queue_nums=data["read_queue_nums"],
+                write_queue_nums=data["write_queue_nums"], perm=data["perm"],
+            ),
+        )  # fmt: skip
+        created = {targets[addr]: addr for addr, error in answers.items() if error is None}
+        failed.update({f"{targets[addr]} ({addr})": e for addr, e in answers.items() if e})
+        if not created:
+            raise BrokerStepIncomplete(
+                f"Topic {topic} was created on no broker: {_failures(failed)}.", 502
+            )
+        nums = (data["read_queue_nums"], data["write_queue_nums"])
+        missing = wait_for_route(topic, {name: nums for name in created})
+        done = ", ".join(f"{name} ({addr})" for name, addr in created.items())
+        what = f"Created topic {topic} on the masters of {done}"
+        if failed or missing:
+            unconfirmed = (
+                f" This node's route does not list it on {', '.join(missing)} after "
+                f"{ROUTE_WAIT_S:.0f} s (the brokers register asynchronously: check the "
+                "Topics page)." if missing else ""
+            )  # fmt: skip
+            it_failed = f"; it FAILED on {_failures(failed)}" if failed else ""
+            raise BrokerStepIncomplete(f"{what}{it_failed}.{unconfirmed}")
+        return (f"{what}; the brokers registered it with the NameServers (this node's "
+                f"route lists it on {', '.join(created)}).")  # fmt: skip
 
 
 class DeleteTopicForm(OperationForm):
-    """DELETE_TOPIC_IN_NAMESRV, optionally limited to one cluster."""
+    """Delete a topic as RocketMQ's dashboard does: DELETE_TOPIC_IN_BROKER on every
+    broker of its clusters (masters, then slaves; see :func:`topic_broker_addrs`), then
+    DELETE_TOPIC_IN_NAMESRV on every NameServer; optionally limited to one cluster."""
 
     title = "Delete a topic"
     destructive = True
@@ -185,11 +369,52 @@ class DeleteTopicForm(OperationForm):
         _choice_field(self, "cluster").choices = cluster_choices()
 
     def execute(self) -> str:
-        """Delete the topic (or one cluster's queues of it)."""
+        """Delete the topic (or one cluster's queues of it) on the brokers, then on the
+        NameServers; BrokerStepIncomplete when a broker or a NameServer missed it."""
         topic, cluster = self.cleaned_data["topic"], self.cleaned_data["cluster"] or None
-        outcome = gateway_client.delete_topic(topic, cluster)
         scope = f" in cluster {cluster}" if cluster else ""
-        return outcome.sentence(f"Deleted topic {topic}{scope}")
+        on_brokers_text, failed = self._on_brokers(topic, cluster)
+        try:
+            namesrv_text = gateway_client.delete_topic(topic, cluster).sentence(
+                "on the NameServers"
+            )
+        except gateway_client.PartialWrite as exc:
+            raise BrokerStepIncomplete(
+                f"Deleted topic {topic}{scope} {on_brokers_text}"
+                + (f"; it FAILED on broker {_failures(failed)}" if failed else "")
+                + f". NameServers: {exc}"
+            ) from exc
+        except gateway_client.GatewayError as exc:
+            raise BrokerStepIncomplete(
+                f"Deleted topic {topic}{scope} {on_brokers_text}"
+                + (f"; it FAILED on broker {_failures(failed)}" if failed else "")
+                + f", but on NO NameServer: {exc}",
+                exc.http_status,
+            ) from exc
+        what = f"Deleted topic {topic}{scope} {on_brokers_text}, then {namesrv_text}"
+        if failed:
+            raise BrokerStepIncomplete(
+                f"{what.rstrip('.')}; it FAILED on broker {_failures(failed)}. {REREGISTER_NOTE}"
+            )
+        return what
+
+    def _on_brokers(self, topic: str, cluster: str | None) -> tuple[str, dict[str, str]]:
+        """215 to every broker that may hold the topic: the text of where it went, and
+        the brokers that failed with their reasons."""
+        try:
+            validate_topic(topic)
+        except ValidationError:
+            return "(no broker asked: no broker can hold a name outside the topic rule)", {}
+        addrs = topic_broker_addrs(topic, cluster)
+        if not addrs:
+            return "(no broker of its clusters is registered)", {}
+        credentials = gateway_client.signing_credentials()
+        answers = on_brokers(
+            addrs, lambda addr: broker_control.delete_topic(addr, topic, credentials)
+        )
+        failed = {addr: error for addr, error in answers.items() if error is not None}
+        done = [addr for addr, error in answers.items() if error is None]
+        return f"on brokers {', '.join(done) or '(none)'}", failed
 
 
 class WritePermForm(OperationForm):
@@ -292,6 +517,42 @@ class MembershipForm(OperationForm):
         return f"Membership changed ({address}); the node now knows {peers} peers."
 
 
+CONFIG_KEY_PATTERN = r"^[A-Za-z][A-Za-z0-9_.]*$"
+CONFIG_VALUE_CHARS_MAX = 1024
+
+
+class NamesrvConfigForm(OperationForm):
+    """UPDATE_NAMESRV_CONFIG (318) of one key, on every node (eventual) or through Raft."""
+
+    title = "Update the NameServer config"
+    destructive = True
+    key = forms.RegexField(
+        regex=CONFIG_KEY_PATTERN, max_length=128,
+        help_text="a NamesrvConfig property, by its Java name (e.g. orderMessageEnable)",
+    )  # fmt: skip
+    value = forms.CharField(max_length=CONFIG_VALUE_CHARS_MAX, strip=True)
+    confirm = _confirm_field()
+
+    def clean_key(self) -> str:
+        """A key this node knows and may change (the blacklist is refused here already,
+        with the reason, instead of as a bare NO_PERMISSION from the gateway)."""
+        key = str(self.cleaned_data["key"])
+        config = gateway_client.namesrv_config()
+        if key not in config:
+            raise forms.ValidationError(f"{key} is not a NamesrvConfig property")
+        blacklist = {p.strip() for p in config.get("configBlackList", "").split(";")}
+        if key in blacklist | FIXED_BLACKLISTED_KEYS:
+            raise forms.ValidationError(f"{key} is blacklisted (configBlackList): it cannot "
+                                        "be changed at run time")  # fmt: skip
+        return key
+
+    def execute(self) -> str:
+        """Send the update; where it landed."""
+        key, value = self.cleaned_data["key"], self.cleaned_data["value"]
+        outcome = gateway_client.update_namesrv_config({key: value})
+        return outcome.sentence(f"Set {key}={value}")
+
+
 OPERATION_FORMS: dict[str, type[OperationForm]] = {
     "register-topic": RegisterTopicForm,
     "delete-topic": DeleteTopicForm,
@@ -300,5 +561,6 @@ OPERATION_FORMS: dict[str, type[OperationForm]] = {
     "kv-put": KVPutForm,
     "kv-delete": KVDeleteForm,
     "membership": MembershipForm,
+    "namesrv-config": NamesrvConfigForm,
 }
 """Every console operation by its URL slug."""

@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
+from django.db.models import Case, CharField, Count, F, Max, Min, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Greatest, Left
+from django.db.models.lookups import Exact
 
-from namesrv_app import gateway_client, models
+from namesrv_app import gateway_client, models, topic_types
 from namesrv_app.agreement import mark_agreement
 from namesrv_app.db_router import PROJECTION_DB
+from raftstore.config import FIXED_BLACKLISTED_KEYS
 from remoting import bodies
 from remoting.model import TopicRouteData
 
@@ -111,6 +114,9 @@ class NodeRoute:
     route: dict[str, Any] | None = None
     error: str | None = None
     differences: list[str] = field(default_factory=list)
+    missing: bool = False
+    """No route for the topic on this node while another node has one: the page says
+    "missing on <node>" instead of listing every field of the others' route."""
 
 
 def _route_index(route: dict[str, Any] | None) -> dict[str, Any]:
@@ -132,8 +138,11 @@ def _route_index(route: dict[str, Any] | None) -> dict[str, Any]:
 def compare_route(topic: str) -> dict[str, Any]:
     """Ask every node for its own answer and mark where each differs from the reference.
 
-    The reference is this node's answer when it answered, else the first node
-    that did. Unreachable nodes are reported, not counted as disagreeing.
+    The reference is this node's answer when it has a route, else the first node
+    with a route, else this node's (or the first) answer. Unreachable nodes are
+    reported, not counted as disagreeing. A node that answered "no route" while
+    another node has one is marked ``missing`` (and listed in ``missing_on``); its
+    ``differences`` still list every field it lacks.
     """
     answers = gateway_client.every_node_route(topic)
     nodes = []
@@ -157,7 +166,15 @@ def compare_route(topic: str) -> dict[str, Any]:
             )
         )
     answered = [n for n in nodes if n.status != "unreachable"]
-    reference = next((n for n in answered if n.local), answered[0] if answered else None)
+    routed = [n for n in answered if n.route is not None]
+    reference = (
+        next((n for n in routed if n.local), routed[0])
+        if routed
+        else next((n for n in answered if n.local), answered[0] if answered else None)
+    )
+    if routed:
+        for node in answered:
+            node.missing = node.route is None
     if reference is not None:
         base = _route_index(reference.route)
         for node in answered:
@@ -169,6 +186,7 @@ def compare_route(topic: str) -> dict[str, Any]:
         "topic": topic,
         "reference_node": None if reference is None else reference.node_id,
         "agree": all(not n.differences for n in answered),
+        "missing_on": [n.node_id for n in nodes if n.missing],
         "nodes": [n.__dict__ for n in nodes],
     }
 
@@ -176,8 +194,8 @@ def compare_route(topic: str) -> dict[str, Any]:
 # ------------------------------------------------------------------- topics
 
 
-def topic_summaries(search: str = "", cluster: str = "", broker: str = "") -> QuerySet[Any]:
-    """One row per topic: broker count, total queues, min/max perm; filtered, ordered by name."""
+def _topic_rows(search: str = "", cluster: str = "", broker: str = "") -> QuerySet[Any]:
+    """The QueueData rows the topic list's filters keep (one row per topic and broker)."""
     rows = models.QueueData.objects.all()
     if search:
         rows = rows.filter(topic__icontains=search)
@@ -186,7 +204,21 @@ def topic_summaries(search: str = "", cluster: str = "", broker: str = "") -> Qu
     if cluster:
         names = models.BrokerGroup.objects.filter(cluster=cluster).values("broker_name")
         rows = rows.filter(broker_name__in=names)
-    return _summarised(rows)
+    return rows
+
+
+def topic_summaries(
+    search: str = "", cluster: str = "", broker: str = "", type_filter: str = topic_types.ALL
+) -> QuerySet[Any]:
+    """One row per topic: its type, broker count, total queues, min/max perm; filtered,
+    ordered by name.
+
+    ``type_filter`` is one of :data:`namesrv_app.topic_types.TYPE_FILTERS`: a type,
+    ``user`` (every type but system) or ``all`` (the default: no type filter).
+    """
+    return _summarised(
+        _topic_rows(search, cluster, broker), topic_types.types_of_filter(type_filter)
+    )
 
 
 def topic_summary(topic: str) -> dict[str, Any] | None:
@@ -195,9 +227,68 @@ def topic_summary(topic: str) -> dict[str, Any] | None:
     return row
 
 
-def _summarised(rows: QuerySet[models.QueueData]) -> QuerySet[Any]:
+def topic_type_counts(search: str = "", cluster: str = "", broker: str = "") -> dict[str, int]:
+    """How many topics of each type the list's other filters keep, in one query."""
+    counts = dict.fromkeys(topic_types.TOPIC_TYPES, 0)
+    rows = (
+        _topic_rows(search, cluster, broker)
+        .annotate(type=_topic_type_sql())
+        .values("type")
+        .annotate(n=Count("topic", distinct=True))
+        .values_list("type", "n")
+        .order_by()
+    )
+    counts.update(rows)
+    return counts
+
+
+def topic_queues_by_broker(
+    topics: Iterable[str], cluster: str = "", broker: str = ""
+) -> dict[str, list[dict[str, Any]]]:
+    """Each topic's queues per broker name (one query for a page of topics), under the
+    same cluster and broker filters as the list whose totals they break down."""
+    wanted = list(topics)
+    by_topic: dict[str, list[dict[str, Any]]] = {t: [] for t in wanted}
+    rows = (
+        _topic_rows(cluster=cluster, broker=broker)
+        .filter(topic__in=wanted)
+        .order_by("topic", "broker_name")
+        .values("topic", "broker_name", "read_queue_nums", "write_queue_nums", "perm")
+    )
+    for row in rows:
+        by_topic[row["topic"]].append(row)
+    return by_topic
+
+
+def _starts_with(field_name: str, prefix: str) -> Exact:
+    # Not ``__startswith``: SQLite's LIKE ignores ASCII case, RocketMQ's prefixes do not.
+    return Exact(Left(field_name, len(prefix)), Value(prefix))
+
+
+def _topic_type_sql() -> Case:
+    """:func:`namesrv_app.topic_types.topic_type` of ``topic`` as SQL, with the cluster
+    and broker names the projection holds as sub-selects (no extra query)."""
+    system = Value(topic_types.SYSTEM)
+    return Case(
+        When(_starts_with("topic", topic_types.RETRY_PREFIX), then=Value(topic_types.RETRY)),
+        When(_starts_with("topic", topic_types.DLQ_PREFIX), then=Value(topic_types.DLQ)),
+        When(Q(topic__in=sorted(topic_types.SYSTEM_TOPICS)), then=system),
+        When(_starts_with("topic", topic_types.SYSTEM_TOPIC_PREFIX), then=system),
+        When(Q(topic__in=models.Cluster.objects.values("name")), then=system),
+        When(Q(topic__in=models.BrokerGroup.objects.values("broker_name")), then=system),
+        default=Value(topic_types.NORMAL),
+        output_field=CharField(),
+    )
+
+
+def _summarised(
+    rows: QuerySet[models.QueueData], types: tuple[str, ...] = topic_types.TOPIC_TYPES
+) -> QuerySet[Any]:
+    rows = rows.annotate(type=_topic_type_sql())
+    if set(types) != set(topic_types.TOPIC_TYPES):
+        rows = rows.filter(type__in=types)
     return (
-        rows.values("topic")
+        rows.values("topic", "type")
         .annotate(
             brokers=Count("broker_name"),
             read_queues=Sum("read_queue_nums"),
@@ -322,16 +413,42 @@ def _replica(
         "expiring": alive
         and age_ms is not None
         and timeout_ms is not None
-        and age_ms > timeout_ms // 2,
+        and age_ms > expiring_after_ms(timeout_ms),
     }
 
 
+HEARTBEATS_PER_TIMEOUT = 3
+"""Assumed heartbeats per timeout when the live entry does not say its interval.
+
+A ``brokerLiveTable`` entry (``LiveBroker``) carries the broker's timeout but not
+its heartbeat interval; ``make run``'s brokers beat every 1 s with a 3 s timeout,
+so the interval is taken as a third of the timeout."""
+MISSED_HEARTBEATS_EXPIRING = 2
+"""A broker is "expiring" only after missing this many heartbeats in a row."""
+
+
+def expiring_after_ms(timeout_ms: int, heartbeat_interval_ms: int | None = None) -> int:
+    """The silence (ms) after which a live broker counts as expiring.
+
+    Both must hold: it missed :data:`MISSED_HEARTBEATS_EXPIRING` heartbeats AND it is
+    past half its timeout. One late heartbeat (a GC pause, a projection batch that
+    lingered) is not a warning. Without a known interval, ``timeout /
+    HEARTBEATS_PER_TIMEOUT`` is assumed, so with a 3 s timeout: silent over 2 s.
+    """
+    interval = heartbeat_interval_ms or timeout_ms // HEARTBEATS_PER_TIMEOUT
+    return max(timeout_ms // 2, MISSED_HEARTBEATS_EXPIRING * interval)
+
+
 def liveness_counts(at_ms: int | None = None) -> dict[str, int]:
-    """Live brokers, and those past half their own timeout (expiring soon), in one query."""
+    """Live brokers, and those expiring (:func:`expiring_after_ms`), in one query."""
     now = now_ms() if at_ms is None else at_ms
+    timeout = F("heartbeat_timeout_ms")
+    threshold = Greatest(
+        timeout / 2, MISSED_HEARTBEATS_EXPIRING * (timeout / HEARTBEATS_PER_TIMEOUT)
+    )
     rows = models.LiveBroker.objects.aggregate(
         total=Count("id"),
-        expiring=Count("id", filter=Q(last_update_ms__lt=now - F("heartbeat_timeout_ms") / 2)),
+        expiring=Count("id", filter=Q(last_update_ms__lt=now - threshold)),
     )
     return {"live": rows["total"] or 0, "expiring": rows["expiring"] or 0}
 
@@ -365,6 +482,7 @@ def node_panels() -> list[dict[str, Any]]:
     live brokers it lacks or alone has (:mod:`namesrv_app.agreement`).
     """
     answers = gateway_client.every_node_status()
+    names = {a.node.raft_addr: a.node.node_id for a in answers if a.node.raft_addr}
     panels = []
     for answer in answers:
         panel: dict[str, Any] = {
@@ -373,13 +491,28 @@ def node_panels() -> list[dict[str, Any]]:
             "local": answer.node.local,
             "reachable": answer.error is None,
             "error": answer.error,
+            # A member on another host: its internal port is loopback-only there, so its
+            # status is on its own console, not "down" here.
+            "remote": answer.node.internal_addr is None and not answer.node.local,
+            "console_url": answer.node.console_url,
         }
         if answer.error is None:
             panel.update(answer.value)
             panel["node_id"] = answer.node.node_id
+            _name_raft_addresses(panel, names)
         panels.append(panel)
     mark_agreement(panels)
     return panels
+
+
+def _name_raft_addresses(panel: dict[str, Any], names: dict[str, str]) -> None:
+    """Raft addresses as node ids for the reader (``leader_id``, each peer's
+    ``node_id``), from the member list; an address no member has stays as it is."""
+    leader = panel.get("leader")
+    panel["leader_id"] = names.get(leader, leader) if isinstance(leader, str) else leader
+    for peer in panel.get("peers") or ():
+        if isinstance(peer, dict):
+            peer["node_id"] = names.get(str(peer.get("address")), "")
 
 
 def local_node_state() -> dict[str, Any] | None:
@@ -395,3 +528,34 @@ def local_node_state() -> dict[str, Any] | None:
         "digest": state.digest,
         "updated_at": state.updated_at.isoformat(),
     }
+
+
+# ------------------------------------------------------------------- NameServer config
+
+
+def config_comparison() -> dict[str, Any]:
+    """Every node's NamesrvConfig side by side (GET_NAMESRV_CONFIG over the wire).
+
+    ``rows``: one per key, with each node's value and ``differs`` when two reachable
+    nodes hold different values; ``blacklisted``: keys UPDATE_NAMESRV_CONFIG refuses
+    (``configBlackList`` plus the fixed ones), as this node reports them.
+    """
+    answers = gateway_client.every_node_config()
+    nodes = [{"node_id": a.node.node_id, "local": a.node.local, "error": a.error}
+             for a in answers]  # fmt: skip
+    configs = {a.node.node_id: a.value for a in answers if a.error is None}
+    keys = sorted(set().union(*(c.keys() for c in configs.values()))) if configs else []
+    rows = []
+    for key in keys:
+        values = [configs[n["node_id"]].get(key) if n["node_id"] in configs else None
+                  for n in nodes]  # fmt: skip
+        seen = {configs[node].get(key) for node in configs}
+        rows.append({"key": key, "values": values, "differs": len(seen) > 1})
+    local_ids = [n["node_id"] for n in nodes if n["local"] and n["node_id"] in configs]
+    local: dict[str, str] = (
+        configs[local_ids[0]] if local_ids else next(iter(configs.values()), {})
+    )
+    blacklist = {part.strip() for part in local.get("configBlackList", "").split(";")}
+    blacklisted = sorted((blacklist | set(FIXED_BLACKLISTED_KEYS)) - {""})
+    return {"nodes": nodes, "rows": rows, "blacklisted": blacklisted,
+            "differs": [r["key"] for r in rows if r["differs"]]}  # fmt: skip

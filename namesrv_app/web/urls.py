@@ -25,6 +25,7 @@ urlpatterns = [
     path("brokers/control/", brokers.broker_control_action, name="broker-control"),
     path("kv/", views.kv_config, name="kv"),
     path("audit/", views.audit_log, name="audit"),
+    path("config/", views.namesrv_config, name="config"),
     path("ops/", views.operations, name="operations"),
     path("ops/<slug:slug>/", views.operation, name="operation"),
     path("experiments/", experiments.experiment_list, name="experiments"),

@@ -19,7 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from namesrv_app import audit, gateway_client, models
+from namesrv_app import audit, gateway_client, models, topic_types
 from namesrv_app.gateway_client import GatewayError
 from namesrv_app.models import AuditEntry
 from namesrv_app.roles import is_operator, is_viewer, role_of
@@ -29,6 +29,7 @@ from namesrv_app.web.forms import (
     KVDeleteForm,
     KVPutForm,
     MembershipForm,
+    NamesrvConfigForm,
     OperationForm,
 )
 
@@ -146,18 +147,42 @@ def topology(request: HttpRequest) -> HttpResponse:
 
 @console_view()
 def topics(request: HttpRequest) -> HttpResponse:
-    """Topics with search and paging (aggregated per topic in SQL)."""
+    """Topics with search, type filter and paging (aggregated per topic in SQL).
+
+    System topics are hidden unless asked for (``?type=system`` or ``all``): the
+    default is normal, retry and DLQ topics, with a note of how many are hidden.
+    """
     search, cluster = request.GET.get("search", ""), request.GET.get("cluster", "")
-    page = _page(request, reads.topic_summaries(search, cluster))
+    type_filter = request.GET.get("type", topic_types.USER)
+    if type_filter not in topic_types.TYPE_FILTERS:
+        type_filter = topic_types.USER
+    page = _page(request, reads.topic_summaries(search, cluster, type_filter=type_filter))
+    queues = reads.topic_queues_by_broker([t["topic"] for t in page.object_list], cluster)
+    rows = [{**t, "queue_datas": queues.get(t["topic"], [])} for t in page.object_list]
+    counts = reads.topic_type_counts(search, cluster)
+    shown = topic_types.types_of_filter(type_filter)
     context = _context(
         request,
         "topics",
         page=page,
+        rows=rows,
         search=search,
         cluster=cluster,
-        clusters=reads.cluster_summaries(),
+        # Names only (one query): the filter needs no per-cluster counts.
+        clusters=models.Cluster.objects.order_by("name").values("name"),
+        type_filter=type_filter,
+        type_choices=[
+            (value, topic_types.TYPE_FILTER_LABELS[value], _type_count(counts, value))
+            for value in topic_types.TYPE_FILTERS
+        ],
+        hidden_system=0 if topic_types.SYSTEM in shown else counts[topic_types.SYSTEM],
     )
     return render(request, "console/topics.html", context)
+
+
+def _type_count(counts: dict[str, int], type_filter: str) -> int:
+    """How many topics a type filter value keeps, from the per-type counts."""
+    return sum(counts[t] for t in topic_types.types_of_filter(type_filter))
 
 
 @console_view()
@@ -168,12 +193,21 @@ def topic_detail(request: HttpRequest, topic: str) -> HttpResponse:
     pages must open too (the URL carries them through ``<name:topic>``).
     """
     projected = reads.projected_route(topic)
+    route = None if projected.route is None else reads.route_json(projected.route)
+    queue_datas = [] if route is None else route.get("queueDatas", [])
+    summary = reads.topic_summary(topic)
     context = _context(
         request,
         "topics",
         topic=topic,
+        topic_type=None if summary is None else summary["type"],
         projected=projected,
-        route=None if projected.route is None else reads.route_json(projected.route),
+        route=route,
+        totals={
+            "brokers": len(queue_datas),
+            "read": sum(q.get("readQueueNums", 0) for q in queue_datas),
+            "write": sum(q.get("writeQueueNums", 0) for q in queue_datas),
+        },
         comparison=reads.compare_route(topic),
     )
     return render(request, "console/topic_detail.html", context)
@@ -191,6 +225,14 @@ def nodes(request: HttpRequest) -> HttpResponse:
         disagree=any(p["disagrees"] for p in panels),
     )
     return render(request, "console/nodes.html", context)
+
+
+@console_view()
+def namesrv_config(request: HttpRequest) -> HttpResponse:
+    """Every node's NameServer config side by side, differences marked; the update form."""
+    context = _context(request, "config", comparison=reads.config_comparison(),
+                       form=NamesrvConfigForm(initial=request.GET.dict()))  # fmt: skip
+    return render(request, "console/config.html", context)
 
 
 @console_view()

@@ -46,6 +46,9 @@ def test_a_topic_created_through_the_form_shows_in_the_route_view(
     page.select_option("select[name=brokers]", ["broker-a", "broker-b"])
     page.fill("input[name=read_queue_nums]", "6")
     page.fill("input[name=write_queue_nums]", "6")
+    # This node's brokers are simulated registrations, not broker processes, so the
+    # advanced NameServer-only method (the default asks the brokers to create it).
+    page.check("input[name=method][value=namesrv]")
     page.click("button[type=submit]")
     assert "Registered topic BrowserTopic" in page.inner_text("#operation-result")
     page.goto(f"{console_node.url}/topics/BrowserTopic/")

@@ -86,10 +86,14 @@ def test_status_shows_what_each_gateway_answers_to_node_status(
 ) -> None:
     done = cluster_cli("status", "--run-dir", str(run_dir), "--json")
 
-    nodes = json.loads(done.stdout)["nodes"]
+    status = json.loads(done.stdout)
+    nodes = status["nodes"]
     assert [node["id"] for node in nodes] == ["n1", "n2", "n3"]
     assert [node["status"]["node_id"] for node in nodes] == ["n1", "n2", "n3"]
     assert {node["status"]["mode"] for node in nodes} == {"eventual"}
+    assert status["agree"] is True  # compared on what clients see
+    text = cluster_cli("status", "--run-dir", str(run_dir)).stdout
+    assert "the nodes agree on what clients see" in text
 
 
 def test_a_broker_registered_on_node_one_is_not_visible_on_node_two(

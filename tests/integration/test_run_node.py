@@ -55,6 +55,7 @@ def test_three_nodes_from_their_config_files_replicate_and_stop_cleanly(tmp_path
         for host in hosts:
             text = http_text(f"http://{host.address}:{host.metrics}/metrics")
             assert "namesrv_raft_term" in text and "namesrv_raft_is_leader" in text
+            assert "namesrv_projection_lag_versions" in text
         # Each web process answers on its own address only: nothing binds every interface.
         assert _closed("127.0.0.4", hosts[0].web) and _closed("127.0.0.4", hosts[0].remoting)
 

@@ -48,6 +48,7 @@ def test_topics_are_searched_filtered_and_paginated(db: Any, viewer_api: APIClie
         "perm_min": 6,
         "perm_max": 6,
         "version": page["results"][0]["version"],
+        "type": "normal",
     }
     assert viewer_api.get("/api/v1/topics/?cluster=NoCluster").json()["count"] == 0
     assert viewer_api.get("/api/v1/topics/?page=2&search=Topic0").json()["next"] is None

@@ -21,6 +21,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from localcluster import launcher
+from namesrv_app.agreement import mark_agreement
 from raftstore import vocab
 
 FOREGROUND_POLL_S = 1.0
@@ -173,6 +174,13 @@ class Command(BaseCommand):
 
     def _status(self, run_dir: Path, as_json: bool) -> None:
         status = launcher.cluster_status(run_dir)
+        panels = [{"node_id": n["id"], "reachable": n["status"] is not None, **(n["status"] or {})}
+                  for n in status["nodes"]]  # fmt: skip
+        if panels:
+            # What clients can see, as the consoles compare it (namesrv_app.agreement).
+            status["agree"] = mark_agreement(panels)
+            status["live_missing"] = {p["node_id"]: p["live_missing"] for p in panels
+                                      if p["live_missing"]}  # fmt: skip
         self._emit(status, as_json, self._status_text)
         if not status["running"]:
             raise SystemExit(STATUS_EXIT_DEAD)
@@ -232,6 +240,13 @@ class Command(BaseCommand):
                 if not isinstance(value, (list, dict))
             )
             rows.append(f"{node['id']}: {scalars or node['error']}")
+        if "agree" in status:
+            rows.append("the nodes agree on what clients see (routes, cluster info, topics, KV, "
+                        "config)" if status["agree"] else
+                        "THE NODES DISAGREE on what clients see (routes, cluster info, topics, "
+                        "KV or config)")  # fmt: skip
+            for node_id, missing in sorted(status.get("live_missing", {}).items()):
+                rows.append(f"{node_id} does not (yet) count as alive: {', '.join(missing)}")
         return "\n".join([f"cluster in {status['run_dir']}:", *rows])
 
     @staticmethod

@@ -12,12 +12,22 @@
   var RECONNECT_MAX_MS = 10000;
   var PING_EVERY_MS = 20000;
   var PONG_TIMEOUT_MS = 10000;
+  // Heartbeats (liveness-only batches, several a second with a few brokers on a few
+  // nodes) are folded into one line per quiet period, redrawn at most this often, and
+  // refresh the page at most this often too. Every other event keeps a line of its own.
+  var LIVENESS_LINE_EVERY_MS = 5000;
+  var LIVENESS_REFRESH_EVERY_MS = 5000;
+  // Registrations and expiries (brokers), route changes (topics), leader changes,
+  // divergence and rebuilds stand out from the rest.
+  var NOTABLE = { brokers: true, topics: true, leader: true, divergence: true, rebuild: true };
   var list = document.getElementById("event-list");
   var status = document.getElementById("live-status");
   var banner = document.getElementById("live-banner");
   var refreshTimer = null;
+  var lastRefreshAt = 0;
   var reconnectMs = 500;
-  window.namesrvLive = { received: 0, connected: false, last: null, paused: false };
+  var heartbeats = { item: null, nodes: {}, updates: 0, since: 0, last: 0, drawnAt: 0, timer: null };
+  window.namesrvLive = { received: 0, connected: false, last: null, paused: false, heartbeats: 0 };
 
   function describe(e) {
     switch (e.kind) {
@@ -31,13 +41,64 @@
     }
   }
 
+  // Only live-broker rows moved (heartbeats of known brokers); older servers do not
+  // send the flag, so it is inferred from what the event touched.
+  function livenessOnly(e) {
+    if (typeof e.liveness_only === "boolean") { return e.liveness_only; }
+    return e.kind === "brokers" && !(e.broker_names || []).length &&
+      !(e.clusters || []).length && !(e.topics || []).length;
+  }
+
+  function clock(ms) { return new Date(ms || Date.now()).toLocaleTimeString(); }
+
+  function trim() {
+    while (list.children.length > EVENTS_SHOWN_MAX) { list.removeChild(list.lastChild); }
+  }
+
   function show(e) {
     var item = document.createElement("li");
-    item.className = "event " + e.kind;
-    var when = new Date(e.at_ms || Date.now()).toLocaleTimeString();
-    item.textContent = when + " " + describe(e);
+    item.className = "event " + e.kind + (NOTABLE[e.kind] ? " notable" : "");
+    item.textContent = clock(e.at_ms) + " " + describe(e);
     list.insertBefore(item, list.firstChild);
-    while (list.children.length > EVENTS_SHOWN_MAX) { list.removeChild(list.lastChild); }
+    trim();
+  }
+
+  // The heartbeat line of the current period, drawn now (created on top if needed).
+  function drawHeartbeats() {
+    var h = heartbeats;
+    if (h.timer) { clearTimeout(h.timer); h.timer = null; }
+    if (!h.item) {
+      h.item = document.createElement("li");
+      h.item.className = "event liveness";
+      list.insertBefore(h.item, list.firstChild);
+      trim();
+    }
+    var span = h.since === h.last ? clock(h.since) : clock(h.since) + "\u2013" + clock(h.last);
+    h.item.textContent = span + " brokers heartbeating on " + Object.keys(h.nodes).sort().join(", ") +
+      " (" + h.updates + " liveness update" + (h.updates === 1 ? "" : "s") + ")";
+    h.item.dataset.updates = String(h.updates);
+    h.drawnAt = Date.now();
+  }
+
+  // One line per period: while the heartbeat line is the newest one it is updated in
+  // place (at most every LIVENESS_LINE_EVERY_MS); a line of its own above it ends the
+  // period and the next heartbeat opens a new line on top.
+  function noteHeartbeat(e) {
+    var h = heartbeats;
+    if (h.item && h.item !== list.firstChild) {
+      if (h.timer) { drawHeartbeats(); }
+      h.item = null;
+    }
+    var at = e.at_ms || Date.now();
+    if (!h.item) { h.nodes = {}; h.updates = 0; h.since = at; }
+    h.nodes[e.node_id || "?"] = true;
+    h.updates += 1;
+    h.last = at;
+    window.namesrvLive.heartbeats += 1;
+    if (!h.item) { drawHeartbeats(); return; }
+    if (!h.timer) {
+      h.timer = setTimeout(drawHeartbeats, Math.max(0, h.drawnAt + LIVENESS_LINE_EVERY_MS - Date.now()));
+    }
   }
 
   // Live or paused: the header's pill and the banner under it.
@@ -50,6 +111,8 @@
   }
 
   function refresh() {
+    refreshTimer = null;
+    lastRefreshAt = Date.now();
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Live-Refresh": "1" } })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
@@ -70,6 +133,14 @@
   function scheduleRefresh() {
     if (refreshTimer) { clearTimeout(refreshTimer); }
     refreshTimer = setTimeout(refresh, REFRESH_DELAY_MS);
+  }
+
+  // Heartbeats only move ages: refresh at most every LIVENESS_REFRESH_EVERY_MS, and
+  // never postpone a refresh already coming.
+  function scheduleLivenessRefresh() {
+    if (refreshTimer) { return; }
+    var wait = lastRefreshAt + LIVENESS_REFRESH_EVERY_MS - Date.now();
+    refreshTimer = setTimeout(refresh, Math.max(REFRESH_DELAY_MS, wait));
   }
 
   function scheduleReconnect() {
@@ -116,6 +187,11 @@
       if (e.kind === "hello") { return; }
       window.namesrvLive.received += 1;
       window.namesrvLive.last = e;
+      if (livenessOnly(e)) {
+        noteHeartbeat(e);
+        scheduleLivenessRefresh();
+        return;
+      }
       show(e);
       scheduleRefresh();
     };

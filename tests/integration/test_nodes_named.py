@@ -1,0 +1,55 @@
+"""Raft mode: the console names the leader and the peers by node id, not by Raft address."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.cluster_fixtures import FREE_PORTS, PROJECT_DIR, cluster_cli, stop_cluster
+
+pytestmark = pytest.mark.slow
+
+
+def _nodes(base: str, token: str) -> list[dict[str, Any]]:
+    request = urllib.request.Request(base + "/api/v1/nodes/",
+                                     headers={"Authorization": f"Token {token}"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as response:
+        panels: list[dict[str, Any]] = json.loads(response.read())["nodes"]
+    return panels
+
+
+def test_the_leader_and_peers_are_named_by_node_id(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = cluster_cli("up", "--nodes", "3", "--mode", "raft", "--run-dir", str(run_dir),
+                       "--json", *FREE_PORTS, "--raft-base-port", "0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        made = subprocess.run(
+            [sys.executable, "manage.py", "create_operator", "eye", "--role", "viewer",
+             "--token", "--run-dir", str(run_dir)],
+            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60, check=True,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        token = made.stdout.strip().splitlines()[-1]
+        base = f"http://127.0.0.1:{summary['nodes'][0]['web_port']}"
+        deadline = time.monotonic() + 30
+        panels = _nodes(base, token)
+        while not all(p.get("leader") for p in panels) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            panels = _nodes(base, token)
+
+        ids = {"n1", "n2", "n3"}
+        leaders = {p["leader_id"] for p in panels}
+        assert len(leaders) == 1 and leaders <= ids
+        leader = next(p for p in panels if p["node_id"] == p["leader_id"])
+        assert {peer["node_id"] for peer in leader["peers"]} == ids - {leader["node_id"]}
+    finally:
+        stop_cluster(run_dir)
