@@ -23,6 +23,12 @@ over it (upstream ``BrokerHousekeepingService``). In raft mode that would be a
 replicated decision taken from one node's local observation, so the service
 only logs it and leaves liveness to the replicated expiry (docs/RAFT.md,
 "Liveness in raft mode").
+
+Why one module of ~650 lines: it is the process's wiring, read top to bottom as the
+start and stop order above; the options it takes, the ``Mirror`` it is given and the
+loops it owns (leadership, scan, scan fallback, metrics) are started and stopped in
+one place so their order cannot drift. The request handling itself lives elsewhere
+(``dispatch.py``, ``services.py``, ``internal.py``, ``metrics.py``).
 """
 
 from __future__ import annotations

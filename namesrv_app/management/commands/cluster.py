@@ -215,12 +215,13 @@ class Command(BaseCommand):
             lines.append("  remoting ACL OFF (--no-acl): any local process may change routes")
         if summary.get("demo_pid"):
             lines.append(f"  demo brokers (pid {summary['demo_pid']}): {summary['run_dir']}/demo")
-        first = summary["nodes"][0]
+        metrics = [n["metrics_url"] for n in summary["nodes"] if n.get("metrics_url")]
+        if metrics:
+            lines.append(f"  gateway metrics (Prometheus): {'  '.join(metrics)}")
         lines.append(
-            "  console login: there are no default accounts. Each node keeps its own users;"
-            " create an operator on a node's database, e.g. for "
-            f"{first['id']}:\n    NAMESRV_DB_PATH={first['log_dir']}/{launcher.NODE_DB_FILE_NAME}"
-            " .venv/bin/python manage.py create_operator alice"
+            "  console login: there are no default accounts. Accounts are shared by every node"
+            " of the cluster; create an operator with\n"
+            f"    .venv/bin/python manage.py create_operator alice --run-dir {summary['run_dir']}"
         )
         return "\n".join(lines)
 
