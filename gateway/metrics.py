@@ -548,12 +548,12 @@ class MetricsHttpServer:
             return
         self._connections.add(task)
         try:
-            answer = await self._answer(reader)
-            if answer is not None:
-                writer.write(answer)
-                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
-        except (ConnectionError, TimeoutError):
-            pass
+            # A scraper that hangs up or stalls costs its own connection only.
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                answer = await self._answer(reader)
+                if answer is not None:
+                    writer.write(answer)
+                    await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
         finally:
             self._connections.discard(task)
             writer.close()

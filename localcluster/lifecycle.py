@@ -46,7 +46,6 @@ from localcluster.plan import (
 )
 from localcluster.processes import (
     PidRecord,
-    _atomic_write,
     is_alive,
     log_tail,
     process_start_ticks,
@@ -72,6 +71,7 @@ from localcluster.run_folder import (
 )
 from localcluster.run_secrets import RunSecrets, create_run_secrets
 from node import processes as node_processes
+from node.files import atomic_write
 from remoting.acl import Credentials
 from remoting.model import MASTER_ID, PERM_READ, PERM_WRITE
 
@@ -224,7 +224,7 @@ def stop_brokers(run_dir: Path) -> list[str]:
 def write_cluster_file(plan: ClusterPlan, pids: Mapping[str, int | None]) -> Path:
     """Write cluster.json; the gateways and Celery read it through NAMESRV_CLUSTER_FILE."""
     path = plan.run_dir / CLUSTER_FILE_NAME
-    _atomic_write(path, json.dumps(cluster_summary(plan, pids), indent=2) + "\n")
+    atomic_write(path, json.dumps(cluster_summary(plan, pids), indent=2) + "\n")
     return path
 
 

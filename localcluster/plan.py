@@ -7,14 +7,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from node import processes as node_processes
 from raftstore import vocab
 from tools import ports
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE_NAME = "cluster.json"
-NODE_DB_FILE_NAME = "namesrv.sqlite3"
-SHARED_DB_FILE_NAME = "shared.sqlite3"
+NODE_DB_FILE_NAME = node_processes.DB_FILE_NAME
+SHARED_DB_FILE_NAME = node_processes.SHARED_DB_FILE_NAME
 """The database every node of a local cluster shares (accounts, tokens, experiment runs)."""
 
 DEFAULT_NODES = 3

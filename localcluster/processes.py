@@ -19,6 +19,7 @@ from localcluster.plan import (
     STOP_GRACE_S,
     LauncherError,
 )
+from node.files import atomic_write as _atomic_write
 
 # ---------------------------------------------------------------------- processes
 
@@ -77,16 +78,6 @@ def read_pid_file(path: Path) -> PidRecord | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write a file through a temporary sibling and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def start_process(

@@ -20,13 +20,13 @@ writes no ACL files and tells every gateway to run without the ACL.
 
 from __future__ import annotations
 
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from node.files import write_secret_file
 from remoting.acl import Credentials, read_secret_file
 from remoting.acl_policy import (
     LOOPBACK_WHITE_LIST,
@@ -45,19 +45,6 @@ ACL_FILE = "plain_acl.yml"
 ADMIN_ACCESS_KEY = "namesrv-admin"
 BROKER_ACCESS_KEY = "namesrv-broker"
 SECRET_BYTES = 32
-SECRET_FILE_MODE = 0o600
-
-
-def _write_secret_file(path: Path, text: str) -> None:
-    """Create ``path`` with ``text``, readable by the owner only (never world-readable,
-    not even for a moment: the file is created with the mode, then renamed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.unlink(missing_ok=True)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SECRET_FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
 
 
 def _keep_or_make(path: Path) -> str:
@@ -66,7 +53,7 @@ def _keep_or_make(path: Path) -> str:
         return read_secret_file(path, path.name)
     except ValueError:
         value = secrets.token_urlsafe(SECRET_BYTES)
-        _write_secret_file(path, value + "\n")
+        write_secret_file(path, value + "\n")
         return value
 
 
@@ -167,7 +154,7 @@ def create_run_secrets(run_dir: Path, *, acl: bool = True) -> RunSecrets:
     """Make what is missing (and a fresh internal secret); see the module docstring."""
     run_dir = Path(run_dir)
     internal = secrets.token_hex(SECRET_BYTES)
-    _write_secret_file(run_dir / INTERNAL_SECRET_FILE, internal + "\n")
+    write_secret_file(run_dir / INTERNAL_SECRET_FILE, internal + "\n")
     made = RunSecrets(run_dir, internal, acl)
     _keep_or_make(made.raft_secret_file)
     _keep_or_make(made.django_secret_file)
@@ -184,7 +171,7 @@ def create_run_secrets(run_dir: Path, *, acl: bool = True) -> RunSecrets:
         )
         # An operator's edits (more accounts, other addresses) survive a restart.
         if not made.acl_file.exists():
-            _write_secret_file(made.acl_file, ACL_FILE_HEADER + dump_acl(config))
+            write_secret_file(made.acl_file, ACL_FILE_HEADER + dump_acl(config))
     return made
 
 

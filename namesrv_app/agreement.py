@@ -24,9 +24,8 @@ def _view(panel: dict[str, Any]) -> Any:
 
 
 def mark_agreement(panels: list[dict[str, Any]]) -> bool:
-    """Set ``disagrees``, ``live_missing`` and ``live_extra`` on each panel; True when
-    every reachable node agrees. ``live_missing``: brokers alive on another node but not
-    on this one; ``live_extra``: alive here only."""
+    """Set ``disagrees`` and ``live_missing`` (brokers alive on another node but not on
+    this one) on each panel; True when every reachable node agrees."""
     reachable = [p for p in panels if p.get("reachable")]
     views = {_view(p) for p in reachable}
     live_sets = {p["node_id"]: set(p.get("live_brokers") or ()) for p in reachable}
@@ -35,12 +34,4 @@ def mark_agreement(panels: list[dict[str, Any]]) -> bool:
         here = live_sets.get(panel["node_id"])
         panel["disagrees"] = bool(panel.get("reachable")) and len(views) > 1
         panel["live_missing"] = sorted(everywhere - here) if here is not None else []
-        others = [s for node, s in live_sets.items() if node != panel["node_id"]]
-        elsewhere = set.union(*others) if others else set()
-        panel["live_extra"] = sorted(here - elsewhere) if here is not None and others else []
     return len(views) <= 1
-
-
-def liveness_agrees(panels: list[dict[str, Any]]) -> bool:
-    """True when every reachable node has the same brokers alive."""
-    return not any(p.get("live_missing") for p in panels if p.get("reachable"))

@@ -15,9 +15,11 @@ services, which run inside the gateway.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from django.conf import settings
 from gateway.internal import InternalCode
 from namesrv_app.conf import namesrv_settings
 from raftstore import vocab
+from raftstore.config import NamesrvConfig
 from remoting import bodies
 from remoting.acl import Credentials, load_credentials, sign
 from remoting.blocking import BlockingClient
@@ -437,6 +440,22 @@ def namesrv_config(
     request = RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG, {})
     response = expect_success(invoke((node or local_node()).remoting_addr, request, timeout_s))
     return bodies.decode_properties(response.body or b"")
+
+
+def blacklisted_config_keys(config: Mapping[str, str]) -> frozenset[str]:
+    """The keys UPDATE_NAMESRV_CONFIG refuses on a node answering ``config``: the same
+    rule the gateway applies (``NamesrvConfig.blacklisted_keys``)."""
+    black_list = config.get("configBlackList", NamesrvConfig().config_black_list)
+    return dataclasses.replace(NamesrvConfig(), config_black_list=black_list).blacklisted_keys()
+
+
+def config_key_refusal(key: str, config: Mapping[str, str]) -> str | None:
+    """Why ``key`` may not be updated on a node answering ``config``; None if it may."""
+    if key not in config:
+        return "is not a NamesrvConfig property"
+    if key in blacklisted_config_keys(config):
+        return "is blacklisted (configBlackList): it cannot be changed at run time"
+    return None
 
 
 def every_node_config() -> list[NodeAnswer]:

@@ -50,6 +50,7 @@ from typing import Any
 
 import tomli_w
 
+from node.files import write_secret_file
 from raftstore import vocab
 
 PORT_MAX = 65535
@@ -536,10 +537,5 @@ def _peer_document(peer: Peer) -> dict[str, Any]:
 
 def write_node_config(config: NodeConfig, path: Path, header: str = "") -> Path:
     """Write ``config`` as TOML at ``path`` (mode 0600: it names the secret files)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = header + tomli_w.dumps(node_config_document(config))
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.chmod(0o600)
-    temporary.replace(path)
+    write_secret_file(path, header + tomli_w.dumps(node_config_document(config)))
     return path

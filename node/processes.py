@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from node.config import RAFT_SCAN_INTERVAL_MS, NodeConfig
+from node.files import atomic_write
 from raftstore import vocab
 from remoting.acl import read_secret_file
 
@@ -270,8 +271,5 @@ def beat_argv(schedule_file: Path) -> list[str]:
 def write_cluster_document(config: NodeConfig) -> Path:
     """Write the member list a node on its own host reads (see :func:`cluster_document`)."""
     path = cluster_file(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(cluster_document(config), indent=2) + "\n", "utf-8")
-    temporary.replace(path)
+    atomic_write(path, json.dumps(cluster_document(config), indent=2) + "\n")
     return path

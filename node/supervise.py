@@ -25,6 +25,7 @@ from pathlib import Path
 
 from node import processes
 from node.config import NodeConfig
+from node.files import write_secret_file
 
 STOP_GRACE_S = 10.0
 MIGRATE_TIMEOUT_S = 300.0
@@ -58,13 +59,9 @@ def prepare_data_dir(config: NodeConfig) -> None:
     with contextlib.suppress(OSError):
         config.data_dir.chmod(0o700)
     if config.internal_secret_file is None:
-        path = processes.internal_secret_file(config)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.unlink(missing_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(secrets.token_hex(SECRET_BYTES) + "\n")
-        os.replace(temporary, path)
+        write_secret_file(
+            processes.internal_secret_file(config), secrets.token_hex(SECRET_BYTES) + "\n"
+        )
     if config.cluster_file is None:
         processes.write_cluster_document(config)
 

@@ -32,7 +32,6 @@ from namesrv_app.gateway_client import GatewayError, PartialWrite, WriteOutcome
 from namesrv_app.models import AuditEntry
 from namesrv_app.web import reads
 from namesrv_app.web.forms import validate_deletable_topic
-from raftstore.config import FIXED_BLACKLISTED_KEYS
 from remoting.model import QueueData
 
 ERRORS = {
@@ -421,15 +420,13 @@ class NamesrvConfigView(APIView):
         """UPDATE_NAMESRV_CONFIG (318) where writes go; blacklisted or unknown keys: 400."""
         properties = _valid(s.NamesrvConfigUpdateSerializer, request.data)["properties"]
         known = gateway_client.namesrv_config()
-        blacklist = {p.strip() for p in known.get("configBlackList", "").split(";")}
-        problems = {
-            key: ("is blacklisted (configBlackList)" if key in blacklist | FIXED_BLACKLISTED_KEYS
-                  else "is not a NamesrvConfig property")
+        refusals = [
+            f"{key} {why}"
             for key in properties
-            if key not in known or key in blacklist | FIXED_BLACKLISTED_KEYS
-        }  # fmt: skip
-        if problems:
-            raise ValidationError({"properties": [f"{k} {why}" for k, why in problems.items()]})
+            if (why := gateway_client.config_key_refusal(key, known)) is not None
+        ]
+        if refusals:
+            raise ValidationError({"properties": refusals})
         outcome = gateway_client.update_namesrv_config(properties)
         keys = ", ".join(f"{k}={v}" for k, v in sorted(properties.items()))
         return _done(f"set {keys}", outcome)

@@ -32,7 +32,6 @@ from django.core.exceptions import ValidationError
 from localcluster import broker_control
 from localcluster.broker_control import BrokerControlError
 from namesrv_app import gateway_client, models
-from raftstore.config import FIXED_BLACKLISTED_KEYS
 from remoting.model import QueueData
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -537,13 +536,9 @@ class NamesrvConfigForm(OperationForm):
         """A key this node knows and may change (the blacklist is refused here already,
         with the reason, instead of as a bare NO_PERMISSION from the gateway)."""
         key = str(self.cleaned_data["key"])
-        config = gateway_client.namesrv_config()
-        if key not in config:
-            raise forms.ValidationError(f"{key} is not a NamesrvConfig property")
-        blacklist = {p.strip() for p in config.get("configBlackList", "").split(";")}
-        if key in blacklist | FIXED_BLACKLISTED_KEYS:
-            raise forms.ValidationError(f"{key} is blacklisted (configBlackList): it cannot "
-                                        "be changed at run time")  # fmt: skip
+        refusal = gateway_client.config_key_refusal(key, gateway_client.namesrv_config())
+        if refusal is not None:
+            raise forms.ValidationError(f"{key} {refusal}")
         return key
 
     def execute(self) -> str:

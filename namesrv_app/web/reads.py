@@ -23,7 +23,6 @@ from django.db.models.lookups import Exact
 from namesrv_app import gateway_client, models, topic_types
 from namesrv_app.agreement import mark_agreement
 from namesrv_app.db_router import PROJECTION_DB
-from raftstore.config import FIXED_BLACKLISTED_KEYS
 from remoting import bodies
 from remoting.model import TopicRouteData
 
@@ -555,7 +554,6 @@ def config_comparison() -> dict[str, Any]:
     local: dict[str, str] = (
         configs[local_ids[0]] if local_ids else next(iter(configs.values()), {})
     )
-    blacklist = {part.strip() for part in local.get("configBlackList", "").split(";")}
-    blacklisted = sorted((blacklist | set(FIXED_BLACKLISTED_KEYS)) - {""})
+    blacklisted = sorted(gateway_client.blacklisted_config_keys(local))
     return {"nodes": nodes, "rows": rows, "blacklisted": blacklisted,
             "differs": [r["key"] for r in rows if r["differs"]]}  # fmt: skip

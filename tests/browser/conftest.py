@@ -57,6 +57,12 @@ BROWSER_WEB_WORKERS = 2
 @pytest.fixture(scope="session")
 def chromium() -> Path:
     """The Debian chromium binary, installed on first use."""
+    return installed_chromium()
+
+
+def installed_chromium() -> Path:
+    """The Debian chromium binary, installed with apt-get when missing (also used by
+    tests outside this folder that open a page)."""
     if not CHROMIUM.exists():
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
             pytest.fail("chromium is missing and cannot be installed (needs root and apt-get)")

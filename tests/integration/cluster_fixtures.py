@@ -12,6 +12,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ FREE_PORTS = (
     "0",
 )
 WIRE_TIMEOUT_S = 5.0
+WEB_TIMEOUT_S = 15.0
 TEST_CLUSTER = "DefaultCluster"
 
 
@@ -118,3 +121,40 @@ def query_route(addr: str, topic: str) -> tuple[int, TopicRouteData | None]:
 def remoting_addr(summary: Mapping[str, Any], index: int) -> str:
     """The remoting address of the ``index``-th node of a cluster summary."""
     return f"127.0.0.1:{summary['nodes'][index]['remoting_port']}"
+
+
+def create_operator(
+    run_dir: Path,
+    username: str,
+    *,
+    role: str = "operator",
+    token: bool = False,
+    password: str | None = None,
+) -> str:
+    """``manage.py create_operator`` on ``run_dir``'s shared database, as a script runs it
+    (no terminal); the last line it printed: the API token when ``token``."""
+    args = [username, "--role", role, "--run-dir", str(run_dir)]
+    args += ["--token"] if token else []
+    args += ["--password-env", "OPERATOR_PASSWORD"] if password is not None else []
+    done = subprocess.run(
+        [sys.executable, "manage.py", "create_operator", *args],
+        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False,
+        stdin=subprocess.DEVNULL, env={**os.environ, "OPERATOR_PASSWORD": password or ""},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def api(base: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
+    """GET (or POST ``body`` as JSON) ``base + path`` with an API token: status, JSON."""
+    request = urllib.request.Request(
+        base + path,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+        method="GET" if body is None else "POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=WEB_TIMEOUT_S) as response:
+            return int(response.status), json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), json.loads(exc.read() or b"null")

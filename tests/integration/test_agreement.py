@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +10,8 @@ import pytest
 
 from remoting.blocking import BlockingClient
 from tests.integration.cluster_fixtures import (
-    PROJECT_DIR,
+    api,
+    create_operator,
     make_broker,
     register_broker,
     remoting_addr,
@@ -26,24 +23,16 @@ pytestmark = pytest.mark.slow
 
 
 def _nodes(base: str, token: str) -> dict[str, Any]:
-    request = urllib.request.Request(base + "/api/v1/nodes/",
-                                     headers={"Authorization": f"Token {token}"})  # fmt: skip
-    with urllib.request.urlopen(request, timeout=10) as response:
-        answer: dict[str, Any] = json.loads(response.read())
-    return answer
+    status, answer = api(base, "/api/v1/nodes/", token)
+    assert status == 200, answer
+    return dict(answer)
 
 
 def test_heartbeats_stamped_by_each_node_do_not_make_the_nodes_disagree(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     summary = start_cluster(run_dir, nodes=3)
     try:
-        made = subprocess.run(
-            [sys.executable, "manage.py", "create_operator", "watcher", "--role", "viewer",
-             "--token", "--run-dir", str(run_dir)],
-            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60, check=True,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        token = made.stdout.strip().splitlines()[-1]
+        token = create_operator(run_dir, "watcher", role="viewer", token=True)
         broker = make_broker("broker-t", 30811)
         # The same registration reaches each node at a different moment, as it does
         # from a real broker: each node stamps its own heartbeat time. The connections

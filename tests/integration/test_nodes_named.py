@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.cluster_fixtures import FREE_PORTS, PROJECT_DIR, cluster_cli, stop_cluster
+from tests.integration.cluster_fixtures import (
+    FREE_PORTS,
+    api,
+    cluster_cli,
+    create_operator,
+    stop_cluster,
+)
 
 pytestmark = pytest.mark.slow
 
 
 def _nodes(base: str, token: str) -> list[dict[str, Any]]:
-    request = urllib.request.Request(base + "/api/v1/nodes/",
-                                     headers={"Authorization": f"Token {token}"})  # fmt: skip
-    with urllib.request.urlopen(request, timeout=10) as response:
-        panels: list[dict[str, Any]] = json.loads(response.read())["nodes"]
-    return panels
+    status, answer = api(base, "/api/v1/nodes/", token)
+    assert status == 200, answer
+    return list(answer["nodes"])
 
 
 def test_the_leader_and_peers_are_named_by_node_id(tmp_path: Path) -> None:
@@ -32,13 +33,7 @@ def test_the_leader_and_peers_are_named_by_node_id(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     try:
-        made = subprocess.run(
-            [sys.executable, "manage.py", "create_operator", "eye", "--role", "viewer",
-             "--token", "--run-dir", str(run_dir)],
-            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60, check=True,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        token = made.stdout.strip().splitlines()[-1]
+        token = create_operator(run_dir, "eye", role="viewer", token=True)
         base = f"http://127.0.0.1:{summary['nodes'][0]['web_port']}"
         deadline = time.monotonic() + 30
         panels = _nodes(base, token)

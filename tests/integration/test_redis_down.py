@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import http.cookiejar
-import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -33,13 +31,14 @@ from typing import Any
 
 import pytest
 
+from localcluster import readiness
 from localcluster.launcher import accepts_connections, find_redis_server, redis_answers
 from localcluster.run_secrets import read_run_secrets
 from remoting.blocking import BlockingClient
 from remoting.codes import ResponseCode
-from remoting.command import RemotingCommand
+from tests.browser.conftest import CHROMIUM_ARGS, installed_chromium
 from tests.integration.cluster_fixtures import (
-    PROJECT_DIR,
+    create_operator,
     make_broker,
     query_route,
     register_broker,
@@ -60,12 +59,9 @@ LIVE_TOPIC = "RedisDownLiveTopic"
 SILENT_TOPIC = "RedisDownSilentTopic"
 OPERATOR = "redis-down-ops"
 OPERATOR_PASSWORD = "redis-down-console-password-1"
-NODE_STATUS = 40002
 ALARM_PREFIX = "scan fallback: no scan from Celery beat for "
 BANNER = "Live updates paused: reconnecting…"
 HTTP_TIMEOUT_S = 15.0
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 BROWSER_TIMEOUT_MS = 30_000
 SCANS_BACK_DEADLINE_S = 60.0
 
@@ -81,13 +77,7 @@ def summary(run_dir: Path) -> Iterator[dict[str, Any]]:
     """Two eventual nodes, beat scanning every second, and a console operator."""
     started = start_cluster(run_dir, nodes=NODES, env={"NAMESRV_SCAN_INTERVAL_S": SCAN_INTERVAL_S})
     try:
-        made = subprocess.run(
-            [sys.executable, "manage.py", "create_operator", OPERATOR,
-             "--password-env", "OPERATOR_PASSWORD", "--run-dir", str(run_dir)],
-            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60, check=False,
-            stdin=subprocess.DEVNULL, env={**os.environ, "OPERATOR_PASSWORD": OPERATOR_PASSWORD},
-        )  # fmt: skip
-        assert made.returncode == 0, made.stderr
+        create_operator(run_dir, OPERATOR, password=OPERATOR_PASSWORD)
         yield started
     finally:
         stop_cluster(run_dir)
@@ -108,12 +98,7 @@ def kill_redis(summary: dict[str, Any]) -> None:
 def node_status(summary: dict[str, Any], run_dir: Path, index: int) -> dict[str, Any]:
     """NODE_STATUS of node ``index`` over its internal port, with the run's node secret."""
     secret = read_run_secrets(run_dir).internal
-    addr = f"127.0.0.1:{summary['nodes'][index]['internal_port']}"
-    with BlockingClient(addr, timeout_s=5.0) as client:
-        answer = client.invoke(RemotingCommand.request(NODE_STATUS, {"secret": secret}))
-    assert answer.code == ResponseCode.SUCCESS and answer.body is not None, answer.remark
-    status: dict[str, Any] = json.loads(answer.body)
-    return status
+    return readiness.node_status(int(summary["nodes"][index]["internal_port"]), secret, 5.0)
 
 
 class Heartbeat:
@@ -250,15 +235,14 @@ def test_without_redis_routes_are_served_silent_brokers_expire_and_the_console_a
 def test_the_console_shows_live_updates_paused_until_redis_is_back(
     summary: dict[str, Any], run_dir: Path
 ) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium (tests/browser installs it)")
+    chromium = installed_chromium()
     from playwright.sync_api import sync_playwright
 
     kill_redis(summary)
     url = f"http://127.0.0.1:{summary['nodes'][1]['web_port']}"
     redis: subprocess.Popen[bytes] | None = None
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
             page.goto(f"{url}/")

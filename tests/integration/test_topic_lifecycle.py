@@ -17,8 +17,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from html import unescape
@@ -37,8 +35,8 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.integration.cluster_fixtures import (
     FREE_PORTS,
-    PROJECT_DIR,
     cluster_cli,
+    create_operator,
     query_route,
     remoting_addr,
     stop_cluster,
@@ -68,13 +66,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[dict[str, Any], Path]]:
     try:
         assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
         summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        made = subprocess.run(
-            [sys.executable, "manage.py", "create_operator", OPERATOR,
-             "--password-env", "OPERATOR_PASSWORD", "--run-dir", str(run_dir)],
-            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60, check=False,
-            stdin=subprocess.DEVNULL, env={**os.environ, "OPERATOR_PASSWORD": OPERATOR_PASSWORD},
-        )  # fmt: skip
-        assert made.returncode == 0, made.stderr
+        create_operator(run_dir, OPERATOR, password=OPERATOR_PASSWORD)
         yield summary, run_dir
     finally:
         stop_cluster(run_dir)

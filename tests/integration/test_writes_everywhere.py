@@ -3,13 +3,8 @@ a node that misses it turns the answer into a warning naming the node and the re
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +14,8 @@ from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.integration.cluster_fixtures import (
-    PROJECT_DIR,
+    api,
+    create_operator,
     remoting_addr,
     start_cluster,
     stop_cluster,
@@ -28,16 +24,8 @@ from tests.integration.cluster_fixtures import (
 pytestmark = pytest.mark.slow
 
 
-def _post(base: str, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(
-        base + "/api/v1/kv/", data=json.dumps(body).encode(), method="POST",
-        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-    )  # fmt: skip
-    try:
-        with urllib.request.urlopen(request, timeout=15) as response:
-            return int(response.status), json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), json.loads(exc.read() or b"{}")
+def _post(base: str, token: str, body: dict[str, Any]) -> tuple[int, Any]:
+    return api(base, "/api/v1/kv/", token, body)
 
 
 def _kv(addr: str, namespace: str, key: str) -> str | None:
@@ -54,13 +42,7 @@ def test_an_api_write_reaches_every_node_and_a_missed_node_is_named(tmp_path: Pa
     run_dir = tmp_path / "run"
     summary = start_cluster(run_dir, nodes=3)
     try:
-        made = subprocess.run(
-            [sys.executable, "manage.py", "create_operator", "writer", "--token",
-             "--run-dir", str(run_dir)],
-            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60, check=True,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        token = made.stdout.strip().splitlines()[-1]
+        token = create_operator(run_dir, "writer", token=True)
         base = f"http://127.0.0.1:{summary['nodes'][0]['web_port']}"
 
         status, body = _post(base, token, {"namespace": "ns", "key": "all", "value": "1"})
