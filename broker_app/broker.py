@@ -242,7 +242,7 @@ class BrokerController:
     def _start_loops(self) -> None:
         config = self.config
         self._every(config.register_initial_delay_ms, config.effective_register_period_ms,
-                    lambda: self.register(force=False))
+                    lambda: self.register(force=config.force_register))
         if config.fast_heartbeat:
             self._every(config.heartbeat_interval_ms, config.heartbeat_interval_ms,
                         self._heartbeat)

@@ -65,6 +65,12 @@ class BrokerConfig:
     register_period_ms: int = 30_000
     register_initial_delay_ms: int = 10_000
     register_timeout_ms: int = 6_000
+    # forceRegister (upstream's default: true): the periodic round registers the whole
+    # topic table with every NameServer. Off, it first asks QUERY_DATA_VERSION and
+    # registers only where a NameServer's view differs. Forced rounds are what brings a
+    # topic deleted on the NameServers only back, and what repairs a node that lost
+    # the broker's topics without noticing (a restart from an old snapshot).
+    force_register: bool = True
     compress_register_bytes: int = 64 * 1024
     fast_heartbeat: bool = False
     heartbeat_interval_ms: int = 1_000
@@ -172,6 +178,7 @@ ALIASES: dict[str, str] = {
     "storePathRootDir": "store_dir",
     "registerNameServerPeriod": "register_period_ms",
     "registerBrokerTimeoutMills": "register_timeout_ms",
+    "forceRegister": "force_register",
     "slaveTimeout": "slave_timeout_ms",
     "haMasterAddress": "ha_master_address",
     "autoCreateTopicEnable": "auto_create_topic",

@@ -3,8 +3,9 @@
 Plays RocketMQ's ``BrokerOuterAPI`` plus the ``needRegister`` decision of
 ``BrokerController.registerBrokerAll``:
 
-* a forced round registers with every NameServer in parallel;
-* a periodic round first asks every NameServer QUERY_DATA_VERSION with the
+* a forced round registers with every NameServer in parallel (the periodic round
+  is forced unless ``forceRegister`` is off, as upstream);
+* an unforced round first asks every NameServer QUERY_DATA_VERSION with the
   broker's topic DataVersion and registers (with all of them) only if one
   says ``changed``, answers a different version, or fails (``BrokerController.needRegister``);
 * the body is a RegisterBrokerBody, zlib-compressed (header ``compressed=true``)

@@ -141,8 +141,13 @@ def divergence_event(panels: list[dict[str, Any]]) -> dict[str, Any] | None:
     reachable = [p for p in panels if p.get("reachable")]
     if mark_agreement(panels):
         return None
+    views: dict[Any, list[str]] = {}
+    for p in reachable:
+        views.setdefault(p.get("view_digest") or p.get("digest"), []).append(p["node_id"])
     return {
         "kind": "divergence",
+        # Nodes that see the same thing, the largest group first: "n1, n3 | n2".
+        "groups": sorted((sorted(ids) for ids in views.values()), key=lambda g: (-len(g), g)),
         "nodes": [
             {
                 "node_id": p["node_id"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
+from http import HTTPStatus
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -296,5 +297,8 @@ def operation(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         audit.note(request, result=result or error or "invalid form", action=f"ops:{slug}",
                    failed=result is None)  # fmt: skip
-    context = _context(request, "ops", form=form, slug=slug, result=result, error=error)
+    # 207: the write landed somewhere but not everywhere; a warning, neither success
+    # nor a plain error.
+    context = _context(request, "ops", form=form, slug=slug, result=result, error=error,
+                       partial=status == HTTPStatus.MULTI_STATUS)  # fmt: skip
     return render(request, "console/operation.html", context, status=status)

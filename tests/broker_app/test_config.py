@@ -35,6 +35,13 @@ def test_flags_override_a_json_file(tmp_path: Path) -> None:
     assert config.effective_register_period_ms == 10_000
 
 
+def test_periodic_registrations_are_forced_unless_force_register_is_off() -> None:
+    # Upstream's brokerConfig.forceRegister defaults to true: every period sends the
+    # whole topic table, which is what brings back a topic deleted on NameServers only.
+    assert build_config({"store_dir": "/tmp/s"}).force_register is True
+    assert build_config({"store_dir": "/tmp/s", "forceRegister": "false"}).force_register is False
+
+
 def test_the_register_period_is_clamped_to_sixty_seconds() -> None:
     config = build_config({"store_dir": "/tmp/s", "registerNameServerPeriod": "600000"})
     assert config.effective_register_period_ms == 60_000

@@ -35,7 +35,11 @@
       case "topics": return "topics changed on " + e.node_id + ": " + e.topics.join(", ") + (e.topic_count > e.topics.length ? " …" : "") + " (v" + e.applied_version + ")";
       case "kv": return "KV changed on " + e.node_id + ": " + e.kv_namespaces.join(", ");
       case "leader": return "leader of term " + e.term + " is " + (e.leader || "unknown") + " (seen by " + e.node_id + ")";
-      case "divergence": return "nodes disagree: " + e.nodes.map(function (n) { return n.node_id + "@" + n.applied_version; }).join(", ");
+      case "divergence":
+        if (e.groups) {
+          return "nodes disagree on what clients see: " + e.groups.map(function (g) { return "{" + g.join(", ") + "}"; }).join(" vs ");
+        }
+        return "nodes disagree: " + e.nodes.map(function (n) { return n.node_id + "@" + n.applied_version; }).join(", ");
       case "rebuild": return e.node_id + " rebuilt its projection (v" + e.applied_version + ")";
       default: return e.kind + " on " + (e.node_id || "?");
     }
