@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import statistics
 import sys
 import time
@@ -127,6 +128,13 @@ def own_cpu_s() -> float:
 
 
 # ---------------------------------------------------------------------- the cast
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def topic_name(index: int) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,11 +41,7 @@ ROUND_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 60.0
 
 
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+free_port = _util.free_port
 
 
 def start_gateways(root: Path, args: argparse.Namespace) -> list[tuple[subprocess.Popen[bytes],

@@ -217,8 +217,8 @@ class RequestDispatcher:
         return None if request.is_oneway else response
 
     def _config(self) -> NamesrvConfig:
-        # The route view's config is current: every config change moves the epoch.
-        return self.route_cache.view().config
+        # Kept current by the route cache's apply listener: no lock on the hot path.
+        return self.route_cache.config
 
     # ---------------------------------------------------------------- KV config
 
@@ -421,12 +421,11 @@ class RequestDispatcher:
     def route_answer(self, request: RemotingCommand) -> RemotingCommand:
         """105: the cached route body; 17 when unknown; 1 while not ready.
 
-        The body is the one of the current routes version (see
+        The body is the cached one of the applied state (see
         :class:`~gateway.route_cache.RouteCache`), in the request's JSON style.
         """
         cache = self.route_cache
-        view = cache.view()
-        config = view.config
+        config = cache.config
         if config.need_wait_for_service and need_wait_for_service(
             config, self.started_ms, self.clock.now_ms()
         ):
@@ -436,7 +435,7 @@ class RequestDispatcher:
         standard = request.version >= STANDARD_JSON_VERSION or (
             ext.get("acceptStandardJsonOnly", "").lower() == "true"
         )
-        body = None if topic is None else cache.route_body(topic, standard=standard, view=view)
+        body = None if topic is None else cache.route_body(topic, standard=standard)
         if body is None:
             return make_response(
                 request, ResponseCode.TOPIC_NOT_EXIST, remark=route_not_found_remark(topic)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from gateway.clock import Clock, SystemClock
 from raftstore import commands as cmd
-from raftstore.liveness import TouchCoalescer
+from raftstore.liveness import RegistrationDeduper, TouchCoalescer
 from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
 from raftstore.replicator import MODE_RAFT, Replicator
 from raftstore.results import (
@@ -237,16 +237,25 @@ class NameServerService:
         )
         # Eventual mode: the coalescer proposes every touch (the original behaviour).
         self.touches = TouchCoalescer(replicator)
+        # Raft mode: one log entry per registration, and none for an unchanged one.
+        self.registrations = (
+            RegistrationDeduper(replicator, self.touches)
+            if isinstance(replicator, RaftReplicator)
+            else None
+        )
 
     async def _propose(self, command: cmd.Command) -> ApplyResult:
         result = await self.replicator.propose(command)
+        self._notify(result)
+        return result
+
+    def _notify(self, result: ApplyResult) -> None:
         if result.notifications and self._notifier is not None:
             try:
                 self._notifier(result.notifications)
             except Exception:
                 # A failed notification must not fail the write that caused it.
                 log.exception("min-broker-id notification failed")
-        return result
 
     async def register_broker(
         self,
@@ -295,7 +304,12 @@ class NameServerService:
                 enable_raft_failover if self.failover_lag_bytes_max is not None else None
             ),
         )
-        outcome = (await self._propose(command)).outcome
+        if self.registrations is None:
+            result = await self._propose(command)
+        else:
+            result = await self.registrations.register(command)
+            self._notify(result)
+        outcome = result.outcome
         assert isinstance(outcome, RegisterBrokerOutcome)
         return outcome
 

@@ -69,6 +69,16 @@ LIVENESS_LINGER_S = 1.0
 more before it is written, so 1k brokers re-registering every 30 s cost about one
 transaction a second instead of 33. Any other delta, a flush or a stop ends the wait."""
 IDLE_POLL_S = 0.5
+DUTY_MAX = 0.25
+"""The writer shares the gateway's interpreter lock with the event loop (route reads)
+and, in raft mode, with the apply thread. During a registration storm or a large
+table's first registration it could take most of it, and route reads fell to a
+tenth. After a batch that cost more than :data:`DUTY_FREE_S` of its own CPU time it
+sleeps long enough to use at most this share of a core; the deltas arriving meanwhile
+merge into the next batch (fewer, larger transactions), and the lag shows as
+``namesrv_projection_lag_versions``. Route answers never wait for the projection."""
+DUTY_FREE_S = 0.005
+"""Batches cheaper than this (the steady state) are never slowed down."""
 FAILURE_BACKOFF_S = 1.0
 """Pause after a failed write so a broken database is retried, not hammered."""
 
@@ -685,7 +695,12 @@ class ProjectionWriter:
                 # Idle now: catch the digest up that busy batches skipped.
                 self._guarded(self._refresh_digest)
             return True
-        return self._process(self._take_batch(first))
+        spent_before = time.thread_time()
+        keep_running = self._process(self._take_batch(first))
+        spent = time.thread_time() - spent_before
+        if spent > DUTY_FREE_S and keep_running:
+            time.sleep(spent * (1.0 - DUTY_MAX) / DUTY_MAX)
+        return keep_running
 
     def _take_batch(self, first: object) -> list[object]:
         """``first`` and what follows it in the queue, up to BATCH_DELTAS_MAX items.

@@ -1,22 +1,33 @@
-"""Liveness touches in raft mode: which member proposes a broker's heartbeat, and when.
+"""Liveness in raft mode: which member proposes a broker's heartbeat or registration.
 
-Brokers heartbeat every NameServer at about the same moment. In raft mode each
-heartbeat that changed nothing but the time would be a log entry on every node,
-so :class:`TouchCoalescer` lets one designated member (rendezvous hash) propose a
-touch once per interval and the others only when the designated one is silent.
-Eventual mode proposes every touch (it is a local apply).
+Brokers heartbeat and register with every NameServer at about the same moment.
+In raft mode each copy would be a log entry on every node:
+
+* :class:`TouchCoalescer` lets one designated member (rendezvous hash) propose a
+  touch once per interval and the others only when the designated one is silent;
+* :class:`RegistrationDeduper` lets the leader propose a registration; a follower
+  first waits briefly for it and, when the applied state then already says what
+  its own copy says, answers from it and refreshes liveness as a heartbeat does.
+  A registration whose topic table did not change since the broker's last one is
+  answered that way on every member, leader included.
+
+Eventual mode proposes every touch and every registration (each is a local apply).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from raftstore.commands import BrokerHeartbeat, QueryDataVersion
+from raftstore.commands import BrokerHeartbeat, Command, QueryDataVersion, RegisterBroker
 from raftstore.raft import RaftReplicator
 from raftstore.replicator import Replicator
-from raftstore.results import ApplyResult, QueryDataVersionOutcome
+from raftstore.results import ApplyResult, QueryDataVersionOutcome, RegisterBrokerOutcome
 from raftstore.route_table import RouteTable
+from remoting.model import DataVersion
 
 DEFAULT_TOUCH_INTERVAL_MS = 15_000
 DEFAULT_BACKUP_TOUCH_INTERVAL_MS = 45_000
@@ -112,3 +123,190 @@ def _local_answer(table: RouteTable, command: Touch) -> ApplyResult:
     return ApplyResult(applied_version=table.applied_version)
 
 
+
+
+REGISTRATION_WAIT_MIN_S = 0.05
+REGISTRATION_WAIT_MAX_S = 1.0
+REGISTRATION_WAIT_FACTOR = 4.0
+"""A follower waits for the leader's copy of a registration about four times the
+recent commit latency (within the bounds above) before it proposes its own."""
+_LATENCY_WEIGHT = 0.2
+
+
+class RegistrationDeduper:
+    """Raft mode: one log entry per broker registration, not one per member.
+
+    A broker sends the same REGISTER_BROKER (same DataVersion) to every member.
+    The leader proposes its copy. A follower watches for a registration of that
+    broker with the same DataVersion to be applied, for a bounded wait that
+    follows the recent commit latency; the apply listener then checks
+    :meth:`RouteTable.unchanged_registration` on the applied state: when it
+    already says everything the follower's copy says, the follower answers from
+    it and hands a heartbeat to the :class:`TouchCoalescer`. Otherwise (the leader
+    never got the broker's copy, or the copies differ) the follower proposes its
+    own, so a broker that reaches only some members is registered as before, a
+    little later.
+
+    The same check runs first on every member when the broker's last applied
+    registration carried the same DataVersion: a periodic registration whose topic
+    table did not change costs a heartbeat, not an entry of the whole table.
+    Skipping is safe because the answer is read from applied (committed) state,
+    and what the skipped entry would have changed, liveness, is what the touch
+    refreshes.
+
+    The event loop takes the apply lock only for that last check: a new
+    DataVersion is told apart by :attr:`_applied_versions` (written by the apply
+    listener, read without a lock; a hint, never the decision), and a waiting
+    follower gets its answer computed by the listener, under the lock it holds.
+    """
+
+    def __init__(self, replicator: RaftReplicator, touches: TouchCoalescer) -> None:
+        self._replicator = replicator
+        self._touches = touches
+        self._lock = threading.Lock()
+        self._watching: dict[tuple[str, str], list[_Watch]] = {}
+        # (cluster, addr) -> DataVersion of the broker's last applied registration.
+        self._applied_versions: dict[tuple[str, str], DataVersion | None] = {}
+        self._latency_s = REGISTRATION_WAIT_MIN_S  # a guess until commits are seen
+        # Watches to wake, filled on the apply thread and drained on their loop by
+        # one call_soon_threadsafe per batch (each call writes the loop's wake-up pipe).
+        self._to_wake: list[tuple[_Watch, ApplyResult | None]] = []
+        self.proposed = 0
+        self.answered_as_touch = 0
+        self.waits_timed_out = 0
+        replicator.subscribe(self._applied)
+
+    @property
+    def wait_s(self) -> float:
+        """How long a follower waits for the leader's copy now."""
+        return min(
+            REGISTRATION_WAIT_MAX_S,
+            max(REGISTRATION_WAIT_MIN_S, REGISTRATION_WAIT_FACTOR * self._latency_s),
+        )
+
+    async def register(self, command: RegisterBroker) -> ApplyResult:
+        """Answer ``command`` from the applied state when it changes only liveness,
+        else propose it (followers first give the leader's copy a chance)."""
+        loop = asyncio.get_running_loop()
+        answer = await self._settle(command, loop)
+        if answer is not None:
+            self.answered_as_touch += 1
+            await self._touches.touch(
+                BrokerHeartbeat(
+                    cluster_name=command.cluster_name,
+                    broker_addr=command.broker_addr,
+                    now_ms=command.now_ms,
+                    max_offset=command.max_offset,
+                    confirm_offset=command.confirm_offset,
+                )
+            )
+            return answer
+        self.proposed += 1
+        proposed_at = loop.time()
+        result = await self._replicator.propose(command)
+        self._observe(loop.time() - proposed_at)
+        return result
+
+    async def _settle(
+        self, command: RegisterBroker, loop: asyncio.AbstractEventLoop
+    ) -> ApplyResult | None:
+        """The answer from applied state, or None: propose."""
+        wrapper = command.topic_config_wrapper
+        if wrapper is None:
+            return None
+        key = (command.cluster_name, command.broker_addr)
+        if self._applied_versions.get(key) == wrapper.data_version:
+            return self._unchanged(command)
+        leader, _ = self._replicator.leadership()
+        if leader is None or self._replicator.is_leader():
+            return None
+        watch = _Watch(loop, loop.create_future(), command)
+        with self._lock:
+            self._watching.setdefault(key, []).append(watch)
+        try:
+            # The copy may have been applied just before the watch was in place.
+            if self._applied_versions.get(key) == wrapper.data_version:
+                return self._unchanged(command)
+            started = loop.time()
+            try:
+                answer = await asyncio.wait_for(watch.answer, self.wait_s)
+                self._observe(loop.time() - started)
+                return answer
+            except TimeoutError:
+                self.waits_timed_out += 1
+                return None
+        finally:
+            self._unwatch(key, watch)
+
+    def _unchanged(self, command: RegisterBroker) -> ApplyResult | None:
+        return self._replicator.read(lambda table: _unchanged_answer(table, command))
+
+    def _observe(self, seconds: float) -> None:
+        self._latency_s += _LATENCY_WEIGHT * (seconds - self._latency_s)
+
+    def _unwatch(self, key: tuple[str, str], watch: _Watch) -> None:
+        with self._lock:
+            watches = self._watching.get(key)
+            if watches is None:
+                return
+            watches[:] = [w for w in watches if w is not watch]
+            if not watches:
+                del self._watching[key]
+
+    def _applied(self, command: Command, result: ApplyResult) -> None:
+        """Apply listener (apply thread, under the apply lock): remember the version,
+        answer the followers waiting for this copy."""
+        if type(command) is not RegisterBroker:
+            return
+        assert isinstance(command, RegisterBroker)
+        key = (command.cluster_name, command.broker_addr)
+        wrapper = command.topic_config_wrapper
+        version = None if wrapper is None else wrapper.data_version
+        self._applied_versions[key] = version
+        if not self._watching:
+            return
+        with self._lock:
+            matching = [w for w in self._watching.get(key, ())
+                        if w.command.topic_config_wrapper is not None
+                        and w.command.topic_config_wrapper.data_version == version]  # fmt: skip
+        if not matching:
+            return
+        answers = self._replicator.read(
+            lambda table: [(w, _unchanged_answer(table, w.command)) for w in matching]
+        )
+        with self._lock:
+            drain_scheduled = bool(self._to_wake)
+            self._to_wake.extend(answers)
+        if not drain_scheduled:
+            matching[0].loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            woken, self._to_wake = self._to_wake, []
+        running = asyncio.get_running_loop()
+        for watch, answer in woken:
+            if watch.loop is running:
+                _answer(watch.answer, answer)
+            else:  # a member served from another loop (tests): answer it there
+                watch.loop.call_soon_threadsafe(_answer, watch.answer, answer)
+
+
+@dataclass(slots=True, eq=False)
+class _Watch:
+    """A follower waiting for the leader's copy of ``command``."""
+
+    loop: asyncio.AbstractEventLoop
+    answer: asyncio.Future[ApplyResult | None]
+    command: RegisterBroker
+
+
+def _unchanged_answer(table: RouteTable, command: RegisterBroker) -> ApplyResult | None:
+    outcome: RegisterBrokerOutcome | None = table.unchanged_registration(command)
+    if outcome is None:
+        return None
+    return ApplyResult(applied_version=table.applied_version, outcome=outcome)
+
+
+def _answer(future: asyncio.Future[ApplyResult | None], answer: ApplyResult | None) -> None:
+    if not future.done():
+        future.set_result(answer)

@@ -40,6 +40,7 @@ from raftstore.results import (
     MinBrokerIdChange,
     Outcome,
     PermOutcome,
+    RegisterBrokerOutcome,
 )
 from raftstore.snapshot import StateDigests
 from raftstore.tables import BrokerGroup, BrokerLiveView, Tables
@@ -99,6 +100,11 @@ class RouteTable:
             if changes.affects_routes:
                 self.routes_version += 1
         return ApplyResult(self.applied_version, changes, outcome, notifications)
+
+    def unchanged_registration(self, cmd: RegisterBroker) -> RegisterBrokerOutcome | None:
+        """The answer of a registration that would change only liveness, else None
+        (:func:`raftstore.rules.unchanged_registration`); reads, changes nothing."""
+        return rules.unchanged_registration(self._t, self.config, cmd)
 
     def _register_broker(self, cmd: RegisterBroker, cs: rules.ChangeSet) -> _Handled:
         return rules.register_broker(self._t, self.config, cmd, cs)

@@ -132,6 +132,75 @@ def register_broker(
     return outcome, notes
 
 
+def unchanged_registration(
+    t: Tables, config: NamesrvConfig, cmd: RegisterBroker
+) -> RegisterBrokerOutcome | None:
+    """The answer of ``cmd`` when applying it would change nothing but the broker's
+    liveness (last-update time, offsets moving forward); None when it would
+    change anything else, or when that cannot be told cheaply.
+
+    Raft mode answers such a registration from the applied state and refreshes
+    liveness as a heartbeat does (see :class:`raftstore.liveness.TouchCoalescer`),
+    instead of appending the whole topic table to the log again. Every check
+    mirrors a step of :func:`register_broker` that would otherwise record a change.
+    The channel is not compared: raft mode never acts on it.
+    """
+    wrapper = cmd.topic_config_wrapper
+    group = t.broker_addr.get(cmd.broker_name)
+    live = t.live.get(BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr))
+    if wrapper is None or group is None or live is None:
+        return None
+    timeout = cmd.heartbeat_timeout_ms
+    if (
+        live.data_version != wrapper.data_version
+        or live.ha_server_addr != cmd.ha_server_addr
+        or live.heartbeat_timeout_ms
+        != (timeout if timeout is not None else DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS)
+        or not _moves_forward(live.max_offset, cmd.max_offset)
+        or not _moves_forward(live.confirm_offset, cmd.confirm_offset)
+        or group.cluster != cmd.cluster_name
+        or cmd.broker_name not in t.cluster_addr.get(cmd.cluster_name, ())
+        or group.enable_acting_master != bool(cmd.enable_acting_master)
+        or group.zone_name != cmd.zone_name
+        or group.raft_failover != bool(cmd.enable_raft_failover)
+        or group.broker_addrs.get(cmd.broker_id) != cmd.broker_addr
+        or sum(1 for addr in group.broker_addrs.values() if addr == cmd.broker_addr) != 1
+    ):
+        return None
+    if cmd.broker_id == MASTER_ID and failover.live_master_holder(t, group, cmd.broker_addr):
+        return None
+    servers = cmd.filter_server_list
+    if servers is not None and t.filter_servers.get(
+        BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr), ()
+    ) != tuple(servers):
+        return None
+    is_prime_slave = (
+        cmd.enable_acting_master is not None
+        and cmd.broker_id != MASTER_ID
+        and cmd.broker_id == group.min_broker_id()
+    )
+    if cmd.broker_id == MASTER_ID or is_prime_slave:
+        known = t.topics_of_broker.get(cmd.broker_name, set())
+        table = wrapper.topic_config_table
+        if any((tc.topic_name or key) not in known for key, tc in table.items()):
+            return None
+        if (
+            config.delete_topic_with_broker_registration
+            and not wrapper.topic_queue_mapping_info_map
+            and not known <= table.keys()
+        ):
+            return None
+    return RegisterBrokerOutcome(
+        *_master_of(t, cmd, group), order_topic_config=_order_topic_config(t, config)
+    )
+
+
+def _moves_forward(old: int | None, new: int | None) -> bool:
+    """A touch keeps the larger offset, a registration the reported one: they agree
+    unless the report goes backwards."""
+    return new is None or old is None or new >= old
+
+
 def _failover_role(
     t: Tables, group: BrokerGroup, cmd: RegisterBroker
 ) -> tuple[RegisterBrokerOutcome | None, bool]:

@@ -384,7 +384,7 @@ class RaftReplicator:
         self._flush_scheduled = False
         sync = self._sync
         settings = self._settings
-        limit_bytes = settings.max_entry_bytes()
+        limit_bytes = min(settings.max_entry_bytes(), settings.max_batch_bytes)
         while self._queue and len(self._in_flight) < settings.max_batches_in_flight:
             picked: list[_Proposal] = []
             size = BATCH_OVERHEAD_BYTES
@@ -492,11 +492,14 @@ class RaftReplicator:
             decoded = self._decode(entry, index, decoded)
         ready: list[tuple[str, ApplyResult | BaseException]] = []
         waiters = self._waiters
-        with self._lock:
-            self._last_command_index = index
-            for part in decoded:
-                # A batch applies its commands in order, each with the time its
-                # proposer stamped: the same on every node.
+        lock = self._lock
+        for part in decoded:
+            # A batch applies its commands in order, each with the time its
+            # proposer stamped: the same on every node. The lock is taken per
+            # command, not per batch: readers (route misses, touches, status) wait
+            # for one command at most, never for a whole batch of registrations,
+            # and every state they see is a committed prefix of the log.
+            with lock:
                 if part.proposal_id in self._seen:
                     continue
                 self._remember(part.proposal_id)
@@ -510,8 +513,10 @@ class RaftReplicator:
                 self.applied_entries += 1
                 if isinstance(outcome, ApplyResult):
                     self._notify(part.command, outcome)
-                if part.proposal_id in waiters:
-                    ready.append((part.proposal_id, outcome))
+            if part.proposal_id in waiters:
+                ready.append((part.proposal_id, outcome))
+        with lock:
+            self._last_command_index = index
             if index % CHECKPOINT_EVERY_ENTRIES == 0:
                 self._checkpoint(index)
         if ready:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import math
 from pathlib import Path
 
 import pytest
 
-from bench import cores, route_query
+from bench import cores, route_query, storm
 
 TINY_QUERY_SCALE = dataclasses.replace(
     route_query.SCALES["small"], warmup_s=0.1, measure_s=0.3, paced_s=0.2, idle_sample_s=0.1
@@ -58,3 +59,24 @@ def test_route_query_bench_measures_the_gateway_against_the_bare_server(
     out = capsys.readouterr().out
     assert "gateway QPS / bare asyncio QPS" in out
     assert "route queries during real-rate heartbeats" in out
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_storm_bench_reads_and_registers_in_both_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench.storm at a tiny size: reads answered in every phase, registrations
+    acknowledged through three real gateways per mode, the ratio printed."""
+    storm.main(["--seconds", "0.5", "--rate", "20", "--brokers", "5", "--topics-per-broker",
+                "10", "--large-brokers", "2", "--large-topics", "50"])  # fmt: skip
+    out = capsys.readouterr().out
+    summary = json.loads(out.strip().splitlines()[-1])
+    for mode in ("eventual", "raft"):
+        result = summary["results"][mode]
+        for phase in ("quiet", "storm_reads", "flat_reads"):
+            reads = result[phase]
+            assert reads["reads_per_s"] > 0 and reads["errors"] == 0, (mode, phase, reads)
+            assert 0 < reads["p50_ms"] <= reads["p99_ms"], (mode, phase, reads)
+        assert result["storm"]["acknowledged"] > 0 and result["flat"]["acknowledged"] > 0
+        assert result["large"]["registrar"]["acknowledged"] == 2
+    assert summary["raft_over_eventual_storm_reads"] > 0
+    assert "raft / eventual reads during the storm" in out

@@ -186,6 +186,10 @@ def browser(chromium: Path) -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any, console_node: ConsoleNode) -> Iterator[Any]:
     """A fresh tab, logged in as the operator."""
+    # The cast registers once per session and never heartbeats: register again, or
+    # after a long test (the launched-cluster ones take minutes) the scan has expired it.
+    for broker in BROKERS:
+        assert console_node.gateway.register(broker, TOPICS) == 0
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     tab = context.new_page()
     tab.goto(f"{console_node.url}/")

@@ -3,8 +3,8 @@
 Cached route queries are answered without awaiting anything, so the remoting
 server writes them without a Task. These tests check that this path gives the
 same bytes as the waiting path and as a fresh encoding of the table, in both
-JSON styles and both serialize types, and that it never serves a body of an
-older routes version.
+JSON styles and both serialize types, that it never serves an older body, and
+that a change drops only the routes it may change.
 """
 
 from __future__ import annotations
@@ -16,14 +16,26 @@ import pytest
 from gateway.dispatch import PENDING, RequestDispatcher
 from gateway.route_cache import RouteCache
 from gateway.services import NameServerService
-from raftstore.commands import AddWritePerm, UpdateNamesrvConfig, WipeWritePerm
+from raftstore.commands import (
+    AddWritePerm,
+    PutKV,
+    RegisterBroker,
+    UpdateNamesrvConfig,
+    WipeWritePerm,
+)
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable
 from remoting.bodies import encode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.frame import encode_frame
-from tests.gateway.conftest import DEFAULT_BROKER, UNIT_TOPICS
+from remoting.model import (
+    NAMESPACE_ORDER_TOPIC_CONFIG,
+    DataVersion,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
+from tests.gateway.conftest import DEFAULT_BROKER, START_MS, UNIT_TOPICS
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
 
@@ -209,16 +221,71 @@ async def test_a_cleared_cache_reads_the_table_again(registered_node: Node) -> N
     assert cache.misses == misses + 1
 
 
-def test_a_body_read_at_a_newer_version_is_served_but_not_stored(registered_node: Node) -> None:
-    """fill() against a view the table has moved past answers the newer route only."""
-    replicator = registered_node[0]
+def _register(replicator: LocalReplicator, broker: str, addr: str, topics: dict[str, int],
+              counter: int = 1, broker_id: int = 0) -> None:  # fmt: skip
+    replicator.apply_now(
+        RegisterBroker(
+            cluster_name="c1", broker_addr=addr, broker_name=broker, broker_id=broker_id,
+            ha_server_addr="", now_ms=START_MS,
+            topic_config_wrapper=TopicConfigSerializeWrapper(
+                data_version=DataVersion(timestamp=START_MS, counter=counter),
+                topic_config_table={
+                    name: TopicConfig(topic_name=name, read_queue_nums=n, write_queue_nums=n)
+                    for name, n in topics.items()
+                },
+            ),
+        )
+    )  # fmt: skip
+
+
+def test_a_change_drops_only_the_routes_it_may_change() -> None:
+    """A registration storm must not evict unrelated topics: each apply drops the
+    bodies of its own topics and of the topics naming its brokers, nothing else."""
+    replicator = LocalReplicator("n1")
     cache = RouteCache(replicator)
-    view = cache.view()
-    replicator.apply_now(WipeWritePerm(DEFAULT_BROKER))
-    body = cache.fill(view, UNIT_TOPICS[0], True)
-    assert b'"perm":4' in body
-    assert (UNIT_TOPICS[0], True) not in view.bodies
-    assert cache.view().routes_version == view.routes_version + 1
+    # Two topics each: a one-topic first registration is refused (the 5.x guard).
+    _register(replicator, "b-stable", "10.0.0.1:10911", {"Stable": 4, "Stable2": 1})
+    _register(replicator, "b-busy", "10.0.0.2:10911", {"Busy": 4, "Shared": 4})
+    _register(replicator, "b-other", "10.0.0.3:10911", {"Shared": 2, "Other": 1})
+    for topic in ("Stable", "Busy", "Shared", "Unknown"):
+        cache.route_body(topic, standard=True)
+    assert cache.route_body("Unknown", standard=True) is None
+    misses = cache.misses
+
+    # Other topics' registrations (new topics, new queue counts) leave Stable cached.
+    for counter in range(2, 50):
+        _register(replicator, "b-busy", "10.0.0.2:10911",
+                  {"Busy": counter, "Shared": 4, f"New{counter}": 1}, counter)  # fmt: skip
+    assert ("Stable", True) in cache and ("Shared", True) in cache
+    assert ("Busy", True) not in cache
+    assert cache.route_body("Stable", standard=True) == expected_body(
+        replicator, "Stable", standard=True
+    )
+    assert cache.misses == misses
+
+    # A new slave of b-other changes its BrokerData: Shared (which names it) goes,
+    # Stable stays.
+    _register(replicator, "b-other", "10.0.0.4:10911", {"Shared": 2, "Other": 1}, broker_id=1)
+    assert ("Shared", True) not in cache and ("Stable", True) in cache
+    assert cache.route_body("Shared", standard=True) == expected_body(
+        replicator, "Shared", standard=True
+    )
+
+    # A topic that had no route is found once it is registered.
+    _register(replicator, "b-stable", "10.0.0.1:10911",
+              {"Stable": 4, "Stable2": 1, "Unknown": 1}, 2)  # fmt: skip
+    assert cache.route_body("Unknown", standard=True) == expected_body(
+        replicator, "Unknown", standard=True
+    )
+
+    # An ORDER_TOPIC_CONFIG key changes one route; a config change drops everything.
+    replicator.apply_now(UpdateNamesrvConfig((("orderMessageEnable", "true"),)))
+    assert len(cache) == 0 and cache.config.order_message_enable
+    cache.route_body("Stable", standard=True)
+    cache.route_body("Shared", standard=True)
+    replicator.apply_now(PutKV(NAMESPACE_ORDER_TOPIC_CONFIG, "Stable", "b-stable:4"))
+    assert ("Stable", True) not in cache and ("Shared", True) in cache
+    assert b"b-stable:4" in (cache.route_body("Stable", standard=True) or b"")
 
 
 @pytest.mark.parametrize(

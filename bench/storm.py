@@ -1,0 +1,468 @@
+"""Route reads during a registration storm, eventual mode against raft mode, in one run.
+
+    .venv/bin/python -m bench.storm [--seconds 10] [--rate 200] [--brokers 300]
+        [--topics-per-broker 100] [--modes eventual,raft] [--profile DIR]
+
+For each mode, three real gateways (``run_gateway``, their own SQLite and, in raft
+mode, their own journal; entries fsync'd as always). One stable topic
+(``StormRead``) is registered on every node, then:
+
+1. **quiet**: a reader *process* keeps 8 connections x 4 requests in flight of
+   GET_ROUTEINFO_BY_TOPIC for that topic on n1 (reads/s, p50, p99);
+2. **storm**: a registrar *process* offers ``--rate`` registrations/s (open loop):
+   each is one broker's REGISTER_BROKER with ``--topics-per-broker`` topics (about
+   15 KB of JSON for 100) and a DataVersion bumped every time, so each is a real
+   write, sent to every node as a broker sends it; the reader measures meanwhile;
+3. **flat out**: the registrar keeps 64 registrations in flight (closed loop), the
+   most the cluster acknowledges, with the reader running.
+
+A registration counts as acknowledged when every node answered SUCCESS. In raft mode
+the terms of every node are read before and after: a term change is an election.
+The same offered load runs against both modes, so eventual mode is the baseline of
+the run; the ratio raft/eventual of storm reads is the figure to watch (target >= 0.9,
+read p99 under 5 ms). ``--profile DIR`` runs n1 of each mode under py-spy when it is
+on the PATH or named by ``PY_SPY`` (it is not a project dependency), for finding
+where the time goes.
+
+The processes share the machine's cores; nothing is pinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import _util
+from bench.route_query import LoadConnection, LoadStats, request_frames
+from gateway.internal import InternalCode
+from remoting.client import RemotingClient
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NODES = 3
+READ_TOPIC = "StormRead"
+READ_BROKER_INDEX = 9_999
+READ_CONNECTIONS = 8
+READ_DEPTH = 4
+FLAT_OUT_IN_FLIGHT = 64
+WARMUP_S = 1.0
+READY_TIMEOUT_S = 120.0
+REQUEST_TIMEOUT_S = 30.0
+INTERNAL_SECRET = "bench-storm-internal-secret"
+MODES = ("eventual", "raft")
+TARGET_READ_RATIO = 0.9
+TARGET_P99_MS = 5.0
+_MS = 1000.0
+
+
+# -------------------------------------------------------------------- the cluster
+
+
+@dataclass
+class Gateway:
+    node_id: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    internal_port: int
+    profiler: subprocess.Popen[bytes] | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@contextlib.contextmanager
+def cluster(root: Path, mode: str, profile: Path | None) -> Iterator[list[Gateway]]:
+    """Three gateways of ``mode``, ready; stopped afterwards."""
+    raft = [f"127.0.0.1:{_util.free_port()}" for _ in range(NODES)]
+    started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+    gateways: list[Gateway] = []
+    try:
+        for i in range(NODES):
+            node = f"n{i + 1}"
+            ready = root / f"{node}.ready.json"
+            env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"{node}.sqlite3"),
+                   "NAMESRV_RAFT_SECRET": _util.BENCH_CLUSTER_SECRET,
+                   "NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET,
+                   "NAMESRV_LOG_LEVEL": "WARNING",
+                   # The setup connection stays idle between phases; in eventual mode its
+                   # close would unregister the read topic's broker.
+                   "NAMESRV_IDLE_TIMEOUT_S": "3600"}  # fmt: skip
+            command = [
+                sys.executable, "manage.py", "run_gateway", "--node", node, "--port", "0",
+                "--internal-port", "0", "--ready-file", str(ready), "--mode", mode, "--migrate",
+            ]  # fmt: skip
+            if mode == "raft":
+                command += ["--raft-port", raft[i].rpartition(":")[2],
+                            "--raft-peers", ",".join(raft),
+                            "--raft-dir", str(root / f"raft-{node}")]  # fmt: skip
+            log = (root / f"{node}.log").open("ab")
+            proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
+            started.append((node, proc, ready))
+        for node, proc, ready in started:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not ready.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"{node} did not start; see {root}/{node}.log")
+                time.sleep(0.1)
+            info = json.loads(ready.read_text())
+            gateways.append(Gateway(node, proc, int(info["port"]), int(info["internal_port"])))
+        if profile is not None:
+            gateways[0].profiler = start_profiler(gateways[0], profile / f"{mode}-n1.folded.txt")
+        yield gateways
+    finally:
+        for gateway in gateways:
+            if gateway.profiler is not None:
+                gateway.profiler.send_signal(2)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    gateway.profiler.wait(60)
+        for _, proc, _ in started:
+            proc.terminate()
+        for _, proc, _ in started:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def start_profiler(gateway: Gateway, out: Path) -> subprocess.Popen[bytes] | None:
+    spy = os.environ.get("PY_SPY") or shutil.which("py-spy") or ""
+    if not spy or not Path(spy).exists():
+        print("py-spy is not installed: no profile")
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([spy, "record", "--pid", str(gateway.proc.pid), "--threads",
+                             "--idle", "--format", "raw", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+async def terms(client: RemotingClient, gateways: Sequence[Gateway]) -> dict[str, int]:
+    """Each node's Raft term (0 in eventual mode)."""
+    found = {}
+    for gateway in gateways:
+        request = RemotingCommand.request(int(InternalCode.NODE_STATUS),
+                                          {"secret": INTERNAL_SECRET})  # fmt: skip
+        answer = await client.invoke(f"127.0.0.1:{gateway.internal_port}", request, 5.0)
+        status = json.loads(answer.body or b"{}") if answer.code == ResponseCode.SUCCESS else {}
+        found[gateway.node_id] = int(status.get("term") or 0)
+    return found
+
+
+# ------------------------------------------------------------------- the registrar
+
+
+def registration(index: int, topics_per_broker: int, counter: int,
+                 shared: bool = False) -> RemotingCommand:  # fmt: skip
+    """Storm broker ``index``'s REGISTER_BROKER with DataVersion counter ``counter``;
+    ``shared``: every broker holds the same topics (``LargeTopic...``)."""
+    if shared:
+        topics = [f"LargeTopic{j:06d}" for j in range(topics_per_broker)]
+        return _util.register_request(5_000 + index, _util.topic_wrapper(topics, counter=counter))
+    first = index * topics_per_broker
+    topics = [f"StormTopic{(first + j):06d}" for j in range(topics_per_broker)]
+    return _util.register_request(index, _util.topic_wrapper(topics, counter=counter))
+
+
+@dataclass
+class RegistrarResult:
+    offered: int
+    acknowledged: int
+    failed: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    failures: dict[str, int]
+
+    @property
+    def acked_per_s(self) -> float:
+        return self.acknowledged / self.seconds
+
+
+async def registrar(addrs: Sequence[str], brokers: int, topics_per_broker: int, rate: float,
+                    in_flight: int, seconds: float,
+                    once: bool = False) -> RegistrarResult:  # fmt: skip
+    """Offer registrations for ``seconds``: paced at ``rate``/s, or closed loop with
+    ``in_flight`` outstanding when ``rate`` is 0; ``once``: each broker registers
+    once (a fleet start) with the same shared topics, and the registrar stops."""
+    client = RemotingClient()
+    latencies: list[float] = []
+    counters = [1] * brokers
+    state = {"next": 0, "offered": 0, "failed": 0}
+    reasons: collections.Counter[str] = collections.Counter()
+
+    async def one() -> None:
+        index = state["next"] % brokers
+        state["next"] += 1
+        counters[index] += 1
+        request = registration(index, topics_per_broker, counters[index], shared=once)
+        state["offered"] += 1
+        start = time.perf_counter()
+        try:
+            answers = await asyncio.gather(
+                *(client.invoke(a, request, REQUEST_TIMEOUT_S) for a in addrs)
+            )
+        except Exception as exc:  # a benchmark counts failures, whatever they are
+            state["failed"] += 1
+            reasons[f"{type(exc).__name__}: {exc}"[:80]] += 1
+            return
+        if all(a.code == ResponseCode.SUCCESS for a in answers):
+            latencies.append(time.perf_counter() - start)
+        else:
+            state["failed"] += 1
+            for a in answers:
+                if a.code != ResponseCode.SUCCESS:
+                    reasons[f"{a.code}: {a.remark}"[:80]] += 1
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + seconds
+    if rate > 0:
+        tasks = set()
+        tick = 1.0 / rate
+        due = started
+        while loop.time() < deadline:
+            task = asyncio.ensure_future(one())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            due += tick
+            await asyncio.sleep(max(0.0, due - loop.time()))
+        if tasks:
+            await asyncio.wait(tasks, timeout=REQUEST_TIMEOUT_S)
+    else:
+
+        async def worker() -> None:
+            while loop.time() < deadline and not (once and state["next"] >= brokers):
+                await one()
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+    elapsed = loop.time() - started
+    await client.close()
+    return RegistrarResult(
+        offered=state["offered"], acknowledged=len(latencies), failed=state["failed"],
+        seconds=elapsed, p50_ms=_util.percentile(latencies, 0.5) * _MS if latencies else 0.0,
+        p99_ms=_util.percentile(latencies, 0.99) * _MS if latencies else 0.0,
+        failures=dict(reasons.most_common(5)),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------- the reader
+
+
+@dataclass
+class ReadResult:
+    reads_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+async def reader(addr: str, seconds: float) -> ReadResult:
+    """READ_CONNECTIONS x READ_DEPTH route reads of READ_TOPIC for ``seconds``."""
+    loop = asyncio.get_running_loop()
+    host, _, port = addr.rpartition(":")
+    # One frame per opaque (the connection matches answers to requests by opaque),
+    # all asking for the same topic.
+    frames = request_frames([READ_TOPIC] * 4 * READ_DEPTH)
+    stats = LoadStats()
+    connections = []
+    for _ in range(READ_CONNECTIONS):
+        _, conn = await loop.create_connection(
+            functools.partial(LoadConnection, frames, 0, READ_DEPTH, stats), host, int(port)
+        )
+        connections.append(conn)
+    await asyncio.sleep(WARMUP_S)
+    stats.measuring = True
+    start = time.perf_counter()
+    await asyncio.sleep(seconds)
+    stats.measuring = False
+    elapsed = time.perf_counter() - start
+    stats.running = False
+    for conn in connections:
+        conn.close()
+    await asyncio.gather(*(conn.closed for conn in connections))
+    lat = stats.latencies_s
+    return ReadResult(len(lat) / elapsed, _util.percentile(lat, 0.5) * _MS,
+                      _util.percentile(lat, 0.99) * _MS, stats.errors)  # fmt: skip
+
+
+def child(role: str, **options: Any) -> subprocess.Popen[str]:
+    """This module as a separate process playing ``role`` (its result: one JSON line)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.storm", "--child", role, "--child-options",
+         json.dumps(options)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def result_of(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"a bench child failed ({proc.returncode})")
+    loaded: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return loaded
+
+
+def run_child(role: str, options: dict[str, Any]) -> None:
+    if role == "reader":
+        print(json.dumps(asdict(asyncio.run(reader(options["addr"], options["seconds"])))))
+    else:
+        result = asyncio.run(registrar(
+            options["addrs"], options["brokers"], options["topics_per_broker"], options["rate"],
+            options["in_flight"], options["seconds"], options.get("once", False)))  # fmt: skip
+        print(json.dumps({**asdict(result), "acked_per_s": result.acked_per_s}))
+
+
+# ---------------------------------------------------------------------- one mode
+
+
+async def setup(client: RemotingClient, gateways: Sequence[Gateway]) -> None:
+    """The stable topic on every node (the client stays open: in eventual mode a
+    closed channel would unregister its broker)."""
+    # Two topics: a first registration with one topic is refused (the 5.x guard).
+    topics = [READ_TOPIC, f"{READ_TOPIC}Twin"]
+    request = _util.register_request(READ_BROKER_INDEX, _util.topic_wrapper(topics))
+    for gateway in gateways:
+        answer = await client.invoke(gateway.addr, request, REQUEST_TIMEOUT_S)
+        if answer.code != ResponseCode.SUCCESS:
+            raise SystemExit(f"setup registration refused by {gateway.node_id}: {answer.remark}")
+
+
+def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix=f"bench-storm-{mode}-"))
+    with cluster(root, mode, args.profile) as gateways:
+        loop = asyncio.new_event_loop()
+        client = RemotingClient()
+        try:
+            loop.run_until_complete(setup(client, gateways))
+            terms_before = loop.run_until_complete(terms(client, gateways))
+            addrs = [g.addr for g in gateways]
+            n1 = gateways[0].addr
+            quiet = result_of(child("reader", addr=n1, seconds=args.seconds))
+            storm_options = dict(addrs=addrs, brokers=args.brokers,
+                                 topics_per_broker=args.topics_per_broker,
+                                 seconds=args.seconds + 2 * WARMUP_S)  # fmt: skip
+            registrar_proc = child("registrar", rate=args.rate, in_flight=0, **storm_options)
+            storm_reads = result_of(child("reader", addr=n1, seconds=args.seconds))
+            storm = result_of(registrar_proc)
+            flat_proc = child("registrar", rate=0, in_flight=FLAT_OUT_IN_FLIGHT, **storm_options)
+            flat_reads = result_of(child("reader", addr=n1, seconds=args.seconds))
+            flat = result_of(flat_proc)
+            large: dict[str, Any] = {}
+            if args.large_brokers:
+                # A fleet start with big tables: every broker once, its whole table,
+                # through every node, while the projection (SQLite) catches up.
+                large_proc = child("registrar", rate=0, in_flight=4, addrs=addrs,
+                                   brokers=args.large_brokers,
+                                   topics_per_broker=args.large_topics, seconds=600,
+                                   once=True)  # fmt: skip
+                large_reads = result_of(child("reader", addr=n1, seconds=args.seconds))
+                large = {"reads": large_reads, "registrar": result_of(large_proc)}
+            idle_changes = 0
+            if args.idle_s:
+                before_idle = loop.run_until_complete(terms(client, gateways))
+                time.sleep(args.idle_s)
+                after_idle = loop.run_until_complete(terms(client, gateways))
+                idle_changes = sum(after_idle[n] - before_idle[n] for n in before_idle)
+            terms_after = loop.run_until_complete(terms(client, gateways))
+        finally:
+            loop.run_until_complete(client.close())
+            loop.close()
+    shutil.rmtree(root, ignore_errors=True)
+    elections = sum(terms_after[n] - terms_before[n] for n in terms_before)
+    return {"mode": mode, "quiet": quiet, "storm_reads": storm_reads, "storm": storm,
+            "flat_reads": flat_reads, "flat": flat, "term_changes": elections,
+            "large": large, "idle_s": args.idle_s,
+            "idle_term_changes": idle_changes}  # fmt: skip
+
+
+# ---------------------------------------------------------------------- report
+
+
+def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    rows = []
+    for mode, r in results.items():
+        rows.append((
+            mode, f"{r['quiet']['reads_per_s']:,.0f}", f"{r['storm_reads']['reads_per_s']:,.0f}",
+            f"{r['storm_reads']['p99_ms']:.1f}", f"{r['storm']['acked_per_s']:,.0f}",
+            f"{r['flat']['acked_per_s']:,.0f}", f"{r['flat_reads']['reads_per_s']:,.0f}",
+            f"{r['flat_reads']['p99_ms']:.1f}",
+            f"{r['large']['reads']['reads_per_s']:,.0f}" if r["large"] else "-",
+            f"{r['large']['reads']['p99_ms']:.1f}" if r["large"] else "-",
+            r["term_changes"],
+        ))  # fmt: skip
+    _util.print_table(
+        f"route reads on n1 ({READ_CONNECTIONS} connections x {READ_DEPTH} in flight) during "
+        f"registrations of {args.brokers} brokers x {args.topics_per_broker} topics "
+        f"through {NODES} nodes; storm offered at {args.rate:g}/s",
+        ("mode", "reads/s quiet", "reads/s storm", "read p99 ms storm", "regs acked/s storm",
+         "regs acked/s flat out", "reads/s flat out", "read p99 ms flat out",
+         "reads/s large table", "read p99 ms large table", "term changes"),
+        rows,
+    )  # fmt: skip
+    summary: dict[str, Any] = {"bench": "storm", "rate": args.rate, "brokers": args.brokers,
+                               "topics_per_broker": args.topics_per_broker,
+                               "seconds": args.seconds, "results": results}  # fmt: skip
+    if "eventual" in results and "raft" in results:
+        ratio = (results["raft"]["storm_reads"]["reads_per_s"]
+                 / results["eventual"]["storm_reads"]["reads_per_s"])  # fmt: skip
+        summary["raft_over_eventual_storm_reads"] = round(ratio, 3)
+        print(f"raft / eventual reads during the storm: {ratio:.2f}x (target >= "
+              f"{TARGET_READ_RATIO}); read p99 target < {TARGET_P99_MS} ms")
+    for mode, r in results.items():
+        if r["large"]:
+            reg = r["large"]["registrar"]
+            print(f"{mode}: large table: {args.large_brokers} brokers x {args.large_topics} "
+                  f"shared topics registered through every node in {reg['seconds']:.1f} s "
+                  f"({reg['acknowledged']} acknowledged, {reg['failed']} failed)")
+        if r["idle_s"]:
+            print(f"{mode}: {r['idle_term_changes']} term changes in {r['idle_s']:.0f} s idle")
+    print(_util.machine_notes())
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--brokers", type=int, default=300)
+    parser.add_argument("--topics-per-broker", type=int, default=100)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--large-brokers", type=int, default=20,
+                        help="then this many brokers register once with --large-topics each "
+                             "(0: skip); reads are measured meanwhile")
+    parser.add_argument("--large-topics", type=int, default=5000)
+    parser.add_argument("--idle-s", type=float, default=0.0,
+                        help="then stay idle this long and count term changes (raft)")
+    parser.add_argument("--child", choices=("reader", "registrar"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-options", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        run_child(args.child, json.loads(args.child_options))
+        return
+    results = {}
+    for mode in args.modes.split(","):
+        print(f"{mode}: 3 gateways, quiet reads, storm at {args.rate:g}/s, flat out ...",
+              flush=True)  # fmt: skip
+        results[mode] = run_mode(mode, args)
+    print(json.dumps(report(results, args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Raft mode: a registration every member receives costs one log entry, and an
+unchanged one costs none (``raftstore.liveness.RegistrationDeduper``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.services import NameServerService
+from raftstore.commands import Command
+from raftstore.results import ApplyResult
+from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from tests.raftstore.raft_node import InProcessCluster
+
+CLUSTER = "DefaultCluster"
+BROKERS = 20
+TOPICS_PER_BROKER = 50
+
+
+def _wrapper(index: int, counter: int) -> TopicConfigSerializeWrapper:
+    return TopicConfigSerializeWrapper(
+        data_version=DataVersion(timestamp=1_000 + index, counter=counter),
+        topic_config_table={
+            name: TopicConfig(name, read_queue_nums=4, write_queue_nums=4)
+            for name in (f"T{index}-{j}" for j in range(TOPICS_PER_BROKER))
+        },
+    )
+
+
+async def _register(service: NameServerService, index: int, counter: int,
+                    broker_id: int = 0) -> object:  # fmt: skip
+    return await service.register_broker(
+        cluster_name=CLUSTER, broker_addr=f"10.0.{broker_id}.{index}:10911",
+        broker_name=f"broker-{index}", broker_id=broker_id,
+        ha_server_addr=f"10.0.{broker_id}.{index}:10912",
+        topic_config_wrapper=_wrapper(index, counter), enable_acting_master=False,
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def services(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[InProcessCluster, list[NameServerService]]]:
+    nodes = InProcessCluster(tmp_path)
+    await nodes.start()
+    await nodes.leader()
+    yield nodes, [NameServerService(node) for node in nodes.nodes]
+    await nodes.close()
+
+
+async def test_every_members_copy_of_a_registration_is_one_log_entry(
+    services: tuple[InProcessCluster, list[NameServerService]],
+) -> None:
+    cluster, members = services
+    entries: Counter[str] = Counter()
+
+    def count(command: Command, _result: ApplyResult) -> None:
+        entries[type(command).__name__] += 1
+
+    cluster.nodes[0].subscribe(count)
+    rounds = 4
+    for counter in range(1, rounds + 1):
+        # Each broker sends its (new) table to every member at the same moment.
+        await asyncio.gather(
+            *(_register(m, i, counter) for i in range(BROKERS) for m in members)
+        )
+    await cluster.converged()
+    real = BROKERS * rounds
+    timeouts = sum(m.registrations.waits_timed_out for m in members if m.registrations)
+    assert real <= entries["RegisterBroker"] <= real * 1.1, (entries, timeouts)
+    for index in range(BROKERS):
+        live = cluster.nodes[2].read(
+            lambda t, i=index: t.live_broker(CLUSTER, f"10.0.0.{i}:10911")
+        )
+        assert live is not None and live.data_version.counter == rounds
+
+    # The next periodic registrations carry the same tables: no RegisterBroker entry
+    # at all, and at most the heartbeats the coalescer would propose anyway.
+    before = Counter(entries)
+    await asyncio.gather(*(_register(m, i, rounds) for i in range(BROKERS) for m in members))
+    await asyncio.gather(*(m.replicator.barrier() for m in members))
+    assert entries["RegisterBroker"] == before["RegisterBroker"]
+    assert entries["BrokerHeartbeat"] - before["BrokerHeartbeat"] <= BROKERS
+    assert sum(m.registrations.answered_as_touch for m in members if m.registrations) >= (
+        BROKERS * 3 + BROKERS * rounds
+    )
+
+
+async def test_a_broker_heard_only_by_a_follower_is_registered_and_answered(
+    services: tuple[InProcessCluster, list[NameServerService]],
+) -> None:
+    cluster, members = services
+    leader = await cluster.leader()
+    follower = next(m for m in members if m.replicator is not leader)
+    await _register(follower, 1, 1)
+    slave = await _register(follower, 1, 1, broker_id=1)
+    assert getattr(slave, "master_addr", None) == "10.0.0.1:10911"
+    await cluster.converged()
+    for node in cluster.nodes:
+        assert node.read(lambda t: t.live_broker(CLUSTER, "10.0.1.1:10911")) is not None
+    # Every member gives the same answer to the slave's next registration.
+    answers = await asyncio.gather(*(_register(m, 1, 1, broker_id=1) for m in members))
+    assert {getattr(a, "master_addr", None) for a in answers} == {"10.0.0.1:10911"}
