@@ -152,15 +152,21 @@ def start_profiler(gateway: Gateway, out: Path) -> subprocess.Popen[bytes] | Non
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
-async def terms(client: RemotingClient, gateways: Sequence[Gateway]) -> dict[str, int]:
-    """Each node's Raft term (0 in eventual mode)."""
+async def terms(gateways: Sequence[Gateway]) -> dict[str, int]:
+    """Each node's Raft term (0 in eventual mode), over fresh connections (an idle
+    phase outlasts the internal port's idle timeout)."""
     found = {}
-    for gateway in gateways:
-        request = RemotingCommand.request(int(InternalCode.NODE_STATUS),
-                                          {"secret": INTERNAL_SECRET})  # fmt: skip
-        answer = await client.invoke(f"127.0.0.1:{gateway.internal_port}", request, 5.0)
-        status = json.loads(answer.body or b"{}") if answer.code == ResponseCode.SUCCESS else {}
-        found[gateway.node_id] = int(status.get("term") or 0)
+    client = RemotingClient()
+    try:
+        for gateway in gateways:
+            request = RemotingCommand.request(int(InternalCode.NODE_STATUS),
+                                              {"secret": INTERNAL_SECRET})  # fmt: skip
+            answer = await client.invoke(f"127.0.0.1:{gateway.internal_port}", request, 5.0)
+            ok = answer.code == ResponseCode.SUCCESS
+            status = json.loads(answer.body or b"{}") if ok else {}
+            found[gateway.node_id] = int(status.get("term") or 0)
+    finally:
+        await client.close()
     return found
 
 
@@ -350,7 +356,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         client = RemotingClient()
         try:
             loop.run_until_complete(setup(client, gateways))
-            terms_before = loop.run_until_complete(terms(client, gateways))
+            terms_before = loop.run_until_complete(terms(gateways))
             addrs = [g.addr for g in gateways]
             n1 = gateways[0].addr
             quiet = result_of(child("reader", addr=n1, seconds=args.seconds))
@@ -375,11 +381,11 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 large = {"reads": large_reads, "registrar": result_of(large_proc)}
             idle_changes = 0
             if args.idle_s:
-                before_idle = loop.run_until_complete(terms(client, gateways))
+                before_idle = loop.run_until_complete(terms(gateways))
                 time.sleep(args.idle_s)
-                after_idle = loop.run_until_complete(terms(client, gateways))
+                after_idle = loop.run_until_complete(terms(gateways))
                 idle_changes = sum(after_idle[n] - before_idle[n] for n in before_idle)
-            terms_after = loop.run_until_complete(terms(client, gateways))
+            terms_after = loop.run_until_complete(terms(gateways))
         finally:
             loop.run_until_complete(client.close())
             loop.close()

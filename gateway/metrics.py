@@ -34,6 +34,10 @@ Read at scrape time, with nothing added to the request path:
 * ``namesrv_acl_refusals_total{reason}``: the remoting ACL's own refusal counts
   (``RemotingAcl.refusals``, every reason at 0 until it happens; absent when the
   ACL is off);
+* raft mode: ``namesrv_raft_registrations{outcome}`` (REGISTER_BROKER copies
+  ``proposed`` as log entries or ``answered_from_state``, see
+  :class:`~raftstore.liveness.RegistrationDeduper`) and
+  ``namesrv_raft_registration_waits_timed_out``;
 * gauges: ``namesrv_node_info{node_id,mode}``, ``namesrv_live_brokers``,
   ``namesrv_topics`` and, in raft mode only, ``namesrv_raft_term``,
   ``namesrv_raft_is_leader``, ``namesrv_raft_leader_known``,
@@ -76,6 +80,7 @@ from prometheus_client.metrics_core import (
 )
 
 from gateway.services import NameServerService, ScanFallback, ScanOutcome
+from raftstore.liveness import RegistrationDeduper
 from raftstore.replicator import Replicator
 from raftstore.vocab import MODE_RAFT
 from remoting.acl_policy import RemotingAcl
@@ -233,9 +238,11 @@ class NodeCollector:
         sample_ttl_s: float = SAMPLE_TTL_S,
         scan_fallback: ScanFallback | None = None,
         mirror: Any = None,
+        registrations: RegistrationDeduper | None = None,
     ) -> None:
         self.replicator = replicator
         self.mirror = mirror
+        self.registrations = registrations
         self.acl = acl
         self.meters = meters
         self.scan_fallback = scan_fallback
@@ -259,6 +266,7 @@ class NodeCollector:
         yield from self._acl_refusals()
         yield from scan_fallback_families(self.scan_fallback)
         yield from self._projection_lag()
+        yield from registration_families(self.registrations)
         try:
             sample = self.sample()
         except Exception:
@@ -289,6 +297,27 @@ class NodeCollector:
         for reason, count in sorted(counts.items()):
             family.add_metric([reason], count)
         yield family
+
+
+def registration_families(registrations: RegistrationDeduper | None) -> Iterator[Metric]:
+    """Raft mode: how this node settled the REGISTER_BROKER copies it received."""
+    if registrations is None:
+        return
+    family = CounterMetricFamily(
+        "namesrv_raft_registrations",
+        "REGISTER_BROKER copies by how they were settled: proposed as a log entry, or "
+        "answered from the applied state as a heartbeat (the leader's copy, or an "
+        "unchanged table).",
+        labels=["outcome"],
+    )
+    family.add_metric(["proposed"], registrations.proposed)
+    family.add_metric(["answered_from_state"], registrations.answered_as_touch)
+    yield family
+    yield CounterMetricFamily(
+        "namesrv_raft_registration_waits_timed_out",
+        "Follower copies proposed after the leader's copy did not arrive in time.",
+        registrations.waits_timed_out,
+    )
 
 
 def scan_fallback_families(fallback: ScanFallback | None) -> Iterator[Metric]:
@@ -345,6 +374,7 @@ class GatewayMetrics:
         scan_fallback: ScanFallback | None = None,
         *,
         mirror: Any = None,
+        registrations: RegistrationDeduper | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.scan_runs = Counter(
@@ -363,8 +393,9 @@ class GatewayMetrics:
         self._meters: dict[int, CodeMeter] = {}
         self._other = CodeMeter(OTHER_CODE)
         self.collector = NodeCollector(
-            replicator, acl, self.meters, scan_fallback=scan_fallback, mirror=mirror
-        )
+            replicator, acl, self.meters, scan_fallback=scan_fallback, mirror=mirror,
+            registrations=registrations,
+        )  # fmt: skip
         self.registry.register(self.collector)
 
     def meters(self) -> list[CodeMeter]:

@@ -384,8 +384,9 @@ class Gateway:
         handler = self._handle
         if options.metrics_port > 0:
             self.metrics = GatewayMetrics(
-                self.replicator, self.acl, self.scan_fallback, mirror=self.projection
-            )
+                self.replicator, self.acl, self.scan_fallback, mirror=self.projection,
+                registrations=self.service.registrations,
+            )  # fmt: skip
             self.service.metrics = self.metrics
             handler = self._handle_metered
             self.metrics_server = MetricsHttpServer(

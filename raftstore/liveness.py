@@ -125,7 +125,7 @@ def _local_answer(table: RouteTable, command: Touch) -> ApplyResult:
 
 
 
-REGISTRATION_WAIT_MIN_S = 0.05
+REGISTRATION_WAIT_MIN_S = 0.1
 REGISTRATION_WAIT_MAX_S = 1.0
 REGISTRATION_WAIT_FACTOR = 4.0
 """A follower waits for the leader's copy of a registration about four times the

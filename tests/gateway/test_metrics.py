@@ -362,8 +362,13 @@ async def test_three_raft_gateways_show_one_leader_and_their_raft_state(tmp_path
         )
         answer = await remoting.invoke(addr(leader), register_frame(1), timeout_s=8.0)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
+        # The broker's copy to a follower: already applied, answered from state.
+        follower = next(n for n in nodes if n is not leader)
+        answer = await remoting.invoke(addr(follower), register_frame(1), timeout_s=8.0)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
         await asyncio.sleep(leader.metrics.collector.sample_ttl_s)  # type: ignore[union-attr]
         after = await scrape(metrics_port(leader))
+        settled = await scrape(metrics_port(follower))
     finally:
         await remoting.close()
         await asyncio.gather(*(node.stop() for node in nodes))
@@ -380,6 +385,10 @@ async def test_three_raft_gateways_show_one_leader_and_their_raft_state(tmp_path
     assert value(after, "namesrv_live_brokers") == 1
     assert value(after, "namesrv_raft_applied_index") >= 1  # type: ignore[operator]
     assert value(after, "namesrv_node_info", node_id=leader.options.node_id, mode="raft") == 1
+    assert value(after, "namesrv_raft_registrations_total", outcome="proposed") == 1
+    assert value(settled, "namesrv_raft_registrations_total", outcome="proposed") == 0
+    assert value(settled, "namesrv_raft_registrations_total", outcome="answered_from_state") == 1
+    assert value(settled, "namesrv_raft_registration_waits_timed_out_total") == 0
 
 
 async def _agreed(nodes: list[Gateway]) -> list[Samples]:

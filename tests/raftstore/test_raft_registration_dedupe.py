@@ -70,8 +70,13 @@ async def test_every_members_copy_of_a_registration_is_one_log_entry(
         )
     await cluster.converged()
     real = BROKERS * rounds
-    timeouts = sum(m.registrations.waits_timed_out for m in members if m.registrations)
-    assert real <= entries["RegisterBroker"] <= real * 1.1, (entries, timeouts)
+    deduper = [m.registrations for m in members if m.registrations is not None]
+    timeouts = sum(d.waits_timed_out for d in deduper)
+    # Every copy proposed is one entry; the others were answered from state. A
+    # follower whose wait ran out (a loaded machine) proposes its copy too, so the
+    # bound is loose: well under one entry per copy.
+    assert entries["RegisterBroker"] == sum(d.proposed for d in deduper), entries
+    assert real <= entries["RegisterBroker"] <= real * 2, (entries, timeouts)
     for index in range(BROKERS):
         live = cluster.nodes[2].read(
             lambda t, i=index: t.live_broker(CLUSTER, f"10.0.0.{i}:10911")
