@@ -97,6 +97,9 @@ def cluster(root: Path, mode: str, profile: Path | None) -> Iterator[list[Gatewa
             node = f"n{i + 1}"
             ready = root / f"{node}.ready.json"
             env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"{node}.sqlite3"),
+                   # Each node its own accounts database: three --migrate runs on one
+                   # fresh file would race (nothing here uses the console).
+                   "DATABASE_URL": f"sqlite:///{root / f'{node}-shared.sqlite3'}",
                    "NAMESRV_RAFT_SECRET": _util.BENCH_CLUSTER_SECRET,
                    "NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET,
                    "NAMESRV_LOG_LEVEL": "WARNING",
