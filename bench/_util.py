@@ -6,14 +6,16 @@ with a baseline measured in the same run; only the ratio travels between runs.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
 import statistics
+import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +127,78 @@ def own_cpu_s() -> float:
     """User + system CPU seconds of this process."""
     times = os.times()
     return times.user + times.system
+
+
+# ----------------------------------------------------------------- the gateways
+
+
+GATEWAY_READY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class BenchGateway:
+    """One ``manage.py run_gateway`` process of a benchmark cluster, ready."""
+
+    node_id: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    internal_port: int
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def start_gateways(root: Path, mode: str, *, nodes: int = 3, args: Sequence[str] = (),
+                   env: Mapping[str, str] | None = None) -> list[BenchGateway]:  # fmt: skip
+    """``nodes`` gateways of ``mode`` on free ports under ``root`` (logs, databases,
+    raft dirs), started together and returned once every ready file is written.
+
+    Each node has its own projection *and* its own accounts database: three
+    ``--migrate`` runs on one fresh shared file would race (benchmarks never use
+    the console). ``args`` and ``env`` are added to every node's command and
+    environment. The caller terminates the processes.
+    """
+    raft = [f"127.0.0.1:{free_port()}" for _ in range(nodes)]
+    started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+    try:
+        for index in range(nodes):
+            node = f"n{index + 1}"
+            ready = root / f"{node}.ready.json"
+            node_env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"{node}.sqlite3"),
+                        "DATABASE_URL": f"sqlite:///{root / f'{node}-shared.sqlite3'}",
+                        "NAMESRV_RAFT_SECRET": BENCH_CLUSTER_SECRET,
+                        "NAMESRV_LOG_LEVEL": "WARNING", **(env or {})}  # fmt: skip
+            command = [
+                sys.executable, "manage.py", "run_gateway", "--node", node, "--port", "0",
+                "--internal-port", "0", "--ready-file", str(ready), "--mode", mode, "--migrate",
+                *args,
+            ]  # fmt: skip
+            if mode == "raft":
+                command += ["--raft-port", raft[index].rpartition(":")[2],
+                            "--raft-peers", ",".join(raft),
+                            "--raft-dir", str(root / f"raft-{node}")]  # fmt: skip
+            with (root / f"{node}.log").open("ab") as log:
+                proc = subprocess.Popen(command, cwd=REPO_ROOT, env=node_env, stdout=log,
+                                        stderr=log)  # fmt: skip
+            started.append((node, proc, ready))
+        gateways = []
+        for node, proc, ready in started:
+            deadline = time.monotonic() + GATEWAY_READY_TIMEOUT_S
+            while not ready.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"{node} did not start; see {root}/{node}.log")
+                time.sleep(0.1)
+            info = json.loads(ready.read_text())
+            gateways.append(
+                BenchGateway(node, proc, int(info["port"]), int(info["internal_port"]))
+            )
+        return gateways
+    except BaseException:
+        for _, proc, _ in started:
+            proc.kill()
+            proc.wait()
+        raise
 
 
 # ---------------------------------------------------------------------- the cast

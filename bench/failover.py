@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,13 +30,10 @@ from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 NODES = 3
 BROKER_NAME = "broker-a"
 POLL_S = 0.02
 ROUND_TIMEOUT_S = 60.0
-READY_TIMEOUT_S = 60.0
 
 
 free_port = _util.free_port
@@ -47,33 +42,11 @@ free_port = _util.free_port
 def start_gateways(root: Path, args: argparse.Namespace) -> list[tuple[subprocess.Popen[bytes],
                                                                         str]]:
     """3 raft gateways; (process, remoting address) each, once ready."""
-    raft = [f"127.0.0.1:{free_port()}" for _ in range(NODES)]
-    started = []
-    for i in range(NODES):
-        ready = root / f"n{i + 1}.ready.json"
-        env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"n{i + 1}.sqlite3"),
-               "NAMESRV_RAFT_SECRET": _util.BENCH_CLUSTER_SECRET,
-               "NAMESRV_LOG_LEVEL": "WARNING"}
-        command = [
-            sys.executable, "manage.py", "run_gateway", "--node", f"n{i + 1}", "--port", "0",
-            "--internal-port", "0", "--ready-file", str(ready), "--mode", "raft",
-            "--raft-port", raft[i].rpartition(":")[2], "--raft-peers", ",".join(raft),
-            "--raft-dir", str(root / f"raft-n{i + 1}"), "--migrate",
-            "--scan-interval-ms", str(args.scan_interval_ms),
-            "--skew-allowance-ms", str(args.skew_allowance_ms),
-        ]  # fmt: skip
-        log = (root / f"n{i + 1}.log").open("ab")
-        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
-        started.append((proc, ready))
-    gateways = []
-    for proc, ready in started:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"gateway did not start; see {ready.parent}")
-            time.sleep(0.1)
-        gateways.append((proc, f"127.0.0.1:{json.loads(ready.read_text())['port']}"))
-    return gateways
+    gateways = _util.start_gateways(root, "raft", nodes=NODES, args=(
+        "--scan-interval-ms", str(args.scan_interval_ms),
+        "--skew-allowance-ms", str(args.skew_allowance_ms),
+    ))  # fmt: skip
+    return [(gateway.proc, gateway.addr) for gateway in gateways]
 
 
 def master_of(addr: str) -> str | None:

@@ -53,15 +53,15 @@ from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 NODES = 3
 READ_TOPIC = "StormRead"
 READ_BROKER_INDEX = 9_999
+LARGE_BROKER_INDEX_BASE = 5_000
+"""The large-table brokers are bench brokers 5000.., apart from the storm's 0.."""
 READ_CONNECTIONS = 8
 READ_DEPTH = 4
 FLAT_OUT_IN_FLIGHT = 64
 WARMUP_S = 1.0
-READY_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 30.0
 INTERNAL_SECRET = "bench-storm-internal-secret"
 MODES = ("eventual", "raft")
@@ -73,78 +73,36 @@ _MS = 1000.0
 # -------------------------------------------------------------------- the cluster
 
 
-@dataclass
-class Gateway:
-    node_id: str
-    proc: subprocess.Popen[bytes]
-    port: int
-    internal_port: int
-    profiler: subprocess.Popen[bytes] | None = None
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-
 @contextlib.contextmanager
-def cluster(root: Path, mode: str, profile: Path | None) -> Iterator[list[Gateway]]:
+def cluster(root: Path, mode: str, profile: Path | None) -> Iterator[list[_util.BenchGateway]]:
     """Three gateways of ``mode``, ready; stopped afterwards."""
-    raft = [f"127.0.0.1:{_util.free_port()}" for _ in range(NODES)]
-    started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
-    gateways: list[Gateway] = []
+    gateways = _util.start_gateways(root, mode, env={
+        "NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET,
+        # The setup connection stays idle between phases; in eventual mode its close
+        # would unregister the read topic's broker.
+        "NAMESRV_IDLE_TIMEOUT_S": "3600",
+    })  # fmt: skip
+    profiler = None
     try:
-        for i in range(NODES):
-            node = f"n{i + 1}"
-            ready = root / f"{node}.ready.json"
-            env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"{node}.sqlite3"),
-                   # Each node its own accounts database: three --migrate runs on one
-                   # fresh file would race (nothing here uses the console).
-                   "DATABASE_URL": f"sqlite:///{root / f'{node}-shared.sqlite3'}",
-                   "NAMESRV_RAFT_SECRET": _util.BENCH_CLUSTER_SECRET,
-                   "NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET,
-                   "NAMESRV_LOG_LEVEL": "WARNING",
-                   # The setup connection stays idle between phases; in eventual mode its
-                   # close would unregister the read topic's broker.
-                   "NAMESRV_IDLE_TIMEOUT_S": "3600"}  # fmt: skip
-            command = [
-                sys.executable, "manage.py", "run_gateway", "--node", node, "--port", "0",
-                "--internal-port", "0", "--ready-file", str(ready), "--mode", mode, "--migrate",
-            ]  # fmt: skip
-            if mode == "raft":
-                command += ["--raft-port", raft[i].rpartition(":")[2],
-                            "--raft-peers", ",".join(raft),
-                            "--raft-dir", str(root / f"raft-{node}")]  # fmt: skip
-            log = (root / f"{node}.log").open("ab")
-            proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
-            started.append((node, proc, ready))
-        for node, proc, ready in started:
-            deadline = time.monotonic() + READY_TIMEOUT_S
-            while not ready.exists():
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"{node} did not start; see {root}/{node}.log")
-                time.sleep(0.1)
-            info = json.loads(ready.read_text())
-            gateways.append(Gateway(node, proc, int(info["port"]), int(info["internal_port"])))
         if profile is not None:
-            gateways[0].profiler = start_profiler(gateways[0], profile / f"{mode}-n1.folded.txt")
+            profiler = start_profiler(gateways[0], profile / f"{mode}-n1.folded.txt")
         yield gateways
     finally:
+        if profiler is not None:
+            profiler.send_signal(2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                profiler.wait(60)
         for gateway in gateways:
-            if gateway.profiler is not None:
-                gateway.profiler.send_signal(2)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    gateway.profiler.wait(60)
-        for _, proc, _ in started:
-            proc.terminate()
-        for _, proc, _ in started:
+            gateway.proc.terminate()
+        for gateway in gateways:
             try:
-                proc.wait(30)
+                gateway.proc.wait(30)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                gateway.proc.kill()
+                gateway.proc.wait()
 
 
-def start_profiler(gateway: Gateway, out: Path) -> subprocess.Popen[bytes] | None:
+def start_profiler(gateway: _util.BenchGateway, out: Path) -> subprocess.Popen[bytes] | None:
     spy = os.environ.get("PY_SPY") or shutil.which("py-spy") or ""
     if not spy or not Path(spy).exists():
         print("py-spy is not installed: no profile")
@@ -155,7 +113,7 @@ def start_profiler(gateway: Gateway, out: Path) -> subprocess.Popen[bytes] | Non
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
-async def terms(gateways: Sequence[Gateway]) -> dict[str, int]:
+async def terms(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
     """Each node's Raft term (0 in eventual mode), over fresh connections (an idle
     phase outlasts the internal port's idle timeout)."""
     found = {}
@@ -182,7 +140,8 @@ def registration(index: int, topics_per_broker: int, counter: int,
     ``shared``: every broker holds the same topics (``LargeTopic...``)."""
     if shared:
         topics = [f"LargeTopic{j:06d}" for j in range(topics_per_broker)]
-        return _util.register_request(5_000 + index, _util.topic_wrapper(topics, counter=counter))
+        return _util.register_request(LARGE_BROKER_INDEX_BASE + index,
+                                      _util.topic_wrapper(topics, counter=counter))  # fmt: skip
     first = index * topics_per_broker
     topics = [f"StormTopic{(first + j):06d}" for j in range(topics_per_broker)]
     return _util.register_request(index, _util.topic_wrapper(topics, counter=counter))
@@ -315,7 +274,7 @@ def child(role: str, **options: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "bench.storm", "--child", role, "--child-options",
          json.dumps(options)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+        cwd=_util.REPO_ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
 
 
@@ -340,7 +299,7 @@ def run_child(role: str, options: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------- one mode
 
 
-async def setup(client: RemotingClient, gateways: Sequence[Gateway]) -> None:
+async def setup(client: RemotingClient, gateways: Sequence[_util.BenchGateway]) -> None:
     """The stable topic on every node (the client stays open: in eventual mode a
     closed channel would unregister its broker)."""
     # Two topics: a first registration with one topic is refused (the 5.x guard).

@@ -256,9 +256,8 @@ class RegistrationDeduper:
     def _applied(self, command: Command, result: ApplyResult) -> None:
         """Apply listener (apply thread, under the apply lock): remember the version,
         answer the followers waiting for this copy."""
-        if type(command) is not RegisterBroker:
+        if not isinstance(command, RegisterBroker):
             return
-        assert isinstance(command, RegisterBroker)
         key = (command.cluster_name, command.broker_addr)
         wrapper = command.topic_config_wrapper
         version = None if wrapper is None else wrapper.data_version

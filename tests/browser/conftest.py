@@ -191,16 +191,20 @@ def page(browser: Any, console_node: ConsoleNode) -> Iterator[Any]:
     for broker in BROKERS:
         assert console_node.gateway.register(broker, TOPICS) == 0
     context = browser.new_context(viewport={"width": 1400, "height": 900})
-    tab = context.new_page()
-    tab.goto(f"{console_node.url}/")
-    tab.fill("input[name=username]", OPERATOR)
-    tab.fill("input[name=password]", OPERATOR_PASSWORD)
-    tab.click("button[type=submit]")
-    tab.wait_for_url(f"{console_node.url}/")
     try:
-        yield tab
+        yield log_in(context.new_page(), console_node.url, OPERATOR, OPERATOR_PASSWORD)
     finally:
         context.close()
+
+
+def log_in(tab: Any, url: str, username: str, password: str) -> Any:
+    """Sign ``tab`` in to the console at ``url`` through its login form; the tab."""
+    tab.goto(f"{url}/")
+    tab.fill("input[name=username]", username)
+    tab.fill("input[name=password]", password)
+    tab.click("button[type=submit]")
+    tab.wait_for_url(f"{url}/")
+    return tab
 
 
 def screenshot(tab: Any, name: str) -> None:

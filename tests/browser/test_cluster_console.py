@@ -38,19 +38,19 @@ import pytest
 from broker_app.config import BrokerConfig
 from localcluster import broker_control
 from localcluster.launcher import free_port
+from localcluster.readiness import wait_until
 from localcluster.run_secrets import read_run_secrets
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_config_serialize_wrapper
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import log_in, screenshot
 from tests.integration.cluster_fixtures import (
-    FREE_PORTS,
     PROJECT_DIR,
-    cluster_cli,
     create_operator,
     query_route,
     remoting_addr,
+    start_cluster,
     stop_cluster,
 )
 
@@ -101,13 +101,10 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     run_dir = tmp_path_factory.mktemp("cluster-console") / "run"
-    done = cluster_cli(
-        "up", "--nodes", str(NODES), "--run-dir", str(run_dir), "--json", "--demo", *FREE_PORTS,
-        env={"NAMESRV_SCAN_INTERVAL_S": str(SCAN_INTERVAL_S)},
-    )  # fmt: skip
     try:
-        assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
-        summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        summary = start_cluster(
+            run_dir, "--demo", nodes=NODES, env={"NAMESRV_SCAN_INTERVAL_S": str(SCAN_INTERVAL_S)}
+        )
         create_operator(run_dir, OPERATOR, password=OPERATOR_PASSWORD)
         yield Cluster(summary, run_dir)
     finally:
@@ -119,23 +116,15 @@ def console(browser: Any, cluster: Cluster) -> Iterator[Any]:
     """A tab on n1's console, logged in as the operator."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     context.set_default_timeout(PAGE_TIMEOUT_MS)
-    tab = context.new_page()
-    tab.goto(f"{cluster.console_url}/")
-    tab.fill("input[name=username]", OPERATOR)
-    tab.fill("input[name=password]", OPERATOR_PASSWORD)
-    tab.click("button[type=submit]")
-    tab.wait_for_url(f"{cluster.console_url}/")
     try:
-        yield tab
+        yield log_in(context.new_page(), cluster.console_url, OPERATOR, OPERATOR_PASSWORD)
     finally:
         context.close()
 
 
-def wait_until(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"
-        time.sleep(0.3)
+def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    """Poll ``predicate`` until true (the launcher's readiness poll)."""
+    wait_until(predicate, what=what, timeout_s=timeout_s)
 
 
 def served_by(addr: str, topic: str) -> set[str] | None:
@@ -246,7 +235,7 @@ def test_the_badge_agrees_on_a_healthy_cluster_and_disagrees_under_an_asymmetric
     live(tab)
     # The fourth broker's registration reaches the three nodes a few ms apart.
     for node in cluster.nodes:
-        wait_until(lambda n=node: served_by(n, PARTITIONED_BROKER) == {PARTITIONED_BROKER},
+        wait_for(lambda n=node: served_by(n, PARTITIONED_BROKER) == {PARTITIONED_BROKER},
                    f"{PARTITIONED_BROKER} on {node}")  # fmt: skip
     badge_becomes(tab, "nodes agree", SETTLE_TIMEOUT_S)
 
@@ -280,7 +269,7 @@ def test_the_badge_agrees_on_a_healthy_cluster_and_disagrees_under_an_asymmetric
     line = divergence_lines(tab)[0]
     assert "nodes disagree on what clients see: {n1, n3} vs {n2}" in line, line
     rows = tab.locator("#nodes-table .badge", has_text="disagrees")
-    wait_until(lambda: rows.count() == NODES, "every node row marked")
+    wait_for(lambda: rows.count() == NODES, "every node row marked")
     screenshot(tab, "overview-disagree.png")
     assert noticed_s < DIVERGENCE_TIMEOUT_S
 
@@ -338,9 +327,9 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
         assert all(addr in result for addr in masters), result
     for topic in (TOPIC, CONTROL_TOPIC):
         for node in nodes:
-            wait_until(lambda n=node, t=topic: served_by(n, t) == set(GROUPS), f"{topic} on {node}")
+            wait_for(lambda n=node, t=topic: served_by(n, t) == set(GROUPS), f"{topic} on {node}")
         for addr in brokers.values():  # the slaves copy it from their masters
-            wait_until(lambda a=addr, t=topic: t in broker_topics(a), f"{topic} on {addr}")
+            wait_for(lambda a=addr, t=topic: t in broker_topics(a), f"{topic} on {addr}")
     tab.goto(f"{url}/topics/{TOPIC}/")
     assert "all nodes agree" in tab.inner_text("h1")
     queues = tab.inner_text("#queue-datas")
@@ -375,7 +364,7 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
     # a broker still holds comes back on every node, what it deleted does not, past one
     # full registration period of every broker.
     for node in nodes:
-        wait_until(lambda n=node: served_by(n, CONTROL_TOPIC) == set(GROUPS),
+        wait_for(lambda n=node: served_by(n, CONTROL_TOPIC) == set(GROUPS),
                    f"{CONTROL_TOPIC} back on {node}", timeout_s=PAST_REGISTRATION_S)  # fmt: skip
     time.sleep(max(0.0, deleted_at + PAST_REGISTRATION_S - time.monotonic()))
     for node in nodes:
@@ -401,5 +390,5 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
     for addr in masters:
         assert CONTROL_TOPIC not in broker_topics(addr), addr
     # The slave that missed it copies its master's table at its next metadata sync.
-    wait_until(lambda: CONTROL_TOPIC not in broker_topics(stuck.spec.addr),
+    wait_for(lambda: CONTROL_TOPIC not in broker_topics(stuck.spec.addr),
                "the missed slave catching up with its master", timeout_s=30.0)  # fmt: skip

@@ -58,12 +58,13 @@ def cluster_cli(
 
 
 def start_cluster(
-    run_dir: Path, *, nodes: int, env: Mapping[str, str] | None = None
+    run_dir: Path, *extra: str, nodes: int, env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """``cluster up --json`` on free ports; the summary it printed."""
+    """``cluster up --json [EXTRA]`` on free ports; the summary it printed."""
     done = cluster_cli(
-        "up", "--nodes", str(nodes), "--run-dir", str(run_dir), "--json", *FREE_PORTS, env=env
-    )
+        "up", "--nodes", str(nodes), "--run-dir", str(run_dir), "--json", *FREE_PORTS, *extra,
+        env=env,
+    )  # fmt: skip
     assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return summary

@@ -36,7 +36,7 @@ from localcluster.launcher import accepts_connections, find_redis_server, redis_
 from localcluster.run_secrets import read_run_secrets
 from remoting.blocking import BlockingClient
 from remoting.codes import ResponseCode
-from tests.browser.conftest import CHROMIUM_ARGS, installed_chromium
+from tests.browser.conftest import CHROMIUM_ARGS, installed_chromium, log_in
 from tests.integration.cluster_fixtures import (
     create_operator,
     make_broker,
@@ -244,12 +244,7 @@ def test_the_console_shows_live_updates_paused_until_redis_is_back(
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page()
-            page.goto(f"{url}/")
-            page.fill("input[name=username]", OPERATOR)
-            page.fill("input[name=password]", OPERATOR_PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{url}/")
+            page = log_in(browser.new_page(), url, OPERATOR, OPERATOR_PASSWORD)
             banner = page.wait_for_selector(
                 "#live-banner", state="visible", timeout=BROWSER_TIMEOUT_MS
             )

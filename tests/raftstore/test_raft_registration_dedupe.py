@@ -12,7 +12,7 @@ import pytest
 
 from gateway.services import NameServerService
 from raftstore.commands import Command
-from raftstore.results import ApplyResult
+from raftstore.results import ApplyResult, RegisterBrokerOutcome
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from tests.raftstore.raft_node import InProcessCluster
 
@@ -32,7 +32,7 @@ def _wrapper(index: int, counter: int) -> TopicConfigSerializeWrapper:
 
 
 async def _register(service: NameServerService, index: int, counter: int,
-                    broker_id: int = 0) -> object:  # fmt: skip
+                    broker_id: int = 0) -> RegisterBrokerOutcome:  # fmt: skip
     return await service.register_broker(
         cluster_name=CLUSTER, broker_addr=f"10.0.{broker_id}.{index}:10911",
         broker_name=f"broker-{index}", broker_id=broker_id,
@@ -103,10 +103,10 @@ async def test_a_broker_heard_only_by_a_follower_is_registered_and_answered(
     follower = next(m for m in members if m.replicator is not leader)
     await _register(follower, 1, 1)
     slave = await _register(follower, 1, 1, broker_id=1)
-    assert getattr(slave, "master_addr", None) == "10.0.0.1:10911"
+    assert slave.master_addr == "10.0.0.1:10911"
     await cluster.converged()
     for node in cluster.nodes:
         assert node.read(lambda t: t.live_broker(CLUSTER, "10.0.1.1:10911")) is not None
     # Every member gives the same answer to the slave's next registration.
     answers = await asyncio.gather(*(_register(m, 1, 1, broker_id=1) for m in members))
-    assert {getattr(a, "master_addr", None) for a in answers} == {"10.0.0.1:10911"}
+    assert {a.master_addr for a in answers} == {"10.0.0.1:10911"}
