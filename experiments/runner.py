@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
+from experiments.progress import Progress, silent
 from experiments.scenarios import FaultSpec, Scenario, scenario
 from experiments.workload import (
+    CLUSTER_NAME,
     BrokerFleet,
     ClientTiming,
     ConsumerGroup,
@@ -32,16 +34,20 @@ from experiments.workload import (
     Producer,
     ReadResult,
     Recorder,
+    SimBroker,
     make_brokers,
     now_ms,
 )
 from localcluster import launcher
+from localcluster.demo import topic_table
 from raftstore import vocab
 from remoting.client import RemotingClient
 from spark_jobs.history import HistoryWriter, RunMeta
-from spark_jobs.schema import KIND_REGISTER
+from spark_jobs.schema import KIND_REGISTER, KIND_UNREGISTER
 
 MODES = vocab.MODES
+CHURN_BROKER = "broker-churn"
+CHURN_BROKER_PORT = 10_700
 FAULT_AT_FRACTION = 0.25
 HEAL_AT_FRACTION = 0.65
 WARMUP_TIMEOUT_S = 30.0
@@ -78,6 +84,11 @@ class ExperimentConfig:
     """Raft mode's expiry allowance; None: the scenario's (0, or the gateway's 5 s for
     clock-skew). Eventual mode has none."""
     read_consistency: str = "local"
+    churn_ms: int = 3_000
+    """Inside the fault window a spare broker holding every topic registers and
+    unregisters in turn, every ``churn_ms`` (0: never), so each topic's route changes
+    while the fault lasts in both modes and the linearizability check has writes to
+    order. A topic with fewer than two writes is reported as not exercised."""
     run_id: str = ""
 
     def validate(self) -> None:
@@ -95,6 +106,8 @@ class ExperimentConfig:
             raise ValueError("expiry_ms must exceed heartbeat_ms")
         if self.skew_allowance_ms is not None and self.skew_allowance_ms < 0:
             raise ValueError("skew_allowance_ms must be >= 0")
+        if self.churn_ms < 0:
+            raise ValueError("churn_ms must be >= 0 (0: no route churn)")
 
     def effective_skew_allowance(self) -> int | None:
         """The raft gateways' --skew-allowance-ms (None: the gateway's default)."""
@@ -130,6 +143,7 @@ class ExperimentContext:
     topics: list[str]
     admin: RemotingClient
     raft_mesh: RaftMesh | None = None
+    progress: Progress = field(default_factory=silent)
     lane_brokers: dict[str, list[str]] = field(default_factory=dict)
     truth_overrides: dict[str, str] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -222,16 +236,18 @@ def boot_cluster(config: ExperimentConfig, plan: launcher.ClusterPlan) -> Cluste
     return ClusterHandle(plan=plan, summary=summary, extra_env=extra_env)
 
 
-def run_experiment(config: ExperimentConfig) -> RunOutcome:
-    """Boot, drive, record, tear down; returns the run's outcome (see the module doc)."""
+def run_experiment(config: ExperimentConfig, progress: Progress | None = None) -> RunOutcome:
+    """Boot, drive, record, tear down; returns the run's outcome (see the module doc).
+    ``progress`` hears of every phase (nothing is printed without one)."""
     config.validate()
     run_id = config.effective_run_id()
     run_dir = Path(config.out_dir).resolve() / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_run(config, run_id, run_dir))
+    return asyncio.run(_run(config, run_id, run_dir, progress or silent()))
 
 
-async def _run(config: ExperimentConfig, run_id: str, run_dir: Path) -> RunOutcome:
+async def _run(config: ExperimentConfig, run_id: str, run_dir: Path,
+               progress: Progress) -> RunOutcome:
     # The cluster boots in a thread so that a Raft proxy mesh (in this loop) already
     # forwards while the gateways elect their first leader.
     the_scenario = scenario(config.scenario)
@@ -240,7 +256,8 @@ async def _run(config: ExperimentConfig, run_id: str, run_dir: Path) -> RunOutco
         plan = plan_cluster(config, run_dir)
         if raft_mesh is not None:
             plan = launcher.with_gateway_options(plan, raft_dial=await raft_mesh.build(plan))
-        cluster = await asyncio.to_thread(boot_cluster, config, plan)
+        with progress.phase(f"cluster boot ({config.mode}, {config.nodes} nodes)"):
+            cluster = await asyncio.to_thread(boot_cluster, config, plan)
         meta = RunMeta(run_id=run_id, scenario=config.scenario, mode=config.mode,
                        seed=config.seed, nodes=cluster.node_ids,
                        params={k: (str(v) if isinstance(v, Path) else v)
@@ -250,10 +267,11 @@ async def _run(config: ExperimentConfig, run_id: str, run_dir: Path) -> RunOutco
                           "raft_proxied": raft_mesh is not None})
         writer = HistoryWriter(run_dir, meta)
         try:
-            summary = await _drive(config, the_scenario, cluster, writer, raft_mesh)
+            summary = await _drive(config, the_scenario, cluster, writer, raft_mesh, progress)
         finally:
-            await asyncio.to_thread(launcher.cluster_down, cluster.run_dir)
-            writer.close()
+            with progress.phase("teardown"):
+                await asyncio.to_thread(launcher.cluster_down, cluster.run_dir)
+                writer.close()
     finally:
         if raft_mesh is not None:
             await raft_mesh.close()
@@ -263,19 +281,22 @@ async def _run(config: ExperimentConfig, run_id: str, run_dir: Path) -> RunOutco
 
 
 async def _drive(config: ExperimentConfig, the_scenario: Scenario, cluster: ClusterHandle,
-                 writer: HistoryWriter, raft_mesh: RaftMesh | None) -> dict[str, Any]:
+                 writer: HistoryWriter, raft_mesh: RaftMesh | None,
+                 progress: Progress) -> dict[str, Any]:
     rng = random.Random(config.seed)
     recorder = Recorder(writer)
     topics = [f"topic-{i:03d}" for i in range(config.topics)]
     brokers = make_brokers(config.brokers, topics, config.brokers_per_topic, config.queues,
                            rng, cluster.node_ids)
+    if config.churn_ms:
+        brokers.append(_churn_broker(brokers[0], topics, config.queues))
     ctx_ref: list[ExperimentContext] = []
     fleet = BrokerFleet(brokers, _dialer(ctx_ref), recorder, heartbeat_ms=config.heartbeat_ms,
                         expiry_ms=config.expiry_ms, timeout_s=config.request_timeout_s,
                         rng=random.Random(rng.random()))
     ctx = ExperimentContext(config, cluster, ProxyMesh(), fleet, recorder, rng,
                             topics + list(the_scenario.subset_topics), cluster.admin_client(),
-                            raft_mesh=raft_mesh)
+                            raft_mesh=raft_mesh, progress=progress)
     ctx_ref.append(ctx)
     try:
         return await _run_phases(ctx, the_scenario)
@@ -360,7 +381,8 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
                     timeout_s=cfg.request_timeout_s, process=process)
     ctx.closers.append(prober.close)
     warm_start = now_ms()
-    answers = await _warm_up(ctx, prober)
+    with ctx.progress.phase(f"warm-up ({cfg.brokers} brokers register, every node agrees)"):
+        answers = await _warm_up(ctx, prober)
     start = ctx.recorder.start()
     prober.baseline(answers, warm_start)
     ctx.record_truth("", KIND_REGISTER)
@@ -372,7 +394,9 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
     tasks = [loop.create_task(c.run(stop)) for c in clients]
     tasks.append(loop.create_task(prober.run(stop)))
     try:
-        faults = await _fault_timeline(ctx, the_scenario, start)
+        with ctx.progress.phase(f"recording ({cfg.duration_s:g} s, {len(clients)} clients)",
+                                total_s=cfg.duration_s):
+            faults = await _fault_timeline(ctx, the_scenario, start)
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -389,6 +413,42 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
     }
 
 
+def _churn_broker(template: SimBroker, topics: Sequence[str], queues: int) -> SimBroker:
+    """The spare broker of the route churn: holds every topic, silent until the fault."""
+    broker = SimBroker(CHURN_BROKER, f"{template.addr.rsplit(':', 1)[0]}:{CHURN_BROKER_PORT}",
+                       topic_table([CHURN_BROKER, CLUSTER_NAME, *topics], queues),
+                       list(template.namesrv), template.data_version)
+    broker.alive = broker.heartbeating = False
+    return broker
+
+
+async def _churn(ctx: ExperimentContext, stop: asyncio.Event) -> int:
+    """Until ``stop``: the churn broker registers, then unregisters, every ``churn_ms``.
+
+    Topics the scenario itself rewrites (a deleted or admin-created topic) are left out,
+    so the churn never undoes the fault. Returns the number of route changes driven.
+    """
+    broker = ctx.fleet.brokers[CHURN_BROKER]
+    for topic in [t for t in broker.topics if t in ctx.truth_overrides]:
+        del broker.topics[topic]
+    changes = 0
+    while not stop.is_set():
+        if broker.alive:
+            await ctx.fleet.stop_graceful(CHURN_BROKER)
+            ctx.truth_changed(CHURN_BROKER, KIND_UNREGISTER)
+        else:
+            ctx.fleet.start_broker(CHURN_BROKER)
+            ctx.truth_changed(CHURN_BROKER, KIND_REGISTER)
+        changes += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), ctx.config.churn_ms / 1000)
+    if broker.alive:
+        await ctx.fleet.stop_graceful(CHURN_BROKER)
+        ctx.truth_changed(CHURN_BROKER, KIND_UNREGISTER)
+        changes += 1
+    return changes
+
+
 async def _sleep_until(start_ms: int, offset_s: float) -> None:
     delay = start_ms / 1000 + offset_s - time.time()
     if delay > 0:
@@ -401,11 +461,35 @@ async def _fault_timeline(ctx: ExperimentContext, the_scenario: Scenario,
     await _sleep_until(start_ms, duration * FAULT_AT_FRACTION)
     injected_ms = now_ms()
     specs: Sequence[FaultSpec] = await the_scenario.inject(ctx)
+    what = ", ".join(f"{spec.kind} {spec.target}" for spec in specs) or the_scenario.name
+    ctx.progress.line(f"fault injected at t={(injected_ms - start_ms) / 1000:.1f} s: {what}")
+    churn_stop = asyncio.Event()
+    churn = (asyncio.get_running_loop().create_task(_churn(ctx, churn_stop))
+             if ctx.config.churn_ms and CHURN_BROKER in ctx.fleet.brokers else None)
     end_ms = -1
-    if the_scenario.heals:
-        await _sleep_until(start_ms, duration * HEAL_AT_FRACTION)
-        await the_scenario.heal(ctx)
-        end_ms = now_ms()
+    churn_changes = 0
+    try:
+        if the_scenario.heals:
+            await _sleep_until(start_ms, duration * HEAL_AT_FRACTION)
+            churn_stop.set()
+            churn_changes = await churn if churn is not None else 0
+            await the_scenario.heal(ctx)
+            end_ms = now_ms()
+            ctx.progress.line(f"healed at t={(end_ms - start_ms) / 1000:.1f} s")
+        else:
+            # No heal: the window lasts until the heal time all the same, then the
+            # routes settle before recording stops.
+            await _sleep_until(start_ms, duration * HEAL_AT_FRACTION)
+            churn_stop.set()
+            churn_changes = await churn if churn is not None else 0
+    finally:
+        churn_stop.set()
+        if churn is not None and not churn.done():
+            churn.cancel()
+    if churn is not None:
+        ctx.notes["churn_route_changes"] = churn_changes
+        ctx.progress.line(f"route churn: {churn_changes} changes of every topic's route "
+                          "inside the fault window")
     await _sleep_until(start_ms, duration)
     rows = []
     for spec in specs:
@@ -415,35 +499,37 @@ async def _fault_timeline(ctx: ExperimentContext, the_scenario: Scenario,
     return rows
 
 
-SUMMARY_TABLES = ("divergence", "linearizability", "not_exist_live", "stale_route",
-                  "dead_sends", "ownership", "availability")
-"""The analysis tables ``--analyze`` prints, one row per mode (eventual and raft side by side)."""
+RUNS_DIR_NAME = "runs"
+REPORT_DIR_NAME = "report"
 
 
-def analyze_runs(history_root: Path, out_dir: Path,
-                 spark_master: str | None = None) -> dict[str, list[dict[str, Any]]]:
+def batch_dir(out_dir: Path | str, scenario_name: str, seed: int, stamp: str) -> Path:
+    """The one folder of an invocation: ``<out>/<scenario>-s<seed>-<stamp>`` holding
+    ``runs/<run_id>`` (one per mode) and ``report/``."""
+    return Path(out_dir).resolve() / f"{scenario_name}-s{seed}-{stamp}"
+
+
+def analyze_runs(history_root: Path, out_dir: Path, spark_master: str | None = None,
+                 progress: Progress | None = None, *,
+                 spark_verbose: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Run every Spark job of ``spark_jobs.metrics`` over the runs under ``history_root``;
-    write the report files to ``out_dir`` and return the tables."""
+    write the report (tables, plots, ``summary.md``) to ``out_dir``; return the tables."""
     from spark_jobs.metrics import analyze
-    from spark_jobs.report import write_markdown, write_plots, write_tables
+    from spark_jobs.report import write_report
     from spark_jobs.session import get_spark
 
-    spark = get_spark(spark_master)
-    tables, seconds = analyze(spark, history_root)
-    write_tables(out_dir, tables)
-    write_plots(out_dir, tables)
-    write_markdown(out_dir, tables, seconds)
+    progress = progress or silent()
+    with progress.phase("Spark session"):
+        spark = get_spark(spark_master, verbose=spark_verbose)
+    with progress.phase("analysis"):
+        tables, seconds = analyze(spark, history_root, on_job=progress.line)
+    with progress.phase("report (tables, plots, summary.md)"):
+        write_report(out_dir, tables, seconds, history_root)
     return tables
 
 
 def summary_text(tables: dict[str, list[dict[str, Any]]]) -> str:
-    """The printed summary: the headline tables as Markdown."""
-    from spark_jobs.report import markdown_table
+    """The printed summary: each mode's verdicts side by side."""
+    from spark_jobs.report import markdown_verdicts
 
-    parts = []
-    for name in SUMMARY_TABLES:
-        rows = tables.get(name) or []
-        parts.append(f"## {name}\n\n{markdown_table(rows) if rows else '(no rows)'}\n")
-    overall = (tables.get("overall") or [{"verdict": "?"}])[0]["verdict"]
-    parts.append(f"overall linearizability verdict: {overall}\n")
-    return "\n".join(parts)
+    return markdown_verdicts(tables)

@@ -375,6 +375,13 @@ class BrokerFleet:
                                 topic="", invoke_ms=invoke, complete_ms=now_ms(),
                                 outcome=outcome, broker=broker.name)
 
+    def start_broker(self, name: str) -> None:
+        """A stopped broker starts again: a new topic-config version, alive, heartbeating."""
+        broker = self.brokers[name]
+        broker.alive = broker.heartbeating = True
+        broker.bump_version()
+        self._start_task(broker)
+
     def add(self, broker: SimBroker) -> None:
         """Add a broker to the fleet and start its heartbeat (a broker joining)."""
         self.brokers[broker.name] = broker
@@ -658,9 +665,13 @@ class Prober:
         if result.value == latest:
             return
         self.writes += 1
+        # The previous write's probe may have completed after this one started (probes of
+        # a round run in parallel): the window then opens at this probe's start, so a
+        # write never completes before it is invoked.
+        since = self.latest_complete_ms.get(topic, self.recorder.started_ms)
         self.recorder.operation(
             process=self.process(node), kind=change_kind(latest, result.value), node=node,
-            topic=topic, invoke_ms=self.latest_complete_ms.get(topic, self.recorder.started_ms),
+            topic=topic, invoke_ms=min(since, result.invoke_ms),
             complete_ms=result.complete_ms, outcome=OUTCOME_OK, value=result.value,
             extra={"inferred": True},
         )

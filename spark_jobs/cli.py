@@ -2,10 +2,15 @@
 ``calibrate`` the simulator's timings from real runs.
 
     python -m spark_jobs.cli analyze --history DIR --out DIR [--spark-master URL]
+        [--spark-verbose]
     python -m spark_jobs.cli simulate --brokers N --topics N --reads N \
         --mode eventual|raft|both --seed S --out DIR [--scenario NAME] \
         [--calibrate-from RUNS_DIR|calibration.json [--calibrate-timings]]
     python -m spark_jobs.cli calibrate --history RUNS_DIR --out calibration.json
+
+``--spark-master spark://host:7077`` runs the Spark jobs on an existing standalone cluster
+(the project's code is shipped to its executors, see ``spark_jobs.session``);
+``--spark-verbose`` shows Spark's own WARN/INFO logging, which is off by default.
 """
 
 from __future__ import annotations
@@ -32,6 +37,14 @@ MODES_BOTH = "both"
 DEFAULTS = SimConfig()
 
 
+def _spark_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spark-master", default=None,
+                        help="an existing Spark master URL, e.g. spark://host:7077 "
+                             "(default: a local two-core session)")
+    parser.add_argument("--spark-verbose", action="store_true",
+                        help="let Spark log its warnings and info to stderr (quiet otherwise)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark_jobs.cli", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -39,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--history", required=True, type=Path,
                          help="a run directory, or a directory of run directories")
     analyze.add_argument("--out", required=True, type=Path)
-    analyze.add_argument("--spark-master", default=None, help="an existing Spark master URL")
+    _spark_arguments(analyze)
     analyze.add_argument("--checker-max-ops", type=int, default=CheckBudget().max_ops)
     analyze.add_argument("--checker-max-seconds", type=float, default=CheckBudget().max_seconds)
     sim = commands.add_parser("simulate", help="write simulated histories")
@@ -57,30 +70,36 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--calibrate-timings", action="store_true",
                      help="also take the poll/heartbeat/timeout/scan periods from the runs "
                           "(the compressed real setup) instead of RocketMQ's defaults")
-    sim.add_argument("--spark-master", default=None)
+    _spark_arguments(sim)
     cal = commands.add_parser("calibrate", help="measure the simulator's timings from runs")
     cal.add_argument("--history", required=True, type=Path,
                      help="a real run directory, or a directory of run directories")
     cal.add_argument("--out", required=True, type=Path, help="the calibration JSON to write")
-    cal.add_argument("--spark-master", default=None)
+    _spark_arguments(cal)
     return parser
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    """Analyze, write tables/plots/summary, print the overall verdict as JSON."""
+    """Analyze, write the report (tables, plots, ``summary.md``); print a line per Spark
+    job on stderr and, last on stdout, each mode's verdict as JSON."""
     from spark_jobs.metrics import analyze
-    from spark_jobs.report import write_markdown, write_plots, write_tables
+    from spark_jobs.report import write_report
     from spark_jobs.session import get_spark
 
     began = time.monotonic()
-    spark = get_spark(args.spark_master)
+
+    def say(text: str) -> None:
+        print(f"[{time.monotonic() - began:7.1f} s] {text}", file=sys.stderr, flush=True)
+
+    say("Spark session ...")
+    spark = get_spark(args.spark_master, verbose=args.spark_verbose)
     budget = CheckBudget(max_ops=args.checker_max_ops, max_seconds=args.checker_max_seconds)
-    tables, seconds = analyze(spark, args.history, budget)
-    write_tables(args.out, tables)
-    write_plots(args.out, tables)
+    tables, seconds = analyze(spark, args.history, budget, on_job=say)
     seconds["total_with_startup"] = round(time.monotonic() - began, 3)
-    write_markdown(args.out, tables, seconds)
-    print(json.dumps({"overall": tables["overall"][0]["verdict"], "seconds": seconds}))
+    summary = write_report(args.out, tables, seconds, args.history)
+    say(f"report: {summary}")
+    overall = {row["mode"]: row["verdict"] for row in tables["overall"]}
+    print(json.dumps({"overall": overall, "seconds": seconds}))
     return 0
 
 
@@ -97,7 +116,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         if not args.calibrate_from.is_file():
             from spark_jobs.session import get_spark
 
-            spark = get_spark(args.spark_master)
+            spark = get_spark(args.spark_master, verbose=args.spark_verbose)
         calibration = load_calibration(args.calibrate_from, spark)
         base = replace(base, calibration_source=str(args.calibrate_from))
     for mode in modes:
@@ -118,7 +137,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from spark_jobs.calibrate import calibrate
     from spark_jobs.session import get_spark
 
-    calibration = calibrate(get_spark(args.spark_master), args.history)
+    calibration = calibrate(get_spark(args.spark_master, verbose=args.spark_verbose), args.history)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(calibration.to_json() + "\n")
     print(calibration.to_json())

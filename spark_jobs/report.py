@@ -1,24 +1,20 @@
-"""Write analysis results: JSON and CSV tables, a Markdown summary, and SVG line plots.
-
-matplotlib is not installed in the project's environment, so the plots are hand-written
-SVG (a few polylines with axes and a legend), which any browser shows.
+"""Write analysis results: JSON and CSV tables, plots, and a Markdown summary that puts the
+modes side by side (``summary.md``). The console's experiment page shows the same sections.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping, Sequence
-from html import escape
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spark_jobs.history import find_runs, iter_rows, read_meta
+from spark_jobs.schema import FAULTS, OPERATIONS
+
 Row = Mapping[str, Any]
-PLOT_WIDTH_PX = 640
-PLOT_HEIGHT_PX = 400
-PLOT_MARGIN_PX = 60
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
-AXIS_TICKS = 5
 
 
 def write_tables(out_dir: Path | str, tables: Mapping[str, Sequence[Row]]) -> None:
@@ -48,86 +44,312 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One table of the report: what it measures and what an empty table means."""
+
+    name: str
+    title: str
+    about: str
+    empty: str
+    keys: tuple[str, ...] = ()
+    """Columns that name a row inside a mode (the rest are measures, shown per mode)."""
+    per_event: bool = False
+    """Rows are events (a kill, a counterexample), listed as they are, not per mode."""
+
+
+SECTIONS = (
+    Section("linearizability", "Linearizability of each topic's route",
+            "Topics whose reads and writes, checked as one register per topic, fit some "
+            "order of the operations that respects real time. A topic with fewer than two "
+            "writes is not exercised: any reads of one value fit.",
+            "No topic had operations to check."),
+    Section("route_changes", "Route changes per topic",
+            "Acknowledged route writes of each topic, in all and inside the fault window, "
+            "and the topic's verdict (not_exercised: fewer than two writes).",
+            "No route write was recorded.", keys=("topic",)),
+    Section("divergence", "Nodes answering differently",
+            "Share of sampling rounds in which the nodes answered a topic's route "
+            "differently, the share of topics that ever diverged, and the longest window.",
+            "No node states were sampled, so divergence was not measured."),
+    Section("availability", "Availability inside the fault window",
+            "Share of route reads and of route writes (registrations, unregistrations, "
+            "expiries, topic changes) inside a partition window answered ok (or, for reads, "
+            "answered at all: ok or TOPIC_NOT_EXIST).",
+            "This scenario has no partition window, so availability inside one is not "
+            "measured.", keys=("op_class",)),
+    Section("not_exist_live", "TOPIC_NOT_EXIST for live topics",
+            "Reads answered TOPIC_NOT_EXIST while the topic had live brokers.",
+            "No route read was recorded."),
+    Section("t_visibility", "Freshness by time since the write",
+            "Share of route reads that returned the latest committed route, by time since "
+            "that route was written (bucket lower edge, ms).",
+            "No route read followed a write, so freshness was not measured.",
+            keys=("t_bucket_ms",)),
+    Section("k_staleness", "Staleness in versions",
+            "Share of route reads at most k route versions behind the latest write.",
+            "No route read followed a write, so staleness was not measured.", keys=("k",)),
+    Section("stale_route", "Stale routes after a broker kill",
+            "Per killed broker: ms until no node routed to it, ms until every client that "
+            "knew it had a route without it, and sends routed to it while it was dead.",
+            "No broker was killed in this scenario, so no node or client could route to a "
+            "dead broker.", per_event=True),
+    Section("dead_sends", "Sends to dead brokers",
+            "All sends, and those routed to a broker while it was dead.",
+            "No send was recorded."),
+    Section("ownership", "Queue ownership of consumer groups",
+            "Share of rebalance checkpoints where a queue had no consumer of a group "
+            "(orphan) or two (double), and the most queues affected at once.",
+            "No consumer rebalance was recorded."),
+    Section("latency", "Operation latency",
+            "p50/p95/p99 of completion minus invocation, per operation kind.",
+            "No operation completed.", keys=("kind",)),
+)
+SECTION_BY_NAME = {section.name: section for section in SECTIONS}
+COUNTEREXAMPLE_OPS = "counterexample_operations"
+PLOT_NAMES = ("t_visibility", "k_staleness", "divergence_timeline", "read_latency_cdf",
+              "stale_route_window")
+"""The figures ``spark_jobs.plots`` may write (``<name>.png`` and ``.svg``), in report order."""
+MODE_ORDER = ("eventual", "raft")
+MISSING = "—"
+BYLINE_KEYS = ("mode", "scenario", "run_id")
+
+
+def modes_in(tables: Mapping[str, Sequence[Row]]) -> list[str]:
+    """The modes of the analysed runs, eventual first."""
+    found = {str(row["mode"]) for rows in tables.values() for row in rows if row.get("mode")}
+    return sorted(found, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else 9, m))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return MISSING
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def side_by_side(rows: Sequence[Row], modes: Sequence[str],
+                 keys: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Every mode in every table: without ``keys``, one row per measure and a column per
+    mode; with ``keys``, one row per key value and a ``<measure> <mode>`` column each.
+    ``None`` (shown as ``—``) where a mode has no row. Several scenarios keep their own
+    rows; several runs of one mode are listed as they are."""
+    if not rows:
+        return []
+    if len({r.get("scenario") for r in rows}) > 1:
+        keys = ("scenario", *keys)
+    if len({(r.get("mode"), *(r.get(k) for k in keys)) for r in rows}) < len(rows):
+        return [dict(r) for r in rows]
+    skip = {*BYLINE_KEYS, *keys}
+    measures = [c for c in dict.fromkeys(c for r in rows for c in r) if c not in skip]
+    by_group: dict[tuple[Any, ...], dict[str, Row]] = {}
+    for row in rows:
+        by_group.setdefault(tuple(row.get(k) for k in keys), {})[str(row.get("mode"))] = row
+    groups = sorted(by_group, key=lambda g: tuple((v is None, v) for v in g))
+
+    def value(group: tuple[Any, ...], mode: str, measure: str) -> Any:
+        found = by_group[group].get(mode)
+        return None if found is None else found.get(measure)
+
+    if not keys:
+        return [{"measure": m, **{mode: value((), mode, m) for mode in modes}}
+                for m in measures]
+    return [{**dict(zip(keys, group, strict=True)),
+             **{f"{m} {mode}": value(group, mode, m) for m in measures for mode in modes}}
+            for group in groups]
+
+
+def _count(rows: Sequence[Row], mode: str, column: str) -> int:
+    return sum(int(r.get(column) or 0) for r in rows if r.get("mode") == mode)
+
+
+def linearizability_verdict(rows: Sequence[Row], mode: str) -> tuple[str, str]:
+    """(verdict, sentence) of one mode from the per-run linearizability rows."""
+    checked = {c: _count(rows, mode, c)
+               for c in ("linearizable", "not_linearizable", "unknown", "not_exercised")}
+    total = sum(checked.values())
+    if not any(r.get("mode") == mode for r in rows) or total == 0:
+        return "no data", "no topic was checked"
+    exercised = total - checked["not_exercised"]
+    tail = (f"; {checked['not_exercised']} of {total} not exercised (fewer than two writes)"
+            if checked["not_exercised"] else "")
+    if checked["not_linearizable"]:
+        return ("not linearizable",
+                f"{checked['not_linearizable']} of {exercised} exercised topics not "
+                f"linearizable{tail}")
+    if checked["unknown"]:
+        return "unknown", f"{checked['unknown']} of {exercised} topics undecided in budget{tail}"
+    if exercised == 0:
+        return "not exercised", f"no topic had two writes to tell orders apart{tail}"
+    return "linearizable", f"{exercised} of {exercised} exercised topics linearizable{tail}"
+
+
+def _first(rows: Sequence[Row], mode: str, **match: Any) -> Row | None:
+    for row in rows:
+        if row.get("mode") == mode and all(row.get(k) == v for k, v in match.items()):
+            return row
+    return None
+
+
+def verdicts(tables: Mapping[str, Sequence[Row]], modes: Sequence[str]) -> list[dict[str, Any]]:
+    """The headline of the report: one row per question, one column per mode."""
+
+    def per_mode(label: str, answer: Any) -> dict[str, Any]:
+        return {"": label, **{mode: answer(mode) for mode in modes}}
+
+    def linear(mode: str) -> str:
+        verdict, sentence = linearizability_verdict(tables.get("linearizability", []), mode)
+        return f"{verdict} ({sentence})"
+
+    def diverged(mode: str) -> str:
+        row = _first(tables.get("divergence", []), mode)
+        if row is None:
+            return "not measured"
+        if not row.get("topics_diverged_share"):
+            return "never"
+        return (f"{100 * float(row['topics_diverged_share']):.0f} % of topics, longest "
+                f"{int(row.get('longest_ms') or 0) / 1000:.1f} s")
+
+    def available(op_class: str, column: str) -> Callable[[str], str]:
+        def answer(mode: str) -> str:
+            row = _first(tables.get("availability", []), mode, op_class=op_class)
+            if row is None:
+                return f"no {op_class} in a partition window"
+            return f"{100 * float(row[column]):.1f} % of {row['ops']}"
+        return answer
+
+    def not_exist(mode: str) -> str:
+        row = _first(tables.get("not_exist_live", []), mode)
+        return "not measured" if row is None else f"{row['not_exist_live']} of {row['reads']}"
+
+    def dead(mode: str) -> str:
+        row = _first(tables.get("dead_sends", []), mode)
+        return "not measured" if row is None else f"{row['sends_to_dead']} of {row['sends']}"
+
+    return [
+        per_mode("route history", linear),
+        per_mode("nodes diverged", diverged),
+        per_mode("reads answered in the fault window", available("read", "answered_share")),
+        per_mode("writes acknowledged in the fault window", available("write", "ok_share")),
+        per_mode("TOPIC_NOT_EXIST for live topics", not_exist),
+        per_mode("sends to a dead broker", dead),
+    ]
+
+
+def _route_brokers(value: str | None) -> str:
+    """A recorded route (``broker:host:port:r:w:perm,...``) as its broker names."""
+    if not value:
+        return "(no route)"
+    return ", ".join(item.split(":", 1)[0] for item in value.split(",") if item)
+
+
+def counterexample_operations(history_root: Path | str,
+                              counterexamples: Sequence[Row]) -> list[dict[str, Any]]:
+    """The operations of every counterexample, times in ms since the run's first fault
+    (negative: before it), read from the runs' own files."""
+    wanted: dict[str, dict[int, str]] = {}
+    for row in counterexamples:
+        for op_id in row.get("counterexample") or ():
+            wanted.setdefault(str(row["run_id"]), {})[int(op_id)] = str(row["topic"])
+    out = []
+    for run_dir in find_runs(history_root):
+        meta = read_meta(run_dir)
+        ops = wanted.get(meta.run_id)
+        if not ops:
+            continue
+        starts = [int(f["start_ms"]) for f in iter_rows(run_dir, FAULTS)]
+        picked = [r for r in iter_rows(run_dir, OPERATIONS) if int(r["op_id"]) in ops]
+        zero = min(starts) if starts else min((int(r["invoke_ms"]) for r in picked), default=0)
+        for r in sorted(picked, key=lambda r: (ops[int(r["op_id"])], r["invoke_ms"],
+                                               r["op_id"])):
+            complete = int(r["complete_ms"])
+            out.append({
+                "mode": meta.mode, "run_id": meta.run_id, "topic": ops[int(r["op_id"])],
+                "op_id": int(r["op_id"]), "node": r["node"], "client": r["process"],
+                "operation": r["kind"], "outcome": r["outcome"],
+                "value": _route_brokers(r["value"]),
+                "invoke_ms": int(r["invoke_ms"]) - zero,
+                "complete_ms": complete - zero if complete >= 0 else None,
+            })
+    return out
+
+
+def _table_md(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
+    columns = list(columns or dict.fromkeys(c for r in rows for c in r))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def section_markdown(section: Section, rows: Sequence[Row], modes: Sequence[str]) -> str:
+    """One table of ``summary.md``: its title, what it measures, the rows or what their
+    absence means, and a sentence for each mode that has none."""
+    parts = [f"\n## {section.title}\n\n{section.about}\n\n"]
+    if not rows:
+        return "".join(parts) + f"_{section.empty}_\n"
+    if section.per_event:
+        parts.append(_table_md(rows))
+    else:
+        parts.append(_table_md(side_by_side(rows, modes, section.keys)))
+    absent = [m for m in modes if not any(r.get("mode") == m for r in rows)]
+    parts += [f"\n_{mode}: {section.empty[0].lower()}{section.empty[1:]}_\n" for mode in absent]
+    return "".join(parts)
+
+
+def markdown_verdicts(tables: Mapping[str, Sequence[Row]]) -> str:
+    """The verdicts of every mode side by side, as a Markdown table."""
+    modes = modes_in(tables)
+    return _table_md(verdicts(tables, modes), ["", *modes])
+
+
 def write_markdown(out_dir: Path | str, tables: Mapping[str, Sequence[Row]],
-                   seconds: Mapping[str, float]) -> Path:
-    """``summary.md``: one section per table and the run time of each Spark job."""
-    parts = ["# Consistency analysis\n"]
-    for name, rows in tables.items():
-        parts.append(f"\n## {name}\n\n{markdown_table(rows)}")
+                   seconds: Mapping[str, float], plots: Sequence[Path] = (),
+                   title: str = "Consistency analysis") -> Path:
+    """``summary.md``: the verdicts side by side, every table with both modes, the
+    counterexamples as operations, the plots, and the seconds of each Spark job."""
+    modes = modes_in(tables)
+    parts = [f"# {title}\n\n## Verdicts\n\n", markdown_verdicts(tables)]
+    for section in SECTIONS:
+        parts.append(section_markdown(section, tables.get(section.name, []), modes))
+    parts.append("\n## Counterexamples\n\nThe operations of each minimal history that no "
+                 "order explains (times in ms since the fault started; a route as its "
+                 "brokers).\n\n")
+    examples = tables.get(COUNTEREXAMPLE_OPS, [])
+    parts.append(_table_md(examples) if examples else
+                 "_Every exercised topic is linearizable, so there is no counterexample._\n")
+    if plots:
+        parts.append("\n## Plots\n\n")
+        parts += [f"![{p.stem}]({p.name})\n\n" for p in plots]
     parts.append("\n## Spark job seconds\n\n")
-    parts.append(markdown_table([{"job": k, "seconds": v} for k, v in seconds.items()]))
+    parts.append(_table_md([{"job": k, "seconds": v} for k, v in seconds.items()]))
     path = Path(out_dir) / "summary.md"
     path.write_text("".join(parts))
     return path
 
 
-def series_by(rows: Sequence[Row], keys: Sequence[str], x: str,
-              y: str) -> dict[str, list[tuple[float, float]]]:
-    """Group rows into named (x, y) series, the name joining the ``keys`` values."""
-    series: dict[str, list[tuple[float, float]]] = {}
-    for row in rows:
-        name = "/".join(str(row[k]) for k in keys)
-        series.setdefault(name, []).append((float(row[x]), float(row[y])))
-    return {name: sorted(points) for name, points in series.items()}
+def report_title(history_root: Path | str) -> str:
+    """``<scenario>: eventual vs raft (seed S)`` from the runs' ``run.json``."""
+    metas = [read_meta(d) for d in find_runs(history_root)]
+    if not metas:
+        return "Consistency analysis"
+    scenarios = sorted({m.scenario for m in metas})
+    modes = modes_in({"runs": [{"mode": m.mode} for m in metas]})
+    seeds = sorted({m.seed for m in metas})
+    return (f"{', '.join(scenarios)}: {' vs '.join(modes)} "
+            f"(seed {', '.join(str(s) for s in seeds)})")
 
 
-def svg_line_plot(series: Mapping[str, Sequence[tuple[float, float]]], title: str,
-                  x_label: str, y_label: str, y_max: float | None = None) -> str:
-    """A line plot as SVG text; x is spread by rank (buckets are uneven), y is linear."""
-    xs = sorted({x for points in series.values() for x, _ in points})
-    ys = [y for points in series.values() for _, y in points]
-    top = y_max if y_max is not None else max(ys, default=1.0) or 1.0
-    left, bottom = PLOT_MARGIN_PX, PLOT_HEIGHT_PX - PLOT_MARGIN_PX
-    width = PLOT_WIDTH_PX - 2 * PLOT_MARGIN_PX
-    height = PLOT_HEIGHT_PX - 2 * PLOT_MARGIN_PX
+def write_report(out_dir: Path | str, tables: dict[str, list[dict[str, Any]]],
+                 seconds: Mapping[str, float], history_root: Path | str) -> Path:
+    """Everything of one report folder: tables (CSV, ``summary.json``), plots (PNG, SVG)
+    and ``summary.md``; returns the Markdown file."""
+    from spark_jobs.plots import write_plots  # matplotlib: only where a report is written
 
-    def px(x: float) -> float:
-        return left + (xs.index(x) / max(len(xs) - 1, 1)) * width
-
-    def py(y: float) -> float:
-        return bottom - (y / top) * height
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH_PX}" '
-           f'height="{PLOT_HEIGHT_PX}" font-family="sans-serif" font-size="11">',
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{PLOT_WIDTH_PX / 2}" y="20" text-anchor="middle" font-size="14">'
-           f'{escape(title)}</text>',
-           f'<line x1="{left}" y1="{bottom}" x2="{left + width}" y2="{bottom}" stroke="black"/>',
-           f'<line x1="{left}" y1="{bottom}" x2="{left}" y2="{bottom - height}" stroke="black"/>',
-           f'<text x="{PLOT_WIDTH_PX / 2}" y="{PLOT_HEIGHT_PX - 15}" text-anchor="middle">'
-           f'{escape(x_label)}</text>',
-           f'<text x="15" y="{PLOT_HEIGHT_PX / 2}" text-anchor="middle" '
-           f'transform="rotate(-90 15 {PLOT_HEIGHT_PX / 2})">{escape(y_label)}</text>']
-    for x in xs:
-        out.append(f'<text x="{px(x):.1f}" y="{bottom + 15}" text-anchor="middle">{x:g}</text>')
-    for i in range(AXIS_TICKS + 1):
-        y = top * i / AXIS_TICKS
-        out.append(f'<text x="{left - 5}" y="{py(y) + 4:.1f}" text-anchor="end">{y:.3g}</text>')
-    for i, (name, points) in enumerate(sorted(series.items())):
-        color = PALETTE[i % len(PALETTE)]
-        coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
-        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>')
-        out.append(f'<text x="{left + width - 150}" y="{45 + 15 * i}" fill="{color}">'
-                   f'{escape(name)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def write_plots(out_dir: Path | str, tables: Mapping[str, Sequence[Row]]) -> list[Path]:
-    """The t-visibility and k-staleness curves, one line per mode/scenario."""
-    out = Path(out_dir)
-    written = []
-    plots = (("t_visibility", "t_bucket_ms", "p_fresh", "t-visibility",
-              "t after the write (ms, bucket lower edge)", "P(read is fresh)"),
-             ("k_staleness", "k", "p_within_k", "k-staleness", "k (versions)",
-              "P(read within k versions)"))
-    for table, x, y, title, x_label, y_label in plots:
-        rows = tables.get(table, [])
-        if not rows:
-            continue
-        svg = svg_line_plot(series_by(rows, ("mode", "scenario"), x, y), title, x_label,
-                            y_label, y_max=1.0)
-        path = out / f"{table}.svg"
-        path.write_text(svg)
-        written.append(path)
-    return written
+    tables[COUNTEREXAMPLE_OPS] = counterexample_operations(
+        history_root, tables.get("counterexamples", []))
+    write_tables(out_dir, tables)
+    plots = write_plots(out_dir, tables)
+    return write_markdown(out_dir, tables, seconds, plots, report_title(history_root))

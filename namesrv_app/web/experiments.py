@@ -24,11 +24,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from experiments.runner import MODES, SUMMARY_TABLES
+from experiments.runner import MODES, REPORT_DIR_NAME, RUNS_DIR_NAME
 from experiments.scenarios import SCENARIOS
 from namesrv_app.models import ExperimentRun
 from namesrv_app.roles import is_operator
 from namesrv_app.web.views import _context, console_view
+from spark_jobs import report
 from spark_jobs.history import read_table, table_path
 from spark_jobs.schema import FAULTS, OPERATIONS
 
@@ -39,8 +40,6 @@ DURATION_S_MIN = 10
 DURATION_S_MAX = 600
 DURATION_S_DEFAULT = 30
 LIST_ROWS_MAX = 200
-REPORT_TABLES = (*SUMMARY_TABLES, "latency")
-PLOT_NAMES = ("t_visibility", "k_staleness")
 ANALYSIS_PREFIX = "analysis-"
 TIMELINE_OPS_MAX = 2_000
 TIMELINE_WIDTH_PX = 1_000
@@ -166,8 +165,20 @@ def experiment_launch(request: HttpRequest) -> HttpResponse:
 
 
 def report_dir(run: ExperimentRun) -> Path | None:
-    """The newest analysis report that covers ``run`` (``analysis-*/history/<run_id>``)."""
-    parent = Path(run.out_dir).parent
+    """The analysis report that covers ``run``: the one its analysis recorded, else the
+    ``report/`` beside its ``runs/`` folder, else (older layout) the newest
+    ``analysis-*/report`` that links it."""
+    candidates = []
+    recorded = (run.summary or {}).get("report_dir")
+    if isinstance(recorded, str) and recorded:
+        candidates.append(Path(recorded))
+    run_dir = Path(run.out_dir)
+    if run_dir.parent.name == RUNS_DIR_NAME:
+        candidates.append(run_dir.parent.parent / REPORT_DIR_NAME)
+    for folder in candidates:
+        if (folder / "summary.json").is_file():
+            return folder
+    parent = run_dir.parent
     if not parent.is_dir():
         return None
     found = [d / "report" for d in parent.iterdir()
@@ -187,7 +198,10 @@ def _load_tables(folder: Path) -> dict[str, list[dict[str, Any]]]:
         data = json.loads((folder / "summary.json").read_text())
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: [r for r in v if isinstance(r, dict)] for k, v in data.items()
+            if isinstance(v, list)}
 
 
 def _belongs(row: dict[str, Any], run: ExperimentRun) -> bool:
@@ -197,56 +211,79 @@ def _belongs(row: dict[str, Any], run: ExperimentRun) -> bool:
     return row.get("mode") == run.mode and row.get("scenario", run.scenario) == run.scenario
 
 
-def report_tables(runs: list[tuple[ExperimentRun, Path | None]]) -> list[dict[str, Any]]:
-    """Each report table with the rows of every given run (one run per mode)."""
+def pair_tables(runs: list[tuple[ExperimentRun, Path | None]]) -> dict[str, list[dict[str, Any]]]:
+    """Every report table restricted to the rows of the given runs (one run per mode)."""
     loaded: dict[Path, dict[str, list[dict[str, Any]]]] = {}
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for run, folder in runs:
+        if folder is None:
+            continue
+        tables = loaded.setdefault(folder, _load_tables(folder))
+        for name, rows in tables.items():
+            merged.setdefault(name, []).extend(r for r in rows if _belongs(r, run))
+    return merged
+
+
+def _grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    columns = list(dict.fromkeys(c for r in rows for c in r))
+    return {"columns": columns, "rows": [[_cell(r.get(c)) for c in columns] for r in rows]}
+
+
+def report_sections(tables: dict[str, list[dict[str, Any]]],
+                    modes: list[str]) -> list[dict[str, Any]]:
+    """The report's tables as ``summary.md`` has them: every mode side by side, and for an
+    empty table (or a mode without rows) the sentence that says what that means."""
     sections = []
-    for name in REPORT_TABLES:
-        rows: list[dict[str, Any]] = []
-        for run, folder in runs:
-            if folder is None:
-                continue
-            tables = loaded.setdefault(folder, _load_tables(folder))
-            rows += [r for r in tables.get(name) or [] if isinstance(r, dict) and _belongs(r, run)]
-        columns = list(dict.fromkeys(c for r in rows for c in r))
-        sections.append({"name": name, "columns": columns,
-                         "rows": [[_cell(r.get(c)) for c in columns] for r in rows]})
+    for section in report.SECTIONS:
+        rows = tables.get(section.name, [])
+        shown = rows if section.per_event else report.side_by_side(rows, modes, section.keys)
+        absent = [m for m in modes if rows and not any(r.get("mode") == m for r in rows)]
+        sections.append({"name": section.name, "title": section.title, "about": section.about,
+                         "empty": section.empty, **_grid(shown),
+                         "absent": [f"{m}: {section.empty}" for m in absent]})
     return sections
 
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
-    return "" if value is None else str(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return report.MISSING if value is None else str(value)
 
 
 @console_view()
 @require_http_methods(["GET"])
 def experiment_report(request: HttpRequest, run_id: str) -> HttpResponse:
-    """One run's report: its tables and plots, next to the other mode's when there is one."""
+    """One run's report next to the other mode's: verdicts side by side, every table with
+    both modes, the counterexamples as operations, and the plots."""
     run = get_object_or_404(ExperimentRun, run_id=run_id)
     other = sibling(run)
     pair = [run] if other is None else sorted([run, other], key=lambda r: r.mode)
     folders = [(member, report_dir(member)) for member in pair]
-    panels = [{"run": member, "plots": [n for n in PLOT_NAMES if folder is not None
-                                        and (folder / f"{n}.svg").is_file()]}
-              for member, folder in folders]
-    context = _context(request, "experiments", run=run, panels=panels,
-                       tables=report_tables(folders),
-                       summary_json=json.dumps(run.summary, indent=2, sort_keys=True,
-                                               default=str))
+    tables = pair_tables(folders)
+    modes = report.modes_in(tables) or [m.mode for m in pair]
+    folder = report_dir(run)
+    plots = [n for n in report.PLOT_NAMES if folder is not None and (folder / f"{n}.png").is_file()]
+    verdict_rows = report.verdicts(tables, modes) if tables else []
+    context = _context(
+        request, "experiments", run=run, pair=pair, plots=plots, modes=modes,
+        verdicts=[[r[""], *(r[m] for m in modes)] for r in verdict_rows],
+        sections=report_sections(tables, modes),
+        counterexamples=_grid(tables.get(report.COUNTEREXAMPLE_OPS, [])),
+        summary_json=json.dumps(run.summary, indent=2, sort_keys=True, default=str))
     return render(request, "experiments/report.html", context)
 
 
 @console_view()
 @require_http_methods(["GET"])
 def experiment_plot(request: HttpRequest, run_id: str, name: str) -> HttpResponse:
-    """One SVG plot of the run's report (served as an image: scripts in it never run)."""
+    """One PNG plot of the run's report."""
     run = get_object_or_404(ExperimentRun, run_id=run_id)
     folder = report_dir(run)
-    if name not in PLOT_NAMES or folder is None or not (folder / f"{name}.svg").is_file():
+    if name not in report.PLOT_NAMES or folder is None or not (folder / f"{name}.png").is_file():
         raise Http404("no such plot")
-    return HttpResponse((folder / f"{name}.svg").read_bytes(), content_type="image/svg+xml")
+    return HttpResponse((folder / f"{name}.png").read_bytes(), content_type="image/png")
 
 
 # ------------------------------------------------------------------- timeline

@@ -37,7 +37,7 @@ urlpatterns = [
         name="experiment-timeline",
     ),
     path(
-        "experiments/<name:run_id>/plot/<str:name>.svg",
+        "experiments/<name:run_id>/plot/<str:name>.png",
         experiments.experiment_plot,
         name="experiment-plot",
     ),

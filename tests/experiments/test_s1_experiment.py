@@ -14,6 +14,7 @@ import pytest
 from experiments.runner import ExperimentConfig, RunOutcome, analyze_runs, run_experiment
 from spark_jobs.checker import LINEARIZABLE, NOT_LINEARIZABLE, check_rows
 from spark_jobs.history import iter_rows
+from spark_jobs.schema import WRITE_KINDS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -62,6 +63,28 @@ def test_eventual_route_history_is_not_linearizable(runs: dict[str, RunOutcome])
 
 def test_raft_nodes_never_disagree_on_a_committed_route(runs: dict[str, RunOutcome]) -> None:
     assert _diverged_rounds(runs["raft"].run_dir, FOCUS_TOPIC) == []
+
+
+def _writes_in_fault_window(run_dir: Path) -> collections.Counter[str]:
+    """Acknowledged route writes per topic inside the fault window."""
+    faults = list(iter_rows(run_dir, "faults"))
+    start, end = min(f["start_ms"] for f in faults), max(f["end_ms"] for f in faults)
+    return collections.Counter(
+        r["topic"] for r in iter_rows(run_dir, "operations")
+        if r["kind"] in WRITE_KINDS and r["outcome"] == "ok" and start <= r["complete_ms"] <= end
+    )
+
+
+def test_routes_change_inside_the_fault_window_in_both_modes(
+    runs: dict[str, RunOutcome],
+) -> None:
+    """The route churn: a spare broker registers and unregisters while the fault lasts, so
+    every topic's register has writes to order (a verdict on one write tests nothing)."""
+    for outcome in runs.values():
+        assert outcome.summary["notes"]["churn_route_changes"] >= 2
+        writes = _writes_in_fault_window(outcome.run_dir)
+        topics = {r["topic"] for r in iter_rows(outcome.run_dir, "operations") if r["topic"]}
+        assert all(writes[t] >= 2 for t in topics), writes
 
 
 def test_raft_route_history_is_linearizable(runs: dict[str, RunOutcome]) -> None:

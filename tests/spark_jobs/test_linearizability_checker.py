@@ -96,3 +96,16 @@ def test_the_overall_verdict_is_the_worst_topic():
     assert overall_verdict([LINEARIZABLE, UNKNOWN]) == UNKNOWN
     assert overall_verdict([UNKNOWN, NOT_LINEARIZABLE]) == NOT_LINEARIZABLE
     assert overall_verdict([LINEARIZABLE]) == LINEARIZABLE
+
+
+def test_an_operation_stamped_as_completing_before_its_invocation_is_instantaneous():
+    """Recorders on parallel probes can stamp such a row; the checker must not crash."""
+    rows = [
+        {"op_id": 1, "kind": "register", "outcome": "ok", "value": "A", "invoke_ms": 10,
+         "complete_ms": 12},
+        {"op_id": 2, "kind": "register", "outcome": "ok", "value": "B", "invoke_ms": 30,
+         "complete_ms": 29},
+        {"op_id": 3, "kind": "route_read", "outcome": "ok", "value": "B", "invoke_ms": 40,
+         "complete_ms": 39},
+    ]
+    assert check_rows(rows).verdict == LINEARIZABLE

@@ -23,10 +23,17 @@ def test_the_cli_writes_tables_plots_and_an_overall_verdict(spark, history_root,
                                                            capsys):
     run_dir = history_root / "r5"
     assert cli.main(["analyze", "--history", str(run_dir), "--out", str(tmp_path)]) == 0
-    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert printed["overall"] == "not_linearizable"
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out.strip().splitlines()[-1])
+    assert printed["overall"] == {"eventual": "not_linearizable"}
+    assert "Spark job 1 of 16: t_visibility ..." in captured.err
+    assert "Spark job 16 of 16: counterexamples done in" in captured.err
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert {"t_visibility", "k_staleness", "divergence", "ownership", "latency"} <= set(summary)
+    assert {"t_visibility", "k_staleness", "divergence", "ownership", "latency",
+            "route_changes", "counterexample_operations"} <= set(summary)
     assert summary["linearizability"][0]["not_linearizable"] == 1
-    assert (tmp_path / "k_staleness.svg").read_text().startswith("<svg")
-    assert "Spark job seconds" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "k_staleness.png").read_bytes().startswith(b"\x89PNG")
+    assert (tmp_path / "k_staleness.svg").read_text().lstrip().startswith("<?xml")
+    text = (tmp_path / "summary.md").read_text()
+    assert text.startswith("# ") and "## Verdicts" in text and "Spark job seconds" in text
+    assert "![k_staleness](k_staleness.png)" in text

@@ -18,7 +18,8 @@ from django.test import Client
 from namesrv_app.models import ExperimentRun
 from namesrv_app.web import experiments
 from spark_jobs.history import HistoryWriter, RunMeta
-from spark_jobs.report import write_plots, write_tables
+from spark_jobs.plots import write_plots
+from spark_jobs.report import write_tables
 
 from .conftest import log_in
 
@@ -46,12 +47,8 @@ def _history(run_dir: Path, mode: str, ops: int) -> None:
         writer.fault((OP_MS * 3, OP_MS * 9, "kill_broker", "broker-00001", "{}"))
 
 
-def _report(out: Path) -> None:
-    """One analysis batch over both runs, as ``run_experiment --mode both --analyze`` makes."""
-    batch = out / f"analysis-{RUN_IDS['eventual']}"
-    (batch / "history").mkdir(parents=True)
-    for run_id in RUN_IDS.values():
-        (batch / "history" / run_id).symlink_to(out / run_id, target_is_directory=True)
+def _report(batch: Path) -> None:
+    """The report of both runs, as ``run_experiment --mode both --analyze`` writes it."""
     tables = {
         "divergence": [{"mode": m, "scenario": SCENARIO, "topics": 8,
                         "topics_diverged_share": share, "longest_ms": longest}
@@ -59,26 +56,28 @@ def _report(out: Path) -> None:
         "linearizability": [{"run_id": r, "mode": m, "scenario": SCENARIO, "linearizable": 8 - n,
                              "not_linearizable": n, "unknown": 0}
                             for (m, r), n in zip(RUN_IDS.items(), (5, 0), strict=True)],
+        "stale_route": [],
         "t_visibility": [{"mode": m, "scenario": SCENARIO, "t_bucket_ms": t, "p_fresh": p}
                          for m in RUN_IDS for t, p in ((0, 0.5), (1000, 0.9))],
     }
     write_tables(batch / "report", tables)
-    write_plots(batch / "report", tables)
+    assert [p.name for p in write_plots(batch / "report", tables)] == ["t_visibility.png"]
 
 
 @pytest.fixture
 def runs(db: Any, tmp_path: Path) -> dict[str, ExperimentRun]:
     """Two finished runs of one scenario and seed (eventual, raft) with a shared report."""
     rows = {}
+    batch = tmp_path / f"{SCENARIO}-s{SEED}-20260102-030405"
     for mode, run_id in RUN_IDS.items():
-        _history(tmp_path / run_id, mode, ops=12)
+        _history(batch / "runs" / run_id, mode, ops=12)
         rows[mode] = ExperimentRun.objects.create(
             run_id=run_id, scenario=SCENARIO, mode=mode, seed=SEED, started=STARTED,
             finished=STARTED + dt.timedelta(seconds=42), status=ExperimentRun.Status.FINISHED,
-            out_dir=str(tmp_path / run_id),
+            out_dir=str(batch / "runs" / run_id),
             summary={"analysis": {"divergence": [{"mode": mode, "topics_diverged_share":
                                                   0.625 if mode == "eventual" else 0.0}]}})
-    _report(tmp_path)
+    _report(batch)
     return rows
 
 
@@ -111,33 +110,41 @@ def test_an_operator_sees_the_launch_form(runs: Any, operator: User) -> None:
 
 def test_the_report_puts_both_modes_side_by_side(runs: Any, viewer: User) -> None:
     page = _client(viewer).get(f"/experiments/{RUN_IDS['raft']}/").content.decode()
-    assert page.count('class="plot"') == 2
-    assert f"/experiments/{RUN_IDS['eventual']}/plot/t_visibility.svg" in page
-    assert f"/experiments/{RUN_IDS['raft']}/plot/t_visibility.svg" in page
+    verdicts = page.split('id="table-verdicts"')[1].split("</table>")[0]
+    assert "<th>eventual</th><th>raft</th>" in verdicts
+    assert "not linearizable (5 of 8 exercised topics not linearizable)" in verdicts
+    assert "linearizable (8 of 8 exercised topics linearizable)" in verdicts
+    assert "62 % of topics, longest 4.2 s" in verdicts and "<td>never</td>" in verdicts
     divergence = page.split('id="table-divergence"')[1].split("</table>")[0]
-    assert "<td>eventual</td>" in divergence and "<td>raft</td>" in divergence
-    assert "<td>4200</td>" in divergence
-    lin = page.split('id="table-linearizability"')[1].split("</table>")[0]
-    assert lin.count("<tr>") == 3
+    assert "<td>longest_ms</td><td>4200</td><td>0</td>" in divergence
+    assert page.count('class="plot"') == 1
+    assert f"/experiments/{RUN_IDS['raft']}/plot/t_visibility.png" in page
 
 
-def test_a_plot_is_served_as_an_svg_image(runs: Any, viewer: User) -> None:
-    response = _client(viewer).get(f"/experiments/{RUN_IDS['eventual']}/plot/t_visibility.svg")
+def test_an_empty_table_says_what_it_means(runs: Any, viewer: User) -> None:
+    page = _client(viewer).get(f"/experiments/{RUN_IDS['eventual']}/").content.decode()
+    assert 'id="empty-stale_route"' in page
+    assert "No broker was killed in this scenario" in page
+    assert "Every exercised topic is linearizable" not in page.split('id="verdicts"')[0]
+
+
+def test_a_plot_is_served_as_a_png_image(runs: Any, viewer: User) -> None:
+    response = _client(viewer).get(f"/experiments/{RUN_IDS['eventual']}/plot/t_visibility.png")
     assert response.status_code == 200
-    assert response["Content-Type"] == "image/svg+xml"
-    assert b"<svg" in response.content
+    assert response["Content-Type"] == "image/png"
+    assert response.content.startswith(b"\x89PNG")
 
 
 def test_only_the_report_plots_are_served(runs: Any, viewer: User) -> None:
     client = _client(viewer)
-    assert client.get(f"/experiments/{RUN_IDS['raft']}/plot/summary.svg").status_code == 404
-    assert client.get(f"/experiments/{RUN_IDS['raft']}/plot/k_staleness.svg").status_code == 404
+    assert client.get(f"/experiments/{RUN_IDS['raft']}/plot/summary.png").status_code == 404
+    assert client.get(f"/experiments/{RUN_IDS['raft']}/plot/k_staleness.png").status_code == 404
 
 
 def test_unknown_runs_are_404(runs: Any, viewer: User) -> None:
     client = _client(viewer)
     for url in ("/experiments/nope/", "/experiments/nope/timeline/",
-                "/experiments/nope/plot/t_visibility.svg"):
+                "/experiments/nope/plot/t_visibility.png"):
         assert client.get(url).status_code == 404
 
 
@@ -146,7 +153,7 @@ def test_a_run_without_analysis_says_so(runs: Any, viewer: User, tmp_path: Path)
                                  mode="raft", seed=1, started=STARTED,
                                  out_dir=str(tmp_path / "elsewhere" / "leader-kill-raft-s1-5"))
     page = _client(viewer).get("/experiments/leader-kill-raft-s1-5/").content.decode()
-    assert "no analysis report found" in page
+    assert "No analysis report found" in page
 
 
 def test_the_timeline_draws_ops_per_process_and_fault_windows(runs: Any, viewer: User) -> None:

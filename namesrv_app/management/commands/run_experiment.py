@@ -15,11 +15,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from experiments.progress import Progress
 from experiments.runner import (
     MODES,
+    REPORT_DIR_NAME,
+    RUNS_DIR_NAME,
     ExperimentConfig,
     RunOutcome,
     analyze_runs,
+    batch_dir,
     run_experiment,
     summary_text,
 )
@@ -42,7 +46,10 @@ class Command(BaseCommand):
         parser.add_argument("scenario", choices=sorted(SCENARIOS))
         parser.add_argument("--mode", choices=(*MODES, MODE_BOTH), default=MODE_BOTH)
         parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
-        parser.add_argument("--out", type=Path, required=True, help="folder for the runs")
+        parser.add_argument(
+            "--out", type=Path, required=True,
+            help="parent folder: each invocation writes <scenario>-s<seed>-<time>/ in it, "
+                 "with runs/<run_id> per mode and report/")
         parser.add_argument("--nodes", type=int, choices=(3, 5), default=DEFAULTS.nodes)
         parser.add_argument("--duration-s", type=float, default=DEFAULTS.duration_s)
         parser.add_argument("--brokers", type=int, default=DEFAULTS.brokers)
@@ -60,6 +67,8 @@ class Command(BaseCommand):
         parser.add_argument("--analyze", action="store_true",
                             help="run the Spark analysis and print the summary table")
         parser.add_argument("--spark-master", default=None)
+        parser.add_argument("--spark-verbose", action="store_true",
+                            help="show Spark's own logging (quiet by default)")
         add_run_dir_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -70,8 +79,10 @@ class Command(BaseCommand):
                               "consoles list it (--run-dir chooses another cluster)")  # fmt: skip
         apply_run_dir(run_dir)
         modes = MODES if options["mode"] == MODE_BOTH else (options["mode"],)
+        batch = batch_dir(options["out"], options["scenario"], options["seed"],
+                          timezone.now().strftime("%Y%m%d-%H%M%S"))
         base = ExperimentConfig(
-            scenario=options["scenario"], mode=modes[0], out_dir=options["out"],
+            scenario=options["scenario"], mode=modes[0], out_dir=batch / RUNS_DIR_NAME,
             seed=options["seed"], nodes=options["nodes"], duration_s=options["duration_s"],
             brokers=options["brokers"], topics=options["topics"],
             heartbeat_ms=options["heartbeat_ms"], poll_ms=options["poll_ms"],
@@ -83,20 +94,29 @@ class Command(BaseCommand):
             base.validate()
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        outcomes = [self._run_one(replace(base, mode=mode)) for mode in modes]
+        # Plain lines into the command's stdout (a file, a pipe, a test); on a terminal the
+        # default reporter also draws a live bar for the recording phase.
+        progress = Progress() if self.stdout.isatty() else Progress(self._say, live=False)
+        self.stdout.write(f"writing into {batch}")
+        outcomes = [self._run_one(replace(base, mode=mode), progress) for mode in modes]
         if options["analyze"]:
-            self._analyze(options["out"], outcomes, options["spark_master"])
+            self._analyze(batch, outcomes, options["spark_master"], progress,
+                          options["spark_verbose"])
 
-    def _run_one(self, config: ExperimentConfig) -> RunOutcome:
+    def _say(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def _run_one(self, config: ExperimentConfig, progress: Progress) -> RunOutcome:
         run_id = config.effective_run_id()
         config = replace(config, run_id=run_id)
         row = ExperimentRun.objects.create(
             run_id=run_id, scenario=config.scenario, mode=config.mode, seed=config.seed,
             started=timezone.now(), out_dir=str(Path(config.out_dir).resolve() / run_id),
         )
-        self.stdout.write(f"{run_id}: running {config.scenario} in {config.mode} mode")
+        progress.line(f"{run_id}: {config.scenario} in {config.mode} mode")
         try:
-            outcome = run_experiment(config)
+            outcome = run_experiment(config, progress)
         except Exception as exc:
             row.status = ExperimentRun.Status.FAILED
             row.finished = timezone.now()
@@ -107,26 +127,21 @@ class Command(BaseCommand):
         row.finished = timezone.now()
         row.summary = {**outcome.summary, "timings": outcome.meta.timings}
         row.save()
-        self.stdout.write(json.dumps({"run_id": run_id, "run_dir": str(outcome.run_dir),
-                                      "timings": outcome.meta.timings}, default=str))
+        progress.line(f"{run_id}: recorded in {outcome.run_dir} "
+                      f"({json.dumps(outcome.meta.timings, default=str)})")
         return outcome
 
-    def _analyze(self, out: Path, outcomes: list[RunOutcome], spark_master: str | None) -> None:
-        # Analyze exactly the runs of this invocation, linked under one folder.
-        batch = Path(out).resolve() / f"analysis-{outcomes[0].run_id}"
-        history = batch / "history"
-        history.mkdir(parents=True, exist_ok=True)
-        for outcome in outcomes:
-            link = history / outcome.run_id
-            if not link.exists():
-                link.symlink_to(outcome.run_dir, target_is_directory=True)
-        tables = analyze_runs(history, batch / "report", spark_master)
+    def _analyze(self, batch: Path, outcomes: list[RunOutcome], spark_master: str | None,
+                 progress: Progress, spark_verbose: bool) -> None:
+        report = batch / REPORT_DIR_NAME
+        tables = analyze_runs(batch / RUNS_DIR_NAME, report, spark_master, progress,
+                              spark_verbose=spark_verbose)
         for outcome in outcomes:
             row = ExperimentRun.objects.get(run_id=outcome.run_id)
-            row.summary = {**row.summary, "analysis": {
+            row.summary = {**row.summary, "report_dir": str(report), "analysis": {
                 name: [r for r in tables.get(name, []) if r.get("mode") in (None, row.mode)]
                 for name in ("divergence", "linearizability", "not_exist_live")
             }}
             row.save()
-        self.stdout.write(summary_text(tables))
-        self.stdout.write(f"report: {batch / 'report'}")
+        self.stdout.write("\n" + summary_text(tables))
+        self.stdout.write(f"report: {report / 'summary.md'}")

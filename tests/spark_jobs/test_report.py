@@ -1,0 +1,124 @@
+"""The report of one experiment: both modes side by side, a sentence for every empty table,
+counterexamples as the operations themselves. Plain tables, no Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from spark_jobs.checker import check_rows
+from spark_jobs.history import HistoryWriter, RunMeta
+from spark_jobs.report import (
+    COUNTEREXAMPLE_OPS,
+    SECTION_BY_NAME,
+    counterexample_operations,
+    linearizability_verdict,
+    markdown_verdicts,
+    section_markdown,
+    side_by_side,
+    write_markdown,
+)
+
+MODES = ["eventual", "raft"]
+ROUTE_A = "broker-a:h1:10911:4:4:6"
+ROUTE_AB = "broker-a:h1:10911:4:4:6,broker-b:h2:10911:4:4:6"
+
+
+def _availability() -> list[dict[str, Any]]:
+    """Eventual has a write row inside the window, raft none (no write was attempted)."""
+    return [
+        {"mode": "eventual", "scenario": "s1", "op_class": "read", "ops": 100, "ok_share": 0.9,
+         "answered_share": 0.95},
+        {"mode": "eventual", "scenario": "s1", "op_class": "write", "ops": 4, "ok_share": 0.5,
+         "answered_share": 0.5},
+        {"mode": "raft", "scenario": "s1", "op_class": "read", "ops": 98, "ok_share": 1.0,
+         "answered_share": 1.0},
+    ]
+
+
+def test_every_mode_shows_in_a_keyed_table_with_a_dash_where_it_has_no_row() -> None:
+    rows = side_by_side(_availability(), MODES, ("op_class",))
+    assert [r["op_class"] for r in rows] == ["read", "write"]
+    assert rows[0]["ok_share eventual"] == 0.9 and rows[0]["ok_share raft"] == 1.0
+    assert rows[1]["ops eventual"] == 4 and rows[1]["ops raft"] is None
+    text = section_markdown(SECTION_BY_NAME["availability"], _availability(), MODES)
+    assert "| write | 4 | — |" in text
+
+
+def test_a_table_without_keys_has_one_row_per_measure_and_a_sentence_for_a_missing_mode() -> None:
+    rows = [{"mode": "eventual", "scenario": "s1", "topics": 8, "longest_ms": 9100}]
+    assert side_by_side(rows, MODES) == [
+        {"measure": "topics", "eventual": 8, "raft": None},
+        {"measure": "longest_ms", "eventual": 9100, "raft": None},
+    ]
+    text = section_markdown(SECTION_BY_NAME["divergence"], rows, MODES)
+    assert "_raft: no node states were sampled" in text
+
+
+def test_an_empty_table_says_what_its_emptiness_means() -> None:
+    text = section_markdown(SECTION_BY_NAME["stale_route"], [], MODES)
+    assert "No broker was killed in this scenario" in text
+    assert "no rows" not in text
+
+
+def test_verdicts_count_topics_with_fewer_than_two_writes_as_not_exercised() -> None:
+    rows = [{"run_id": "e", "mode": "eventual", "scenario": "s1", "linearizable": 5,
+             "not_linearizable": 2, "unknown": 0, "not_exercised": 1},
+            {"run_id": "r", "mode": "raft", "scenario": "s1", "linearizable": 0,
+             "not_linearizable": 0, "unknown": 0, "not_exercised": 8}]
+    assert linearizability_verdict(rows, "eventual") == (
+        "not linearizable",
+        "2 of 7 exercised topics not linearizable; 1 of 8 not exercised (fewer than two "
+        "writes)")
+    assert linearizability_verdict(rows, "raft")[0] == "not exercised"
+    table = markdown_verdicts({"linearizability": rows, "availability": _availability()})
+    assert table.splitlines()[0] == "|  | eventual | raft |"
+    assert "| writes acknowledged in the fault window | 50.0 % of 4 | no write in a " \
+           "partition window |" in table
+
+
+def _history(root: Path) -> str:
+    """A run whose topic T is read stale after a write completed (not linearizable)."""
+    run_id = "s1-eventual-s7-1"
+    meta = RunMeta(run_id=run_id, scenario="s1", mode="eventual", seed=7, nodes=["n1", "n2"])
+    with HistoryWriter(root / run_id, meta) as out:
+        out.fault((1_000, 5_000, "asymmetric_partition", "n1", "{}"))
+        for op in (
+            (1, "warmup", "register", "", "T", 0, 10, "ok", ROUTE_A, -1, "", "{}"),
+            (2, "ns-n2", "register", "n2", "T", 10, 1_500, "ok", ROUTE_AB, -1, "", "{}"),
+            (3, "producer-0", "route_read", "n1", "T", 1_600, 1_610, "ok", ROUTE_A, -1, "",
+             "{}"),
+            (4, "producer-1", "route_read", "n2", "T", 1_620, 1_625, "ok", ROUTE_AB, -1, "",
+             "{}"),
+        ):
+            out.operation(op)
+    return run_id
+
+
+def test_counterexamples_are_listed_as_their_operations_in_ms_since_the_fault(
+    tmp_path: Path,
+) -> None:
+    run_id = _history(tmp_path)
+    from spark_jobs.history import iter_rows
+
+    result = check_rows(list(iter_rows(tmp_path / run_id, "operations")))
+    assert result.verdict == "not_linearizable"
+    ops = counterexample_operations(tmp_path, [
+        {"run_id": run_id, "topic": "T", "counterexample": list(result.counterexample)}])
+    stale = next(o for o in ops if o["op_id"] == 3)
+    assert stale == {"mode": "eventual", "run_id": run_id, "topic": "T", "op_id": 3,
+                     "node": "n1", "client": "producer-0", "operation": "route_read",
+                     "outcome": "ok", "value": "broker-a", "invoke_ms": 600, "complete_ms": 610}
+    assert [o["invoke_ms"] for o in ops] == sorted(o["invoke_ms"] for o in ops)
+
+
+def test_summary_md_puts_verdicts_first_and_embeds_the_plots(tmp_path: Path) -> None:
+    plot = tmp_path / "t_visibility.png"
+    plot.write_bytes(b"")
+    tables = {"availability": _availability(), COUNTEREXAMPLE_OPS: []}
+    text = write_markdown(tmp_path, tables, {"availability": 1.5}, [plot], "s1: eventual vs "
+                          "raft (seed 7)").read_text()
+    assert text.startswith("# s1: eventual vs raft (seed 7)\n\n## Verdicts\n")
+    assert "![t_visibility](t_visibility.png)" in text
+    assert "there is no counterexample" in text
+    assert "No broker was killed" in text
