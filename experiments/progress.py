@@ -5,8 +5,9 @@ it ends (with its elapsed time), and a live bar for the long phases on a termina
     [   6.2 s] cluster boot done in 6.2 s
     [  13.9 s] fault injected at t=7.5 s: asymmetric_partition n1
 
-On a terminal the recording phase also shows a bar (rich) that fills with the run's
-timeline; anywhere else (a log file, a pipe, the console's detached launch) only the
+On a terminal every phase also shows live (rich): the recording as a bar that fills with
+the run's timeline, the Spark analysis as a bar of jobs, the others as a spinner with the
+elapsed time; anywhere else (a log file, a pipe, the console's detached launch) only the
 plain lines are written, so logs stay readable.
 """
 
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 BAR_REFRESH_S = 0.25
 
@@ -34,7 +35,10 @@ class Progress:
         self.live = (stream or sys.stdout).isatty() if live is None else live
         self._began = time.monotonic()
         self._lock = threading.Lock()
+        self._live_busy = False
         self.lines: list[str] = []
+        self.shown: list[str] = []
+        """Phases that had a live display (tests read it)."""
 
     def _print(self, text: str) -> None:
         stream = self._stream or sys.stdout
@@ -53,43 +57,81 @@ class Progress:
             self._write(stamped)
 
     @contextlib.contextmanager
-    def phase(self, name: str, *, total_s: float | None = None) -> Iterator[None]:
+    def phase(self, name: str, *, total_s: float | None = None,
+              steps: int | None = None) -> Iterator[Phase]:
         """Announce ``name``, run the block, then say how long it took (or that it failed).
 
-        ``total_s`` (a known duration) adds a live bar on a terminal.
+        On a terminal the phase shows live: a bar that fills with time when its duration
+        is known (``total_s``), a bar of ``steps`` advanced by :meth:`Phase.advance`, or
+        else a spinner with the elapsed time. One live display at a time: a phase inside
+        another prints its lines only.
         """
         self.line(f"{name} ...")
         began = time.monotonic()
-        stop = threading.Event()
+        handle = Phase(steps or 0)
         bar = None
-        if self.live and total_s:
-            bar = threading.Thread(target=self._bar, args=(name, total_s, stop),
+        if self.live and not self._live_busy:
+            self._live_busy = True
+            bar = threading.Thread(target=self._show, args=(name, total_s, handle),
                                    name="progress-bar", daemon=True)
             bar.start()
         try:
-            yield
+            yield handle
         except BaseException:
-            stop.set()
-            if bar is not None:
-                bar.join()
+            self._end_live(bar, handle)
             self.line(f"{name} failed after {time.monotonic() - began:.1f} s")
             raise
-        stop.set()
-        if bar is not None:
-            bar.join()
+        self._end_live(bar, handle)
         self.line(f"{name} done in {time.monotonic() - began:.1f} s")
 
-    def _bar(self, name: str, total_s: float, stop: threading.Event) -> None:
-        from rich.progress import BarColumn, TimeRemainingColumn
+    def _end_live(self, bar: threading.Thread | None, handle: Phase) -> None:
+        handle.stop.set()
+        if bar is not None:
+            bar.join()
+            self._live_busy = False
+
+    def _show(self, name: str, total_s: float | None, handle: Phase) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
         from rich.progress import Progress as RichProgress
 
+        columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
+        if total_s:
+            columns += [BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+                        TimeRemainingColumn()]
+        elif handle.steps:
+            columns += [BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+        else:
+            columns.append(TimeElapsedColumn())
+        console = Console(file=self._stream) if self._stream is not None else None
         began = time.monotonic()
-        with RichProgress("[progress.description]{task.description}", BarColumn(),
-                          "{task.completed:.0f}/{task.total:.0f} s", TimeRemainingColumn(),
-                          transient=True) as bar:
-            task = bar.add_task(name, total=total_s)
-            while not stop.wait(BAR_REFRESH_S):
-                bar.update(task, completed=min(total_s, time.monotonic() - began))
+        with RichProgress(*columns, console=console, transient=True) as bar:
+            task = bar.add_task(name, total=total_s or handle.steps or None)
+            while not handle.stop.wait(BAR_REFRESH_S):
+                done = (min(total_s, time.monotonic() - began) if total_s
+                        else handle.done)
+                bar.update(task, completed=done)
+            self.shown.append(name)
+
+
+class Phase:
+    """The running phase: ``advance()`` moves a bar of steps by one."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.done = 0
+        self.stop = threading.Event()
+
+    def advance(self) -> None:
+        """One more step done."""
+        self.done += 1
 
 
 def silent() -> Progress:

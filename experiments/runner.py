@@ -514,15 +514,21 @@ def analyze_runs(history_root: Path, out_dir: Path, spark_master: str | None = N
                  spark_verbose: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Run every Spark job of ``spark_jobs.metrics`` over the runs under ``history_root``;
     write the report (tables, plots, ``summary.md``) to ``out_dir``; return the tables."""
-    from spark_jobs.metrics import analyze
+    from spark_jobs.metrics import JOBS_TOTAL, analyze
     from spark_jobs.report import write_report
     from spark_jobs.session import get_spark
 
     progress = progress or silent()
     with progress.phase("Spark session"):
         spark = get_spark(spark_master, verbose=spark_verbose)
-    with progress.phase("analysis"):
-        tables, seconds = analyze(spark, history_root, on_job=progress.line)
+    with progress.phase("analysis", steps=JOBS_TOTAL) as running:
+
+        def on_job(text: str, finished: bool) -> None:
+            progress.line(text)
+            if finished:
+                running.advance()
+
+        tables, seconds = analyze(spark, history_root, on_job=on_job)
     with progress.phase("report (tables, plots, summary.md)"):
         write_report(out_dir, tables, seconds, history_root)
     return tables

@@ -88,7 +88,7 @@ def run_analyze(args: argparse.Namespace) -> int:
 
     began = time.monotonic()
 
-    def say(text: str) -> None:
+    def say(text: str, _finished: bool = False) -> None:
         print(f"[{time.monotonic() - began:7.1f} s] {text}", file=sys.stderr, flush=True)
 
     say("Spark session ...")

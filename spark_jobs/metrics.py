@@ -481,11 +481,11 @@ JOBS_TOTAL = 16
 
 
 def analyze(spark: SparkSession, root: Path | str, budget: CheckBudget | None = None,
-            on_job: Callable[[str], None] | None = None,
+            on_job: Callable[[str, bool], None] | None = None,
             ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, float]]:
     """Run every job over the runs under ``root``; return (tables of plain rows, seconds
-    per job). ``on_job`` hears "Spark job k of n: name" before each job and its time
-    after it."""
+    per job). ``on_job(text, finished)`` hears "Spark job k of n: name" before each job
+    (``finished`` False) and its time after it (True)."""
     history = load_history(spark, root)
     tables: dict[str, list[dict[str, Any]]] = {}
     seconds: dict[str, float] = {}
@@ -493,12 +493,13 @@ def analyze(spark: SparkSession, root: Path | str, budget: CheckBudget | None = 
     def timed(name: str, job: Callable[[], DataFrame]) -> None:
         number = len(seconds) + 1
         if on_job is not None:
-            on_job(f"Spark job {number} of {JOBS_TOTAL}: {name} ...")
+            on_job(f"Spark job {number} of {JOBS_TOTAL}: {name} ...", False)
         began = time.monotonic()
         tables[name] = _rows(job())
         seconds[name] = round(time.monotonic() - began, 3)
         if on_job is not None:
-            on_job(f"Spark job {number} of {JOBS_TOTAL}: {name} done in {seconds[name]:.1f} s")
+            on_job(f"Spark job {number} of {JOBS_TOTAL}: {name} done in {seconds[name]:.1f} s",
+                   True)
 
     freshness = read_freshness(history).cache()
     timed("t_visibility", lambda: t_visibility(freshness))

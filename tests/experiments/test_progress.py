@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 import re
+import time
 
 import pytest
 
-from experiments.progress import Progress
+from experiments.progress import BAR_REFRESH_S, Progress
 
 STAMP = r"\[\s*\d+\.\d s\] "
 
@@ -35,3 +36,18 @@ def test_a_failed_phase_says_so_and_the_error_goes_on() -> None:
 
 def test_a_stream_that_is_not_a_terminal_gets_no_live_bar() -> None:
     assert Progress(stream=io.StringIO()).live is False
+
+
+def test_on_a_terminal_every_phase_shows_live_and_a_nested_one_prints_lines_only() -> None:
+    out = io.StringIO()
+    progress = Progress(stream=out, live=True)
+    with progress.phase("analysis", steps=3) as running:
+        for _ in range(3):
+            running.advance()
+        with progress.phase("inner"):
+            pass
+        time.sleep(3 * BAR_REFRESH_S)
+    assert running.done == 3
+    assert progress.shown == ["analysis"]
+    assert re.search(STAMP + r"inner done in \d+\.\d s", out.getvalue())
+    assert progress.lines[-1].endswith("s") and "analysis done in" in progress.lines[-1]
