@@ -30,20 +30,6 @@ def write_tables(out_dir: Path | str, tables: Mapping[str, Sequence[Row]]) -> No
     (out / "summary.json").write_text(json.dumps(tables, indent=2, sort_keys=True, default=str))
 
 
-def markdown_table(rows: Sequence[Row]) -> str:
-    """A GitHub-style Markdown table of plain rows (floats to 4 significant digits)."""
-    if not rows:
-        return "_no rows_\n"
-    columns = list(rows[0].keys())
-
-    def cell(value: Any) -> str:
-        return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
 @dataclass(frozen=True, slots=True)
 class Section:
     """One table of the report: what it measures and what an empty table means."""
@@ -121,7 +107,9 @@ def modes_in(tables: Mapping[str, Sequence[Row]]) -> list[str]:
     return sorted(found, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else 9, m))
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """One table cell as text: floats to 4 significant digits, lists joined, ``—`` for
+    a missing value."""
     if value is None:
         return MISSING
     if isinstance(value, float):
@@ -277,10 +265,11 @@ def counterexample_operations(history_root: Path | str,
     return out
 
 
-def _table_md(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
+def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
+    """A GitHub-style Markdown table (every row's columns unless ``columns``)."""
     columns = list(columns or dict.fromkeys(c for r in rows for c in r))
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -291,9 +280,9 @@ def section_markdown(section: Section, rows: Sequence[Row], modes: Sequence[str]
     if not rows:
         return "".join(parts) + f"_{section.empty}_\n"
     if section.per_event:
-        parts.append(_table_md(rows))
+        parts.append(markdown_table(rows))
     else:
-        parts.append(_table_md(side_by_side(rows, modes, section.keys)))
+        parts.append(markdown_table(side_by_side(rows, modes, section.keys)))
     absent = [m for m in modes if not any(r.get("mode") == m for r in rows)]
     parts += [f"\n_{mode}: {section.empty[0].lower()}{section.empty[1:]}_\n" for mode in absent]
     return "".join(parts)
@@ -302,7 +291,7 @@ def section_markdown(section: Section, rows: Sequence[Row], modes: Sequence[str]
 def markdown_verdicts(tables: Mapping[str, Sequence[Row]]) -> str:
     """The verdicts of every mode side by side, as a Markdown table."""
     modes = modes_in(tables)
-    return _table_md(verdicts(tables, modes), ["", *modes])
+    return markdown_table(verdicts(tables, modes), ["", *modes])
 
 
 def write_markdown(out_dir: Path | str, tables: Mapping[str, Sequence[Row]],
@@ -318,13 +307,13 @@ def write_markdown(out_dir: Path | str, tables: Mapping[str, Sequence[Row]],
                  "order explains (times in ms since the fault started; a route as its "
                  "brokers).\n\n")
     examples = tables.get(COUNTEREXAMPLE_OPS, [])
-    parts.append(_table_md(examples) if examples else
+    parts.append(markdown_table(examples) if examples else
                  "_Every exercised topic is linearizable, so there is no counterexample._\n")
     if plots:
         parts.append("\n## Plots\n\n")
         parts += [f"![{p.stem}]({p.name})\n\n" for p in plots]
     parts.append("\n## Spark job seconds\n\n")
-    parts.append(_table_md([{"job": k, "seconds": v} for k, v in seconds.items()]))
+    parts.append(markdown_table([{"job": k, "seconds": v} for k, v in seconds.items()]))
     path = Path(out_dir) / "summary.md"
     path.write_text("".join(parts))
     return path

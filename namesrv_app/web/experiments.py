@@ -226,7 +226,7 @@ def pair_tables(runs: list[tuple[ExperimentRun, Path | None]]) -> dict[str, list
 
 def _grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
     columns = list(dict.fromkeys(c for r in rows for c in r))
-    return {"columns": columns, "rows": [[_cell(r.get(c)) for c in columns] for r in rows]}
+    return {"columns": columns, "rows": [[report.cell(r.get(c)) for c in columns] for r in rows]}
 
 
 def report_sections(tables: dict[str, list[dict[str, Any]]],
@@ -242,14 +242,6 @@ def report_sections(tables: dict[str, list[dict[str, Any]]],
                          "empty": section.empty, **_grid(shown),
                          "absent": [f"{m}: {section.empty}" for m in absent]})
     return sections
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    return report.MISSING if value is None else str(value)
 
 
 @console_view()
