@@ -23,6 +23,7 @@ from django.db.models.lookups import Exact
 from namesrv_app import gateway_client, models, topic_types
 from namesrv_app.agreement import mark_agreement
 from namesrv_app.db_router import PROJECTION_DB
+from namesrv_app.projection import LIVENESS_LINGER_S
 from remoting import bodies
 from remoting.model import TopicRouteData
 
@@ -313,6 +314,30 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+PROJECTION_WRITING_S = LIVENESS_LINGER_S + 1.0
+"""While the projection wrote within this long, it is still writing heartbeats."""
+
+
+def liveness_now_ms() -> int:
+    """The instant heartbeat ages are measured at: the projection's last write while it
+    keeps writing, the wall clock once it stops.
+
+    The projection's live-broker rows lag the gateway by up to the liveness linger (and a
+    busy writer's pause), so ages taken against the wall clock would grow by that lag and
+    show healthy brokers as expiring; taken against the last write they are the ages the
+    table itself claims. When the writer goes quiet (nothing heartbeats), the wall clock
+    takes over and silent brokers age as they should.
+    """
+    now = now_ms()
+    written = models.NodeState.objects.values_list("updated_at", flat=True).first()
+    if written is None:
+        return now
+    written_ms = int(written.timestamp() * 1000)
+    if 0 <= now - written_ms <= PROJECTION_WRITING_S * 1000:
+        return written_ms
+    return now
+
+
 def cluster_summaries() -> list[dict[str, Any]]:
     """Each cluster with its broker group and replica counts, in two grouped queries."""
     groups = dict(
@@ -369,7 +394,7 @@ def replicas_of(
         (row.cluster_name, row.broker_addr): row
         for row in models.LiveBroker.objects.filter(broker_addr__in=addrs)
     }
-    now = now_ms() if at_ms is None else at_ms
+    now = liveness_now_ms() if at_ms is None else at_ms
     by_group: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for address in addresses:
         by_group[address["group_id"]].append(address)
@@ -440,7 +465,7 @@ def expiring_after_ms(timeout_ms: int, heartbeat_interval_ms: int | None = None)
 
 def liveness_counts(at_ms: int | None = None) -> dict[str, int]:
     """Live brokers, and those expiring (:func:`expiring_after_ms`), in one query."""
-    now = now_ms() if at_ms is None else at_ms
+    now = liveness_now_ms() if at_ms is None else at_ms
     timeout = F("heartbeat_timeout_ms")
     threshold = Greatest(
         timeout / 2, MISSED_HEARTBEATS_EXPIRING * (timeout / HEARTBEATS_PER_TIMEOUT)

@@ -96,7 +96,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         recent_topics=models.QueueData.objects.order_by("-applied_version").values(
             "topic", "broker_name", "perm", "applied_version"
         )[:RECENT_ROWS],
-        now_ms=reads.now_ms(),
+        now_ms=reads.liveness_now_ms(),
     )
     return render(request, "console/overview.html", context)
 

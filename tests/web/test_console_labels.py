@@ -246,3 +246,24 @@ def test_heartbeat_batches_are_marked_liveness_only() -> None:
     assert topics["kind"] == "brokers" and topics["liveness_only"] is False
     kv = change_event(ChangeEvent("n1", 10, 5, kv_namespaces=frozenset({"ns"})))
     assert kv["kind"] == "kv" and kv["liveness_only"] is False
+
+
+def test_heartbeat_ages_are_taken_at_the_projections_last_write_while_it_writes(
+    demo_heartbeats: int,
+) -> None:
+    """The live-broker rows lag the gateway by up to the liveness linger: while the
+    projection keeps writing, ages are measured at its last write, not the wall clock;
+    once it stops writing, the wall clock takes over and silent brokers age."""
+    import datetime as dt
+
+    from namesrv_app import models
+
+    now = reads.now_ms()
+    written = now - 1_500
+    models.NodeState.objects.filter(node_id="n1").update(
+        updated_at=dt.datetime.fromtimestamp(written / 1000, tz=dt.UTC))
+    assert abs(reads.liveness_now_ms() - written) <= 1
+    stale = now - int(reads.PROJECTION_WRITING_S * 1000) - 5_000
+    models.NodeState.objects.filter(node_id="n1").update(
+        updated_at=dt.datetime.fromtimestamp(stale / 1000, tz=dt.UTC))
+    assert reads.liveness_now_ms() >= now
