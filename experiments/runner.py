@@ -469,23 +469,19 @@ async def _fault_timeline(ctx: ExperimentContext, the_scenario: Scenario,
     end_ms = -1
     churn_changes = 0
     try:
-        if the_scenario.heals:
-            await _sleep_until(start_ms, duration * HEAL_AT_FRACTION)
-            churn_stop.set()
-            churn_changes = await churn if churn is not None else 0
-            await the_scenario.heal(ctx)
-            end_ms = now_ms()
-            ctx.progress.line(f"healed at t={(end_ms - start_ms) / 1000:.1f} s")
-        else:
-            # No heal: the window lasts until the heal time all the same, then the
-            # routes settle before recording stops.
-            await _sleep_until(start_ms, duration * HEAL_AT_FRACTION)
-            churn_stop.set()
-            churn_changes = await churn if churn is not None else 0
+        # The churn lasts until the heal time, whether or not the fault heals (without a
+        # heal the routes then settle before recording stops).
+        await _sleep_until(start_ms, duration * HEAL_AT_FRACTION)
+        churn_stop.set()
+        churn_changes = await churn if churn is not None else 0
     finally:
         churn_stop.set()
         if churn is not None and not churn.done():
             churn.cancel()
+    if the_scenario.heals:
+        await the_scenario.heal(ctx)
+        end_ms = now_ms()
+        ctx.progress.line(f"healed at t={(end_ms - start_ms) / 1000:.1f} s")
     if churn is not None:
         ctx.notes["churn_route_changes"] = churn_changes
         ctx.progress.line(f"route churn: {churn_changes} changes of every topic's route "
