@@ -31,9 +31,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_app.clients import (
+    ConsumerManager,
+    ProducerManager,
+    RebalanceLockManager,
+    dlq_topic,
+    retry_topic,
+)
 from broker_app.config import BrokerConfig, BrokerRole
 from broker_app.ha.client import HAClient
 from broker_app.ha.service import HAService
+from broker_app.long_polling import PullHold
 from broker_app.metadata import (
     BrokerMetadata,
     MetadataRepository,
@@ -41,6 +49,7 @@ from broker_app.metadata import (
     default_topics,
 )
 from broker_app.processor import BrokerProcessor
+from broker_app.redelivery import SCHEDULE_TOPIC, ScheduleService, parse_delay_levels, schedule
 from broker_app.registration import (
     BrokerIdentity,
     RegisterResult,
@@ -58,15 +67,31 @@ from broker_app.store.message_store import (
 )
 from broker_app.store.record import parse_properties
 from remoting.client import RemotingClient
-from remoting.codes import CURRENT_VERSION, ResponseCode
+from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.model import PERM_WRITE, TopicConfig, TopicConfigSerializeWrapper, is_writeable
+from remoting.model import (
+    PERM_READ,
+    PERM_WRITE,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    is_writeable,
+)
 from remoting.server import Connection, RemotingServer
 
 log = logging.getLogger(__name__)
 
 WAIT_STORE_MSG_OK = "WAIT"
 STOP_TIMEOUT_S = 5.0
+CLIENT_SCAN_INTERVAL_MS = 10_000
+"""How often silent clients are looked for (``ClientHousekeepingService``: every 10 s)."""
+SCHEDULE_TICK_MS = 100
+"""How often due delayed messages (and retries) are moved to their real queues."""
+SUBSCRIPTION_GROUP_DEFAULTS: dict[str, object] = {
+    "consumeEnable": True, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
+    "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
+    "notifyConsumerIdsChangedEnable": True,
+}
+"""A subscription group created on first sight (``autoCreateSubscriptionGroup``)."""
 DELETE_REGISTER_WAIT_S = 2.0
 """How long DELETE_TOPIC_IN_BROKER waits for the re-registration before it answers (the
 registration goes on after that, bounded by the register timeout)."""
@@ -121,9 +146,20 @@ class BrokerController:
         self.on_role_hint = on_role_hint
         self.store: MessageStore | None = None
         self.metadata = BrokerMetadata(MetadataSnapshot())
+        self.consumers = ConsumerManager(channel_expired_ms=config.channel_expired_ms)
+        self.producers = ProducerManager(channel_expired_ms=config.channel_expired_ms)
+        self.locks = RebalanceLockManager()
+        self.pull_hold = PullHold()
+        self.scheduler = ScheduleService(parse_delay_levels(config.message_delay_level))
+        self._offsets_dirty = False
+        self._memory_bytes: int | None = None
+        self._pushes: set[asyncio.Task[None]] = set()
         self.processor = BrokerProcessor(self)
         self.acl = config.remoting_acl()
-        self.server = RemotingServer(self._serve, host=config.host, port=config.port)
+        self.server = RemotingServer(
+            self._serve, host=config.host, port=config.port,
+            on_connection_closed=self._connection_closed,
+        )
         self.client = RemotingClient(
             on_request=self.processor.handle, credentials=config.namesrv_credentials()
         )
@@ -182,6 +218,7 @@ class BrokerController:
         self.store = await loop.run_in_executor(
             None, MessageStore, self.config.store_config()
         )
+        self.store.on_arrival = self.pull_hold.notify
         await self._load_metadata()
         await self.server.start()
         if self.role is BrokerRole.SLAVE:
@@ -249,6 +286,10 @@ class BrokerController:
         if self.synchronizer is not None:
             self._start_slave_sync()
         self._every(config.flush_interval_ms, config.flush_interval_ms, self._flush)
+        self._every(CLIENT_SCAN_INTERVAL_MS, CLIENT_SCAN_INTERVAL_MS, self._expire_clients)
+        self._every(config.consumer_offset_flush_interval_ms,
+                    config.consumer_offset_flush_interval_ms, self._persist_offsets)
+        self._every(SCHEDULE_TICK_MS, SCHEDULE_TICK_MS, self._deliver_due)
 
     def _start_slave_sync(self) -> None:
         self._every(self.config.slave_sync_initial_delay_ms, self.config.slave_sync_interval_ms,
@@ -270,6 +311,7 @@ class BrokerController:
 
     async def stop(self, *, unregister: bool = True) -> None:
         """Graceful shutdown: UNREGISTER_BROKER, close ports, flush and persist."""
+        self.pull_hold.wake_all()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -478,7 +520,7 @@ class BrokerController:
         """Store one message and apply the SYNC_MASTER rule (4.x ``CommitLog.handleHA``:
         a SYNC_MASTER answers only once a slave has the bytes)."""
         assert self.store is not None
-        message = self._with_queue_id(message)
+        message = schedule(self._with_queue_id(message), self.scheduler.levels)
         result = self.store.put_message(message, self.clock_ms())
         if self.ha_service is not None:
             self.ha_service.notify_new_data()
@@ -510,6 +552,101 @@ class BrokerController:
         )
         code = ResponseCode.SUCCESS if acked else ResponseCode.FLUSH_SLAVE_TIMEOUT
         return PutOutcome(result, code)
+
+    # -- consumers ------------------------------------------------------------
+
+    def require_store(self) -> MessageStore:
+        """The message store (the broker is started)."""
+        assert self.store is not None, "the broker is not started"
+        return self.store
+
+    def memory_bytes(self) -> int:
+        """How much of the commit log's tail counts as in memory (suggestWhichBrokerId)."""
+        if self._memory_bytes is None:
+            total = self.config.memory_bytes
+            if total == 0:
+                total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            self._memory_bytes = total * self.config.access_message_in_memory_max_ratio // 100
+        return self._memory_bytes
+
+    def ensure_consumer_group(
+        self, group: str, *, retry: bool, dead_letter: bool = False
+    ) -> None:
+        """A master creates a group's subscription config and its retry (and dead-letter)
+        topic the first time it sees the group; slaves get them from the master."""
+        if self.role is BrokerRole.SLAVE:
+            return
+        if self.metadata.subscription_group(group) is None:
+            self.metadata.upsert_subscription_group(group, SUBSCRIPTION_GROUP_DEFAULTS,
+                                                    self.clock_ms())
+            self._persist()
+        if retry and self.metadata.topic(retry_topic(group)) is None:
+            self.create_topic(TopicConfig(retry_topic(group), 1, 1, PERM_READ | PERM_WRITE))
+        if dead_letter and self.metadata.topic(dlq_topic(group)) is None:
+            # upstream's DLQ is write-only: an operator reads it, consumers do not.
+            self.create_topic(TopicConfig(dlq_topic(group), 1, 1, PERM_WRITE))
+
+    def commit_consumer_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        """Record a group's offset; persisted every ``flushConsumerOffsetInterval``."""
+        self.metadata.commit_offset(topic, group, queue_id, offset)
+        self._offsets_dirty = True
+
+    async def _persist_offsets(self) -> None:
+        if self._offsets_dirty:
+            self._offsets_dirty = False
+            self._persist()
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        """Push NOTIFY_CONSUMER_IDS_CHANGED (one-way) to every client of ``group``."""
+        found = self.consumers.group(group)
+        if found is None:
+            return
+        for channel in list(found.channels.values()):
+            push = RemotingCommand.request(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
+            )
+            send = getattr(channel.connection, "send", None)
+            if send is None:
+                continue
+            task = asyncio.create_task(_push(send, push, channel.client_id))
+            self._pushes.add(task)
+            task.add_done_callback(self._pushes.discard)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        for group in self.consumers.connection_closed(conn):
+            log.info("consumer group %s lost the client at %s:%d", group, conn.peer_host,
+                     conn.peer_port)
+            self.notify_consumer_ids_changed(group)
+        self.producers.connection_closed(conn)
+
+    async def _expire_clients(self) -> None:
+        now = self.clock_ms()
+        for group, channel in self.consumers.expire(now):
+            log.warning("consumer %s of group %s silent for %d ms: removed", channel.client_id,
+                        group, self.config.channel_expired_ms)
+            self.notify_consumer_ids_changed(group)
+        self.producers.expire(now)
+
+    async def _deliver_due(self) -> None:
+        """Move due delayed messages (and retries) to their real queues (masters only)."""
+        store = self.store
+        if store is None or self.role is BrokerRole.SLAVE or not store.queues_of(SCHEDULE_TOPIC):
+            return
+        offsets = self.metadata.snapshot.delay_offsets
+        ready, after = self.scheduler.due(
+            offsets, lambda queue_id: store.queue_max_offset(SCHEDULE_TOPIC, queue_id),
+            lambda queue_id, offset: store.get_message(SCHEDULE_TOPIC, queue_id, offset),
+            self.clock_ms(),
+        )
+        for message in ready:
+            try:
+                await self.put_message(message)
+            except MessageRejected as exc:
+                log.warning("a delayed message for %s could not be delivered: %s",
+                            message.topic, exc)
+        if after != dict(offsets):
+            self.metadata.set_delay_offsets(after)
+            self._persist()
 
     # -- metadata bodies, notifications, status ------------------------------
 
@@ -586,6 +723,15 @@ class BrokerController:
             info["minBrokerId"] = str(self.min_broker_change.min_broker_id)
             info["minBrokerAddr"] = self.min_broker_change.min_broker_addr or ""
         return info
+
+
+async def _push(
+    send: Callable[[RemotingCommand], Awaitable[None]], push: RemotingCommand, client_id: str
+) -> None:
+    try:
+        await send(push)
+    except (ConnectionError, OSError) as exc:
+        log.info("could not notify consumer %s: %s", client_id, exc)
 
 
 def _wait_store_ok(properties: str) -> bool:

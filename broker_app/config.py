@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_app.ha.config import HAConfig
+from broker_app.redelivery import DEFAULT_DELAY_LEVELS, DelayLevelError, parse_delay_levels
 from broker_app.store.message_store import FlushDiskType, StoreConfig
 from remoting.acl import Credentials, load_credentials
 from remoting.acl_policy import AclConfig, AclConfigError, AclFile, RemotingAcl
@@ -102,6 +103,19 @@ class BrokerConfig:
     # Without a file: no accounts, loopback white-listed. Off only when asked.
     acl_enabled: bool = True
     acl_file: Path | None = None
+    # Consumers (broker_app/consume_processor.py). slaveReadEnable is on here (upstream:
+    # off) so that consumers go on from the slave while the master is gone; the pull
+    # answer's suggestWhichBrokerId sends a consumer to the slave when what it has
+    # left to read exceeds accessMessageInMemoryMaxRatio percent of memory_bytes
+    # (0: the machine's physical memory, as upstream's TOTAL_PHYSICAL_MEMORY_SIZE).
+    slave_read_enable: bool = True
+    long_polling_enable: bool = True
+    short_polling_ms: int = 1_000
+    access_message_in_memory_max_ratio: int = 40
+    memory_bytes: int = 0
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    channel_expired_ms: int = 120_000
+    consumer_offset_flush_interval_ms: int = 5_000
 
     @property
     def effective_register_period_ms(self) -> int:
@@ -159,6 +173,15 @@ class BrokerConfig:
             raise ConfigError("failoverMasterRole must be ASYNC_MASTER or SYNC_MASTER")
         if not self.cluster_name or not self.broker_name:
             raise ConfigError("brokerClusterName and brokerName must be set")
+        if min(self.short_polling_ms, self.channel_expired_ms,
+               self.consumer_offset_flush_interval_ms) <= 0 or self.memory_bytes < 0:
+            raise ConfigError("consumer intervals must be positive and memory_bytes not negative")
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ConfigError("accessMessageInMemoryMaxRatio must be within 0..100")
+        try:
+            parse_delay_levels(self.message_delay_level)
+        except DelayLevelError as exc:
+            raise ConfigError(str(exc)) from exc
         try:
             self.ha.validate()
         except ValueError as exc:
@@ -199,6 +222,13 @@ ALIASES: dict[str, str] = {
     "namesrvSecretKeyFile": "namesrv_secret_key_file",
     "aclEnable": "acl_enabled",
     "aclFile": "acl_file",
+    "slaveReadEnable": "slave_read_enable",
+    "longPollingEnable": "long_polling_enable",
+    "shortPollingTimeMills": "short_polling_ms",
+    "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
+    "messageDelayLevel": "message_delay_level",
+    "channelExpiredTimeout": "channel_expired_ms",
+    "flushConsumerOffsetInterval": "consumer_offset_flush_interval_ms",
 }
 HA_FIELDS = {f.name for f in dataclasses.fields(HAConfig)}
 _TRUE = {"true", "1", "yes", "on"}

@@ -187,9 +187,22 @@ class BrokerMetadata:
     ):
         """Record a consumer group's offset for one queue."""
         key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
-        offsets = {k: dict(v) for k, v in self.snapshot.consumer_offsets.items()}
-        offsets.setdefault(key, {})[queue_id] = offset
+        # Copy-on-write of the one entry that changes: a snapshot being saved
+        # on the persistence thread keeps its own tables.
+        offsets = dict(self.snapshot.consumer_offsets)
+        queues = dict(offsets.get(key, {}))
+        queues[queue_id] = offset
+        offsets[key] = queues
         return self._replace(consumer_offsets=offsets)
+
+    def consumer_offset(self, topic: str, group: str, queue_id: int) -> int | None:
+        """The offset ``group`` committed for one queue of ``topic``, or None."""
+        queues = self.snapshot.consumer_offsets.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}")
+        return None if queues is None else queues.get(queue_id)
+
+    def subscription_group(self, name: str) -> Mapping[str, object] | None:
+        """The config of subscription group ``name``."""
+        return self.snapshot.subscription_groups.get(name)
 
     def upsert_subscription_group(self, name: str, config: Mapping[str, object], now_ms: int) -> (
         MetadataSnapshot

@@ -18,14 +18,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker_app.config import DELETE_TOPIC_IN_BROKER
+from broker_app.consume_processor import ConsumeProcessor
 from broker_app.metadata import is_system_topic
 from broker_app.store.message_store import MessageInput, MessageRejected
 from remoting.bodies import encode_kv_table
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import HeaderFieldError
+from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_bool, header_int, header_str, require_str
 from remoting.model import DEFAULT_TOPIC_FILTER_TYPE, PERM_READ, PERM_WRITE, KVTable, TopicConfig
+from remoting.server import Connection
 
 if TYPE_CHECKING:
     from broker_app.broker import BrokerController
@@ -111,13 +113,21 @@ def topic_refusal(topic: str) -> str | None:
 
 
 Route = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
+ClientRoute = Callable[[RemotingCommand, "Connection"], Awaitable[RemotingCommand | None]]
 
 
 class BrokerProcessor:
-    """Dispatches requests by code to the broker core."""
+    """Dispatches requests by code to the broker core.
+
+    ``_routes`` are the producer and admin codes (handled in this module);
+    ``_client_routes`` the consumer-side codes, which need the client's connection
+    (:mod:`broker_app.consume_processor`). Together they are every code the broker
+    port answers; anything else gets REQUEST_CODE_NOT_SUPPORTED (3), as upstream.
+    """
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        consume = ConsumeProcessor(broker)
         self._routes: dict[int, Route] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
@@ -130,17 +140,39 @@ class BrokerProcessor:
             RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: self.notify_min_broker_id_change,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
         }
+        self._client_routes: dict[int, ClientRoute] = {
+            RequestCode.HEART_BEAT: consume.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: consume.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: consume.consumer_list,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: consume.connection_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: consume.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: consume.update_consumer_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: consume.search_offset,
+            RequestCode.GET_MAX_OFFSET: consume.max_offset,
+            RequestCode.GET_MIN_OFFSET: consume.min_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: consume.earliest_store_time,
+            RequestCode.PULL_MESSAGE: consume.pull_message,
+            RequestCode.CONSUMER_SEND_MSG_BACK: consume.send_back,
+            RequestCode.LOCK_BATCH_MQ: consume.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: consume.unlock_batch,
+        }
 
-    async def handle(self, request: RemotingCommand, _peer: object) -> RemotingCommand | None:
+    async def handle(self, request: RemotingCommand, peer: object) -> RemotingCommand | None:
         """Serve one request (the RemotingServer handler and the client's push hook)."""
         route = self._routes.get(request.code)
-        if route is None:
+        client_route = self._client_routes.get(request.code) if route is None else None
+        if route is None and (client_route is None or not isinstance(peer, Connection)):
             return request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f" request type {request.code} not supported",
             )
         try:
-            return await route(request)
+            if route is not None:
+                return await route(request)
+            assert client_route is not None and isinstance(peer, Connection)
+            return await client_route(request, peer)
+        except BodyDecodeError as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad body: {exc}")
         except (HeaderFieldError, MessageRejected) as exc:
             code = (
                 ResponseCode.MESSAGE_ILLEGAL

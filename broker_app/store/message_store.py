@@ -19,7 +19,8 @@ import os
 import re
 import shutil
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -52,6 +53,13 @@ DEFAULT_FLUSH_INTERVAL_MS = 500
 # pattern is also what keeps a request from escaping the store directory.
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 QUEUE_ID_MAX = 65535
+FILTER_SCAN_ENTRIES_MAX = 16_000
+"""Consume-queue entries one read looks through for matching tags (``maxFilterMessageCount``)."""
+
+ArrivalListener = Callable[[str, int, int], None]
+"""Called with (topic, queue id, new max queue offset) for every message indexed."""
+TagFilter = Callable[[int], bool]
+"""Decides from a consume-queue entry's tag hash whether a message matches."""
 
 
 class FlushDiskType(StrEnum):
@@ -109,6 +117,37 @@ class PutResult:
         return self.physical_offset + self.size
 
 
+class GetStatus(StrEnum):
+    """What a read of a consume queue found (``GetMessageStatus``)."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    """The answer of :meth:`MessageStore.get_messages` (``GetMessageResult``).
+
+    ``next_begin_offset`` is where the reader goes on (past the entries looked
+    at, matched or not). ``suggest_slave`` is True when what is left to read
+    behind this read is more than the store keeps in memory: RocketMQ then
+    points the consumer at a slave.
+    """
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageRecord] = field(default_factory=list)
+    suggest_slave: bool = False
+
+
 def validate_topic(topic: str) -> None:
     """Raise :class:`MessageRejected` unless ``topic`` is a legal RocketMQ topic name."""
     if not TOPIC_PATTERN.match(topic):
@@ -132,6 +171,8 @@ class MessageStore:
         # Serialises the flusher thread with close(); writers never take it.
         self._flush_lock = threading.Lock()
         self._closed = False
+        self.on_arrival: ArrivalListener | None = None
+        """Long polling's hook (set by the broker): told of every message indexed."""
         self.recovery = self._recover()
 
     # -- recovery ------------------------------------------------------------
@@ -178,6 +219,15 @@ class MessageStore:
         cq = self._cqs.get((topic, queue_id))
         return 0 if cq is None else cq.max_offset
 
+    def queue_min_offset(self, topic: str, queue_id: int) -> int:
+        """The first queue offset still readable in (topic, queue id); 0 for an unknown queue."""
+        cq = self._cqs.get((topic, queue_id))
+        return 0 if cq is None else cq.min_offset
+
+    def queues_of(self, topic: str) -> list[int]:
+        """The queue ids of ``topic`` that hold (or held) messages here."""
+        return sorted(queue_id for name, queue_id in self._cqs if name == topic)
+
     # -- writing -------------------------------------------------------------
 
     def put_message(self, message: MessageInput, store_timestamp_ms: int) -> PutResult:
@@ -207,6 +257,8 @@ class MessageStore:
         cq.put(queue_offset, CQEntry(offset, size, tag_hash(tags)))
         if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.flush()
+        if self.on_arrival is not None:
+            self.on_arrival(message.topic, message.queue_id, cq.max_offset)
         return PutResult(offset, size, queue_offset, store_timestamp_ms)
 
     def _dispatch(self, message: MessageRecord, size: int, *, skip_present: bool) -> None:
@@ -214,6 +266,8 @@ class MessageStore:
         if skip_present and message.queue_offset < cq.max_offset:
             return
         cq.put(message.queue_offset, CQEntry(message.physical_offset, size, tag_hash(message.tags)))
+        if self.on_arrival is not None:
+            self.on_arrival(message.topic, message.queue_id, cq.max_offset)
 
     def _cq(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)
@@ -328,6 +382,105 @@ class MessageStore:
             record_bytes_max=self.config.record_bytes_max,
         )
         return result.message
+
+    def message_at(self, physical_offset: int) -> MessageRecord | None:
+        """The message stored at commit-log ``physical_offset`` (CONSUMER_SEND_MSG_BACK)."""
+        if not self.min_offset <= physical_offset < self.max_offset:
+            return None
+        head = self.commit_log.read(physical_offset, FILLER_MIN_BYTES)
+        if len(head) < FILLER_MIN_BYTES:
+            return None
+        size = int.from_bytes(head[:4], "big", signed=True)
+        if not 0 < size <= self.config.record_bytes_max:
+            return None
+        raw = self.commit_log.read(physical_offset, size)
+        try:
+            result = scan_record(
+                raw, 0, physical_offset=physical_offset,
+                segment_remaining=self.config.segment_bytes
+                - physical_offset % self.config.segment_bytes,
+                record_bytes_max=self.config.record_bytes_max,
+            )
+        except RecordError:
+            return None
+        return result.message
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_count: int,
+        max_bytes: int,
+        accept: TagFilter | None = None,
+        memory_bytes: int | None = None,
+    ) -> GetResult:
+        """Read up to ``max_count`` matching messages from ``offset`` (``getMessage``).
+
+        ``accept`` filters on the consume queue's tag hash before the commit log is
+        read (None: every message). ``memory_bytes`` is how much of the commit
+        log's tail counts as in memory for ``suggest_slave``.
+        """
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        low, high = cq.min_offset, cq.max_offset
+        if high == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, low, high)
+        if offset < low:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, low, low, high)
+        if offset == high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, low, high)
+        if offset > high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, low if low == 0 else high, low, high)
+        messages: list[MessageRecord] = []
+        taken_bytes = 0
+        position = offset
+        last_physical = 0
+        end = min(high, offset + max(FILTER_SCAN_ENTRIES_MAX, max_count))
+        while position < end and len(messages) < max_count:
+            entry = cq.get(position)
+            if entry is None or entry.size <= 0:
+                position += 1
+                continue
+            if messages and taken_bytes + entry.size > max_bytes:
+                break
+            last_physical = entry.commit_log_offset
+            if accept is None or accept(entry.tag_hash):
+                message = self.get_message(topic, queue_id, position)
+                if message is not None:
+                    messages.append(message)
+                    taken_bytes += entry.size
+            position += 1
+        suggest = False
+        if memory_bytes is not None and last_physical:
+            suggest = self.max_offset - last_physical > memory_bytes
+        if messages:
+            return GetResult(GetStatus.FOUND, position, low, high, messages, suggest)
+        status = GetStatus.NO_MATCHED_MESSAGE if position > offset else GetStatus.OFFSET_FOUND_NULL
+        return GetResult(status, position, low, high, [], suggest)
+
+    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int | None:
+        """The store timestamp of the message at ``queue_offset``, or None."""
+        message = self.get_message(topic, queue_id, queue_offset)
+        return None if message is None else message.store_timestamp_ms
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after ``timestamp_ms`` (``getOffsetInQueueByTime``).
+
+        The max offset when every message is older; the min offset when all are newer.
+        """
+        low, high = self.queue_min_offset(topic, queue_id), self.queue_max_offset(topic, queue_id)
+        first, last = low, high
+        while first < last:
+            middle = (first + last) // 2
+            stored = self.store_time_at(topic, queue_id, middle)
+            if stored is None or stored < timestamp_ms:
+                first = middle + 1
+            else:
+                last = middle
+        return first
 
     # -- durability ----------------------------------------------------------
 

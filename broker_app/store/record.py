@@ -113,6 +113,14 @@ def parse_properties(text: str) -> dict[str, str]:
     return result
 
 
+def format_properties(properties: dict[str, str]) -> str:
+    """RocketMQ's ``messageProperties2String``: the inverse of :func:`parse_properties`."""
+    return "".join(
+        f"{name}{PROPERTY_NAME_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
+        for name, value in properties.items()
+    )
+
+
 def tag_hash(tags: str | None) -> int:
     """A stable 63-bit hash of the tags, stored in consume-queue entries.
 
