@@ -127,6 +127,7 @@ class BrokerProcessor:
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        self._unsupported_seen: set[int] = set()
         consume = ConsumeProcessor(broker)
         self._routes: dict[int, Route] = {
             RequestCode.SEND_MESSAGE: self.send_message,
@@ -162,6 +163,11 @@ class BrokerProcessor:
         route = self._routes.get(request.code)
         client_route = self._client_routes.get(request.code) if route is None else None
         if route is None and (client_route is None or not isinstance(peer, Connection)):
+            if request.code not in self._unsupported_seen:
+                # Once per code: which requests clients send that we do not serve.
+                self._unsupported_seen.add(request.code)
+                log.info("request code %d not supported (first seen from %s)", request.code,
+                         getattr(peer, "id", peer))
             return request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f" request type {request.code} not supported",

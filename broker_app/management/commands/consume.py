@@ -10,6 +10,7 @@ a restarted one goes on where the group left off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -54,10 +55,8 @@ class Command(BaseCommand):
         if not namesrv:
             raise CommandError("--namesrv names no address")
         logging.getLogger("broker_app").setLevel(logging.WARNING)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(self._consume(namesrv, options))
-        except KeyboardInterrupt:
-            pass
 
     async def _consume(self, namesrv: list[str], options: dict[str, Any]) -> None:
         received = 0
