@@ -21,6 +21,7 @@ from broker_app.clients import (
     ClientChannel,
     ConsumerGroup,
     QueueKey,
+    Subscription,
     SubscriptionError,
     build_subscription,
     decode_heartbeat,
@@ -58,6 +59,8 @@ PULL_BYTES_MAX = 256 * 1024
 """``maxTransferBytesOnMessageInMemory``."""
 SUSPEND_MAX_S = 60.0
 """The longest a pull is held, whatever the client asks for."""
+Refusal = tuple[int, str]
+"""A response code and its remark."""
 QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
 
@@ -254,42 +257,15 @@ class ConsumeProcessor:
         or its suspend timeout passes.
         """
         header = PullHeader.parse(request)
-        refusal = self._pull_refusal(request, header)
-        if refusal is not None:
-            return refusal
+        found = self._pull_refusal(header) or self._subscription(header)
+        if isinstance(found, tuple):
+            return request.make_response(*found)
         broker = self.broker
-        if header.sys_flag & FLAG_SUBSCRIPTION:
-            try:
-                subscription = build_subscription(
-                    header.topic, header.subscription, sub_version=header.sub_version,
-                    expression_type=header.expression_type,
-                )
-            except SubscriptionError as exc:
-                return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
-            broker.consumers.compensate_subscription(header.group, subscription)
-        else:
-            group = broker.consumers.group(header.group)
-            if group is None:
-                return request.make_response(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's group info not exist: {header.group}",
-                )
-            found = group.subscriptions.get(header.topic)
-            if found is None:
-                return request.make_response(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's subscription not exist: {header.topic}",
-                )
-            if found.sub_version < header.sub_version:
-                return request.make_response(
-                    ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
-                )
-            subscription = found
         if header.sys_flag & FLAG_COMMIT_OFFSET and broker.role is not BrokerRole.SLAVE:
             broker.commit_consumer_offset(
                 header.topic, header.group, header.queue_id, header.commit_offset
             )
-        hashes = None if subscription.takes_all else subscription.tag_hashes()
+        hashes = None if found.takes_all else found.tag_hashes()
         response = self._read(request, header, hashes)
         suspend = header.sys_flag & FLAG_SUSPEND and header.suspend_ms > 0
         if response.code != ResponseCode.PULL_NOT_FOUND or not suspend:
@@ -302,36 +278,53 @@ class ConsumeProcessor:
         await broker.pull_hold.wait(header.topic, header.queue_id, header.offset, timeout_s)
         return self._read(request, header, hashes)
 
-    def _pull_refusal(self, request: RemotingCommand, header: PullHeader) -> RemotingCommand | None:
+    def _pull_refusal(self, header: PullHeader) -> Refusal | None:
+        """Why the broker or topic cannot serve this pull (code, remark), or None."""
         broker = self.broker
-        if not is_readable(broker.config.broker_permission):
-            return request.make_response(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{broker.config.broker_name}] pulling message is forbidden",
-            )
         topic = broker.metadata.topic(header.topic)
+        if not is_readable(broker.config.broker_permission):
+            return (ResponseCode.NO_PERMISSION,
+                    f"the broker[{broker.config.broker_name}] pulling message is forbidden")
         if topic is None:
-            return request.make_response(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{header.topic}] not exist, apply first please!",
-            )
+            return (ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{header.topic}] not exist, apply first please!")
         if not is_readable(topic.perm):
-            return request.make_response(
-                ResponseCode.NO_PERMISSION,
-                f"the topic[{header.topic}] pulling message is forbidden",
-            )
+            return (ResponseCode.NO_PERMISSION,
+                    f"the topic[{header.topic}] pulling message is forbidden")
         if not 0 <= header.queue_id < topic.read_queue_nums:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
-                f"topicConfig.readQueueNums:[{topic.read_queue_nums}]",
-            )
+            return (ResponseCode.SYSTEM_ERROR,
+                    f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                    f"topicConfig.readQueueNums:[{topic.read_queue_nums}]")
         if header.max_count <= 0 or header.offset < 0:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                "maxMsgNums must be positive and queueOffset not negative",
-            )
+            return (ResponseCode.SYSTEM_ERROR,
+                    "maxMsgNums must be positive and queueOffset not negative")
         return None
+
+    def _subscription(self, header: PullHeader) -> Subscription | Refusal:
+        """The subscription to filter by: carried by the pull (subscription flag) or
+        the group's from its heartbeat; (code, remark) when there is none to use."""
+        consumers = self.broker.consumers
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            try:
+                carried = build_subscription(
+                    header.topic, header.subscription, sub_version=header.sub_version,
+                    expression_type=header.expression_type,
+                )
+            except SubscriptionError as exc:
+                return ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)
+            consumers.compensate_subscription(header.group, carried)
+            return carried
+        group = consumers.group(header.group)
+        if group is None:
+            return (ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's group info not exist: {header.group}")
+        known = group.subscriptions.get(header.topic)
+        if known is None:
+            return (ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's subscription not exist: {header.topic}")
+        if known.sub_version < header.sub_version:
+            return ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+        return known
 
     def _read(
         self, request: RemotingCommand, header: PullHeader, hashes: frozenset[int] | None
