@@ -392,3 +392,31 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
         for broker in (slave, master):
             await broker.stop(unregister=False)
         namesrv.stop()
+
+
+async def test_offsets_and_retry_topics_survive_a_restart(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    namesrv = FakeNameServer().start()
+    repository = MemoryRepository()
+    config = broker_config(tmp_path, namesrv.addr, broker_id=0)
+    try:
+        first = BrokerController(config, repository)
+        await first.start()
+        first.create_topic(TopicConfig(TOPIC, 2, 2))
+        await call(client, first, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
+        await call(client, first, RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": GROUP, "topic": TOPIC, "queueId": "1", "commitOffset": "12"})
+        await first.stop(unregister=False)
+        await client.close()
+
+        again = BrokerController(config, repository)
+        await again.start()
+        try:
+            assert again.metadata.consumer_offset(TOPIC, GROUP, 1) == 12
+            assert again.metadata.topic(retry_topic(GROUP)) is not None
+            assert again.metadata.subscription_group(GROUP) is not None
+        finally:
+            await again.stop(unregister=False)
+    finally:
+        namesrv.stop()
