@@ -12,7 +12,10 @@ store and the broker's SQLite file. A label is ``<brokerName>-<brokerId>``.
 The broker requests are the ones RocketMQ's admin tools send:
 GET_BROKER_RUNTIME_INFO (28), UPDATE_AND_CREATE_TOPIC (17, after which the
 broker registers the topic with its NameServers), DELETE_TOPIC_IN_BROKER (215,
-after which it registers its table without the topic) and SEND_MESSAGE (10).
+after which it registers its table without the topic), SEND_MESSAGE (10), and
+for the consumer groups' progress GET_ALL_CONSUMER_OFFSET (43),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_CONSUMER_CONNECTION_LIST (203) and
+GET_MAX_OFFSET (30).
 """
 
 from __future__ import annotations
@@ -24,18 +27,21 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker_app.clients import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from broker_app.config import DELETE_TOPIC_IN_BROKER
+from remoting import fastjson
 from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_kv_table
 from remoting.client import RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.errors import BodyDecodeError
 
 BROKERS_DIR = "brokers"
 SPEC_FILE = "spec.json"
@@ -54,6 +60,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 class BrokerControlError(RuntimeError):
     """A broker could not be reached, started or stopped; the text says why."""
+
+
+class BadBodyError(BrokerControlError):
+    """A broker's answer has a body that is not what RocketMQ sends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +114,80 @@ class SendOutcome:
     remark: str | None
     msg_id: str | None
     queue_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerClient:
+    """One client of a consumer group connected to the broker (``Connection``)."""
+
+    client_id: str
+    addr: str
+    language: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection:
+    """A GET_CONSUMER_CONNECTION_LIST answer: the group's clients on this broker, its
+    subscriptions (topic -> expression, by topic) and how it consumes."""
+
+    clients: tuple[ConsumerClient, ...] = ()
+    subscriptions: tuple[tuple[str, str], ...] = ()
+    message_model: str = ""
+    consume_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """A group's progress on one queue: the queue's next offset and the committed one."""
+
+    topic: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+
+    @property
+    def lag(self) -> int:
+        """Messages stored but not yet consumed (never negative: a queue deleted and
+        recreated may start below an old commit)."""
+        return max(0, self.broker_offset - self.consumer_offset)
+
+    @property
+    def is_retry(self) -> bool:
+        """True for the group's retry topic (``%RETRY%group``)."""
+        return self.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+    @property
+    def is_dlq(self) -> bool:
+        """True for the group's dead-letter topic (``%DLQ%group``)."""
+        return self.topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupInfo:
+    """One consumer group as one broker knows it.
+
+    ``clients`` and ``subscriptions`` (topic -> expression) are empty when no client
+    of the group is connected to this broker (CONSUMER_NOT_ONLINE); ``queues`` are
+    the queues it committed an offset on, ordered by topic (its retry and dead-letter
+    topics last) and queue id."""
+
+    name: str
+    clients: tuple[ConsumerClient, ...]
+    subscriptions: tuple[tuple[str, str], ...]
+    queues: tuple[QueueProgress, ...]
+    message_model: str = ""
+    consume_type: str = ""
+
+    @property
+    def online(self) -> bool:
+        """True while a client of the group is connected to this broker."""
+        return bool(self.clients)
+
+    @property
+    def total_lag(self) -> int:
+        """The sum of the queues' lag."""
+        return sum(queue.lag for queue in self.queues)
 
 
 # ------------------------------------------------------------------- processes
@@ -341,3 +425,193 @@ def send_test_message(
     response = _invoke(addr, request, timeout_s)
     ext = response.ext_fields or {}
     return SendOutcome(response.code, response.remark, ext.get("msgId"), ext.get("queueId"))
+
+
+# ------------------------------------------------------------------- consumer groups
+
+_Ask = Callable[[RequestCode, dict[str, str] | None], RemotingCommand]
+"""One request on the shared connection: code and header fields -> the answer."""
+
+
+def consumer_groups(
+    addr: str, timeout_s: float = BROKER_TIMEOUT_S, credentials: Credentials | None = None
+) -> list[ConsumerGroupInfo]:
+    """The consumer groups of one broker (ask a master: a slave's copy lags), by name.
+
+    GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) name the
+    groups; per group GET_CONSUMER_CONNECTION_LIST (203) gives its clients, and per
+    (topic, queue) with a committed offset GET_MAX_OFFSET (30) the queue's next offset.
+    Every queue is listed, retry topics included. A group is listed when it committed
+    an offset or has a client connected; one the broker only remembers is left out.
+
+    All requests share one connection and ``timeout_s`` in total. BrokerControlError
+    when the broker is unreachable, too slow, refuses a request or answers a body that
+    is not what RocketMQ sends.
+    """
+    deadline = time.monotonic() + timeout_s
+    try:
+        with BlockingClient(addr, timeout_s=timeout_s, credentials=credentials) as client:
+
+            def ask(code: RequestCode, fields: dict[str, str] | None) -> RemotingCommand:
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:
+                    raise BrokerControlError(
+                        f"broker {addr} did not answer {code.name} within {timeout_s} s"
+                    )
+                client.timeout_s = left_s
+                return client.invoke(RemotingCommand.request(code, fields))
+
+            return _consumer_groups(addr, ask)
+    except BadBodyError as exc:
+        raise BadBodyError(f"broker {addr} answered a {exc}") from exc
+    except (RemotingClientError, OSError) as exc:
+        raise BrokerControlError(f"broker {addr} unavailable: {exc}") from exc
+
+
+def _consumer_groups(addr: str, ask: _Ask) -> list[ConsumerGroupInfo]:
+    offsets = parse_consumer_offsets(
+        _body(addr, ask(RequestCode.GET_ALL_CONSUMER_OFFSET, None), "GET_ALL_CONSUMER_OFFSET")
+    )
+    known = parse_subscription_groups(
+        _body(addr, ask(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None),
+              "GET_ALL_SUBSCRIPTIONGROUP_CONFIG")
+    )  # fmt: skip
+    max_offsets: dict[tuple[str, int], int] = {}
+    groups = []
+    for name in sorted(known | {group for _, group in offsets}):
+        connection = ask(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": name})
+        if connection.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            online = ConsumerConnection()
+        else:
+            online = parse_consumer_connection(
+                _body(addr, connection, f"GET_CONSUMER_CONNECTION_LIST of {name}")
+            )
+        queues = []
+        for _, topic, queue_id, committed in sorted(
+            (_topic_rank(topic), topic, queue_id, committed)
+            for (topic, group), table in offsets.items() if group == name
+            for queue_id, committed in table.items()
+        ):  # fmt: skip
+            if (topic, queue_id) not in max_offsets:
+                max_offsets[topic, queue_id] = _max_offset(addr, ask, topic, queue_id)
+            queues.append(QueueProgress(topic, queue_id, max_offsets[topic, queue_id], committed))
+        if queues or online.clients:
+            groups.append(ConsumerGroupInfo(
+                name, online.clients, online.subscriptions, tuple(queues),
+                online.message_model, online.consume_type,
+            ))  # fmt: skip
+    return groups
+
+
+def _topic_rank(topic: str) -> int:
+    """The group's own topics after the ones it subscribed to: retry, then dead-letter."""
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return 1
+    return 2 if topic.startswith(DLQ_GROUP_TOPIC_PREFIX) else 0
+
+
+def _body(addr: str, response: RemotingCommand, what: str) -> bytes:
+    if response.code != ResponseCode.SUCCESS:
+        raise BrokerControlError(
+            f"broker {addr} refused {what}: {response.remark or response.code}"
+        )
+    if not response.body:
+        raise BrokerControlError(f"broker {addr} answered {what} without a body")
+    return response.body
+
+
+def _max_offset(addr: str, ask: _Ask, topic: str, queue_id: int) -> int:
+    response = ask(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)})
+    what = f"GET_MAX_OFFSET of {topic} queue {queue_id}"
+    if response.code != ResponseCode.SUCCESS:
+        raise BrokerControlError(
+            f"broker {addr} refused {what}: {response.remark or response.code}"
+        )
+    try:
+        return int((response.ext_fields or {})["offset"])
+    except (KeyError, ValueError) as exc:
+        raise BrokerControlError(
+            f"broker {addr} answered {what} without an integer offset field"
+        ) from exc
+
+
+def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        raw = fastjson.loads(body)
+    except BodyDecodeError as exc:
+        raise BadBodyError(f"bad {what} body: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise BadBodyError(f"bad {what} body: not a JSON object")
+    return raw
+
+
+def _member(obj: dict[str, Any], key: str, kind: type[dict[Any, Any]] | type[list[Any]],
+            what: str) -> Any:  # fmt: skip
+    value = obj.get(key)
+    if not isinstance(value, kind):
+        json_kind = "object" if kind is dict else "array"
+        raise BadBodyError(f"bad {what} body: {key} is not a JSON {json_kind}")
+    return value
+
+
+def parse_consumer_offsets(body: bytes) -> dict[tuple[str, str], dict[int, int]]:
+    """A GET_ALL_CONSUMER_OFFSET body (``{"offsetTable":{"topic@group":{0:5}}}``) as
+    (topic, group) -> queue id -> committed offset; BrokerControlError when it is not one."""
+    what = "GET_ALL_CONSUMER_OFFSET"
+    table = _member(_json_object(body, what), "offsetTable", dict, what)
+    offsets: dict[tuple[str, str], dict[int, int]] = {}
+    for key, queues in table.items():
+        topic, at, group = str(key).partition("@")
+        if not at or not topic or not group or "@" in group:
+            raise BadBodyError(f"bad {what} body: key {key!r} is not topic@group")
+        if not isinstance(queues, dict):
+            raise BadBodyError(f"bad {what} body: the offsets of {key!r} are not an object")
+        try:
+            offsets[topic, group] = {
+                int(queue_id): _integer(offset) for queue_id, offset in queues.items()
+            }
+        except (TypeError, ValueError) as exc:
+            raise BadBodyError(
+                f"bad {what} body: the offsets of {key!r} are not integers by queue id"
+            ) from exc
+    return offsets
+
+
+def _integer(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{value!r} is not an integer")
+    return value
+
+
+def parse_subscription_groups(body: bytes) -> set[str]:
+    """The group names of a GET_ALL_SUBSCRIPTIONGROUP_CONFIG body
+    (``{"subscriptionGroupTable":{"group":{..}}}``); BrokerControlError when it is not one."""
+    what = "GET_ALL_SUBSCRIPTIONGROUP_CONFIG"
+    table = _member(_json_object(body, what), "subscriptionGroupTable", dict, what)
+    return {str(name) for name in table}
+
+
+def parse_consumer_connection(body: bytes) -> ConsumerConnection:
+    """A GET_CONSUMER_CONNECTION_LIST body (``ConsumerConnection``): its clients, its
+    subscriptions (topic -> expression, by topic) and its model; BrokerControlError when
+    it is not one."""
+    what = "GET_CONSUMER_CONNECTION_LIST"
+    raw = _json_object(body, what)
+    clients = []
+    for item in _member(raw, "connectionSet", list, what):
+        if not isinstance(item, dict) or not isinstance(item.get("clientId"), str):
+            raise BadBodyError(f"bad {what} body: a connection without a clientId")
+        version = item.get("version", 0)
+        clients.append(ConsumerClient(
+            item["clientId"], str(item.get("clientAddr", "")), str(item.get("language", "")),
+            version if isinstance(version, int) else 0,
+        ))  # fmt: skip
+    subscriptions = []
+    for topic, sub in _member(raw, "subscriptionTable", dict, what).items():
+        if not isinstance(sub, dict):
+            raise BadBodyError(f"bad {what} body: the subscription of {topic!r} is not an object")
+        subscriptions.append((str(topic), str(sub.get("subString", ""))))
+    return ConsumerConnection(
+        tuple(sorted(clients, key=lambda c: (c.client_id, c.addr))), tuple(sorted(subscriptions)),
+        str(raw.get("messageModel", "")), str(raw.get("consumeType", "")),
+    )  # fmt: skip

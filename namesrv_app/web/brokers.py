@@ -7,6 +7,14 @@ short timeout, so a dead broker only greys out its row). Replication lag is
 the group master's max offset minus the slave's; a slave is in sync while its
 HA connection is up and the lag is within the raft-failover bound.
 
+Consumer groups: every reachable master is asked (in parallel, one connection and
+a short time budget each) for its groups' committed offsets, clients and queue max
+offsets (:func:`localcluster.broker_control.consumer_groups`); the page merges them
+by group name, one table of clients and one of queues per group, lag being the
+queue's max offset minus the group's committed offset. A retry topic
+(``%RETRY%group``) row is shown only while it has lag: a group's idle retry queue
+says nothing.
+
 Forms (operator role): create or update a topic on one broker
 (UPDATE_AND_CREATE_TOPIC; the broker then registers it with the NameServers),
 send a test message (SEND_MESSAGE), and stop or start a broker of the local
@@ -25,7 +33,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from localcluster import broker_control
-from localcluster.broker_control import BrokerControlError
+from localcluster.broker_control import BrokerControlError, ConsumerGroupInfo
 from namesrv_app import audit, models
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.web import reads
@@ -42,6 +50,8 @@ from namesrv_app.web.views import _context, console_view
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 
 RUNTIME_TIMEOUT_S = 1.0
+CONSUMERS_TIMEOUT_S = 2.0
+"""All of one master's consumer-group requests share this budget."""
 RUNTIME_WORKERS_MAX = 16
 BROKERS_SHOWN_MAX = 200
 """The page asks at most this many brokers for their runtime info."""
@@ -163,6 +173,70 @@ def broker_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def _consumer_groups(addrs: list[str]) -> dict[str, list[ConsumerGroupInfo] | str]:
+    """The consumer groups of every address in parallel; the error text when one fails."""
+
+    def ask(addr: str) -> list[ConsumerGroupInfo] | str:
+        try:
+            return broker_control.consumer_groups(addr, CONSUMERS_TIMEOUT_S)
+        except (BrokerControlError, ValueError) as exc:
+            return str(exc)
+
+    if not addrs:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(RUNTIME_WORKERS_MAX, len(addrs))) as pool:
+        return dict(zip(addrs, pool.map(ask, addrs), strict=True))
+
+
+def consumer_sections(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Consumer groups section from the reachable masters among ``rows``.
+
+    ``groups``: one dict per group name (clients and queue rows of every master, with
+    the broker's name; total lag), ordered by name; ``unreachable``: the masters not
+    asked; ``errors``: what a master that was asked answered wrong."""
+    masters = [row for row in rows if row["role"] == "master"]
+    asked = [row for row in masters if row["reachable"]]
+    answers = _consumer_groups([row["addr"] for row in asked])
+    merged: dict[str, dict[str, Any]] = {}
+    errors = []
+    for row in asked:
+        answer = answers[row["addr"]]
+        if isinstance(answer, str):
+            errors.append(f"{row['broker_name']}: {answer}")
+            continue
+        for group in answer:
+            _merge(merged, row["broker_name"], group)
+    groups = [merged[name] for name in sorted(merged)]
+    for entry in groups:
+        entry["total_lag"] = sum(queue["lag"] for queue in entry["queues"])
+        entry["subscriptions"] = sorted(entry["subscriptions"].items())
+        entry["models"] = sorted(entry["models"])
+    return {
+        "groups": groups,
+        "unreachable": [row for row in masters if not row["reachable"]],
+        "errors": errors,
+    }
+
+
+def _merge(merged: dict[str, dict[str, Any]], broker_name: str, group: ConsumerGroupInfo) -> None:
+    entry = merged.setdefault(group.name, {
+        "name": group.name, "clients": [], "subscriptions": {}, "queues": [], "models": set(),
+        "idle_retry_queues": 0,
+    })  # fmt: skip
+    entry["clients"] += [{"broker": broker_name, "client": client} for client in group.clients]
+    entry["subscriptions"].update(group.subscriptions)
+    entry["models"].update(m for m in (group.message_model, group.consume_type) if m)
+    for queue in group.queues:
+        if queue.is_retry and queue.lag == 0:
+            entry["idle_retry_queues"] += 1
+            continue
+        entry["queues"].append({
+            "broker": broker_name, "topic": queue.topic, "queue_id": queue.queue_id,
+            "broker_offset": queue.broker_offset, "consumer_offset": queue.consumer_offset,
+            "lag": queue.lag, "retry": queue.is_retry, "dlq": queue.is_dlq,
+        })  # fmt: skip
+
+
 def _offset(info: dict[str, str] | None) -> int | None:
     if info is None:
         return None
@@ -211,10 +285,12 @@ def _page(
     if request.method == "POST":
         audit.note(request, result=error or result, failed=error is not None)
     folder = run_dir()
+    rows = broker_rows()
     context = _context(
         request,
         "brokers",
-        rows=broker_rows(),
+        rows=rows,
+        consumers=consumer_sections(rows),
         local=broker_control.local_brokers(folder) if folder is not None else [],
         topic_form=forms_in.get("topic_form") or BrokerTopicForm(),
         send_form=forms_in.get("send_form") or TestMessageForm(),

@@ -17,7 +17,9 @@ slave each. The console of n1 is driven as an operator would drive it:
   NameServer) is on every node and then gone from every node and every broker, and
   stays gone past the brokers' next periodic registrations, while a topic deleted on
   the NameServers only comes back with them; a broker that does not answer the delete
-  is named in a warning.
+  is named in a warning;
+* a consumer group made on both masters (a client's heartbeat, sends, committed
+  offsets) shows on the Brokers page with its clients and its lag per queue.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 import pytest
 
 from broker_app.config import BrokerConfig
+from broker_app.messages import build_send_request
 from localcluster import broker_control
 from localcluster.launcher import free_port
 from localcluster.readiness import wait_until
@@ -392,3 +395,91 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
     # The slave that missed it copies its master's table at its next metadata sync.
     wait_for(lambda: CONTROL_TOPIC not in broker_topics(stuck.spec.addr),
                "the missed slave catching up with its master", timeout_s=30.0)  # fmt: skip
+
+
+# ------------------------------------------------------------- consumer groups
+
+CONSUMER_GROUP = "ConsoleDemoGroup"
+CONSUMER_CLIENT = "127.0.0.1@console-demo"
+CONSUMED_TOPIC = "DemoOrders"
+RETRY_TOPIC = f"%RETRY%{CONSUMER_GROUP}"
+# Per master, per (topic, queue): messages sent and the offset the group commits.
+PROGRESS = {
+    "broker-a": {(CONSUMED_TOPIC, 0): (6, 6), (CONSUMED_TOPIC, 1): (4, 1),
+                 (RETRY_TOPIC, 0): (2, 1)},
+    "broker-b": {(CONSUMED_TOPIC, 0): (5, 3), (CONSUMED_TOPIC, 3): (2, 2),
+                 (RETRY_TOPIC, 0): (0, 0)},
+}  # fmt: skip
+"""Lag 3 + 1 on broker-a, 2 on broker-b; broker-b's retry queue is idle (not listed)."""
+
+
+def heart_beat(client: BlockingClient) -> None:
+    """HEART_BEAT as a push consumer of CONSUMER_GROUP subscribed to CONSUMED_TOPIC."""
+    body = json.dumps({
+        "clientID": CONSUMER_CLIENT,
+        "consumerDataSet": [{
+            "groupName": CONSUMER_GROUP, "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "subscriptionDataSet": [{"topic": CONSUMED_TOPIC, "subString": "TagA || TagB",
+                                     "subVersion": 1, "expressionType": "TAG"}],
+        }],
+        "producerDataSet": [],
+    }).encode()  # fmt: skip
+    request = RemotingCommand.request(RequestCode.HEART_BEAT, body=body)
+    assert client.invoke(request).code == ResponseCode.SUCCESS
+
+
+@pytest.fixture
+def consumer_clients(cluster: Cluster) -> Iterator[list[BlockingClient]]:
+    """CONSUMER_GROUP on both masters as a client makes it: a heartbeat on a connection
+    kept open (the group stays online), messages sent, offsets committed (PROGRESS)."""
+    clients = []
+    try:
+        for group, progress in PROGRESS.items():
+            client = BlockingClient(cluster.brokers[f"{group}-0"], timeout_s=5.0)
+            clients.append(client)
+            heart_beat(client)  # first: it creates the group's retry topic
+            for (topic, queue_id), (sent, committed) in progress.items():
+                for n in range(sent):
+                    request = build_send_request(
+                        topic, f"order {n}".encode(), queue_id=queue_id, producer_group="PG",
+                        tags="TagA", born_timestamp_ms=int(time.time() * 1000),
+                    )  # fmt: skip
+                    assert client.invoke(request).code == ResponseCode.SUCCESS, topic
+                commit = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                    "consumerGroup": CONSUMER_GROUP, "topic": topic, "queueId": str(queue_id),
+                    "commitOffset": str(committed),
+                })  # fmt: skip
+                assert client.invoke(commit).code == ResponseCode.SUCCESS
+        yield clients
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_the_brokers_page_shows_each_consumer_groups_clients_and_lag(
+    console: Any, cluster: Cluster, consumer_clients: list[BlockingClient]
+) -> None:
+    tab = console
+    tab.goto(f"{cluster.console_url}/brokers/")
+    group = tab.locator(f".consumer-group[data-group='{CONSUMER_GROUP}']")
+    assert group.locator(".total-lag").inner_text() == "6"
+    assert "2 client connections" in group.locator("h3").inner_text()
+    clients = [row.locator("td").all_inner_texts()
+               for row in group.locator("table.consumer-clients tbody tr").all()]  # fmt: skip
+    assert [(broker, client_id) for broker, client_id, _, _ in clients] == [
+        ("broker-a", CONSUMER_CLIENT), ("broker-b", CONSUMER_CLIENT),
+    ]  # fmt: skip
+    queues = [row.locator("td").all_inner_texts()
+              for row in group.locator("table.consumer-queues tbody tr").all()]  # fmt: skip
+    expected = [
+        [broker, f"{topic} retry" if topic == RETRY_TOPIC else topic, str(queue_id), str(sent),
+         str(committed), str(sent - committed)]
+        for broker, progress in PROGRESS.items()
+        for (topic, queue_id), (sent, committed) in progress.items()
+        if topic != RETRY_TOPIC or sent > committed
+    ]  # fmt: skip
+    assert queues == expected
+    assert "1 idle retry queue not listed" in group.locator("tfoot").inner_text()
+    tab.evaluate("document.getElementById('consumer-groups').scrollIntoView()")
+    screenshot(tab, "brokers-consumers.png")

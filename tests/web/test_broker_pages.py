@@ -2,7 +2,9 @@
 
 The broker (broker-a, master) is started by ``broker_control.start_broker`` in a
 temporary run folder, registers with the test gateway, and is projected into the
-test database the way the gateway would project it.
+test database the way the gateway would project it. A consumer group is made on the
+wire as a client makes one (HEART_BEAT, then UPDATE_CONSUMER_OFFSET); the parsing
+of the consumer-group answers is also checked against a fake broker connection.
 """
 
 from __future__ import annotations
@@ -17,19 +19,32 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from pytest_django.asserts import assertInHTML
 
+from broker_app.messages import build_send_request
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from localcluster import broker_control
-from localcluster.broker_control import BrokerSpec, LocalBroker
+from localcluster.broker_control import BadBodyError, BrokerSpec, LocalBroker, QueueProgress
 from namesrv_app.projection import read_full_state, write_full_state
 from raftstore.replicator import LocalReplicator
+from remoting import fastjson
+from remoting.blocking import BlockingClient
+from remoting.codes import LanguageCode, RequestCode, ResponseCode
+from remoting.command import RemotingCommand
 from tests.integration.gateway_harness import write_test_acl
 from tests.integration.raft_cluster_harness import free_port
 from tests.web.conftest import RunningGateway, log_in, node_settings
 
 LABEL = "broker-a-0"
 TOPIC = "ConsoleTopic"
+GROUP = "ConsoleGroup"
+CLIENT_ID = "127.0.0.1@console-test"
+RETRY_TOPIC = f"%RETRY%{GROUP}"
+SENT = {0: 5, 1: 3}
+"""Messages sent per queue of TOPIC."""
+COMMITTED = {0: 2, 1: 3}
+"""The group's committed offset per queue: lag 3 on queue 0, none on queue 1."""
 
 
 def logged_in(username: str) -> Client:
@@ -73,6 +88,191 @@ def test_the_page_shows_the_brokers_role_and_offsets(broker: LocalBroker, viewer
     assert broker.spec.addr in page and "ASYNC_MASTER" in page
     assert "s ago" in page and "running" in page
     assert "Send a test message" not in page
+    assert "No consumer group has committed an offset on these brokers yet." in page
+
+
+def heart_beat_body(group: str, topic: str) -> bytes:
+    """A consumer's HEART_BEAT body: one clustering group subscribed to ``topic``."""
+    return fastjson.dumps({
+        "clientID": CLIENT_ID,
+        "consumerDataSet": [{
+            "groupName": group, "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+            "subscriptionDataSet": [{"topic": topic, "subString": "*", "subVersion": 1,
+                                     "expressionType": "TAG"}],
+        }],
+        "producerDataSet": [],
+    }).encode()  # fmt: skip
+
+
+@pytest.fixture
+def consumer_group(broker: LocalBroker) -> Iterator[BlockingClient]:
+    """GROUP on the broker: its client connected (the open connection), SENT messages
+    on TOPIC and COMMITTED offsets, plus an idle commit on the group's retry topic."""
+    with BlockingClient(broker.spec.addr, timeout_s=5.0) as client:
+        beat = RemotingCommand.request(RequestCode.HEART_BEAT, body=heart_beat_body(GROUP, TOPIC),
+                                       language=LanguageCode.PYTHON)  # fmt: skip
+        assert client.invoke(beat).code == ResponseCode.SUCCESS
+        for queue_id, count in SENT.items():
+            for n in range(count):
+                request = build_send_request(
+                    TOPIC, f"m{n}".encode(), queue_id=queue_id, producer_group="PG", tags=None,
+                    born_timestamp_ms=int(time.time() * 1000),
+                )  # fmt: skip
+                assert client.invoke(request).code == ResponseCode.SUCCESS
+        for topic, queue_id, offset in [*((TOPIC, q, o) for q, o in COMMITTED.items()),
+                                        (RETRY_TOPIC, 0, 0)]:  # fmt: skip
+            commit = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": GROUP, "topic": topic, "queueId": str(queue_id),
+                "commitOffset": str(offset),
+            })  # fmt: skip
+            assert client.invoke(commit).code == ResponseCode.SUCCESS
+        yield client
+
+
+def test_the_page_shows_a_consumer_group_its_client_and_its_lag(
+    broker: LocalBroker, consumer_group: BlockingClient, viewer: User
+) -> None:
+    (group,) = broker_control.consumer_groups(broker.spec.addr)
+    assert group.name == GROUP and group.online
+    assert [c.client_id for c in group.clients] == [CLIENT_ID]
+    assert group.subscriptions == ((TOPIC, "*"),)
+    assert group.queues == (
+        QueueProgress(TOPIC, 0, 5, 2), QueueProgress(TOPIC, 1, 3, 3),
+        QueueProgress(RETRY_TOPIC, 0, 0, 0),
+    )  # fmt: skip
+    assert group.total_lag == 3
+
+    page = logged_in("vera").get("/brokers/").content.decode()
+    assert "No consumer group has committed" not in page
+    assertInHTML('<span class="total-lag">3</span>', page)
+    client_addr = group.clients[0].addr
+    assertInHTML(
+        f"<tr><td>broker-a</td><td><code>{CLIENT_ID}</code></td>"
+        f"<td><code>{client_addr}</code></td><td>PYTHON</td></tr>", page,
+    )  # fmt: skip
+    for queue_id, (sent, committed) in enumerate(((5, 2), (3, 3))):
+        assertInHTML(
+            f'<tr><td>broker-a</td><td><code>{TOPIC}</code></td><td class="num">{queue_id}</td>'
+            f'<td class="num">{sent}</td><td class="num">{committed}</td>'
+            f'<td class="num">{sent - committed}</td></tr>', page,
+        )  # fmt: skip
+    # The retry queue has no lag: counted, not listed.
+    assert "1 idle retry queue not listed" in page
+    assert f"<code>{RETRY_TOPIC}</code>" not in page
+
+
+def test_a_group_whose_client_left_still_shows_its_offsets(
+    broker: LocalBroker, consumer_group: BlockingClient, viewer: User
+) -> None:
+    consumer_group.close()
+    deadline = time.monotonic() + 10
+    while broker_control.consumer_groups(broker.spec.addr)[0].online:
+        assert time.monotonic() < deadline, "the broker kept the closed client"
+        time.sleep(0.05)
+    page = logged_in("vera").get("/brokers/").content.decode()
+    assert "no client online" in page and CLIENT_ID not in page
+    assertInHTML('<span class="total-lag">3</span>', page)
+
+
+# ------------------------------------------------------- consumer groups, bad bodies
+
+
+class FakeBrokerClient:
+    """Stands in for ``BlockingClient``: answers each request code from ``ANSWERS``."""
+
+    ANSWERS: dict[int, RemotingCommand] = {}
+
+    def __init__(self, addr: str, **_kwargs: Any) -> None:
+        self.addr = addr
+        self.timeout_s = 1.0
+
+    def __enter__(self) -> FakeBrokerClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def invoke(self, request: RemotingCommand) -> RemotingCommand:
+        return self.ANSWERS[request.code]
+
+
+def answer(body: str | None, code: int = ResponseCode.SUCCESS,
+           ext_fields: dict[str, str] | None = None) -> RemotingCommand:  # fmt: skip
+    """A broker's answer with ``body``."""
+    request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
+    return request.make_response(code, None, ext_fields=ext_fields,
+                                 body=None if body is None else body.encode())  # fmt: skip
+
+
+GOOD_ANSWERS = {
+    RequestCode.GET_ALL_CONSUMER_OFFSET:
+        '{"dataVersion":{"counter":1,"timestamp":1},"offsetTable":{"T@g":{0:5,1:7}}}',
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG:
+        '{"dataVersion":{"counter":1,"timestamp":1},"subscriptionGroupTable":{"g":{}}}',
+    RequestCode.GET_CONSUMER_CONNECTION_LIST:
+        '{"connectionSet":[{"clientId":"c1","clientAddr":"127.0.0.1:5","language":"JAVA",'
+        '"version":1}],"consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING",'
+        '"subscriptionTable":{"T":{"subString":"a || b"}}}',
+}  # fmt: skip
+
+
+@pytest.fixture
+def fake_broker(monkeypatch: pytest.MonkeyPatch) -> dict[int, RemotingCommand]:
+    """The answers the fake broker gives, good ones to begin with (max offset 9)."""
+    answers = {code: answer(body) for code, body in GOOD_ANSWERS.items()}
+    answers[RequestCode.GET_MAX_OFFSET] = answer(None, ext_fields={"offset": "9"})
+    monkeypatch.setattr(FakeBrokerClient, "ANSWERS", answers)
+    monkeypatch.setattr(broker_control, "BlockingClient", FakeBrokerClient)
+    return answers
+
+
+def test_consumer_groups_parses_what_a_broker_answers(
+    fake_broker: dict[int, RemotingCommand],
+) -> None:
+    (group,) = broker_control.consumer_groups("127.0.0.1:1")
+    assert group.subscriptions == (("T", "a || b"),)
+    assert group.queues == (QueueProgress("T", 0, 9, 5), QueueProgress("T", 1, 9, 7))
+    assert group.total_lag == 6 and group.message_model == "CLUSTERING"
+    fake_broker[RequestCode.GET_CONSUMER_CONNECTION_LIST] = answer(
+        None, ResponseCode.CONSUMER_NOT_ONLINE
+    )
+    (offline,) = broker_control.consumer_groups("127.0.0.1:1")
+    assert not offline.online and offline.clients == () and offline.total_lag == 6
+
+
+@pytest.mark.parametrize(("code", "body", "why"), [
+    (RequestCode.GET_ALL_CONSUMER_OFFSET, "not json", "bad GET_ALL_CONSUMER_OFFSET body"),
+    (RequestCode.GET_ALL_CONSUMER_OFFSET, '{"offsetTable":[]}', "offsetTable is not a JSON object"),
+    (RequestCode.GET_ALL_CONSUMER_OFFSET, '{"offsetTable":{"T":{0:1}}}',
+     "key 'T' is not topic@group"),
+    (RequestCode.GET_ALL_CONSUMER_OFFSET, '{"offsetTable":{"T@g":{"x":1}}}',
+     "the offsets of 'T@g' are not integers by queue id"),
+    (RequestCode.GET_ALL_CONSUMER_OFFSET, '{"offsetTable":{"T@g":{0:"1"}}}',
+     "the offsets of 'T@g' are not integers by queue id"),
+    (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "[]",
+     "bad GET_ALL_SUBSCRIPTIONGROUP_CONFIG body: not a JSON object"),
+    (RequestCode.GET_CONSUMER_CONNECTION_LIST, '{"connectionSet":[{}],"subscriptionTable":{}}',
+     "a connection without a clientId"),
+    (RequestCode.GET_CONSUMER_CONNECTION_LIST, '{"connectionSet":[]}',
+     "subscriptionTable is not a JSON object"),
+])  # fmt: skip
+def test_consumer_groups_refuses_a_bad_body(
+    fake_broker: dict[int, RemotingCommand], code: int, body: str, why: str
+) -> None:
+    fake_broker[code] = answer(body)
+    with pytest.raises(BadBodyError) as raised:
+        broker_control.consumer_groups("127.0.0.1:1")
+    assert str(raised.value).startswith("broker 127.0.0.1:1 answered a bad "), raised.value
+    assert why in str(raised.value)
+
+
+def test_consumer_groups_refuses_a_max_offset_without_its_field(
+    fake_broker: dict[int, RemotingCommand],
+) -> None:
+    fake_broker[RequestCode.GET_MAX_OFFSET] = answer(None)
+    with pytest.raises(broker_control.BrokerControlError, match="without an integer offset"):
+        broker_control.consumer_groups("127.0.0.1:1")
 
 
 def test_an_operator_creates_a_topic_on_the_broker(broker: LocalBroker, operator: User) -> None:
