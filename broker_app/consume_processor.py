@@ -38,7 +38,7 @@ from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.headers import header_int, header_str, require_int, require_str
 from remoting.message_codec import MessageExt, encode_message_ext, message_id
-from remoting.model import is_readable
+from remoting.model import PERM_READ, TopicConfig, is_readable
 
 if TYPE_CHECKING:
     from broker_app.broker import BrokerController
@@ -281,7 +281,7 @@ class ConsumeProcessor:
     def _pull_refusal(self, header: PullHeader) -> Refusal | None:
         """Why the broker or topic cannot serve this pull (code, remark), or None."""
         broker = self.broker
-        topic = broker.metadata.topic(header.topic)
+        topic = broker.metadata.topic(header.topic) or self._replicated_only(header.topic)
         if not is_readable(broker.config.broker_permission):
             return (ResponseCode.NO_PERMISSION,
                     f"the broker[{broker.config.broker_name}] pulling message is forbidden")
@@ -299,6 +299,19 @@ class ConsumeProcessor:
             return (ResponseCode.SYSTEM_ERROR,
                     "maxMsgNums must be positive and queueOffset not negative")
         return None
+
+    def _replicated_only(self, topic: str) -> TopicConfig | None:
+        """A slave whose master died before SlaveSynchronize copied a new topic's config
+        still holds the topic's replicated messages: it serves them, with as many read
+        queues as its store has (upstream refuses: TOPIC_NOT_EXIST, and the messages
+        stay unread until the master returns)."""
+        broker = self.broker
+        if broker.role is not BrokerRole.SLAVE or broker.store is None:
+            return None
+        queues = broker.store.queues_of(topic)
+        if not queues:
+            return None
+        return TopicConfig(topic, max(queues) + 1, max(queues) + 1, PERM_READ)
 
     def _subscription(self, header: PullHeader) -> Subscription | Refusal:
         """The subscription to filter by: carried by the pull (subscription flag) or

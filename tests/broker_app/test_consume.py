@@ -385,6 +385,16 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
         beyond = await call(client, slave, RequestCode.PULL_MESSAGE, pull_fields(90))
         assert beyond.code == ResponseCode.PULL_RETRY_IMMEDIATELY
         assert (beyond.ext_fields or {})["nextBeginOffset"] == "90"
+        # A topic whose config the slave has not copied yet: its replicated messages
+        # are served all the same.
+        slave.synchronizer = None  # SlaveSynchronize stops: the slave never learns the topic
+        master.create_topic(TopicConfig("FreshTopic", 1, 1))
+        await master.put_message(MessageInput("FreshTopic", 0, b"fresh"))
+        await until(lambda: slave.require_store().queue_max_offset("FreshTopic", 0) == 1)
+        assert slave.metadata.topic("FreshTopic") is None
+        fresh = await call(client, slave, RequestCode.PULL_MESSAGE, {
+            **pull_fields(0, topic="FreshTopic"), "sysFlag": str(FLAG_SUBSCRIPTION)})
+        assert [m.body for m in decode_messages(fresh.body or b"")] == [b"fresh"]
         refused = await call(client, slave, RequestCode.CONSUMER_SEND_MSG_BACK, {
             "offset": "0", "group": GROUP, "delayLevel": "0"})
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
