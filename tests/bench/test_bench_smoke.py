@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import cores, route_query, storm
+from bench import consume, cores, route_query, storm
 
 TINY_QUERY_SCALE = dataclasses.replace(
     route_query.SCALES["small"], warmup_s=0.1, measure_s=0.3, paced_s=0.2, idle_sample_s=0.1
@@ -80,3 +80,28 @@ def test_storm_bench_reads_and_registers_in_both_modes(capsys: pytest.CaptureFix
         assert result["large"]["registrar"]["acknowledged"] == 2
     assert summary["raft_over_eventual_storm_reads"] > 0
     assert "raft / eventual reads during the storm" in out
+
+
+@pytest.mark.integration
+def test_consume_bench_moves_messages_through_a_master_and_slave_and_the_echo(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """bench.consume at a tiny size: every message sent, pulled and committed
+    through a real master + slave, the echo baseline measured, the ratios printed."""
+    consume.main(["--messages", "300", "--body-bytes", "64", "--queues", "2",
+                  "--producers", "2"])  # fmt: skip
+    out = capsys.readouterr().out
+    summary = json.loads(out.strip().splitlines()[-1])
+    for target in ("broker", "echo"):
+        figures = summary[target]
+        assert figures["messages"] == 300 and figures["committed"] == 300, (target, figures)
+        assert figures["messages_per_s"] > 0, (target, figures)
+        assert 0 < figures["send_p50_ms"] <= figures["send_p99_ms"], (target, figures)
+        assert 0 < figures["receive_p50_ms"] <= figures["receive_p99_ms"], (target, figures)
+    assert summary["broker"]["pulls_with_messages"] > 0
+    assert set(summary["broker"]["cpu_cores"]) >= {"master", "slave", "bench client"}
+    assert summary["slave_lag_bytes"] == 0
+    assert summary["ratio_messages_per_s"] > 0 and summary["ratio_receive_p50"] > 0
+    assert "| messages/s end to end |" in out
+    assert "| send-to-receive p99 (ms) |" in out
+    assert "ratio broker / echo" in out
