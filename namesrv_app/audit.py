@@ -22,6 +22,7 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
 
 from namesrv_app.conf import namesrv_settings
@@ -70,7 +71,11 @@ def _detail(request: HttpRequest, body: bytes) -> dict[str, Any]:
         if isinstance(parsed, dict):
             fields = parsed
     else:
-        fields = {key: request.POST.get(key) for key in request.POST}
+        try:
+            fields = {key: request.POST.get(key) for key in request.POST}
+        except MultiPartParserError:
+            # A broken multipart body was refused (415/400); the entry says so.
+            fields = {"body": "(unparsable multipart body)"}
     return {
         str(key): value for key, value in fields.items()
         if not any(mark in str(key).lower() for mark in SECRET_FIELD_MARKS)

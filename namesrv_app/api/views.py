@@ -45,6 +45,15 @@ GATEWAY_ERRORS = {
     502: OpenApiResponse(s.ErrorSerializer, description="the gateway refused"),
     503: OpenApiResponse(s.ErrorSerializer, description="the gateway is unreachable"),
 }
+WRITE_ERRORS = {
+    **GATEWAY_ERRORS,
+    415: OpenApiResponse(
+        s.ErrorSerializer,
+        description="the body is not JSON, a form or multipart (or its multipart boundary is "
+        "broken); nothing changed",
+    ),
+}
+"""The answers of a request with a body: the gateway's, and a body DRF cannot parse."""
 NAME_IN_PATH = (
     "A name following ^[%|a-zA-Z0-9_-]+$ is written as it is; any other name (the wire "
     "stores those too) as ~ followed by the name with every UTF-8 byte outside "
@@ -208,7 +217,7 @@ class TopicListView(APIView):
 
     @extend_schema(
         request=s.RegisterTopicSerializer,
-        responses={201: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+        responses={201: s.ResultSerializer, **ERRORS, **WRITE_ERRORS},
     )
     def post(self, request: Request) -> Response:
         """REGISTER_TOPIC_IN_NAMESRV (217) through the gateway (operators)."""
@@ -240,7 +249,7 @@ class TopicDetailView(APIView):
 
     @extend_schema(
         parameters=[TOPIC_PARAM, s.DeleteTopicQuerySerializer],
-        responses={200: s.ResultSerializer, **NOT_FOUND, **ERRORS, **GATEWAY_ERRORS},
+        responses={200: s.ResultSerializer, **NOT_FOUND, **ERRORS, **WRITE_ERRORS},
     )
     def delete(self, request: Request, topic: str) -> Response:
         """DELETE_TOPIC_IN_NAMESRV (216) through the gateway."""
@@ -289,7 +298,7 @@ class WritePermView(APIView):
     @extend_schema(
         parameters=[BROKER_PARAM],
         request=None,
-        responses={200: s.ResultSerializer, **NOT_FOUND, **ERRORS, **GATEWAY_ERRORS},
+        responses={200: s.ResultSerializer, **NOT_FOUND, **ERRORS, **WRITE_ERRORS},
     )
     def post(self, request: Request, broker_name: str) -> Response:
         """205 (wipe) or 327 (add) through the gateway; the topic count."""
@@ -308,7 +317,7 @@ class UnregisterBrokerView(APIView):
 
     @extend_schema(
         request=s.UnregisterBrokerSerializer,
-        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+        responses={200: s.ResultSerializer, **ERRORS, **WRITE_ERRORS},
     )
     def post(self, request: Request) -> Response:
         """UNREGISTER_BROKER (104) through the gateway."""
@@ -335,7 +344,7 @@ class KVView(APIView):
         return Response(s.KVNamespaceSerializer(data, many=True).data)
 
     @extend_schema(
-        request=s.KVPutSerializer, responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS}
+        request=s.KVPutSerializer, responses={200: s.ResultSerializer, **ERRORS, **WRITE_ERRORS}
     )
     def post(self, request: Request) -> Response:
         """PUT_KV_CONFIG (100) through the gateway (operators)."""
@@ -345,7 +354,7 @@ class KVView(APIView):
 
     @extend_schema(
         parameters=[s.KVKeySerializer],
-        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+        responses={200: s.ResultSerializer, **ERRORS, **WRITE_ERRORS},
     )
     def delete(self, request: Request) -> Response:
         """DELETE_KV_CONFIG (102) through the gateway (operators); ``?namespace=&key=``."""
@@ -414,7 +423,7 @@ class NamesrvConfigView(APIView):
 
     @extend_schema(
         request=s.NamesrvConfigUpdateSerializer,
-        responses={200: s.ResultSerializer, **ERRORS, **GATEWAY_ERRORS},
+        responses={200: s.ResultSerializer, **ERRORS, **WRITE_ERRORS},
     )
     def post(self, request: Request) -> Response:
         """UPDATE_NAMESRV_CONFIG (318) where writes go; blacklisted or unknown keys: 400."""
@@ -464,7 +473,7 @@ class MembershipView(APIView):
             409: s.ErrorSerializer,
             501: s.ErrorSerializer,
             **ERRORS,
-            **GATEWAY_ERRORS,
+            **WRITE_ERRORS,
         },
     )
     def post(self, request: Request) -> Response:

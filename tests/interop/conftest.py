@@ -6,11 +6,13 @@
   an interop test that silently skips proves nothing.
 * ``namesrv``: a one-node cluster started with the real CLI, with broker-a
   (master and slave) of DefaultCluster registered over the wire for
-  ``TopicTest``; the broker connection stays open for the whole session.
+  ``TopicTest``; the broker connections stay open for the whole session and
+  register again every 20 s, as a broker does.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -31,6 +33,7 @@ from tools.interop_setup import InteropClients, InteropSetupError, ensure_client
 INTEROP_TOPIC = "TopicTest"
 MASTER_ADDR_PORT = 10911
 SLAVE_ADDR_PORT = 10921
+REGISTER_PERIOD_S = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,21 @@ def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNamesrv
             register_broker(slave_conn, slave, [INTEROP_TOPIC])
             admin = read_run_secrets(run_dir).admin_credentials()
             assert admin is not None
-            yield RunningNamesrv(addr, INTEROP_TOPIC, master.addr, slave.addr, admin)
+            # Like a real broker, register again periodically: the node's scan drops a
+            # broker silent for 120 s, and the interop session outlasts that.
+            stop = threading.Event()
+
+            def keep_registering() -> None:
+                while not stop.wait(REGISTER_PERIOD_S):
+                    register_broker(master_conn, master, [INTEROP_TOPIC])
+                    register_broker(slave_conn, slave, [INTEROP_TOPIC])
+
+            registrar = threading.Thread(target=keep_registering, daemon=True)
+            registrar.start()
+            try:
+                yield RunningNamesrv(addr, INTEROP_TOPIC, master.addr, slave.addr, admin)
+            finally:
+                stop.set()
+                registrar.join(timeout=10)
     finally:
         stop_cluster(run_dir)
