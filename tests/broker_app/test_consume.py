@@ -23,12 +23,14 @@ from broker_app.ha.config import HAConfig
 from broker_app.metadata import MemoryRepository
 from broker_app.store.message_store import MessageInput
 from broker_app.store.record import format_properties
+from remoting.acl_policy import Account, AclConfig, dump_acl
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.message_codec import MessageExt, decode_messages
 from remoting.model import TopicConfig
 from tests.broker_app.support import FakeNameServer
+from tests.integration.gateway_harness import ADMIN
 
 FAST_HA = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=2000, reconnect_delay_ms=100)
 TOPIC = "ConsumeTopic"
@@ -429,4 +431,30 @@ async def test_offsets_and_retry_topics_survive_a_restart(
         finally:
             await again.stop(unregister=False)
     finally:
+        namesrv.stop()
+
+
+async def test_with_reads_need_signature_consumer_requests_must_be_signed(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    accounts = AclConfig({ADMIN.access_key: Account(ADMIN.access_key, ADMIN.secret_key,
+                                                     admin=True)}, (), reads_need_signature=True)
+    acl_file = tmp_path / "acl.yml"
+    acl_file.write_text(dump_acl(accounts), encoding="utf-8")
+    namesrv = FakeNameServer().start()
+    broker = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=0,
+                                            acl_file=acl_file), MemoryRepository())
+    await broker.start()
+    signed = RemotingClient(credentials=ADMIN)
+    try:
+        refused = await call(client, broker, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
+        assert refused.code == ResponseCode.NO_PERMISSION
+        assert broker.consumers.group(GROUP) is None, "nothing changed"
+        accepted = await signed.invoke(broker.broker_addr, RemotingCommand.request(
+            RequestCode.HEART_BEAT, {}, heartbeat_body("c1")))
+        assert accepted.code == ResponseCode.SUCCESS
+        assert broker.consumers.group(GROUP) is not None
+    finally:
+        await signed.close()
+        await broker.stop(unregister=False)
         namesrv.stop()
