@@ -9,6 +9,7 @@ CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ, and the queries of 29-32.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -311,11 +312,15 @@ async def test_a_sent_back_message_is_retried_then_dead_lettered(
     seen: list[MessageExt] = []
     current = first
     store = master.require_store()
+
+    def retried(count: int) -> bool:
+        return store.queue_max_offset(retry, 0) == count
+
     for round_number in range(2):
         answer = await send_back(current)
         assert answer.code == ResponseCode.SUCCESS
         # Delay level 3 + reconsumeTimes: 1 s each in this broker's table.
-        await until(lambda n=round_number: store.queue_max_offset(retry, 0) == n + 1, 8.0)
+        await until(functools.partial(retried, round_number + 1), 8.0)
         pulled = await call(client, master, RequestCode.PULL_MESSAGE, pull_fields(
             round_number, topic=retry, sys_flag=FLAG_SUBSCRIPTION))
         current = decode_messages(pulled.body or b"")[0]
