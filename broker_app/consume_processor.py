@@ -449,6 +449,8 @@ class ConsumeProcessor:
         the answer lists the queues the client now holds (``lockOKMQSet``)."""
         group, client_id, queues = _lock_body(request)
         locked = self.broker.locks.try_lock(group, queues, client_id, self.broker.clock_ms())
+        log.debug("group %s: client %s holds %d of the %d queues it asked to lock", group,
+                  client_id, len(locked), len(queues))
         body = fastjson.dumps({"lockOKMQSet": encode_queue_set(locked)}).encode()
         return request.make_response(ResponseCode.SUCCESS, body=body)
 

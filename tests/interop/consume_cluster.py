@@ -41,16 +41,18 @@ class ConsumeCluster:
     brokers: dict[str, BrokerSpec]
     admin: Credentials | None
 
-    def create_topic(self, topic: str) -> None:
-        """Create ``topic`` on both masters (4 queues each) and wait for its route on
-        every node: broker-a and broker-b, with broker-a's slave."""
-        for label in ("broker-a-0", "broker-b-0"):
+    def create_topic(
+        self, topic: str, masters: tuple[str, ...] = ("broker-a-0", "broker-b-0")
+    ) -> None:
+        """Create ``topic`` on the masters (4 queues each; both by default) and wait for
+        its route on every node, with broker-a's slave."""
+        for label in masters:
             broker_control.create_topic(
                 self.brokers[label].addr, topic, read_queue_nums=TOPIC_QUEUE_NUMS,
                 write_queue_nums=TOPIC_QUEUE_NUMS, perm=PERM_READ | PERM_WRITE,
                 credentials=self.admin,
             )  # fmt: skip
-        self.wait_route(topic, lambda route: len(route.queue_datas) == 2 and any(
+        self.wait_route(topic, lambda route: len(route.queue_datas) == len(masters) and any(
             1 in data.broker_addrs for data in route.broker_datas))
         # The slave learns the topic from its master (SlaveSynchronize, every second here);
         # it serves pulls of the topic only once it has.

@@ -8,7 +8,8 @@ queueOffset, reconsumeTimes), ``done`` (sent, distinct).
 Scenario fields: ``namesrv`` (``;``-separated), ``topic``, ``group``, ``send``
 (messages the Producer sends, bodies ``<prefix>-<i>``), ``prefix``, ``expect`` (distinct
 bodies to wait for), ``timeout_s``, ``hold_s`` (keep consuming after that, so that
-duplicates show).
+duplicates show), ``orderly`` (an orderly PushConsumer: it locks its queues on the
+brokers with LOCK_BATCH_MQ and consumes each queue in order).
 
 The C++ client does everything in its own threads: route lookups (105), heartbeats
 (34), rebalancing (38 and AllocateMessageQueueAveragely), long-polling pulls (11) and
@@ -63,7 +64,7 @@ def main(scenario: dict[str, object]) -> None:
         with lock:
             received.add(body)
 
-    consumer = PushConsumer(group)
+    consumer = PushConsumer(group, orderly=bool(scenario.get("orderly", False)))
     consumer.set_namesrv_addr(namesrv)
     consumer.set_thread_count(1)
     consumer.subscribe(topic, on_message)

@@ -158,6 +158,47 @@ def test_rocketmq_cpp_producer_and_push_consumer(
     assert {e["topic"] for e in events(out, "received")} == {topic}
 
 
+def test_an_orderly_cpp_consumer_locks_its_queues_and_reads_each_in_order(
+    cluster: ConsumeCluster, interop_clients: InteropClients, tmp_path: Path
+) -> None:
+    """rocketmq-client-cpp's orderly PushConsumer locks every queue it consumes with
+    LOCK_BATCH_MQ (41); while it holds them another client of the group gets none, and
+    each queue's messages arrive in queue order (the topic lives on broker-a only, so a
+    queue id names one queue)."""
+    topic, group = f"CppOrderly-{cluster.mode}", f"cpp-orderly-{cluster.mode}"
+    cluster.create_topic(topic, masters=("broker-a-0",))
+    output = tmp_path / "orderly.out"
+    scenario = {"namesrv": ";".join(cluster.namesrv), "topic": topic, "group": group,
+                "send": 40, "prefix": "o", "expect": 40, "timeout_s": 60, "hold_s": 6,
+                "orderly": True}
+    with output.open("w") as sink:
+        driver = subprocess.Popen([str(interop_clients.python_executable), str(CPP_DRIVER),
+                                   json.dumps(scenario)], stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while len(events(output.read_text(), "received")) < 40:
+            assert driver.poll() is None, output.read_text()[-2000:]
+            assert time.monotonic() < deadline, "the orderly consumer did not get every message"
+            time.sleep(0.2)
+        queues = [{"topic": topic, "brokerName": "broker-a", "queueId": i} for i in range(4)]
+        body = json.dumps({"consumerGroup": group, "clientId": "probe", "mqSet": queues})
+        with BlockingClient(cluster.brokers["broker-a-0"].addr, timeout_s=5.0) as client:
+            answer = client.invoke(RemotingCommand.request(
+                RequestCode.LOCK_BATCH_MQ, {}, body.encode()))
+        assert answer.code == ResponseCode.SUCCESS
+        assert json.loads(answer.body or b"")["lockOKMQSet"] == [], "the cpp client holds all"
+        assert driver.wait(timeout=60) == 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    received = events(output.read_text(), "received")
+    assert Counter(e["body"] for e in received) == Counter({f"o-{i}": 1 for i in range(40)})
+    per_queue: dict[int, list[int]] = {}
+    for event in received:
+        per_queue.setdefault(event["queueId"], []).append(event["queueOffset"])
+    assert per_queue == {queue_id: list(range(10)) for queue_id in range(4)}, "in queue order"
+
+
 def test_a_group_of_three_splits_the_queues_averagely_and_rebalances_when_one_leaves(
     cluster: ConsumeCluster, interop_clients: InteropClients
 ) -> None:
