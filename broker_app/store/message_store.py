@@ -166,6 +166,8 @@ class MessageStore:
         )
         self._cq_root = config.store_dir / CONSUME_QUEUE_DIR
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queue_ids: dict[str, set[int]] = {}
+        """Topic -> its queue ids here (the schedule loop asks every 100 ms)."""
         self._deleted_path = config.store_dir / DELETED_TOPICS_FILE
         self._deleted = self._load_deleted()
         # Serialises the flusher thread with close(); writers never take it.
@@ -226,7 +228,7 @@ class MessageStore:
 
     def queues_of(self, topic: str) -> list[int]:
         """The queue ids of ``topic`` that hold (or held) messages here."""
-        return sorted(queue_id for name, queue_id in self._cqs if name == topic)
+        return sorted(self._queue_ids.get(topic, ()))
 
     # -- writing -------------------------------------------------------------
 
@@ -278,6 +280,7 @@ class MessageStore:
                 entries_per_segment=self.config.cq_entries_per_segment,
             )
             self._cqs[key] = cq
+            self._queue_ids.setdefault(topic, set()).add(queue_id)
         return cq
 
     def append_replicated(
@@ -312,7 +315,7 @@ class MessageStore:
         self._save_deleted(deleted)
         self._deleted = deleted
         with self._flush_lock:
-            doomed = [key for key in self._cqs if key[0] == topic]
+            doomed = [(topic, queue_id) for queue_id in self._queue_ids.pop(topic, ())]
             for key in doomed:
                 self._cqs.pop(key).close()
         shutil.rmtree(self._cq_root / topic, ignore_errors=True)
@@ -500,6 +503,7 @@ class MessageStore:
             for cq in self._cqs.values():
                 cq.close()
             self._cqs.clear()
+            self._queue_ids.clear()
             self.commit_log.close()
 
 
