@@ -18,6 +18,7 @@ SYSTEM_BROKER = DemoBroker(CLUSTER, "broker-s", 0, "127.0.0.1:10961", "127.0.0.1
 # What a real broker registers next to the users' topics, plus a group's retry and DLQ.
 SYSTEM_TOPICS = ("TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", CLUSTER, "broker-s")
 GROUP_TOPICS = ("%RETRY%demo-group", "%DLQ%demo-group")
+PROJECTION_WAIT_S = 10.0
 HEARTBEATS = 3
 HEARTBEAT_GAP_S = 1.2
 """Longer than the projection's liveness linger (1 s): one event per heartbeat."""
@@ -49,8 +50,15 @@ def _types_listed(page: Any) -> dict[str, str]:
 def test_the_topics_page_hides_system_topics_unless_asked(
     page: Any, console_node: ConsoleNode, system_broker: DemoBroker
 ) -> None:
-    page.goto(f"{console_node.url}/topics/")
-    listed = _types_listed(page)
+    # The page reads the projection, which may write broker-s's topics a moment after
+    # the gateway answered the registration: load it until they are there.
+    deadline = time.monotonic() + PROJECTION_WAIT_S
+    while True:
+        page.goto(f"{console_node.url}/topics/")
+        listed = _types_listed(page)
+        if set(GROUP_TOPICS) <= set(listed) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
     assert listed["TopicTest"] == "NORMAL"
     assert listed["%RETRY%demo-group"] == "RETRY" and listed["%DLQ%demo-group"] == "DLQ"
     assert not set(SYSTEM_TOPICS) & set(listed)
