@@ -6,9 +6,11 @@ with a baseline measured in the same run; only the ratio travels between runs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
+import signal
 import socket
 import statistics
 import subprocess
@@ -22,6 +24,7 @@ from pathlib import Path
 from remoting import register_body
 from remoting.codes import CURRENT_VERSION, RequestCode
 from remoting.command import RemotingCommand
+from remoting.frame import FrameDecoder
 from remoting.model import (
     DataVersion,
     RegisterBrokerBody,
@@ -301,3 +304,45 @@ def _cell(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
     return str(value)
+
+
+# ---------------------------------------------------------------------- bare frame servers
+
+FrameAnswer = Callable[[RemotingCommand], bytes]
+"""One request -> the bytes of its whole answer frame."""
+
+
+class FrameAnswerer(asyncio.Protocol):
+    """The benches' baseline server: the project's frame codec and nothing else; every
+    complete request of one read gets ``answer(request)``, all in one write."""
+
+    def __init__(self, answer: FrameAnswer) -> None:
+        self._answer = answer
+        self._decoder = FrameDecoder()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the transport."""
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        """Answer every complete request in one write."""
+        assert self._transport is not None
+        frames = [self._answer(request) for request in self._decoder.feed(data)]
+        if frames:
+            self._transport.write(b"".join(frames))
+
+
+async def serve_frames(answer: FrameAnswer, ready_file: Path) -> None:
+    """Serve :class:`FrameAnswerer` on a free loopback port until SIGTERM; the port and
+    pid go into ``ready_file``."""
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: FrameAnswerer(answer), "127.0.0.1", 0)
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    port = server.sockets[0].getsockname()[1]
+    ready_file.write_text(json.dumps({"port": port, "pid": os.getpid()}))
+    await stop.wait()
+    server.close()
+    await server.wait_closed()

@@ -41,7 +41,6 @@ import dataclasses
 import functools
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -59,7 +58,7 @@ from broker_app.messages import build_send_request
 from remoting.client import RemotingClient
 from remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.frame import FrameDecoder, encode_frame
+from remoting.frame import encode_frame
 from remoting.message_codec import decode_messages
 
 TOPIC = "BenchConsume"
@@ -141,40 +140,9 @@ class RunResult:
 # ---------------------------------------------------------------------- echo server
 
 
-class EchoProtocol(asyncio.Protocol):
-    """Answer every frame with the same command, response bit set."""
-
-    def __init__(self) -> None:
-        self._decoder = FrameDecoder()
-        self._transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        """Echo every complete frame, in one write."""
-        assert self._transport is not None
-        frames = [
-            encode_frame(dataclasses.replace(request, flag=request.flag | FLAG_RESPONSE))
-            for request in self._decoder.feed(data)
-        ]
-        if frames:
-            self._transport.write(b"".join(frames))
-
-
-async def serve_echo(ready_file: Path) -> None:
-    """Serve until SIGTERM; the bound port goes into ``ready_file``."""
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(EchoProtocol, "127.0.0.1", 0)
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    port = server.sockets[0].getsockname()[1]
-    ready_file.write_text(json.dumps({"port": port, "pid": os.getpid()}))
-    await stop.wait()
-    server.close()
-    await server.wait_closed()
+def echo_answer(request: RemotingCommand) -> bytes:
+    """The same command back, response bit set."""
+    return encode_frame(dataclasses.replace(request, flag=request.flag | FLAG_RESPONSE))
 
 
 def start_echo(workdir: Path) -> ServerProcess:
@@ -491,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_echo:
-        asyncio.run(serve_echo(args.ready_file))
+        asyncio.run(_util.serve_frames(echo_answer, args.ready_file))
         return 0
     if args.body_bytes < STAMP.size:
         parser.error(f"--body-bytes must be at least {STAMP.size} (index + send time)")

@@ -192,41 +192,14 @@ def start_bare_server(workdir: Path, body: bytes) -> ServerProcess:
 # ---------------------------------------------------------------------- bare server
 
 
-class BareProtocol(asyncio.Protocol):
-    """Decode each request with the project codec, answer the fixed route body."""
+def bare_answer(body: bytes) -> _util.FrameAnswer:
+    """Each request answered SUCCESS with the fixed route ``body``."""
 
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-        self._decoder = FrameDecoder()
-        self._transport: asyncio.Transport | None = None
+    def answer(request: RemotingCommand) -> bytes:
+        response = make_response(request, ResponseCode.SUCCESS, body=body)
+        return encode_frame_prefix(response) + body
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        """Answer every complete request in one write."""
-        assert self._transport is not None
-        frames: list[bytes] = []
-        for request in self._decoder.feed(data):
-            response = make_response(request, ResponseCode.SUCCESS, body=self._body)
-            frames.append(encode_frame_prefix(response))
-            frames.append(self._body)
-        self._transport.write(b"".join(frames))
-
-
-async def serve_bare(body: bytes, ready_file: Path) -> None:
-    """Serve until SIGTERM; the bound port goes into ``ready_file``."""
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: BareProtocol(body), "127.0.0.1", 0)
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    port = server.sockets[0].getsockname()[1]
-    ready_file.write_text(json.dumps({"port": port, "pid": os.getpid()}))
-    await stop.wait()
-    server.close()
-    await server.wait_closed()
+    return answer
 
 
 # ---------------------------------------------------------------------- load generator
@@ -751,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_bare:
-        asyncio.run(serve_bare(args.body_file.read_bytes(), args.ready_file))
+        asyncio.run(_util.serve_frames(bare_answer(args.body_file.read_bytes()), args.ready_file))
         return 0
     depths = [int(d) for d in args.depths.split(",")]
     phases = [p for p in args.phases.split(",") if p]

@@ -605,10 +605,7 @@ class BrokerController:
             push = RemotingCommand.request(
                 RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
             )
-            send = getattr(channel.connection, "send", None)
-            if send is None:
-                continue
-            task = asyncio.create_task(_push(send, push, channel.client_id))
+            task = asyncio.create_task(_push(channel.connection.send, push, channel.client_id))
             self._pushes.add(task)
             task.add_done_callback(self._pushes.discard)
 

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from broker_app.store.record import tag_hash
 from remoting import fastjson
+from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 
 SUB_ALL = "*"
@@ -52,6 +53,10 @@ class ClientConnection(Protocol):
     @property
     def is_closed(self) -> bool:
         """True once the connection is gone."""
+        ...
+
+    async def send(self, cmd: RemotingCommand) -> None:
+        """Push a request to the client (NOTIFY_CONSUMER_IDS_CHANGED)."""
         ...
 
 

@@ -29,7 +29,7 @@ from broker_app.clients import (
     encode_queue_set,
 )
 from broker_app.config import BrokerRole
-from broker_app.redelivery import DEFAULT_MAX_RECONSUME_TIMES, send_back
+from broker_app.redelivery import DEFAULT_MAX_RECONSUME_TIMES, reconsume_times, send_back
 from broker_app.store.message_store import GetResult, GetStatus
 from broker_app.store.record import MessageRecord, parse_properties
 from remoting import fastjson
@@ -395,11 +395,7 @@ class ConsumeProcessor:
         return ResponseCode.PULL_OFFSET_MOVED, corrected
 
     def _wire(self, message: MessageRecord) -> bytes:
-        properties = parse_properties(message.properties)
-        try:
-            reconsumed = int(properties.get("RECONSUME_TIME", "0"))
-        except ValueError:
-            reconsumed = 0
+        reconsumed = reconsume_times(parse_properties(message.properties))
         return encode_message_ext(MessageExt(
             topic=message.topic, queue_id=message.queue_id, queue_offset=message.queue_offset,
             commit_log_offset=message.physical_offset, body=message.body,

@@ -26,6 +26,8 @@ from broker_app.store.message_store import MessageInput
 from broker_app.store.record import MessageRecord, format_properties, parse_properties
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+"""Upstream's literal name of the delay topic, ``XXXX`` included
+(``TopicValidator.RMQ_SYS_SCHEDULE_TOPIC``): clients and tools know it by that name."""
 PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"

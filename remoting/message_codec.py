@@ -35,6 +35,11 @@ TOPIC_BYTES_MAX = 127
 PROPERTIES_BYTES_MAX = 32767
 
 
+UNKNOWN_HOST = ""
+"""A host the store does not know (our records keep no born host): four zero bytes and
+port 0 on the wire, as a client shows an unset address."""
+
+
 class MessageDecodeError(ValueError):
     """Bytes that are not a sequence of whole messages."""
 
@@ -52,9 +57,9 @@ class MessageExt:
     flag: int = 0
     sys_flag: int = 0
     born_timestamp_ms: int = 0
-    born_host: str = "0.0.0.0:0"
+    born_host: str = UNKNOWN_HOST
     store_timestamp_ms: int = 0
-    store_host: str = "0.0.0.0:0"
+    store_host: str = UNKNOWN_HOST
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
 

@@ -375,13 +375,21 @@ class MessageStore:
         """The message at ``queue_offset`` of (topic, queue id), or None."""
         cq = self._cqs.get((topic, queue_id))
         entry = None if cq is None else cq.get(queue_offset)
+        return self._read_entry(entry)
+
+    def _read_entry(self, entry: CQEntry | None) -> MessageRecord | None:
+        """The message a consume-queue entry points at (None for an empty entry);
+        :class:`RecordError` when the bytes there are not that message."""
         if entry is None or entry.size <= 0:
             return None
-        raw = self.commit_log.read(entry.commit_log_offset, entry.size)
+        return self._read_record(entry.commit_log_offset, entry.size)
+
+    def _read_record(self, physical_offset: int, size: int) -> MessageRecord | None:
+        raw = self.commit_log.read(physical_offset, size)
         result = scan_record(
-            raw, 0, physical_offset=entry.commit_log_offset,
+            raw, 0, physical_offset=physical_offset,
             segment_remaining=self.config.segment_bytes
-            - entry.commit_log_offset % self.config.segment_bytes,
+            - physical_offset % self.config.segment_bytes,
             record_bytes_max=self.config.record_bytes_max,
         )
         return result.message
@@ -396,17 +404,10 @@ class MessageStore:
         size = int.from_bytes(head[:4], "big", signed=True)
         if not 0 < size <= self.config.record_bytes_max:
             return None
-        raw = self.commit_log.read(physical_offset, size)
         try:
-            result = scan_record(
-                raw, 0, physical_offset=physical_offset,
-                segment_remaining=self.config.segment_bytes
-                - physical_offset % self.config.segment_bytes,
-                record_bytes_max=self.config.record_bytes_max,
-            )
+            return self._read_record(physical_offset, size)
         except RecordError:
             return None
-        return result.message
 
     def get_messages(
         self,
@@ -451,7 +452,7 @@ class MessageStore:
                 break
             last_physical = entry.commit_log_offset
             if accept is None or accept(entry.tag_hash):
-                message = self.get_message(topic, queue_id, position)
+                message = self._read_entry(entry)
                 if message is not None:
                     messages.append(message)
                     taken_bytes += entry.size
