@@ -1,7 +1,8 @@
 """Route reads during a registration storm, eventual mode against raft mode, in one run.
 
     .venv/bin/python -m bench.storm [--seconds 10] [--rate 200] [--brokers 300]
-        [--topics-per-broker 100] [--modes eventual,raft] [--profile DIR]
+        [--topics-per-broker 100] [--modes eventual,raft] [--read-front both]
+        [--profile DIR]
 
 For each mode, three real gateways (``run_gateway``, their own SQLite and, in raft
 mode, their own journal; entries fsync'd as always). One stable topic
@@ -74,9 +75,12 @@ _MS = 1000.0
 
 
 @contextlib.contextmanager
-def cluster(root: Path, mode: str, profile: Path | None) -> Iterator[list[_util.BenchGateway]]:
-    """Three gateways of ``mode``, ready; stopped afterwards."""
-    gateways = _util.start_gateways(root, mode, env={
+def cluster(
+    root: Path, mode: str, profile: Path | None, front: bool
+) -> Iterator[list[_util.BenchGateway]]:
+    """Three gateways of ``mode`` (with read fronts if ``front``), ready; stopped afterwards."""
+    args = ("--read-front",) if front else ("--no-read-front",)
+    gateways = _util.start_gateways(root, mode, args=args, env={
         "NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET,
         # The setup connection stays idle between phases; in eventual mode its close
         # would unregister the read topic's broker.
@@ -311,9 +315,9 @@ async def setup(client: RemotingClient, gateways: Sequence[_util.BenchGateway]) 
             raise SystemExit(f"setup registration refused by {gateway.node_id}: {answer.remark}")
 
 
-def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"bench-storm-{mode}-"))
-    with cluster(root, mode, args.profile) as gateways:
+    with cluster(root, mode, args.profile, front) as gateways:
         loop = asyncio.new_event_loop()
         client = RemotingClient()
         try:
@@ -353,7 +357,8 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             loop.close()
     shutil.rmtree(root, ignore_errors=True)
     elections = sum(terms_after[n] - terms_before[n] for n in terms_before)
-    return {"mode": mode, "quiet": quiet, "storm_reads": storm_reads, "storm": storm,
+    return {"mode": mode, "front": front, "quiet": quiet, "storm_reads": storm_reads,
+            "storm": storm,
             "flat_reads": flat_reads, "flat": flat, "term_changes": elections,
             "large": large, "idle_s": args.idle_s,
             "idle_term_changes": idle_changes}  # fmt: skip
@@ -364,9 +369,10 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     rows = []
-    for mode, r in results.items():
+    for r in results.values():
         rows.append((
-            mode, f"{r['quiet']['reads_per_s']:,.0f}", f"{r['storm_reads']['reads_per_s']:,.0f}",
+            r["mode"], "on" if r["front"] else "off", f"{r['quiet']['reads_per_s']:,.0f}",
+            f"{r['storm_reads']['reads_per_s']:,.0f}",
             f"{r['storm_reads']['p99_ms']:.1f}", f"{r['storm']['acked_per_s']:,.0f}",
             f"{r['flat']['acked_per_s']:,.0f}", f"{r['flat_reads']['reads_per_s']:,.0f}",
             f"{r['flat_reads']['p99_ms']:.1f}",
@@ -378,7 +384,8 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict
         f"route reads on n1 ({READ_CONNECTIONS} connections x {READ_DEPTH} in flight) during "
         f"registrations of {args.brokers} brokers x {args.topics_per_broker} topics "
         f"through {NODES} nodes; storm offered at {args.rate:g}/s",
-        ("mode", "reads/s quiet", "reads/s storm", "read p99 ms storm", "regs acked/s storm",
+        ("mode", "read front", "reads/s quiet", "reads/s storm", "read p99 ms storm",
+         "regs acked/s storm",
          "regs acked/s flat out", "reads/s flat out", "read p99 ms flat out",
          "reads/s large table", "read p99 ms large table", "term changes"),
         rows,
@@ -386,12 +393,14 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict
     summary: dict[str, Any] = {"bench": "storm", "rate": args.rate, "brokers": args.brokers,
                                "topics_per_broker": args.topics_per_broker,
                                "seconds": args.seconds, "results": results}  # fmt: skip
-    if "eventual" in results and "raft" in results:
-        ratio = (results["raft"]["storm_reads"]["reads_per_s"]
-                 / results["eventual"]["storm_reads"]["reads_per_s"])  # fmt: skip
-        summary["raft_over_eventual_storm_reads"] = round(ratio, 3)
-        print(f"raft / eventual reads during the storm: {ratio:.2f}x (target >= "
-              f"{TARGET_READ_RATIO}); read p99 target < {TARGET_P99_MS} ms")
+    for front in ("off", "on"):
+        raft, eventual = results.get(f"raft/{front}"), results.get(f"eventual/{front}")
+        if raft is None or eventual is None:
+            continue
+        ratio = raft["storm_reads"]["reads_per_s"] / eventual["storm_reads"]["reads_per_s"]
+        summary[f"raft_over_eventual_storm_reads_front_{front}"] = round(ratio, 3)
+        print(f"read front {front}: raft / eventual reads during the storm: {ratio:.2f}x "
+              f"(target >= {TARGET_READ_RATIO}); read p99 target < {TARGET_P99_MS} ms")
     for mode, r in results.items():
         if r["large"]:
             reg = r["large"]["registrar"]
@@ -411,6 +420,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--brokers", type=int, default=300)
     parser.add_argument("--topics-per-broker", type=int, default=100)
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--read-front", choices=("on", "off", "both"), default="both",
+                        help="run the gateways with read fronts, without, or both in turn")
     parser.add_argument("--profile", type=Path, default=None)
     parser.add_argument("--large-brokers", type=int, default=20,
                         help="then this many brokers register once with --large-topics each "
@@ -425,10 +436,13 @@ def main(argv: list[str] | None = None) -> None:
         run_child(args.child, json.loads(args.child_options))
         return
     results = {}
-    for mode in args.modes.split(","):
-        print(f"{mode}: 3 gateways, quiet reads, storm at {args.rate:g}/s, flat out ...",
-              flush=True)  # fmt: skip
-        results[mode] = run_mode(mode, args)
+    fronts = {"on": (True,), "off": (False,), "both": (False, True)}[args.read_front]
+    for front in fronts:
+        for mode in args.modes.split(","):
+            key = f"{mode}/{'on' if front else 'off'}"
+            print(f"{key}: 3 gateways (read front {'on' if front else 'off'}), quiet reads, "
+                  f"storm at {args.rate:g}/s, flat out ...", flush=True)  # fmt: skip
+            results[key] = run_mode(mode, front, args)
     print(json.dumps(report(results, args)))
 
 

@@ -25,6 +25,12 @@ from typing import TYPE_CHECKING
 from gateway import selectors
 from gateway.clock import Clock
 from gateway.route_cache import RouteCache
+from gateway.route_request import (
+    CONSISTENCY_FIELD,
+    CONSISTENCY_LINEARIZABLE,
+    is_linearizable,
+    wants_standard_json,
+)
 from gateway.services import NameServerService, ServiceError
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import NoQuorumError, ReplicationError
@@ -35,7 +41,7 @@ from raftstore.zone import (
     zone_filter_requested,
 )
 from remoting import bodies, register_body
-from remoting.codes import FLAG_ONEWAY, STANDARD_JSON_VERSION, RequestCode, ResponseCode
+from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_bool, header_int, header_str, require_int, require_str
@@ -62,8 +68,6 @@ SyncHandler = Callable[[RemotingCommand], "RemotingCommand | Pending"]
 
 ROUTE_FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 ZONE_NAME_FIELD = "__ZONE_NAME"
-CONSISTENCY_FIELD = "consistency"
-CONSISTENCY_LINEARIZABLE = "linearizable"
 # Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
 MAX_OFFSET_FIELD = "maxOffset"
 CONFIRM_OFFSET_FIELD = "confirmOffset"
@@ -413,8 +417,7 @@ class RequestDispatcher:
 
     def route_answer_now(self, request: RemotingCommand) -> RemotingCommand | Pending:
         """105 without waiting; :data:`PENDING` for a linearizable read (it needs a barrier)."""
-        ext = request.ext_fields
-        if ext is not None and ext.get(CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
+        if is_linearizable(request):
             return PENDING
         return self.route_answer(request)
 
@@ -432,9 +435,7 @@ class RequestDispatcher:
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_NOT_READY)
         ext = request.ext_fields or {}
         topic = ext.get("topic")
-        standard = request.version >= STANDARD_JSON_VERSION or (
-            ext.get("acceptStandardJsonOnly", "").lower() == "true"
-        )
+        standard = wants_standard_json(request)
         body = None if topic is None else cache.route_body(topic, standard=standard)
         if body is None:
             return make_response(

@@ -16,7 +16,8 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from gateway import selectors
-from gateway.dispatch import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, replication_remark
+from gateway.dispatch import replication_remark
+from gateway.route_request import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from gateway.services import ROLE_STANDALONE, NameServerService, ScanFallback, ServiceError
 from raftstore.raft import MembershipError
 from raftstore.replicator import ReplicationError

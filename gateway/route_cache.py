@@ -21,6 +21,10 @@ only the bodies it may have changed:
 
 Heartbeats and liveness never change a route answer, so they drop nothing.
 
+A read front (:mod:`gateway.front`, another process) serves copies of these bodies;
+:attr:`RouteCache.versions`, when set, is told of every drop so that the front knows
+which of its copies went stale (:mod:`gateway.route_versions`).
+
 Concurrency: a hit is one dict lookup, no lock. A miss reads the table, encodes
 and stores the body inside one ``replicator.read``, i.e. under the lock the apply
 thread holds while it applies and calls :meth:`_applied`. A body is therefore
@@ -30,6 +34,7 @@ read from the changed table): an older body is never left behind.
 
 from __future__ import annotations
 
+from gateway.route_versions import RouteVersions
 from raftstore.commands import Command
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import Replicator
@@ -63,6 +68,8 @@ class RouteCache:
         self.hits = 0
         self.misses = 0
         self.dropped = 0
+        # Told of every drop, under the same lock (a read front's staleness check).
+        self.versions: RouteVersions | None = None
         replicator.subscribe(self._applied)
         # Raft mode: a snapshot can replace the whole table without an apply.
         replicator.subscribe_snapshot(self._snapshot_installed)
@@ -98,6 +105,8 @@ class RouteCache:
                 self._drop_topic(topic)
 
     def _drop_topic(self, topic: str) -> None:
+        if self.versions is not None:
+            self.versions.bump(topic)
         bodies = self._bodies
         for key in ((topic, True), (topic, False)):
             if bodies.pop(key, None) is not None:
@@ -110,6 +119,8 @@ class RouteCache:
                     del self._topics_by_broker[broker_name]
 
     def _drop_all(self, config: NamesrvConfig) -> None:
+        if self.versions is not None:
+            self.versions.bump_all()
         self.dropped += len(self._bodies)
         self._bodies = {}
         self._topics_by_broker = {}

@@ -39,7 +39,9 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,7 @@ from typing import Any, Protocol
 from gateway.acl import namesrv_acl
 from gateway.clock import Clock, SystemClock
 from gateway.dispatch import PENDING, RequestDispatcher
+from gateway.front import FRONT_PEER_CODE, FrontOptions, FrontProcess, parse_peer
 from gateway.internal import InternalDispatcher
 from gateway.kv_file import KvConfigFile
 from gateway.metrics import (
@@ -56,6 +59,7 @@ from gateway.metrics import (
     ScanCountingService,
     metrics_bind_host,
 )
+from gateway.route_versions import RouteVersions
 from gateway.services import ScanFallback
 from raftstore.commands import Command, PutKV
 from raftstore.config import NamesrvConfig
@@ -74,6 +78,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.server import (
+    CANCEL_GRACE_S,
     CONNECTIONS_PER_ADDRESS_MAX,
     FRAME_DEADLINE_S,
     UNFINISHED_FRAMES_BYTES_MAX,
@@ -90,6 +95,8 @@ LEADERSHIP_POLL_S = 0.5
 """How often a raft gateway looks for a leader or term change to tell the consoles."""
 """In-flight NOTIFY_MIN_BROKER_ID_CHANGE sends; beyond this new ones are dropped."""
 INTERNAL_HOST = "127.0.0.1"
+FRONTED_IDLE_TIMEOUT_S = 24 * 3600.0
+FRONTED_CONNECTIONS_MAX = 1 << 20
 
 
 LeaderPublisher = Callable[[str, str | None, int], None]
@@ -221,6 +228,9 @@ class GatewayOptions:
     """The Prometheus metrics port (``GET /metrics``, gateway/metrics.py); 0: no metrics."""
     metrics_host: str | None = None
     """Where the metrics port listens; None: ``host`` (loopback if ``host`` is a wildcard)."""
+    read_front: bool = False
+    """Serve the public port from a read front process (gateway/front.py): route reads
+    then never wait for the apply path. False: this process serves the port itself."""
 
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""
@@ -394,16 +404,38 @@ class Gateway:
                 metrics_bind_host(options.metrics_host, options.host),
                 options.metrics_port,
             )
-        self.server = RemotingServer(
-            handler,
-            host=options.host,
-            port=options.port,
-            on_connection_closed=self._connection_closed,
-            idle_timeout_s=options.idle_timeout_s,
-            unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
-            frame_deadline_s=options.frame_deadline_s,
-            connections_per_address_max=options.connections_per_address_max,
-        )
+        self._public_handler = handler
+        self.front: FrontProcess | None = None
+        self._front_dir: Path | None = None
+        self.route_versions: RouteVersions | None = None
+        if options.read_front:
+            # The front owns the public port; clients reach this process through it,
+            # over a Unix socket in a folder only this user can enter.
+            self._front_dir = Path(tempfile.mkdtemp(prefix=f"namesrv-{options.node_id}-"))
+            self.route_versions = RouteVersions(self._front_dir / "route-versions", writable=True)
+            self.dispatcher.route_cache.versions = self.route_versions
+            self.server = RemotingServer(
+                self._handle_fronted,
+                unix_path=str(self._front_dir / "gateway.sock"),
+                on_connection_closed=self._connection_closed,
+                # The front times idle clients out and closes their links.
+                idle_timeout_s=FRONTED_IDLE_TIMEOUT_S,
+                unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
+                frame_deadline_s=options.frame_deadline_s,
+                # Every link comes from the front; it caps each client address.
+                connections_per_address_max=FRONTED_CONNECTIONS_MAX,
+            )
+        else:
+            self.server = RemotingServer(
+                handler,
+                host=options.host,
+                port=options.port,
+                on_connection_closed=self._connection_closed,
+                idle_timeout_s=options.idle_timeout_s,
+                unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
+                frame_deadline_s=options.frame_deadline_s,
+                connections_per_address_max=options.connections_per_address_max,
+            )
         self.internal_server = RemotingServer(
             self.internal.handle, host=INTERNAL_HOST, port=options.internal_port
         )
@@ -426,6 +458,9 @@ class Gateway:
                 "projection rebuild did not finish within %.0f s", PROJECTION_FLUSH_TIMEOUT_S
             )
         await self.server.start()
+        if self._front_dir is not None:
+            self.front = FrontProcess(self._front_options(self._front_dir))
+            await self.front.start()
         await self.internal_server.start()
         if self.metrics_server is not None:
             await self.metrics_server.start()
@@ -447,7 +482,7 @@ class Gateway:
             self.options.node_id,
             self.replicator.mode,
             self.options.host,
-            self.server.port,
+            self.port,
             INTERNAL_HOST,
             self.internal_server.port,
         )
@@ -473,13 +508,38 @@ class Gateway:
         self.replicator.subscribe(save_after_kv_change)
         log.info("KV config of %s persisted in %s", self.options.node_id, path)
 
+    @property
+    def port(self) -> int:
+        """The public remoting port (the read front's when there is one)."""
+        if self.front is not None:
+            return self.front.port
+        return self.server.port
+
+    def _front_options(self, folder: Path) -> FrontOptions:
+        options = self.options
+        return FrontOptions(
+            listen_fd=-1,  # FrontProcess binds the port and fills it in
+            upstream_path=str(folder / "gateway.sock"),
+            versions_path=str(folder / "route-versions"),
+            parent_pid=os.getpid(),
+            host=options.host,
+            port=options.port,
+            idle_timeout_s=options.idle_timeout_s,
+            unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
+            frame_deadline_s=options.frame_deadline_s,
+            connections_per_address_max=options.connections_per_address_max,
+            acl_enabled=options.acl_enabled,
+            acl_file=None if options.acl_file is None else str(options.acl_file),
+        )
+
     def ready_info(self) -> dict[str, Any]:
         """What the ready file says: the node, its mode, its bound ports and the pid."""
         info: dict[str, Any] = {
             "node_id": self.options.node_id,
             "mode": self.replicator.mode,
             "host": self.options.host,
-            "port": self.server.port,
+            "port": self.port,
+            "read_front": self.front is not None,
             "internal_port": self.internal_server.port,
             "pid": os.getpid(),
         }
@@ -487,6 +547,9 @@ class Gateway:
             info["raft_port"] = self.options.raft.port
         if self.metrics_server is not None:
             info["metrics_port"] = self.metrics_server.port
+        if self.front is not None:
+            info["front_pid"] = self.front.pid
+            info["front_socket"] = self.server.unix_path
         return info
 
     async def stop(self) -> None:
@@ -504,6 +567,9 @@ class Gateway:
                     await task
         if self.metrics_server is not None:
             await self.metrics_server.close()
+        if self.front is not None:
+            # First: it lets the requests it forwarded finish here.
+            await self.front.stop(self.options.drain_timeout_s + CANCEL_GRACE_S)
         await self.server.close(self.options.drain_timeout_s)
         await self.internal_server.close(self.options.drain_timeout_s)
         if self._tasks:
@@ -512,6 +578,10 @@ class Gateway:
         await self.replicator.stop()
         await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S)
         await asyncio.to_thread(self.projection.stop, PROJECTION_FLUSH_TIMEOUT_S)
+        if self._front_dir is not None:
+            if self.route_versions is not None:
+                self.route_versions.close()
+            shutil.rmtree(self._front_dir, ignore_errors=True)
 
     async def _watch_leadership(
         self, replicator: RaftReplicator, publisher: LeaderPublisher
@@ -579,6 +649,19 @@ class Gateway:
         if request.code == RequestCode.REGISTER_BROKER:
             self._broker_channels.add(conn.id)
         return self.dispatcher.handle_async(request, conn)
+
+    def _handle_fronted(
+        self, request: RemotingCommand, conn: Connection
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+        """The handler behind a read front: a link's first frame names its client, whose
+        address the ACL and the logs then see; the rest is the public handler's."""
+        if request.code == FRONT_PEER_CODE:
+            peer = parse_peer(request)
+            if peer is not None and not conn.peer_host:
+                conn.peer_host, conn.peer_port = peer
+                conn.id = f"{conn.id.partition('/')[0]}/{peer[0]}:{peer[1]}"
+            return None
+        return self._public_handler(request, conn)
 
     def _handle_metered(
         self, request: RemotingCommand, conn: Connection

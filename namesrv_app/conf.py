@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "UNFINISHED_FRAMES_BYTES_MAX": UNFINISHED_FRAMES_BYTES_MAX,
     "FRAME_DEADLINE_S": FRAME_DEADLINE_S,
     "CONNECTIONS_PER_ADDRESS_MAX": CONNECTIONS_PER_ADDRESS_MAX,
+    # Serve the public port from a read front process (gateway/front.py).
+    "READ_FRONT": False,
 }
 
 
@@ -95,6 +97,7 @@ class NamesrvSettings:
     UNFINISHED_FRAMES_BYTES_MAX: int
     FRAME_DEADLINE_S: float
     CONNECTIONS_PER_ADDRESS_MAX: int
+    READ_FRONT: bool
 
 
 def parse_addr_list(text: str) -> tuple[str, ...]:

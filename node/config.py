@@ -11,6 +11,7 @@ and :mod:`node.processes`. docs/DEPLOY.md shows a whole file; the keys::
     cluster_file = ""               member list for the console (default: made from [peers])
 
     [remoting]  listen = "10.0.0.1:9876"    brokers and clients (RocketMQ remoting)
+                read_front = true           route reads from a process of their own
     [web]       listen = "10.0.0.1:8080"    console, REST API, /healthz, /readyz
                 allowed_hosts = ["10.0.0.1"]  workers = 1  profile = "production"
     [internal]  port = 19876                loopback only: this host's web and scan
@@ -65,7 +66,7 @@ RAFT_SCAN_INTERVAL_MS = 1000
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "": ("id", "mode", "data_dir", "cluster_file"),
-    "remoting": ("listen", "advertise"),
+    "remoting": ("listen", "advertise", "read_front"),
     "web": ("listen", "advertise", "allowed_hosts", "workers", "profile"),
     "internal": ("port",),
     "metrics": ("listen",),
@@ -123,6 +124,8 @@ class NodeConfig:
     raft_bind_host: str = ""
     """Where the Raft port is bound when it differs from the identity's host."""
     remoting_advertise: Endpoint | None = None
+    read_front: bool = True
+    """Serve the remoting port from a read front process (gateway/front.py)."""
     web_advertise: Endpoint | None = None
     propose_timeout_s: float = DEFAULT_PROPOSE_TIMEOUT_S
     skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS
@@ -397,6 +400,7 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
         cluster_file=reader.path("", "cluster_file"),
         remoting=remoting,
         remoting_advertise=remoting_advertise,
+        read_front=reader.boolean("remoting", "read_front", True),
         web=web,
         web_advertise=web_advertise,
         web_allowed_hosts=reader.strings("web", "allowed_hosts"),
@@ -483,6 +487,7 @@ def node_config_document(config: NodeConfig) -> dict[str, Any]:
     if config.cluster_file:
         doc["cluster_file"] = str(config.cluster_file)
     doc["remoting"] = _listen_document(config.remoting, config.remoting_advertise)
+    doc["remoting"]["read_front"] = config.read_front
     doc["web"] = _listen_document(config.web, config.web_advertise)
     doc["web"] |= {"workers": config.web_workers, "profile": config.web_profile}
     if config.web_allowed_hosts:

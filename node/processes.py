@@ -206,6 +206,7 @@ def gateway_argv(config: NodeConfig) -> list[str]:
         "--internal-port", str(config.internal_port),
         "--mode", config.mode,
         "--ready-file", str(ready_file(config)),
+        "--read-front" if config.read_front else "--no-read-front",
     )  # fmt: skip
     if config.mode != vocab.MODE_RAFT or config.raft is None:
         return argv + _metrics_args(config)

@@ -47,6 +47,8 @@ import functools
 import ipaddress
 import itertools
 import logging
+import os
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -636,8 +638,17 @@ class RemotingServer:
         unfinished_frames_bytes_max: int = UNFINISHED_FRAMES_BYTES_MAX,
         frame_deadline_s: float = FRAME_DEADLINE_S,
         connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX,
+        sock: socket.socket | None = None,
+        unix_path: str | None = None,
     ) -> None:
-        """A server for ``handler``; ValueError when a limit is not positive."""
+        """A server for ``handler``; ValueError when a limit is not positive.
+
+        By default it binds ``host:port``. ``sock``: accept on this already listening
+        socket instead (another process bound it). ``unix_path``: listen on a Unix socket
+        at that path, readable and writable by this user only.
+        """
+        if sock is not None and unix_path is not None:
+            raise ValueError("give sock or unix_path, not both")
         if idle_timeout_s <= 0:
             raise ValueError("idle_timeout_s must be positive")
         if read_high_water_bytes <= 0 or max_inflight_per_connection <= 0:
@@ -655,6 +666,8 @@ class RemotingServer:
         self.frame_deadline_s = frame_deadline_s
         self.connections_per_address_max = connections_per_address_max
         self._requested_port = port
+        self._sock = sock
+        self.unix_path = unix_path
         self._on_connection_closed = on_connection_closed
         self._server: asyncio.Server | None = None
         self._connections: dict[Connection, None] = {}
@@ -667,7 +680,11 @@ class RemotingServer:
     @property
     def port(self) -> int:
         """The bound port (useful with ``port=0``)."""
+        if self.unix_path is not None:
+            return 0
         if self._server is None or not self._server.sockets:
+            if self._sock is not None:
+                return int(self._sock.getsockname()[1])
             return self._requested_port
         return int(self._server.sockets[0].getsockname()[1])
 
@@ -695,9 +712,24 @@ class RemotingServer:
         if self._server is not None:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self), self.host, self._requested_port, backlog=ACCEPT_BACKLOG
-        )
+        if self.unix_path is not None:
+            # Whoever can connect here is trusted with the peer address it announces:
+            # the socket is this user's alone (and its folder should be too, for the
+            # moment between bind and chmod).
+            self._server = await loop.create_unix_server(
+                lambda: Connection(self), self.unix_path, backlog=ACCEPT_BACKLOG
+            )
+            os.chmod(self.unix_path, 0o600)
+            log.info("remoting server listening on %s", self.unix_path)
+            return
+        if self._sock is not None:
+            self._server = await loop.create_server(
+                lambda: Connection(self), sock=self._sock, backlog=ACCEPT_BACKLOG
+            )
+        else:
+            self._server = await loop.create_server(
+                lambda: Connection(self), self.host, self._requested_port, backlog=ACCEPT_BACKLOG
+            )
         log.info("remoting server listening on %s:%d", self.host, self.port)
 
     async def close(self, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:

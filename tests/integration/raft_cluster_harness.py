@@ -139,6 +139,7 @@ class RaftGateway(GatewayProcess):
         ]  # fmt: skip
         if migrate:
             command.append("--migrate")
+        command.extend(self.extra_args)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
 
@@ -222,7 +223,7 @@ class FaultProxyProcess:
 class RaftGatewayCluster:
     """N raft-mode gateways on loopback, every Raft link through a fault proxy."""
 
-    def __init__(self, root: Path, size: int = 3) -> None:
+    def __init__(self, root: Path, size: int = 3, extra_args: tuple[str, ...] = ()) -> None:
         self.root = root
         raft_ports = [free_port() for _ in range(size)]
         addrs = tuple(f"127.0.0.1:{port}" for port in raft_ports)
@@ -244,6 +245,7 @@ class RaftGatewayCluster:
                     addrs[j]: f"127.0.0.1:{links[f'{i}->{j}'][0]}" for j in range(size) if j != i
                 },
                 raft_dir=root / f"raft-n{i + 1}",
+                extra_args=extra_args,
             )
             for i in range(size)
         ]

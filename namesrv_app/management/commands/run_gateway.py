@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 import math
@@ -219,6 +220,11 @@ class Command(BaseCommand):
             "--metrics-host", default=None, metavar="HOST",
             help="where the metrics port listens (default: --host)",
         )  # fmt: skip
+        parser.add_argument(
+            "--read-front", action=argparse.BooleanOptionalAction, default=conf.READ_FRONT,
+            help="serve the public port from a read front process that answers route "
+            "queries from copies of this process's answers (docs/ARCHITECTURE.md)",
+        )  # fmt: skip
         limits = parser.add_argument_group("public port limits against hostile peers")
         limits.add_argument(
             "--unfinished-frames-bytes-max", type=int, default=conf.UNFINISHED_FRAMES_BYTES_MAX,
@@ -268,6 +274,7 @@ class Command(BaseCommand):
             acl_file=options["acl_file"],
             metrics_port=metrics_port(options["metrics_port"]),
             metrics_host=options["metrics_host"] or None,
+            read_front=options["read_front"],
         )
         try:
             asyncio.run(

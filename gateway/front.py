@@ -1,0 +1,471 @@
+"""The read front: a second process that owns a node's public remoting port, answers
+route queries from its own copies of the gateway's route answers, and passes every
+other request to the gateway.
+
+Why a process of its own: the gateway process runs the event loop, the Raft thread
+(PySyncObj's sending, decoding and applying of entries, journal flushes) and the
+projection writer, and they share one interpreter lock. During a registration storm
+the apply path holds that lock most of the time, so a route read, however cached,
+waited behind other topics' registrations (docs/BENCHMARKS.md, "registration storm").
+Here route reads run under their own interpreter lock and never wait for an apply.
+
+How it stays correct (a front never serves an answer older than the gateway's):
+
+* The gateway bumps a per-topic counter in shared memory whenever its route cache drops
+  a topic's body, before the write that caused it is acknowledged
+  (:mod:`gateway.route_versions`).
+* The front keeps each answer with the counter it read *before* asking the gateway for
+  it, and serves it again only while the counter is unchanged. An answer fetched
+  across a change carries the older counter, so the next read fetches it again.
+* Requests whose answer is more than the cached body (linearizable reads, zone
+  filtering, no topic) and every other request code go to the gateway.
+
+The link: each client connection gets its own connection to the gateway's Unix socket
+(a folder only this user can enter), opened at its first forwarded request. Its first
+frame, :data:`FRONT_PEER_CODE`, tells the gateway the client's address, so the ACL's
+white list, logs and a broker channel's close (which unregisters the broker in
+eventual mode) work as if the client were connected to the gateway itself. The client's
+opaques are renumbered on the link and restored on the answers. Limits, idle timeouts
+and bad frames are the front's :class:`~remoting.server.RemotingServer`'s, so a bad
+peer is cut here and the gateway never sees it.
+
+The gateway starts the front (:class:`FrontProcess` in :mod:`gateway.server`), passes
+it the listening socket, restarts it if it dies, and stops it first on shutdown; a
+front whose gateway is gone exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gateway.acl import namesrv_acl
+from gateway.route_request import RouteKey, shared_route_key
+from gateway.route_versions import RouteVersions
+from remoting.acl_policy import RemotingAcl
+from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
+from remoting.command import RemotingCommand, make_response
+from remoting.errors import ProtocolError
+from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
+from remoting.server import ACCEPT_BACKLOG, Connection, RemotingServer
+
+log = logging.getLogger(__name__)
+
+FRONT_PEER_CODE = 99_876
+"""Private request code, the first frame on a link: ``extFields.peer`` = the client's
+``host:port``. Accepted only on the gateway's Unix socket, and only once per link; on
+the public port it is an unknown code like any other."""
+PEER_FIELD = "peer"
+ROUTE_ANSWERS_MAX = 65_536
+PARENT_CHECK_S = 1.0
+READY_LINE = b"ready\n"
+FRONT_READY_TIMEOUT_S = 30.0
+FRONT_RESTART_DELAY_S = 0.5
+
+_CACHEABLE = frozenset({int(ResponseCode.SUCCESS), int(ResponseCode.TOPIC_NOT_EXIST)})
+_ROUTE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+
+_Version = tuple[int, int]
+_Answer = tuple[_Version, int, str | None, bytes | None]
+"""(counter when fetched, code, remark, body)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrontOptions:
+    """What the gateway tells its front (JSON on the command line)."""
+
+    listen_fd: int
+    upstream_path: str
+    versions_path: str
+    parent_pid: int
+    host: str = "127.0.0.1"
+    port: int = 0
+    idle_timeout_s: float = 120.0
+    unfinished_frames_bytes_max: int = 64 * 1024 * 1024
+    frame_deadline_s: float = 30.0
+    connections_per_address_max: int = 4096
+    acl_enabled: bool = True
+    acl_file: str | None = None
+    route_answers_max: int = ROUTE_ANSWERS_MAX
+
+    def to_json(self) -> str:
+        """The options as one JSON object."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FrontOptions:
+        """Options from :meth:`to_json`'s output; ValueError when malformed."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("front options must be a JSON object")
+        return cls(**data)
+
+
+def peer_request(host: str, port: int) -> RemotingCommand:
+    """The link's first frame: who the client is."""
+    return RemotingCommand(
+        code=FRONT_PEER_CODE, flag=FLAG_ONEWAY, ext_fields={PEER_FIELD: f"{host}:{port}"}
+    )
+
+
+def parse_peer(request: RemotingCommand) -> tuple[str, int] | None:
+    """The (host, port) a :func:`peer_request` announces, None when malformed."""
+    text = (request.ext_fields or {}).get(PEER_FIELD, "")
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host, int(port)
+
+
+class LinkClosedError(ConnectionError):
+    """The gateway closed the link (it is restarting or stopping)."""
+
+
+class Link(asyncio.Protocol):
+    """One client's connection to the gateway's Unix socket."""
+
+    def __init__(self, client: Connection) -> None:
+        self.client = client
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder(FRAME_BYTES_MAX)
+        self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._next_opaque = 0
+        self._pushes: set[asyncio.Future[None]] = set()
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        transport.write(encode_frame(peer_request(self.client.peer_host, self.client.peer_port)))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        waiting, self._waiting = self._waiting, {}
+        for future in waiting.values():
+            if not future.done():
+                future.set_exception(LinkClosedError("the gateway closed the connection"))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.error("bad frame from the gateway: %s", exc)
+            self.close()
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                future = self._waiting.pop(cmd.opaque, None)
+                if future is not None and not future.done():
+                    future.set_result(cmd)
+            else:
+                # A request the gateway pushes to the client: pass it on.
+                task = asyncio.ensure_future(self._push(cmd))
+                self._pushes.add(task)
+                task.add_done_callback(self._pushes.discard)
+
+    async def _push(self, cmd: RemotingCommand) -> None:
+        with contextlib.suppress(ConnectionError):
+            await self.client.send(cmd)
+
+    def forward(self, request: RemotingCommand) -> asyncio.Future[RemotingCommand] | None:
+        """Send ``request`` (renumbered); the future of its answer, None for a one-way."""
+        transport = self._transport
+        if self.closed or transport is None:
+            raise LinkClosedError("the gateway closed the connection")
+        self._next_opaque = opaque = (self._next_opaque + 1) & 0x7FFFFFFF
+        transport.write(encode_frame(dataclasses.replace(request, opaque=opaque)))
+        if request.flag & FLAG_ONEWAY:
+            return None
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._waiting[opaque] = future
+        return future
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+class ReadFront:
+    """The front's server: cached route answers here, everything else to the gateway."""
+
+    def __init__(self, options: FrontOptions, *, acl: RemotingAcl | None) -> None:
+        self.options = options
+        self.acl = acl
+        self.versions = RouteVersions(Path(options.versions_path), writable=False)
+        self.server = RemotingServer(
+            self.handle,
+            host=options.host,
+            sock=socket.socket(fileno=options.listen_fd),
+            on_connection_closed=self._client_closed,
+            idle_timeout_s=options.idle_timeout_s,
+            unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
+            frame_deadline_s=options.frame_deadline_s,
+            connections_per_address_max=options.connections_per_address_max,
+        )
+        self._answers: dict[RouteKey, _Answer] = {}
+        self._links: dict[Connection, asyncio.Future[Link]] = {}
+        self.hits = 0
+        self.fetches = 0
+
+    # -- requests -------------------------------------------------------------------------
+
+    def handle(
+        self, request: RemotingCommand, conn: Connection
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+        """The public handler: a valid cached route answer now, else the gateway's."""
+        acl = self.acl
+        if acl is not None and acl.guards(request.code):
+            refusal = acl.check(request, conn.peer_host)
+            if refusal is not None:
+                return acl.refuse(request, refusal)
+        if request.code == _ROUTE:
+            key = shared_route_key(request)
+            if key is not None:
+                version = self.versions.version(key[0])
+                answer = self._answers.get(key)
+                if answer is not None and answer[0] == version:
+                    self.hits += 1
+                    return make_response(request, answer[1], remark=answer[2], body=answer[3])
+                return self._fetch_route(request, conn, key, version)
+        return self._forward(request, conn)
+
+    async def _fetch_route(
+        self, request: RemotingCommand, conn: Connection, key: RouteKey, version: _Version
+    ) -> RemotingCommand | None:
+        self.fetches += 1
+        answer = await self._forward(request, conn)
+        if answer is not None and answer.code in _CACHEABLE:
+            answers = self._answers
+            if key not in answers and len(answers) >= self.options.route_answers_max:
+                del answers[next(iter(answers))]  # the oldest
+            answers[key] = (version, answer.code, answer.remark, answer.body)
+        return answer
+
+    async def _forward(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        link = await self._link(conn)
+        future = link.forward(request)
+        if future is None:
+            return None
+        answer = await future
+        return dataclasses.replace(answer, opaque=request.opaque)
+
+    async def _link(self, conn: Connection) -> Link:
+        pending = self._links.get(conn)
+        if pending is not None:
+            link = await asyncio.shield(pending)
+            if not link.closed:
+                return link
+            if self._links.get(conn) is pending:
+                del self._links[conn]
+            return await self._link(conn)
+        pending = asyncio.ensure_future(self._open_link(conn))
+        self._links[conn] = pending
+        try:
+            return await asyncio.shield(pending)
+        except BaseException:
+            if self._links.get(conn) is pending:
+                del self._links[conn]
+            raise
+
+    async def _open_link(self, conn: Connection) -> Link:
+        loop = asyncio.get_running_loop()
+        _, link = await loop.create_unix_connection(lambda: Link(conn), self.options.upstream_path)
+        if conn.is_closed:  # the client left while the link was opening
+            link.close()
+        return link
+
+    def _client_closed(self, conn: Connection) -> None:
+        pending = self._links.pop(conn, None)
+        if pending is None:
+            return
+        if pending.done() and not pending.cancelled() and pending.exception() is None:
+            pending.result().close()
+        else:
+            pending.add_done_callback(_close_when_open)
+
+    # -- life -----------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event, ready_fd: int | None = None) -> None:
+        """Serve until ``stop`` is set or the gateway process is gone."""
+        await self.server.start()
+        if ready_fd is not None:
+            os.write(ready_fd, READY_LINE)
+        watcher = asyncio.ensure_future(self._watch_parent(stop))
+        try:
+            await stop.wait()
+        finally:
+            watcher.cancel()
+            await self.server.close()
+            for pending in self._links.values():
+                pending.add_done_callback(_close_when_open)
+            self.versions.close()
+            log.info("read front stopped: %d route answers from copies, %d fetched",
+                     self.hits, self.fetches)  # fmt: skip
+
+    async def _watch_parent(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            if os.getppid() != self.options.parent_pid:
+                log.error("the gateway process is gone: the read front stops")
+                stop.set()
+                return
+            await asyncio.sleep(PARENT_CHECK_S)
+
+
+class FrontProcess:
+    """The gateway's side: binds the public port, runs the front on it, restarts it when
+    it dies, stops it first on shutdown.
+
+    The listening socket stays open here for the gateway's whole life, so connections
+    that arrive while a front restarts wait in its backlog instead of being refused.
+    """
+
+    def __init__(self, options: FrontOptions) -> None:
+        self.options = options
+        self._sock: socket.socket | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.restarts = 0
+
+    @property
+    def port(self) -> int:
+        """The bound public port."""
+        if self._sock is None:
+            return self.options.port
+        return int(self._sock.getsockname()[1])
+
+    @property
+    def pid(self) -> int | None:
+        """The running front's process id."""
+        return None if self._process is None else self._process.pid
+
+    async def start(self) -> None:
+        """Bind the port, start the front and wait until it accepts; OSError if it cannot."""
+        self._sock = bind_listener(self.options.host, self.options.port)
+        self.options = dataclasses.replace(self.options, listen_fd=self._sock.fileno())
+        await self._spawn()
+        self._supervisor = asyncio.ensure_future(self._supervise())
+        log.info("read front pid %s serves %s:%d", self.pid, self.options.host, self.port)
+
+    async def _spawn(self) -> None:
+        assert self._sock is not None
+        root = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (root, env.get("PYTHONPATH"))))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway.front", self.options.to_json(),
+            stdout=asyncio.subprocess.PIPE, pass_fds=(self._sock.fileno(),), cwd=root, env=env,
+        )  # fmt: skip
+        self._process = process
+        assert process.stdout is not None
+        try:
+            line = await asyncio.wait_for(process.stdout.readline(), FRONT_READY_TIMEOUT_S)
+        except TimeoutError:
+            line = b""
+        if line != READY_LINE:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            raise OSError(f"the read front did not start (exit code {process.returncode})")
+
+    async def _supervise(self) -> None:
+        while not self._stopping:
+            process = self._process
+            assert process is not None
+            code = await process.wait()
+            if self._stopping:
+                return
+            self.restarts += 1
+            log.error("read front pid %d exited with %s: restarting it", process.pid, code)
+            await asyncio.sleep(FRONT_RESTART_DELAY_S)
+            try:
+                await self._spawn()
+            except OSError as exc:
+                log.error("%s; retrying", exc)
+
+    async def stop(self, timeout_s: float) -> None:
+        """Stop the front (it drains its clients) and close the port."""
+        self._stopping = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), timeout_s)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        if self._sock is not None:
+            self._sock.close()
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (its first address), inheritable."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(ACCEPT_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _close_when_open(pending: asyncio.Future[Link]) -> None:
+    if not pending.cancelled() and pending.exception() is None:
+        pending.result().close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gateway.front OPTIONS_JSON``: run a front (the gateway starts it)."""
+    parser = argparse.ArgumentParser(prog="python -m gateway.front", description=__doc__)
+    parser.add_argument("options", help="FrontOptions as JSON")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s front %(name)s: %(message)s"
+    )
+    try:
+        options = FrontOptions.from_json(args.options)
+        acl = None
+        if options.acl_enabled:
+            acl = namesrv_acl(None if options.acl_file is None else Path(options.acl_file))
+        front = ReadFront(options, acl=acl)
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"read front: {exc}", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await front.run(stop, ready_fd=sys.stdout.fileno())
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

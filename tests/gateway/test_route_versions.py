@@ -1,0 +1,107 @@
+"""The shared route counters and the route request key a read front relies on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.clock import ManualClock
+from gateway.dispatch import RequestDispatcher
+from gateway.route_cache import RouteCache
+from gateway.route_request import shared_route_key
+from gateway.route_versions import FILE_BYTES, RouteVersions
+from gateway.services import NameServerService
+from raftstore.config import NamesrvConfig
+from raftstore.replicator import LocalReplicator
+from raftstore.route_table import RouteTable
+from remoting.codes import RequestCode
+from remoting.command import RemotingCommand
+from tests.gateway.conftest import (
+    DEFAULT_ADDR,
+    DEFAULT_BROKER,
+    DEFAULT_BROKER_ID,
+    DEFAULT_CLUSTER,
+    START_MS,
+    UNIT_TOPICS,
+    register_default_broker,
+)
+
+
+def route_request(**fields: str) -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, fields, version=479)
+
+
+def test_a_reader_sees_each_bump_of_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "route-versions"
+    writer = RouteVersions(path, writable=True)
+    reader = RouteVersions(path, writable=False)
+    try:
+        before = reader.version("TopicA")
+        writer.bump("TopicA")
+        assert reader.version("TopicA") == (before[0], before[1] + 1)
+        writer.bump_all()
+        assert reader.version("TopicA")[0] == before[0] + 1
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_file_of_the_wrong_size_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "not-versions"
+    path.write_bytes(b"\0" * (FILE_BYTES - 8))
+    with pytest.raises(ValueError, match="not a route versions file"):
+        RouteVersions(path, writable=False)
+
+
+@pytest.mark.parametrize(
+    ("fields", "key"),
+    [
+        ({"topic": "T"}, ("T", True)),
+        ({"topic": "T", "acceptStandardJsonOnly": "true"}, ("T", True)),
+        ({}, None),
+        ({"topic": "T", "consistency": "linearizable"}, None),
+        ({"topic": "T", "__ZONE_MODE": "true", "__ZONE_NAME": "z1"}, None),
+        ({"topic": "T", "__ZONE_MODE": "false", "__ZONE_NAME": "z1"}, ("T", True)),
+    ],
+)
+def test_requests_share_a_cached_answer_only_when_it_is_the_plain_body(
+    fields: dict[str, str], key: tuple[str, bool] | None
+) -> None:
+    assert shared_route_key(route_request(**fields)) == key
+
+
+def test_an_old_client_gets_its_own_key() -> None:
+    old = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}, version=1)
+    assert shared_route_key(old) == ("T", False)
+
+
+async def test_every_route_change_bumps_the_topic_before_the_write_returns(
+    tmp_path: Path,
+) -> None:
+    """Registration, unregistration through the broker's name, eviction: each bumps."""
+    replicator = LocalReplicator("n1", RouteTable(NamesrvConfig()))
+    service = NameServerService(replicator, ManualClock(START_MS))
+    cache = RouteCache(replicator, entries_max=1)
+    dispatcher = RequestDispatcher(service, route_cache=cache)
+    versions = RouteVersions(tmp_path / "v", writable=True)
+    cache.versions = versions
+    try:
+        first = versions.version(UNIT_TOPICS[0])
+        await register_default_broker(service)
+        assert versions.version(UNIT_TOPICS[0]) != first
+        answer = dispatcher.route_answer(route_request(topic=UNIT_TOPICS[0]))
+        assert answer.code == 0
+        cached = versions.version(UNIT_TOPICS[0])
+        # The cache holds one entry: filling the second topic evicts the first.
+        dispatcher.route_answer(route_request(topic=UNIT_TOPICS[1]))
+        assert versions.version(UNIT_TOPICS[0]) != cached
+        dispatcher.route_answer(route_request(topic=UNIT_TOPICS[0]))
+        cached = versions.version(UNIT_TOPICS[0])
+        await service.unregister_broker(
+            cluster_name=DEFAULT_CLUSTER, broker_addr=DEFAULT_ADDR,
+            broker_name=DEFAULT_BROKER, broker_id=DEFAULT_BROKER_ID,
+        )  # fmt: skip
+        assert versions.version(UNIT_TOPICS[0]) != cached
+    finally:
+        versions.close()

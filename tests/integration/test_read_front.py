@@ -1,0 +1,200 @@
+"""The read front (gateway/front.py): real ``run_gateway --read-front`` processes.
+
+The front owns the public port, answers route queries from copies and passes everything
+else to the gateway over a Unix socket. What must hold: no copy is ever older than an
+acknowledged write (on another connection too), the gateway sees each client's own
+address (ACL white list, channel close), bad input is cut at the front, and the front is
+restarted when it dies and exits when its gateway does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localcluster.demo import DemoBroker, register_request, topic_table
+from remoting.bodies import decode_topic_route_data
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.model import DataVersion
+from tests.integration.gateway_harness import GatewayProcess, wait_until
+from tests.integration.raft_cluster_harness import RaftGatewayCluster
+
+BROKER = DemoBroker("FrontCluster", "broker-front", 0, "127.0.0.1:30911", "127.0.0.1:30912")
+ROUNDS = 30
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """One eventual-mode gateway behind its read front."""
+    root = tmp_path_factory.mktemp("front")
+    process = GatewayProcess(
+        "n1", root / "n1.sqlite3", root / "n1.ready.json", root / "n1.log",
+        extra_args=("--read-front",),
+    )  # fmt: skip
+    process.start()
+    try:
+        yield process
+    finally:
+        process.terminate()
+
+
+def route(client: object, topic: str) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC over ``client`` (a BlockingClient)."""
+    request = RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": "true"}
+    )
+    answer: RemotingCommand = client.invoke(request)  # type: ignore[attr-defined]
+    return answer
+
+
+def queue_nums(answer: RemotingCommand) -> int:
+    """The read queue count of the route's only queue data."""
+    assert answer.code == ResponseCode.SUCCESS and answer.body is not None, answer
+    (queue,) = decode_topic_route_data(answer.body).queue_datas
+    return queue.read_queue_nums
+
+
+def front_pid(gateway_pid: int) -> int:
+    """The pid of the gateway's front (its child running gateway.front)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat_fields[1]) == gateway_pid and b"gateway.front" in cmdline:
+            return int(entry.name)
+    raise AssertionError(f"no front process under pid {gateway_pid}")
+
+
+def read_your_writes(writer: object, reader: object, topic: str, rounds: int) -> None:
+    """Each round re-registers ``topic`` with a new queue count over ``writer``; the next
+    read over ``reader`` (another connection) must show it."""
+    for round_no in range(1, rounds + 1):
+        answer = writer.invoke(  # type: ignore[attr-defined]
+            register_request(
+                # Two topics: a new broker's one-topic registration is refused.
+                BROKER, topic_table([topic, BROKER.broker_name], queue_nums=round_no),
+                DataVersion(timestamp=1_700_000_000_000, counter=round_no),
+            )
+        )  # fmt: skip
+        assert answer.code == ResponseCode.SUCCESS, answer
+        # Read several times: the first read after the change fetches, the others are
+        # served from the front's new copy.
+        for _ in range(3):
+            assert queue_nums(route(reader, topic)) == round_no
+
+
+def test_no_route_answer_is_older_than_an_acknowledged_write(gateway: GatewayProcess) -> None:
+    with gateway.client() as writer, gateway.client() as reader:
+        assert route(reader, "FrontTopic").code == ResponseCode.TOPIC_NOT_EXIST
+        assert route(reader, "FrontTopic").code == ResponseCode.TOPIC_NOT_EXIST
+        read_your_writes(writer, reader, "FrontTopic", ROUNDS)
+
+
+def test_the_gateway_sees_the_client_address_through_the_front(gateway: GatewayProcess) -> None:
+    """Unsigned admin writes are refused, signed ones pass: the gateway's ACL decides with
+    the client's address (a loopback broker registered unsigned in the test above)."""
+    put = RemotingCommand.request(
+        RequestCode.PUT_KV_CONFIG, {"namespace": "front", "key": "k", "value": "v"}
+    )
+    with gateway.client() as plain:
+        assert plain.invoke(put).code == ResponseCode.NO_PERMISSION
+        # The connection is kept and still served.
+        assert route(plain, "FrontTopic").code in (0, ResponseCode.TOPIC_NOT_EXIST)
+    with gateway.admin_client() as admin:
+        assert admin.invoke(put).code == ResponseCode.SUCCESS
+
+
+def test_a_broker_connection_closing_unregisters_it_in_eventual_mode(
+    gateway: GatewayProcess,
+) -> None:
+    other = DemoBroker("FrontCluster", "broker-closing", 0, "127.0.0.1:30921", "127.0.0.1:30922")
+    with gateway.client() as broker_conn:
+        answer = broker_conn.invoke(
+            register_request(
+                other, topic_table(["ClosingTopic", other.broker_name]), DataVersion(1, 1)
+            )
+        )
+        assert answer.code == ResponseCode.SUCCESS
+        with gateway.client() as reader:
+            assert route(reader, "ClosingTopic").code == ResponseCode.SUCCESS
+    with gateway.client() as reader:
+        wait_until(lambda: route(reader, "ClosingTopic").code == ResponseCode.TOPIC_NOT_EXIST)
+
+
+def test_a_bad_frame_closes_only_its_own_connection(gateway: GatewayProcess) -> None:
+    host, port = gateway.addr.rsplit(":", 1)
+    with gateway.client() as good:
+        before = route(good, "TopicNobodyServes")
+        with socket.create_connection((host, int(port)), timeout=5) as bad:
+            # A frame whose header length exceeds the frame: the decoder refuses it.
+            bad.sendall((12).to_bytes(4, "big") + (1_000).to_bytes(4, "big") + b"x" * 8)
+            assert bad.recv(1024) == b"", "the front closes the bad connection without answer"
+        after = route(good, "TopicNobodyServes")
+    assert (after.code, after.body) == (before.code, before.body)
+
+
+def test_the_gateway_socket_is_private_to_its_user(gateway: GatewayProcess) -> None:
+    folder = Path(gateway.info["front_socket"]).parent
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(Path(gateway.info["front_socket"]).stat().st_mode) == 0o600
+
+
+def test_a_killed_front_is_restarted(gateway: GatewayProcess) -> None:
+    old = front_pid(gateway.info["pid"])
+    os.kill(old, signal.SIGKILL)
+
+    def served_by_a_new_front() -> bool:
+        try:
+            with gateway.client(timeout_s=1.0) as client:
+                answer = route(client, "FrontTopic")
+        except OSError:
+            return False
+        served = answer.code in (0, ResponseCode.TOPIC_NOT_EXIST)
+        return served and front_pid(gateway.info["pid"]) != old
+
+    wait_until(served_by_a_new_front, timeout_s=15.0)
+
+
+def test_the_front_exits_when_its_gateway_is_killed(tmp_path: Path) -> None:
+    process = GatewayProcess(
+        "n9", tmp_path / "n9.sqlite3", tmp_path / "n9.ready.json", tmp_path / "n9.log",
+        extra_args=("--read-front",),
+    )  # fmt: skip
+    process.start()
+    assert process.proc is not None
+    front = front_pid(process.info["pid"])
+    process.proc.kill()
+    process.proc.wait()
+    deadline_s = time.monotonic() + 10.0
+    while Path(f"/proc/{front}").exists() and (Path(f"/proc/{front}") / "stat").read_text(
+    ).rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline_s, "the front outlived its gateway"
+        time.sleep(0.1)
+
+
+def test_raft_mode_reads_through_a_front_see_the_node_s_own_writes(tmp_path: Path) -> None:
+    """Raft mode: a write acknowledged by a node is in the next read of that node's front,
+    on every node (each answers after applying locally)."""
+    cluster = RaftGatewayCluster(tmp_path, extra_args=("--read-front",))
+    try:
+        cluster.start()
+        cluster.leader()
+        for index, node in enumerate(cluster.nodes):
+            with node.client() as writer, node.client() as reader:
+                read_your_writes(writer, reader, f"RaftFrontTopic{index}", 10)
+        for status in cluster.converged():
+            assert not status["alarms"], status
+    finally:
+        cluster.stop()
