@@ -34,6 +34,7 @@ from gateway.route_request import (
 from gateway.services import NameServerService, ServiceError
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import NoQuorumError, ReplicationError
+from raftstore.results import RegisterBrokerOutcome
 from raftstore.zone import (
     ZONE_MODE_EXT_FIELD,
     ZONE_NAME_EXT_FIELD,
@@ -286,6 +287,20 @@ class RequestDispatcher:
         crc = header_int(request, "bodyCrc32", bits=32) or 0
         if crc != 0 and crc != body_crc32(request.body):
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_CRC_MISMATCH)
+        digest = None
+        if self.service.registrations is not None:
+            # Raft mode: a copy of a registration already applied (the leader's, or
+            # the broker's last one) is answered without decoding its body.
+            digest = register_body.registration_digest(request)
+            seen = await self.service.register_seen(
+                digest,
+                cluster_name=require_str(request, "clusterName"),
+                broker_addr=require_str(request, "brokerAddr"),
+                max_offset=header_int(request, MAX_OFFSET_FIELD),
+                confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
+            )
+            if seen is not None:
+                return self._registered(request, seen)
         body = register_body.decode_register_broker_request_body(
             request.body,
             compressed=bool(header_bool(request, "compressed")),
@@ -306,7 +321,14 @@ class RequestDispatcher:
             max_offset=header_int(request, MAX_OFFSET_FIELD),
             confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
             enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
+            request_digest=digest,
         )
+        return self._registered(request, outcome)
+
+    def _registered(
+        self, request: RemotingCommand, outcome: RegisterBrokerOutcome
+    ) -> RemotingCommand:
+        """The answer to a REGISTER_BROKER whose outcome is ``outcome``."""
         if outcome.failed:
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
         ext = {

@@ -36,8 +36,9 @@ Read at scrape time, with nothing added to the request path:
   ACL is off);
 * raft mode: ``namesrv_raft_registrations{outcome}`` (REGISTER_BROKER copies
   ``proposed`` as log entries or ``answered_from_state``, see
-  :class:`~raftstore.liveness.RegistrationDeduper`) and
-  ``namesrv_raft_registration_waits_timed_out``;
+  :class:`~raftstore.liveness.RegistrationDeduper`),
+  ``namesrv_raft_registrations_undecoded_total`` (of those, the ones known by their
+  request digest) and ``namesrv_raft_registration_waits_timed_out``;
 * gauges: ``namesrv_node_info{node_id,mode}``, ``namesrv_live_brokers``,
   ``namesrv_topics`` and, in raft mode only, ``namesrv_raft_term``,
   ``namesrv_raft_is_leader``, ``namesrv_raft_leader_known``,
@@ -311,8 +312,16 @@ def registration_families(registrations: RegistrationDeduper | None) -> Iterator
         labels=["outcome"],
     )
     family.add_metric(["proposed"], registrations.proposed)
-    family.add_metric(["answered_from_state"], registrations.answered_as_touch)
+    family.add_metric(
+        ["answered_from_state"], registrations.answered_as_touch + registrations.answered_undecoded
+    )
     yield family
+    yield CounterMetricFamily(
+        "namesrv_raft_registrations_undecoded",
+        "Of the copies answered from the applied state, those known by their request "
+        "digest, whose body was never decoded.",
+        registrations.answered_undecoded,
+    )
     yield CounterMetricFamily(
         "namesrv_raft_registration_waits_timed_out",
         "Follower copies proposed after the leader's copy did not arrive in time.",

@@ -274,10 +274,13 @@ class NameServerService:
         max_offset: int | None = None,
         confirm_offset: int | None = None,
         enable_raft_failover: bool | None = None,
+        request_digest: bytes | None = None,
     ) -> RegisterBrokerOutcome:
         """REGISTER_BROKER: add or refresh a broker and its topics.
 
         ``enable_raft_failover`` is honoured only where failover runs (raft mode).
+        ``request_digest`` (raft mode) lets the other members recognize their copies
+        of the same request (:meth:`register_seen`).
         """
         command = cmd.RegisterBroker(
             cluster_name=_check_text("clusterName", cluster_name),
@@ -303,12 +306,42 @@ class NameServerService:
             enable_raft_failover=(
                 enable_raft_failover if self.failover_lag_bytes_max is not None else None
             ),
+            request_digest=request_digest if self.registrations is not None else None,
         )
         if self.registrations is None:
             result = await self._propose(command)
         else:
             result = await self.registrations.register(command)
             self._notify(result)
+        outcome = result.outcome
+        assert isinstance(outcome, RegisterBrokerOutcome)
+        return outcome
+
+    async def register_seen(
+        self,
+        digest: bytes,
+        *,
+        cluster_name: str,
+        broker_addr: str,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+    ) -> RegisterBrokerOutcome | None:
+        """Raft mode: the outcome of a REGISTER_BROKER known by its request digest
+        (an applied copy of the same request changes nothing but liveness, which is
+        touched), or None: decode the body and call :meth:`register_broker`."""
+        if self.registrations is None:
+            return None
+        heartbeat = cmd.BrokerHeartbeat(
+            cluster_name=_check_text("clusterName", cluster_name),
+            broker_addr=_check_text("brokerAddr", broker_addr),
+            now_ms=self.clock.now_ms(),
+            max_offset=_check_offset("maxOffset", max_offset),
+            confirm_offset=_check_offset("confirmOffset", confirm_offset),
+        )
+        result = await self.registrations.register_seen(digest, heartbeat)
+        if result is None:
+            return None
+        self._notify(result)
         outcome = result.outcome
         assert isinstance(outcome, RegisterBrokerOutcome)
         return outcome

@@ -26,6 +26,9 @@ class RegisterBroker:
     BROKER_HEARTBEAT names), None when not reported.
     ``enable_raft_failover`` opts the broker group into raft-mode master election
     (the last registrant wins, like ``enableActingMaster``); None means off.
+    ``request_digest`` is a digest of the REGISTER_BROKER request it was decoded from
+    (header fields and body): a member that gets the same request from the broker
+    knows the leader's copy by it without decoding its own. Apply never reads it.
     """
 
     cluster_name: str
@@ -43,6 +46,7 @@ class RegisterBroker:
     max_offset: int | None = None
     confirm_offset: int | None = None
     enable_raft_failover: bool | None = None
+    request_digest: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,16 @@ class RegistrationDeduper:
     and what the skipped entry would have changed, liveness, is what the touch
     refreshes.
 
+    **Known requests are not even decoded** (:meth:`register_seen`). Every copy of
+    a broker's request is byte for byte the same, so its digest (header fields and
+    body, :func:`registration_digest`) travels in the proposed command. Before decoding
+    a REGISTER_BROKER body, a member looks the digest up: equal to the broker's last
+    applied registration, the request is answered as above; on a follower, it waits
+    (the same bounded wait) for the leader's entry with that digest. Only when neither
+    settles it is the 15 KB body decoded and the slow path above taken. The answer is
+    still checked against the applied state (``unchanged_registration`` of the applied
+    command), so a stale digest can only cost a decode, never a wrong answer.
+
     The event loop takes the apply lock only for that last check: a new
     DataVersion is told apart by :attr:`_applied_versions` (written by the apply
     listener, read without a lock; a hint, never the decision), and a waiting
@@ -167,12 +177,16 @@ class RegistrationDeduper:
         self._watching: dict[tuple[str, str], list[_Watch]] = {}
         # (cluster, addr) -> DataVersion of the broker's last applied registration.
         self._applied_versions: dict[tuple[str, str], DataVersion | None] = {}
+        # (cluster, addr) -> the broker's last applied registration, when it came
+        # with a request digest.
+        self._applied_commands: dict[tuple[str, str], RegisterBroker] = {}
         self._latency_s = REGISTRATION_WAIT_MIN_S  # a guess until commits are seen
         # Watches to wake, filled on the apply thread and drained on their loop by
         # one call_soon_threadsafe per batch (each call writes the loop's wake-up pipe).
         self._to_wake: list[tuple[_Watch, ApplyResult | None]] = []
         self.proposed = 0
         self.answered_as_touch = 0
+        self.answered_undecoded = 0
         self.waits_timed_out = 0
         replicator.subscribe(self._applied)
 
@@ -207,6 +221,54 @@ class RegistrationDeduper:
         self._observe(loop.time() - proposed_at)
         return result
 
+    async def register_seen(
+        self, digest: bytes, heartbeat: BrokerHeartbeat
+    ) -> ApplyResult | None:
+        """The answer to a REGISTER_BROKER known by its digest, without decoding it:
+        the broker's last applied registration had the same digest (or, on a
+        follower, the leader's entry with it is applied within the wait) and still
+        changes nothing but liveness. None: decode it and call :meth:`register`."""
+        key = (heartbeat.cluster_name, heartbeat.broker_addr)
+        loop = asyncio.get_running_loop()
+        applied = self._applied_commands.get(key)
+        answer: ApplyResult | None = None
+        if applied is not None and applied.request_digest == digest:
+            answer = self._unchanged(applied)
+        else:
+            leader, _ = self._replicator.leadership()
+            if leader is not None and not self._replicator.is_leader():
+                answer = await self._wait_for(key, _Watch(loop, loop.create_future(), None, digest))
+        if answer is None:
+            return None
+        self.answered_undecoded += 1
+        await self._touches.touch(heartbeat)
+        return answer
+
+    async def _wait_for(self, key: tuple[str, str], watch: _Watch) -> ApplyResult | None:
+        """Wait (bounded) for the listener to answer ``watch``; None on timeout."""
+        with self._lock:
+            self._watching.setdefault(key, []).append(watch)
+        try:
+            # The copy may have been applied just before the watch was in place.
+            applied = self._applied_commands.get(key)
+            if watch.digest is not None and applied is not None:
+                if applied.request_digest == watch.digest:
+                    return self._unchanged(applied)
+            elif watch.command is not None:
+                wrapper = watch.command.topic_config_wrapper
+                if wrapper is not None and self._applied_versions.get(key) == wrapper.data_version:
+                    return self._unchanged(watch.command)
+            started = watch.loop.time()
+            try:
+                answer = await asyncio.wait_for(watch.answer, self.wait_s)
+                self._observe(watch.loop.time() - started)
+                return answer
+            except TimeoutError:
+                self.waits_timed_out += 1
+                return None
+        finally:
+            self._unwatch(key, watch)
+
     async def _settle(
         self, command: RegisterBroker, loop: asyncio.AbstractEventLoop
     ) -> ApplyResult | None:
@@ -220,23 +282,7 @@ class RegistrationDeduper:
         leader, _ = self._replicator.leadership()
         if leader is None or self._replicator.is_leader():
             return None
-        watch = _Watch(loop, loop.create_future(), command)
-        with self._lock:
-            self._watching.setdefault(key, []).append(watch)
-        try:
-            # The copy may have been applied just before the watch was in place.
-            if self._applied_versions.get(key) == wrapper.data_version:
-                return self._unchanged(command)
-            started = loop.time()
-            try:
-                answer = await asyncio.wait_for(watch.answer, self.wait_s)
-                self._observe(loop.time() - started)
-                return answer
-            except TimeoutError:
-                self.waits_timed_out += 1
-                return None
-        finally:
-            self._unwatch(key, watch)
+        return await self._wait_for(key, _Watch(loop, loop.create_future(), command, None))
 
     def _unchanged(self, command: RegisterBroker) -> ApplyResult | None:
         return self._replicator.read(lambda table: _unchanged_answer(table, command))
@@ -262,16 +308,18 @@ class RegistrationDeduper:
         wrapper = command.topic_config_wrapper
         version = None if wrapper is None else wrapper.data_version
         self._applied_versions[key] = version
+        if command.request_digest is not None:
+            self._applied_commands[key] = command
+        else:
+            self._applied_commands.pop(key, None)
         if not self._watching:
             return
         with self._lock:
-            matching = [w for w in self._watching.get(key, ())
-                        if w.command.topic_config_wrapper is not None
-                        and w.command.topic_config_wrapper.data_version == version]  # fmt: skip
+            matching = [w for w in self._watching.get(key, ()) if w.matches(command, version)]
         if not matching:
             return
         answers = self._replicator.read(
-            lambda table: [(w, _unchanged_answer(table, w.command)) for w in matching]
+            lambda table: [(w, _unchanged_answer(table, w.command or command)) for w in matching]
         )
         with self._lock:
             drain_scheduled = bool(self._to_wake)
@@ -292,11 +340,21 @@ class RegistrationDeduper:
 
 @dataclass(slots=True, eq=False)
 class _Watch:
-    """A follower waiting for the leader's copy of ``command``."""
+    """A follower waiting for the leader's copy of ``command`` (decoded: known by its
+    DataVersion) or of the request with ``digest`` (not decoded)."""
 
     loop: asyncio.AbstractEventLoop
     answer: asyncio.Future[ApplyResult | None]
-    command: RegisterBroker
+    command: RegisterBroker | None
+    digest: bytes | None
+
+    def matches(self, applied: RegisterBroker, version: DataVersion | None) -> bool:
+        """True when ``applied`` (with ``version``) is the copy this watch waits for."""
+        if self.digest is not None:
+            return applied.request_digest == self.digest
+        assert self.command is not None
+        wrapper = self.command.topic_config_wrapper
+        return wrapper is not None and wrapper.data_version == version
 
 
 def _unchanged_answer(table: RouteTable, command: RegisterBroker) -> ApplyResult | None:

@@ -9,6 +9,7 @@ because a compressed body is a zip bomb waiting to happen.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 
 from remoting import fastjson
@@ -30,6 +31,7 @@ from remoting.bodies import (
     encode_topic_config_text,
 )
 from remoting.codes import CURRENT_VERSION, MQVersion
+from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.model import (
     RegisterBrokerBody,
@@ -196,3 +198,24 @@ def decode_register_broker_request_body(
     if version < MQVersion.V3_0_11:
         return RegisterBrokerBody(topic_config_wrapper=decode_topic_config_serialize_wrapper(data))
     return decode_register_broker_body(data, compressed=compressed, version=version)
+
+
+REQUEST_DIGEST_BYTES = 16
+
+
+def registration_digest(request: RemotingCommand) -> bytes:
+    """A digest of what a REGISTER_BROKER request says: its version, header fields and
+    body. A broker sends the same request to every NameServer, so every copy has the same
+    digest (the opaque, which differs, is left out); any other difference changes it."""
+    digest = hashlib.blake2b(digest_size=REQUEST_DIGEST_BYTES)
+    digest.update(request.version.to_bytes(4, "big", signed=True))
+    # Every part length-prefixed, so no two different requests give the same bytes.
+    for name, value in sorted((request.ext_fields or {}).items()):
+        for text in (name, value):
+            raw = text.encode("utf-8", "surrogatepass")
+            digest.update(len(raw).to_bytes(4, "big"))
+            digest.update(raw)
+    body = request.body or b""
+    digest.update(len(body).to_bytes(4, "big"))
+    digest.update(body)
+    return digest.digest()

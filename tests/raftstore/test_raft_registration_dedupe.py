@@ -7,13 +7,17 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gateway.dispatch import RequestDispatcher
 from gateway.services import NameServerService
+from localcluster.demo import DemoBroker, register_request, topic_table
 from raftstore.commands import Command
 from raftstore.results import ApplyResult, RegisterBrokerOutcome
-from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting import register_body
+from remoting.model import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
 from tests.raftstore.raft_node import InProcessCluster
 
 CLUSTER = "DefaultCluster"
@@ -110,3 +114,60 @@ async def test_a_broker_heard_only_by_a_follower_is_registered_and_answered(
     # Every member gives the same answer to the slave's next registration.
     answers = await asyncio.gather(*(_register(m, 1, 1, broker_id=1) for m in members))
     assert {a.master_addr for a in answers} == {"10.0.0.1:10911"}
+
+
+async def test_copies_known_by_their_digest_are_answered_without_decoding(
+    services: tuple[InProcessCluster, list[NameServerService]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over the wire path: every member gets the same REGISTER_BROKER frame. Copies of an
+    applied request are answered from state without decoding their body, and a periodic
+    registration with an unchanged table decodes nothing and adds no entry."""
+    cluster, members = services
+    dispatchers = [RequestDispatcher(m) for m in members]
+    decodes = Counter[str]()
+    decode = register_body.decode_register_broker_request_body
+
+    def counting_decode(*args: Any, **kwargs: Any) -> RegisterBrokerBody:
+        decodes["body"] += 1
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(register_body, "decode_register_broker_request_body", counting_decode)
+    entries: Counter[str] = Counter()
+
+    def count(command: Command, _result: ApplyResult) -> None:
+        entries[type(command).__name__] += 1
+
+    cluster.nodes[0].subscribe(count)
+    brokers = [
+        DemoBroker(CLUSTER, f"broker-{i}", 0, f"10.1.0.{i}:10911", f"10.1.0.{i}:10912")
+        for i in range(BROKERS)
+    ]
+    rounds = 3
+    for counter in range(1, rounds + 1):
+        frames = [
+            register_request(b, topic_table([f"D{i}-{j}" for j in range(TOPICS_PER_BROKER)]),
+                             DataVersion(timestamp=1, counter=counter))
+            for i, b in enumerate(brokers)
+        ]  # fmt: skip
+        answers = await asyncio.gather(
+            *(d.register_broker(frame, None) for frame in frames for d in dispatchers)
+        )
+        assert {a.code for a in answers} == {0}
+    await cluster.converged()
+    real = BROKERS * rounds
+    deduper = [m.registrations for m in members if m.registrations is not None]
+    undecoded = sum(d.answered_undecoded for d in deduper)
+    assert real <= entries["RegisterBroker"] <= real * 2, entries
+    # Every copy not proposed was answered undecoded or after its own decode.
+    assert decodes["body"] + undecoded == real * len(members)
+    assert undecoded >= real // 2, (decodes, undecoded)
+
+    decoded_before, entries_before = decodes["body"], entries["RegisterBroker"]
+    answers = await asyncio.gather(
+        *(d.register_broker(frame, None) for frame in frames for d in dispatchers)
+    )
+    await asyncio.gather(*(m.replicator.barrier() for m in members))
+    assert {a.code for a in answers} == {0}
+    assert decodes["body"] == decoded_before, "an unchanged table is not decoded"
+    assert entries["RegisterBroker"] == entries_before
