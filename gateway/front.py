@@ -68,6 +68,12 @@ FRONT_PEER_CODE = 99_876
 ``host:port``. Accepted only on the gateway's Unix socket, and only once per link; on
 the public port it is an unknown code like any other."""
 PEER_FIELD = "peer"
+FRONT_STATS_CODE = 99_877
+"""Private one-way request on the front's own link: ``extFields.routeAnswers`` = route
+queries answered from copies since the last report (the gateway's metrics count them)."""
+ROUTE_ANSWERS_FIELD = "routeAnswers"
+STATS_PERIOD_S = 1.0
+FRONT_PEER = ("read-front", 0)
 ROUTE_ANSWERS_MAX = 65_536
 PARENT_CHECK_S = 1.0
 READY_LINE = b"ready\n"
@@ -136,8 +142,8 @@ class LinkClosedError(ConnectionError):
 class Link(asyncio.Protocol):
     """One client's connection to the gateway's Unix socket."""
 
-    def __init__(self, client: Connection) -> None:
-        self.client = client
+    def __init__(self, client: Connection | None) -> None:
+        self.client = client  # None: the front's own link (its reports)
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder(FRAME_BYTES_MAX)
         self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -148,7 +154,9 @@ class Link(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        transport.write(encode_frame(peer_request(self.client.peer_host, self.client.peer_port)))
+        host, port = FRONT_PEER if self.client is None else (
+            self.client.peer_host, self.client.peer_port)  # fmt: skip
+        transport.write(encode_frame(peer_request(host, port)))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -176,6 +184,8 @@ class Link(asyncio.Protocol):
                 task.add_done_callback(self._pushes.discard)
 
     async def _push(self, cmd: RemotingCommand) -> None:
+        if self.client is None:
+            return
         with contextlib.suppress(ConnectionError):
             await self.client.send(cmd)
 
@@ -303,16 +313,40 @@ class ReadFront:
         if ready_fd is not None:
             os.write(ready_fd, READY_LINE)
         watcher = asyncio.ensure_future(self._watch_parent(stop))
+        reporter = asyncio.ensure_future(self._report(stop))
         try:
             await stop.wait()
         finally:
             watcher.cancel()
+            reporter.cancel()
             await self.server.close()
             for pending in self._links.values():
                 pending.add_done_callback(_close_when_open)
             self.versions.close()
             log.info("read front stopped: %d route answers from copies, %d fetched",
                      self.hits, self.fetches)  # fmt: skip
+
+    async def _report(self, stop: asyncio.Event) -> None:
+        """Tell the gateway, every second, how many route queries the copies answered."""
+        reported = 0
+        link: Link | None = None
+        while not stop.is_set():
+            await asyncio.sleep(STATS_PERIOD_S)
+            hits = self.hits
+            if hits == reported:
+                continue
+            try:
+                if link is None or link.closed:
+                    _, link = await asyncio.get_running_loop().create_unix_connection(
+                        lambda: Link(None), self.options.upstream_path
+                    )
+                link.forward(RemotingCommand(
+                    code=FRONT_STATS_CODE, flag=FLAG_ONEWAY,
+                    ext_fields={ROUTE_ANSWERS_FIELD: str(hits - reported)},
+                ))  # fmt: skip
+                reported = hits
+            except OSError as exc:
+                log.warning("cannot report to the gateway: %s", exc)
 
     async def _watch_parent(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -18,6 +18,10 @@ cost three times that, as much again as a cached route answer itself). Every
 writer is the gateway's event loop thread; the collector turns the integers into
 the counter and histogram families when Prometheus asks.
 
+With a read front, ``namesrv_front_route_answers_total``: the route queries the front
+answered from its copies, which never reach this handler (the front reports them every
+second).
+
 Counted by :class:`ScanCountingService` (the Celery scan over the internal port and
 the gateway's own scan loop alike): ``namesrv_scan_runs_total``,
 ``namesrv_scan_failures_total`` and ``namesrv_scan_expired_total`` (live entries the
@@ -397,6 +401,12 @@ class GatewayMetrics:
         self.scan_expired = Counter(
             "namesrv_scan_expired",
             "Live broker entries expired by this node's scans.",
+            registry=self.registry,
+        )
+        self.front_route_answers = Counter(
+            "namesrv_front_route_answers",
+            "Route queries the read front answered from its copies: they never reach this "
+            "process, so namesrv_requests_total does not count them (reported every second).",
             registry=self.registry,
         )
         self._meters: dict[int, CodeMeter] = {}

@@ -50,7 +50,14 @@ from typing import Any, Protocol
 from gateway.acl import namesrv_acl
 from gateway.clock import Clock, SystemClock
 from gateway.dispatch import PENDING, RequestDispatcher
-from gateway.front import FRONT_PEER_CODE, FrontOptions, FrontProcess, parse_peer
+from gateway.front import (
+    FRONT_PEER_CODE,
+    FRONT_STATS_CODE,
+    ROUTE_ANSWERS_FIELD,
+    FrontOptions,
+    FrontProcess,
+    parse_peer,
+)
 from gateway.internal import InternalDispatcher
 from gateway.kv_file import KvConfigFile
 from gateway.metrics import (
@@ -660,6 +667,11 @@ class Gateway:
             if peer is not None and not conn.peer_host:
                 conn.peer_host, conn.peer_port = peer
                 conn.id = f"{conn.id.partition('/')[0]}/{peer[0]}:{peer[1]}"
+            return None
+        if request.code == FRONT_STATS_CODE:
+            answered = (request.ext_fields or {}).get(ROUTE_ANSWERS_FIELD, "")
+            if self.metrics is not None and answered.isdigit():
+                self.metrics.front_route_answers.inc(int(answered))
             return None
         return self._public_handler(request, conn)
 

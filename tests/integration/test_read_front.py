@@ -14,6 +14,7 @@ import signal
 import socket
 import stat
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from remoting.command import RemotingCommand
 from remoting.model import DataVersion
 from tests.integration.gateway_harness import GatewayProcess, wait_until
 from tests.integration.raft_cluster_harness import RaftGatewayCluster
+from tools import ports
 
 BROKER = DemoBroker("FrontCluster", "broker-front", 0, "127.0.0.1:30911", "127.0.0.1:30912")
 ROUNDS = 30
@@ -37,7 +39,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     root = tmp_path_factory.mktemp("front")
     process = GatewayProcess(
         "n1", root / "n1.sqlite3", root / "n1.ready.json", root / "n1.log",
-        extra_args=("--read-front",),
+        extra_args=("--read-front", "--metrics-port", str(ports.free_port())),
     )  # fmt: skip
     process.start()
     try:
@@ -131,6 +133,30 @@ def test_a_broker_connection_closing_unregisters_it_in_eventual_mode(
             assert route(reader, "ClosingTopic").code == ResponseCode.SUCCESS
     with gateway.client() as reader:
         wait_until(lambda: route(reader, "ClosingTopic").code == ResponseCode.TOPIC_NOT_EXIST)
+
+
+def scraped(gateway: GatewayProcess, name: str) -> float:
+    """One sample of the gateway's metrics port (0 when absent)."""
+    url = f"http://127.0.0.1:{gateway.info['metrics_port']}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_route_answers_of_the_front_are_counted_by_the_gateway(gateway: GatewayProcess) -> None:
+    """Reads the front answers never reach the gateway; the front reports their count."""
+    before = scraped(gateway, "namesrv_front_route_answers_total")
+    with gateway.client() as reader:
+        for _ in range(50):
+            route(reader, "TopicCounted")
+    # The first read fetched the answer; the other 49 were copies.
+    wait_until(
+        lambda: scraped(gateway, "namesrv_front_route_answers_total") - before >= 49,
+        timeout_s=10.0,
+    )
 
 
 def test_a_bad_frame_closes_only_its_own_connection(gateway: GatewayProcess) -> None:
