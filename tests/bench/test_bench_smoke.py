@@ -67,18 +67,20 @@ def test_storm_bench_reads_and_registers_in_both_modes(capsys: pytest.CaptureFix
     """bench.storm at a tiny size: reads answered in every phase, registrations
     acknowledged through three real gateways per mode, the ratio printed."""
     storm.main(["--seconds", "0.5", "--rate", "20", "--brokers", "5", "--topics-per-broker",
-                "10", "--large-brokers", "2", "--large-topics", "50"])  # fmt: skip
+                "10", "--large-brokers", "2", "--large-topics", "50",
+                "--read-front", "on"])  # fmt: skip
     out = capsys.readouterr().out
     summary = json.loads(out.strip().splitlines()[-1])
     for mode in ("eventual", "raft"):
-        result = summary["results"][mode]
+        result = summary["results"][f"{mode}/on"]
+        assert result["front"] is True
         for phase in ("quiet", "storm_reads", "flat_reads"):
             reads = result[phase]
             assert reads["reads_per_s"] > 0 and reads["errors"] == 0, (mode, phase, reads)
             assert 0 < reads["p50_ms"] <= reads["p99_ms"], (mode, phase, reads)
         assert result["storm"]["acknowledged"] > 0 and result["flat"]["acknowledged"] > 0
         assert result["large"]["registrar"]["acknowledged"] == 2
-    assert summary["raft_over_eventual_storm_reads"] > 0
+    assert summary["raft_over_eventual_storm_reads_front_on"] > 0
     assert "raft / eventual reads during the storm" in out
 
 
