@@ -130,6 +130,9 @@ async def terms(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
             ok = answer.code == ResponseCode.SUCCESS
             status = json.loads(answer.body or b"{}") if ok else {}
             found[gateway.node_id] = int(status.get("term") or 0)
+            if status.get("long_tick_gaps"):
+                print(f"  {gateway.node_id}: {status['long_tick_gaps']} tick gaps over 250 ms "
+                      f"so far, longest {status['tick_gap_max_ms']:.0f} ms", flush=True)
     finally:
         await client.close()
     return found
@@ -355,7 +358,10 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
         finally:
             loop.run_until_complete(client.close())
             loop.close()
-    shutil.rmtree(root, ignore_errors=True)
+    if args.keep:
+        print(f"{mode}: logs and databases kept in {root}", flush=True)
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     elections = sum(terms_after[n] - terms_before[n] for n in terms_before)
     return {"mode": mode, "front": front, "quiet": quiet, "storm_reads": storm_reads,
             "storm": storm,
@@ -423,6 +429,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--read-front", choices=("on", "off", "both"), default="both",
                         help="run the gateways with read fronts, without, or both in turn")
     parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep each cluster's folder (gateway logs, databases)")
     parser.add_argument("--large-brokers", type=int, default=20,
                         help="then this many brokers register once with --large-topics each "
                              "(0: skip); reads are measured meanwhile")

@@ -28,6 +28,7 @@ import os
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from pysyncobj import SyncObj, replicated
@@ -177,6 +178,20 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         if self.announce_commit_first:
             self._announce_commit()
         self.owner._apply_entry(entry, self.raftLastApplied + 1)
+
+    def heartbeat_if_due(self) -> None:
+        """Leader, inside a long apply: send the AppendEntries round that is due.
+
+        PySyncObj sends heartbeats from its tick, after applying every newly committed
+        entry. On a busy machine (the apply thread sharing the interpreter lock with the
+        event loop and the projection writer, and two cores with other nodes) applying a
+        batch of registrations took up to a second of wall time, longer than the
+        followers' election timeout, and they started elections against a live leader.
+        Called between the commands of an entry; due means PySyncObj's own heartbeat
+        time has passed, so the rounds are those it would have sent. The clock decides
+        only when a message leaves, never what is applied."""
+        if monotonic() > self._SyncObj__newAppendEntriesTime and self._isLeader():
+            self._SyncObj__sendAppendEntries()
 
     def _announce_commit(self) -> None:
         """Leader, first entry of a newly committed run: send the commit index now

@@ -119,8 +119,17 @@ class RaftStatus(ReplicatorStatus):
     membership_pending: bool = False
     alarms: tuple[str, ...] = ()
     resends_trimmed: int = 0
+    tick_gap_max_ms: float = 0.0
+    """The longest time between two ends of PySyncObj ticks since start: heartbeats
+    leave from ticks, so gaps near the election timeout cost elections."""
+    long_tick_gaps: int = 0
+    """Gaps between ticks longer than :data:`LONG_TICK_GAP_S`."""
 
 
+
+LONG_TICK_GAP_S = 0.25
+"""Tick gaps longer than this are counted: near half the shortest election timeout
+(0.6 s), a follower is close to starting an election."""
 
 # ------------------------------------------------------------------ replicator
 
@@ -239,6 +248,9 @@ class RaftReplicator:
         self._barrier_task: asyncio.Task[None] | None = None
         self._membership_pending = False
         self._tick_registered = False
+        self._last_tick_s = 0.0
+        self.tick_gap_max_s = 0.0
+        self.long_tick_gaps = 0
         self.applied_entries = 0
 
     # -------------------------------------------------------------- lifecycle
@@ -493,7 +505,11 @@ class RaftReplicator:
         ready: list[tuple[str, ApplyResult | BaseException]] = []
         waiters = self._waiters
         lock = self._lock
+        sync = self._sync
         for part in decoded:
+            if sync is not None:
+                # A batch can take long to apply on a busy machine: keep leading.
+                sync.heartbeat_if_due()
             # A batch applies its commands in order, each with the time its
             # proposer stamped: the same on every node. The lock is taken per
             # command, not per batch: readers (route misses, touches, status) wait
@@ -559,9 +575,17 @@ class RaftReplicator:
     def _on_tick(self) -> None:
         """Tick-thread callback: one journal flush for every proposal applied this
         tick, then hand the results to the event loop; refresh the status view."""
+        now_s = time.monotonic()
         if not self._tick_registered:
             ALARMS.by_thread[threading.get_ident()] = weakref.ref(self)
             self._tick_registered = True
+        else:
+            gap_s = now_s - self._last_tick_s
+            if gap_s > self.tick_gap_max_s:
+                self.tick_gap_max_s = gap_s
+            if gap_s > LONG_TICK_GAP_S:
+                self.long_tick_gaps += 1
+        self._last_tick_s = now_s
         with self._ready_lock:
             ready, self._ready = self._ready, []
         if ready:
@@ -598,10 +622,19 @@ class RaftReplicator:
             for addr in others
         )
         leader = raw.get("leader")
+        term = int(raw["raft_term"])
+        if term != self._view.term and self._view.term:
+            # An election: worth a line, with what the tick thread went through.
+            logger.warning(
+                "raft term %d -> %d on %s (%s, leader %s); longest tick gap so far %.0f ms",
+                self._view.term, term, self.node_id,
+                STATE_NAMES.get(raw["state"], raw["state"]), leader and leader.id,
+                self.tick_gap_max_s * 1000.0,
+            )  # fmt: skip
         self._view = _RaftView(
             state=STATE_NAMES.get(raw["state"], str(raw["state"])),
             leader=None if leader is None else str(leader.id),
-            term=int(raw["raft_term"]),
+            term=term,
             commit_index=int(raw["commit_idx"]),
             log_length=int(raw["log_len"]),
             has_quorum=bool(raw["has_quorum"]),
@@ -738,6 +771,8 @@ class RaftReplicator:
                 membership_pending=self._membership_pending,
                 alarms=tuple(self._alarms),
                 resends_trimmed=self.resends_trimmed,
+                tick_gap_max_ms=round(self.tick_gap_max_s * 1000.0, 1),
+                long_tick_gaps=self.long_tick_gaps,
             )
 
     # -------------------------------------------------------------- membership
