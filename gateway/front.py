@@ -237,13 +237,13 @@ class ReadFront:
     def handle(
         self, request: RemotingCommand, conn: Connection
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
-        """The public handler: a valid cached route answer now, else the gateway's."""
+        """The public handler: a valid cached route answer now, else the gateway's.
+
+        The ACL is the gateway's to apply (it sees the client's address through the
+        link), so its refusal counts stay whole: when the accounts file closes reads,
+        route queries go to the gateway as well."""
         acl = self.acl
-        if acl is not None and acl.guards(request.code):
-            refusal = acl.check(request, conn.peer_host)
-            if refusal is not None:
-                return acl.refuse(request, refusal)
-        if request.code == _ROUTE:
+        if request.code == _ROUTE and (acl is None or not acl.guards(_ROUTE)):
             key = shared_route_key(request)
             if key is not None:
                 version = self.versions.version(key[0])
