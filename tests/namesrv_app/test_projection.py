@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
+from django.db import OperationalError
 
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
@@ -205,9 +206,19 @@ def test_a_full_queue_turns_into_one_rebuild() -> None:
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = FLUSH_TIMEOUT_S) -> None:
-    """Poll ``condition()`` until it holds (the writer thread works on its own)."""
+    """Poll ``condition()`` until it holds (the writer thread works on its own).
+
+    The test database is one shared in-memory SQLite, whose table locks make a read
+    that meets the writer's transaction fail with "table is locked": that read is
+    retried, as "not yet"."""
     deadline_s = time.monotonic() + timeout_s
-    while not condition():
+    while True:
+        try:
+            if condition():
+                return
+        except OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
         assert time.monotonic() < deadline_s, "condition not reached in time"
         time.sleep(0.01)
 
