@@ -118,8 +118,14 @@ def start_profiler(gateway: _util.BenchGateway, out: Path) -> subprocess.Popen[b
 
 
 async def terms(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
-    """Each node's Raft term (0 in eventual mode), over fresh connections (an idle
-    phase outlasts the internal port's idle timeout)."""
+    """Each node's Raft term (0 in eventual mode)."""
+    return {node: int(status.get("term") or 0)
+            for node, status in (await statuses(gateways)).items()}  # fmt: skip
+
+
+async def statuses(gateways: Sequence[_util.BenchGateway]) -> dict[str, dict[str, Any]]:
+    """Each node's NODE_STATUS, over fresh connections (an idle phase outlasts the
+    internal port's idle timeout)."""
     found = {}
     client = RemotingClient()
     try:
@@ -128,11 +134,7 @@ async def terms(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
                                               {"secret": INTERNAL_SECRET})  # fmt: skip
             answer = await client.invoke(f"127.0.0.1:{gateway.internal_port}", request, 5.0)
             ok = answer.code == ResponseCode.SUCCESS
-            status = json.loads(answer.body or b"{}") if ok else {}
-            found[gateway.node_id] = int(status.get("term") or 0)
-            if status.get("long_tick_gaps"):
-                print(f"  {gateway.node_id}: {status['long_tick_gaps']} tick gaps over 250 ms "
-                      f"so far, longest {status['tick_gap_max_ms']:.0f} ms", flush=True)
+            found[gateway.node_id] = json.loads(answer.body or b"{}") if ok else {}
     finally:
         await client.close()
     return found
@@ -354,7 +356,12 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
                 time.sleep(args.idle_s)
                 after_idle = loop.run_until_complete(terms(gateways))
                 idle_changes = sum(after_idle[n] - before_idle[n] for n in before_idle)
-            terms_after = loop.run_until_complete(terms(gateways))
+            last = loop.run_until_complete(statuses(gateways))
+            terms_after = {node: int(status.get("term") or 0) for node, status in last.items()}
+            for node, status in last.items():
+                if status.get("long_tick_gaps"):
+                    print(f"  {node}: {status['long_tick_gaps']} Raft tick gaps over 250 ms, "
+                          f"longest {status['tick_gap_max_ms']:.0f} ms", flush=True)
         finally:
             loop.run_until_complete(client.close())
             loop.close()

@@ -287,18 +287,19 @@ class RequestDispatcher:
         crc = header_int(request, "bodyCrc32", bits=32) or 0
         if crc != 0 and crc != body_crc32(request.body):
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_CRC_MISMATCH)
+        cluster_name = require_str(request, "clusterName")
+        broker_addr = require_str(request, "brokerAddr")
+        max_offset = header_int(request, MAX_OFFSET_FIELD)
+        confirm_offset = header_int(request, CONFIRM_OFFSET_FIELD)
         digest = None
         if self.service.registrations is not None:
             # Raft mode: a copy of a registration already applied (the leader's, or
             # the broker's last one) is answered without decoding its body.
             digest = register_body.registration_digest(request)
             seen = await self.service.register_seen(
-                digest,
-                cluster_name=require_str(request, "clusterName"),
-                broker_addr=require_str(request, "brokerAddr"),
-                max_offset=header_int(request, MAX_OFFSET_FIELD),
-                confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
-            )
+                digest, cluster_name=cluster_name, broker_addr=broker_addr,
+                max_offset=max_offset, confirm_offset=confirm_offset,
+            )  # fmt: skip
             if seen is not None:
                 return self._registered(request, seen)
         body = register_body.decode_register_broker_request_body(
@@ -307,8 +308,8 @@ class RequestDispatcher:
             version=request.version,
         )
         outcome = await self.service.register_broker(
-            cluster_name=require_str(request, "clusterName"),
-            broker_addr=require_str(request, "brokerAddr"),
+            cluster_name=cluster_name,
+            broker_addr=broker_addr,
             broker_name=require_str(request, "brokerName"),
             broker_id=require_int(request, "brokerId"),
             ha_server_addr=header_str(request, "haServerAddr"),
@@ -318,8 +319,8 @@ class RequestDispatcher:
             heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
             enable_acting_master=header_bool(request, "enableActingMaster"),
             channel=None if conn is None else conn.id,
-            max_offset=header_int(request, MAX_OFFSET_FIELD),
-            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
+            max_offset=max_offset,
+            confirm_offset=confirm_offset,
             enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
             request_digest=digest,
         )

@@ -61,7 +61,15 @@ from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import ProtocolError
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
-from remoting.server import ACCEPT_BACKLOG, Connection, RemotingServer
+from remoting.server import (
+    ACCEPT_BACKLOG,
+    CONNECTIONS_PER_ADDRESS_MAX,
+    FRAME_DEADLINE_S,
+    IDLE_TIMEOUT_S,
+    UNFINISHED_FRAMES_BYTES_MAX,
+    Connection,
+    RemotingServer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +109,10 @@ class FrontOptions:
     parent_pid: int
     host: str = "127.0.0.1"
     port: int = 0
-    idle_timeout_s: float = 120.0
-    unfinished_frames_bytes_max: int = 64 * 1024 * 1024
-    frame_deadline_s: float = 30.0
-    connections_per_address_max: int = 4096
+    idle_timeout_s: float = IDLE_TIMEOUT_S
+    unfinished_frames_bytes_max: int = UNFINISHED_FRAMES_BYTES_MAX
+    frame_deadline_s: float = FRAME_DEADLINE_S
+    connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX
     acl_enabled: bool = True
     acl_file: str | None = None
     route_answers_max: int = ROUTE_ANSWERS_MAX

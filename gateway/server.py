@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -415,32 +416,32 @@ class Gateway:
         self.front: FrontProcess | None = None
         self._front_dir: Path | None = None
         self.route_versions: RouteVersions | None = None
+        public_server = functools.partial(
+            RemotingServer,
+            on_connection_closed=self._connection_closed,
+            unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
+            frame_deadline_s=options.frame_deadline_s,
+        )
         if options.read_front:
             # The front owns the public port; clients reach this process through it,
             # over a Unix socket in a folder only this user can enter.
             self._front_dir = Path(tempfile.mkdtemp(prefix=f"namesrv-{options.node_id}-"))
             self.route_versions = RouteVersions(self._front_dir / "route-versions", writable=True)
             self.dispatcher.route_cache.versions = self.route_versions
-            self.server = RemotingServer(
+            self.server = public_server(
                 self._handle_fronted,
                 unix_path=str(self._front_dir / "gateway.sock"),
-                on_connection_closed=self._connection_closed,
                 # The front times idle clients out and closes their links.
                 idle_timeout_s=FRONTED_IDLE_TIMEOUT_S,
-                unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
-                frame_deadline_s=options.frame_deadline_s,
                 # Every link comes from the front; it caps each client address.
                 connections_per_address_max=FRONTED_CONNECTIONS_MAX,
             )
         else:
-            self.server = RemotingServer(
+            self.server = public_server(
                 handler,
                 host=options.host,
                 port=options.port,
-                on_connection_closed=self._connection_closed,
                 idle_timeout_s=options.idle_timeout_s,
-                unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
-                frame_deadline_s=options.frame_deadline_s,
                 connections_per_address_max=options.connections_per_address_max,
             )
         self.internal_server = RemotingServer(
@@ -555,7 +556,7 @@ class Gateway:
         if self.metrics_server is not None:
             info["metrics_port"] = self.metrics_server.port
         if self.front is not None:
-            info["front_pid"] = self.front.pid
+            # Not the front's pid: the gateway restarts a front that dies.
             info["front_socket"] = self.server.unix_path
         return info
 

@@ -168,7 +168,7 @@ class RegistrationDeduper:
     command), so a stale digest can only cost a decode, never a wrong answer.
 
     The event loop takes the apply lock only for that last check: a new
-    DataVersion is told apart by :attr:`_applied_versions` (written by the apply
+    DataVersion is told apart by :attr:`_last_applied` (written by the apply
     listener, read without a lock; a hint, never the decision), and a waiting
     follower gets its answer computed by the listener, under the lock it holds.
     """
@@ -178,11 +178,8 @@ class RegistrationDeduper:
         self._touches = touches
         self._lock = threading.Lock()
         self._watching: dict[tuple[str, str], list[_Watch]] = {}
-        # (cluster, addr) -> DataVersion of the broker's last applied registration.
-        self._applied_versions: dict[tuple[str, str], DataVersion | None] = {}
-        # (cluster, addr) -> the broker's last applied registration, when it came
-        # with a request digest.
-        self._applied_commands: dict[tuple[str, str], RegisterBroker] = {}
+        # (cluster, addr) -> the broker's last applied registration.
+        self._last_applied: dict[tuple[str, str], RegisterBroker] = {}
         self._latency_s = REGISTRATION_WAIT_MIN_S  # a guess until commits are seen
         # Watches to wake, filled on the apply thread and drained on their loop by
         # one call_soon_threadsafe per batch (each call writes the loop's wake-up pipe).
@@ -233,7 +230,7 @@ class RegistrationDeduper:
         changes nothing but liveness. None: decode it and call :meth:`register`."""
         key = (heartbeat.cluster_name, heartbeat.broker_addr)
         loop = asyncio.get_running_loop()
-        applied = self._applied_commands.get(key)
+        applied = self._last_applied.get(key)
         answer: ApplyResult | None = None
         if applied is not None and applied.request_digest == digest:
             answer = self._unchanged(applied)
@@ -253,14 +250,9 @@ class RegistrationDeduper:
             self._watching.setdefault(key, []).append(watch)
         try:
             # The copy may have been applied just before the watch was in place.
-            applied = self._applied_commands.get(key)
-            if watch.digest is not None and applied is not None:
-                if applied.request_digest == watch.digest:
-                    return self._unchanged(applied)
-            elif watch.command is not None:
-                wrapper = watch.command.topic_config_wrapper
-                if wrapper is not None and self._applied_versions.get(key) == wrapper.data_version:
-                    return self._unchanged(watch.command)
+            applied = self._last_applied.get(key)
+            if applied is not None and watch.matches(applied):
+                return self._unchanged(watch.command or applied)
             started = watch.loop.time()
             try:
                 answer = await asyncio.wait_for(watch.answer, self.wait_s)
@@ -280,7 +272,8 @@ class RegistrationDeduper:
         if wrapper is None:
             return None
         key = (command.cluster_name, command.broker_addr)
-        if self._applied_versions.get(key) == wrapper.data_version:
+        applied = self._last_applied.get(key)
+        if applied is not None and _data_version(applied) == wrapper.data_version:
             return self._unchanged(command)
         leader, _ = self._replicator.leadership()
         if leader is None or self._replicator.is_leader():
@@ -303,22 +296,16 @@ class RegistrationDeduper:
                 del self._watching[key]
 
     def _applied(self, command: Command, result: ApplyResult) -> None:
-        """Apply listener (apply thread, under the apply lock): remember the version,
+        """Apply listener (apply thread, under the apply lock): remember the command,
         answer the followers waiting for this copy."""
         if not isinstance(command, RegisterBroker):
             return
         key = (command.cluster_name, command.broker_addr)
-        wrapper = command.topic_config_wrapper
-        version = None if wrapper is None else wrapper.data_version
-        self._applied_versions[key] = version
-        if command.request_digest is not None:
-            self._applied_commands[key] = command
-        else:
-            self._applied_commands.pop(key, None)
+        self._last_applied[key] = command
         if not self._watching:
             return
         with self._lock:
-            matching = [w for w in self._watching.get(key, ()) if w.matches(command, version)]
+            matching = [w for w in self._watching.get(key, ()) if w.matches(command)]
         if not matching:
             return
         answers = self._replicator.read(
@@ -351,13 +338,18 @@ class _Watch:
     command: RegisterBroker | None
     digest: bytes | None
 
-    def matches(self, applied: RegisterBroker, version: DataVersion | None) -> bool:
-        """True when ``applied`` (with ``version``) is the copy this watch waits for."""
+    def matches(self, applied: RegisterBroker) -> bool:
+        """True when ``applied`` is the copy this watch waits for."""
         if self.digest is not None:
             return applied.request_digest == self.digest
         assert self.command is not None
         wrapper = self.command.topic_config_wrapper
-        return wrapper is not None and wrapper.data_version == version
+        return wrapper is not None and wrapper.data_version == _data_version(applied)
+
+
+def _data_version(command: RegisterBroker) -> DataVersion | None:
+    wrapper = command.topic_config_wrapper
+    return None if wrapper is None else wrapper.data_version
 
 
 def _unchanged_answer(table: RouteTable, command: RegisterBroker) -> ApplyResult | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.demo import DemoBroker, register_request, topic_table
+from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -48,13 +49,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
         process.terminate()
 
 
-def route(client: object, topic: str) -> RemotingCommand:
-    """GET_ROUTEINFO_BY_TOPIC over ``client`` (a BlockingClient)."""
+def route(client: BlockingClient, topic: str) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC over ``client``."""
     request = RemotingCommand.request(
         RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": "true"}
     )
-    answer: RemotingCommand = client.invoke(request)  # type: ignore[attr-defined]
-    return answer
+    return client.invoke(request)
 
 
 def queue_nums(answer: RemotingCommand) -> int:
@@ -79,11 +79,13 @@ def front_pid(gateway_pid: int) -> int:
     raise AssertionError(f"no front process under pid {gateway_pid}")
 
 
-def read_your_writes(writer: object, reader: object, topic: str, rounds: int) -> None:
+def read_your_writes(
+    writer: BlockingClient, reader: BlockingClient, topic: str, rounds: int
+) -> None:
     """Each round re-registers ``topic`` with a new queue count over ``writer``; the next
     read over ``reader`` (another connection) must show it."""
     for round_no in range(1, rounds + 1):
-        answer = writer.invoke(  # type: ignore[attr-defined]
+        answer = writer.invoke(
             register_request(
                 # Two topics: a new broker's one-topic registration is refused.
                 BROKER, topic_table([topic, BROKER.broker_name], queue_nums=round_no),
