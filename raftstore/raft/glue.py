@@ -35,6 +35,7 @@ from pysyncobj import SyncObj, replicated
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import TCPNode
 
+from raftstore.raft import codec
 from raftstore.raft.append import PySyncObjLogView, trim_append_entries
 from raftstore.raft.transport import RaftTransport
 
@@ -63,6 +64,13 @@ ALARM_MARKERS = ("truncating already-applied", "exceeds journal end")
 
 
 # ------------------------------------------------------------------ PySyncObj glue
+
+
+# A newly committed run is announced to the followers before the leader applies it
+# only when applying it takes a while: more than one entry, a batch or compressed
+# entry, or a plain one this big.
+ANNOUNCE_MIN_BYTES = 32 * 1024
+PLAIN_FORMATS = (codec.FORMAT_MSGPACK, codec.FORMAT_JSON)  # one uncompressed command
 
 
 # Dial overrides are per process: PySyncObj pickles node objects into membership
@@ -164,6 +172,19 @@ class RouteLog(SyncObj):  # type: ignore[misc]
             self_addr, peers, conf, nodeClass=node_class, transportClass=RaftTransport
         )
 
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        """Flush the journal before PySyncObj's tick counts a commit.
+
+        A leader sends new entries before it flushes them (the replicator's tick
+        callback flushes right after the sends, before the poll), so its own msync
+        overlaps the followers' write and acknowledgement instead of preceding them,
+        as etcd's leader writes its WAL in parallel with replication. The leader
+        counts itself toward a majority at the start of the next tick; this flush
+        (a no-op when the callback already made everything durable) makes sure no
+        entry is committed while the leader's copy is not on disk."""
+        self.durability.flush_journal()
+        super()._onTick(timeToWait)
+
     def trim_append_entries(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
         """Apply the conflict-only truncation rule before PySyncObj handles ``message``."""
         journal = self._SyncObj__raftLog
@@ -180,7 +201,11 @@ class RouteLog(SyncObj):  # type: ignore[misc]
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, entry: bytes) -> None:
         """Apply one log entry (runs on every node, in log order)."""
-        if self.announce_commit_first:
+        if self.announce_commit_first and (
+            entry[2:3] not in PLAIN_FORMATS
+            or len(entry) >= ANNOUNCE_MIN_BYTES
+            or self._SyncObj__raftCommitIndex > self.raftLastApplied + 1
+        ):
             self._announce_commit()
         self.owner._apply_entry(entry, self.raftLastApplied + 1)
 

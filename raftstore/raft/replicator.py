@@ -586,10 +586,13 @@ class RaftReplicator:
             if gap_s > LONG_TICK_GAP_S:
                 self.long_tick_gaps += 1
         self._last_tick_s = now_s
+        # The leader's flush of the entries it just sent (they are on their way to
+        # the followers meanwhile), and every proposal applied this tick made durable
+        # before its result is handed over. A no-op when nothing changed.
+        self._durability.flush_journal()
         with self._ready_lock:
             ready, self._ready = self._ready, []
         if ready:
-            self._durability.flush_journal()
             loop = self._loop
             if loop is not None:
                 loop.call_soon_threadsafe(self._resolve, ready)

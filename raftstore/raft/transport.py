@@ -119,11 +119,12 @@ class RaftTransport(TCPTransport):  # type: ignore[misc]
                 conn.disconnect()
 
     def send(self, node: Any, message: Any) -> Any:
-        """Make the log (or the vote) durable first, then send."""
+        """Make the log durable before a follower acknowledges it, and the vote before
+        it leaves, then send. A leader's new entries leave unflushed: its own flush
+        runs while the followers write theirs (see ``RouteLog._onTick``)."""
         if isinstance(message, dict):
             kind = message.get("type")
-            acked = kind == "next_node_idx" and message.get("success")
-            if acked or (kind == "append_entries" and message.get("entries")):
+            if kind == "next_node_idx" and message.get("success"):
                 self._syncObj.durability.flush_journal()
             elif kind in ("request_vote", "response_vote"):
                 self._syncObj.durability.sync_meta()
