@@ -17,6 +17,7 @@ the answer; every rule lives in ``raftstore`` and every write goes through
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
@@ -46,7 +47,7 @@ from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_bool, header_int, header_str, require_int, require_str
-from remoting.model import TopicList
+from remoting.model import TopicConfigSerializeWrapper, TopicList
 
 if TYPE_CHECKING:
     from remoting.server import Connection
@@ -302,19 +303,13 @@ class RequestDispatcher:
             )  # fmt: skip
             if seen is not None:
                 return self._registered(request, seen)
-        body = register_body.decode_register_broker_request_body(
-            request.body,
-            compressed=bool(header_bool(request, "compressed")),
-            version=request.version,
-        )
-        outcome = await self.service.register_broker(
+        register = functools.partial(
+            self.service.register_broker,
             cluster_name=cluster_name,
             broker_addr=broker_addr,
             broker_name=require_str(request, "brokerName"),
             broker_id=require_int(request, "brokerId"),
             ha_server_addr=header_str(request, "haServerAddr"),
-            topic_config_wrapper=body.topic_config_wrapper,
-            filter_server_list=body.filter_server_list,
             zone_name=header_str(request, ZONE_NAME_FIELD),
             heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
             enable_acting_master=header_bool(request, "enableActingMaster"),
@@ -324,6 +319,34 @@ class RequestDispatcher:
             enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
             request_digest=digest,
         )
+        topics = None if digest is None else register_body.topics_digest(request)
+        if topics is not None:
+            # Raft mode: the same topic table as the broker's last registration, with
+            # a new DataVersion, is replicated without the table (and not decoded).
+            outcome = await register(
+                topic_config_wrapper=TopicConfigSerializeWrapper(data_version=topics[1]),
+                topics_digest=topics[0],
+                topics_elided=True,
+            )  # fmt: skip
+            if not outcome.needs_full:
+                return self._registered(request, outcome)
+        body = register_body.decode_register_broker_request_body(
+            request.body,
+            compressed=bool(header_bool(request, "compressed")),
+            version=request.version,
+        )
+        wrapper = body.topic_config_wrapper
+        # The digest names this table only if the cut DataVersion is the decoded one.
+        topics_digest = (
+            topics[0]
+            if topics is not None and wrapper is not None and wrapper.data_version == topics[1]
+            else None
+        )
+        outcome = await register(
+            topic_config_wrapper=wrapper,
+            filter_server_list=body.filter_server_list,
+            topics_digest=topics_digest,
+        )  # fmt: skip
         return self._registered(request, outcome)
 
     def _registered(

@@ -321,6 +321,12 @@ def registration_families(registrations: RegistrationDeduper | None) -> Iterator
     )
     yield family
     yield CounterMetricFamily(
+        "namesrv_raft_registrations_elided",
+        "Of the proposed copies, those sent without their topic table: the table the "
+        "broker registered last, with a new DataVersion.",
+        registrations.proposed_elided,
+    )
+    yield CounterMetricFamily(
         "namesrv_raft_registrations_undecoded",
         "Of the copies answered from the applied state, those known by their request "
         "digest, whose body was never decoded.",

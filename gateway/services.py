@@ -275,13 +275,20 @@ class NameServerService:
         confirm_offset: int | None = None,
         enable_raft_failover: bool | None = None,
         request_digest: bytes | None = None,
+        topics_digest: bytes | None = None,
+        topics_elided: bool = False,
     ) -> RegisterBrokerOutcome:
         """REGISTER_BROKER: add or refresh a broker and its topics.
 
         ``enable_raft_failover`` is honoured only where failover runs (raft mode).
         ``request_digest`` (raft mode) lets the other members recognize their copies
-        of the same request (:meth:`register_seen`).
+        of the same request (:meth:`register_seen`). ``topics_digest`` names the topic
+        table; with ``topics_elided`` (raft mode) ``topic_config_wrapper`` holds only
+        the DataVersion and the table is the broker's last one with that digest; the
+        outcome is ``needs_full`` when that cannot be used (send the table).
         """
+        if topics_elided and self.registrations is None:
+            return RegisterBrokerOutcome(needs_full=True)
         command = cmd.RegisterBroker(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),
@@ -307,6 +314,8 @@ class NameServerService:
                 enable_raft_failover if self.failover_lag_bytes_max is not None else None
             ),
             request_digest=request_digest if self.registrations is not None else None,
+            topics_digest=topics_digest if self.registrations is not None else None,
+            topics_elided=topics_elided,
         )
         if self.registrations is None:
             result = await self._propose(command)

@@ -29,6 +29,16 @@ class RegisterBroker:
     ``request_digest`` is a digest of the REGISTER_BROKER request it was decoded from
     (header fields and body): a member that gets the same request from the broker
     knows the leader's copy by it without decoding its own. Apply never reads it.
+    ``topics_digest`` is a digest of the body besides its DataVersion (topic table,
+    mappings, filter servers: :func:`remoting.register_body.topics_digest`), None
+    when the body's layout was not recognised. A master's registration that rewrote
+    its whole table records it (``Tables.registered``).
+    ``topics_elided``: the topic table is left out because it is the one the broker
+    registered last (same ``topics_digest``); ``topic_config_wrapper`` then carries
+    only the new DataVersion. Apply checks that the recorded table is still what the
+    state holds for the broker (see :func:`raftstore.rules.elided_topics_hold`) and
+    otherwise changes nothing and answers ``needs_full``, so the proposer sends the
+    whole table.
     """
 
     cluster_name: str
@@ -47,6 +57,8 @@ class RegisterBroker:
     confirm_offset: int | None = None
     enable_raft_failover: bool | None = None
     request_digest: bytes | None = None
+    topics_digest: bytes | None = None
+    topics_elided: bool = False
 
 
 @dataclass(frozen=True, slots=True)

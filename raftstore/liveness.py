@@ -17,6 +17,7 @@ Eventual mode proposes every touch and every registration (each is a local apply
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import threading
 from collections.abc import Sequence
@@ -185,6 +186,7 @@ class RegistrationDeduper:
         # one call_soon_threadsafe per batch (each call writes the loop's wake-up pipe).
         self._to_wake: list[tuple[_Watch, ApplyResult | None]] = []
         self.proposed = 0
+        self.proposed_elided = 0
         self.answered_as_touch = 0
         self.answered_undecoded = 0
         self.waits_timed_out = 0
@@ -200,7 +202,19 @@ class RegistrationDeduper:
 
     async def register(self, command: RegisterBroker) -> ApplyResult:
         """Answer ``command`` from the applied state when it changes only liveness,
-        else propose it (followers first give the leader's copy a chance)."""
+        else propose it (followers first give the leader's copy a chance).
+
+        A command with its topic table elided is taken only when this broker's last
+        applied registration here had the same table (``topics_digest``); it carries
+        that registration's filter servers. Otherwise, and when apply finds the table
+        no longer recorded, the outcome is ``needs_full``: decode and send it whole."""
+        if command.topics_elided:
+            elided = self._elided(command)
+            if elided is None:
+                return ApplyResult(
+                    applied_version=-1, outcome=RegisterBrokerOutcome(needs_full=True)
+                )
+            command = elided
         loop = asyncio.get_running_loop()
         answer = await self._settle(command, loop)
         if answer is not None:
@@ -216,10 +230,26 @@ class RegistrationDeduper:
             )
             return answer
         self.proposed += 1
+        if command.topics_elided:
+            self.proposed_elided += 1
         proposed_at = loop.time()
         result = await self._replicator.propose(command)
         self._observe(loop.time() - proposed_at)
         return result
+
+    def _elided(self, command: RegisterBroker) -> RegisterBroker | None:
+        """``command`` with the filter servers of the broker's last applied
+        registration of the same table, or None when there is none here."""
+        last = self._last_applied.get((command.cluster_name, command.broker_addr))
+        if (
+            last is None
+            or command.topics_digest is None
+            or last.topics_digest != command.topics_digest
+            or last.broker_name != command.broker_name
+            or last.broker_id != command.broker_id
+        ):
+            return None
+        return dataclasses.replace(command, filter_server_list=last.filter_server_list)
 
     async def register_seen(
         self, digest: bytes, heartbeat: BrokerHeartbeat
@@ -300,6 +330,9 @@ class RegistrationDeduper:
         answer the followers waiting for this copy."""
         if not isinstance(command, RegisterBroker):
             return
+        outcome = result.outcome
+        if isinstance(outcome, RegisterBrokerOutcome) and outcome.needs_full:
+            return  # changed nothing; its whole copy follows
         key = (command.cluster_name, command.broker_addr)
         self._last_applied[key] = command
         if not self._watching:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from raftstore import snapshot
 from raftstore.commands import Command
 from raftstore.results import ApplyResult
 from raftstore.route_table import RouteTable
@@ -154,18 +155,21 @@ class LocalReplicator:
     def status(self) -> ReplicatorStatus:
         """A standalone node: its own leader, always with quorum."""
         with self._lock:
-            return ReplicatorStatus(
-                node_id=self.node_id,
-                mode=self.mode,
-                state="standalone",
-                leader=self.node_id,
-                term=0,
-                commit_index=self._applied_index,
-                applied_index=self._applied_index,
-                log_length=0,
-                has_quorum=True,
-                applied_version=self._table.applied_version,
-                digest=(digests := self._table.digests()).full,
-                view_digest=digests.client_view,
-                live_brokers=digests.live_brokers,
-            )
+            applied_index, applied_version = self._applied_index, self._table.applied_version
+            document = self._table.state_document()  # hashed after the lock
+        digests = snapshot.digests_of(document)
+        return ReplicatorStatus(
+            node_id=self.node_id,
+            mode=self.mode,
+            state="standalone",
+            leader=self.node_id,
+            term=0,
+            commit_index=applied_index,
+            applied_index=applied_index,
+            log_length=0,
+            has_quorum=True,
+            applied_version=applied_version,
+            digest=digests.full,
+            view_digest=digests.client_view,
+            live_brokers=digests.live_brokers,
+        )

@@ -74,6 +74,9 @@ class RegisterBrokerOutcome:
     ``assigned_broker_id`` (raft failover groups only) asks the registrant to take
     this broker id: 0 when it was elected master, a slave id when it registered
     as master but another live broker holds id 0 (a returning old master).
+    ``needs_full``: a registration with its topic table elided found the table no
+    longer recorded for the broker and changed nothing; the proposer sends it whole
+    (never an answer to a broker).
     """
 
     master_addr: str | None = None
@@ -81,6 +84,7 @@ class RegisterBrokerOutcome:
     order_topic_config: KVTable | None = None
     failed: bool = False
     assigned_broker_id: int | None = None
+    needs_full: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -381,6 +381,12 @@ class RouteTable:
         """Every live entry, ordered by (cluster, addr)."""
         return [self._t.live[k] for k in sorted(self._t.live, key=_order)]
 
+    def registered_topics_digest(self, broker_name: str) -> bytes | None:
+        """The digest of the topic table ``broker_name``'s master registered last, while
+        its queues are still what that registration wrote (``Tables.registered``)."""
+        record = self._t.registered.get(broker_name)
+        return None if record is None else record.topics_digest
+
     def live_broker(self, cluster: str, addr: str) -> BrokerLiveView | None:
         """One live entry."""
         return self._t.live.get(BrokerAddrInfo(cluster, addr))
@@ -408,6 +414,11 @@ class RouteTable:
     def digests(self) -> StateDigests:
         """The full digest, the client-view digest and the live brokers (one pass)."""
         return snapshot.digests(self._t, self.config)
+
+    def state_document(self) -> dict[str, Any]:
+        """A copy of the state as plain values, for :func:`raftstore.snapshot.digest_of`
+        and :func:`~raftstore.snapshot.digests_of` outside the apply lock."""
+        return snapshot.canonical_state(self._t, self.config)
 
 
 def _order(key: BrokerAddrInfo) -> tuple[str, str]:

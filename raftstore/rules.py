@@ -37,7 +37,7 @@ from raftstore.results import (
     QueryDataVersionOutcome,
     RegisterBrokerOutcome,
 )
-from raftstore.tables import BrokerGroup, BrokerLiveView, Tables
+from raftstore.tables import BrokerGroup, BrokerLiveView, RegisteredTopics, Tables
 from remoting.model import (
     MASTER_ID,
     NAMESPACE_ORDER_TOPIC_CONFIG,
@@ -85,6 +85,8 @@ def register_broker(
     """REGISTER_BROKER, 5.x ``registerBroker`` steps in upstream's order,
     plus the two raft-failover rules (:func:`_failover_role`)."""
     key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
+    if cmd.topics_elided and not elided_topics_hold(t, config, cmd):
+        return RegisterBrokerOutcome(needs_full=True), ()
     wrapper = cmd.topic_config_wrapper
     data_version = wrapper.data_version if wrapper is not None else DataVersion()
     _join_cluster(t, cmd.cluster_name, cmd.broker_name, cs)
@@ -117,7 +119,10 @@ def register_broker(
         and not is_master
         and cmd.broker_id == group.min_broker_id()
     )
-    if wrapper is not None and (is_master or is_prime_slave):
+    if cmd.topics_elided:
+        # elided_topics_hold: rewriting the recorded table would change nothing.
+        pass
+    elif wrapper is not None and (is_master or is_prime_slave):
         _write_topics(t, config, cmd, group, wrapper, register_first, is_prime_slave, cs)
     _store_live(t, cmd, key, data_version, cs)
     _store_filter_servers(t, cmd, key, group.broker_name, cs)
@@ -130,6 +135,29 @@ def register_broker(
     if min_id_changed and config.notify_min_broker_id_changed:
         notes = _notification(group, None, cmd.ha_server_addr)
     return outcome, notes
+
+
+def elided_topics_hold(t: Tables, config: NamesrvConfig, cmd: RegisterBroker) -> bool:
+    """Whether a registration whose topic table is elided (``cmd.topics_elided``) may
+    be applied without it: the broker is this group's registered master at this
+    address, its last whole table had the same ``topics_digest``, and no queue of the
+    broker changed since (any change drops the record, see ``Tables.registered``), under
+    the same ``deleteTopicWithBrokerRegistration``. Writing that table again with a
+    new DataVersion (``_write_topics`` with ``rewrite_all``) would then store only
+    values already stored and drop nothing, so leaving it out gives the same state."""
+    if cmd.broker_id != MASTER_ID or cmd.topics_digest is None:
+        return False
+    record = t.registered.get(cmd.broker_name)
+    group = t.broker_addr.get(cmd.broker_name)
+    return (
+        record is not None
+        and group is not None
+        and group.broker_addrs.get(MASTER_ID) == cmd.broker_addr
+        and record.cluster_name == cmd.cluster_name
+        and record.broker_addr == cmd.broker_addr
+        and record.topics_digest == cmd.topics_digest
+        and record.delete_dropped == config.delete_topic_with_broker_registration
+    )
 
 
 def unchanged_registration(
@@ -179,7 +207,10 @@ def unchanged_registration(
         and cmd.broker_id != MASTER_ID
         and cmd.broker_id == group.min_broker_id()
     )
-    if cmd.broker_id == MASTER_ID or is_prime_slave:
+    if cmd.topics_elided:
+        if not elided_topics_hold(t, config, cmd):
+            return None
+    elif cmd.broker_id == MASTER_ID or is_prime_slave:
         known = t.topics_of_broker.get(cmd.broker_name, set())
         table = wrapper.topic_config_table
         if any((tc.topic_name or key) not in known for key, tc in table.items()):
@@ -316,6 +347,19 @@ def _write_topics(
             if infos.get(bname) != info:
                 infos[bname] = info
                 cs.topics.add(topic)
+    if (
+        rewrite_all
+        and cmd.broker_id == MASTER_ID
+        and not wipe_write
+        and cmd.topics_digest is not None
+        and not wrapper.topic_queue_mapping_info_map
+    ):
+        # Every queue of the broker is now what this table says (and, with the
+        # flag, nothing else): a later registration of the same table may elide it.
+        t.registered[name] = RegisteredTopics(
+            cmd.cluster_name, cmd.broker_addr, cmd.topics_digest,
+            config.delete_topic_with_broker_registration,
+        )  # fmt: skip
 
 
 def _queue_data(broker_name: str, tc: TopicConfig, wipe_write: bool) -> QueueData:

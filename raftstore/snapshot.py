@@ -14,6 +14,10 @@ They are written only when set, so a state without failover has the same
 canonical document (and digest) as under version 1, and version 1 snapshots
 restore unchanged.
 
+Format 3 adds ``registered`` (the topic table each broker's master registered last,
+by digest, while its queues are still what that registration wrote; see
+``Tables.registered``), written only when non-empty and left out of the client view.
+
 Config fields added since (``kvConfigBytesMax``) follow the same rule: written
 only when they differ from their default, so digests do not change for states
 that leave them alone (nodes of the previous release compare digests with this
@@ -30,12 +34,12 @@ from typing import Any
 
 from raftstore.config import FIELD_TO_JAVA, NamesrvConfig
 from raftstore.results import BrokerAddrInfo
-from raftstore.tables import BrokerGroup, BrokerLiveView, Tables
+from raftstore.tables import BrokerGroup, BrokerLiveView, RegisteredTopics, Tables
 from remoting.model import DataVersion, QueueData, TopicQueueMappingInfo
 
 MAGIC = b"RMQNRT"
-FORMAT_VERSION = 2
-READABLE_FORMAT_VERSIONS = frozenset({1, 2})
+FORMAT_VERSION = 3
+READABLE_FORMAT_VERSIONS = frozenset({1, 2, 3})
 _HEADER = struct.Struct(">6sH")
 
 Json = dict[str, Any]
@@ -50,7 +54,7 @@ _CONFIG_DEFAULTS = NamesrvConfig()
 
 def canonical_state(t: Tables, config: NamesrvConfig) -> Json:
     """The whole replicated state as plain JSON values, independent of dict order."""
-    return {
+    doc: Json = {
         "config": _config_json(config),
         "topics": {
             topic: {name: _queue_json(q) for name, q in queues.items()}
@@ -71,6 +75,12 @@ def canonical_state(t: Tables, config: NamesrvConfig) -> Json:
         },
         "kv": {ns: dict(table) for ns, table in t.kv.items()},
     }
+    if t.registered:
+        doc["registered"] = {
+            name: [r.cluster_name, r.broker_addr, r.topics_digest.hex(), r.delete_dropped]
+            for name, r in t.registered.items()
+        }
+    return doc
 
 
 def _config_json(config: NamesrvConfig) -> Json:
@@ -88,7 +98,7 @@ def _dumps(doc: Json) -> bytes:
 
 def digest(t: Tables, config: NamesrvConfig) -> str:
     """Hex SHA-256 of the canonical state (versions excluded)."""
-    return hashlib.sha256(_dumps(canonical_state(t, config))).hexdigest()
+    return digest_of(canonical_state(t, config))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,9 +120,22 @@ class StateDigests:
 
 def digests(t: Tables, config: NamesrvConfig) -> StateDigests:
     """Both digests from one pass over the table, and the live brokers' addresses."""
-    state = canonical_state(t, config)
+    return digests_of(canonical_state(t, config))
+
+
+def digest_of(state: Json) -> str:
+    """:func:`digest` of a document :func:`canonical_state` returned."""
+    return hashlib.sha256(_dumps(state)).hexdigest()
+
+
+def digests_of(state: Json) -> StateDigests:
+    """:func:`digests` of a document :func:`canonical_state` returned (consumed).
+
+    The document is a copy made of plain values: a caller takes it under the apply
+    lock (about a third of the cost) and serializes and hashes it after releasing it."""
     full = hashlib.sha256(_dumps(state)).hexdigest()
     live = state.pop("live")
+    state.pop("registered", None)  # raft bookkeeping, not seen by clients
     return StateDigests(
         full=full,
         client_view=hashlib.sha256(_dumps(state)).hexdigest(),
@@ -240,6 +263,14 @@ def _tables(state: Json) -> Tables:
         }
     for ns, table in _obj(state.get("kv"), "kv").items():
         t.kv[ns] = {k: _str(v) for k, v in _obj(table, ns).items()}
+    # Last: restoring the queues above drops records, as every queue change does.
+    for name, item in _obj(state.get("registered", {}), "registered").items():
+        cluster, addr, digest, delete_dropped = _list(item)
+        try:
+            raw = bytes.fromhex(_str(digest))
+        except ValueError:
+            raise ValueError(f"bad topics digest of {name!r} in snapshot") from None
+        t.registered[name] = RegisteredTopics(_str(cluster), _str(addr), raw, _bool(delete_dropped))
     return t
 
 

@@ -69,6 +69,22 @@ class BrokerGroup:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class RegisteredTopics:
+    """The topic table a broker's master registered last (``Tables.registered``).
+
+    ``topics_digest`` names the table (``RegisterBroker.topics_digest``); the broker's
+    queues are exactly what registering it wrote, under the then
+    ``deleteTopicWithBrokerRegistration`` (``delete_dropped``). A registration that
+    repeats the table with a new DataVersion may leave it out of the log.
+    """
+
+    cluster_name: str
+    broker_addr: str
+    topics_digest: bytes
+    delete_dropped: bool
+
+
 @dataclass(slots=True)
 class Tables:
     """Every replicated table. Dict order never leaks into answers: readers sort."""
@@ -83,6 +99,10 @@ class Tables:
     # broker name -> topics holding a QueueData of it; lets apply touch only the
     # topics of one broker instead of walking the whole topic table.
     topics_of_broker: dict[str, set[str]] = field(default_factory=dict)
+    # broker name -> the topic table its master registered last, while the queues
+    # of that broker are exactly what that registration wrote. Every change to one
+    # of its queues goes through the three methods below, which drop the record.
+    registered: dict[str, RegisteredTopics] = field(default_factory=dict)
 
     def put_queue(self, topic: str, queue: QueueData) -> bool:
         """Store ``queue`` for ``topic``; True when the stored value changed."""
@@ -91,6 +111,7 @@ class Tables:
             return False
         queues[queue.broker_name] = queue
         self.topics_of_broker.setdefault(queue.broker_name, set()).add(topic)
+        self.registered.pop(queue.broker_name, None)
         return True
 
     def remove_queue(self, topic: str, broker_name: str) -> bool:
@@ -101,6 +122,7 @@ class Tables:
         if not queues:
             del self.topic_queue[topic]
         self._unindex(broker_name, topic)
+        self.registered.pop(broker_name, None)
         return True
 
     def remove_topic(self, topic: str) -> bool:
@@ -110,6 +132,7 @@ class Tables:
             return False
         for broker_name in queues:
             self._unindex(broker_name, topic)
+            self.registered.pop(broker_name, None)
         return True
 
     def topics_of(self, broker_name: str) -> set[str]:

@@ -34,6 +34,7 @@ from remoting.codes import CURRENT_VERSION, MQVersion
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.model import (
+    DataVersion,
     RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
@@ -219,3 +220,51 @@ def registration_digest(request: RemotingCommand) -> bytes:
     digest.update(len(body).to_bytes(4, "big"))
     digest.update(body)
     return digest.digest()
+
+
+# The wrapper's first key in every RegisterBrokerBody a broker writes (fastjson sorts
+# keys: "dataVersion" < "topicConfigTable"). Its value is a flat object of integers.
+_WRAPPER_DATA_VERSION = b'"topicConfigSerializeWrapper":{"dataVersion":{'
+
+
+def topics_digest(request: RemotingCommand) -> tuple[bytes, DataVersion] | None:
+    """A digest of what a REGISTER_BROKER body says *besides* its DataVersion (the
+    topic table, queue mappings and filter servers), and that DataVersion, read
+    without decoding the body; None when the body is not the plain JSON layout this
+    recognises (compressed, pre-V3_0_11, or the DataVersion not where brokers put it).
+
+    A broker bumps its DataVersion whenever anything of its topic config changes, and
+    also when nothing a NameServer stores did (a restart, a config reload): raft mode
+    uses this to replicate such a registration without the topic table it already
+    holds (``RegisterBroker.topics_elided``). The DataVersion object is cut out only
+    when the marker occurs exactly once (a quote inside a JSON string is escaped, so
+    it cannot fake the marker) and the object is flat integers; the cut's offset is
+    part of the digest, so two bodies with the same digest differ at most inside that
+    object. The caller checks the DataVersion against a full decode before it trusts
+    a digest for the first time."""
+    body = request.body
+    if not body or request.version < MQVersion.V3_0_11:
+        return None
+    if (request.ext_fields or {}).get("compressed", "false").lower() == "true":
+        return None
+    body = bytes(body)
+    if body.count(_WRAPPER_DATA_VERSION) != 1:
+        return None
+    start = body.find(_WRAPPER_DATA_VERSION) + len(_WRAPPER_DATA_VERSION) - 1
+    end = body.find(b"}", start)
+    if end < 0 or end - start > 200:
+        return None
+    try:
+        obj = fastjson.loads(body[start : end + 1])
+    except BodyDecodeError:
+        return None
+    if not isinstance(obj, dict) or not obj.keys() <= {"counter", "stateVersion", "timestamp"}:
+        return None
+    if not all(type(value) is int for value in obj.values()):
+        return None
+    digest = hashlib.blake2b(digest_size=REQUEST_DIGEST_BYTES)
+    digest.update(request.version.to_bytes(4, "big", signed=True))
+    digest.update(start.to_bytes(4, "big"))
+    digest.update(body[:start])
+    digest.update(body[end + 1 :])
+    return digest.digest(), _data_version_from(obj)

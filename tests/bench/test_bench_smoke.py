@@ -107,3 +107,14 @@ def test_consume_bench_moves_messages_through_a_master_and_slave_and_the_echo(
     assert "| messages/s end to end |" in out
     assert "| send-to-receive p99 (ms) |" in out
     assert "ratio broker / echo" in out
+
+
+def test_storm_registrations_spliced_from_a_template_equal_encoded_ones() -> None:
+    """The registrar splices the DataVersion counter into each broker's encoded request;
+    the result is the request encoded from the table (body, header fields and CRC)."""
+    for index, counter, shared in ((0, 5, False), (7, 123_456, False), (2, 3, True)):
+        spliced = storm.registration(index, 20, counter, shared)
+        encoded = storm.encoded_registration(index, 20, counter, shared)
+        assert spliced.body == encoded.body
+        assert spliced.ext_fields == encoded.ext_fields
+        assert (spliced.code, spliced.version) == (encoded.code, encoded.version)
