@@ -292,11 +292,12 @@ class RequestDispatcher:
         broker_addr = require_str(request, "brokerAddr")
         max_offset = header_int(request, MAX_OFFSET_FIELD)
         confirm_offset = header_int(request, CONFIRM_OFFSET_FIELD)
-        digest = None
+        digest = topics = None
         if self.service.registrations is not None:
             # Raft mode: a copy of a registration already applied (the leader's, or
             # the broker's last one) is answered without decoding its body.
-            digest = register_body.registration_digest(request)
+            topics = register_body.topics_digest(request)
+            digest = register_body.registration_digest(request, topics)
             seen = await self.service.register_seen(
                 digest, cluster_name=cluster_name, broker_addr=broker_addr,
                 max_offset=max_offset, confirm_offset=confirm_offset,
@@ -319,13 +320,12 @@ class RequestDispatcher:
             enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
             request_digest=digest,
         )
-        topics = None if digest is None else register_body.topics_digest(request)
         if topics is not None:
             # Raft mode: the same topic table as the broker's last registration, with
             # a new DataVersion, is replicated without the table (and not decoded).
             outcome = await register(
-                topic_config_wrapper=TopicConfigSerializeWrapper(data_version=topics[1]),
-                topics_digest=topics[0],
+                topic_config_wrapper=TopicConfigSerializeWrapper(data_version=topics.data_version),
+                topics_digest=topics.topics,
                 topics_elided=True,
             )  # fmt: skip
             if not outcome.needs_full:
@@ -337,11 +337,10 @@ class RequestDispatcher:
         )
         wrapper = body.topic_config_wrapper
         # The digest names this table only if the cut DataVersion is the decoded one.
-        topics_digest = (
-            topics[0]
-            if topics is not None and wrapper is not None and wrapper.data_version == topics[1]
-            else None
-        )
+        cut = None if topics is None else topics.data_version
+        topics_digest = None
+        if topics is not None and wrapper is not None and wrapper.data_version == cut:
+            topics_digest = topics.topics
         outcome = await register(
             topic_config_wrapper=wrapper,
             filter_server_list=body.filter_server_list,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from dataclasses import dataclass
 
 from remoting import fastjson
 from remoting.bodies import (
@@ -204,10 +205,25 @@ def decode_register_broker_request_body(
 REQUEST_DIGEST_BYTES = 16
 
 
-def registration_digest(request: RemotingCommand) -> bytes:
+@dataclass(frozen=True, slots=True)
+class BodyDigest:
+    """What :func:`topics_digest` reads from a REGISTER_BROKER body without decoding it."""
+
+    topics: bytes
+    """Digest of the body besides its DataVersion object (topic table, queue mappings,
+    filter servers), with the object's offset."""
+    data_version: DataVersion
+    data_version_json: bytes
+    """The DataVersion object exactly as sent."""
+
+
+def registration_digest(request: RemotingCommand, body_digest: BodyDigest | None = None) -> bytes:
     """A digest of what a REGISTER_BROKER request says: its version, header fields and
     body. A broker sends the same request to every NameServer, so every copy has the same
-    digest (the opaque, which differs, is left out); any other difference changes it."""
+    digest (the opaque, which differs, is left out); any other difference changes it.
+
+    With the request's ``body_digest`` the body is named by it (its topics digest and
+    DataVersion object, which together fix every byte) instead of being hashed again."""
     digest = hashlib.blake2b(digest_size=REQUEST_DIGEST_BYTES)
     digest.update(request.version.to_bytes(4, "big", signed=True))
     # Every part length-prefixed, so no two different requests give the same bytes.
@@ -216,8 +232,13 @@ def registration_digest(request: RemotingCommand) -> bytes:
             raw = text.encode("utf-8", "surrogatepass")
             digest.update(len(raw).to_bytes(4, "big"))
             digest.update(raw)
+    if body_digest is not None:
+        digest.update(b"T" + body_digest.topics)
+        digest.update(len(body_digest.data_version_json).to_bytes(4, "big"))
+        digest.update(body_digest.data_version_json)
+        return digest.digest()
     body = request.body or b""
-    digest.update(len(body).to_bytes(4, "big"))
+    digest.update(b"B" + len(body).to_bytes(4, "big"))
     digest.update(body)
     return digest.digest()
 
@@ -227,11 +248,11 @@ def registration_digest(request: RemotingCommand) -> bytes:
 _WRAPPER_DATA_VERSION = b'"topicConfigSerializeWrapper":{"dataVersion":{'
 
 
-def topics_digest(request: RemotingCommand) -> tuple[bytes, DataVersion] | None:
-    """A digest of what a REGISTER_BROKER body says *besides* its DataVersion (the
-    topic table, queue mappings and filter servers), and that DataVersion, read
-    without decoding the body; None when the body is not the plain JSON layout this
-    recognises (compressed, pre-V3_0_11, or the DataVersion not where brokers put it).
+def topics_digest(request: RemotingCommand) -> BodyDigest | None:
+    """What a REGISTER_BROKER body says *besides* its DataVersion (the topic table,
+    queue mappings and filter servers) as a digest, and that DataVersion, read without
+    decoding the body; None when the body is not the plain JSON layout this recognises
+    (compressed, pre-V3_0_11, or the DataVersion not where brokers put it).
 
     A broker bumps its DataVersion whenever anything of its topic config changes, and
     also when nothing a NameServer stores did (a restart, a config reload): raft mode
@@ -254,8 +275,9 @@ def topics_digest(request: RemotingCommand) -> tuple[bytes, DataVersion] | None:
     end = body.find(b"}", start)
     if end < 0 or end - start > 200:
         return None
+    version_json = body[start : end + 1]
     try:
-        obj = fastjson.loads(body[start : end + 1])
+        obj = fastjson.loads(version_json)
     except BodyDecodeError:
         return None
     if not isinstance(obj, dict) or not obj.keys() <= {"counter", "stateVersion", "timestamp"}:
@@ -267,4 +289,4 @@ def topics_digest(request: RemotingCommand) -> tuple[bytes, DataVersion] | None:
     digest.update(start.to_bytes(4, "big"))
     digest.update(body[:start])
     digest.update(body[end + 1 :])
-    return digest.digest(), _data_version_from(obj)
+    return BodyDigest(digest.digest(), _data_version_from(obj), version_json)

@@ -41,9 +41,28 @@ def test_the_same_table_with_another_data_version_has_the_same_digest() -> None:
         _request(dv=DataVersion(state_version=1, timestamp=1_700_000_999_999, counter=123_456))
     )
     assert first is not None and later is not None
-    assert first[0] == later[0]
-    assert first[1] == DV
-    assert later[1] == DataVersion(1, 1_700_000_999_999, 123_456)
+    assert first.topics == later.topics
+    assert first.data_version == DV
+    assert later.data_version == DataVersion(1, 1_700_000_999_999, 123_456)
+
+
+
+def test_the_request_digest_built_on_it_tells_requests_apart_as_the_body_does() -> None:
+    """A copy of the same request (another opaque) has the same digest; another
+    DataVersion, header field or table does not."""
+    def request_digest(request: RemotingCommand) -> bytes:
+        return register_body.registration_digest(request, register_body.topics_digest(request))
+
+    base = _request()
+    copy = dataclasses.replace(base, opaque=base.opaque + 1)
+    assert request_digest(copy) == request_digest(base)
+    others = [
+        _request(dv=DataVersion(state_version=1, timestamp=1_700_000_000_000, counter=6)),
+        _request(("TopicTest",)),
+        dataclasses.replace(base, ext_fields={**(base.ext_fields or {}), "brokerName": "b"}),
+    ]
+    digests = {request_digest(r) for r in [base, *others]}
+    assert len(digests) == 1 + len(others)
 
 
 def test_anything_else_changes_the_digest() -> None:
@@ -56,11 +75,11 @@ def test_anything_else_changes_the_digest() -> None:
         _request(version=CURRENT_VERSION - 1),
     ):
         digest = register_body.topics_digest(other)
-        assert digest is not None and digest[0] != base[0]
+        assert digest is not None and digest.topics != base.topics
     wider = _request()
     body = bytes(wider.body or b"").replace(b'"readQueueNums":8', b'"readQueueNums":9', 1)
     changed = register_body.topics_digest(dataclasses.replace(wider, body=body))
-    assert changed is not None and changed[0] != base[0]
+    assert changed is not None and changed.topics != base.topics
 
 
 def test_bodies_it_does_not_recognise_are_left_to_the_decoder() -> None:
