@@ -119,10 +119,9 @@ def register_broker(
         and not is_master
         and cmd.broker_id == group.min_broker_id()
     )
-    if cmd.topics_elided:
-        # elided_topics_hold: rewriting the recorded table would change nothing.
-        pass
-    elif wrapper is not None and (is_master or is_prime_slave):
+    # An elided table is the recorded one (elided_topics_hold): writing it again would
+    # change nothing, and the wrapper holds only the DataVersion.
+    if not cmd.topics_elided and wrapper is not None and (is_master or is_prime_slave):
         _write_topics(t, config, cmd, group, wrapper, register_first, is_prime_slave, cs)
     _store_live(t, cmd, key, data_version, cs)
     _store_filter_servers(t, cmd, key, group.broker_name, cs)

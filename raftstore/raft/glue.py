@@ -37,6 +37,7 @@ from pysyncobj.node import TCPNode
 
 from raftstore.raft import codec
 from raftstore.raft.append import PySyncObjLogView, trim_append_entries
+from raftstore.raft.cipher import RaftCipher
 from raftstore.raft.transport import RaftTransport
 
 if TYPE_CHECKING:
@@ -168,9 +169,22 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         # write throughput of bench/raft_write.py).
         self._apply_heartbeat_slack_s = owner._settings.raft_min_timeout_s / 3
         self._announced_commit = 0
+        # Our cipher in place of the Fernet PySyncObj would make from the password
+        # (raftstore.raft.cipher); with no password PySyncObj makes none, and every
+        # use of it goes through the ``encryptor`` property below.
+        self._cipher = RaftCipher.from_secret(conf.password) if conf.password else None
+        conf.password = None
         super().__init__(
             self_addr, peers, conf, nodeClass=node_class, transportClass=RaftTransport
         )
+
+    @property
+    def encryptor(self) -> RaftCipher | None:
+        """What PySyncObj's transport seals and opens every message with."""
+        return self._cipher
+
+    def _getEncryptor(self) -> RaftCipher | None:
+        return self._cipher
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
         """Flush the journal before PySyncObj's tick counts a commit.
