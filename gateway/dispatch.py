@@ -336,11 +336,10 @@ class RequestDispatcher:
             version=request.version,
         )
         wrapper = body.topic_config_wrapper
-        # The digest names this table only if the cut DataVersion is the decoded one.
-        cut = None if topics is None else topics.data_version
         topics_digest = None
-        if topics is not None and wrapper is not None and wrapper.data_version == cut:
-            topics_digest = topics.topics
+        if topics is not None and wrapper is not None:
+            # The digest names this table only if the cut DataVersion is the decoded one.
+            topics_digest = topics.topics if wrapper.data_version == topics.data_version else None
         outcome = await register(
             topic_config_wrapper=wrapper,
             filter_server_list=body.filter_server_list,
