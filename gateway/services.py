@@ -287,8 +287,6 @@ class NameServerService:
         the DataVersion and the table is the broker's last one with that digest; the
         outcome is ``needs_full`` when that cannot be used (send the table).
         """
-        if topics_elided and self.registrations is None:
-            return RegisterBrokerOutcome(needs_full=True)
         command = cmd.RegisterBroker(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),
@@ -318,8 +316,15 @@ class NameServerService:
             topics_elided=topics_elided,
         )
         if self.registrations is None:
+            if topics_elided:
+                return RegisterBrokerOutcome(needs_full=True)
             result = await self._propose(command)
         else:
+            if topics_elided:
+                elided = self.registrations.elided(command)
+                if elided is None:
+                    return RegisterBrokerOutcome(needs_full=True)
+                command = elided
             result = await self.registrations.register(command)
             self._notify(result)
         outcome = result.outcome

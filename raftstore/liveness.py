@@ -202,19 +202,9 @@ class RegistrationDeduper:
 
     async def register(self, command: RegisterBroker) -> ApplyResult:
         """Answer ``command`` from the applied state when it changes only liveness,
-        else propose it (followers first give the leader's copy a chance).
-
-        A command with its topic table elided is taken only when this broker's last
-        applied registration here had the same table (``topics_digest``); it carries
-        that registration's filter servers. Otherwise, and when apply finds the table
-        no longer recorded, the outcome is ``needs_full``: decode and send it whole."""
-        if command.topics_elided:
-            elided = self._elided(command)
-            if elided is None:
-                return ApplyResult(
-                    applied_version=-1, outcome=RegisterBrokerOutcome(needs_full=True)
-                )
-            command = elided
+        else propose it (followers first give the leader's copy a chance). A command
+        with its table elided comes from :meth:`elided`; apply answers ``needs_full``
+        when the state no longer holds that table."""
         loop = asyncio.get_running_loop()
         answer = await self._settle(command, loop)
         if answer is not None:
@@ -237,9 +227,10 @@ class RegistrationDeduper:
         self._observe(loop.time() - proposed_at)
         return result
 
-    def _elided(self, command: RegisterBroker) -> RegisterBroker | None:
-        """``command`` with the filter servers of the broker's last applied
-        registration of the same table, or None when there is none here."""
+    def elided(self, command: RegisterBroker) -> RegisterBroker | None:
+        """``command`` (its table elided) with the filter servers of the broker's last
+        applied registration of the same table (``topics_digest``), or None when there
+        is none here: decode the body and send the table."""
         last = self._last_applied.get((command.cluster_name, command.broker_addr))
         if (
             last is None
