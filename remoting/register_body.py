@@ -34,6 +34,7 @@ from remoting.bodies import (
 from remoting.codes import CURRENT_VERSION, MQVersion
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
+from remoting.headers import header_bool
 from remoting.model import (
     DataVersion,
     RegisterBrokerBody,
@@ -266,12 +267,13 @@ def topics_digest(request: RemotingCommand) -> BodyDigest | None:
     body = request.body
     if not body or request.version < MQVersion.V3_0_11:
         return None
-    if (request.ext_fields or {}).get("compressed", "false").lower() == "true":
+    if header_bool(request, "compressed"):
         return None
     body = bytes(body)
-    if body.count(_WRAPPER_DATA_VERSION) != 1:
-        return None
-    start = body.find(_WRAPPER_DATA_VERSION) + len(_WRAPPER_DATA_VERSION) - 1
+    marker = body.find(_WRAPPER_DATA_VERSION)
+    if marker < 0 or body.find(_WRAPPER_DATA_VERSION, marker + 1) >= 0:
+        return None  # absent, or more than once
+    start = marker + len(_WRAPPER_DATA_VERSION) - 1
     end = body.find(b"}", start)
     if end < 0 or end - start > 200:
         return None
