@@ -56,6 +56,20 @@ async def services(
     await nodes.close()
 
 
+@pytest.fixture
+def decodes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts REGISTER_BROKER bodies decoded (under "body") while the test runs."""
+    counts = Counter[str]()
+    decode = register_body.decode_register_broker_request_body
+
+    def counting_decode(*args: Any, **kwargs: Any) -> RegisterBrokerBody:
+        counts["body"] += 1
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(register_body, "decode_register_broker_request_body", counting_decode)
+    return counts
+
+
 async def test_every_members_copy_of_a_registration_is_one_log_entry(
     services: tuple[InProcessCluster, list[NameServerService]],
 ) -> None:
@@ -118,21 +132,13 @@ async def test_a_broker_heard_only_by_a_follower_is_registered_and_answered(
 
 async def test_copies_known_by_their_digest_are_answered_without_decoding(
     services: tuple[InProcessCluster, list[NameServerService]],
-    monkeypatch: pytest.MonkeyPatch,
+    decodes: Counter[str],
 ) -> None:
     """Over the wire path: every member gets the same REGISTER_BROKER frame. Copies of an
     applied request are answered from state without decoding their body, and a periodic
     registration with an unchanged table decodes nothing and adds no entry."""
     cluster, members = services
     dispatchers = [RequestDispatcher(m) for m in members]
-    decodes = Counter[str]()
-    decode = register_body.decode_register_broker_request_body
-
-    def counting_decode(*args: Any, **kwargs: Any) -> RegisterBrokerBody:
-        decodes["body"] += 1
-        return decode(*args, **kwargs)
-
-    monkeypatch.setattr(register_body, "decode_register_broker_request_body", counting_decode)
     entries: Counter[str] = Counter()
 
     entries_elided: Counter[str] = Counter()
@@ -184,7 +190,7 @@ async def test_copies_known_by_their_digest_are_answered_without_decoding(
 
 async def test_a_table_left_out_of_the_log_is_sent_whole_once_the_state_moved(
     services: tuple[InProcessCluster, list[NameServerService]],
-    monkeypatch: pytest.MonkeyPatch,
+    decodes: Counter[str],
 ) -> None:
     """Over the wire: a broker's periodic registrations with a new DataVersion and the
     same table are replicated without the table, and every member stores the new
@@ -192,14 +198,6 @@ async def test_a_table_left_out_of_the_log_is_sent_whole_once_the_state_moved(
     and replicated whole, so the topic is back on every member."""
     cluster, members = services
     dispatchers = [RequestDispatcher(m) for m in members]
-    decodes = Counter[str]()
-    decode = register_body.decode_register_broker_request_body
-
-    def counting_decode(*args: Any, **kwargs: Any) -> RegisterBrokerBody:
-        decodes["body"] += 1
-        return decode(*args, **kwargs)
-
-    monkeypatch.setattr(register_body, "decode_register_broker_request_body", counting_decode)
     broker = DemoBroker(CLUSTER, "broker-e", 0, "10.2.0.1:10911", "10.2.0.1:10912")
     table = topic_table([f"E-{j}" for j in range(TOPICS_PER_BROKER)])
 
