@@ -120,8 +120,12 @@ def start_profiler(gateway: _util.BenchGateway, out: Path) -> subprocess.Popen[b
 
 async def terms(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
     """Each node's Raft term (0 in eventual mode)."""
-    return {node: int(status.get("term") or 0)
-            for node, status in (await statuses(gateways)).items()}  # fmt: skip
+    return terms_of(await statuses(gateways))
+
+
+def terms_of(found: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """The terms in NODE_STATUS answers by node (0 in eventual mode)."""
+    return {node: int(status.get("term") or 0) for node, status in found.items()}
 
 
 async def statuses(gateways: Sequence[_util.BenchGateway]) -> dict[str, dict[str, Any]]:
@@ -387,7 +391,7 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
                 after_idle = loop.run_until_complete(terms(gateways))
                 idle_changes = sum(after_idle[n] - before_idle[n] for n in before_idle)
             last = loop.run_until_complete(statuses(gateways))
-            terms_after = {node: int(status.get("term") or 0) for node, status in last.items()}
+            terms_after = terms_of(last)
             for node, status in last.items():
                 if status.get("long_tick_gaps"):
                     print(f"  {node}: {status['long_tick_gaps']} Raft tick gaps over 250 ms, "
