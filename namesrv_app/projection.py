@@ -60,10 +60,11 @@ SQL_CHUNK_ROWS = 400
 ROUTES_PER_READ = 256
 """Routes built per hold of the apply lock (about 15 us each)."""
 DIGEST_INTERVAL_S = 10.0
-"""The state digest costs a pass over the whole table (about 0.4 s at 100k queue rows,
-taken under the apply lock). A busy node whose routes changed refreshes the stored
-digest at most this often; an idle one catches up at once (after IDLE_POLL_S without
-deltas), and a flush makes it exact. NODE_STATUS computes the exact digest on demand."""
+"""The state digest costs a pass over the whole table (about 0.4 s at 100k queue rows;
+the copy, a third of it, under the apply lock, the hashing after). A busy node whose
+routes changed refreshes the stored digest at most this often; an idle one catches up
+at once (after IDLE_POLL_S without deltas), and a flush makes it exact. NODE_STATUS
+computes the exact digest on demand."""
 LIVENESS_DIGEST_INTERVAL_S = 300.0
 """Heartbeats change the state too (last-update times), but at 1k brokers every 30 s a
 node is never idle: while only liveness rows change, the stored digest is refreshed at
