@@ -232,13 +232,12 @@ class RaftReplicator:
         self._pending: deque[_Proposal] = deque()
         self._expiry: asyncio.TimerHandle | None = None
         # Entries this node proposed and has not yet applied, by their bytes: apply
-        # uses the proposer's own commands instead of decoding (see _apply_entry).
-        self._own_entries: dict[bytes, list[LogEntry]] = {}
+        # uses the proposer's own commands instead of decoding, and frees the
+        # batch's in-flight slot with the same hand-over (see _apply_entry).
+        self._own_entries: dict[bytes, tuple[_Batch, list[LogEntry]]] = {}
         self._in_flight: set[_Batch] = set()
         self._flush_scheduled = False
         self.batches_submitted = 0
-        self._ready: list[tuple[str, ApplyResult | BaseException]] = []
-        self._ready_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._boot = secrets.token_hex(4)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -424,16 +423,18 @@ class RaftReplicator:
         assert loop is not None
         data = picked[0].entry if len(picked) == 1 else encode_batch([p.entry for p in picked])
         batch = _Batch(picked, data)
-        self._own_entries[data] = [LogEntry(p.proposal_id, p.command) for p in picked]
+        self._own_entries[data] = (batch, [LogEntry(p.proposal_id, p.command) for p in picked])
         self._in_flight.add(batch)
         batch.timer = loop.call_later(
             BATCH_ANSWER_TIMEOUT_S, self._batch_done, batch, FAIL_REASON.UNKNOWN_OUTCOME
         )
 
         def on_result(_result: object, error: int) -> None:
-            # Runs on the tick thread. Success only frees the in-flight slot: each
-            # proposal is answered by the apply path, after the journal flush.
-            loop.call_soon_threadsafe(self._batch_done, batch, error)
+            # Runs on the tick thread, right after the entry applied. Success needs
+            # nothing more: the apply already handed the answers and the in-flight
+            # slot to the loop, in one wake-up.
+            if error != FAIL_REASON.SUCCESS:
+                loop.call_soon_threadsafe(self._batch_done, batch, error)
 
         self.batches_submitted += 1
         sync.apply_entry(data, callback=on_result)
@@ -500,7 +501,8 @@ class RaftReplicator:
     # -------------------------------------------------------------- apply (tick thread)
 
     def _apply_entry(self, entry: bytes, index: int) -> None:
-        decoded = self._own_entries.pop(entry, None)
+        own = self._own_entries.pop(entry, None)
+        batch, decoded = (None, None) if own is None else own
         if decoded is None or self._settings.verify_own_entries:
             decoded = self._decode(entry, index, decoded)
         ready: list[tuple[str, ApplyResult | BaseException]] = []
@@ -536,9 +538,14 @@ class RaftReplicator:
             self._last_command_index = index
             if index % CHECKPOINT_EVERY_ENTRIES == 0:
                 self._checkpoint(index)
-        if ready:
-            with self._ready_lock:
-                self._ready.extend(ready)
+        if ready or batch is not None:
+            # Handed over at once, before PySyncObj sends the next AppendEntries
+            # round: the entry is durable here (RouteLog._onTick flushed the
+            # journal before this tick counted or learnt the commit) and on a
+            # majority, so nothing is answered early.
+            loop = self._loop
+            if loop is not None:
+                loop.call_soon_threadsafe(self._settle, ready, batch)
 
     def _decode(self, entry: bytes, index: int, own: list[LogEntry] | None) -> list[LogEntry]:
         """The commands of ``entry``, decoded. With ``own`` (the proposer's objects,
@@ -574,8 +581,8 @@ class RaftReplicator:
                 logger.exception("apply listener failed on %s", self.node_id)
 
     def _on_tick(self) -> None:
-        """Tick-thread callback: one journal flush for every proposal applied this
-        tick, then hand the results to the event loop; refresh the status view."""
+        """Tick-thread callback: the leader's flush of what it just sent, tick-gap
+        accounting and the status view."""
         now_s = time.monotonic()
         if not self._tick_registered:
             ALARMS.by_thread[threading.get_ident()] = weakref.ref(self)
@@ -588,19 +595,16 @@ class RaftReplicator:
                 self.long_tick_gaps += 1
         self._last_tick_s = now_s
         # The leader's flush of the entries it just sent (they are on their way to
-        # the followers meanwhile), and every proposal applied this tick made durable
-        # before its result is handed over. A no-op when nothing changed.
+        # the followers meanwhile). A no-op when nothing changed.
         self._durability.flush_journal()
-        with self._ready_lock:
-            ready, self._ready = self._ready, []
-        if ready:
-            loop = self._loop
-            if loop is not None:
-                loop.call_soon_threadsafe(self._resolve, ready)
         if time.monotonic() - self._view.at >= STATUS_REFRESH_S:
             self._refresh_view()
 
-    def _resolve(self, ready: list[tuple[str, ApplyResult | BaseException]]) -> None:
+    def _settle(
+        self, ready: list[tuple[str, ApplyResult | BaseException]], batch: _Batch | None
+    ) -> None:
+        """Event loop: answer the proposals of an applied entry and, when it was this
+        node's own, free its in-flight slot (the next batch may leave)."""
         for proposal_id, outcome in ready:
             waiter = self._waiters.get(proposal_id)
             if waiter is None or waiter.done():
@@ -609,6 +613,8 @@ class RaftReplicator:
                 waiter.set_exception(outcome)
             else:
                 waiter.set_result(outcome)
+        if batch is not None:
+            self._batch_done(batch, FAIL_REASON.SUCCESS)
 
     def _refresh_view(self) -> None:
         sync = self._sync
