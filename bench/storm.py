@@ -199,6 +199,7 @@ class RegistrarResult:
     p50_ms: float
     p99_ms: float
     failures: dict[str, int]
+    cpu_cores: float = 0.0
 
     @property
     def acked_per_s(self) -> float:
@@ -242,6 +243,7 @@ async def registrar(addrs: Sequence[str], brokers: int, topics_per_broker: int, 
 
     loop = asyncio.get_running_loop()
     started = loop.time()
+    cpu_before = _util.own_cpu_s()
     deadline = started + seconds
     if rate > 0:
         tasks = set()
@@ -263,12 +265,13 @@ async def registrar(addrs: Sequence[str], brokers: int, topics_per_broker: int, 
 
         await asyncio.gather(*(worker() for _ in range(in_flight)))
     elapsed = loop.time() - started
+    cpu_cores = (_util.own_cpu_s() - cpu_before) / elapsed
     await client.close()
     return RegistrarResult(
         offered=state["offered"], acknowledged=len(latencies), failed=state["failed"],
         seconds=elapsed, p50_ms=_util.percentile(latencies, 0.5) * _MS if latencies else 0.0,
         p99_ms=_util.percentile(latencies, 0.99) * _MS if latencies else 0.0,
-        failures=dict(reasons.most_common(5)),
+        failures=dict(reasons.most_common(5)), cpu_cores=cpu_cores,
     )  # fmt: skip
 
 
@@ -281,6 +284,8 @@ class ReadResult:
     p50_ms: float
     p99_ms: float
     errors: int
+    cpu_cores: float
+    """The reader process's own CPU while it measured."""
 
 
 async def reader(addr: str, seconds: float) -> ReadResult:
@@ -300,16 +305,18 @@ async def reader(addr: str, seconds: float) -> ReadResult:
     await asyncio.sleep(WARMUP_S)
     stats.measuring = True
     start = time.perf_counter()
+    cpu_before = _util.own_cpu_s()
     await asyncio.sleep(seconds)
     stats.measuring = False
     elapsed = time.perf_counter() - start
+    cpu_cores = (_util.own_cpu_s() - cpu_before) / elapsed
     stats.running = False
     for conn in connections:
         conn.close()
     await asyncio.gather(*(conn.closed for conn in connections))
     lat = stats.latencies_s
     return ReadResult(len(lat) / elapsed, _util.percentile(lat, 0.5) * _MS,
-                      _util.percentile(lat, 0.99) * _MS, stats.errors)  # fmt: skip
+                      _util.percentile(lat, 0.99) * _MS, stats.errors, cpu_cores)  # fmt: skip
 
 
 def child(role: str, **options: Any) -> subprocess.Popen[str]:
@@ -319,6 +326,37 @@ def child(role: str, **options: Any) -> subprocess.Popen[str]:
          json.dumps(options)],
         cwd=_util.REPO_ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def server_pids(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
+    """Each node's gateway process and, with read fronts, its front (a child of it)."""
+    named = {f"{g.node_id} gateway": g.proc.pid for g in gateways}
+    parents = {g.proc.pid: g.node_id for g in gateways}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError):
+            text = stat.read_text(encoding="ascii", errors="replace")
+            ppid = int(text[text.rindex(")") + 2 :].split()[1])
+            if ppid in parents:
+                named[f"{parents[ppid]} front"] = int(stat.parent.name)
+    return named
+
+
+def read_phase(
+    gateways: Sequence[_util.BenchGateway], addr: str, seconds: float,
+    registrar: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One reader run on ``addr``, with the CPU (in cores) each server process used
+    over it; the reader's own (and the registrar's, when one ran meanwhile) too."""
+    pids = server_pids(gateways)
+    before = {name: _util.process_cpu_s(pid) for name, pid in pids.items()}
+    began = time.monotonic()
+    result = result_of(child("reader", addr=addr, seconds=seconds))
+    elapsed = time.monotonic() - began
+    cpu = {name: (_util.process_cpu_s(pid) - before[name]) / elapsed
+           for name, pid in pids.items()}  # fmt: skip
+    cpu["reader"] = result.pop("cpu_cores")
+    result["cpu_cores"] = cpu
+    return result
 
 
 def result_of(proc: subprocess.Popen[str]) -> dict[str, Any]:
@@ -364,16 +402,18 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
             terms_before = loop.run_until_complete(terms(gateways))
             addrs = [g.addr for g in gateways]
             n1 = gateways[0].addr
-            quiet = result_of(child("reader", addr=n1, seconds=args.seconds))
+            quiet = read_phase(gateways, n1, args.seconds)
             storm_options = dict(addrs=addrs, brokers=args.brokers,
                                  topics_per_broker=args.topics_per_broker,
                                  seconds=args.seconds + 2 * WARMUP_S)  # fmt: skip
             registrar_proc = child("registrar", rate=args.rate, in_flight=0, **storm_options)
-            storm_reads = result_of(child("reader", addr=n1, seconds=args.seconds))
+            storm_reads = read_phase(gateways, n1, args.seconds)
             storm = result_of(registrar_proc)
+            storm_reads["cpu_cores"]["registrar"] = storm["cpu_cores"]
             flat_proc = child("registrar", rate=0, in_flight=FLAT_OUT_IN_FLIGHT, **storm_options)
-            flat_reads = result_of(child("reader", addr=n1, seconds=args.seconds))
+            flat_reads = read_phase(gateways, n1, args.seconds)
             flat = result_of(flat_proc)
+            flat_reads["cpu_cores"]["registrar"] = flat["cpu_cores"]
             large: dict[str, Any] = {}
             if args.large_brokers:
                 # A fleet start with big tables: every broker once, its whole table,
@@ -382,8 +422,9 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
                                    brokers=args.large_brokers,
                                    topics_per_broker=args.large_topics, seconds=600,
                                    once=True)  # fmt: skip
-                large_reads = result_of(child("reader", addr=n1, seconds=args.seconds))
+                large_reads = read_phase(gateways, n1, args.seconds)
                 large = {"reads": large_reads, "registrar": result_of(large_proc)}
+                large_reads["cpu_cores"]["registrar"] = large["registrar"]["cpu_cores"]
             idle_changes = 0
             if args.idle_s:
                 before_idle = loop.run_until_complete(terms(gateways))
@@ -437,6 +478,17 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict
          "reads/s large table", "read p99 ms large table", "term changes"),
         rows,
     )  # fmt: skip
+    for key, r in results.items():
+        phases = [("quiet", r["quiet"]), ("storm", r["storm_reads"]),
+                  ("flat out", r["flat_reads"])]  # fmt: skip
+        if r["large"]:
+            phases.append(("large table", r["large"]["reads"]))
+        names = list(dict.fromkeys(n for _, p in phases for n in p["cpu_cores"]))
+        _util.print_table(
+            f"{key}: CPU by process (cores, over each reader run)", ("phase", *names, "total"),
+            [(phase, *(f"{p['cpu_cores'].get(n, 0.0):.2f}" for n in names),
+              f"{sum(p['cpu_cores'].values()):.2f}") for phase, p in phases],
+        )  # fmt: skip
     summary: dict[str, Any] = {"bench": "storm", "rate": args.rate, "brokers": args.brokers,
                                "topics_per_broker": args.topics_per_broker,
                                "seconds": args.seconds, "results": results}  # fmt: skip
