@@ -25,12 +25,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from django.db import close_old_connections, connections, transaction
-from django.db.models import Q
+from django.db.models import Field, Model, Q
 
 from namesrv_app import models
 from namesrv_app.db_router import PROJECTION_DB
@@ -78,20 +78,26 @@ DUTY_MAX = 0.1
 """The writer shares the gateway's interpreter lock with the event loop (route reads)
 and, in raft mode, with the apply thread. During a registration storm or a large
 table's first registration it could take most of it, and route reads fell to a
-tenth. After a batch that cost more than :data:`DUTY_FREE_S` of its own CPU time it
-sleeps long enough to use at most this share of a core; the deltas arriving meanwhile
-merge into the next batch (fewer, larger transactions), and the lag shows as
+tenth. The writer earns this share of a core in CPU time as wall time passes (holding
+at most :data:`DUTY_FREE_S`); after a batch that spent more than it had, it sleeps
+until the debt is paid, so over any stretch it averages at most this share however
+its work is cut into batches. The deltas arriving meanwhile merge into the next
+batch (fewer, larger transactions), and the lag shows as
 ``namesrv_projection_lag_versions``. Route answers never wait for the projection.
 A tenth, not the quarter it was: on the storm bench the three writers then took three
 quarters of the machine's two cores, and raft mode acknowledged about 700 heavy
 registrations/s flat out; at a tenth, about 1,000 (the console's copy catches up a
 few seconds later instead)."""
 DUTY_FREE_S = 0.005
-"""Batches cheaper than this (the steady state) are never slowed down."""
+"""CPU time the writer may spend at once without being slowed down: the steady state
+(a liveness batch a second) never waits. The limit used to apply only to batches
+costing more than this, and a storm's stream of cheaper batches took two tenths of a
+core per node."""
 FAILURE_BACKOFF_S = 1.0
 """Pause after a failed write so a broken database is retried, not hammered."""
 
 T = TypeVar("T")
+Row = tuple[Any, ...]
 
 
 @dataclass(slots=True)
@@ -235,18 +241,16 @@ def encode_routes(routes: dict[str, TopicRouteData | None]) -> dict[str, bytes |
     }
 
 
-def _route_rows(routes: dict[str, bytes | None], version: int) -> list[models.TopicRoute]:
-    return [
-        models.TopicRoute(topic=topic, body=body, applied_version=version)
-        for topic, body in routes.items()
-        if body is not None
-    ]
+ROUTE_FIELDS = ("topic", "body", "applied_version")
+
+
+def _route_rows(routes: dict[str, bytes | None], version: int) -> list[Row]:
+    return [(topic, body, version) for topic, body in routes.items() if body is not None]
 
 
 def _write_routes(routes: dict[str, bytes | None], version: int) -> None:
-    for topics in _chunks(routes):
-        models.TopicRoute.objects.filter(topic__in=topics).delete()
-        models.TopicRoute.objects.bulk_create(_route_rows({t: routes[t] for t in topics}, version))
+    _delete_in(models.TopicRoute, "topic", routes)
+    _insert(models.TopicRoute, ROUTE_FIELDS, _route_rows(routes, version))
 
 
 # ------------------------------------------------------------------ writing rows
@@ -270,19 +274,68 @@ def _key_filter(keys: Iterable[BrokerAddrInfo]) -> Q:
     return condition
 
 
-def _queue_rows(topic: str, queues: dict[str, QueueData], version: int) -> list[models.QueueData]:
+# The tables a registration storm rewrites (queue data, wire routes, live brokers) are
+# written with one prepared statement per chunk instead of the ORM's bulk_create and
+# delete: those built a model instance per row and a new SQL text per chunk, and sent
+# signals, most of the writer's time while it caught up after a fleet registered
+# (docs/BENCHMARKS.md, "registration storm"). Same rows, same transaction.
+
+
+def _table(model: type[Model], fields: Sequence[str]) -> tuple[str, list[str]]:
+    """``model``'s table and the columns of ``fields``, quoted for the backend."""
+    quote = connections[PROJECTION_DB].ops.quote_name
+    meta = model._meta
+    columns = []
+    for name in fields:
+        field = meta.get_field(name)
+        assert isinstance(field, Field) and field.column, f"{model.__name__}.{name}: no column"
+        columns.append(quote(field.column))
+    return quote(meta.db_table), columns
+
+
+def _insert(model: type[Model], fields: Sequence[str], rows: Sequence[Row]) -> None:
+    """INSERT ``rows`` (values of ``fields``, in order) into ``model``'s table."""
+    if not rows:
+        return
+    table, columns = _table(model, fields)
+    marks = ", ".join(["%s"] * len(fields))
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+    with connections[PROJECTION_DB].cursor() as cursor:
+        for chunk in _chunks(rows):
+            cursor.executemany(sql, chunk)
+
+
+def _delete_in(model: type[Model], field_name: str, values: Iterable[Any]) -> None:
+    """DELETE the rows of ``model`` whose ``field_name`` is one of ``values``."""
+    table, (column,) = _table(model, (field_name,))
+    with connections[PROJECTION_DB].cursor() as cursor:
+        for chunk in _chunks(values):
+            marks = ", ".join(["%s"] * len(chunk))
+            cursor.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
+
+
+def _delete_keys(model: type[Model], fields: Sequence[str], keys: Sequence[Row]) -> None:
+    """DELETE the rows of ``model`` whose ``fields`` equal one of ``keys``."""
+    if not keys:
+        return
+    table, columns = _table(model, fields)
+    where = " AND ".join(f"{column} = %s" for column in columns)
+    with connections[PROJECTION_DB].cursor() as cursor:
+        for chunk in _chunks(keys):
+            cursor.executemany(f"DELETE FROM {table} WHERE {where}", chunk)
+
+
+QUEUE_FIELDS = ("topic", "broker_name", "read_queue_nums", "write_queue_nums", "perm",
+                "topic_sys_flag", "applied_version")  # fmt: skip
+
+
+def _all_queue_rows(queues: dict[str, dict[str, QueueData]], version: int) -> list[Row]:
     return [
-        models.QueueData(
-            topic=topic,
-            broker_name=qd.broker_name,
-            read_queue_nums=qd.read_queue_nums,
-            write_queue_nums=qd.write_queue_nums,
-            perm=qd.perm,
-            topic_sys_flag=qd.topic_sys_flag,
-            applied_version=version,
-        )
-        for qd in queues.values()
-    ]
+        (topic, qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, qd.perm,
+         qd.topic_sys_flag, version)
+        for topic, by_broker in queues.items()
+        for qd in by_broker.values()
+    ]  # fmt: skip
 
 
 def mapping_json(info: TopicQueueMappingInfo) -> dict[str, Any]:
@@ -335,19 +388,16 @@ def _write_groups(groups: dict[str, BrokerData], version: int) -> None:
     )
 
 
-def _live_row(view: BrokerLiveView, version: int) -> models.LiveBroker:
-    return models.LiveBroker(
-        cluster_name=view.cluster_name,
-        broker_addr=view.broker_addr,
-        last_update_ms=view.last_update_ms,
-        heartbeat_timeout_ms=view.heartbeat_timeout_ms,
-        data_version_state=view.data_version.state_version,
-        data_version_timestamp=view.data_version.timestamp,
-        data_version_counter=view.data_version.counter,
-        ha_server_addr=view.ha_server_addr,
-        channel=view.channel,
-        applied_version=version,
-    )
+LIVE_FIELDS = ("cluster_name", "broker_addr", "last_update_ms", "heartbeat_timeout_ms",
+               "data_version_state", "data_version_timestamp", "data_version_counter",
+               "ha_server_addr", "channel", "applied_version")  # fmt: skip
+
+
+def _live_row(view: BrokerLiveView, version: int) -> Row:
+    dv = view.data_version
+    return (view.cluster_name, view.broker_addr, view.last_update_ms,
+            view.heartbeat_timeout_ms, dv.state_version, dv.timestamp, dv.counter,
+            view.ha_server_addr, view.channel, version)  # fmt: skip
 
 
 def _filter_row(key: BrokerAddrInfo, servers: tuple[str, ...], version: int) -> models.FilterServer:
@@ -389,11 +439,8 @@ def write_delta(
 
 
 def _write_topic_delta(delta: Delta, version: int) -> None:
-    for topics in _chunks(delta.queues):
-        models.QueueData.objects.filter(topic__in=topics).delete()
-        models.QueueData.objects.bulk_create(
-            [row for t in topics for row in _queue_rows(t, delta.queues[t], version)]
-        )
+    _delete_in(models.QueueData, "topic", delta.queues)
+    _insert(models.QueueData, QUEUE_FIELDS, _all_queue_rows(delta.queues, version))
     for topics in _chunks(delta.mappings):
         models.TopicQueueMapping.objects.filter(topic__in=topics).delete()
         models.TopicQueueMapping.objects.bulk_create(
@@ -418,11 +465,10 @@ def _write_group_delta(delta: Delta, version: int) -> None:
 
 
 def _write_live_delta(delta: Delta, version: int) -> None:
-    for keys in _chunks(delta.live):
-        models.LiveBroker.objects.filter(_key_filter(keys)).delete()
-        models.LiveBroker.objects.bulk_create(
-            [_live_row(view, version) for k in keys if (view := delta.live[k]) is not None]
-        )
+    _delete_keys(models.LiveBroker, ("cluster_name", "broker_addr"),
+                 [(k.cluster_name, k.broker_addr) for k in delta.live])  # fmt: skip
+    live = [_live_row(view, version) for view in delta.live.values() if view is not None]
+    _insert(models.LiveBroker, LIVE_FIELDS, live)
     for keys in _chunks(delta.filters):
         models.FilterServer.objects.filter(_key_filter(keys)).delete()
         models.FilterServer.objects.bulk_create(
@@ -494,10 +540,7 @@ def write_full_state(state: FullState, node_id: str, mode: str) -> None:
     with transaction.atomic(using=PROJECTION_DB):
         for model in PROJECTION_MODELS:
             model.objects.all().delete()
-        models.QueueData.objects.bulk_create(
-            [row for t, q in state.queues.items() for row in _queue_rows(t, q, version)],
-            batch_size=SQL_CHUNK_ROWS,
-        )
+        _insert(models.QueueData, QUEUE_FIELDS, _all_queue_rows(state.queues, version))
         models.TopicQueueMapping.objects.bulk_create(
             [row for t, m in state.mappings.items() for row in _mapping_rows(t, m, version)],
             batch_size=SQL_CHUNK_ROWS,
@@ -509,14 +552,12 @@ def write_full_state(state: FullState, node_id: str, mode: str) -> None:
                 for n, m in state.clusters.items()
             ]
         )
-        models.LiveBroker.objects.bulk_create([_live_row(v, version) for v in state.live])
+        _insert(models.LiveBroker, LIVE_FIELDS, [_live_row(v, version) for v in state.live])
         models.FilterServer.objects.bulk_create(
             [_filter_row(k, s, version) for k, s in state.filters.items()]
         )
         _write_full_kv(state.kv, version)
-        models.TopicRoute.objects.bulk_create(
-            _route_rows(encode_routes(state.routes), version), batch_size=SQL_CHUNK_ROWS
-        )
+        _insert(models.TopicRoute, ROUTE_FIELDS, _route_rows(encode_routes(state.routes), version))
         _write_node_state(
             node_id,
             mode,
@@ -579,6 +620,8 @@ class ProjectionWriter:
         self.liveness_digest_interval_s = liveness_digest_interval_s
         self.liveness_linger_s = liveness_linger_s
         self.idle_poll_s = idle_poll_s
+        self._duty_credit_s = DUTY_FREE_S
+        self._duty_credit_at = time.monotonic()
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_depth_max)
         self._rebuild_needed = threading.Event()
         self._skip_through_version = -1
@@ -706,10 +749,20 @@ class ProjectionWriter:
             return True
         spent_before = time.thread_time()
         keep_running = self._process(self._take_batch(first))
-        spent = time.thread_time() - spent_before
-        if spent > DUTY_FREE_S and keep_running:
-            time.sleep(spent * (1.0 - DUTY_MAX) / DUTY_MAX)
+        self._pay_duty(time.thread_time() - spent_before, keep_running)
         return keep_running
+
+    def _pay_duty(self, spent_s: float, keep_running: bool) -> None:
+        """Charge ``spent_s`` of CPU against the writer's share (:data:`DUTY_MAX`),
+        and sleep off what it spent beyond its credit."""
+        now = time.monotonic()
+        earned = (now - self._duty_credit_at) * DUTY_MAX
+        credit = min(DUTY_FREE_S, self._duty_credit_s + earned) - spent_s
+        if credit < 0 and keep_running:
+            time.sleep(-credit / DUTY_MAX)
+            credit = 0.0
+        self._duty_credit_s = credit
+        self._duty_credit_at = time.monotonic()
 
     def _take_batch(self, first: object) -> list[object]:
         """``first`` and what follows it in the queue, up to BATCH_DELTAS_MAX items.
