@@ -85,6 +85,10 @@ class RouteTable:
         # next put (a fresh or restored table), then keep it up to date.
         self._kv_bytes: int | None = None
 
+    def topic_count(self) -> int:
+        """Topics with queues: what a digest's cost grows with."""
+        return len(self._t.topic_queue)
+
     # ------------------------------------------------------------ apply
 
     def apply(self, command: Command) -> ApplyResult:

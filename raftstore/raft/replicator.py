@@ -75,7 +75,6 @@ from raftstore.raft.glue import (
 from raftstore.raft.settings import (
     ALARMS_KEPT,
     BATCH_ANSWER_TIMEOUT_S,
-    CHECKPOINT_EVERY_ENTRIES,
     CHECKPOINTS_KEPT,
     DEDUPE_WINDOW_ENTRIES,
     DEFAULT_PROPOSE_TIMEOUT_S,
@@ -86,6 +85,7 @@ from raftstore.raft.settings import (
     START_REPLAY_TIMEOUT_S,
     STATUS_REFRESH_S,
     RaftSettings,
+    checkpoint_due,
 )
 from raftstore.raft.transport import conf_security
 from raftstore.replicator import (
@@ -536,7 +536,7 @@ class RaftReplicator:
                 ready.append((part.proposal_id, outcome))
         with lock:
             self._last_command_index = index
-            if index % CHECKPOINT_EVERY_ENTRIES == 0:
+            if checkpoint_due(index, self._table.topic_count()):
                 self._checkpoint(index)
         if ready or batch is not None:
             # Handed over at once, before PySyncObj sends the next AppendEntries
@@ -748,7 +748,7 @@ class RaftReplicator:
         return self._view.members or tuple(sorted([self.self_addr, *self._peers]))
 
     def digest_checkpoints(self) -> dict[int, str]:
-        """Digest of the state at every ``CHECKPOINT_EVERY_ENTRIES``-th log index
+        """Digest of the state at the log indexes ``checkpoint_due`` picks
         (bounded): compare across nodes to detect divergence while running."""
         with self._lock:
             return dict(self._checkpoints)
