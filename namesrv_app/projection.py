@@ -2,15 +2,20 @@
 
 The replicator calls :meth:`ProjectionWriter.on_applied` on its apply thread
 after every command. That call reads only the keys named in
-``ApplyResult.changes`` out of the table and puts a :class:`Delta` on a bounded
-queue; it never touches the database, so apply is never held up by SQL. One
-writer thread drains the queue, merges what it took into one batch and writes
-it in ONE ``transaction.atomic()``, stamping each written row and the
-:class:`~namesrv_app.models.NodeState` row with the applied version.
+``ApplyResult.changes`` out of the table and merges them, as a :class:`Delta`, into
+the one delta waiting for the writer (the later value of a key wins); it never
+touches the database, so apply is never held up by SQL. One writer thread takes the
+waiting delta whole and writes it in ONE ``transaction.atomic()``, stamping each
+written row and the :class:`~namesrv_app.models.NodeState` row with the applied
+version. However fast commands apply, what waits is bounded by the table's size: a
+writer that falls behind writes fewer, larger transactions. (It used to be a queue
+of deltas that, once full, turned into a rebuild of everything; under a flat-out
+registration storm that happened every few seconds and the rebuilds took most of
+the gateway.)
 
-If the queue is full the delta is dropped and a rebuild is requested instead:
-the writer then rewrites everything from a fresh read of the table, which
-covers every dropped delta. Deltas older than that read are skipped.
+A rebuild (at start, after a failed write, or when a snapshot replaced the table)
+rewrites everything from a fresh read of the table; a waiting delta no newer than
+that read is skipped.
 
 Why one module of ~800 lines: reading the table (on the apply thread), the rows it
 becomes and the writer thread that batches them share the Delta and FullState shapes;
@@ -21,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
-import queue
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from django.db import close_old_connections, connections, transaction
-from django.db.models import Field, Model, Q
+from django.db.models import Field, Model
 
 from namesrv_app import models
 from namesrv_app.db_router import PROJECTION_DB
@@ -51,10 +56,6 @@ from remoting.model import (
 
 log = logging.getLogger(__name__)
 
-QUEUE_DEPTH_MAX = 10_000
-"""Deltas waiting for the writer; beyond this the writer rebuilds instead."""
-BATCH_DELTAS_MAX = 500
-"""Deltas merged into one transaction."""
 SQL_CHUNK_ROWS = 400
 """Keys per ``IN (...)`` clause: below SQLite's historical limit of 999 variables."""
 ROUTES_PER_READ = 256
@@ -267,13 +268,6 @@ def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
         yield batch
 
 
-def _key_filter(keys: Iterable[BrokerAddrInfo]) -> Q:
-    condition = Q(pk__in=[])
-    for key in keys:
-        condition |= Q(cluster_name=key.cluster_name, broker_addr=key.broker_addr)
-    return condition
-
-
 # The tables a registration storm rewrites (queue data, wire routes, live brokers) are
 # written with one prepared statement per chunk instead of the ORM's bulk_create and
 # delete: those built a model instance per row and a new SQL text per chunk, and sent
@@ -400,13 +394,17 @@ def _live_row(view: BrokerLiveView, version: int) -> Row:
             view.ha_server_addr, view.channel, version)  # fmt: skip
 
 
-def _filter_row(key: BrokerAddrInfo, servers: tuple[str, ...], version: int) -> models.FilterServer:
-    return models.FilterServer(
-        cluster_name=key.cluster_name,
-        broker_addr=key.broker_addr,
-        servers=list(servers),
-        applied_version=version,
-    )
+BROKER_KEY_FIELDS = ("cluster_name", "broker_addr")
+FILTER_FIELDS = (*BROKER_KEY_FIELDS, "servers", "applied_version")
+
+
+def _broker_key(key: BrokerAddrInfo) -> Row:
+    return (key.cluster_name, key.broker_addr)
+
+
+def _filter_row(key: BrokerAddrInfo, servers: tuple[str, ...], version: int) -> Row:
+    # ``servers`` is a JSONField: the text Django's JSONField stores for a list.
+    return (key.cluster_name, key.broker_addr, json.dumps(list(servers)), version)
 
 
 def _properties_text(props: dict[str, str]) -> str:
@@ -465,19 +463,16 @@ def _write_group_delta(delta: Delta, version: int) -> None:
 
 
 def _write_live_delta(delta: Delta, version: int) -> None:
-    _delete_keys(models.LiveBroker, ("cluster_name", "broker_addr"),
-                 [(k.cluster_name, k.broker_addr) for k in delta.live])  # fmt: skip
+    _delete_keys(models.LiveBroker, BROKER_KEY_FIELDS, [_broker_key(k) for k in delta.live])
     live = [_live_row(view, version) for view in delta.live.values() if view is not None]
     _insert(models.LiveBroker, LIVE_FIELDS, live)
-    for keys in _chunks(delta.filters):
-        models.FilterServer.objects.filter(_key_filter(keys)).delete()
-        models.FilterServer.objects.bulk_create(
-            [
-                _filter_row(k, servers, version)
-                for k in keys
-                if (servers := delta.filters[k]) is not None
-            ]
-        )
+    _delete_keys(models.FilterServer, BROKER_KEY_FIELDS, [_broker_key(k) for k in delta.filters])
+    filters = [
+        _filter_row(k, servers, version)
+        for k, servers in delta.filters.items()
+        if servers is not None
+    ]
+    _insert(models.FilterServer, FILTER_FIELDS, filters)
 
 
 def _write_kv_delta(delta: Delta, version: int) -> None:
@@ -553,9 +548,8 @@ def write_full_state(state: FullState, node_id: str, mode: str) -> None:
             ]
         )
         _insert(models.LiveBroker, LIVE_FIELDS, [_live_row(v, version) for v in state.live])
-        models.FilterServer.objects.bulk_create(
-            [_filter_row(k, s, version) for k, s in state.filters.items()]
-        )
+        _insert(models.FilterServer, FILTER_FIELDS,
+                [_filter_row(k, s, version) for k, s in state.filters.items()])  # fmt: skip
         _write_full_kv(state.kv, version)
         _insert(models.TopicRoute, ROUTE_FIELDS, _route_rows(encode_routes(state.routes), version))
         _write_node_state(
@@ -590,7 +584,7 @@ def _write_full_kv(kv: dict[str, dict[str, str]], version: int) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Marker:
-    """A flush request travelling through the queue behind the deltas before it."""
+    """A flush request: set once everything applied before it is written."""
 
     done: threading.Event
 
@@ -607,7 +601,6 @@ class ProjectionWriter:
         *,
         node_id: str | None = None,
         publisher: EventPublisher = null_publisher,
-        queue_depth_max: int = QUEUE_DEPTH_MAX,
         digest_interval_s: float = DIGEST_INTERVAL_S,
         liveness_digest_interval_s: float = LIVENESS_DIGEST_INTERVAL_S,
         liveness_linger_s: float = LIVENESS_LINGER_S,
@@ -622,7 +615,11 @@ class ProjectionWriter:
         self.idle_poll_s = idle_poll_s
         self._duty_credit_s = DUTY_FREE_S
         self._duty_credit_at = time.monotonic()
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_depth_max)
+        # What the writer has still to do: the merged delta and the flush and stop
+        # requests made since it last looked, guarded by one condition.
+        self._wake = threading.Condition()
+        self._pending: Delta | None = None
+        self._controls: list[object] = []
         self._rebuild_needed = threading.Event()
         self._skip_through_version = -1
         self._thread: threading.Thread | None = None
@@ -642,22 +639,24 @@ class ProjectionWriter:
     # -- apply-thread side --------------------------------------------------------
 
     def on_applied(self, command: Command, result: ApplyResult) -> None:
-        """The replicator's listener: queue the changed keys; never touch the DB here."""
+        """The replicator's listener: merge the changed keys into the waiting delta;
+        never touch the DB here."""
         if result.changes.empty or self._rebuild_needed.is_set():
             # A pending rebuild reads the table later and covers this command too.
             return
         self._version_seen = max(self._version_seen, result.applied_version)
         delta = self.replicator.read(lambda table: read_delta(table, result))
-        try:
-            self._queue.put_nowait(delta)
-        except queue.Full:
-            log.warning("projection queue full at version %d: rebuild", result.applied_version)
-            self._rebuild_needed.set()
+        with self._wake:
+            if self._pending is None:
+                self._pending = delta
+            else:
+                self._pending.merge(delta)
+            self._wake.notify()
 
     # -- lifecycle ----------------------------------------------------------------
 
     def attach(self) -> None:
-        """Subscribe to the replicator (once); deltas queue up until :meth:`start`."""
+        """Subscribe to the replicator (once); changes wait, merged, until :meth:`start`."""
         if not self._attached:
             self.replicator.subscribe(self.on_applied)
             self._attached = True
@@ -673,11 +672,11 @@ class ProjectionWriter:
         self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Write what is queued, then stop the writer thread."""
+        """Write what is waiting, then stop the writer thread."""
         thread = self._thread
         if thread is None:
             return
-        self._queue.put(_STOP, timeout=timeout_s)
+        self._control(_STOP)
         thread.join(timeout_s)
         self._thread = None
 
@@ -687,21 +686,23 @@ class ProjectionWriter:
         return max(0, self._version_seen - self._version_written)
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        """Wait until every delta queued before the call is committed; False on timeout."""
+        """Wait until every change applied before the call is committed; False on timeout."""
         if self._thread is None or not self._thread.is_alive():
             return False
         done = threading.Event()
-        try:
-            self._queue.put(_Marker(done), timeout=timeout_s)
-        except queue.Full:
-            return False
+        self._control(_Marker(done))
         return done.wait(timeout_s)
+
+    def _control(self, item: object) -> None:
+        with self._wake:
+            self._controls.append(item)
+            self._wake.notify()
 
     def request_rebuild(self) -> None:
         """Rewrite everything at the writer's next step (any thread, never blocks).
 
-        Raft mode calls this when a snapshot replaced the whole table: the queued
-        deltas describe the old table, and the rebuild's read skips them.
+        Raft mode calls this when a snapshot replaced the whole table: the waiting
+        delta describes the old table, and the rebuild's read skips it.
         """
         self._rebuild_needed.set()
 
@@ -740,15 +741,14 @@ class ProjectionWriter:
         """One round of the writer loop; False once told to stop."""
         if self._rebuild_needed.is_set():
             self._guarded(self.rebuild)
-        try:
-            first = self._queue.get(timeout=self.idle_poll_s)
-        except queue.Empty:
+        taken = self._take(self.idle_poll_s)
+        if taken is None:
             if self._digest_stale:
                 # Idle now: catch the digest up that busy batches skipped.
                 self._guarded(self._refresh_digest)
             return True
         spent_before = time.thread_time()
-        keep_running = self._process(self._take_batch(first))
+        keep_running = self._process(*taken)
         self._pay_duty(time.thread_time() - spent_before, keep_running)
         return keep_running
 
@@ -764,45 +764,34 @@ class ProjectionWriter:
         self._duty_credit_s = credit
         self._duty_credit_at = time.monotonic()
 
-    def _take_batch(self, first: object) -> list[object]:
-        """``first`` and what follows it in the queue, up to BATCH_DELTAS_MAX items.
+    def _take(self, wait_s: float) -> tuple[Delta | None, list[object]] | None:
+        """The waiting delta and requests, taken away; None after ``wait_s`` of nothing.
 
-        While the batch holds liveness-only deltas and nothing else, wait up to
-        ``liveness_linger_s`` for more (see LIVENESS_LINGER_S).
+        While the delta holds liveness-only changes and no request waits, wait up
+        to ``liveness_linger_s`` for more (see LIVENESS_LINGER_S).
         """
-        items = [first]
-        lingering = isinstance(first, Delta) and first.liveness_only
-        deadline_s = time.monotonic() + self.liveness_linger_s
-        while len(items) < BATCH_DELTAS_MAX:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                remaining_s = deadline_s - time.monotonic()
-                if not lingering or remaining_s <= 0:
-                    break
-                try:
-                    item = self._queue.get(timeout=remaining_s)
-                except queue.Empty:
-                    break
-            items.append(item)
-            lingering = lingering and isinstance(item, Delta) and item.liveness_only
-        return items
+        with self._wake:
+            if self._pending is None and not self._controls:
+                self._wake.wait(wait_s)
+                if self._pending is None and not self._controls:
+                    return None
+            deadline_s = time.monotonic() + self.liveness_linger_s
+            while (
+                self._pending is not None and self._pending.liveness_only
+                and not self._controls and (remaining_s := deadline_s - time.monotonic()) > 0
+            ):  # fmt: skip
+                self._wake.wait(remaining_s)
+            taken = (self._pending, self._controls)
+            self._pending, self._controls = None, []
+            return taken
 
-    def _process(self, items: list[object]) -> bool:
-        merged: Delta | None = None
+    def _process(self, delta: Delta | None, controls: list[object]) -> bool:
+        """Write ``delta`` (unless a rebuild covered it), then answer ``controls``
+        (flushes, stop) in order; False once told to stop."""
+        if delta is not None and delta.applied_version > self._skip_through_version:
+            self._guarded(lambda: self._commit(delta))
         keep_running = True
-        for item in items:
-            if isinstance(item, Delta):
-                if item.applied_version <= self._skip_through_version:
-                    continue
-                if merged is None:
-                    merged = item
-                else:
-                    merged.merge(item)
-                continue
-            if merged is not None:
-                self._guarded(lambda d=merged: self._commit(d))
-                merged = None
+        for item in controls:
             if isinstance(item, _Marker):
                 if self._rebuild_needed.is_set():
                     self._guarded(self.rebuild)
@@ -810,8 +799,6 @@ class ProjectionWriter:
                 item.done.set()
             elif item is _STOP:
                 keep_running = False
-        if merged is not None:
-            self._guarded(lambda d=merged: self._commit(d))
         return keep_running
 
     def _guarded(self, action: Any) -> None:

@@ -40,6 +40,7 @@ class Changes:
     broker_names: frozenset[str] = frozenset()
     clusters: frozenset[str] = frozenset()
     live_brokers: frozenset[BrokerAddrInfo] = frozenset()
+    """Keys whose live-table row or filter-server list changed (both keyed alike)."""
     kv: frozenset[tuple[str, str]] = frozenset()
     kv_namespaces: frozenset[str] = frozenset()
     config: bool = False

@@ -412,11 +412,14 @@ def _store_filter_servers(
     if not cmd.filter_server_list:
         if t.filter_servers.pop(key, None) is not None:
             cs.broker_names.add(broker_name)
+            cs.live_brokers.add(key)
         return
     servers = tuple(cmd.filter_server_list)
     if t.filter_servers.get(key) != servers:
         t.filter_servers[key] = servers
+        # The route answers (by broker name) and the filter row (by key) both move.
         cs.broker_names.add(broker_name)
+        cs.live_brokers.add(key)
 
 
 def _master_of(t: Tables, cmd: RegisterBroker, group: BrokerGroup) -> tuple[str | None, str | None]:

@@ -39,9 +39,10 @@ def wrapper(*topics: str, counter: int = 1) -> TopicConfigSerializeWrapper:
 
 
 def register(
-    service: NameServerService, name: str, addr: str, broker_id: int, *topics: str
+    service: NameServerService, name: str, addr: str, broker_id: int, *topics: str,
+    filters: tuple[str, ...] = (),
 ) -> None:
-    """Register ``name`` in DefaultCluster with ``topics``."""
+    """Register ``name`` in DefaultCluster with ``topics`` (and filter servers)."""
     run(
         service.register_broker(
             cluster_name="DefaultCluster",
@@ -50,7 +51,7 @@ def register(
             broker_id=broker_id,
             ha_server_addr=addr.replace("109", "119"),
             topic_config_wrapper=wrapper(*topics),
-            filter_server_list=(),
+            filter_server_list=filters,
             enable_acting_master=False,
             channel=f"channel-{addr}",
         )
@@ -71,8 +72,15 @@ def table_view(table: RouteTable) -> dict[str, Any]:
         },
         "clusters": table.cluster_info().cluster_addr_table,
         "live": {
-            (v.cluster_name, v.broker_addr): (v.last_update_ms, v.heartbeat_timeout_ms, v.channel)
+            (v.cluster_name, v.broker_addr): (
+                v.last_update_ms, v.heartbeat_timeout_ms, v.channel, v.ha_server_addr,
+                v.data_version.counter, v.data_version.timestamp,
+            )
             for v in table.live_brokers()
+        },
+        "filters": {
+            (key.cluster_name, key.broker_addr): list(servers)
+            for key, servers in table.filter_servers().items()
         },
         "kv": table.kv_namespaces(),
     }
@@ -104,8 +112,14 @@ def db_view() -> dict[str, Any]:
         },
         "clusters": {c.name: c.broker_names for c in models.Cluster.objects.all()},
         "live": {
-            (b.cluster_name, b.broker_addr): (b.last_update_ms, b.heartbeat_timeout_ms, b.channel)
+            (b.cluster_name, b.broker_addr): (
+                b.last_update_ms, b.heartbeat_timeout_ms, b.channel, b.ha_server_addr,
+                b.data_version_counter, b.data_version_timestamp,
+            )
             for b in models.LiveBroker.objects.all()
+        },
+        "filters": {
+            (f.cluster_name, f.broker_addr): f.servers for f in models.FilterServer.objects.all()
         },
         "kv": kv,
     }
@@ -126,8 +140,9 @@ def test_rows_equal_the_table_after_a_sequence_of_commands(node: Any) -> None:
     """Registrations, KV, perm changes, deletes and heartbeats all reach the rows."""
     replicator, service, writer, clock = node
     register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
-    register(service, "broker-a", "127.0.0.1:10921", 1, "T1", "T2")
-    register(service, "broker-b", "127.0.0.1:10931", 0, "T2", "T3")
+    register(service, "broker-a", "127.0.0.1:10921", 1, "T1", "T2", filters=("10.0.0.1:30000",))
+    register(service, "broker-b", "127.0.0.1:10931", 0, "T2", "T3", filters=("10.0.0.2:30000",))
+    register(service, "broker-b", "127.0.0.1:10931", 0, "T2", "T3", filters=())
     run(service.put_kv(namespace="ORDER_TOPIC_CONFIG", key="T1", value="broker-a:8"))
     run(service.put_kv(namespace="ns", key="gone", value="x"))
     run(service.delete_kv(namespace="ns", key="gone"))
@@ -177,7 +192,7 @@ def test_only_the_changed_rows_are_written(node: Any) -> None:
 def test_rebuild_rewrites_every_row_from_the_table(node: Any) -> None:
     """Rows that the table does not hold disappear; the rest equal the table."""
     replicator, service, writer, _ = node
-    register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
+    register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2", filters=("10.0.0.1:30000",))
     assert writer.flush(FLUSH_TIMEOUT_S)
     models.QueueData.objects.create(
         topic="ghost", broker_name="nobody", read_queue_nums=1, write_queue_nums=1, perm=6
@@ -188,19 +203,21 @@ def test_rebuild_rewrites_every_row_from_the_table(node: Any) -> None:
     assert not models.QueueData.objects.filter(topic="ghost").exists()
 
 
-def test_a_full_queue_turns_into_one_rebuild() -> None:
-    """Deltas beyond the queue bound are dropped for a rebuild that covers them."""
+def test_changes_made_while_the_writer_is_away_merge_into_one_transaction() -> None:
+    """However many commands apply before the writer looks, it writes them as one
+    delta (the later value of a key wins), never drops them for a rebuild."""
     replicator = LocalReplicator("n1")
     service = NameServerService(replicator, ManualClock())
-    writer = ProjectionWriter(replicator, queue_depth_max=1)
+    writer = ProjectionWriter(replicator)
     writer.attach()
-    for index in range(5):
-        run(service.put_kv(namespace="ns", key=f"k{index}", value=str(index)))
+    for index in range(500):
+        run(service.put_kv(namespace="ns", key=f"k{index % 7}", value=str(index)))
     writer.start(rebuild=False)
     try:
         assert writer.flush(FLUSH_TIMEOUT_S)
-        assert writer.rebuilds == 1
+        assert (writer.batches_written, writer.rebuilds) == (1, 0)
         assert db_view() == replicator.read(table_view)
+        assert models.KVEntry.objects.get(key="k0").value == "497"
     finally:
         writer.stop()
 

@@ -262,9 +262,7 @@ def test_a_topic_deleted_in_the_same_batch_as_a_config_change_loses_its_route() 
 
 
 def drain(writer: ProjectionWriter) -> None:
-    """Process every queued delta as one batch, on this thread (no writer thread)."""
-    items = []
-    while not writer._queue.empty():
-        items.append(writer._queue.get_nowait())
-    assert items
-    writer._process(items)
+    """Write the waiting (merged) delta, on this thread (no writer thread)."""
+    taken = writer._take(0.0)
+    assert taken is not None and taken[0] is not None
+    writer._process(*taken)
