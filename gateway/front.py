@@ -374,10 +374,17 @@ class FrontProcess:
 
     The listening socket stays open here for the gateway's whole life, so connections
     that arrive while a front restarts wait in its backlog instead of being refused.
+
+    A front runs at the priority the gateway had when it started the first one: the
+    gateway may lower its own afterwards (:func:`lower_priority`), and a restarted
+    front, which inherits the gateway's, is set back (when the user may: raising a
+    priority again needs ``CAP_SYS_NICE``; otherwise it stays at the gateway's, with a
+    warning).
     """
 
     def __init__(self, options: FrontOptions) -> None:
         self.options = options
+        self.nice = os.getpriority(os.PRIO_PROCESS, 0)
         self._sock: socket.socket | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
@@ -414,6 +421,7 @@ class FrontProcess:
             stdout=asyncio.subprocess.PIPE, pass_fds=(self._sock.fileno(),), cwd=root, env=env,
         )  # fmt: skip
         self._process = process
+        self._keep_priority(process.pid)
         assert process.stdout is not None
         try:
             line = await asyncio.wait_for(process.stdout.readline(), FRONT_READY_TIMEOUT_S)
@@ -424,6 +432,18 @@ class FrontProcess:
                 process.kill()
             await process.wait()
             raise OSError(f"the read front did not start (exit code {process.returncode})")
+
+    def _keep_priority(self, pid: int) -> None:
+        try:
+            if os.getpriority(os.PRIO_PROCESS, pid) != self.nice:
+                os.setpriority(os.PRIO_PROCESS, pid, self.nice)
+        except PermissionError:
+            log.warning(
+                "the restarted read front runs at the gateway's lower priority "
+                "(raising it back needs CAP_SYS_NICE); restart the node to undo"
+            )
+        except ProcessLookupError:
+            pass
 
     async def _supervise(self) -> None:
         while not self._stopping:
@@ -459,6 +479,27 @@ class FrontProcess:
                 await process.wait()
         if self._sock is not None:
             self._sock.close()
+
+
+def lower_priority(steps: int) -> int:
+    """Raise this process's nice value by ``steps`` (lower its CPU priority), thread
+    by thread; the number of threads changed. Threads started later inherit it from
+    the thread that starts them.
+
+    Linux's nice value belongs to each thread, so every thread of the process is set
+    (``/proc/self/task``); elsewhere nothing is changed. Raising it needs no privilege.
+    """
+    tasks = Path("/proc/self/task")
+    if steps <= 0 or not tasks.is_dir():
+        return 0
+    changed = 0
+    for entry in tasks.iterdir():
+        tid = int(entry.name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            now = os.getpriority(os.PRIO_PROCESS, tid)
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, now + steps))
+            changed += 1
+    return changed
 
 
 def bind_listener(host: str, port: int) -> socket.socket:

@@ -57,6 +57,7 @@ from gateway.front import (
     ROUTE_ANSWERS_FIELD,
     FrontOptions,
     FrontProcess,
+    lower_priority,
     parse_peer,
 )
 from gateway.internal import InternalDispatcher
@@ -239,6 +240,13 @@ class GatewayOptions:
     read_front: bool = False
     """Serve the public port from a read front process (gateway/front.py): route reads
     then never wait for the apply path. False: this process serves the port itself."""
+    below_front_nice: int = 0
+    """With a read front: how many steps of nice value this process runs below it once
+    the front is up (0: the same priority). When the host's cores are all busy, the
+    kernel then gives route reads the larger share (5 steps: about three to one), so
+    a registration storm or a large table's first registration slows route answers
+    less; registrations and Raft still get a quarter of a busy core, never nothing
+    (docs/BENCHMARKS.md, "registration storm")."""
 
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""
@@ -469,6 +477,10 @@ class Gateway:
         if self._front_dir is not None:
             self.front = FrontProcess(self._front_options(self._front_dir))
             await self.front.start()
+            if self.options.below_front_nice > 0:
+                changed = lower_priority(self.options.below_front_nice)
+                log.info("gateway threads (%d) run %d nice steps below the read front",
+                         changed, self.options.below_front_nice)  # fmt: skip
         await self.internal_server.start()
         if self.metrics_server is not None:
             await self.metrics_server.start()

@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "CONNECTIONS_PER_ADDRESS_MAX": CONNECTIONS_PER_ADDRESS_MAX,
     # Serve the public port from a read front process (gateway/front.py).
     "READ_FRONT": False,
+    # With a read front: nice steps the gateway process runs below it (0-19).
+    "BELOW_FRONT_NICE": 5,
 }
 
 
@@ -98,6 +100,7 @@ class NamesrvSettings:
     FRAME_DEADLINE_S: float
     CONNECTIONS_PER_ADDRESS_MAX: int
     READ_FRONT: bool
+    BELOW_FRONT_NICE: int
 
 
 def parse_addr_list(text: str) -> tuple[str, ...]:

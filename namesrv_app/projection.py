@@ -58,14 +58,20 @@ log = logging.getLogger(__name__)
 
 SQL_CHUNK_ROWS = 400
 """Keys per ``IN (...)`` clause: below SQLite's historical limit of 999 variables."""
-ROUTES_PER_READ = 256
-"""Routes built per hold of the apply lock (about 15 us each)."""
+ROUTES_PER_READ = 32
+"""Routes (or topics' queue data) read per hold of the apply lock: about 15 us each
+for a topic on one broker, ten times that on twenty. At 256 per hold, 20 brokers
+sharing 5,000 topics kept Raft's apply thread waiting up to a second in all."""
 DIGEST_INTERVAL_S = 10.0
 """The state digest costs a pass over the whole table (about 0.4 s at 100k queue rows;
 the copy, a third of it, under the apply lock, the hashing after). A busy node whose
 routes changed refreshes the stored digest at most this often; an idle one catches up
 at once (after IDLE_POLL_S without deltas), and a flush makes it exact. NODE_STATUS
 computes the exact digest on demand."""
+DIGEST_COST_FACTOR = 50
+"""A busy node's stored digest is refreshed no more often than every this many times
+what the last one cost (at most a fiftieth of the time: 20 s apart at 100k queue rows,
+whose copy holds the apply lock for a third of its 0.4 s)."""
 LIVENESS_DIGEST_INTERVAL_S = 300.0
 """Heartbeats change the state too (last-update times), but at 1k brokers every 30 s a
 node is never idle: while only liveness rows change, the stored digest is refreshed at
@@ -103,10 +109,20 @@ Row = tuple[Any, ...]
 
 @dataclass(slots=True)
 class Delta:
-    """The current value of every key one or more commands changed (None = gone)."""
+    """The current value of every key one or more commands changed (None = gone).
+
+    Topics are the exception: the apply thread records only which changed
+    (``topic_sets``, one per command); the writer reads their queue data and
+    mappings at write time (:meth:`ProjectionWriter._read_topics`), a few hundred per
+    hold of the apply lock, into ``queues`` and ``mappings``. Copying them on the
+    apply thread cost it a copy of every broker's queues of every topic a
+    registration touched: 20 brokers sharing 5,000 topics made the twentieth copy
+    100,000 entries, and Raft's ticks (its heartbeats) waited up to a second.
+    """
 
     applied_version: int
     routes_version: int
+    topic_sets: list[frozenset[str]] = field(default_factory=list)
     queues: dict[str, dict[str, QueueData]] = field(default_factory=dict)
     mappings: dict[str, dict[str, TopicQueueMappingInfo]] = field(default_factory=dict)
     groups: dict[str, BrokerData | None] = field(default_factory=dict)
@@ -121,7 +137,8 @@ class Delta:
     def liveness_only(self) -> bool:
         """True when only live-broker (and filter-server) rows change."""
         return not (
-            self.queues
+            self.topic_sets
+            or self.queues
             or self.mappings
             or self.groups
             or self.clusters
@@ -134,6 +151,7 @@ class Delta:
         """Fold a later delta into this one: the later value of a key wins."""
         self.applied_version = later.applied_version
         self.routes_version = later.routes_version
+        self.topic_sets.extend(later.topic_sets)
         self.queues.update(later.queues)
         self.mappings.update(later.mappings)
         self.groups.update(later.groups)
@@ -145,13 +163,17 @@ class Delta:
         if later.config is not None:
             self.config = later.config
 
+    def topics(self) -> frozenset[str]:
+        """Every topic this delta changed."""
+        return frozenset().union(*self.topic_sets, self.queues, self.mappings)
+
     def event(self, node_id: str) -> ChangeEvent:
         """The change event announcing this delta once committed."""
         return ChangeEvent(
             node_id=node_id,
             applied_version=self.applied_version,
             routes_version=self.routes_version,
-            topics=frozenset(self.queues) | frozenset(self.mappings),
+            topics=self.topics(),
             broker_names=frozenset(self.groups),
             clusters=frozenset(self.clusters),
             kv_namespaces=frozenset(self.namespaces) | frozenset(ns for ns, _ in self.kv),
@@ -190,9 +212,8 @@ def read_delta(table: RouteTable, result: ApplyResult) -> Delta:
     """
     changes = result.changes
     delta = Delta(result.applied_version, table.routes_version)
-    for topic in changes.topics:
-        delta.queues[topic] = table.topic_queues(topic)
-        delta.mappings[topic] = table.topic_queue_mapping(topic)
+    if changes.topics:
+        delta.topic_sets.append(changes.topics)  # read by the writer (see Delta)
     for name in changes.broker_names:
         delta.groups[name] = table.broker_data(name)
     for cluster in changes.clusters:
@@ -625,6 +646,7 @@ class ProjectionWriter:
         self._thread: threading.Thread | None = None
         self._attached = False
         self._last_digest_s = 0.0
+        self._digest_cost_s = 0.0
         self._digest_routes_version = -1
         self._routes_version_written = -1
         self._version_seen = 0
@@ -812,6 +834,7 @@ class ProjectionWriter:
             time.sleep(FAILURE_BACKOFF_S)
 
     def _commit(self, delta: Delta) -> None:
+        self._read_topics(delta)
         digest = self._digest_if_due(delta)
         routes = self._moved_routes(delta)
         write_delta(delta, self.node_id, self.replicator.mode, digest, routes)
@@ -820,6 +843,24 @@ class ProjectionWriter:
         self._digest_stale = digest is None
         self.batches_written += 1
         publish_safely(self.publisher, delta.event(self.node_id))
+
+    def _read_topics(self, delta: Delta) -> None:
+        """Fill ``delta.queues`` and ``delta.mappings`` with the current values of the
+        topics it changed, :data:`ROUTES_PER_READ` per hold of the apply lock. Read at
+        a version no older than ``delta``'s, as the routes are (see _moved_routes)."""
+        wanted = sorted(frozenset().union(*delta.topic_sets))
+        delta.topic_sets.clear()
+
+        def read(table: RouteTable, chunk: list[str]) -> list[tuple[str, Any, Any]]:
+            return [(t, table.topic_queues(t), table.topic_queue_mapping(t)) for t in chunk]
+
+        for start in range(0, len(wanted), ROUTES_PER_READ):
+            chunk = wanted[start : start + ROUTES_PER_READ]
+            for topic, queues, mappings in self.replicator.read(
+                functools.partial(read, chunk=chunk)
+            ):
+                delta.queues[topic] = queues
+                delta.mappings[topic] = mappings
 
     def _moved_routes(self, delta: Delta) -> dict[str, bytes | None]:
         """The wire routes of the topics whose answer ``delta`` may have changed.
@@ -878,9 +919,11 @@ class ProjectionWriter:
         """The digest to store with ``delta``, or None to leave the stored one (stale)."""
         elapsed_s = time.monotonic() - self._last_digest_s
         if delta.routes_version != self._digest_routes_version:
-            due = elapsed_s >= self.digest_interval_s
+            interval_s = self.digest_interval_s
         else:
-            due = elapsed_s >= self.liveness_digest_interval_s
+            interval_s = self.liveness_digest_interval_s
+        # A big table's digest waits longer: its copy holds the apply lock.
+        due = elapsed_s >= max(interval_s, DIGEST_COST_FACTOR * self._digest_cost_s)
         return self._current_digest(delta.applied_version) if due else None
 
     def _current_digest(self, applied_version: int) -> str | None:
@@ -891,14 +934,17 @@ class ProjectionWriter:
                 return None
             return table.state_document(), table.routes_version  # hashed after the lock
 
+        began_s = time.monotonic()
         taken = self.replicator.read(read)
         if taken is None:
             return None
         document, routes_version = taken
+        digest = snapshot.digest_of(document)
         self._last_digest_s = time.monotonic()
+        self._digest_cost_s = self._last_digest_s - began_s
         self._digest_routes_version = routes_version
         self.digests_computed += 1
-        return snapshot.digest_of(document)
+        return digest
 
     def _refresh_digest(self) -> None:
         self._digest_stale = False

@@ -85,9 +85,9 @@ class RouteTable:
         # next put (a fresh or restored table), then keep it up to date.
         self._kv_bytes: int | None = None
 
-    def topic_count(self) -> int:
-        """Topics with queues: what a digest's cost grows with."""
-        return len(self._t.topic_queue)
+    def queue_row_count(self) -> int:
+        """Queue entries (one per topic and broker): what a digest's cost grows with."""
+        return sum(len(queues) for queues in self._t.topic_queue.values())
 
     # ------------------------------------------------------------ apply
 

@@ -75,6 +75,7 @@ from raftstore.raft.glue import (
 from raftstore.raft.settings import (
     ALARMS_KEPT,
     BATCH_ANSWER_TIMEOUT_S,
+    CHECKPOINT_EVERY_ENTRIES,
     CHECKPOINTS_KEPT,
     DEDUPE_WINDOW_ENTRIES,
     DEFAULT_PROPOSE_TIMEOUT_S,
@@ -500,7 +501,8 @@ class RaftReplicator:
 
     # -------------------------------------------------------------- apply (tick thread)
 
-    def _apply_entry(self, entry: bytes, index: int) -> None:
+    def _apply_entry(self, entry: bytes, index: int) -> bool:
+        """Apply ``entry`` (log index ``index``); True when this node proposed it."""
         own = self._own_entries.pop(entry, None)
         batch, decoded = (None, None) if own is None else own
         if decoded is None or self._settings.verify_own_entries:
@@ -536,7 +538,9 @@ class RaftReplicator:
                 ready.append((part.proposal_id, outcome))
         with lock:
             self._last_command_index = index
-            if checkpoint_due(index, self._table.topic_count()):
+            if index % CHECKPOINT_EVERY_ENTRIES == 0 and checkpoint_due(
+                index, self._table.queue_row_count()
+            ):
                 self._checkpoint(index)
         if ready or batch is not None:
             # Handed over at once, before PySyncObj sends the next AppendEntries
@@ -546,6 +550,7 @@ class RaftReplicator:
             loop = self._loop
             if loop is not None:
                 loop.call_soon_threadsafe(self._settle, ready, batch)
+        return own is not None
 
     def _decode(self, entry: bytes, index: int, own: list[LogEntry] | None) -> list[LogEntry]:
         """The commands of ``entry``, decoded. With ``own`` (the proposer's objects,
@@ -597,6 +602,9 @@ class RaftReplicator:
         # The leader's flush of the entries it just sent (they are on their way to
         # the followers meanwhile). A no-op when nothing changed.
         self._durability.flush_journal()
+        sync = self._sync
+        if sync is not None:
+            sync.release_commit_notice()
         if time.monotonic() - self._view.at >= STATUS_REFRESH_S:
             self._refresh_view()
 

@@ -234,6 +234,11 @@ class Command(BaseCommand):
             help="serve the public port from a read front process that answers route "
             "queries from copies of this process's answers (docs/ARCHITECTURE.md)",
         )  # fmt: skip
+        parser.add_argument(
+            "--below-front-nice", type=int, choices=range(20), default=conf.BELOW_FRONT_NICE,
+            metavar="0-19", help="with a read front, run this process this many nice steps "
+            "below it, so route reads get the larger share of busy cores (0: same priority)",
+        )  # fmt: skip
         limits = parser.add_argument_group("public port limits against hostile peers")
         limits.add_argument(
             "--unfinished-frames-bytes-max", type=int, default=conf.UNFINISHED_FRAMES_BYTES_MAX,
@@ -284,6 +289,7 @@ class Command(BaseCommand):
             metrics_port=metrics_port(options["metrics_port"]),
             metrics_host=options["metrics_host"] or None,
             read_front=options["read_front"],
+            below_front_nice=options["below_front_nice"],
         )
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         try:
