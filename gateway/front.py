@@ -90,6 +90,11 @@ READY_LINE = b"ready\n"
 FRONT_READY_TIMEOUT_S = 30.0
 PR_SET_PDEATHSIG = 1
 FRONT_RESTART_DELAY_S = 0.5
+BELOW_FRONT_NICE = 5
+"""Nice steps a gateway runs below its read front by default (see lower_priority):
+with every core busy the kernel then gives the front about three times the gateway's
+share. Measured on the storm bench (docs/BENCHMARKS.md, "registration storm")."""
+NICE_STEPS_MAX = 19
 
 _CACHEABLE = frozenset({int(ResponseCode.SUCCESS), int(ResponseCode.TOPIC_NOT_EXIST)})
 _ROUTE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from gateway.clock import SystemClock
+from gateway.front import BELOW_FRONT_NICE
 from gateway.services import NAME_CHARS_MAX as NAME_CHARS_MAX
 from raftstore import vocab
 from remoting.acl import read_secret_file
@@ -61,7 +62,7 @@ DEFAULTS: dict[str, Any] = {
     # Serve the public port from a read front process (gateway/front.py).
     "READ_FRONT": False,
     # With a read front: nice steps the gateway process runs below it (0-19).
-    "BELOW_FRONT_NICE": 5,
+    "BELOW_FRONT_NICE": BELOW_FRONT_NICE,
 }
 
 

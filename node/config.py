@@ -12,6 +12,7 @@ and :mod:`node.processes`. docs/DEPLOY.md shows a whole file; the keys::
 
     [remoting]  listen = "10.0.0.1:9876"    brokers and clients (RocketMQ remoting)
                 read_front = true           route reads from a process of their own
+                below_front_nice = 5        gateway's nice steps below its front (0-19)
     [web]       listen = "10.0.0.1:8080"    console, REST API, /healthz, /readyz
                 allowed_hosts = ["10.0.0.1"]  workers = 1  profile = "production"
     [internal]  port = 19876                loopback only: this host's web and scan
@@ -51,6 +52,7 @@ from typing import Any
 
 import tomli_w
 
+from gateway.front import BELOW_FRONT_NICE, NICE_STEPS_MAX
 from node.files import write_secret_file
 from raftstore import vocab
 
@@ -66,7 +68,7 @@ RAFT_SCAN_INTERVAL_MS = 1000
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "": ("id", "mode", "data_dir", "cluster_file"),
-    "remoting": ("listen", "advertise", "read_front"),
+    "remoting": ("listen", "advertise", "read_front", "below_front_nice"),
     "web": ("listen", "advertise", "allowed_hosts", "workers", "profile"),
     "internal": ("port",),
     "metrics": ("listen",),
@@ -126,6 +128,8 @@ class NodeConfig:
     remoting_advertise: Endpoint | None = None
     read_front: bool = True
     """Serve the remoting port from a read front process (gateway/front.py)."""
+    below_front_nice: int = BELOW_FRONT_NICE
+    """With a read front: nice steps the gateway runs below it (route reads first)."""
     web_advertise: Endpoint | None = None
     propose_timeout_s: float = DEFAULT_PROPOSE_TIMEOUT_S
     skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS
@@ -401,6 +405,9 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
         remoting=remoting,
         remoting_advertise=remoting_advertise,
         read_front=reader.boolean("remoting", "read_front", True),
+        below_front_nice=reader.integer(
+            "remoting", "below_front_nice", BELOW_FRONT_NICE, 0, NICE_STEPS_MAX
+        ),
         web=web,
         web_advertise=web_advertise,
         web_allowed_hosts=reader.strings("web", "allowed_hosts"),
@@ -488,6 +495,7 @@ def node_config_document(config: NodeConfig) -> dict[str, Any]:
         doc["cluster_file"] = str(config.cluster_file)
     doc["remoting"] = _listen_document(config.remoting, config.remoting_advertise)
     doc["remoting"]["read_front"] = config.read_front
+    doc["remoting"]["below_front_nice"] = config.below_front_nice
     doc["web"] = _listen_document(config.web, config.web_advertise)
     doc["web"] |= {"workers": config.web_workers, "profile": config.web_profile}
     if config.web_allowed_hosts:

@@ -207,6 +207,7 @@ def gateway_argv(config: NodeConfig) -> list[str]:
         "--mode", config.mode,
         "--ready-file", str(ready_file(config)),
         "--read-front" if config.read_front else "--no-read-front",
+        "--below-front-nice", str(config.below_front_nice),
     )  # fmt: skip
     if config.mode != vocab.MODE_RAFT or config.raft is None:
         return argv + _metrics_args(config)

@@ -24,6 +24,7 @@ data_dir = "data"
 
 [remoting]
 listen = "10.0.0.1:9876"
+below_front_nice = 3
 
 [web]
 listen = "10.0.0.1:8080"
@@ -74,6 +75,7 @@ def test_a_complete_file_gives_the_processes_their_addresses(tmp_path: Path) -> 
     argv = gateway_argv(config)
     assert argv[argv.index("--raft-host") + 1] == "10.0.0.1"
     assert argv[argv.index("--raft-bind-host") + 1] == "0.0.0.0"
+    assert argv[argv.index("--below-front-nice") + 1] == "3"
     env = node_env(config, {})
     assert env["DATABASE_URL"] == "postgresql://namesrv@10.0.0.9:5432/namesrv"
     assert env["NAMESRV_PROFILE"] == "production" and env["NAMESRV_DEBUG"] == "false"
@@ -104,6 +106,8 @@ BAD_EDITS = [
     ('listen = "10.0.0.1:9876"', 'listen = "0.0.0.0:9876"', "[remoting] advertise: is required when listen binds every interface"),
     ('advertise = "10.0.0.1:7101"', 'advertise = "0.0.0.0:7101"', "[raft] advertise: must be an address others can reach"),
     ("port = 19876", "port = 0", "[internal] port: must be a whole number from 1 to 65535"),
+    ("below_front_nice = 3", "below_front_nice = 20", "[remoting] below_front_nice: must be a whole number from 0 to 19"),
+    ("below_front_nice = 3", "below_front_nice = -1", "[remoting] below_front_nice: must be a whole number"),
     ("port = 19876", "port = 8080", "[internal] port and [web] listen: both use one port"),
     ("port = 19876", 'port = "19876"', "[internal] port: must be a whole number"),
     ('raft_file = "/etc/namesrv/raft.secret"\n', "", "[secrets] raft_file: is required in raft mode"),

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from gateway.front import NICE_STEPS_MAX
 from gateway.server import GatewayConfigError, GatewayOptions, RaftOptions, serve
 from namesrv_app.checks import check_namesrv_settings
 from namesrv_app.conf import (
@@ -235,9 +236,10 @@ class Command(BaseCommand):
             "queries from copies of this process's answers (docs/ARCHITECTURE.md)",
         )  # fmt: skip
         parser.add_argument(
-            "--below-front-nice", type=int, choices=range(20), default=conf.BELOW_FRONT_NICE,
-            metavar="0-19", help="with a read front, run this process this many nice steps "
-            "below it, so route reads get the larger share of busy cores (0: same priority)",
+            "--below-front-nice", type=int, choices=range(NICE_STEPS_MAX + 1),
+            default=conf.BELOW_FRONT_NICE, metavar=f"0-{NICE_STEPS_MAX}",
+            help="with a read front, run this process this many nice steps below it, so "
+            "route reads get the larger share of busy cores (0: same priority)",
         )  # fmt: skip
         limits = parser.add_argument_group("public port limits against hostile peers")
         limits.add_argument(
