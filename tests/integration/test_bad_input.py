@@ -82,7 +82,11 @@ def still_serves_routes(gateway: GatewayProcess) -> bool:
 @pytest.mark.parametrize(
     "garbage",
     [
-        pytest.param(os.urandom(4096), id="random-bytes"),
+        # Random, except that the first byte puts the length field past the 16 MiB
+        # limit: with a first byte of 0 or 1 (one run in 128) the length is a valid one
+        # and the server rightly waits for the rest of the frame, until its frame
+        # deadline (test_a_truncated_frame_is_dropped_with_its_connection).
+        pytest.param(b"\x7f" + os.urandom(4095), id="random-bytes"),
         pytest.param(struct.pack(">i", FRAME_LENGTH_MAX + 1) + b"\0" * 64, id="over-16-MiB"),
         pytest.param(struct.pack(">i", -5) + b"\0" * 8, id="negative-length"),
         pytest.param(struct.pack(">iI", 8, 100) + b"{}\0\0", id="header-longer-than-frame"),
