@@ -439,16 +439,17 @@ class FrontProcess:
             raise OSError(f"the read front did not start (exit code {process.returncode})")
 
     def _keep_priority(self, pid: int) -> None:
-        try:
-            if os.getpriority(os.PRIO_PROCESS, pid) != self.nice:
+        # A front that is already gone has no priority to keep.
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpriority(os.PRIO_PROCESS, pid) == self.nice:
+                return
+            try:
                 os.setpriority(os.PRIO_PROCESS, pid, self.nice)
-        except PermissionError:
-            log.warning(
-                "the restarted read front runs at the gateway's lower priority "
-                "(raising it back needs CAP_SYS_NICE); restart the node to undo"
-            )
-        except ProcessLookupError:
-            pass
+            except PermissionError:
+                log.warning(
+                    "the restarted read front runs at the gateway's lower priority "
+                    "(raising it back needs CAP_SYS_NICE); restart the node to undo"
+                )
 
     async def _supervise(self) -> None:
         while not self._stopping:
@@ -502,7 +503,7 @@ def lower_priority(steps: int) -> int:
         tid = int(entry.name)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             now = os.getpriority(os.PRIO_PROCESS, tid)
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, now + steps))
+            os.setpriority(os.PRIO_PROCESS, tid, min(NICE_STEPS_MAX, now + steps))
             changed += 1
     return changed
 

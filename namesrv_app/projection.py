@@ -30,7 +30,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -123,6 +123,7 @@ class Delta:
     applied_version: int
     routes_version: int
     topic_sets: list[frozenset[str]] = field(default_factory=list)
+    # Filled by the writer from ``topic_sets`` (ProjectionWriter._read_topics).
     queues: dict[str, dict[str, QueueData]] = field(default_factory=dict)
     mappings: dict[str, dict[str, TopicQueueMappingInfo]] = field(default_factory=dict)
     groups: dict[str, BrokerData | None] = field(default_factory=dict)
@@ -138,8 +139,6 @@ class Delta:
         """True when only live-broker (and filter-server) rows change."""
         return not (
             self.topic_sets
-            or self.queues
-            or self.mappings
             or self.groups
             or self.clusters
             or self.kv
@@ -152,8 +151,6 @@ class Delta:
         self.applied_version = later.applied_version
         self.routes_version = later.routes_version
         self.topic_sets.extend(later.topic_sets)
-        self.queues.update(later.queues)
-        self.mappings.update(later.mappings)
         self.groups.update(later.groups)
         self.clusters.update(later.clusters)
         self.live.update(later.live)
@@ -848,19 +845,31 @@ class ProjectionWriter:
         """Fill ``delta.queues`` and ``delta.mappings`` with the current values of the
         topics it changed, :data:`ROUTES_PER_READ` per hold of the apply lock. Read at
         a version no older than ``delta``'s, as the routes are (see _moved_routes)."""
-        wanted = sorted(frozenset().union(*delta.topic_sets))
+        wanted = frozenset().union(*delta.topic_sets)
         delta.topic_sets.clear()
+        values = self._read_by_topic(
+            wanted, lambda table, t: (table.topic_queues(t), table.topic_queue_mapping(t))
+        )
+        for topic, (queues, mappings) in values.items():
+            delta.queues[topic] = queues
+            delta.mappings[topic] = mappings
 
-        def read(table: RouteTable, chunk: list[str]) -> list[tuple[str, Any, Any]]:
-            return [(t, table.topic_queues(t), table.topic_queue_mapping(t)) for t in chunk]
+    def _read_by_topic(
+        self, topics: Iterable[str], read: Callable[[RouteTable, str], T]
+    ) -> dict[str, T]:
+        """``read(table, topic)`` for each of ``topics``, :data:`ROUTES_PER_READ` per
+        hold of the apply lock, so Raft's apply thread never waits long behind it.
+        Each topic is read at the table's current version."""
+        wanted = sorted(topics)
 
+        def chunk_of(table: RouteTable, chunk: list[str]) -> dict[str, T]:
+            return {topic: read(table, topic) for topic in chunk}
+
+        found: dict[str, T] = {}
         for start in range(0, len(wanted), ROUTES_PER_READ):
             chunk = wanted[start : start + ROUTES_PER_READ]
-            for topic, queues, mappings in self.replicator.read(
-                functools.partial(read, chunk=chunk)
-            ):
-                delta.queues[topic] = queues
-                delta.mappings[topic] = mappings
+            found.update(self.replicator.read(functools.partial(chunk_of, chunk=chunk)))
+        return found
 
     def _moved_routes(self, delta: Delta) -> dict[str, bytes | None]:
         """The wire routes of the topics whose answer ``delta`` may have changed.
@@ -904,16 +913,13 @@ class ProjectionWriter:
             # for by name, its None removes its row.
             topics = set(delta.queues) | set(delta.mappings)
             topics.update(self.replicator.read(lambda table: table.all_topic_list().topic_list))
-        # A few hundred topics per hold of the apply lock: reading the routes of a
-        # fleet's first registrations (30,000 topics) in one hold kept Raft's apply
-        # thread, and with it the leader's heartbeats, waiting for half a second.
-        # Each topic is still read at a version no older than ``delta``.
-        wanted = sorted(topics)
-        routes: dict[str, TopicRouteData | None] = {}
-        for start in range(0, len(wanted), ROUTES_PER_READ):
-            chunk = wanted[start : start + ROUTES_PER_READ]
-            routes.update(self.replicator.read(functools.partial(read_routes, topics=chunk)))
-        return encode_routes(routes)
+        # In chunks: reading the routes of a fleet's first registrations (30,000
+        # topics) in one hold kept Raft's apply thread, and with it the leader's
+        # heartbeats, waiting for half a second. Each topic is still read at a
+        # version no older than ``delta``.
+        return encode_routes(
+            self._read_by_topic(topics, lambda table, t: table.pickup_topic_route(t))
+        )
 
     def _digest_if_due(self, delta: Delta) -> str | None:
         """The digest to store with ``delta``, or None to leave the stored one (stale)."""

@@ -75,7 +75,6 @@ from raftstore.raft.glue import (
 from raftstore.raft.settings import (
     ALARMS_KEPT,
     BATCH_ANSWER_TIMEOUT_S,
-    CHECKPOINT_EVERY_ENTRIES,
     CHECKPOINTS_KEPT,
     DEDUPE_WINDOW_ENTRIES,
     DEFAULT_PROPOSE_TIMEOUT_S,
@@ -538,9 +537,7 @@ class RaftReplicator:
                 ready.append((part.proposal_id, outcome))
         with lock:
             self._last_command_index = index
-            if index % CHECKPOINT_EVERY_ENTRIES == 0 and checkpoint_due(
-                index, self._table.queue_row_count()
-            ):
+            if checkpoint_due(index, self._table.queue_row_count):
                 self._checkpoint(index)
         if ready or batch is not None:
             # Handed over at once, before PySyncObj sends the next AppendEntries

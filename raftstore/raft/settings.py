@@ -7,7 +7,7 @@ them into PySyncObj's ``SyncObjConf`` (its public configuration API).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,16 +41,18 @@ entries), and at 30k entries one every 1,024 log entries still took a sixth of a
 gateway's interpreter time during the storm bench."""
 
 
-def checkpoint_due(index: int, rows: int) -> bool:
-    """Whether the state after log index ``index``, holding ``rows`` queue entries, is
-    digested as a checkpoint. Deterministic (the state is the same on every node at
+def checkpoint_due(index: int, rows: Callable[[], int]) -> bool:
+    """Whether the state after log index ``index``, holding ``rows()`` queue entries
+    (counted only at a multiple of :data:`CHECKPOINT_EVERY_ENTRIES`), is digested as
+    a checkpoint. Deterministic (the state is the same on every node at
     the same index), and the intervals are powers of two times
     :data:`CHECKPOINT_EVERY_ENTRIES`, so two nodes that disagree on the table's size
     still share every checkpoint of the longer interval."""
     interval = CHECKPOINT_EVERY_ENTRIES
     if index % interval:
         return False
-    while rows > CHECKPOINT_ROWS_PER_STEP * (interval // CHECKPOINT_EVERY_ENTRIES):
+    count = rows()
+    while count > CHECKPOINT_ROWS_PER_STEP * (interval // CHECKPOINT_EVERY_ENTRIES):
         interval *= 2
     return index % interval == 0
 CHECKPOINTS_KEPT = 256

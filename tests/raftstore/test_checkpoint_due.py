@@ -13,7 +13,7 @@ STEP = CHECKPOINT_ROWS_PER_STEP
 
 
 def _due(rows: int, entries: int) -> list[int]:
-    return [i for i in range(1, entries + 1) if checkpoint_due(i, rows)]
+    return [i for i in range(1, entries + 1) if checkpoint_due(i, lambda: rows)]
 
 
 def test_a_small_table_is_digested_every_interval() -> None:
