@@ -403,6 +403,7 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
             addrs = [g.addr for g in gateways]
             n1 = gateways[0].addr
             quiet = read_phase(gateways, n1, args.seconds)
+            marks = [("quiet", loop.run_until_complete(statuses(gateways)))]
             storm_options = dict(addrs=addrs, brokers=args.brokers,
                                  topics_per_broker=args.topics_per_broker,
                                  seconds=args.seconds + 2 * WARMUP_S)  # fmt: skip
@@ -410,10 +411,12 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
             storm_reads = read_phase(gateways, n1, args.seconds)
             storm = result_of(registrar_proc)
             storm_reads["cpu_cores"]["registrar"] = storm["cpu_cores"]
+            marks.append(("storm", loop.run_until_complete(statuses(gateways))))
             flat_proc = child("registrar", rate=0, in_flight=FLAT_OUT_IN_FLIGHT, **storm_options)
             flat_reads = read_phase(gateways, n1, args.seconds)
             flat = result_of(flat_proc)
             flat_reads["cpu_cores"]["registrar"] = flat["cpu_cores"]
+            marks.append(("flat out", loop.run_until_complete(statuses(gateways))))
             large: dict[str, Any] = {}
             if args.large_brokers:
                 # A fleet start with big tables: every broker once, its whole table,
@@ -425,6 +428,7 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
                 large_reads = read_phase(gateways, n1, args.seconds)
                 large = {"reads": large_reads, "registrar": result_of(large_proc)}
                 large_reads["cpu_cores"]["registrar"] = large["registrar"]["cpu_cores"]
+                marks.append(("large table", loop.run_until_complete(statuses(gateways))))
             idle_changes = 0
             if args.idle_s:
                 before_idle = loop.run_until_complete(terms(gateways))
@@ -437,6 +441,11 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
                 if status.get("long_tick_gaps"):
                     print(f"  {node}: {status['long_tick_gaps']} Raft tick gaps over 250 ms, "
                           f"longest {status['tick_gap_max_ms']:.0f} ms", flush=True)
+            by_phase = phase_marks(marks)
+            if mode == "raft":
+                print("  by phase (all nodes): " + "; ".join(
+                    f"{phase} {m['long_tick_gaps']} gaps over 250 ms, {m['term_changes']} "
+                    f"term changes" for phase, m in by_phase.items()), flush=True)  # fmt: skip
         finally:
             loop.run_until_complete(client.close())
             loop.close()
@@ -448,8 +457,24 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
     return {"mode": mode, "front": front, "quiet": quiet, "storm_reads": storm_reads,
             "storm": storm,
             "flat_reads": flat_reads, "flat": flat, "term_changes": elections,
-            "large": large, "idle_s": args.idle_s,
+            "large": large, "idle_s": args.idle_s, "by_phase": by_phase,
             "idle_term_changes": idle_changes}  # fmt: skip
+
+
+def phase_marks(marks: list[tuple[str, dict[str, dict[str, Any]]]]) -> dict[str, Any]:
+    """Tick gaps over 250 ms and term changes during each phase (all nodes), from the
+    NODE_STATUS answers read at the end of each (the first phase's are its total)."""
+    found: dict[str, Any] = {}
+    before: dict[str, dict[str, Any]] = {}
+    for phase, status in marks:
+        found[phase] = {
+            key: sum(int(s.get(key) or 0) - int(before.get(n, {}).get(key) or 0)
+                     for n, s in status.items())
+            for key in ("long_tick_gaps", "term")
+        }  # fmt: skip
+        found[phase]["term_changes"] = found[phase].pop("term") if before else 0
+        before = status
+    return found
 
 
 # ---------------------------------------------------------------------- report

@@ -125,6 +125,8 @@ class RaftStatus(ReplicatorStatus):
     leave from ticks, so gaps near the election timeout cost elections."""
     long_tick_gaps: int = 0
     """Gaps between ticks longer than :data:`LONG_TICK_GAP_S`."""
+    apply_slices_cut: int = 0
+    """Ticks that left committed entries for the next one (``apply_slice_s``)."""
 
 
 
@@ -792,6 +794,7 @@ class RaftReplicator:
             resends_trimmed=self.resends_trimmed,
             tick_gap_max_ms=round(self.tick_gap_max_s * 1000.0, 1),
             long_tick_gaps=self.long_tick_gaps,
+            apply_slices_cut=0 if self._sync is None else self._sync.apply_slices_cut,
         )
 
     # -------------------------------------------------------------- membership

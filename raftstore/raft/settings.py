@@ -95,6 +95,12 @@ class RaftSettings:
     1.0 s (0.9 s with the earlier 1.5 s); 0.4 s of spread still makes two followers'
     candidacies hundreds of times longer apart than a vote round trip.
 
+    ``apply_slice_s``: a tick applies committed entries for about this long (plus the
+    entry it is in), then sends its round and reads its sockets before the next tick
+    applies the rest (``RouteLog._SyncObj__applyLogEntries``). One heartbeat period:
+    a tick's stall stays far below the shortest election timeout even when large
+    topic tables commit several at a time.
+
     A node applies the entries it proposed from the command objects it encoded
     rather than decoding its own bytes again. That equals the decode as long as
     every field holds exactly its annotated type; ``verify_own_entries`` decodes
@@ -121,6 +127,7 @@ class RaftSettings:
     bind_retries_max: int = 40
     fsync: bool = True
     announce_commit_first: bool = True
+    apply_slice_s: float = 0.05
     verify_own_entries: bool = field(
         default_factory=lambda: os.environ.get(VERIFY_OWN_ENTRIES_ENV) == "1"
     )

@@ -5,6 +5,7 @@ reproduce); the leader announces a commit before it applies it."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -121,3 +122,42 @@ async def test_a_leader_keeps_leading_through_a_long_apply(tmp_path: Path) -> No
         while (status := leader.status()).long_tick_gaps < 1 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         assert status.long_tick_gaps >= 1 and status.tick_gap_max_ms >= 1000, status
+
+
+async def _longest_tick_gap_applying(root: Path, apply_slice_s: float) -> tuple[float, int]:
+    """Ten one-command entries proposed together on the leader, each taking 0.1 s to
+    apply there: the longest gap between the leader's ticks while they apply, and how
+    many ticks left entries for the next one."""
+    settings = RaftSettings(
+        apply_slice_s=apply_slice_s, max_batch_commands=1, max_batches_in_flight=16
+    )
+    async with InProcessCluster(root, settings=settings) as cluster:
+        leader = await cluster.leader()
+        await cluster.converged()
+        terms = {s.term for s in await cluster.converged()}
+        ticks: list[float] = []
+        sync = leader._require_started()
+        sync.addOnTickCallback(lambda: ticks.append(time.monotonic()))
+
+        def slow(_command: object, _result: object) -> None:
+            time.sleep(0.1)
+
+        leader.subscribe(slow)
+        await asyncio.gather(*(leader.propose(PutKV("slice", f"k{i}", "v")) for i in range(10)))
+        statuses = await cluster.converged()
+        assert {s.term for s in statuses} == terms, "an election happened during the applies"
+        assert len({s.digest for s in statuses}) == 1
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
+        return max(gaps), sync.apply_slices_cut
+
+
+async def test_committed_entries_apply_in_slices_between_ticks(tmp_path: Path) -> None:
+    """A tick applies committed entries for about ``apply_slice_s`` and leaves the rest
+    to the next tick (which sends the leader's round and reads its sockets first), so
+    a run of slow entries committed together never stalls one tick for all of it. The
+    same run with a slice longer than it is applied in one or two long ticks."""
+    sliced_gap, cuts = await _longest_tick_gap_applying(tmp_path / "sliced", 0.05)
+    whole_gap, whole_cuts = await _longest_tick_gap_applying(tmp_path / "whole", 30.0)
+    assert cuts >= 1 and whole_cuts == 0
+    assert sliced_gap < 0.25, f"a tick applied for {sliced_gap:.2f} s"
+    assert whole_gap >= 0.3, f"the unsliced run never stalled a tick ({whole_gap:.2f} s)"
