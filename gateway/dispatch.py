@@ -69,7 +69,6 @@ PENDING = Pending.PENDING
 SyncHandler = Callable[[RemotingCommand], "RemotingCommand | Pending"]
 
 ROUTE_FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
-ZONE_NAME_FIELD = "__ZONE_NAME"
 # Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
 MAX_OFFSET_FIELD = "maxOffset"
 CONFIRM_OFFSET_FIELD = "confirmOffset"
@@ -311,7 +310,7 @@ class RequestDispatcher:
             broker_name=require_str(request, "brokerName"),
             broker_id=require_int(request, "brokerId"),
             ha_server_addr=header_str(request, "haServerAddr"),
-            zone_name=header_str(request, ZONE_NAME_FIELD),
+            zone_name=header_str(request, ZONE_NAME_EXT_FIELD),
             heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
             enable_acting_master=header_bool(request, "enableActingMaster"),
             channel=None if conn is None else conn.id,

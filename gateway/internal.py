@@ -52,10 +52,8 @@ class InternalCode(IntEnum):
     everything committed before the call."""
     RAFT_ADD_NODE = 40003
     """Add the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
-    ADD_NODE = 40003
     RAFT_REMOVE_NODE = 40004
     """Remove the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
-    REMOVE_NODE = 40004
     DIGEST_CHECKPOINTS = 40005
     """A JSON body ``{"<log index>": "<digest>"}`` (raft only): compare across nodes."""
     RAFT_COMPACT_LOG = 40006

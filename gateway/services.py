@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -41,7 +40,12 @@ from raftstore.results import (
     QueryDataVersionOutcome,
     RegisterBrokerOutcome,
 )
-from remoting.model import DataVersion, QueueData, TopicConfigSerializeWrapper
+from remoting.model import (
+    DataVersion,
+    QueueData,
+    TopicConfigSerializeWrapper,
+    has_control_characters,
+)
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +182,7 @@ def _check_text(label: str, value: object, *, chars_max: int = NAME_CHARS_MAX) -
         raise ServiceError(f"{label} is missing")
     if len(value) > chars_max:
         raise ServiceError(f"{label} is longer than {chars_max} characters")
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
+    if has_control_characters(value):
         raise ServiceError(f"{label} contains control characters")
     return value
 

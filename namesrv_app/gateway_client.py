@@ -47,10 +47,6 @@ PEERS_ASKED_MAX = 16
 """Nodes asked in parallel by a cross-node comparison (a cluster file is small)."""
 MODE_RAFT = vocab.MODE_RAFT
 
-MEMBERSHIP_ADD_CODE_NAME = "ADD_NODE"
-MEMBERSHIP_REMOVE_CODE_NAME = "REMOVE_NODE"
-"""Internal codes the raft gateway is expected to add (looked up by name on InternalCode)."""
-
 
 class GatewayError(Exception):
     """A gateway operation failed; ``http_status`` is what the API answers."""
@@ -90,12 +86,6 @@ class NotInRaftMode(GatewayError):
     """A membership change was asked of a node that does not run Raft."""
 
     http_status = 409
-
-
-class MembershipUnsupported(GatewayError):
-    """The node runs Raft, but its gateway has no membership request codes."""
-
-    http_status = 501
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,25 +461,22 @@ def update_namesrv_config(properties: dict[str, str]) -> WriteOutcome:
     return _write(RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body))
 
 
-def _membership(code_name: str, address: str) -> dict[str, Any]:
+def _membership(code: InternalCode, address: str) -> dict[str, Any]:
     status = node_status()
     if status.get("mode") != MODE_RAFT:
         raise NotInRaftMode(f"node {status.get('node_id')} is not in raft mode")
-    code = getattr(InternalCode, code_name, None)
-    if code is None:
-        raise MembershipUnsupported(f"this gateway has no {code_name} request")
     _internal(code, {"address": address})
     return node_status()
 
 
 def add_node(address: str) -> dict[str, Any]:
     """Add a Raft member (raft mode only); the node status after the change."""
-    return _membership(MEMBERSHIP_ADD_CODE_NAME, address)
+    return _membership(InternalCode.RAFT_ADD_NODE, address)
 
 
 def remove_node(address: str) -> dict[str, Any]:
     """Remove a Raft member (raft mode only); the node status after the change."""
-    return _membership(MEMBERSHIP_REMOVE_CODE_NAME, address)
+    return _membership(InternalCode.RAFT_REMOVE_NODE, address)
 
 
 # ------------------------------------------------------------------- every node

@@ -12,6 +12,7 @@ value with :func:`dataclasses.replace` instead.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 PERM_PRIORITY = 8
@@ -29,6 +30,16 @@ METADATA_SCOPE_GLOBAL = "__global__"
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
+
+
+_CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Unicode's control characters (category Cc): exactly these 65 code points."""
+
+
+def has_control_characters(text: str) -> bool:
+    """True when ``text`` holds a control character (names must not: a log line or a
+    console page would show something other than what was stored)."""
+    return _CONTROL_CHARACTERS.search(text) is not None
 
 
 def is_writeable(perm: int) -> bool:

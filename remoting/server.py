@@ -321,7 +321,8 @@ class Connection(asyncio.Protocol):
             commands = self._decoder.feed(data)
         except ProtocolError as exc:
             self._release_unfinished()
-            log.warning("closing %s: bad frame: %s", self.id, exc)
+            # Rate-limited: a peer reconnecting with garbage must not flood the log.
+            self._server._refusal_log.warning(now_s, "closing %s: bad frame: %s", self.id, exc)
             # Frames completed before the fault are processed, as Netty does;
             # their answers are dropped with the connection.
             for cmd in exc.decoded:

@@ -471,7 +471,6 @@ class MembershipView(APIView):
         responses={
             200: s.ResultSerializer,
             409: s.ErrorSerializer,
-            501: s.ErrorSerializer,
             **ERRORS,
             **WRITE_ERRORS,
         },

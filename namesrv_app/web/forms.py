@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import time
-import unicodedata
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -32,7 +31,7 @@ from django.core.exceptions import ValidationError
 from localcluster import broker_control
 from localcluster.broker_control import BrokerControlError
 from namesrv_app import gateway_client, models
-from remoting.model import QueueData
+from remoting.model import QueueData, has_control_characters
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_CHARS_MAX = 127
@@ -73,7 +72,7 @@ def validate_name(value: str) -> None:
     """A non-blank name without control characters (namespaces, keys, clusters, brokers)."""
     if not value.strip():
         raise ValidationError("This field may not be blank.")
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
+    if has_control_characters(value):
         raise ValidationError("Control characters are not allowed.")
 
 

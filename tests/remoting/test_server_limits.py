@@ -270,6 +270,28 @@ async def test_a_flood_of_refused_connections_logs_a_bounded_number_of_lines(
     assert server.connections_from(PEER_HOST) == 1
 
 
+async def test_a_flood_of_bad_frames_logs_a_bounded_number_of_lines(
+    remoting_server_factory: ServerFactory,
+    raw_peer_factory: PeerFactory,
+    scripted_processor: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A peer reconnecting with garbage again and again is cut every time, and the
+    log gets a bounded number of lines; a good client is served meanwhile."""
+    server = await remoting_server_factory()
+    good = await raw_peer_factory(server.port)
+    caplog.set_level(logging.WARNING, logger="remoting.server")
+
+    for _ in range(3 * REFUSAL_LOG_LINES_MAX):
+        bad = await raw_peer_factory(server.port)
+        await bad.send_bytes((12).to_bytes(4, "big") + (1_000).to_bytes(4, "big") + b"x" * 8)
+        assert await is_cut(bad)
+
+    bad_frames = [r for r in caplog.records if "bad frame" in r.getMessage()]
+    assert len(bad_frames) == REFUSAL_LOG_LINES_MAX
+    assert await echo_is_answered(good, scripted_processor, 7)
+
+
 def test_the_refusal_log_says_how_many_lines_it_left_out(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
