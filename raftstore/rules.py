@@ -331,12 +331,23 @@ def _write_topics(
     wipe_write = is_prime_slave and group.enable_acting_master
     rewrite_all = register_first or version_changed
     known = t.topics_of_broker.get(name, set())
+    # One QueueData per distinct queue shape: a broker's thousands of topics mostly
+    # share a handful, and a frozen value may be shared (memory, and the apply
+    # thread's time: it also sends the heartbeats).
+    shapes: dict[tuple[int, int, int, int], QueueData] = {}
     for table_key, topic_config in wrapper.topic_config_table.items():
         topic = topic_config.topic_name or table_key
         # With an unchanged DataVersion only topics missing for this broker are
         # (re)created: a plain membership test, no rewrite of the rest.
         if rewrite_all or topic not in known:
-            if t.put_queue(topic, _queue_data(name, topic_config, wipe_write)):
+            shape = (
+                topic_config.read_queue_nums, topic_config.write_queue_nums,
+                topic_config.perm, topic_config.topic_sys_flag,
+            )  # fmt: skip
+            queue = shapes.get(shape)
+            if queue is None:
+                queue = shapes[shape] = _queue_data(name, topic_config, wipe_write)
+            if t.put_queue(topic, queue):
                 cs.topics.add(topic)
             known = t.topics_of_broker.get(name, set())
     if rewrite_all:

@@ -351,3 +351,49 @@ def test_a_route_change_ends_the_liveness_wait() -> None:
         assert db_view() == replicator.read(table_view)
     finally:
         writer.stop()
+
+
+def writer_cpu_s(writer: ProjectionWriter) -> float:
+    """CPU time the writer's thread has used (Linux: the thread's own CPU clock)."""
+    assert writer._thread is not None and writer._thread.ident is not None
+    return time.clock_gettime(time.pthread_getcpuclockid(writer._thread.ident))
+
+
+def test_a_big_batch_keeps_the_writer_to_its_share_unless_a_flush_waits() -> None:
+    """The writer's share of a core (DUTY_MAX) holds inside one batch, not only between
+    batches: a table of thousands of topics is written at that pace, sleeping between
+    chunks, so it never holds the interpreter for its whole cost at once. A flush
+    makes it catch up at full speed, with no debt kept for later."""
+    from namesrv_app.projection import DUTY_FREE_S, DUTY_MAX
+
+    replicator = LocalReplicator("n1")
+    service = NameServerService(replicator, ManualClock())
+    writer = ProjectionWriter(replicator)
+    writer.start(rebuild=False)
+    try:
+        assert writer.flush(FLUSH_TIMEOUT_S)
+        topics = [f"PacedTopic{i:05d}" for i in range(3000)]
+        cpu_before, started = writer_cpu_s(writer), time.monotonic()
+        register(service, "broker-a", "10.0.0.1:10911", 0, *topics)
+        wait_until(
+            lambda: models.QueueData.objects.filter(broker_name="broker-a").count() == 3000,
+            timeout_s=60.0,
+        )
+        paced_wall_s = time.monotonic() - started
+        paced_cpu_s = writer_cpu_s(writer) - cpu_before
+        assert paced_cpu_s > 4 * DUTY_FREE_S, "the batch was too cheap to say anything"
+        # Its debt was slept off between chunks, before the rows were committed.
+        assert paced_wall_s >= 0.5 * (paced_cpu_s - DUTY_FREE_S) / DUTY_MAX, (
+            paced_wall_s, paced_cpu_s,
+        )  # fmt: skip
+
+        cpu_before, started = writer_cpu_s(writer), time.monotonic()
+        register(service, "broker-b", "10.0.0.2:10911", 0, *topics)
+        assert writer.flush(FLUSH_TIMEOUT_S)
+        flushed_wall_s = time.monotonic() - started
+        flushed_cpu_s = writer_cpu_s(writer) - cpu_before
+        assert models.QueueData.objects.filter(broker_name="broker-b").count() == 3000
+        assert flushed_wall_s < 0.5 * flushed_cpu_s / DUTY_MAX, (flushed_wall_s, flushed_cpu_s)
+        assert db_view() == replicator.read(table_view)
+    finally:
+        writer.stop()
