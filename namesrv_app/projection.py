@@ -791,8 +791,8 @@ class ProjectionWriter:
 
         Called at the end of a batch and inside one, between two reads of the table and
         two chunks of rows: a large table's first registration makes a single batch of
-        100,000 queue rows and 5,000 routes, and charged only at its end it kept the
-        interpreter lock from Raft's tick thread for hundreds of milliseconds at a time.
+        100,000 queue rows and 5,000 routes, and charged only at its end that batch ran
+        at full speed for its whole cost, beside Raft's tick thread and the event loop.
         While a flush or a stop waits, nothing is slowed down and no debt is kept:
         catching up is what was asked."""
         cpu_s = time.thread_time()

@@ -255,12 +255,12 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         PySyncObj applies every newly committed entry in one tick, and the tick is
         also what sends a leader's heartbeats and reads a follower's sockets. During a
         fleet restart's registrations of large topic tables (772 KB bodies, 5,000
-        topics each) one entry took 150-200 ms to apply on a busy node and four came
-        committed together, so ticks stalled 400-750 ms, past the 0.6 s shortest
-        election timeout. Sliced, a tick applies for about one heartbeat period plus at
-        most one entry, sends its round and reads its sockets, and carries on at once
-        (the poll does not wait while a backlog is left). Which entries apply, and in
-        which order, is unchanged; only the tick they apply in moves."""
+        topics each) one entry could take 100-350 ms of wall time on a busy node, and
+        a tick that found several committed held them all. Sliced, a tick applies for
+        about one heartbeat period plus at most one entry, sends its round and reads
+        its sockets, and carries on at once (the poll does not wait while a backlog
+        is left). Which entries apply, and in which order, is unchanged; only the tick
+        they apply in moves."""
         commit = self._SyncObj__raftCommitIndex
         applied = self._SyncObj__raftLastApplied
         self._apply_backlog = False
