@@ -763,6 +763,7 @@ class ProjectionWriter:
 
     def _run(self) -> None:
         _pacing.pace = self._pace
+        self._charged_cpu_s = time.thread_time()
         try:
             while self._step():
                 pass
@@ -794,7 +795,10 @@ class ProjectionWriter:
         100,000 queue rows and 5,000 routes, and charged only at its end that batch ran
         at full speed for its whole cost, beside Raft's tick thread and the event loop.
         While a flush or a stop waits, nothing is slowed down and no debt is kept:
-        catching up is what was asked."""
+        catching up is what was asked. Only the writer's own thread is paced: a caller
+        writing a delta on its thread (tests, tools) is never slowed."""
+        if getattr(_pacing, "pace", None) is None:
+            return
         cpu_s = time.thread_time()
         spent_s, self._charged_cpu_s = cpu_s - self._charged_cpu_s, cpu_s
         now = time.monotonic()
