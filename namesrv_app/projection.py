@@ -280,18 +280,23 @@ _pacing = threading.local()
 """``pace``: the projection writer's :meth:`ProjectionWriter._pace`, on its own thread."""
 
 
-def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
-    """``items`` in lists of :data:`SQL_CHUNK_ROWS`; on the writer's thread, its share of
-    the interpreter is kept between two chunks (ProjectionWriter._pace)."""
+def _keep_pace() -> None:
+    """On a projection writer's thread, keep to its share (ProjectionWriter._pace);
+    on any other thread (a caller writing a delta itself: tests, tools), nothing."""
     pace: Callable[[], None] | None = getattr(_pacing, "pace", None)
+    if pace is not None:
+        pace()
+
+
+def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
+    """``items`` in lists of :data:`SQL_CHUNK_ROWS`, the writer's pace kept between two."""
     batch: list[T] = []
     for item in items:
         batch.append(item)
         if len(batch) >= SQL_CHUNK_ROWS:
             yield batch
             batch = []
-            if pace is not None:
-                pace()
+            _keep_pace()
     if batch:
         yield batch
 
@@ -795,10 +800,7 @@ class ProjectionWriter:
         100,000 queue rows and 5,000 routes, and charged only at its end that batch ran
         at full speed for its whole cost, beside Raft's tick thread and the event loop.
         While a flush or a stop waits, nothing is slowed down and no debt is kept:
-        catching up is what was asked. Only the writer's own thread is paced: a caller
-        writing a delta on its thread (tests, tools) is never slowed."""
-        if getattr(_pacing, "pace", None) is None:
-            return
+        catching up is what was asked. Writer thread only (see _keep_pace)."""
         cpu_s = time.thread_time()
         spent_s, self._charged_cpu_s = cpu_s - self._charged_cpu_s, cpu_s
         now = time.monotonic()
@@ -901,7 +903,7 @@ class ProjectionWriter:
         for start in range(0, len(wanted), ROUTES_PER_READ):
             chunk = wanted[start : start + ROUTES_PER_READ]
             found.update(self.replicator.read(functools.partial(chunk_of, chunk=chunk)))
-            self._pace()
+            _keep_pace()
         return found
 
     def _moved_routes(self, delta: Delta) -> dict[str, bytes | None]:

@@ -284,7 +284,6 @@ class RouteLog(SyncObj):  # type: ignore[misc]
                 # Not applied: stop here and retry it next tick (PySyncObj would go on
                 # to the next entry with this one's index still unapplied).
                 logger.error("entry %d needs code version %d, unsupported here", index, exc.ver)
-                self._apply_backlog = False
                 break
             if done < len(entries) and monotonic() > until:
                 self._apply_backlog = True
