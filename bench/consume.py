@@ -12,11 +12,12 @@
    the same client loop, the same frames, one hop and no work on the server.
 2. Starts a real ``run_broker`` master (``--role``, SYNC_MASTER by default, so a
    send is answered once the slave holds it) and a slave that follows it
-   (``haMasterAddress``, no NameServer; ACL off, loopback only), creates a topic
-   of ``--queues`` queues with UPDATE_AND_CREATE_TOPIC, and the consumers'
-   connection sends a HEART_BEAT for their group (clustering, subscription
-   ``*``). One consumer per queue long-polls PULL_MESSAGE (suspend 15 s) and
-   commits its offset in every next pull (sysFlag commit | suspend), as
+   (``haMasterAddress`` and a shared ``haSecretFile``, no NameServer; ACL off,
+   loopback only), creates a topic of ``--queues`` queues with
+   UPDATE_AND_CREATE_TOPIC, and the consumers' connection sends a HEART_BEAT
+   for their group (clustering, subscription ``*``). One consumer per queue
+   long-polls PULL_MESSAGE (suspend 15 s) and commits its offset in every
+   next pull (sysFlag commit | suspend), as
    RocketMQ's push consumer does, and once more with UPDATE_CONSUMER_OFFSET
    after its last message; the same producers send the same messages. The
    run ends when every consumer has had its last offset acknowledged;

@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     gateways = start_gateways(root, args)
     namesrv = tuple(addr for _, addr in gateways)
     settings = {"fast_heartbeat": "true", "heartbeat_interval_ms": "1000",
-                "heartbeat_timeout_ms": str(args.heartbeat_timeout_ms), "raft_failover": "true"}
+                "heartbeat_timeout_ms": str(args.heartbeat_timeout_ms), "raft_failover": "true",
+                "haSecretFile": str(_util.write_ha_secret(root))}
     specs = {i: BrokerSpec(BROKER_NAME, i, free_port(), free_port(), namesrv,
                            settings=dict(settings)) for i in (0, 1)}  # fmt: skip
     times_s: list[float] = []

@@ -10,6 +10,8 @@
 2. Starts a SYNC_MASTER + slave pair (and an ASYNC_MASTER for reference) and
    times ``--messages`` sequential SEND_MESSAGE round trips: p50 / p99.
 No NameServer is involved: the slave is pointed at the master with haMasterAddress.
+Every broker of one run proves the same HA secret (``haSecretFile``, made in the
+run's folder), so the figures include the handshake as deployed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench import _util
 from broker_app.messages import build_send_request
 from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig
 from remoting.blocking import BlockingClient
@@ -66,6 +69,8 @@ class Broker:
             str(ready),
             "--set",
             f"segment_bytes={SEGMENT_BYTES}",
+            "--set",
+            f"haSecretFile={_util.write_ha_secret(root)}",
             *extra,
         ]
         env = dict(os.environ, NAMESRV_DB_PATH=str(self.root / "db.sqlite3"))

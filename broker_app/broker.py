@@ -156,6 +156,8 @@ class BrokerController:
         self._pushes: set[asyncio.Task[None]] = set()
         self.processor = BrokerProcessor(self)
         self.acl = config.remoting_acl()
+        # Read here, so a broker with an unusable haSecretFile does not start.
+        self.ha_auth = config.ha_auth()
         self.server = RemotingServer(
             self._serve, host=config.host, port=config.port,
             on_connection_closed=self._connection_closed,
@@ -241,7 +243,7 @@ class BrokerController:
 
     def _start_following(self, ha_master_address: str | None) -> None:
         assert self.store is not None
-        self.ha_client = HAClient(self.store, self.config.ha)
+        self.ha_client = HAClient(self.store, self.config.ha, auth=self.ha_auth)
         self.ha_client.set_master_address(ha_master_address)
         self.ha_client.start()
         self.synchronizer = SlaveSynchronizer(self.client, self.metadata, self._persist)
@@ -249,7 +251,8 @@ class BrokerController:
     async def _start_ha_service(self) -> None:
         assert self.store is not None
         self.ha_service = HAService(
-            self.store, self.config.ha, host=self.config.host, port=self.config.ha_port
+            self.store, self.config.ha, auth=self.ha_auth, host=self.config.host,
+            port=self.config.ha_port,
         )
         await self.ha_service.start()
 
@@ -713,9 +716,11 @@ class BrokerController:
         if self.ha_service is not None:
             info["haConnections"] = str(len(self.ha_service.slaves()))
             info["haPushToSlaveMaxOffset"] = str(self.ha_service.push_to_slave_max_offset)
+            info["haRefusedConnections"] = str(self.ha_service.refused_connections)
         if self.ha_client is not None:
             info["haMasterAddress"] = self.ha_client.master_address or ""
             info["haConnected"] = str(self.ha_client.connected).lower()
+        info["haAuth"] = self.ha_auth.describe()
         if self.min_broker_change is not None:
             info["minBrokerId"] = str(self.min_broker_change.min_broker_id)
             info["minBrokerAddr"] = self.min_broker_change.min_broker_addr or ""

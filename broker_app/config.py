@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from broker_app.ha.auth import HAAuth, load_key
 from broker_app.ha.config import HAConfig
 from broker_app.redelivery import DEFAULT_DELAY_LEVELS, DelayLevelError, parse_delay_levels
 from broker_app.store.message_store import FlushDiskType, StoreConfig
@@ -88,6 +89,12 @@ class BrokerConfig:
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     flush_interval_ms: int = 500
     ha: HAConfig = field(default_factory=HAConfig)
+    # The HA link's shared secret (docs/SECURITY.md, "broker_app's HA port"): master and
+    # slaves prove it to each other before the classic stream. Without a file nothing is
+    # replicated (the master refuses every peer, a slave does not connect);
+    # haAuthEnable=false is RocketMQ's unauthenticated stream, only when asked.
+    ha_auth_enabled: bool = True
+    ha_secret_file: Path | None = None
     ready_file: Path | None = None
     # Raft failover (docs/RAFT.md, "Failover"): report offsets, opt the group in,
     # and take this role when the NameServers elect this slave.
@@ -133,6 +140,18 @@ class BrokerConfig:
             return load_credentials(self.namesrv_access_key, self.namesrv_secret_key_file)
         except ValueError as exc:
             raise ConfigError(f"namesrvAccessKey/namesrvSecretKeyFile: {exc}") from exc
+
+    def ha_auth(self) -> HAAuth:
+        """How the HA links authenticate; ConfigError for a secret file that cannot be used
+        (:meth:`validate` refuses a file together with ``haAuthEnable=false``)."""
+        if not self.ha_auth_enabled:
+            return HAAuth.classic()
+        if self.ha_secret_file is None:
+            return HAAuth()
+        try:
+            return HAAuth(load_key(self.ha_secret_file))
+        except ValueError as exc:
+            raise ConfigError(f"haSecretFile: {exc}") from exc
 
     def remoting_acl(self) -> RemotingAcl | None:
         """The ACL of this broker's remoting port (None when turned off)."""
@@ -186,6 +205,11 @@ class BrokerConfig:
             self.ha.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+        if not self.ha_auth_enabled and self.ha_secret_file is not None:
+            raise ConfigError(
+                "haAuthEnable=false and haSecretFile are both set: remove haSecretFile for "
+                "the classic unauthenticated HA stream, or haAuthEnable=false to authenticate"
+            )
 
 
 # RocketMQ broker.conf names -> our field names.
@@ -216,6 +240,8 @@ ALIASES: dict[str, str] = {
     "haHousekeepingInterval": "ha.housekeeping_interval_ms",
     "haTransferBatchSize": "ha.transfer_batch_bytes",
     "haSlaveFallbehindMax": "ha.slave_fallbehind_max_bytes",
+    "haAuthEnable": "ha_auth_enabled",
+    "haSecretFile": "ha_secret_file",
     "enableRaftFailover": "raft_failover",
     "failoverMasterRole": "failover_master_role",
     "namesrvAccessKey": "namesrv_access_key",
@@ -297,6 +323,9 @@ def _convert_top(raw_name: str, name: str, value: Any, kind: str) -> Any:
         return tuple(addr.strip() for addr in items if str(addr).strip())
     if name in ("store_dir", "ready_file", "namesrv_secret_key_file", "acl_file"):
         return Path(str(value))
+    if name == "ha_secret_file":
+        # An empty value is "no file" (a broker.conf line left blank), not the current folder.
+        return Path(str(value)) if str(value).strip() else None
     if name in ("role", "failover_master_role"):
         try:
             return BrokerRole(str(value).upper())

@@ -10,7 +10,7 @@ one run folder::
     run/local/
       cluster.json            the summary (ports, pids); NAMESRV_CLUSTER_FILE
       secret, raft.secret,    the cluster's secrets, mode 0600 (localcluster.run_secrets)
-      django.secret, acl/
+      django.secret, redis.secret, ha.secret, acl/
       redis/                  redis.conf, redis.log, redis.pid
       celery/                 worker.{log,pid}, beat.{log,pid}, beat-schedule
       demo/                   demo.{log,pid} (only with --demo-sim: simulated brokers)

@@ -7,6 +7,7 @@
       redis.secret          Redis password (requirepass): Celery and the channel layer
       raft.secret           Raft cluster secret: every Raft peer proves it
       django.secret         Django SECRET_KEY of the web processes
+      ha.secret             HA secret of the demo brokers: masters and slaves prove it
       acl/plain_acl.yml     the remoting ACL: accounts + loopback white list
       acl/admin.secret      secret key of the admin account (console, API, experiments)
       acl/broker.secret     secret key of the broker account (the demo brokers)
@@ -39,6 +40,7 @@ from remoting.acl_policy import (
 INTERNAL_SECRET_FILE = "secret"
 RAFT_SECRET_FILE = "raft.secret"
 DJANGO_SECRET_FILE = "django.secret"
+HA_SECRET_FILE = "ha.secret"
 REDIS_SECRET_FILE = "redis.secret"
 ACL_DIR = "acl"
 ACL_FILE = "plain_acl.yml"
@@ -74,6 +76,11 @@ class RunSecrets:
     def django_secret_file(self) -> Path:
         """The web processes' SECRET_KEY."""
         return self.run_dir / DJANGO_SECRET_FILE
+
+    @property
+    def ha_secret_file(self) -> Path:
+        """The brokers' HA secret (``haSecretFile``): a slave and its master prove it."""
+        return self.run_dir / HA_SECRET_FILE
 
     @property
     def redis_secret_file(self) -> Path:
@@ -126,11 +133,15 @@ class RunSecrets:
         return Credentials(ADMIN_ACCESS_KEY, read_secret_file(self.admin_secret_file, "admin"))
 
     def broker_settings(self) -> dict[str, str]:
-        """The ``run_broker`` settings of a demo broker: it signs its NameServer requests
-        with the broker account, and its own port checks the same accounts file."""
+        """The ``run_broker`` settings of a demo broker: masters and slaves prove the run's
+        HA secret to each other; it signs its NameServer requests with the broker account,
+        and its own port checks the same accounts file (``--no-acl`` turns off the ACL,
+        not the HA secret)."""
+        ha = {"haSecretFile": str(self.ha_secret_file)}
         if not self.acl:
-            return {"aclEnable": "false"}
+            return {**ha, "aclEnable": "false"}
         return {
+            **ha,
             "namesrvAccessKey": BROKER_ACCESS_KEY,
             "namesrvSecretKeyFile": str(self.broker_secret_file),
             "aclFile": str(self.acl_file),
@@ -159,6 +170,7 @@ def create_run_secrets(run_dir: Path, *, acl: bool = True) -> RunSecrets:
     _keep_or_make(made.raft_secret_file)
     _keep_or_make(made.django_secret_file)
     _keep_or_make(made.redis_secret_file)
+    _keep_or_make(made.ha_secret_file)
     if acl:
         admin = _keep_or_make(made.admin_secret_file)
         broker = _keep_or_make(made.broker_secret_file)

@@ -7,6 +7,12 @@ only ever commits whole, checked records at the exact offset they belong to.
 Any protocol violation, offset mismatch or silence longer than the
 housekeeping interval closes the connection; the client then waits
 ``reconnect_delay_ms`` and starts over from its committed end.
+
+Before its first report the client runs the HA handshake
+(:mod:`broker_app.ha.auth`) within ``handshake_timeout_ms``: a peer that does
+not prove the secret is closed before one byte of its stream is read, so a
+stranger at the master's address cannot feed the store. Without a secret (and
+without ``haAuthEnable=false``) the client does not connect at all and says so.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from broker_app.ha.auth import HELLO_BYTES, PROOF_BYTES, TAG, HAAuth, HAAuthError, SlaveHandshake
 from broker_app.ha.config import READ_CHUNK_BYTES, HAConfig
 from broker_app.ha.protocol import HAProtocolError, TransferDecoder, encode_report
 from broker_app.store.commitlog import CommitLogError
@@ -42,11 +49,13 @@ class HAClient:
         store: MessageStore,
         config: HAConfig,
         *,
+        auth: HAAuth,
         on_progress: ProgressCallback | None = None,
     ) -> None:
         config.validate()
         self.store = store
         self.config = config
+        self.auth = auth
         self.master_address: str | None = None
         self.connected = False
         self.disconnects = 0
@@ -89,6 +98,15 @@ class HAClient:
             if address is None:
                 await self._address_changed.wait()
                 continue
+            if self.auth.refuses:
+                log.warning(
+                    "HA client: no haSecretFile: not following the master at %s (give "
+                    "master and slaves the same haSecretFile, or set haAuthEnable=false "
+                    "on all of them for the classic unauthenticated stream)",
+                    address,
+                )
+                await self._address_changed.wait()
+                continue
             try:
                 await self._follow(address)
             except (OSError, TimeoutError, HAProtocolError, ReplicaError, CommitLogError) as exc:
@@ -109,6 +127,11 @@ class HAClient:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(host, port), self.config.connect_timeout_ms / 1000
         )
+        try:
+            await self._authenticate(reader, writer)
+        except BaseException:
+            writer.close()
+            raise
         self.connected = True
         heartbeat = asyncio.create_task(self._heartbeat_loop(writer))
         changed = asyncio.create_task(self._address_changed.wait())
@@ -131,11 +154,41 @@ class HAClient:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    async def _authenticate(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """The slave's side of the handshake; HAAuthError unless the master proved the secret."""
+        key = self.auth.key
+        if not self.auth.enabled or key is None:
+            return
+        timeout_s = self.config.handshake_timeout_ms / 1000
+        handshake = SlaveHandshake(key)
+
+        async def run() -> None:
+            writer.write(handshake.answer(await reader.readexactly(HELLO_BYTES)))
+            await writer.drain()
+            handshake.check_proof(await reader.readexactly(PROOF_BYTES))
+
+        try:
+            await asyncio.wait_for(run(), timeout_s)
+        except TimeoutError as exc:
+            raise HAAuthError(
+                f"no HA handshake from the master within {timeout_s:.1f} s (does it run with "
+                "haAuthEnable=false?)"
+            ) from exc
+        except asyncio.IncompleteReadError as exc:
+            raise HAAuthError(
+                f"the master closed the connection in the handshake ({len(exc.partial)} of "
+                f"{exc.expected} bytes of a step; see the master's log: another haSecretFile, "
+                "or none?)"
+            ) from exc
+
     async def _receive_loop(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         decoder = TransferDecoder(self.config.transfer_batch_bytes)
         housekeeping_s = self.config.housekeeping_interval_ms / 1000
+        first = True
         while True:
             try:
                 data = await asyncio.wait_for(reader.read(READ_CHUNK_BYTES), housekeeping_s)
@@ -143,6 +196,12 @@ class HAClient:
                 raise TimeoutError(f"master silent for {housekeeping_s:.1f} s") from exc
             if not data:
                 raise ConnectionResetError("master closed the HA connection")
+            if first and not self.auth.enabled and data.startswith(TAG):
+                raise HAAuthError(
+                    "the master asks for the HA handshake: give this slave the master's "
+                    "haSecretFile (haAuthEnable is false here)"
+                )
+            first = False
             for transfer in decoder.feed(data):
                 self._appender.check_offset(transfer.offset)
                 if transfer.body:

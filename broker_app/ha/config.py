@@ -10,6 +10,7 @@ DEFAULT_TRANSFER_BATCH_BYTES = 32 * 1024  # haTransferBatchSize
 DEFAULT_SLAVE_FALLBEHIND_MAX_BYTES = 256 * 1024 * 1024  # haSlaveFallbehindMax
 DEFAULT_RECONNECT_DELAY_MS = 1000
 DEFAULT_CONNECT_TIMEOUT_MS = 3000
+DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000
 READ_CHUNK_BYTES = 64 * 1024
 
 
@@ -23,6 +24,9 @@ class HAConfig:
     slave_fallbehind_max_bytes: int = DEFAULT_SLAVE_FALLBEHIND_MAX_BYTES
     reconnect_delay_ms: int = DEFAULT_RECONNECT_DELAY_MS
     connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
+    # The whole authentication handshake (broker_app/ha/auth.py), on either side: a peer
+    # that has not proven the secret by then is closed.
+    handshake_timeout_ms: int = DEFAULT_HANDSHAKE_TIMEOUT_MS
 
     def validate(self) -> None:
         """Raise ValueError for settings that cannot work together."""
@@ -31,5 +35,7 @@ class HAConfig:
         if self.housekeeping_interval_ms <= self.heartbeat_interval_ms:
             # Otherwise an idle but healthy link is closed between two heartbeats.
             raise ValueError("haHousekeepingInterval must exceed haSendHeartbeatInterval")
+        if self.connect_timeout_ms <= 0 or self.handshake_timeout_ms <= 0:
+            raise ValueError("HA connect and handshake timeouts must be positive")
         if self.transfer_batch_bytes <= 0 or self.slave_fallbehind_max_bytes <= 0:
             raise ValueError("HA sizes must be positive")

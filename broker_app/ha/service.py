@@ -8,7 +8,16 @@ Plays RocketMQ 4.x ``HAService`` + ``HAConnection`` (read and write services)
 * :meth:`HAService.wait_for_ack` is what a SYNC_MASTER awaits before answering;
 * the highest ack of any slave is ``push_to_slave_max_offset``.
 
-A peer's reports are checked before they are believed: an ack beyond the
+Before any of that, a peer must prove the HA secret (:mod:`broker_app.ha.auth`)
+within ``handshake_timeout_ms``: until it has, it is not a slave (it reads no
+byte of the commit log, its reports are not read, it is not counted), and a
+failure closes its connection with a warning logged at most once per kind every
+:data:`REFUSAL_LOG_PERIOD_S` (the rest are counted). Without a secret (and
+without ``haAuthEnable=false``) the port is bound as usual but every peer is
+refused that way. At most :data:`HANDSHAKES_PENDING_MAX` peers may be in the
+handshake at once; more are closed at once, so silent peers cannot pile up.
+
+A slave's reports are checked before they are believed: an ack beyond the
 master's own end, or a first request that is not a record boundary, closes
 the connection, so a garbage peer can neither confirm a SYNC write nor make
 the master stream from the middle of a record.
@@ -21,8 +30,18 @@ import contextlib
 import heapq
 import itertools
 import logging
+import time
 from dataclasses import dataclass
 
+from broker_app.ha.auth import (
+    ANSWER_BYTES,
+    TAG_BYTES,
+    HAAuth,
+    HAAuthError,
+    HAKey,
+    MasterHandshake,
+    check_tag,
+)
 from broker_app.ha.config import READ_CHUNK_BYTES, HAConfig
 from broker_app.ha.protocol import HAProtocolError, ReportDecoder, encode_transfer
 from broker_app.store.message_store import MessageStore
@@ -32,6 +51,33 @@ log = logging.getLogger(__name__)
 # Each waiter belongs to one in-flight SEND_MESSAGE, which the remoting server
 # already bounds per connection; this caps the sum across connections.
 ACK_WAITERS_MAX = 65536
+HANDSHAKES_PENDING_MAX = 64
+"""Peers that may be in the handshake at once (each for at most the handshake timeout)."""
+REFUSAL_LOG_PERIOD_S = 10.0
+NO_SECRET = "no haSecretFile: HA connections refused"
+
+
+class _Refusals:
+    """Counts refused HA peers; logs one line per kind every period, with how many
+    more there were, so a peer that reconnects in a loop cannot flood the log."""
+
+    def __init__(self, period_s: float = REFUSAL_LOG_PERIOD_S) -> None:
+        self.period_s = period_s
+        self.total = 0
+        self._last_s: dict[str, float] = {}
+        self._unlogged: dict[str, int] = {}
+
+    def refuse(self, kind: str, address: str, reason: str) -> None:
+        self.total += 1
+        now = time.monotonic()
+        last = self._last_s.get(kind)
+        if last is not None and now - last < self.period_s:
+            self._unlogged[kind] = self._unlogged.get(kind, 0) + 1
+            return
+        more = self._unlogged.pop(kind, 0)
+        self._last_s[kind] = now
+        suffix = f" ({more} more refused since the last line)" if more else ""
+        log.warning("HA peer %s refused: %s; closing%s", address, reason, suffix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,15 +120,24 @@ class HAService:
     """Listens on the HA port of a master and serves every slave that connects."""
 
     def __init__(
-        self, store: MessageStore, config: HAConfig, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        store: MessageStore,
+        config: HAConfig,
+        *,
+        auth: HAAuth,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         config.validate()
         self.store = store
         self.config = config
+        self.auth = auth
         self.host = host
         self._requested_port = port
         self._server: asyncio.Server | None = None
         self._connections: set[_HAConnection] = set()
+        self._handshaking: set[asyncio.StreamWriter] = set()
+        self._refusals = _Refusals()
         self._waiters = _AckWaiters()
         self.push_to_slave_max_offset = 0
 
@@ -96,12 +151,37 @@ class HAService:
     async def start(self) -> None:
         """Bind the HA port and accept slaves."""
         self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
-        log.info("HA service listening on %s:%d", self.host, self.port)
+        log.info(
+            "HA service listening on %s:%d, slaves %s", self.host, self.port, self.auth.describe()
+        )
+        if self.auth.refuses:
+            log.warning(
+                "HA service on %s:%d: %s (give master and slaves the same "
+                "haSecretFile, or set haAuthEnable=false on all of them for the "
+                "classic unauthenticated stream)",
+                self.host,
+                self.port,
+                NO_SECRET,
+            )
+        elif not self.auth.enabled:
+            log.warning(
+                "HA service on %s:%d: haAuthEnable=false: any peer that reaches "
+                "this port reads the commit log",
+                self.host,
+                self.port,
+            )
+
+    @property
+    def refused_connections(self) -> int:
+        """Peers closed before the stream: no secret, a failed handshake, too many pending."""
+        return self._refusals.total
 
     async def close(self) -> None:
         """Stop accepting, close every slave connection and fail the waiters."""
         if self._server is not None:
             self._server.close()
+        for writer in list(self._handshaking):
+            writer.close()
         for conn in list(self._connections):
             await conn.close()
         self._waiters.cancel_all()
@@ -144,6 +224,11 @@ class HAService:
         self._waiters.release_up_to(self.push_to_slave_max_offset)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not await self._admit(reader, writer):
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            return
         conn = _HAConnection(self, reader, writer)
         self._connections.add(conn)
         log.info("HA slave connected from %s", conn.address)
@@ -152,6 +237,60 @@ class HAService:
         finally:
             self._connections.discard(conn)
             log.info("HA slave %s disconnected", conn.address)
+
+    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """True once the peer proved the secret (or authentication is off)."""
+        address = _address(writer)
+        if not self.auth.enabled:
+            return True
+        if self.auth.key is None:
+            self._refusals.refuse("no-secret", address, NO_SECRET)
+            return False
+        if len(self._handshaking) >= HANDSHAKES_PENDING_MAX:
+            self._refusals.refuse(
+                "busy", address, f"{HANDSHAKES_PENDING_MAX} peers already in the handshake"
+            )
+            return False
+        timeout_s = self.config.handshake_timeout_ms / 1000
+        self._handshaking.add(writer)
+        try:
+            await asyncio.wait_for(_master_handshake(self.auth.key, reader, writer), timeout_s)
+        except TimeoutError:
+            reason = f"no handshake within {timeout_s:.1f} s"
+        except asyncio.IncompleteReadError as exc:
+            reason = (
+                f"closed in the handshake ({len(exc.partial)} of {exc.expected} bytes of a step)"
+            )
+        except HAAuthError as exc:
+            reason = f"handshake failed: {exc}"
+        except OSError as exc:
+            reason = f"handshake failed: {exc}"
+        else:
+            return True
+        finally:
+            self._handshaking.discard(writer)
+        self._refusals.refuse("handshake", address, reason)
+        return False
+
+
+async def _master_handshake(
+    key: HAKey, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Greet, read the slave's answer (its tag first, to fail fast on a classic slave),
+    check it and send the master's proof. Raises on anything else."""
+    handshake = MasterHandshake(key)
+    writer.write(handshake.hello())
+    await writer.drain()
+    head = await reader.readexactly(TAG_BYTES)
+    check_tag(head, peer="slave")
+    rest = await reader.readexactly(ANSWER_BYTES - TAG_BYTES)
+    writer.write(handshake.answer(head + rest))
+    await writer.drain()
+
+
+def _address(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if peer else "?"
 
 
 class _HAConnection:
@@ -163,8 +302,7 @@ class _HAConnection:
         self.service = service
         self.reader = reader
         self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.address = _address(writer)
         self.wakeup = asyncio.Event()
         self.first_report = asyncio.Event()
         self.request_offset = -1

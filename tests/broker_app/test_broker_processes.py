@@ -163,3 +163,34 @@ def test_a_broker_with_an_account_signs_everything_it_sends_the_namesrv(
         request = RemotingCommand.request(received.code, received.ext, received.body)
         assert received.ext["AccessKey"] == "brokers"
         assert signature_matches(request, "broker-secret-key"), received.code
+
+
+def test_brokers_without_an_ha_secret_replicate_nothing_and_their_logs_say_why(
+    tmp_path: Path, namesrv: FakeNameServer,
+) -> None:
+    # Both processes start from the same run_broker command line as any broker, minus
+    # haSecretFile: they run and serve, but the HA link is refused on both ends.
+    master = BrokerProcess(tmp_path, "master", role="SYNC_MASTER", broker_id=0,
+                           namesrv=namesrv.addr, extra={"haSecretFile": ""})
+    slave = BrokerProcess(tmp_path, "slave", role="SLAVE", broker_id=1, namesrv=namesrv.addr,
+                          extra={"haSecretFile": ""})  # fmt: skip
+    try:
+        assert send(master.addr, "TopicA", b"alone").code == ResponseCode.SLAVE_NOT_AVAILABLE
+        wait_until(lambda: "no haSecretFile: not following" in slave.log_path.read_text(),
+                   what="the slave's log line")  # fmt: skip
+        info = master.runtime_info()
+        assert info["haAuth"] == "refused (no haSecretFile)" and info["haConnections"] == "0"
+        assert slave.runtime_info()["haConnected"] == "false"
+        assert slave.runtime_info()["commitLogMaxOffset"] == "0"
+        assert "no haSecretFile: HA connections refused" in master.log_path.read_text()
+    finally:
+        slave.terminate()
+        master.terminate()
+
+
+def test_an_unreadable_ha_secret_file_stops_run_broker_with_the_setting_named(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(AssertionError, match="haSecretFile: cannot read"):
+        BrokerProcess(tmp_path, "broken", role="SLAVE", broker_id=1,
+                      extra={"haSecretFile": str(tmp_path / "nowhere.secret")})  # fmt: skip

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from broker_app.config import BrokerRole, ConfigError, build_config, read_config_file
 from broker_app.management.commands.run_broker import settings_from_options
@@ -70,3 +72,73 @@ def test_an_access_key_without_a_readable_private_secret_file_is_refused(tmp_pat
     with pytest.raises(ConfigError, match="readable by others"):
         build_config({**base, "namesrvSecretKeyFile": str(shared)}).namesrv_credentials()
     assert build_config({"store_dir": str(tmp_path)}).namesrv_credentials() is None
+
+
+def _secret_file(folder: Path, content: bytes, mode: int = 0o600) -> Path:
+    path = folder / "ha.secret"
+    path.write_bytes(content)
+    path.chmod(mode)
+    return path
+
+
+def test_ha_secret_file_and_ha_auth_enable_are_read_from_a_broker_conf(tmp_path: Path) -> None:
+    secret = _secret_file(tmp_path, b"0123456789abcdef0123456789abcdef\n")
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path}\nhaSecretFile={secret}\nhaAuthEnable=true\n")
+    config = build_config(read_config_file(conf))
+    assert config.ha_secret_file == secret and config.ha_auth_enabled
+    auth = config.ha_auth()
+    assert auth.enabled and auth.key is not None and not auth.refuses
+    assert "0123456789" not in repr(auth)
+
+
+def test_without_a_secret_file_ha_refuses_and_auth_off_is_the_classic_stream(
+    tmp_path: Path,
+) -> None:
+    default = build_config({"store_dir": str(tmp_path)}).ha_auth()
+    assert default.refuses and default.key is None
+    blank = build_config({"store_dir": str(tmp_path), "haSecretFile": ""})
+    assert blank.ha_secret_file is None and blank.ha_auth().refuses
+    classic = build_config({"store_dir": str(tmp_path), "haAuthEnable": "false"}).ha_auth()
+    assert not classic.enabled and not classic.refuses and classic.key is None
+    secret = _secret_file(tmp_path, b"0123456789abcdef0123456789abcdef")
+    with pytest.raises(ConfigError, match="haAuthEnable=false and haSecretFile are both set"):
+        build_config({"store_dir": str(tmp_path), "haAuthEnable": "false",
+                      "haSecretFile": str(secret)})  # fmt: skip
+    with pytest.raises(ConfigError, match="haAuthEnable must be a boolean"):
+        build_config({"store_dir": str(tmp_path), "haAuthEnable": "maybe"})
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "reason"),
+    [
+        (None, 0o600, "haSecretFile: cannot read .*missing"),
+        (b"", 0o600, "haSecretFile: .* is empty"),
+        (b"\n", 0o600, "haSecretFile: .* is empty"),
+        (b"short\n", 0o600, "haSecretFile: .*5 bytes; use at least 16"),
+        (b"0123456789abcdef0123456789abcdef", 0o644, "haSecretFile: .* readable by others"),
+    ],
+    ids=["missing", "empty", "only a newline", "too short", "readable by others"],
+)
+def test_an_unusable_ha_secret_file_is_a_config_error_naming_the_setting(
+    tmp_path: Path, content: bytes | None, mode: int, reason: str
+) -> None:
+    path = tmp_path / "missing" if content is None else _secret_file(tmp_path, content, mode)
+    config = build_config({"store_dir": str(tmp_path), "haSecretFile": str(path)})
+    with pytest.raises(ConfigError, match=reason):
+        config.ha_auth()
+
+
+def test_run_broker_stops_before_serving_with_an_unusable_ha_secret_file(tmp_path: Path) -> None:
+    empty = _secret_file(tmp_path, b"")
+    with pytest.raises(CommandError, match=r"haSecretFile: .* is empty"):
+        call_command("run_broker", "--store-dir", str(tmp_path / "store"),
+                     "--set", f"haSecretFile={empty}")  # fmt: skip
+    assert not (tmp_path / "store").exists()  # it failed before opening the store
+
+
+def test_the_ha_handshake_timeout_is_a_setting_and_must_be_positive() -> None:
+    config = build_config({"store_dir": "/tmp/s", "handshake_timeout_ms": "2500"})
+    assert config.ha.handshake_timeout_ms == 2500
+    with pytest.raises(ConfigError, match="handshake timeouts must be positive"):
+        build_config({"store_dir": "/tmp/s", "handshake_timeout_ms": "0"})

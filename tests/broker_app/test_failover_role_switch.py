@@ -22,7 +22,7 @@ from broker_app.store.message_store import MessageInput
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from tests.broker_app.support import FakeNameServer
+from tests.broker_app.support import FakeNameServer, write_ha_secret
 
 FAST_HA = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=2000, reconnect_delay_ms=100)
 TOPIC = "TopicTest"
@@ -43,6 +43,7 @@ def broker_config(root: Path, namesrv: str, *, broker_id: int) -> BrokerConfig:
         record_bytes_max=16 * 1024,
         flush_interval_ms=100,
         ha=FAST_HA,
+        ha_secret_file=write_ha_secret(root),
         raft_failover=True,
         failover_master_role=BrokerRole.SYNC_MASTER,
     )

@@ -1,4 +1,8 @@
-"""HA between a master store and a slave store over real loopback sockets, in one process."""
+"""HA between a master store and a slave store over real loopback sockets, in one process.
+
+Every link here has proven the shared secret (tests/broker_app/test_ha_auth.py is about
+the peers that have not); the raw peers speak the classic stream after the handshake.
+"""
 
 from __future__ import annotations
 
@@ -7,40 +11,25 @@ import os
 from pathlib import Path
 
 from broker_app.ha.client import HAClient
-from broker_app.ha.config import HAConfig
 from broker_app.ha.protocol import TRANSFER_HEADER_BYTES, encode_report, encode_transfer
 from broker_app.ha.service import HAService
-from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig
-
-SEGMENT_BYTES = 64 * 1024
-FAST = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=1000, reconnect_delay_ms=100)
-
-
-def make_store(root: Path) -> MessageStore:
-    return MessageStore(StoreConfig(root, segment_bytes=SEGMENT_BYTES, record_bytes_max=16 * 1024))
-
-
-def put(store: MessageStore, count: int, size: int = 300) -> None:
-    for index in range(count):
-        store.put_message(MessageInput("TopicA", index % 4, os.urandom(size)), index)
-
-
-async def until(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
-
-
-def files(store: MessageStore) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in store.commit_log.segment_paths()}
+from tests.broker_app.ha_support import (
+    AUTH,
+    FAST,
+    files,
+    make_store,
+    open_authenticated,
+    put,
+    serve_fake_master,
+    until,
+)
 
 
 async def test_a_slave_copies_the_master_log_byte_for_byte(tmp_path: Path) -> None:
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
-    service = HAService(master, FAST)
+    service = HAService(master, FAST, auth=AUTH)
     await service.start()
-    client = HAClient(slave, FAST)
+    client = HAClient(slave, FAST, auth=AUTH)
     client.set_master_address(f"127.0.0.1:{service.port}")
     client.start()
     try:
@@ -62,9 +51,9 @@ async def test_a_slave_copies_the_master_log_byte_for_byte(tmp_path: Path) -> No
 async def test_an_empty_slave_starts_at_the_masters_last_segment(tmp_path: Path) -> None:
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
     put(master, 600)
-    service = HAService(master, FAST)
+    service = HAService(master, FAST, auth=AUTH)
     await service.start()
-    client = HAClient(slave, FAST)
+    client = HAClient(slave, FAST, auth=AUTH)
     client.set_master_address(f"127.0.0.1:{service.port}")
     client.start()
     try:
@@ -81,11 +70,11 @@ async def test_the_sync_wait_ends_when_the_slave_acks_and_times_out_without_it(
     tmp_path: Path,
 ) -> None:
     master = make_store(tmp_path / "m")
-    service = HAService(master, FAST)
+    service = HAService(master, FAST, auth=AUTH)
     await service.start()
     put(master, 3)
     assert not service.is_slave_ok(master.max_offset)
-    _reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+    _reader, writer = await open_authenticated(service.port)
     try:
         writer.write(encode_report(0))
         await until(lambda: bool(service.slaves()))
@@ -106,7 +95,7 @@ async def test_garbage_on_the_master_ha_port_closes_the_link_and_never_touches_t
     master = make_store(tmp_path / "m")
     put(master, 50)
     before = files(master)
-    service = HAService(master, FAST)
+    service = HAService(master, FAST, auth=AUTH)
     await service.start()
     try:
         for garbage in (
@@ -114,7 +103,7 @@ async def test_garbage_on_the_master_ha_port_closes_the_link_and_never_touches_t
             encode_report(17),  # not a record boundary
             b"\xff" * 8,  # negative
         ):
-            reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+            reader, writer = await open_authenticated(service.port)
             writer.write(garbage + os.urandom(64))
             assert await asyncio.wait_for(reader.read(), 5.0) == b""
             writer.close()
@@ -125,17 +114,6 @@ async def test_garbage_on_the_master_ha_port_closes_the_link_and_never_touches_t
         await service.close()
     master.close()
     assert make_store(tmp_path / "m").recovery.truncated_bytes == 0
-
-
-async def serve_fake_master(stream: bytes) -> asyncio.Server:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readexactly(8)
-        writer.write(stream)
-        await writer.drain()
-        await asyncio.sleep(2)
-        writer.close()
-
-    return await asyncio.start_server(handle, "127.0.0.1", 0)
 
 
 async def test_a_slave_fed_garbage_by_its_master_keeps_its_log_intact(tmp_path: Path) -> None:
@@ -155,7 +133,7 @@ async def test_a_slave_fed_garbage_by_its_master_keeps_its_log_intact(tmp_path: 
     for index, stream in enumerate(scenarios):
         slave = make_store(tmp_path / f"slave{index}")
         server = await serve_fake_master(stream)
-        client = HAClient(slave, FAST)
+        client = HAClient(slave, FAST, auth=AUTH)
         client.set_master_address(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
         client.start()
         try:

@@ -70,14 +70,15 @@ def test_up_reports_the_acl_and_where_the_admin_secret_is(
 
 def test_every_secret_file_is_readable_by_its_owner_only(raft_cluster: dict[str, Any]) -> None:
     run_dir = Path(raft_cluster["run_dir"])
-    names = ("secret", "raft.secret", "django.secret", "redis.secret", "redis/redis.conf")
+    names = ("secret", "raft.secret", "django.secret", "redis.secret", "ha.secret",
+             "redis/redis.conf")  # fmt: skip
     files = [run_dir / name for name in names]
     files += sorted((run_dir / "acl").iterdir())
 
     modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in files}
 
     assert modes == dict.fromkeys(modes, 0o600)
-    assert len(modes) == 8
+    assert len(modes) == 9
 
 
 def test_redis_answers_only_clients_that_know_its_password(

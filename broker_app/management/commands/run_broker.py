@@ -94,6 +94,7 @@ class Command(BaseCommand):
         try:
             config = build_config(settings_from_options(options))
             config.namesrv_credentials()  # an unreadable secret fails here, not later
+            config.ha_auth()
         except (ConfigError, OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         logging.basicConfig(level=logging.INFO,
