@@ -13,6 +13,8 @@ byte of that frame, so a peer claiming 2 GiB costs nothing.
 
 from __future__ import annotations
 
+import functools
+import re
 import struct
 
 from remoting import fastjson
@@ -41,6 +43,12 @@ _LANGUAGE_BY_NAME = LanguageCode.__members__
 _LANGUAGE_BY_CODE = {language.value: language for language in LanguageCode}
 _SERIALIZE_TYPE_BY_BYTE = {kind.value: kind for kind in SerializeType}
 
+# The decode memo (_HeaderMemo): headers per stream, and the largest one kept.
+HEADER_MEMO_ENTRIES = 32
+HEADER_MEMO_BYTES_MAX = 1024
+# An opaque written as JSON writes an integer (no leading zero), then , or }.
+_OPAQUE_VALUE = re.compile(rb'"opaque":(-?(?:0|[1-9][0-9]{0,9}))(?=[,}])')
+
 
 # ------------------------------------------------------------------------------ encode
 
@@ -57,14 +65,19 @@ def _utf8(text: str) -> bytes:
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     """The header exactly as fastjson writes a RemotingCommand: sorted keys, nulls omitted."""
+    _check_range("opaque", cmd.opaque, _INT32_MIN, _INT32_MAX)
+    if cmd.ext_fields is None:
+        # Answers without ext fields (every route answer) differ only by opaque.
+        before, after = _json_header_around_opaque(
+            cmd.code, cmd.flag, cmd.language, cmd.remark, cmd.version
+        )
+        return b"%b%d%b" % (before, cmd.opaque, after)
     _check_range("code", cmd.code, _INT32_MIN, _INT32_MAX)
     _check_range("version", cmd.version, _INT32_MIN, _INT32_MAX)
-    _check_range("opaque", cmd.opaque, _INT32_MIN, _INT32_MAX)
     _check_range("flag", cmd.flag, _INT32_MIN, _INT32_MAX)
     parts = [f'{{"code":{cmd.code:d}']
-    if cmd.ext_fields is not None:
-        parts.append(',"extFields":')
-        parts.append(fastjson.dumps(cmd.ext_fields))
+    parts.append(',"extFields":')
+    parts.append(fastjson.dumps(cmd.ext_fields))
     parts.append(f',"flag":{cmd.flag:d}')
     if cmd.language is not None:
         parts.append(f',"language":"{cmd.language.name}"')
@@ -74,6 +87,24 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         parts.append(fastjson.quote(cmd.remark))
     parts.append(f',"serializeTypeCurrentRPC":"JSON","version":{cmd.version:d}}}')
     return _utf8("".join(parts))
+
+
+@functools.lru_cache(maxsize=256)
+def _json_header_around_opaque(
+    code: int, flag: int, language: LanguageCode | None, remark: str | None, version: int
+) -> tuple[bytes, bytes]:
+    """A header without ext fields, cut where its opaque goes (same layout as above)."""
+    _check_range("code", code, _INT32_MIN, _INT32_MAX)
+    _check_range("version", version, _INT32_MIN, _INT32_MAX)
+    _check_range("flag", flag, _INT32_MIN, _INT32_MAX)
+    before = f'{{"code":{code:d},"flag":{flag:d}'
+    if language is not None:
+        before += f',"language":"{language.name}"'
+    after = ""
+    if remark is not None:
+        after = ',"remark":' + fastjson.quote(remark)
+    after += f',"serializeTypeCurrentRPC":"JSON","version":{version:d}}}'
+    return _utf8(before + ',"opaque":'), _utf8(after)
 
 
 def _encode_binary_string(text: str | None, length: struct.Struct) -> bytes:
@@ -192,13 +223,17 @@ def _json_ext_fields(header: dict[str, object]) -> dict[str, str] | None:
     return {key: _coerce_text(key, item) for key, item in value.items() if item is not None}
 
 
-def _decode_json_header(raw: bytes) -> RemotingCommand:
+def _json_header_object(raw: bytes) -> dict[str, object]:
     try:
         header = fastjson.loads(raw)
     except BodyDecodeError as exc:
         raise ProtocolError(f"undecodable JSON header: {exc}") from exc
     if not isinstance(header, dict):
         raise ProtocolError("JSON header is not an object")
+    return header
+
+
+def _json_command(header: dict[str, object]) -> RemotingCommand:
     remark = header.get("remark")
     return RemotingCommand(
         code=_json_int(header, "code"),
@@ -210,6 +245,10 @@ def _decode_json_header(raw: bytes) -> RemotingCommand:
         ext_fields=_json_ext_fields(header),
         serialize_type=SerializeType.JSON,
     )
+
+
+def _decode_json_header(raw: bytes) -> RemotingCommand:
+    return _json_command(_json_header_object(raw))
 
 
 class _BinaryReader:
@@ -288,7 +327,56 @@ def _decode_binary_header(view: memoryview) -> RemotingCommand:
     )
 
 
-def _decode_payload(view: memoryview) -> RemotingCommand:
+# code, language, version, flag, remark, ext fields: a decoded header but its opaque.
+_Template = tuple[int, LanguageCode | None, int, int, str | None, dict[str, str] | None]
+
+
+class _HeaderMemo:
+    """The JSON headers one stream decoded lately, keyed by their bytes without the
+    opaque: a client sends the same header again and again with a new opaque (a
+    route query, a heartbeat), and decoding JSON was most of what a cached route
+    answer cost the read front.
+
+    Used only for headers with no backslash (so no escapes, and every ``"`` opens or
+    closes a string) and exactly one ``"opaque":`` followed by a plain integer: in
+    JSON that parsed, that is then the top-level opaque key, so two headers that
+    differ only in those digits decode to the same command but for its opaque.
+    Anything else takes the full decode, as does every header the first time."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[bytes, _Template] = {}
+
+    def decode(self, raw: bytes) -> RemotingCommand:
+        if len(raw) > HEADER_MEMO_BYTES_MAX or b"\\" in raw:
+            return _decode_json_header(raw)
+        found = _OPAQUE_VALUE.search(raw)
+        if found is None or raw.count(b'"opaque":') != 1:
+            return _decode_json_header(raw)
+        key = raw[: found.start(1)] + raw[found.end(1) :]
+        opaque = int(found.group(1))
+        entries = self._entries
+        known = entries.get(key)
+        if known is not None and _INT32_MIN <= opaque <= _INT32_MAX:
+            code, language, version, flag, remark, ext_fields = known
+            return RemotingCommand(
+                code=code, language=language, version=version, opaque=opaque, flag=flag,
+                remark=remark, ext_fields=None if ext_fields is None else dict(ext_fields),
+                serialize_type=SerializeType.JSON,
+            )  # fmt: skip
+        header = _json_header_object(raw)
+        cmd = _json_command(header)
+        if "opaque" in header:  # the one "opaque": is the top-level key
+            if len(entries) >= HEADER_MEMO_ENTRIES:
+                del entries[next(iter(entries))]  # the oldest
+            # A copy of the ext fields: the caller may change its command's.
+            ext = None if cmd.ext_fields is None else dict(cmd.ext_fields)
+            entries[key] = (cmd.code, cmd.language, cmd.version, cmd.flag, cmd.remark, ext)
+        return cmd
+
+
+def _decode_payload(view: memoryview, memo: _HeaderMemo | None = None) -> RemotingCommand:
     """Decode what follows the length word: type/length word, header, body."""
     if len(view) < _LENGTH_FIELD_BYTES:
         raise ProtocolError(f"frame of {len(view)} bytes has no header length")
@@ -302,7 +390,8 @@ def _decode_payload(view: memoryview) -> RemotingCommand:
         raise ProtocolError(f"header length {header_length} exceeds frame length {len(view)} - 4")
     header = view[_LENGTH_FIELD_BYTES:header_end]
     if kind == SerializeType.JSON:
-        cmd = _decode_json_header(bytes(header))
+        raw = bytes(header)
+        cmd = _decode_json_header(raw) if memo is None else memo.decode(raw)
     else:
         cmd = _decode_binary_header(header)
     if header_end < len(view):
@@ -343,6 +432,7 @@ class FrameDecoder:
         self._frame_bytes_max = frame_bytes_max
         self._buffer = bytearray()
         self._error: ProtocolError | None = None
+        self._memo = _HeaderMemo()
 
     @property
     def buffered_bytes(self) -> int:
@@ -384,7 +474,9 @@ class FrameDecoder:
                 end = position + _LENGTH_FIELD_BYTES + length
                 if end > available:
                     break
-                commands.append(_decode_payload(view[position + _LENGTH_FIELD_BYTES : end]))
+                commands.append(
+                    _decode_payload(view[position + _LENGTH_FIELD_BYTES : end], self._memo)
+                )
                 position = end
         except ProtocolError as exc:
             exc.decoded = list(commands)
