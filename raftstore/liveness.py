@@ -76,7 +76,7 @@ class TouchCoalescer:
             self._in_flight.add(key)
             try:
                 self.proposed += 1
-                return await self._replicator.propose(command)
+                return await self._replicator.propose(command, linger=True)
             finally:
                 self._in_flight.discard(key)
         self.skipped += 1
@@ -223,7 +223,7 @@ class RegistrationDeduper:
         if command.topics_elided:
             self.proposed_elided += 1
         proposed_at = loop.time()
-        result = await self._replicator.propose(command)
+        result = await self._replicator.propose(command, linger=True)
         self._observe(loop.time() - proposed_at)
         return result
 

@@ -86,8 +86,11 @@ class Replicator(Protocol):
     async def stop(self) -> None:
         """Stop and release resources; persisted state stays on disk."""
 
-    async def propose(self, command: Command) -> ApplyResult:
-        """Apply ``command`` (through the log in raft mode) and return its result here."""
+    async def propose(self, command: Command, *, linger: bool = False) -> ApplyResult:
+        """Apply ``command`` (through the log in raft mode) and return its result here.
+
+        ``linger``: the caller does not mind waiting a little for the command to share
+        a log entry with others (raft mode; a broker's periodic writes)."""
 
     async def barrier(self) -> None:
         """Return once every command committed before the call is applied locally."""
@@ -123,8 +126,9 @@ class LocalReplicator:
     async def stop(self) -> None:
         """Nothing to release."""
 
-    async def propose(self, command: Command) -> ApplyResult:
-        """Apply ``command`` now and notify listeners before returning."""
+    async def propose(self, command: Command, *, linger: bool = False) -> ApplyResult:
+        """Apply ``command`` now and notify listeners before returning (nothing to
+        share a log entry with: ``linger`` changes nothing)."""
         return self.apply_now(command)
 
     def apply_now(self, command: Command) -> ApplyResult:

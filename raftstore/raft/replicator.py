@@ -134,6 +134,9 @@ LONG_TICK_GAP_S = 0.25
 """Tick gaps longer than this are counted: near half the shortest election timeout
 (0.6 s), a follower is close to starting an election."""
 
+LINGER_BATCH_COMMANDS = 32
+"""Proposals that may linger stop waiting for company once this many are queued."""
+
 # ------------------------------------------------------------------ replicator
 
 
@@ -149,6 +152,8 @@ class _Proposal:
     deadline: float
     last_failure: str = "none"
     abandoned: bool = False
+    linger_until: float = 0.0
+    """Loop time until which it may wait for company in its batch (0: none)."""
 
     @property
     def waiting(self) -> bool:
@@ -239,6 +244,7 @@ class RaftReplicator:
         self._own_entries: dict[bytes, tuple[_Batch, list[LogEntry]]] = {}
         self._in_flight: set[_Batch] = set()
         self._flush_scheduled = False
+        self._linger_timer: asyncio.TimerHandle | None = None
         self.batches_submitted = 0
         self._ids = itertools.count(1)
         self._boot = secrets.token_hex(4)
@@ -309,6 +315,9 @@ class RaftReplicator:
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
         self._own_entries.clear()
         for batch in self._in_flight:
             if batch.timer is not None:
@@ -323,11 +332,12 @@ class RaftReplicator:
 
     # -------------------------------------------------------------- writes
 
-    async def propose(self, command: Command) -> ApplyResult:
+    async def propose(self, command: Command, *, linger: bool = False) -> ApplyResult:
         """Commit ``command`` and return its result once applied on this node.
 
         The command joins the next group-commit batch (see :meth:`_flush`); its
-        answer is its own sub-result of that batch.
+        answer is its own sub-result of that batch. ``linger``: it may wait up to
+        ``RaftSettings.linger_s`` for other proposals to share its log entry.
         """
         self._require_started()
         loop = self._loop_for_proposals()
@@ -336,9 +346,10 @@ class RaftReplicator:
         if len(entry) >= self._settings.max_entry_bytes() - BATCH_OVERHEAD_BYTES:
             raise ReplicationError(f"{type(command).__name__} too large: {len(entry)} bytes")
         applied: asyncio.Future[ApplyResult] = loop.create_future()
-        proposal = _Proposal(
-            proposal_id, command, entry, applied, loop.time() + self._propose_timeout_s
-        )
+        now = loop.time()
+        proposal = _Proposal(proposal_id, command, entry, applied, now + self._propose_timeout_s)
+        if linger and self._settings.linger_s > 0:
+            proposal.linger_until = now + self._settings.linger_s
         self._waiters[proposal_id] = applied
         self._queue.append(proposal)
         self._await_deadline(proposal)
@@ -394,8 +405,11 @@ class RaftReplicator:
     def _flush(self) -> None:
         """Group commit: while fewer than ``max_batches_in_flight`` batches are in
         flight, submit the queued proposals as one log entry (a batch entry when
-        there are several, the plain entry when there is one)."""
+        there are several, the plain entry when there is one). While every queued
+        proposal may linger and their time has not run out, nothing leaves yet."""
         self._flush_scheduled = False
+        if self._lingering():
+            return
         sync = self._sync
         settings = self._settings
         limit_bytes = min(settings.max_entry_bytes(), settings.max_batch_bytes)
@@ -419,6 +433,31 @@ class RaftReplicator:
                         proposal.future.set_exception(ReplicationError(f"{self.node_id} stopped"))
                 continue
             self._submit(sync, picked)
+
+    def _lingering(self) -> bool:
+        """Whether the queue waits for company: a few proposals, all of them willing
+        to wait, less than a full entry's bytes, the oldest one's linger not over.
+        Arms one timer for when it is."""
+        queue, loop = self._queue, self._loop
+        if not queue or len(queue) >= LINGER_BATCH_COMMANDS or loop is None:
+            return False
+        until = 0.0
+        size = BATCH_OVERHEAD_BYTES
+        for proposal in queue:
+            if proposal.waiting:
+                if not proposal.linger_until:
+                    return False
+                until = until or proposal.linger_until
+                size += len(proposal.entry) + BATCH_PART_BYTES
+        if until <= loop.time() or size >= self._settings.max_batch_bytes:
+            return False
+        if self._linger_timer is None:
+            self._linger_timer = loop.call_at(until, self._linger_over)
+        return True
+
+    def _linger_over(self) -> None:
+        self._linger_timer = None
+        self._flush()
 
     def _submit(self, sync: RouteLog, picked: list[_Proposal]) -> None:
         loop = self._loop

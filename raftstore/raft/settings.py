@@ -101,6 +101,13 @@ class RaftSettings:
     a tick's stall stays far below the shortest election timeout even when large
     topic tables commit several at a time.
 
+    ``linger_s``: a proposal made with ``linger`` (a broker's registrations and
+    heartbeats, which it sends every 30 s and waits seconds for) may wait this long
+    for others to share its log entry, unless one that may not wait joins the
+    queue first. During a registration storm each registration was a log entry of
+    its own, and every entry costs each member a journal flush and a round of
+    messages; the answer comes at most one tick later.
+
     A node applies the entries it proposed from the command objects it encoded
     rather than decoding its own bytes again. That equals the decode as long as
     every field holds exactly its annotated type; ``verify_own_entries`` decodes
@@ -128,6 +135,7 @@ class RaftSettings:
     fsync: bool = True
     announce_commit_first: bool = True
     apply_slice_s: float = 0.05
+    linger_s: float = 0.02
     verify_own_entries: bool = field(
         default_factory=lambda: os.environ.get(VERIFY_OWN_ENTRIES_ENV) == "1"
     )
