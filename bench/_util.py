@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,6 @@ from remoting.command import RemotingCommand
 from remoting.frame import FrameDecoder
 from remoting.model import (
     DataVersion,
-    RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
@@ -42,7 +40,6 @@ QUEUES_PER_TOPIC = 8
 # Fixed clock values: the route table never reads a clock, so neither does its bench.
 REGISTERED_AT_MS = 1_700_000_000_000
 DATA_VERSION_TIMESTAMP_MS = 1_699_999_000_000
-CRC32_MASK = 0x7FFFFFFF
 
 TIMING_REPEATS = 5
 TIMING_MIN_BATCH_S = 0.05
@@ -269,22 +266,12 @@ def register_request(
     index: int, wrapper: TopicConfigSerializeWrapper, *, compressed: bool = False
 ) -> RemotingCommand:
     """The REGISTER_BROKER frame a 5.x master sends (plain JSON body by default)."""
-    body = register_body.encode_register_broker_body(
-        RegisterBrokerBody(wrapper, []), compressed=compressed
-    )
-    fields = {
-        "brokerName": broker_name(index),
-        "brokerAddr": broker_addr(index),
-        "clusterName": CLUSTER,
-        "haServerAddr": broker_addr(index).replace(":10911", ":10912"),
-        "brokerId": "0",
-        "enableActingMaster": "false",
-        "compressed": "true" if compressed else "false",
-        "bodyCrc32": str(zlib.crc32(body) & CRC32_MASK),
-    }
-    return RemotingCommand.request(
-        RequestCode.REGISTER_BROKER, fields, body, version=CURRENT_VERSION
-    )
+    return register_body.register_broker_request(
+        cluster_name=CLUSTER, broker_name=broker_name(index), broker_id=0,
+        broker_addr=broker_addr(index),
+        ha_server_addr=broker_addr(index).replace(":10911", ":10912"), wrapper=wrapper,
+        compress_over_bytes=0 if compressed else None,
+    )  # fmt: skip
 
 
 def route_request(topic: str) -> RemotingCommand:

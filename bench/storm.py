@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,6 +50,7 @@ from typing import Any
 from bench import _util
 from bench.route_query import LoadConnection, LoadStats, request_frames
 from gateway.internal import InternalCode
+from remoting import register_body
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
@@ -159,7 +159,7 @@ def registration(index: int, topics_per_broker: int, counter: int,
     template, head, tail = _registration_template(index, topics_per_broker, shared)
     body = head + str(counter).encode() + tail
     fields = dict(template.ext_fields or {})
-    fields["bodyCrc32"] = str(zlib.crc32(body) & _util.CRC32_MASK)
+    fields["bodyCrc32"] = str(register_body.body_crc32(body))
     return RemotingCommand.request(template.code, fields, body, version=template.version)
 
 

@@ -18,21 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from remoting.bodies import decode_data_version, decode_kv_table, encode_data_version
 from remoting.client import RemotingClient, RemotingClientError
-from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
-from remoting.model import DataVersion, KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
-from remoting.register_body import encode_register_broker_body
+from remoting.model import DataVersion, KVTable, TopicConfigSerializeWrapper
+from remoting.register_body import register_broker_request
 
 log = logging.getLogger(__name__)
 
-CRC32_MASK = 0x7FFFFFFF
 ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
 """Response ext field of raft failover: the broker id the NameServers ask this broker to take."""
 RAFT_FAILOVER_FIELD = "enableRaftFailover"
@@ -75,11 +73,6 @@ class RegisterResult:
     assigned_broker_id: int | None = None
 
 
-def body_crc32(body: bytes | None) -> int:
-    """The ``bodyCrc32`` header value: ``UtilAll.crc32`` of the body, 0 without one."""
-    return zlib.crc32(body) & CRC32_MASK if body else 0
-
-
 def build_register_request(
     identity: BrokerIdentity,
     wrapper: TopicConfigSerializeWrapper,
@@ -92,22 +85,13 @@ def build_register_request(
 
     ``extra_fields`` (raft failover: offsets and the opt-in flag) join the header.
     """
-    body_value = RegisterBrokerBody(topic_config_wrapper=wrapper)
-    body = encode_register_broker_body(body_value, compressed=False, version=CURRENT_VERSION)
-    compressed = len(body) > compress_over_bytes
-    if compressed:
-        body = encode_register_broker_body(body_value, compressed=True, version=CURRENT_VERSION)
-    fields = identity.fields()
-    fields.update(
-        haServerAddr=identity.ha_server_addr,
-        compressed="true" if compressed else "false",
-        bodyCrc32=str(body_crc32(body)),
-        enableActingMaster="false",
-    )
-    if heartbeat_timeout_ms is not None:
-        fields["heartbeatTimeoutMillis"] = str(heartbeat_timeout_ms)
-    fields.update(extra_fields or {})
-    return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body)
+    return register_broker_request(
+        cluster_name=identity.cluster_name, broker_name=identity.broker_name,
+        broker_id=identity.broker_id, broker_addr=identity.broker_addr,
+        ha_server_addr=identity.ha_server_addr, wrapper=wrapper,
+        compress_over_bytes=compress_over_bytes, heartbeat_timeout_ms=heartbeat_timeout_ms,
+        extra_fields=extra_fields,
+    )  # fmt: skip
 
 
 def build_query_data_version_request(

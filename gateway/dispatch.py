@@ -19,7 +19,6 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -74,7 +73,6 @@ MAX_OFFSET_FIELD = "maxOffset"
 CONFIRM_OFFSET_FIELD = "confirmOffset"
 RAFT_FAILOVER_FIELD = "enableRaftFailover"
 ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
-CRC32_MASK = 0x7FFFFFFF
 """Upstream masks the body CRC to a non-negative Java int (``UtilAll.crc32``)."""
 
 _SUCCESS = int(ResponseCode.SUCCESS)
@@ -116,11 +114,6 @@ def need_wait_for_service(config: NamesrvConfig, started_ms: int, now_ms: int) -
     if not config.need_wait_for_service:
         return False
     return now_ms - started_ms < config.wait_seconds_for_service * 1000
-
-
-def body_crc32(body: bytes | None) -> int:
-    """The body checksum a broker puts in ``bodyCrc32`` (0 for no body)."""
-    return 0 if not body else zlib.crc32(body) & CRC32_MASK
 
 
 class RequestDispatcher:
@@ -285,7 +278,7 @@ class RequestDispatcher:
     ) -> RemotingCommand:
         """103: crc check, version-dependent body, master/HA address for slaves."""
         crc = header_int(request, "bodyCrc32", bits=32) or 0
-        if crc != 0 and crc != body_crc32(request.body):
+        if crc != 0 and crc != register_body.body_crc32(request.body):
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_CRC_MISMATCH)
         cluster_name = require_str(request, "clusterName")
         broker_addr = require_str(request, "brokerAddr")

@@ -23,7 +23,6 @@ import signal
 import sys
 import threading
 import time
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,18 +30,17 @@ from types import FrameType
 
 from remoting.blocking import BlockingClient
 from remoting.client import RemotingClientError
-from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from remoting.codes import CURRENT_VERSION, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import (
     MASTER_ID,
     PERM_READ,
     PERM_WRITE,
     DataVersion,
-    RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
-from remoting.register_body import encode_register_broker_body
+from remoting.register_body import register_broker_request
 
 log = logging.getLogger("localcluster.demo")
 
@@ -56,7 +54,6 @@ BROKER_PORT_STEP = 10
 SLAVE_ID = 1
 REGISTER_PERIOD_S = 30.0
 REGISTER_TIMEOUT_S = 6.0
-CRC32_MASK = 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,23 +108,14 @@ def register_request(
     heartbeat_timeout_ms: int | None = None,
     version: int = CURRENT_VERSION,
 ) -> RemotingCommand:
-    """REGISTER_BROKER as a 5.x broker sends it: header fields as strings, crc32 of the body."""
-    body = RegisterBrokerBody(
-        TopicConfigSerializeWrapper(data_version=data_version, topic_config_table=topics)
-    )
-    raw = encode_register_broker_body(body, compressed=False, version=version)
-    ext = {
-        "brokerName": broker.broker_name,
-        "brokerAddr": broker.addr,
-        "clusterName": broker.cluster,
-        "haServerAddr": broker.ha_addr,
-        "brokerId": str(broker.broker_id),
-        "compressed": "false",
-        "bodyCrc32": str(zlib.crc32(raw) & CRC32_MASK),
-    }
-    if heartbeat_timeout_ms is not None:
-        ext["heartbeatTimeoutMillis"] = str(heartbeat_timeout_ms)
-    return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, raw, version=version)
+    """REGISTER_BROKER as a broker sends it (without ``enableActingMaster``, as the
+    simulated brokers always have)."""
+    return register_broker_request(
+        cluster_name=broker.cluster, broker_name=broker.broker_name,
+        broker_id=broker.broker_id, broker_addr=broker.addr, ha_server_addr=broker.ha_addr,
+        wrapper=TopicConfigSerializeWrapper(data_version=data_version, topic_config_table=topics),
+        enable_acting_master=None, heartbeat_timeout_ms=heartbeat_timeout_ms, version=version,
+    )  # fmt: skip
 
 
 class DemoFleet:

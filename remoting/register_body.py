@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remoting import fastjson
@@ -31,7 +32,7 @@ from remoting.bodies import (
     decode_topic_config_text,
     encode_topic_config_text,
 )
-from remoting.codes import CURRENT_VERSION, MQVersion
+from remoting.codes import CURRENT_VERSION, MQVersion, RequestCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.headers import header_bool
@@ -117,6 +118,57 @@ class _PayloadReader:
         raw = self._payload[self._position : end]
         self._position = end
         return raw
+
+
+# ------------------------------------------------------------- the request (103)
+
+CRC32_MASK = 0x7FFFFFFF
+
+
+def body_crc32(body: bytes | None) -> int:
+    """The ``bodyCrc32`` header value: ``UtilAll.crc32`` of the body, 0 for none."""
+    return zlib.crc32(body) & CRC32_MASK if body else 0
+
+
+def register_broker_request(
+    *,
+    cluster_name: str,
+    broker_name: str,
+    broker_id: int,
+    broker_addr: str,
+    ha_server_addr: str,
+    wrapper: TopicConfigSerializeWrapper,
+    compress_over_bytes: int | None = None,
+    enable_acting_master: bool | None = False,
+    heartbeat_timeout_ms: int | None = None,
+    extra_fields: Mapping[str, str] | None = None,
+    version: int = CURRENT_VERSION,
+) -> RemotingCommand:
+    """REGISTER_BROKER (103) as a broker sends it: header fields as strings, a
+    RegisterBrokerBody compressed when its JSON is longer than ``compress_over_bytes``
+    (None: never), ``bodyCrc32`` of the body sent. ``enable_acting_master`` None leaves
+    the field out, as brokers before 5.0 do (the NameServer then treats the broker as
+    old: no slave stands in for a missing master)."""
+    body_value = RegisterBrokerBody(topic_config_wrapper=wrapper)
+    body = encode_register_broker_body(body_value, compressed=False, version=version)
+    compressed = compress_over_bytes is not None and len(body) > compress_over_bytes
+    if compressed:
+        body = encode_register_broker_body(body_value, compressed=True, version=version)
+    fields = {
+        "brokerAddr": broker_addr,
+        "brokerId": str(broker_id),
+        "brokerName": broker_name,
+        "clusterName": cluster_name,
+        "haServerAddr": ha_server_addr,
+        "compressed": "true" if compressed else "false",
+        "bodyCrc32": str(body_crc32(body)),
+    }
+    if enable_acting_master is not None:
+        fields["enableActingMaster"] = "true" if enable_acting_master else "false"
+    if heartbeat_timeout_ms is not None:
+        fields["heartbeatTimeoutMillis"] = str(heartbeat_timeout_ms)
+    fields.update(extra_fields or {})
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body, version=version)
 
 
 def _inflate(data: bytes) -> bytes:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.dispatch import RequestDispatcher, body_crc32
+from gateway.dispatch import RequestDispatcher
 from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
@@ -15,6 +15,7 @@ from remoting.model import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from remoting.register_body import body_crc32
 from tests.gateway.conftest import build_node
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]

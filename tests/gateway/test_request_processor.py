@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.clock import ManualClock
-from gateway.dispatch import RequestDispatcher, body_crc32, route_not_found_remark
+from gateway.dispatch import RequestDispatcher, route_not_found_remark
 from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
@@ -19,6 +19,7 @@ from remoting import bodies, register_body
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_body import body_crc32
 from tests.gateway.conftest import DEFAULT_BROKER, build_node, register_default_broker
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
