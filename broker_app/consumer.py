@@ -368,7 +368,9 @@ class PushConsumer:
             addr = self._addr_of(queue.broker_name, MASTER_ID)
 
     async def commit_offsets(self) -> None:
-        """UPDATE_CONSUMER_OFFSET for every queue whose offset moved."""
+        """UPDATE_CONSUMER_OFFSET for every queue this client holds, moved or not, as
+        upstream's ``RemoteBrokerOffsetStore.persistAll`` does each round: a master
+        that came back, or took over, without the last commit gets it again."""
         for queue, state in list(self.queues.items()):
             await self._commit(queue, state)
 
