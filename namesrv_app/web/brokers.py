@@ -272,7 +272,33 @@ def _row(
         "lag": lag,
         "in_sync": in_sync,
         "last_heartbeat_ago_s": None if heard is None else (now_ms - heard.last_update_ms) / 1000,
+        "ha": _ha_link(address.broker_id, info),
     }
+
+
+def _count(info: dict[str, str], key: str) -> int | None:
+    try:
+        return max(0, int(info[key]))
+    except (KeyError, ValueError):
+        return None
+
+
+def _ha_link(broker_id: int, info: dict[str, str] | None) -> str:
+    """What the broker says of its HA link: how it authenticates (``haAuth``; our
+    brokers only), its slaves or its connection, and peers it refused."""
+    if info is None:
+        return ""
+    parts = [info["haAuth"]] if info.get("haAuth") else []
+    if broker_id == 0:
+        slaves = _count(info, "haConnections")
+        if slaves is not None:
+            parts.append(f"{slaves} slave{'' if slaves == 1 else 's'} connected")
+        refused = _count(info, "haRefusedConnections")
+        if refused:
+            parts.append(f"{refused} peer{'' if refused == 1 else 's'} refused")
+    elif "haConnected" in info:
+        parts.append("connected" if info["haConnected"] == "true" else "not connected")
+    return " · ".join(parts)
 
 
 def _page(

@@ -462,6 +462,24 @@ def test_the_brokers_page_shows_each_consumer_groups_clients_and_lag(
 ) -> None:
     tab = console
     tab.goto(f"{cluster.console_url}/brokers/")
+    # Every demo master and slave proved the run's HA secret; each slave is connected.
+    expected_ha = {
+        ("broker-a", "0"): "authenticated · 1 slave connected",
+        ("broker-a", "1"): "authenticated · connected",
+        ("broker-b", "0"): "authenticated · 1 slave connected",
+        ("broker-b", "1"): "authenticated · connected",
+    }
+    deadline = time.monotonic() + 15.0
+    while True:
+        rows = tab.locator("#brokers tbody tr").all()
+        ha = {(row.locator("td").nth(1).inner_text(), row.locator("td").nth(2).inner_text()):
+              row.locator("td.ha").inner_text() for row in rows}  # fmt: skip
+        if ha == expected_ha or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+        tab.reload()
+    assert ha == expected_ha
+    screenshot(tab, "brokers.png")
     group = tab.locator(f".consumer-group[data-group='{CONSUMER_GROUP}']")
     assert group.locator(".total-lag").inner_text() == "6"
     assert "2 client connections" in group.locator("h3").inner_text()

@@ -27,6 +27,7 @@ from gateway.services import NameServerService
 from localcluster import broker_control
 from localcluster.broker_control import BadBodyError, BrokerSpec, LocalBroker, QueueProgress
 from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.web import brokers as brokers_view
 from raftstore.replicator import LocalReplicator
 from remoting import fastjson
 from remoting.blocking import BlockingClient
@@ -87,6 +88,8 @@ def test_the_page_shows_the_brokers_role_and_offsets(broker: LocalBroker, viewer
     page = logged_in("vera").get("/brokers/").content.decode()
     assert broker.spec.addr in page and "ASYNC_MASTER" in page
     assert "s ago" in page and "running" in page
+    # Started without an HA secret: the master says it refuses slaves, and has none.
+    assert "refused (no haSecretFile) · 0 slaves connected" in page
     assert "Send a test message" not in page
     assert "No consumer group has committed an offset on these brokers yet." in page
 
@@ -322,3 +325,25 @@ def test_stopping_needs_a_confirmation_then_start_brings_it_back(
     started = client.post("/brokers/control/", {"label": LABEL, "action": "start"})
     assert f"{LABEL} started" in started.content.decode()
     assert broker_control.runtime_info(broker.spec.addr)["brokerRole"] == "ASYNC_MASTER"
+
+
+@pytest.mark.parametrize(
+    ("broker_id", "info", "shown"),
+    [
+        (0, {"haAuth": "authenticated", "haConnections": "1", "haRefusedConnections": "0"},
+         "authenticated · 1 slave connected"),
+        (0, {"haAuth": "authenticated", "haConnections": "2", "haRefusedConnections": "7"},
+         "authenticated · 2 slaves connected · 7 peers refused"),
+        (1, {"haAuth": "authenticated", "haConnected": "false"}, "authenticated · not connected"),
+        (1, {"haAuth": "classic (haAuthEnable=false)", "haConnected": "true"},
+         "classic (haAuthEnable=false) · connected"),
+        # A stock broker says nothing of authentication; nonsense counts are left out.
+        (0, {"haConnections": "x", "haRefusedConnections": "-3"}, ""),
+        (1, {}, ""),
+        (0, None, ""),
+    ],
+)  # fmt: skip
+def test_the_ha_link_column_says_what_the_broker_reports(
+    broker_id: int, info: dict[str, str] | None, shown: str
+) -> None:
+    assert brokers_view._ha_link(broker_id, info) == shown
