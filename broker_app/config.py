@@ -150,8 +150,8 @@ class BrokerConfig:
             return HAAuth()
         try:
             return HAAuth(load_key(self.ha_secret_file))
-        except ValueError as exc:
-            raise ConfigError(f"haSecretFile: {exc}") from exc
+        except ValueError as exc:  # its message names haSecretFile
+            raise ConfigError(str(exc)) from exc
 
     def remoting_acl(self) -> RemotingAcl | None:
         """The ACL of this broker's remoting port (None when turned off)."""

@@ -66,38 +66,31 @@ def _utf8(text: str) -> bytes:
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     """The header exactly as fastjson writes a RemotingCommand: sorted keys, nulls omitted."""
     _check_range("opaque", cmd.opaque, _INT32_MIN, _INT32_MAX)
+    fields = (cmd.code, cmd.flag, cmd.language, cmd.remark, cmd.version)
     if cmd.ext_fields is None:
         # Answers without ext fields (every route answer) differ only by opaque.
-        before, after = _json_header_around_opaque(
-            cmd.code, cmd.flag, cmd.language, cmd.remark, cmd.version
-        )
-        return b"%b%d%b" % (before, cmd.opaque, after)
-    _check_range("code", cmd.code, _INT32_MIN, _INT32_MAX)
-    _check_range("version", cmd.version, _INT32_MIN, _INT32_MAX)
-    _check_range("flag", cmd.flag, _INT32_MIN, _INT32_MAX)
-    parts = [f'{{"code":{cmd.code:d}']
-    parts.append(',"extFields":')
-    parts.append(fastjson.dumps(cmd.ext_fields))
-    parts.append(f',"flag":{cmd.flag:d}')
-    if cmd.language is not None:
-        parts.append(f',"language":"{cmd.language.name}"')
-    parts.append(f',"opaque":{cmd.opaque:d}')
-    if cmd.remark is not None:
-        parts.append(',"remark":')
-        parts.append(fastjson.quote(cmd.remark))
-    parts.append(f',"serializeTypeCurrentRPC":"JSON","version":{cmd.version:d}}}')
-    return _utf8("".join(parts))
+        before, after = _cached_json_header_around_opaque(*fields)
+    else:
+        before, after = _json_header_around_opaque(*fields, fastjson.dumps(cmd.ext_fields))
+    return b"%b%d%b" % (before, cmd.opaque, after)
 
 
-@functools.lru_cache(maxsize=256)
 def _json_header_around_opaque(
-    code: int, flag: int, language: LanguageCode | None, remark: str | None, version: int
+    code: int,
+    flag: int,
+    language: LanguageCode | None,
+    remark: str | None,
+    version: int,
+    ext_fields_json: str | None = None,
 ) -> tuple[bytes, bytes]:
-    """A header without ext fields, cut where its opaque goes (same layout as above)."""
+    """A JSON header cut where its opaque goes: the bytes before it and after it."""
     _check_range("code", code, _INT32_MIN, _INT32_MAX)
     _check_range("version", version, _INT32_MIN, _INT32_MAX)
     _check_range("flag", flag, _INT32_MIN, _INT32_MAX)
-    before = f'{{"code":{code:d},"flag":{flag:d}'
+    before = f'{{"code":{code:d}'
+    if ext_fields_json is not None:
+        before += ',"extFields":' + ext_fields_json
+    before += f',"flag":{flag:d}'
     if language is not None:
         before += f',"language":"{language.name}"'
     after = ""
@@ -105,6 +98,9 @@ def _json_header_around_opaque(
         after = ',"remark":' + fastjson.quote(remark)
     after += f',"serializeTypeCurrentRPC":"JSON","version":{version:d}}}'
     return _utf8(before + ',"opaque":'), _utf8(after)
+
+
+_cached_json_header_around_opaque = functools.lru_cache(maxsize=256)(_json_header_around_opaque)
 
 
 def _encode_binary_string(text: str | None, length: struct.Struct) -> bytes:

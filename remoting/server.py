@@ -158,10 +158,13 @@ class RefusalLog:
         self,
         lines_max: int = REFUSAL_LOG_LINES_MAX,
         interval_s: float = REFUSAL_LOG_INTERVAL_S,
+        logger: logging.Logger | None = None,
     ) -> None:
-        """A log allowing ``lines_max`` lines in each window of ``interval_s``."""
+        """A log allowing ``lines_max`` lines in each window of ``interval_s``, written
+        to ``logger`` (this module's by default)."""
         self.lines_max = lines_max
         self.interval_s = interval_s
+        self._log = log if logger is None else logger
         self._window_start_s = float("-inf")
         self._lines = 0
         self._suppressed = 0
@@ -179,7 +182,7 @@ class RefusalLog:
             message += " (%d similar lines left out)"
             args = (*args, self._suppressed)
             self._suppressed = 0
-        log.warning(message, *args)
+        self._log.warning(message, *args)
         return True
 
 

@@ -24,8 +24,8 @@ then the classic stream (the slave's first offset report, as before).
   ``rocketmq-ha slave proof`` / ``rocketmq-ha master proof``: one side's proof is
   never the other's answer, and both nonces are fresh per connection, so no
   recorded proof answers another connection.
-* K = HMAC-SHA256(key ``rocketmq-ha key v1``, the secret): the secret file's bytes
-  less a trailing newline, at least :data:`SECRET_BYTES_MIN` of them (a short
+* K = HMAC-SHA256(key ``rocketmq-ha key v1``, the secret): the secret file's text
+  without surrounding whitespace, at least :data:`SECRET_BYTES_MIN` of them (a short
   secret could be guessed offline from one recorded handshake).
 
 Every message has a fixed size, so an adapter reads exactly that many bytes
@@ -40,11 +40,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker_app.ha.protocol import HAProtocolError
+from remoting.acl import read_secret_file
 
 VERSION = 1
 TAG = b"\xffRMQHA" + VERSION.to_bytes(2, "big")
@@ -90,23 +90,14 @@ class HAKey:
 def load_key(path: str | Path) -> HAKey:
     """The key of the secret file at ``path``; ValueError saying what is wrong with it.
 
-    The secret is the file's bytes less a trailing newline. A file that group or
-    others may read is refused: whoever reads it can pose as master or slave.
-    """
-    secret_path = Path(path).expanduser()
+    The file is read as every secret file is (:func:`remoting.acl.read_secret_file`:
+    its text without surrounding whitespace, refused when group or others may read it,
+    since whoever reads it can pose as master or slave)."""
+    secret = read_secret_file(path, "haSecretFile")
     try:
-        mode = secret_path.stat().st_mode
-        secret = secret_path.read_bytes().rstrip(b"\r\n")
-    except OSError as exc:
-        raise ValueError(f"cannot read {secret_path}: {exc.strerror or exc}") from exc
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ValueError(f"{secret_path} is readable by others (chmod 600 {secret_path})")
-    if not secret:
-        raise ValueError(f"{secret_path} is empty")
-    try:
-        return HAKey(secret)
+        return HAKey(secret.encode("utf-8"))
     except ValueError as exc:
-        raise ValueError(f"{secret_path}: {exc}") from exc
+        raise ValueError(f"haSecretFile: {Path(path).expanduser()}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

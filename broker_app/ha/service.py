@@ -11,7 +11,7 @@ Plays RocketMQ 4.x ``HAService`` + ``HAConnection`` (read and write services)
 Before any of that, a peer must prove the HA secret (:mod:`broker_app.ha.auth`)
 within ``handshake_timeout_ms``: until it has, it is not a slave (it reads no
 byte of the commit log, its reports are not read, it is not counted), and a
-failure closes its connection with a warning logged at most once per kind every
+failure closes its connection with a warning logged at most once every
 :data:`REFUSAL_LOG_PERIOD_S` (the rest are counted). Without a secret (and
 without ``haAuthEnable=false``) the port is bound as usual but every peer is
 refused that way. At most :data:`HANDSHAKES_PENDING_MAX` peers may be in the
@@ -45,6 +45,7 @@ from broker_app.ha.auth import (
 from broker_app.ha.config import READ_CHUNK_BYTES, HAConfig
 from broker_app.ha.protocol import HAProtocolError, ReportDecoder, encode_transfer
 from broker_app.store.message_store import MessageStore
+from remoting.server import RefusalLog
 
 log = logging.getLogger(__name__)
 
@@ -55,29 +56,6 @@ HANDSHAKES_PENDING_MAX = 64
 """Peers that may be in the handshake at once (each for at most the handshake timeout)."""
 REFUSAL_LOG_PERIOD_S = 10.0
 NO_SECRET = "no haSecretFile: HA connections refused"
-
-
-class _Refusals:
-    """Counts refused HA peers; logs one line per kind every period, with how many
-    more there were, so a peer that reconnects in a loop cannot flood the log."""
-
-    def __init__(self, period_s: float = REFUSAL_LOG_PERIOD_S) -> None:
-        self.period_s = period_s
-        self.total = 0
-        self._last_s: dict[str, float] = {}
-        self._unlogged: dict[str, int] = {}
-
-    def refuse(self, kind: str, address: str, reason: str) -> None:
-        self.total += 1
-        now = time.monotonic()
-        last = self._last_s.get(kind)
-        if last is not None and now - last < self.period_s:
-            self._unlogged[kind] = self._unlogged.get(kind, 0) + 1
-            return
-        more = self._unlogged.pop(kind, 0)
-        self._last_s[kind] = now
-        suffix = f" ({more} more refused since the last line)" if more else ""
-        log.warning("HA peer %s refused: %s; closing%s", address, reason, suffix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +115,11 @@ class HAService:
         self._server: asyncio.Server | None = None
         self._connections: set[_HAConnection] = set()
         self._handshaking: set[asyncio.StreamWriter] = set()
-        self._refusals = _Refusals()
+        # A peer reconnecting in a loop cannot flood the log: one line per period, the
+        # rest counted (and said in the next line).
+        self._refusal_log = RefusalLog(1, REFUSAL_LOG_PERIOD_S, log)
+        self.refused_connections = 0
+        """Peers closed before the stream: no secret, a failed handshake, too many pending."""
         self._waiters = _AckWaiters()
         self.push_to_slave_max_offset = 0
 
@@ -170,11 +152,6 @@ class HAService:
                 self.host,
                 self.port,
             )
-
-    @property
-    def refused_connections(self) -> int:
-        """Peers closed before the stream: no secret, a failed handshake, too many pending."""
-        return self._refusals.total
 
     async def close(self) -> None:
         """Stop accepting, close every slave connection and fail the waiters."""
@@ -244,12 +221,10 @@ class HAService:
         if not self.auth.enabled:
             return True
         if self.auth.key is None:
-            self._refusals.refuse("no-secret", address, NO_SECRET)
+            self._refuse(address, NO_SECRET)
             return False
         if len(self._handshaking) >= HANDSHAKES_PENDING_MAX:
-            self._refusals.refuse(
-                "busy", address, f"{HANDSHAKES_PENDING_MAX} peers already in the handshake"
-            )
+            self._refuse(address, f"{HANDSHAKES_PENDING_MAX} peers already in the handshake")
             return False
         timeout_s = self.config.handshake_timeout_ms / 1000
         self._handshaking.add(writer)
@@ -269,8 +244,14 @@ class HAService:
             return True
         finally:
             self._handshaking.discard(writer)
-        self._refusals.refuse("handshake", address, reason)
+        self._refuse(address, reason)
         return False
+
+    def _refuse(self, address: str, reason: str) -> None:
+        self.refused_connections += 1
+        self._refusal_log.warning(
+            time.monotonic(), "HA peer %s refused: %s; closing", address, reason
+        )
 
 
 async def _master_handshake(

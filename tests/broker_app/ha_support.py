@@ -9,9 +9,10 @@ a secret (the right one or not) and then streams whatever a test wants.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from broker_app.ha.auth import (
@@ -26,7 +27,9 @@ from broker_app.ha.auth import (
     MasterHandshake,
     SlaveHandshake,
 )
+from broker_app.ha.client import HAClient
 from broker_app.ha.config import HAConfig
+from broker_app.ha.service import HAService
 from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig
 
 SEGMENT_BYTES = 64 * 1024
@@ -55,6 +58,28 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
 
 def files(store: MessageStore) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in store.commit_log.segment_paths()}
+
+
+@contextlib.asynccontextmanager
+async def ha_pair(
+    master: MessageStore,
+    slave: MessageStore,
+    *,
+    master_auth: HAAuth = AUTH,
+    slave_auth: HAAuth = AUTH,
+) -> AsyncIterator[tuple[HAService, HAClient]]:
+    """A master's HA service on a free loopback port and a slave following it, both
+    running (with :data:`FAST` intervals); both closed on the way out."""
+    service = HAService(master, FAST, auth=master_auth)
+    await service.start()
+    client = HAClient(slave, FAST, auth=slave_auth)
+    client.set_master_address(f"127.0.0.1:{service.port}")
+    client.start()
+    try:
+        yield service, client
+    finally:
+        await client.close()
+        await service.close()
 
 
 async def open_authenticated(
@@ -93,7 +118,8 @@ async def serve_fake_master(
             await writer.drain()
             await asyncio.sleep(2)
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+            # The slave under test hung up first: that is what the tests expect of it.
+            return
         finally:
             writer.close()
 

@@ -51,6 +51,7 @@ from tests.broker_app.ha_support import (
     KEY,
     OTHER_KEY,
     files,
+    ha_pair,
     make_store,
     put,
     serve_fake_master,
@@ -329,24 +330,19 @@ async def test_the_slave_keeps_replicating_while_rogues_knock_and_the_log_stays_
 ) -> None:
     caplog.set_level(logging.WARNING, SERVICE_LOG)
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
-    service = HAService(master, FAST, auth=AUTH)
-    await service.start()
-    client = HAClient(slave, FAST, auth=AUTH)
-    client.set_master_address(f"127.0.0.1:{service.port}")
-    client.start()
+    async with ha_pair(master, slave) as (service, client):
 
-    async def rogue(index: int) -> bytes:
-        reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
-        hello = await reader.readexactly(HELLO_BYTES)
-        if index % 2:
-            writer.write(SlaveHandshake(OTHER_KEY).answer(hello) + encode_report(0))
-        else:
-            writer.write(os.urandom(ANSWER_BYTES))
-        rest = await read_all(reader)
-        writer.close()
-        return rest
+        async def rogue(index: int) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+            hello = await reader.readexactly(HELLO_BYTES)
+            if index % 2:
+                writer.write(SlaveHandshake(OTHER_KEY).answer(hello) + encode_report(0))
+            else:
+                writer.write(os.urandom(ANSWER_BYTES))
+            rest = await read_all(reader)
+            writer.close()
+            return rest
 
-    try:
         await until(lambda: bool(service.slaves()))
         rogues = 40
         for round_no in range(4):
@@ -362,9 +358,6 @@ async def test_the_slave_keeps_replicating_while_rogues_knock_and_the_log_stays_
         assert service.refused_connections == rogues
         refusals = [r for r in caplog.records if "refused" in r.getMessage()]
         assert len(refusals) == 1  # one line per 10 s, the rest counted
-    finally:
-        await client.close()
-        await service.close()
 
 
 async def test_peers_beyond_the_pending_handshake_bound_are_closed_at_once(
@@ -400,12 +393,7 @@ async def test_a_master_without_a_secret_refuses_every_slave_and_says_why(
     caplog.set_level(logging.WARNING)
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
     put(master, 20)
-    service = HAService(master, FAST, auth=HAAuth())
-    await service.start()
-    client = HAClient(slave, FAST, auth=AUTH)
-    client.set_master_address(f"127.0.0.1:{service.port}")
-    client.start()
-    try:
+    async with ha_pair(master, slave, master_auth=HAAuth()) as (service, client):
         reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
         writer.write(encode_report(0))
         assert await read_all(reader) == b""
@@ -417,9 +405,6 @@ async def test_a_master_without_a_secret_refuses_every_slave_and_says_why(
         messages = [r.getMessage() for r in caplog.records]
         assert any("no haSecretFile: HA connections refused" in m for m in messages)
         assert any("the master closed the connection in the handshake" in m for m in messages)
-    finally:
-        await client.close()
-        await service.close()
 
 
 async def test_a_slave_without_a_secret_does_not_connect_and_says_why(
@@ -531,17 +516,10 @@ async def test_auth_off_is_the_classic_stream_a_raw_peer_speaks(tmp_path: Path) 
 async def test_classic_slaves_and_masters_replicate_with_each_other(tmp_path: Path) -> None:
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
     put(master, 30)
-    service = HAService(master, FAST, auth=HAAuth.classic())
-    await service.start()
-    client = HAClient(slave, FAST, auth=HAAuth.classic())
-    client.set_master_address(f"127.0.0.1:{service.port}")
-    client.start()
-    try:
+    classic = HAAuth.classic()
+    async with ha_pair(master, slave, master_auth=classic, slave_auth=classic):
         await until(lambda: slave.max_offset == master.max_offset)
         assert files(slave) == files(master)
-    finally:
-        await client.close()
-        await service.close()
 
 
 async def test_a_classic_slave_and_an_authenticating_master_part_with_clear_reasons(
@@ -550,22 +528,14 @@ async def test_a_classic_slave_and_an_authenticating_master_part_with_clear_reas
     caplog.set_level(logging.WARNING)
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
     put(master, 30)
-    service = HAService(master, FAST, auth=AUTH)
-    await service.start()
-    client = HAClient(slave, FAST, auth=HAAuth.classic())
-    client.set_master_address(f"127.0.0.1:{service.port}")
-    client.start()
+    async with ha_pair(master, slave, slave_auth=HAAuth.classic()) as (service, _):
 
-    def said(text: str) -> bool:
-        return any(text in r.getMessage() for r in caplog.records)
+        def said(text: str) -> bool:
+            return any(text in r.getMessage() for r in caplog.records)
 
-    try:
         await until(lambda: said("the master asks for the HA handshake"))
         assert said("classic report of offset 0")
         assert slave.max_offset == 0 and service.push_to_slave_max_offset == 0
-    finally:
-        await client.close()
-        await service.close()
 
 
 # ------------------------------------------------------- real broker controllers

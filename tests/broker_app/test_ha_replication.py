@@ -17,6 +17,7 @@ from tests.broker_app.ha_support import (
     AUTH,
     FAST,
     files,
+    ha_pair,
     make_store,
     open_authenticated,
     put,
@@ -27,12 +28,7 @@ from tests.broker_app.ha_support import (
 
 async def test_a_slave_copies_the_master_log_byte_for_byte(tmp_path: Path) -> None:
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
-    service = HAService(master, FAST, auth=AUTH)
-    await service.start()
-    client = HAClient(slave, FAST, auth=AUTH)
-    client.set_master_address(f"127.0.0.1:{service.port}")
-    client.start()
-    try:
+    async with ha_pair(master, slave) as (service, _):
         await until(lambda: bool(service.slaves()))
         for _ in range(5):
             put(master, 100)
@@ -43,27 +39,16 @@ async def test_a_slave_copies_the_master_log_byte_for_byte(tmp_path: Path) -> No
         message = slave.get_message("TopicA", 3, 99)
         assert message == master.get_message("TopicA", 3, 99)
         await until(lambda: service.push_to_slave_max_offset == master.max_offset)
-    finally:
-        await client.close()
-        await service.close()
 
 
 async def test_an_empty_slave_starts_at_the_masters_last_segment(tmp_path: Path) -> None:
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
     put(master, 600)
-    service = HAService(master, FAST, auth=AUTH)
-    await service.start()
-    client = HAClient(slave, FAST, auth=AUTH)
-    client.set_master_address(f"127.0.0.1:{service.port}")
-    client.start()
-    try:
+    async with ha_pair(master, slave):
         await until(lambda: slave.max_offset == master.max_offset)
         assert slave.min_offset == master.commit_log.last_segment_start() > 0
         last = master.commit_log.segment_paths()[-1]
         assert files(slave) == {last.name: last.read_bytes()}
-    finally:
-        await client.close()
-        await service.close()
 
 
 async def test_the_sync_wait_ends_when_the_slave_acks_and_times_out_without_it(
