@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import platform
-import secrets
 import signal
 import socket
 import statistics
@@ -210,21 +209,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-HA_SECRET_FILE = "ha.secret"
-
-
-def write_ha_secret(folder: Path) -> Path:
-    """``folder/ha.secret``, the HA secret a benchmark's masters and slaves share
-    (``haSecretFile``): random, mode 0600, made once per folder."""
-    path = folder / HA_SECRET_FILE
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as out:
-            out.write(secrets.token_hex(32) + "\n")
-    return path
 
 
 def topic_name(index: int) -> str:

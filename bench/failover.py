@@ -25,6 +25,7 @@ from pathlib import Path
 from bench import _util
 from localcluster import broker_control
 from localcluster.broker_control import BrokerSpec
+from localcluster.run_secrets import ha_secret
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     namesrv = tuple(addr for _, addr in gateways)
     settings = {"fast_heartbeat": "true", "heartbeat_interval_ms": "1000",
                 "heartbeat_timeout_ms": str(args.heartbeat_timeout_ms), "raft_failover": "true",
-                "haSecretFile": str(_util.write_ha_secret(root))}
+                "haSecretFile": str(ha_secret(root))}
     specs = {i: BrokerSpec(BROKER_NAME, i, free_port(), free_port(), namesrv,
                            settings=dict(settings)) for i in (0, 1)}  # fmt: skip
     times_s: list[float] = []

@@ -29,9 +29,9 @@ import threading
 import time
 from pathlib import Path
 
-from bench import _util
 from broker_app.messages import build_send_request
 from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig
+from localcluster.run_secrets import ha_secret
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_kv_table
 from remoting.command import RemotingCommand
@@ -70,7 +70,7 @@ class Broker:
             "--set",
             f"segment_bytes={SEGMENT_BYTES}",
             "--set",
-            f"haSecretFile={_util.write_ha_secret(root)}",
+            f"haSecretFile={ha_secret(root)}",
             *extra,
         ]
         env = dict(os.environ, NAMESRV_DB_PATH=str(self.root / "db.sqlite3"))

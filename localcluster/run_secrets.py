@@ -59,6 +59,15 @@ def _keep_or_make(path: Path) -> str:
         return value
 
 
+def ha_secret(folder: Path) -> Path:
+    """``folder/ha.secret``, made (random, owner-only) unless a usable one is there: the
+    ``haSecretFile`` that the brokers started from one folder share."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / HA_SECRET_FILE
+    _keep_or_make(path)
+    return path
+
+
 @dataclass(frozen=True, slots=True)
 class RunSecrets:
     """Where a run folder keeps its secrets, and what the processes are told of them."""

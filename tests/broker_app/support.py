@@ -9,7 +9,7 @@
   DataVersion differs.
 * :class:`BrokerProcess` runs ``manage.py run_broker`` in a subprocess with
   its own SQLite file and waits for its ready file. Every broker under one
-  root shares that root's HA secret (:func:`write_ha_secret`), so a master and
+  root shares that root's HA secret (``localcluster.run_secrets.ha_secret``), so a master and
   its slave replicate as a deployment's would.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from localcluster.run_secrets import ha_secret
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_data_version, encode_data_version
 from remoting.codes import RequestCode, ResponseCode
@@ -52,16 +52,6 @@ FAST_HA = {
     "record_bytes_max": str(16 * 1024),
     "flush_interval_ms": "100",
 }
-
-
-def write_ha_secret(folder: Path, name: str = "ha.secret") -> Path:
-    """``folder/name``: a random HA secret, mode 0600 (kept when it exists already)."""
-    path = folder / name
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_hex(32) + "\n")
-    return path
 
 
 @dataclass
@@ -198,7 +188,7 @@ class BrokerProcess:
         settings = dict(FAST_HA)
         # The broker port's ACL knows the test admin (topic creation needs its signature).
         settings["aclFile"] = str(write_test_acl(self.root))
-        settings["haSecretFile"] = str(write_ha_secret(root))
+        settings["haSecretFile"] = str(ha_secret(root))
         settings.update(extra or {})
         args = [
             sys.executable,

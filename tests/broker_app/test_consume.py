@@ -24,13 +24,14 @@ from broker_app.ha.config import HAConfig
 from broker_app.metadata import MemoryRepository
 from broker_app.store.message_store import MessageInput
 from broker_app.store.record import format_properties
+from localcluster.run_secrets import ha_secret
 from remoting.acl_policy import Account, AclConfig, dump_acl
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.message_codec import MessageExt, decode_messages
 from remoting.model import TopicConfig
-from tests.broker_app.support import FakeNameServer, write_ha_secret
+from tests.broker_app.support import FakeNameServer
 from tests.integration.gateway_harness import ADMIN
 
 FAST_HA = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=2000, reconnect_delay_ms=100)
@@ -46,7 +47,7 @@ def broker_config(root: Path, namesrv: str, *, broker_id: int, **extra: object) 
         namesrv_addrs=(namesrv,), register_initial_delay_ms=60_000,
         slave_sync_initial_delay_ms=100, slave_sync_interval_ms=200,
         segment_bytes=64 * 1024, record_bytes_max=16 * 1024, flush_interval_ms=100,
-        ha=FAST_HA, ha_secret_file=write_ha_secret(root),
+        ha=FAST_HA, ha_secret_file=ha_secret(root),
         message_delay_level="1s 1s 1s 1s 1s 1s",
     )  # fmt: skip
     settings.update(extra)

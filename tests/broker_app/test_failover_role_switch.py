@@ -19,10 +19,11 @@ from broker_app.ha.config import HAConfig
 from broker_app.metadata import MemoryRepository
 from broker_app.registration import first_assignment, parse_register_response
 from broker_app.store.message_store import MessageInput
+from localcluster.run_secrets import ha_secret
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from tests.broker_app.support import FakeNameServer, write_ha_secret
+from tests.broker_app.support import FakeNameServer
 
 FAST_HA = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=2000, reconnect_delay_ms=100)
 TOPIC = "TopicTest"
@@ -43,7 +44,7 @@ def broker_config(root: Path, namesrv: str, *, broker_id: int) -> BrokerConfig:
         record_bytes_max=16 * 1024,
         flush_interval_ms=100,
         ha=FAST_HA,
-        ha_secret_file=write_ha_secret(root),
+        ha_secret_file=ha_secret(root),
         raft_failover=True,
         failover_master_role=BrokerRole.SYNC_MASTER,
     )

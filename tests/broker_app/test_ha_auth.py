@@ -44,6 +44,7 @@ from broker_app.ha.protocol import HAProtocolError, TransferDecoder, encode_repo
 from broker_app.ha.service import HANDSHAKES_PENDING_MAX, HAService
 from broker_app.metadata import MemoryRepository
 from broker_app.store.message_store import MessageInput
+from localcluster.run_secrets import ha_secret
 from remoting.codes import ResponseCode
 from tests.broker_app.ha_support import (
     AUTH,
@@ -57,7 +58,7 @@ from tests.broker_app.ha_support import (
     serve_fake_master,
     until,
 )
-from tests.broker_app.support import FakeNameServer, write_ha_secret
+from tests.broker_app.support import FakeNameServer
 
 SERVICE_LOG = "broker_app.ha.service"
 CLIENT_LOG = "broker_app.ha.client"
@@ -556,8 +557,8 @@ async def test_brokers_sharing_the_secret_replicate_and_one_with_another_gets_no
     tmp_path: Path,
 ) -> None:
     namesrv = FakeNameServer().start()
-    shared = write_ha_secret(tmp_path / "shared")
-    stranger = write_ha_secret(tmp_path / "stranger")
+    shared = ha_secret(tmp_path / "shared")
+    stranger = ha_secret(tmp_path / "stranger")
     master = BrokerController(broker_config(tmp_path, namesrv.addr, 0, shared), MemoryRepository())
     await master.start()
     rogue = BrokerController(broker_config(tmp_path, namesrv.addr, 2, stranger), MemoryRepository())
