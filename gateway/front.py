@@ -53,7 +53,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway import handoff
 from gateway.acl import namesrv_acl
+from gateway.handoff import BROKER_CODES
 from gateway.route_request import RouteKey, shared_route_key
 from gateway.route_versions import RouteVersions
 from remoting.acl_policy import RemotingAcl
@@ -68,6 +70,7 @@ from remoting.server import (
     IDLE_TIMEOUT_S,
     UNFINISHED_FRAMES_BYTES_MAX,
     Connection,
+    RefusalLog,
     RemotingServer,
 )
 
@@ -121,6 +124,9 @@ class FrontOptions:
     acl_enabled: bool = True
     acl_file: str | None = None
     route_answers_max: int = ROUTE_ANSWERS_MAX
+    handoff_path: str | None = None
+    """The gateway's hand-over socket (gateway/handoff.py); None: relay broker
+    connections too."""
 
     def to_json(self) -> str:
         """The options as one JSON object."""
@@ -244,6 +250,8 @@ class ReadFront:
         self._links: dict[Connection, asyncio.Future[Link]] = {}
         self.hits = 0
         self.fetches = 0
+        self.handed_over = 0
+        self._refusals = RefusalLog(logger=log)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -265,7 +273,34 @@ class ReadFront:
                     self.hits += 1
                     return make_response(request, answer[1], remark=answer[2], body=answer[3])
                 return self._fetch_route(request, conn, key, version)
+        if request.code in BROKER_CODES and self.options.handoff_path is not None:
+            return self._hand_over(conn, conn.detach(request))
         return self._forward(request, conn)
+
+    async def _hand_over(
+        self, conn: Connection, detaching: Coroutine[Any, Any, tuple[int, bytes]]
+    ) -> None:
+        """Give a broker's connection to the gateway (gateway/handoff.py), which
+        answers the request that moved it. When that fails the connection is lost
+        (the broker connects again) and the refusal is logged."""
+        assert self.options.handoff_path is not None
+        try:
+            fd, stream = await detaching
+        except ConnectionError as exc:
+            self._refusals.warning(self._loop_time(), "%s not handed over: %s", conn.id, exc)
+            return
+        try:
+            link = await handoff.connect(self.options.handoff_path)
+            await handoff.send(link, fd, stream)
+            self.handed_over += 1
+        except OSError as exc:
+            self._refusals.warning(self._loop_time(), "%s not handed over: %s", conn.id, exc)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _loop_time() -> float:
+        return asyncio.get_running_loop().time()
 
     async def _fetch_route(
         self, request: RemotingCommand, conn: Connection, key: RouteKey, version: _Version
@@ -339,8 +374,9 @@ class ReadFront:
             for pending in self._links.values():
                 pending.add_done_callback(_close_when_open)
             self.versions.close()
-            log.info("read front stopped: %d route answers from copies, %d fetched",
-                     self.hits, self.fetches)  # fmt: skip
+            log.info("read front stopped: %d route answers from copies, %d fetched, "
+                     "%d broker connections handed over",
+                     self.hits, self.fetches, self.handed_over)  # fmt: skip
 
     async def _report(self, stop: asyncio.Event) -> None:
         """Tell the gateway, every second, how many route queries the copies answered."""

@@ -60,6 +60,7 @@ from gateway.front import (
     lower_priority,
     parse_peer,
 )
+from gateway.handoff import HandoffServer
 from gateway.internal import InternalDispatcher
 from gateway.kv_file import KvConfigFile
 from gateway.metrics import (
@@ -444,7 +445,21 @@ class Gateway:
                 # Every link comes from the front; it caps each client address.
                 connections_per_address_max=FRONTED_CONNECTIONS_MAX,
             )
+            # Brokers' connections are handed over by the front and served here
+            # directly, with the public port's limits (gateway/handoff.py).
+            self.adopted_server: RemotingServer | None = public_server(
+                handler,
+                listen=False,
+                host=options.host,
+                idle_timeout_s=options.idle_timeout_s,
+                connections_per_address_max=options.connections_per_address_max,
+            )
+            self.handoff: HandoffServer | None = HandoffServer(
+                self._front_dir / "handoff.sock", self.adopted_server.adopt
+            )
         else:
+            self.adopted_server = None
+            self.handoff = None
             self.server = public_server(
                 handler,
                 host=options.host,
@@ -474,6 +489,9 @@ class Gateway:
                 "projection rebuild did not finish within %.0f s", PROJECTION_FLUSH_TIMEOUT_S
             )
         await self.server.start()
+        if self.adopted_server is not None and self.handoff is not None:
+            await self.adopted_server.start()
+            await self.handoff.start()
         if self._front_dir is not None:
             self.front = FrontProcess(self._front_options(self._front_dir))
             await self.front.start()
@@ -540,6 +558,7 @@ class Gateway:
         return FrontOptions(
             listen_fd=-1,  # FrontProcess binds the port and fills it in
             upstream_path=str(folder / "gateway.sock"),
+            handoff_path=None if self.handoff is None else str(self.handoff.path),
             versions_path=str(folder / "route-versions"),
             parent_pid=os.getpid(),
             host=options.host,
@@ -590,7 +609,11 @@ class Gateway:
         if self.front is not None:
             # First: it lets the requests it forwarded finish here.
             await self.front.stop(self.options.drain_timeout_s + CANCEL_GRACE_S)
+        if self.handoff is not None:
+            await self.handoff.close()
         await self.server.close(self.options.drain_timeout_s)
+        if self.adopted_server is not None:
+            await self.adopted_server.close(self.options.drain_timeout_s)
         await self.internal_server.close(self.options.drain_timeout_s)
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout_s)

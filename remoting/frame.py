@@ -435,6 +435,12 @@ class FrameDecoder:
         """Bytes held back because they do not yet form a complete frame."""
         return len(self._buffer)
 
+    def take_buffered(self) -> bytes:
+        """The bytes held back (the start of an unfinished frame), removed from the
+        decoder: whoever continues the stream elsewhere starts with them."""
+        taken, self._buffer = bytes(self._buffer), bytearray()
+        return taken
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         """Add received bytes; return every command they complete, in order."""
         if self._error is not None:

@@ -50,7 +50,8 @@ import logging
 import os
 import socket
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from remoting.command import RemotingCommand, make_response
@@ -99,6 +100,9 @@ CONNECTIONS_PER_ADDRESS_MAX = 4096
 # a flood of them (peers reconnecting in a loop) must not fill the disk.
 REFUSAL_LOG_LINES_MAX = 10
 REFUSAL_LOG_INTERVAL_S = 10.0
+# Connection.detach waits at most this long for the answers of earlier requests.
+DETACH_TIMEOUT_S = 5.0
+DETACH_POLL_S = 0.002
 
 _connection_ids = itertools.count(1)
 
@@ -194,7 +198,7 @@ class Connection(asyncio.Protocol):
     ``asyncio.Protocol`` callbacks belong to the event loop.
     """
 
-    def __init__(self, server: RemotingServer) -> None:
+    def __init__(self, server: RemotingServer, preamble: bytes = b"") -> None:
         self.id = ""
         self.peer_host = ""
         self.peer_port = 0
@@ -234,6 +238,11 @@ class Connection(asyncio.Protocol):
         # True inside data_received: answers given there are written together
         # when it returns (one send per read, as the frames arrived together).
         self._receiving = False
+        # What another process read of an adopted connection (RemotingServer.adopt):
+        # served first, as if it had just arrived.
+        self._preamble = preamble
+        # Set by detach(): the frames read after the one handed over, kept unhandled.
+        self._detached: list[RemotingCommand] | None = None
 
     def __repr__(self) -> str:
         return f"<Connection {self.id}>"
@@ -302,6 +311,10 @@ class Connection(asyncio.Protocol):
             transport.close()
             return
         self._schedule_idle_check(self._server.idle_timeout_s)
+        if self._preamble:
+            # Before the transport's first read (it is scheduled after this callback).
+            preamble, self._preamble = self._preamble, b""
+            self.data_received(preamble)
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Fail nothing silently: wake writers and fire the closed hook once."""
@@ -368,6 +381,9 @@ class Connection(asyncio.Protocol):
     # -- request handling ---------------------------------------------------------
 
     def _dispatch(self, cmd: RemotingCommand) -> None:
+        if self._detached is not None:
+            self._detached.append(cmd)  # the next owner's to handle
+            return
         if cmd.flag & FLAG_RESPONSE:
             # Nothing on the server side ever waits for an answer.
             log.debug("%s: ignoring response frame opaque=%d", self.id, cmd.opaque)
@@ -384,6 +400,7 @@ class Connection(asyncio.Protocol):
         while (
             self._backlog
             and not self._writing_paused
+            and self._detached is None
             and not self.is_closed
             and len(self._tasks) < self._server.max_inflight_per_connection
         ):
@@ -490,6 +507,74 @@ class Connection(asyncio.Protocol):
         self._last_activity_s = self._loop.time()
         transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
+    # -- handing the connection over -----------------------------------------------
+
+    def detach(
+        self, first: RemotingCommand, timeout_s: float = DETACH_TIMEOUT_S
+    ) -> Coroutine[Any, Any, tuple[int, bytes]]:
+        """Give the peer's connection to another process, called by the handler of
+        ``first`` itself (not in a coroutine it returns, which runs only after the rest
+        of the read was dispatched): from now on nothing more is read or handled here.
+
+        The returned coroutine waits for the handlers of earlier requests and for every
+        answer to leave, then gives a duplicate of the socket's descriptor (the
+        caller's to pass on and close) and the bytes the next owner must serve before
+        anything it reads: ``first`` and the frames read after it, encoded again, then
+        the start of an unfinished frame. This connection then closes as any other (its
+        closed hook fires), but only this process's descriptor: the peer's connection
+        stays open. It raises ``ConnectionError`` when the connection closed meanwhile
+        or the earlier answers did not leave within ``timeout_s`` (the connection is
+        closed then)."""
+        if self._detached is not None:
+            raise RuntimeError(f"connection {self.id} is already being handed over")
+        # At once, not when the coroutine first runs: frames later in the same read
+        # must not reach the handler.
+        self._detached = []
+        self._update_reading()
+        current = asyncio.current_task()  # the handler's own, when it runs in one
+        earlier = [task for task in self._tasks if task is not current]
+        return self._finish_detach(first, earlier, timeout_s)
+
+    async def _finish_detach(
+        self,
+        first: RemotingCommand,
+        earlier: list[asyncio.Future[RemotingCommand | None]],
+        timeout_s: float,
+    ) -> tuple[int, bytes]:
+        assert self._detached is not None
+        deadline_s = self._loop.time() + timeout_s
+        if earlier:
+            await asyncio.wait(earlier, timeout=timeout_s)
+        self._flush()
+        transport = self._transport
+        while (
+            transport is not None
+            and not transport.is_closing()
+            and transport.get_write_buffer_size()
+            and self._loop.time() < deadline_s
+        ):
+            await asyncio.sleep(DETACH_POLL_S)
+        if (
+            transport is None
+            or transport.is_closing()
+            or transport.get_write_buffer_size()
+            or any(not task.done() for task in earlier)
+        ):
+            self.close()
+            raise ConnectionError(f"connection {self.id} could not be handed over")
+        # A started request is older than every waiting one, and those than the
+        # frames read after the hand-over began.
+        frames = [first, *self._backlog, *self._detached]
+        stream = b"".join([*(encode_frame(cmd) for cmd in frames), self._decoder.take_buffered()])
+        self._backlog.clear()
+        self._detached = []
+        self._release_unfinished()
+        fd = os.dup(transport.get_extra_info("socket").fileno())
+        # asyncio closes its socket object without a shutdown: the duplicate keeps
+        # the TCP connection whole.
+        transport.close()
+        return fd, stream
+
     # -- flow control -------------------------------------------------------------
 
     def _update_reading(self) -> None:
@@ -499,6 +584,7 @@ class Connection(asyncio.Protocol):
         should_pause = (
             self._writing_paused
             or self._draining
+            or self._detached is not None
             or bool(self._backlog)
             or len(self._tasks) >= self._server.max_inflight_per_connection
         )
@@ -644,12 +730,14 @@ class RemotingServer:
         connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX,
         sock: socket.socket | None = None,
         unix_path: str | None = None,
+        listen: bool = True,
     ) -> None:
         """A server for ``handler``; ValueError when a limit is not positive.
 
         By default it binds ``host:port``. ``sock``: accept on this already listening
         socket instead (another process bound it). ``unix_path``: listen on a Unix socket
-        at that path, readable and writable by this user only.
+        at that path, readable and writable by this user only. ``listen`` False: accept
+        nothing, serve only the connections given to :meth:`adopt`.
         """
         if sock is not None and unix_path is not None:
             raise ValueError("give sock or unix_path, not both")
@@ -672,6 +760,8 @@ class RemotingServer:
         self._requested_port = port
         self._sock = sock
         self.unix_path = unix_path
+        self.listen = listen
+        self._started = False
         self._on_connection_closed = on_connection_closed
         self._server: asyncio.Server | None = None
         self._connections: dict[Connection, None] = {}
@@ -712,9 +802,12 @@ class RemotingServer:
         return self._connections_by_host.get(host, 0)
 
     async def start(self) -> None:
-        """Bind and start accepting connections."""
-        if self._server is not None:
+        """Bind and start accepting connections (with ``listen`` False: only start)."""
+        if self._started:
             raise RuntimeError("server already started")
+        self._started = True
+        if not self.listen:
+            return
         loop = asyncio.get_running_loop()
         if self.unix_path is not None:
             # Whoever can connect here is trusted with the peer address it announces:
@@ -736,6 +829,18 @@ class RemotingServer:
             )
         log.info("remoting server listening on %s:%d", self.host, self.port)
 
+    async def adopt(self, sock: socket.socket, preamble: bytes = b"") -> None:
+        """Serve ``sock``, a connected TCP socket another process accepted and read
+        ``preamble`` from (see :meth:`Connection.detach`), as if accepted here: the
+        same limits, timeouts and hooks. Closes ``sock`` and raises ConnectionError
+        when the server is not running."""
+        if not self._started or self._closing:
+            sock.close()
+            raise ConnectionError("the server is not running")
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        await loop.connect_accepted_socket(lambda: Connection(self, preamble), sock)
+
     async def close(self, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
         """Stop accepting, let in-flight requests answer, then close everything.
 
@@ -744,12 +849,13 @@ class RemotingServer:
         the deadline is cancelled and the connection aborted.
         """
         server = self._server
-        if server is None or self._closing:
+        if not self._started or self._closing:
             return
         self._closing = True
         loop = asyncio.get_running_loop()
         deadline_s = loop.time() + drain_timeout_s
-        server.close()
+        if server is not None:
+            server.close()
         connections = list(self._connections)
         for conn in connections:
             conn._begin_drain()
@@ -764,7 +870,8 @@ class RemotingServer:
         await self._wait_for_lost(connections, grace_deadline_s)
         if leftovers:
             await asyncio.wait(leftovers, timeout=max(0.0, grace_deadline_s - loop.time()))
-        await server.wait_closed()
+        if server is not None:
+            await server.wait_closed()
 
     async def _wait_for_handlers(self, connections: list[Connection], deadline_s: float) -> None:
         loop = asyncio.get_running_loop()

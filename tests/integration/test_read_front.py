@@ -9,6 +9,7 @@ restarted when it dies and exits when its gateway does.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -25,6 +26,7 @@ from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.frame import FrameDecoder, encode_frame
 from remoting.model import DataVersion
 from tests.integration.gateway_harness import GatewayProcess, wait_until
 from tests.integration.raft_cluster_harness import RaftGatewayCluster
@@ -49,12 +51,16 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
         process.terminate()
 
 
-def route(client: BlockingClient, topic: str) -> RemotingCommand:
-    """GET_ROUTEINFO_BY_TOPIC over ``client``."""
-    request = RemotingCommand.request(
+def route_query(topic: str) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC for ``topic``."""
+    return RemotingCommand.request(
         RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": "true"}
     )
-    return client.invoke(request)
+
+
+def route(client: BlockingClient, topic: str) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC over ``client``."""
+    return client.invoke(route_query(topic))
 
 
 def queue_nums(answer: RemotingCommand) -> int:
@@ -77,6 +83,14 @@ def front_pid(gateway_pid: int) -> int:
         if int(stat_fields[1]) == gateway_pid and b"gateway.front" in cmdline:
             return int(entry.name)
     raise AssertionError(f"no front process under pid {gateway_pid}")
+
+
+def is_dead(pid: int) -> bool:
+    """True once ``pid`` is gone or a zombie (killed, not yet reaped)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def read_your_writes(
@@ -137,6 +151,63 @@ def test_a_broker_connection_closing_unregisters_it_in_eventual_mode(
         wait_until(lambda: route(reader, "ClosingTopic").code == ResponseCode.TOPIC_NOT_EXIST)
 
 
+class RawConnection:
+    """One TCP connection speaking frames, never reopened (BlockingClient reconnects
+    silently, which would hide whether the connection itself survived)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=3.0)
+        self.decoder = FrameDecoder()
+        self.opaque = 0
+
+    def invoke(self, request: RemotingCommand) -> RemotingCommand:
+        """The answer; ConnectionError when the connection was closed."""
+        self.opaque += 1
+        self.sock.sendall(encode_frame(dataclasses.replace(request, opaque=self.opaque)))
+        while True:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed")
+            for answer in self.decoder.feed(data):
+                if answer.opaque == self.opaque:
+                    return answer
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_broker_s_connection_moves_to_the_gateway_and_outlives_the_front(
+    gateway: GatewayProcess,
+) -> None:
+    """At its first REGISTER_BROKER a broker's connection is handed to the gateway
+    (gateway/handoff.py): killing the front then drops a reader's connection, which it
+    held, but not the broker's, which keeps being answered (writes and reads)."""
+    mover = DemoBroker("FrontCluster", "broker-moved", 0, "127.0.0.1:30931", "127.0.0.1:30932")
+
+    def registration(counter: int) -> RemotingCommand:
+        table = topic_table(["MovedTopic", mover.broker_name])
+        return register_request(mover, table, DataVersion(1, counter))
+
+    port = gateway.info["port"]
+    broker_conn, reader = RawConnection(port), RawConnection(port)
+    try:
+        assert reader.invoke(route_query("MovedTopic")).code == ResponseCode.TOPIC_NOT_EXIST
+        assert broker_conn.invoke(registration(1)).code == ResponseCode.SUCCESS
+        old = front_pid(gateway.info["pid"])
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: is_dead(old))
+        with pytest.raises(ConnectionError):
+            reader.invoke(route_query("MovedTopic"))
+        assert broker_conn.invoke(registration(2)).code == ResponseCode.SUCCESS
+        assert broker_conn.invoke(route_query("MovedTopic")).code == ResponseCode.SUCCESS
+        wait_for_a_new_front(gateway, old)
+        with gateway.client() as fresh:
+            assert route(fresh, "MovedTopic").code == ResponseCode.SUCCESS
+    finally:
+        broker_conn.close()
+        reader.close()
+
+
 def scraped(gateway: GatewayProcess, name: str) -> float:
     """One sample of the gateway's metrics port (0 when absent)."""
     url = f"http://127.0.0.1:{gateway.info['metrics_port']}/metrics"
@@ -195,9 +266,8 @@ def test_the_gateway_runs_below_its_front(gateway: GatewayProcess) -> None:
     assert set(thread_nices(front_pid(gateway.info["pid"]))) == {base}
 
 
-def test_a_killed_front_is_restarted(gateway: GatewayProcess) -> None:
-    old = front_pid(gateway.info["pid"])
-    os.kill(old, signal.SIGKILL)
+def wait_for_a_new_front(gateway: GatewayProcess, old: int) -> None:
+    """Until a front other than ``old`` serves route reads."""
 
     def served_by_a_new_front() -> bool:
         try:
@@ -209,6 +279,12 @@ def test_a_killed_front_is_restarted(gateway: GatewayProcess) -> None:
         return served and front_pid(gateway.info["pid"]) != old
 
     wait_until(served_by_a_new_front, timeout_s=15.0)
+
+
+def test_a_killed_front_is_restarted(gateway: GatewayProcess) -> None:
+    old = front_pid(gateway.info["pid"])
+    os.kill(old, signal.SIGKILL)
+    wait_for_a_new_front(gateway, old)
     # Set back to the first front's priority; a user without CAP_SYS_NICE (not root)
     # gets a warning and the gateway's priority instead.
     base = os.getpriority(os.PRIO_PROCESS, 0)

@@ -1,0 +1,249 @@
+"""Broker connections move from the read front to the gateway (SCM_RIGHTS).
+
+The read front answers route queries itself and relays every other request to the
+gateway: for a producer's or consumer's occasional write that is cheap, but a broker
+sends its whole topic table every 30 s, and in a fleet restart hundreds of them do at
+once. Relayed, each of those frames was read, decoded, encoded and written by the front,
+then read again by the gateway, and its answer went the same way back: about a fifth
+of the CPU of a registration storm (docs/BENCHMARKS.md, "broker connections handed
+over").
+
+So at a connection's first request that only a broker sends (:data:`BROKER_CODES`), the
+front gives the connection itself to the gateway:
+
+1. the front connects to the gateway's hand-over socket (a Unix socket in the folder
+   only this user can enter, beside the relay socket);
+2. it stops reading the client, lets the answers of earlier requests leave, and takes
+   the frames it read but did not handle (:meth:`remoting.server.Connection.detach`);
+3. it sends one message: :data:`MAGIC`, the length of those bytes, and the socket's
+   descriptor as ancillary data; then the bytes;
+4. the gateway serves the socket as if it had accepted it
+   (:meth:`remoting.server.RemotingServer.adopt`): the same limits, idle timeout, ACL
+   and channel-close hook, the client's own address from the socket, and the bytes
+   first.
+
+The broker notices nothing: the same TCP connection, answers in order. A connection the
+front could not hand over (the gateway restarting, the socket refused) is relayed as
+before. A restarted front no longer drops its brokers' connections: they live in the
+gateway. What the gateway takes from the socket is checked: one descriptor of a
+connected TCP socket, from a process of this user, with at most :data:`STREAM_BYTES_MAX`
+bytes, else it closes everything it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from remoting.codes import RequestCode
+from remoting.frame import FRAME_BYTES_MAX
+from remoting.server import ACCEPT_BACKLOG, RefusalLog, describe_exception
+
+log = logging.getLogger(__name__)
+
+BROKER_CODES = frozenset(
+    {
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.BROKER_HEARTBEAT,
+        RequestCode.QUERY_DATA_VERSION,
+    }
+)
+"""Requests only a broker sends: the first of them on a connection moves it."""
+
+MAGIC = b"NSH1"
+_HEADER = struct.Struct(">4sI")
+STREAM_BYTES_MAX = 2 * FRAME_BYTES_MAX + 256 * 1024
+"""The most a front can hold of a connection: the frame handed over, the frames of
+one read after it (asyncio reads at most 256 KiB), and an unfinished frame."""
+MESSAGE_TIMEOUT_S = 5.0
+"""How long the gateway waits for the bytes announced in a hand-over message."""
+
+Adopt = Callable[[socket.socket, bytes], Awaitable[None]]
+
+
+class HandoffRefused(ConnectionError):
+    """The gateway's hand-over socket could not be reached."""
+
+
+async def connect(path: str) -> socket.socket:
+    """A connection to the gateway's hand-over socket at ``path``
+    (:class:`HandoffRefused` when there is none)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, path)
+    except OSError as exc:
+        sock.close()
+        raise HandoffRefused(f"hand-over socket {path}: {exc}") from exc
+    return sock
+
+
+async def send(sock: socket.socket, fd: int, stream: bytes) -> None:
+    """Pass the descriptor ``fd`` and the bytes read from it over ``sock`` (from
+    :func:`connect`), then close ``sock``. ``fd`` stays the caller's to close."""
+    loop = asyncio.get_running_loop()
+    try:
+        header = _HEADER.pack(MAGIC, len(stream))
+        # Eight bytes into an empty socket buffer: sent whole or not at all.
+        sent = socket.send_fds(sock, [header], [fd])
+        if sent != len(header):
+            raise ConnectionError("hand-over header cut short")
+        if stream:
+            await loop.sock_sendall(sock, stream)
+    finally:
+        sock.close()
+
+
+class HandoffServer:
+    """The gateway's end: accepts hand-over messages on a Unix socket at ``path``
+    (this user's only) and gives each socket to ``adopt``."""
+
+    def __init__(self, path: Path, adopt: Adopt) -> None:
+        self.path = path
+        self._adopt = adopt
+        self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._refusals = RefusalLog(logger=log)
+        self.adopted = 0
+        self.refused = 0
+
+    async def start(self) -> None:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.path))
+        os.chmod(self.path, 0o600)
+        listener.listen(ACCEPT_BACKLOG)
+        listener.setblocking(False)
+        self._listener = listener
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(listener))
+
+    async def close(self) -> None:
+        if self._accepting is not None:
+            self._accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accepting
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks))
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError as exc:
+                log.warning("hand-over socket: accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._receive(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _receive(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                conn.setblocking(False)
+                received, stream = await asyncio.wait_for(
+                    self._read_message(conn), MESSAGE_TIMEOUT_S
+                )
+            # adopt() owns the socket from here, closing it when it cannot serve it.
+            await self._adopt(received, stream)
+            self.adopted += 1
+        except (OSError, ValueError, TimeoutError) as exc:
+            self.refused += 1
+            self._refusals.warning(
+                asyncio.get_running_loop().time(), "hand-over refused: %s", describe_exception(exc)
+            )
+
+    async def _read_message(self, conn: socket.socket) -> tuple[socket.socket, bytes]:
+        """The socket and the bytes of one hand-over message; ValueError when it is
+        not one (every descriptor received is closed then)."""
+        _check_same_user(conn)
+        loop = asyncio.get_running_loop()
+        await _readable(loop, conn)
+        data, fds, flags, _ = socket.recv_fds(conn, _HEADER.size, 4)
+        if flags & socket.MSG_CTRUNC or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise ValueError(f"{len(fds)} descriptors instead of one")
+        received = _tcp_socket(fds[0])
+        try:
+            while len(data) < _HEADER.size:
+                more = await loop.sock_recv(conn, _HEADER.size - len(data))
+                if not more:
+                    raise ValueError("the header was cut short")
+                data += more
+            magic, length = _HEADER.unpack(data)
+            if magic != MAGIC:
+                raise ValueError("not a hand-over message")
+            if length > STREAM_BYTES_MAX:
+                raise ValueError(f"{length} bytes announced, at most {STREAM_BYTES_MAX}")
+            chunks = []
+            remaining = length
+            while remaining:
+                chunk = await loop.sock_recv(conn, min(remaining, 256 * 1024))
+                if not chunk:
+                    raise ValueError(f"{remaining} of the {length} bytes announced are missing")
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        except BaseException:
+            received.close()
+            raise
+        return received, b"".join(chunks)
+
+
+def _tcp_socket(fd: int) -> socket.socket:
+    """``fd`` as a socket object, when it is a connected TCP socket; else it is closed
+    and ValueError raised."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        os.close(fd)
+        raise ValueError(f"the descriptor is not a socket: {exc}") from exc
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
+        sock.close()
+        raise ValueError("the descriptor is not a TCP socket")
+    try:
+        sock.getpeername()
+    except OSError as exc:
+        sock.close()
+        raise ValueError("the TCP socket is not connected") from exc
+    return sock
+
+
+def _check_same_user(conn: socket.socket) -> None:
+    """ValueError unless the process at the other end runs as this user (the folder
+    already keeps others out; this says so where the descriptor is taken)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        raise ValueError(f"a process of user {uid} is not this gateway's front")
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    """Wait until ``sock`` has something to read."""
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = sock.fileno()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
