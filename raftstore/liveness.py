@@ -275,13 +275,25 @@ class RegistrationDeduper:
             if applied is not None and watch.matches(applied):
                 return self._unchanged(watch.command or applied)
             started = watch.loop.time()
+            # A timer that answers None, not asyncio.wait_for: that wraps the future
+            # in a task of its own, for every copy a follower waits for.
+            expired: list[bool] = []
+
+            def expire() -> None:
+                if not watch.answer.done():
+                    expired.append(True)
+                    watch.answer.set_result(None)
+
+            timer = watch.loop.call_later(self.wait_s, expire)
             try:
-                answer = await asyncio.wait_for(watch.answer, self.wait_s)
-                self._observe(watch.loop.time() - started)
-                return answer
-            except TimeoutError:
+                answer = await watch.answer
+            finally:
+                timer.cancel()
+            if expired:
                 self.waits_timed_out += 1
                 return None
+            self._observe(watch.loop.time() - started)
+            return answer
         finally:
             self._unwatch(key, watch)
 

@@ -44,13 +44,14 @@ wrong; it changes nothing and keeps the connection.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,11 @@ def peer_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | N
     return address
 
 
-def address_in(host: str, networks: Iterable[Network]) -> bool:
-    """True when ``host`` lies in one of ``networks``."""
+@functools.lru_cache(maxsize=4096)
+def address_in(host: str, networks: tuple[Network, ...]) -> bool:
+    """True when ``host`` lies in one of ``networks``. Remembered: every broker's
+    registration is checked against the white list, from a handful of hosts, and
+    parsing the address was most of the check."""
     address = peer_address(host)
     if address is None:
         return False

@@ -341,6 +341,7 @@ def topics_digest(request: RemotingCommand) -> BodyDigest | None:
     digest = hashlib.blake2b(digest_size=REQUEST_DIGEST_BYTES)
     digest.update(request.version.to_bytes(4, "big", signed=True))
     digest.update(start.to_bytes(4, "big"))
-    digest.update(body[:start])
-    digest.update(body[end + 1 :])
+    view = memoryview(body)  # slices without copying 15 KB twice
+    digest.update(view[:start])
+    digest.update(view[end + 1 :])
     return BodyDigest(digest.digest(), _data_version_from(obj), version_json)
