@@ -25,12 +25,12 @@ def both_ways(header: bytes) -> tuple[object, object]:
     """The full decode and the memo's, after the memo has seen the header once with
     opaque 1 (so a memo would answer from memory); an error stands for itself."""
     decoder = FrameDecoder()
-    primer = header.replace(b"@", b"1")
+    primer = header.replace(b"@", b"1").replace(b"#", b"12")
     try:
         decoder.feed(json_frame(primer))
     except ProtocolError:
         decoder = FrameDecoder()
-    target = header.replace(b"@", b"77")
+    target = header.replace(b"@", b"77").replace(b"#", b"3456789")
 
     def outcome(decode: object) -> object:
         try:
@@ -46,6 +46,20 @@ def test_a_repeated_route_query_decodes_from_memory_and_equals_the_full_decode()
     for opaque in (5, 6, 2**31 - 1, -(2**31), 0):
         request = RemotingCommand.request(
             RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"}, opaque=opaque
+        )
+        data = encode_frame(request)
+        (got,) = decoder.feed(data)
+        assert got == decode_frame(data) == request
+    assert len(decoder._memo._entries) == 1
+
+
+def test_a_broker_s_next_registration_decodes_from_memory_with_its_own_crc() -> None:
+    decoder = FrameDecoder()
+    for opaque, crc in ((5, "1"), (6, "4294967295"), (7, "0"), (8, "123456")):
+        request = RemotingCommand.request(
+            RequestCode.REGISTER_BROKER,
+            {"brokerName": "b", "brokerAddr": "127.0.0.1:10911", "bodyCrc32": crc},
+            opaque=opaque,
         )
         data = encode_frame(request)
         (got,) = decoder.feed(data)
@@ -106,6 +120,17 @@ def test_the_memo_keeps_a_bounded_number_of_headers() -> None:
         b'{"code":105,"opaque":@,}',
         b'{"code":105,"opaque":@',
         b'{"code":"x","opaque":@}',
+        # bodyCrc32: only the ext field's, once, digits in a string, is cut out
+        b'{"code":103,"extFields":{"bodyCrc32":"#"},"opaque":@}',
+        b'{"code":103,"bodyCrc32":"#","extFields":{"bodyCrc32": "12"},"opaque":@}',
+        b'{"code":103,"bodyCrc32":"#","extFields":{"bodyCrc32":"12"},"opaque":@}',
+        b'{"code":103,"extFields":{"bodyCrc32":"12","bodyCrc32":"#"},"opaque":@}',
+        b'{"code":103,"extFields":{"bodyCrc32":"#","x":"bodyCrc32"},"opaque":@}',
+        b'{"code":103,"extFields":{"bodyCrc32":#},"opaque":@}',
+        b'{"code":103,"extFields":{"bodyCrc32":"-#"},"opaque":@}',
+        b'{"code":103,"extFields":{"bodyCrc32":"#0000000000"},"opaque":@}',
+        b'{"code":103,"extFields":{"x":{"bodyCrc32":"#"}},"opaque":@}',
+        b'{"code":103,"remark":"#","extFields":{"bodyCrc32":"#"},"opaque":@}',
     ],
 )
 def test_every_odd_header_decodes_as_the_full_decode_does(header: bytes) -> None:
@@ -114,7 +139,7 @@ def test_every_odd_header_decodes_as_the_full_decode_does(header: bytes) -> None
 
 
 HEADER_TEXT = st.text(
-    alphabet=st.sampled_from(list('{}[]":,-0123456789 \\uopaquecodeextFields@')), max_size=60
+    alphabet=st.sampled_from(list('{}[]":,-0123456789 \\uopaquecodeextFields@#')), max_size=60
 )
 
 
@@ -122,6 +147,20 @@ HEADER_TEXT = st.text(
 @given(st.one_of(HEADER_TEXT, st.builds(lambda a, b: '{"code":1,' + a + '"opaque":@' + b,
                                         HEADER_TEXT, HEADER_TEXT)))  # fmt: skip
 def test_fuzzed_headers_decode_as_the_full_decode_does(text: str) -> None:
+    full, memo = both_ways(text.encode())
+    assert memo == full
+
+
+CRC_TEXT = st.lists(
+    st.sampled_from(['{', '}', '"', ":", ",", '"bodyCrc32"', ':"#"', "#", '"x"', "1", " ", "\\"]),
+    max_size=10,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CRC_TEXT, CRC_TEXT, CRC_TEXT)
+def test_fuzzed_headers_with_a_crc_decode_as_the_full_decode_does(a: str, b: str, c: str) -> None:
+    text = '{"code":103,' + a + '"extFields":{' + b + '"bodyCrc32":"#"' + c + '},"opaque":@}'
     full, memo = both_ways(text.encode())
     assert memo == full
 
