@@ -385,7 +385,7 @@ class NameServerService:
         confirm_offset: int | None = None,
     ) -> None:
         """BROKER_HEARTBEAT: refresh the broker's last-heard time (and offsets) if live."""
-        await self.touches.touch(
+        await self.touches.refresh(
             cmd.BrokerHeartbeat(
                 cluster_name=_check_text("clusterName", cluster_name),
                 broker_addr=_check_text("brokerAddr", broker_addr),

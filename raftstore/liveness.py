@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from raftstore.commands import BrokerHeartbeat, Command, QueryDataVersion, RegisterBroker
@@ -39,7 +39,6 @@ every timeout/4 by its designated member and every timeout/2 by the others, so c
 never lets it expire between two touches."""
 
 Touch = BrokerHeartbeat | QueryDataVersion
-
 
 
 class TouchCoalescer:
@@ -71,6 +70,14 @@ class TouchCoalescer:
 
     async def touch(self, command: Touch) -> ApplyResult:
         """Apply or skip ``command``; QUERY_DATA_VERSION still gets its answer."""
+        applied = await self.refresh(command)
+        if applied is not None:
+            return applied
+        return self._replicator.read(lambda table: _local_answer(table, command))
+
+    async def refresh(self, command: Touch) -> ApplyResult | None:
+        """:meth:`touch` for a caller that needs no answer: the result of the touch
+        when it was proposed, else None (skipped, nothing read)."""
         if self._should_propose(command):
             key = (command.cluster_name, command.broker_addr)
             self._in_flight.add(key)
@@ -80,7 +87,7 @@ class TouchCoalescer:
             finally:
                 self._in_flight.discard(key)
         self.skipped += 1
-        return self._replicator.read(lambda table: _local_answer(table, command))
+        return None
 
     def _should_propose(self, command: Touch) -> bool:
         if not isinstance(self._replicator, RaftReplicator):
@@ -104,8 +111,11 @@ class TouchCoalescer:
         return entry.last_update_ms < command.now_ms - interval
 
 
-def designated_member(members: Sequence[str], key: tuple[str, str]) -> str:
-    """Rendezvous hash: the member that touches broker ``key`` first."""
+@functools.lru_cache(maxsize=65536)
+def designated_member(members: tuple[str, ...], key: tuple[str, str]) -> str:
+    """Rendezvous hash: the member that touches broker ``key`` first. Remembered (by
+    members and broker): asked for every copy of every registration a member answers."""
+
     def weight(member: str) -> bytes:
         return hashlib.sha256(f"{member}|{key[0]}|{key[1]}".encode()).digest()
 
@@ -122,8 +132,6 @@ def _local_answer(table: RouteTable, command: Touch) -> ApplyResult:
         )
         return ApplyResult(applied_version=table.applied_version, outcome=outcome)
     return ApplyResult(applied_version=table.applied_version)
-
-
 
 
 REGISTRATION_WAIT_MIN_S = 0.1
@@ -209,7 +217,7 @@ class RegistrationDeduper:
         answer = await self._settle(command, loop)
         if answer is not None:
             self.answered_as_touch += 1
-            await self._touches.touch(
+            await self._touches.refresh(
                 BrokerHeartbeat(
                     cluster_name=command.cluster_name,
                     broker_addr=command.broker_addr,
@@ -242,9 +250,7 @@ class RegistrationDeduper:
             return None
         return dataclasses.replace(command, filter_server_list=last.filter_server_list)
 
-    async def register_seen(
-        self, digest: bytes, heartbeat: BrokerHeartbeat
-    ) -> ApplyResult | None:
+    async def register_seen(self, digest: bytes, heartbeat: BrokerHeartbeat) -> ApplyResult | None:
         """The answer to a REGISTER_BROKER known by its digest, without decoding it:
         the broker's last applied registration had the same digest (or, on a
         follower, the leader's entry with it is applied within the wait) and still
@@ -262,7 +268,7 @@ class RegistrationDeduper:
         if answer is None:
             return None
         self.answered_undecoded += 1
-        await self._touches.touch(heartbeat)
+        await self._touches.refresh(heartbeat)
         return answer
 
     async def _wait_for(self, key: tuple[str, str], watch: _Watch) -> ApplyResult | None:
