@@ -19,6 +19,9 @@ How it stays correct (a front never serves an answer older than the gateway's):
   across a change carries the older counter, so the next read fetches it again.
 * Requests whose answer is more than the cached body (linearizable reads, zone
   filtering, no topic) and every other request code go to the gateway.
+* A broker's connection is not relayed for long: at its first request that only
+  brokers send, the connection itself is handed to the gateway (:mod:`gateway.handoff`),
+  which then serves it directly.
 
 The link: each client connection gets its own connection to the gateway's Unix socket
 (a folder only this user can enter), opened at its first forwarded request. Its first

@@ -20,7 +20,9 @@ the counter and histogram families when Prometheus asks.
 
 With a read front, ``namesrv_front_route_answers_total``: the route queries the front
 answered from its copies, which never reach this handler (the front reports them every
-second).
+second); ``namesrv_front_handoffs_total{outcome}``: brokers' connections the front
+handed to this process (``adopted``) or whose hand-over this process refused
+(``refused``), see :mod:`gateway.handoff`.
 
 Counted by :class:`ScanCountingService` (the Celery scan over the internal port and
 the gateway's own scan loop alike): ``namesrv_scan_runs_total``,
@@ -251,6 +253,8 @@ class NodeCollector:
         self.acl = acl
         self.meters = meters
         self.scan_fallback = scan_fallback
+        # Set by the gateway when it has a read front (gateway.handoff.HandoffServer).
+        self.handoff: Any = None
         self.sample_ttl_s = sample_ttl_s
         self._lock = threading.Lock()
         self._sample: NodeSample | None = None
@@ -272,6 +276,7 @@ class NodeCollector:
         yield from scan_fallback_families(self.scan_fallback)
         yield from self._projection_lag()
         yield from registration_families(self.registrations)
+        yield from handoff_families(self.handoff)
         try:
             sample = self.sample()
         except Exception:
@@ -337,6 +342,21 @@ def registration_families(registrations: RegistrationDeduper | None) -> Iterator
         "Follower copies proposed after the leader's copy did not arrive in time.",
         registrations.waits_timed_out,
     )
+
+
+def handoff_families(handoff: Any) -> Iterator[Metric]:
+    """With a read front: the brokers' connections it handed over, by outcome."""
+    if handoff is None:
+        return
+    family = CounterMetricFamily(
+        "namesrv_front_handoffs",
+        "Brokers' connections the read front handed to this process: adopted, or refused "
+        "(a malformed hand-over message; its descriptors were closed).",
+        labels=["outcome"],
+    )
+    family.add_metric(["adopted"], handoff.adopted)
+    family.add_metric(["refused"], handoff.refused)
+    yield family
 
 
 def scan_fallback_families(fallback: ScanFallback | None) -> Iterator[Metric]:

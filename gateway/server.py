@@ -457,6 +457,8 @@ class Gateway:
             self.handoff: HandoffServer | None = HandoffServer(
                 self._front_dir / "handoff.sock", self.adopted_server.adopt
             )
+            if self.metrics is not None:
+                self.metrics.collector.handoff = self.handoff
         else:
             self.adopted_server = None
             self.handoff = None

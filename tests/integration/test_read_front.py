@@ -188,11 +188,15 @@ def test_a_broker_s_connection_moves_to_the_gateway_and_outlives_the_front(
         table = topic_table(["MovedTopic", mover.broker_name])
         return register_request(mover, table, DataVersion(1, counter))
 
+    adopted = 'namesrv_front_handoffs_total{outcome="adopted"}'
+    before = scraped(gateway, adopted)
     port = gateway.info["port"]
     broker_conn, reader = RawConnection(port), RawConnection(port)
     try:
         assert reader.invoke(route_query("MovedTopic")).code == ResponseCode.TOPIC_NOT_EXIST
         assert broker_conn.invoke(registration(1)).code == ResponseCode.SUCCESS
+        wait_until(lambda: scraped(gateway, adopted) == before + 1)
+        assert scraped(gateway, 'namesrv_front_handoffs_total{outcome="refused"}') == 0
         old = front_pid(gateway.info["pid"])
         os.kill(old, signal.SIGKILL)
         wait_until(lambda: is_dead(old))
