@@ -405,20 +405,29 @@ def server_pids(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
     return named
 
 
+def child_with_cpu(
+    gateways: Sequence[_util.BenchGateway], role: str, **options: Any
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """A bench child's result, and the CPU (in cores) each server process used while it
+    ran; the child's own under its role's name."""
+    pids = server_pids(gateways)
+    before = {name: _util.process_cpu_s(pid) for name, pid in pids.items()}
+    began = time.monotonic()
+    result = result_of(child(role, **options))
+    elapsed = time.monotonic() - began
+    cpu = {name: (_util.process_cpu_s(pid) - before[name]) / elapsed
+           for name, pid in pids.items()}  # fmt: skip
+    cpu[role] = result["cpu_cores"]
+    return result, cpu
+
+
 def read_phase(
     gateways: Sequence[_util.BenchGateway], addr: str, seconds: float,
     registrar: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One reader run on ``addr``, with the CPU (in cores) each server process used
     over it; the reader's own (and the registrar's, when one ran meanwhile) too."""
-    pids = server_pids(gateways)
-    before = {name: _util.process_cpu_s(pid) for name, pid in pids.items()}
-    began = time.monotonic()
-    result = result_of(child("reader", addr=addr, seconds=seconds))
-    elapsed = time.monotonic() - began
-    cpu = {name: (_util.process_cpu_s(pid) - before[name]) / elapsed
-           for name, pid in pids.items()}  # fmt: skip
-    cpu["reader"] = result.pop("cpu_cores")
+    result, cpu = child_with_cpu(gateways, "reader", addr=addr, seconds=seconds)
     result["cpu_cores"] = cpu
     return result
 
@@ -476,8 +485,10 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
             storm = result_of(registrar_proc)
             storm_reads["cpu_cores"]["registrar"] = storm["cpu_cores"]
             marks.append(("storm", loop.run_until_complete(statuses(gateways))))
-            alone = result_of(child("registrar", rate=0, in_flight=FLAT_OUT_IN_FLIGHT,
-                                    **storm_options))  # fmt: skip
+            alone, alone_cpu = child_with_cpu(
+                gateways, "registrar", rate=0, in_flight=FLAT_OUT_IN_FLIGHT, **storm_options
+            )
+            alone["cpu_by_process"] = alone_cpu
             marks.append(("alone", loop.run_until_complete(statuses(gateways))))
             flat_proc = child("registrar", rate=0, in_flight=FLAT_OUT_IN_FLIGHT, **storm_options)
             flat_reads = read_phase(gateways, n1, args.seconds)
@@ -573,12 +584,14 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict
     )  # fmt: skip
     for key, r in results.items():
         phases = [("quiet", r["quiet"]), ("storm", r["storm_reads"]),
+                  ("alone", {"cpu_cores": r["alone"]["cpu_by_process"]}),
                   ("flat out", r["flat_reads"])]  # fmt: skip
         if r["large"]:
             phases.append(("large table", r["large"]["reads"]))
         names = list(dict.fromkeys(n for _, p in phases for n in p["cpu_cores"]))
         _util.print_table(
-            f"{key}: CPU by process (cores, over each reader run)", ("phase", *names, "total"),
+            f"{key}: CPU by process (cores, over each reader run; alone: the registrar's)",
+            ("phase", *names, "total"),
             [(phase, *(f"{p['cpu_cores'].get(n, 0.0):.2f}" for n in names),
               f"{sum(p['cpu_cores'].values()):.2f}") for phase, p in phases],
         )  # fmt: skip

@@ -79,6 +79,12 @@ def test_storm_bench_reads_and_registers_in_both_modes(capsys: pytest.CaptureFix
             assert reads["reads_per_s"] > 0 and reads["errors"] == 0, (mode, phase, reads)
             assert 0 < reads["p50_ms"] <= reads["p99_ms"], (mode, phase, reads)
         assert result["storm"]["acknowledged"] > 0 and result["flat"]["acknowledged"] > 0
+        alone = result["alone"]
+        assert alone["acknowledged"] > 0 and alone["failed"] == 0, alone
+        # The registrar's phase has the CPU of every server process and its own.
+        assert {"n1 gateway", "n2 gateway", "n3 gateway", "registrar"} <= set(
+            alone["cpu_by_process"]
+        )
         assert result["large"]["registrar"]["acknowledged"] == 2
     assert summary["raft_over_eventual_storm_reads_front_on"] > 0
     assert "raft / eventual reads during the storm" in out
