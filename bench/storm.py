@@ -421,12 +421,9 @@ def child_with_cpu(
     return result, cpu
 
 
-def read_phase(
-    gateways: Sequence[_util.BenchGateway], addr: str, seconds: float,
-    registrar: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def read_phase(gateways: Sequence[_util.BenchGateway], addr: str, seconds: float) -> dict[str, Any]:
     """One reader run on ``addr``, with the CPU (in cores) each server process used
-    over it; the reader's own (and the registrar's, when one ran meanwhile) too."""
+    over it and the reader's own (the caller adds the registrar's when one ran)."""
     result, cpu = child_with_cpu(gateways, "reader", addr=addr, seconds=seconds)
     result["cpu_cores"] = cpu
     return result

@@ -58,7 +58,6 @@ from typing import Any
 
 from gateway import handoff
 from gateway.acl import namesrv_acl
-from gateway.handoff import BROKER_CODES
 from gateway.route_request import RouteKey, shared_route_key
 from gateway.route_versions import RouteVersions
 from remoting.acl_policy import RemotingAcl
@@ -276,34 +275,26 @@ class ReadFront:
                     self.hits += 1
                     return make_response(request, answer[1], remark=answer[2], body=answer[3])
                 return self._fetch_route(request, conn, key, version)
-        if request.code in BROKER_CODES and self.options.handoff_path is not None:
-            return self._hand_over(conn, conn.detach(request))
+        if request.code in handoff.BROKER_CODES and self.options.handoff_path is not None:
+            return self._hand_over(conn, conn.detach(request), self.options.handoff_path)
         return self._forward(request, conn)
 
     async def _hand_over(
-        self, conn: Connection, detaching: Coroutine[Any, Any, tuple[int, bytes]]
+        self, conn: Connection, detaching: Coroutine[Any, Any, tuple[int, bytes]], path: str
     ) -> None:
         """Give a broker's connection to the gateway (gateway/handoff.py), which
         answers the request that moved it. When that fails the connection is lost
         (the broker connects again) and the refusal is logged."""
-        assert self.options.handoff_path is not None
         try:
-            fd, stream = await detaching
-        except ConnectionError as exc:
-            self._refusals.warning(self._loop_time(), "%s not handed over: %s", conn.id, exc)
-            return
-        try:
-            link = await handoff.connect(self.options.handoff_path)
-            await handoff.send(link, fd, stream)
+            fd, stream = await detaching  # ConnectionError: closed meanwhile
+            try:
+                await handoff.send(path, fd, stream)
+            finally:
+                os.close(fd)
             self.handed_over += 1
         except OSError as exc:
-            self._refusals.warning(self._loop_time(), "%s not handed over: %s", conn.id, exc)
-        finally:
-            os.close(fd)
-
-    @staticmethod
-    def _loop_time() -> float:
-        return asyncio.get_running_loop().time()
+            now_s = asyncio.get_running_loop().time()
+            self._refusals.warning(now_s, "%s not handed over: %s", conn.id, exc)
 
     async def _fetch_route(
         self, request: RemotingCommand, conn: Connection, key: RouteKey, version: _Version

@@ -5,29 +5,32 @@ gateway: for a producer's or consumer's occasional write that is cheap, but a br
 sends its whole topic table every 30 s, and in a fleet restart hundreds of them do at
 once. Relayed, each of those frames was read, decoded, encoded and written by the front,
 then read again by the gateway, and its answer went the same way back: about a fifth
-of the CPU of a registration storm (docs/BENCHMARKS.md, "broker connections handed
+of the CPU of a registration storm (docs/BENCHMARKS.md, "Brokers' connections handed
 over").
 
 So at a connection's first request that only a broker sends (:data:`BROKER_CODES`), the
 front gives the connection itself to the gateway:
 
-1. the front connects to the gateway's hand-over socket (a Unix socket in the folder
-   only this user can enter, beside the relay socket);
-2. it stops reading the client, lets the answers of earlier requests leave, and takes
-   the frames it read but did not handle (:meth:`remoting.server.Connection.detach`);
-3. it sends one message: :data:`MAGIC`, the length of those bytes, and the socket's
-   descriptor as ancillary data; then the bytes;
-4. the gateway serves the socket as if it had accepted it
+1. the front stops reading the client, lets the answers of earlier requests leave, and
+   takes the frames it read but did not handle (:meth:`remoting.server.Connection.detach`);
+2. it connects to the gateway's hand-over socket (a Unix socket in the folder only this
+   user can enter, beside the relay socket) and sends one message (:func:`send`):
+   :data:`MAGIC`, the length of those bytes, and the socket's descriptor as ancillary
+   data; then the bytes;
+3. the gateway serves the socket as if it had accepted it
    (:meth:`remoting.server.RemotingServer.adopt`): the same limits, idle timeout, ACL
    and channel-close hook, the client's own address from the socket, and the bytes
    first.
 
-The broker notices nothing: the same TCP connection, answers in order. A connection the
-front could not hand over (the gateway restarting, the socket refused) is relayed as
-before. A restarted front no longer drops its brokers' connections: they live in the
-gateway. What the gateway takes from the socket is checked: one descriptor of a
-connected TCP socket, from a process of this user, with at most :data:`STREAM_BYTES_MAX`
-bytes, else it closes everything it received.
+The broker notices nothing: the same TCP connection, answers in order. When the
+hand-over fails (the gateway restarting, its socket gone), the front has already
+stopped serving the connection, so it is closed and the refusal logged: the broker
+connects again, as after any lost connection, and its next connection moves. A
+restarted front no longer drops its brokers' connections: they live in the gateway.
+
+What the gateway takes from the socket is checked: one descriptor of a connected TCP
+socket, from a process of this user, with at most :data:`STREAM_BYTES_MAX` bytes, else
+it closes everything it received.
 """
 
 from __future__ import annotations
@@ -72,24 +75,18 @@ class HandoffRefused(ConnectionError):
     """The gateway's hand-over socket could not be reached."""
 
 
-async def connect(path: str) -> socket.socket:
-    """A connection to the gateway's hand-over socket at ``path``
-    (:class:`HandoffRefused` when there is none)."""
+async def send(path: str, fd: int, stream: bytes) -> None:
+    """Pass the descriptor ``fd`` and the bytes read from it to the gateway's hand-over
+    socket at ``path`` (:class:`HandoffRefused` when there is none; another OSError
+    when the message did not go out whole). ``fd`` stays the caller's to close."""
+    loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:
-        await asyncio.get_running_loop().sock_connect(sock, path)
-    except OSError as exc:
-        sock.close()
-        raise HandoffRefused(f"hand-over socket {path}: {exc}") from exc
-    return sock
-
-
-async def send(sock: socket.socket, fd: int, stream: bytes) -> None:
-    """Pass the descriptor ``fd`` and the bytes read from it over ``sock`` (from
-    :func:`connect`), then close ``sock``. ``fd`` stays the caller's to close."""
-    loop = asyncio.get_running_loop()
-    try:
+        try:
+            await loop.sock_connect(sock, path)
+        except OSError as exc:
+            raise HandoffRefused(f"hand-over socket {path}: {exc}") from exc
         header = _HEADER.pack(MAGIC, len(stream))
         # Eight bytes into an empty socket buffer: sent whole or not at all.
         sent = socket.send_fds(sock, [header], [fd])

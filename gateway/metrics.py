@@ -86,6 +86,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
+from gateway.handoff import HandoffServer
 from gateway.services import NameServerService, ScanFallback, ScanOutcome
 from raftstore.liveness import RegistrationDeduper
 from raftstore.replicator import Replicator
@@ -253,8 +254,8 @@ class NodeCollector:
         self.acl = acl
         self.meters = meters
         self.scan_fallback = scan_fallback
-        # Set by the gateway when it has a read front (gateway.handoff.HandoffServer).
-        self.handoff: Any = None
+        # Set by the gateway when it has a read front.
+        self.handoff: HandoffServer | None = None
         self.sample_ttl_s = sample_ttl_s
         self._lock = threading.Lock()
         self._sample: NodeSample | None = None
@@ -344,7 +345,7 @@ def registration_families(registrations: RegistrationDeduper | None) -> Iterator
     )
 
 
-def handoff_families(handoff: Any) -> Iterator[Metric]:
+def handoff_families(handoff: HandoffServer | None) -> Iterator[Metric]:
     """With a read front: the brokers' connections it handed over, by outcome."""
     if handoff is None:
         return

@@ -358,16 +358,21 @@ class _HeaderMemo:
         found = _OPAQUE_VALUE.search(raw)
         if found is None or raw.count(b'"opaque":') != 1:
             return _decode_json_header(raw)
+        cuts = [found.span(1)]
         crc: str | None = None
         if _CRC_KEY in raw:
             crc_found = _CRC_VALUE.search(raw)
             if crc_found is None or raw.count(_CRC_KEY) != 1:
                 return _decode_json_header(raw)
             crc = crc_found.group(1).decode("ascii")
-            first, second = sorted((found.span(1), crc_found.span(1)))
-            key = raw[: first[0]] + raw[first[1] : second[0]] + raw[second[1] :]
-        else:
-            key = raw[: found.start(1)] + raw[found.end(1) :]
+            cuts.append(crc_found.span(1))
+        # The header's bytes without the cut values, in order.
+        kept, position = [], 0
+        for start, end in sorted(cuts):
+            kept.append(raw[position:start])
+            position = end
+        kept.append(raw[position:])
+        key = b"".join(kept)
         opaque = int(found.group(1))
         entries = self._entries
         known = entries.get(key)

@@ -64,8 +64,7 @@ async def test_a_connection_and_its_bytes_reach_the_gateway(
 ) -> None:
     made, adopted = server
     client, accepted = tcp_pair
-    link = await handoff.connect(str(made.path))
-    await handoff.send(link, accepted.fileno(), b"frames read so far")
+    await handoff.send(str(made.path), accepted.fileno(), b"frames read so far")
     await asyncio.wait_for(adopted.arrived.wait(), 5)
     ((sock, stream),) = adopted.sockets
     assert stream == b"frames read so far"
@@ -103,7 +102,8 @@ async def test_anything_else_is_refused_and_its_descriptors_closed(
     before = open_fds()
     cases = [
         ("bytes without a descriptor", lambda s: s.sendall(header(3) + b"abc")),
-        ("a wrong magic", lambda s: socket.send_fds(s, [header(0, b"XXXX")], [accepted.fileno()])),
+        # Another protocol's first bytes where the magic belongs.
+        ("a wrong magic", lambda s: socket.send_fds(s, [header(0, b"GET ")], [accepted.fileno()])),
         ("too many bytes announced",
          lambda s: socket.send_fds(s, [header(STREAM_BYTES_MAX + 1)], [accepted.fileno()])),
         ("a pipe, not a TCP socket", lambda s: socket.send_fds(s, [header(0)], [read_end])),
@@ -121,8 +121,7 @@ async def test_anything_else_is_refused_and_its_descriptors_closed(
     os.close(read_end)
     os.close(write_end)
     # Still serving: a proper hand-over after all that is taken.
-    link = await handoff.connect(str(made.path))
-    await handoff.send(link, accepted.fileno(), b"")
+    await handoff.send(str(made.path), accepted.fileno(), b"")
     await asyncio.wait_for(adopted.arrived.wait(), 5)
     assert made.adopted == 1
 
@@ -138,6 +137,9 @@ async def test_a_silent_peer_is_dropped_after_the_message_timeout(
         assert sock.recv(1) == b""
 
 
-async def test_connecting_where_no_gateway_listens_is_refused(tmp_path: Path) -> None:
+async def test_sending_where_no_gateway_listens_is_refused(
+    tmp_path: Path, tcp_pair: tuple[socket.socket, socket.socket]
+) -> None:
+    _, accepted = tcp_pair
     with pytest.raises(handoff.HandoffRefused):
-        await handoff.connect(str(tmp_path / "absent.sock"))
+        await handoff.send(str(tmp_path / "absent.sock"), accepted.fileno(), b"")

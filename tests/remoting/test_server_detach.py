@@ -35,9 +35,11 @@ class Pair:
     """A listening server whose MOVE requests hand their connection to a second,
     non-listening one; each answers with its own name in the remark."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_closed: Callable[[Connection], None] | None = None) -> None:
         self.first: RemotingServer | None = None
-        self.second = RemotingServer(self._answer("second"), listen=False)
+        self.second = RemotingServer(
+            self._answer("second"), listen=False, on_connection_closed=on_closed
+        )
         self.moved = 0
 
     def _answer(self, name: str) -> Callable[[RemotingCommand, Connection], Any]:
@@ -131,10 +133,7 @@ async def test_closing_the_adopted_connection_fires_the_new_owner_s_hook(
     raw_peer_factory: PeerFactory, remoting_server_factory: ServerFactory
 ) -> None:
     closed: list[str] = []
-    made = Pair()
-    made.second = RemotingServer(
-        made._answer("second"), listen=False, on_connection_closed=lambda c: closed.append(c.id)
-    )
+    made = Pair(on_closed=lambda conn: closed.append(conn.id))
     first = await made.start(remoting_server_factory)
     try:
         peer = await raw_peer_factory(first.port)
