@@ -14,9 +14,10 @@ from typing import Any
 class ProtocolError(Exception):
     """A framing or header failure; the only thing to do is close the connection.
 
-    Raised for a too-long or negative length, a header longer than its frame, an
-    unknown serialize type, an undecodable header, and for a command that cannot be
-    represented on the wire when encoding.
+    Raised for a too-long or negative length, a header longer than its frame or past
+    the header limits of :mod:`remoting.frame`, an unknown serialize type, an
+    undecodable header, and for a command that cannot be represented on the wire when
+    encoding.
 
     ``decoded`` holds the commands that were complete before the fault in the
     same read: like Netty, which passes good frames down the pipeline before its

@@ -10,15 +10,20 @@ Writing (:func:`dumps`) reproduces the two styles the Java side emits:
 Both styles are compact, omit ``None`` map values and sort map keys (ints numerically,
 strings in Java ``String.compareTo`` order) so the same value always gives the same
 bytes. Reading (:func:`loads`) accepts standard JSON plus what fastjson tolerates:
-unquoted numeric or identifier keys and single-quoted strings.
+unquoted numeric or identifier keys, single-quoted strings, its extra escapes (``\\x41``,
+``\\v``, ``\\0``..``\\7``, ``\\F``, ``\\'``), form feeds and backspaces between tokens, and
+numbers with leading zeros. It takes time linear in the text, about what Python's C JSON
+decoder takes, and :class:`ReadLimits` bound it further for text from anyone.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from remoting.errors import BodyDecodeError
@@ -170,6 +175,18 @@ def dumps(value: object, *, standard: bool = False) -> str:
 
 
 # ---------------------------------------------------------------------------- reading
+#
+# Standard JSON goes straight to the C decoder. The rest of the dialect is rewritten into
+# standard JSON and read by the same decoder, so a document costs about what the decoder
+# costs, never the seconds a tokenizer in Python took. The rewrite is a fixed number of
+# passes of string operations implemented in C (replace, split, join, translate), each
+# linear and a few tens of nanoseconds per occurrence. A regular expression substitution
+# costs about ten times that per match, so one runs only per unquoted key and per number
+# with leading zeros; Python loops only over the quotes of a document that mixes both
+# kinds of strings and puts quotes of one kind inside the other (_quote_roles).
+#
+# The passes work on the UTF-8 bytes of the text seen as latin-1 (one character per byte):
+# str.join copies, where bytes.join also allocates a buffer descriptor per item.
 
 
 def _reject_constant(name: str) -> object:
@@ -177,249 +194,353 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"unexpected constant {name}")
 
 
-def _nesting_depth(value: object) -> int:
-    """Deepest container nesting of a parsed value, without recursion."""
-    if not isinstance(value, dict | list):
-        return 0
-    deepest = 0
-    # Only containers go on the stack: a large body is mostly scalars.
-    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-        for child in item.values() if isinstance(item, dict) else item:
-            if type(child) is dict or type(child) is list:
-                stack.append((child, depth + 1))
-    return deepest
-
-
-_TOKEN = re.compile(
-    r"""[ \t\n\r\f\b]*(?:
-        (?P<punct>[{}\[\]:,])
-      | "(?P<dq>(?:[^"\\]|\\.)*)"
-      | '(?P<sq>(?:[^'\\]|\\.)*)'
-      | (?P<num>-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
-      | (?P<word>[A-Za-z_$][A-Za-z0-9_$]*)
-    )""",
-    re.VERBOSE | re.DOTALL,
-)
-_SPACE_CHARS = " \t\n\r\f\b"
-_STRING_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.DOTALL)
-_SIMPLE_UNESCAPES = {
-    '"': '"',
-    "'": "'",
-    "\\": "\\",
-    "/": "/",
-    "b": "\b",
-    "f": "\f",
-    "F": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "v": "\x0b",
-}
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_WORDS: dict[str, object] = {"true": True, "false": False, "null": None}
-
-
-def _unescape_one(match: re.Match[str]) -> str:
-    hex4, hex2, other = match.group(1, 2, 3)
-    if hex4 is not None:
-        return chr(int(hex4, 16))
-    if hex2 is not None:
-        return chr(int(hex2, 16))
-    if other in "01234567":
-        return chr(int(other))
-    simple = _SIMPLE_UNESCAPES.get(other)
-    if simple is None:
-        raise BodyDecodeError(f"invalid escape \\{other} in JSON string")
-    return simple
-
-
-def _unescape(raw: str) -> str:
-    if "\\" not in raw:
-        return raw
-    text = _STRING_ESCAPE.sub(_unescape_one, raw)
-    if _SURROGATE.search(text) is not None:
-        # Join escaped surrogate pairs into one character; lone halves stay as they are.
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return text
-
-
-def _number(literal: str) -> object:
-    try:
-        if "." in literal or "e" in literal or "E" in literal:
-            return float(literal)
-        return int(literal)
-    except ValueError as exc:  # e.g. more digits than int() converts
-        raise BodyDecodeError(f"bad number {literal[:40]!r}") from exc
-
-
-def _tokens(text: str) -> list[tuple[str, object]]:
-    """Split ``text`` into (kind, value) tokens; kind is a punctuation char or a type."""
-    tokens: list[tuple[str, object]] = []
-    position = 0
-    limit = len(text.rstrip(_SPACE_CHARS))
-    match_token = _TOKEN.match
-    while position < limit:
-        match = match_token(text, position)
-        if match is None:
-            raise BodyDecodeError(f"unexpected character at offset {position} in JSON")
-        kind = match.lastgroup
-        value = match.group(kind)  # type: ignore[arg-type]
-        if kind == "punct":
-            tokens.append((value, None))
-        elif kind == "dq" or kind == "sq":
-            tokens.append(("str", _unescape(value)))
-        elif kind == "num":
-            tokens.append(("num", value))
-        else:
-            tokens.append(("word", value))
-        position = match.end()
-    return tokens
-
-
-class _LenientParser:
-    """An iterative (stack-based) parser over the token list: no recursion at all."""
-
-    def __init__(self, tokens: list[tuple[str, object]]) -> None:
-        self._tokens = tokens
-        self._index = 0
-
-    def _next(self) -> tuple[str, object]:
-        if self._index >= len(self._tokens):
-            raise BodyDecodeError("unexpected end of JSON")
-        token = self._tokens[self._index]
-        self._index += 1
-        return token
-
-    def _scalar(self, kind: str, value: object) -> object:
-        if kind == "str":
-            return value
-        if kind == "num":
-            return _number(str(value))
-        if kind == "word" and value in _WORDS:
-            return _WORDS[str(value)]
-        raise BodyDecodeError(f"unexpected token {value!r} in JSON")
-
-    def _key(self) -> str:
-        kind, value = self._next()
-        if kind in ("str", "num", "word"):
-            self._expect(":")
-            return str(value)
-        raise BodyDecodeError(f"expected an object key, got {kind!r}")
-
-    def _expect(self, punct: str) -> None:
-        kind, _ = self._next()
-        if kind != punct:
-            raise BodyDecodeError(f"expected {punct!r} in JSON, got {kind!r}")
-
-    def parse(self) -> object:
-        stack: list[tuple[dict[str, object] | list[object], str]] = []
-        result: object = None
-        while True:
-            kind, value = self._next()
-            # Open a container, or produce one finished value.
-            if kind == "{" or kind == "[":
-                if len(stack) >= NESTING_DEPTH_MAX:
-                    raise BodyDecodeError(f"JSON nested deeper than {NESTING_DEPTH_MAX}")
-                container: dict[str, object] | list[object] = {} if kind == "{" else []
-                closer = "}" if kind == "{" else "]"
-                if self._peek() == closer:
-                    self._index += 1
-                    finished: object = container
-                else:
-                    key = self._key() if kind == "{" else ""
-                    stack.append((container, key))
-                    continue
-            else:
-                finished = self._scalar(kind, value)
-            # Attach finished values to their parents, closing containers as they end.
-            while True:
-                if not stack:
-                    result = finished
-                    if self._index != len(self._tokens):
-                        raise BodyDecodeError("trailing data after JSON value")
-                    return result
-                parent, key = stack[-1]
-                if isinstance(parent, dict):
-                    parent[key] = finished
-                else:
-                    parent.append(finished)
-                sep, _ = self._next()
-                if sep == ",":
-                    if isinstance(parent, dict):
-                        stack[-1] = (parent, self._key())
-                    break
-                if sep != ("}" if isinstance(parent, dict) else "]"):
-                    raise BodyDecodeError(f"expected ',' or a closing bracket, got {sep!r}")
-                stack.pop()
-                finished = parent
-
-    def _peek(self) -> str | None:
-        if self._index < len(self._tokens):
-            return self._tokens[self._index][0]
-        return None
-
-
-# A double-quoted string (kept as is) or an unquoted object key (to be quoted).
-_STRING_OR_BARE_KEY = re.compile(
-    r'("(?:[^"\\]|\\.)*")|([{,][ \t\n\r]*)(-?[0-9]+|[A-Za-z_$][A-Za-z0-9_$]*)([ \t\n\r]*:)',
-    re.DOTALL,
-)
-
-
-def _quote_bare_key(match: re.Match[str]) -> str:
-    string = match.group(1)
-    if string is not None:
-        return string
-    return match.group(2) + '"' + match.group(3) + '"' + match.group(4)
-
-
-def _lenient_loads(text: str) -> object:
-    # Fast path for the usual non-standard form, unquoted Long keys ({0:"addr"}): quote
-    # the keys and let the C parser do the rest. Single quotes need the full parser.
-    if "'" not in text:
-        try:
-            value = _standard_loads(_STRING_OR_BARE_KEY.sub(_quote_bare_key, text))
-        except RecursionError as exc:
-            raise BodyDecodeError("JSON nested too deeply") from exc
-        except ValueError:
-            pass
-        else:
-            _check_depth(text, value)
-            return value
-    return _LenientParser(_tokens(text)).parse()
-
-
-def _check_depth(text: str, value: object) -> None:
-    # Only a document with many brackets can be too deep; skip the walk otherwise.
-    many_brackets = text.count("{") + text.count("[") > NESTING_DEPTH_MAX
-    if many_brackets and _nesting_depth(value) > NESTING_DEPTH_MAX:
-        raise BodyDecodeError(f"JSON nested deeper than {NESTING_DEPTH_MAX}")
-
-
 _standard_loads: Callable[[str], object] = json.JSONDecoder(
     strict=False, parse_constant=_reject_constant
 ).decode
 
+# Joins the parts of the text outside strings; never in UTF-8, so never in the text.
+_SEP = "\xff"
+# Stands for a double quote inside a single-quoted string until it becomes an escape.
+_INNER_DOUBLE_QUOTE = "\xfe"
+# Stands for the colon after a string key while the other colons get their quote.
+_STRING_KEY_COLON = "\x01"
+# A document whose strings hold quotes of the other kind is rebuilt this much at a time.
+_REBUILD_CHUNK_CHARS = 64 * 1024
 
-def loads(text: str | bytes | bytearray | memoryview) -> object:
+# fastjson escapes that JSON lacks, each rewritten into a JSON escape of the same
+# character. Every rewrite keeps its backslash, so text outside strings stays exactly as
+# invalid as it was. Escaped backslashes go first: after them every backslash starts an
+# escape, and once escaped quotes are rewritten every quote character is a real one.
+_ESCAPE_REWRITES: tuple[tuple[str, str], ...] = (
+    ("\\\\", "\\u005c"),
+    ('\\"', "\\u0022"),
+    ("\\'", "\\u0027"),
+    ("\\x", "\\u00"),  # \xHH; a bad HH fails as a bad \u escape, as it failed before
+    ("\\v", "\\u000b"),
+    ("\\F", "\\f"),
+    *((f"\\{digit}", f"\\u000{digit}") for digit in "01234567"),
+)
+
+
+def _byte_table(default: int | None, classes: dict[bytes, bytes]) -> bytes:
+    """A ``bytes.translate`` table: each byte of a key to that key's byte, the others to
+    ``default`` (None: to themselves)."""
+    table = bytearray(range(256)) if default is None else bytearray([default] * 256)
+    for members, label in classes.items():
+        for byte in members:
+            table[byte] = label[0]
+    return bytes(table)
+
+
+_ALL_BYTES = bytes(range(256))
+_NOT_QUOTES = _ALL_BYTES.translate(None, b"\"'")
+_SPACES = b" \t\n\r"
+_EACH_SPACE = (" ", "\t", "\n", "\r")
+_KEY_END_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$"
+# Everything the dialect allows outside strings; any other byte there is an error.
+_STRUCTURE_BYTES = b"{}[],:.+-\f\b\xff" + _SPACES + _KEY_END_BYTES
+# What comes before each colon: a word (an unquoted key), a string (S) or anything else.
+_BEFORE_COLON = _byte_table(ord("p"), {_KEY_END_BYTES: b"w", b"\xff": b"S", b":": b":"})
+# An unquoted key, fastjson's number or identifier token, once its closing quote is in.
+_KEY = r'(?:-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|[A-Za-z_$][A-Za-z0-9_$]*)":'
+_OPENER_BEFORE_KEY = re.compile(r"\{(?=" + _KEY + r")")
+_COMMA_BEFORE_KEY = re.compile(r",(?=" + _KEY + r")")
+# A number with leading zeros (fastjson reads 007 as 7, JSON refuses it): a value starts
+# after [ , : or a space, possibly with a minus; after a letter or a dot a 0 is in a word
+# or an exponent, where JSON takes leading zeros.
+_ZERO_CLASSES = _byte_table(
+    ord("a"), {b"0": b"0", b"123456789": b"1", b"-": b"-", b"[,:\f\b" + _SPACES: b" "}
+)
+_LEADING_ZERO_SHAPES = (b" 00", b" 01", b" -00", b" -01")
+_LEADING_ZEROS = re.compile(r"0(?:(?<=[\[,: \t\n\r]0)|(?<=[\[,: \t\n\r]-0))0*(?=[0-9])")
+_NOT_BRACKETS = _ALL_BYTES.translate(None, b"[]{}")
+# What the decoder makes a value for: each value or key needs one of these before it.
+_NOT_SEPARATORS = _ALL_BYTES.translate(None, b"[{,:")
+_NOT_OPENERS = _ALL_BYTES.translate(None, b"[{")
+_BRACKETS_AS_PARENS = _byte_table(None, {b"[{": b"(", b"]}": b")"})
+# Peeling pays while a pass removes at least this share of the brackets.
+_PEEL_SHRINK_MIN = 0.05
+# Shorter text holds at most three integers of the 4,300 digits Python converts at most
+# (0.4 ms): its integers go to the C decoder unchecked, without a call per integer.
+_INT_CHECK_BYTES_MIN = 16 * 1024
+
+
+def _latin1(data: bytes | bytearray) -> str:
+    return data.decode("latin-1")
+
+
+def _check_strings(quotes: int, separators_max: int) -> None:
+    # Between two strings there is a separator (or the document is no JSON).
+    if quotes > 2 * separators_max + 2:
+        raise BodyDecodeError(
+            f"{quotes} quotes: more strings than {separators_max} separators hold"
+        )
+
+
+def _check_separators(separators: int, separators_max: int) -> None:
+    if separators > separators_max:
+        raise BodyDecodeError(
+            f"{separators} separators outside strings, more than the limit of {separators_max}"
+        )
+
+
+def _outside_strings(data: str) -> str:
+    """The text of JSON ``data`` (latin-1 view) outside its double-quoted strings."""
+    # Escaped backslashes and quotes end no string (what remains of them is no quote).
+    strings = data.replace("\\\\", "").replace('\\"', "")
+    return "".join(strings.split('"')[0::2])
+
+
+def check_separators(data: bytes, separators_max: int) -> bytes:
+    """Refuse (:class:`BodyDecodeError`) JSON with more than ``separators_max`` of
+    ``{ [ , :`` outside its double-quoted strings; return those of the whole text.
+
+    The decoder makes a value or key after each of them, so they bound what it costs
+    beyond a linear scan. One pass counts them in the whole text, strings included;
+    only when that count is over the limit are the strings taken out to count again.
+    """
+    separators = data.translate(None, _NOT_SEPARATORS)
+    if len(separators) > separators_max:
+        _check_strings(data.count(b'"') - data.count(b'\\"'), separators_max)
+        outside = _outside_strings(_latin1(data)).encode("latin-1")
+        _check_separators(len(outside.translate(None, _NOT_SEPARATORS)), separators_max)
+    return separators
+
+
+def _quote_roles(quotes: bytes) -> str:
+    """What each quote becomes: ``"`` where it opens or closes a string, ``'`` for an
+    apostrophe in a double-quoted string, :data:`_INNER_DOUBLE_QUOTE` for a double quote
+    in a single-quoted one."""
+    roles = bytearray(b'"' * len(quotes))
+    inside = 0
+    for index, quote in enumerate(quotes):
+        if not inside:
+            inside = quote
+        elif quote == inside:
+            inside = 0
+        else:
+            roles[index] = quote if quote == 0x27 else 0xFE
+    if inside:
+        raise BodyDecodeError("unterminated string in JSON")
+    return _latin1(roles)
+
+
+def _double_quoted(data: str, separators_max: int | None) -> str:
+    """``data`` with its single-quoted strings double-quoted."""
+    quotes = data.encode("latin-1").translate(None, _NOT_QUOTES)
+    if len(quotes) % 2 == 0 and quotes[0::2] == quotes[1::2]:
+        # Each string closes at the next quote: no string holds the other quote.
+        return data.replace("'", '"')
+    if '"' not in "".join(data.split("'")[0::2]):
+        # No double-quoted strings: every double quote is inside a single-quoted one.
+        return data.replace('"', "\\u0022").replace("'", '"')
+    if separators_max is not None:
+        _check_strings(len(quotes), separators_max)
+    # Both kinds of strings, and some hold the other quote: put each quote's role back
+    # between the text around the quotes, a chunk at a time (each chunk's lists are
+    # as long as its quotes).
+    roles = _quote_roles(quotes)
+    done = 0
+    chunks = []
+    for start in range(0, len(data), _REBUILD_CHUNK_CHARS):
+        between = data[start : start + _REBUILD_CHUNK_CHARS].replace("'", '"').split('"')
+        pieces = [""] * (2 * len(between) - 1)
+        pieces[0::2] = between
+        pieces[1::2] = roles[done : done + len(between) - 1]
+        done += len(between) - 1
+        chunks.append("".join(pieces))
+    return "".join(chunks).replace(_INNER_DOUBLE_QUOTE, "\\u0022")
+
+
+def _quote_keys(outside: str) -> str:
+    """Unquoted keys quoted: a quote before each colon that follows a word, and one
+    after the ``{`` or ``,`` before each such key. A word before a colon that is no key
+    keeps a quote with no partner, right after a token, where JSON fails, as it should."""
+    if any(space in outside for space in _EACH_SPACE):
+        # The passes below expect no whitespace after { and , and before colons. (The
+        # text outside strings holds no other character str.split() takes for space.)
+        outside = " ".join(outside.split())
+        outside = outside.replace("{ ", "{").replace(", ", ",").replace(" :", ":")
+    outside = outside.replace(_SEP + ":", _STRING_KEY_COLON).replace(":", '":')
+    outside = outside.replace(_STRING_KEY_COLON, _SEP + ":")
+    outside = _OPENER_BEFORE_KEY.sub('{"', outside)
+    return _COMMA_BEFORE_KEY.sub(',"', outside)
+
+
+def _fix_outside(outside: str, structure: bytes) -> str | None:
+    """The text outside strings (``structure`` is its bytes) rewritten into standard
+    JSON; None when it already is. Regular expressions run on the text: a substitution
+    on bytes joins its pieces with a buffer descriptor each."""
+    if structure.translate(None, _STRUCTURE_BYTES):
+        raise BodyDecodeError("unexpected character in JSON")
+    changed = False
+    if "\f" in outside or "\b" in outside:
+        # fastjson skips form feeds and backspaces between tokens; JSON does not.
+        outside = outside.replace("\f", " ").replace("\b", " ")
+        changed = True
+    before_colons = b"p" + structure.translate(_BEFORE_COLON, _SPACES + b"\f\b")
+    if b"w:" in before_colons:
+        if b"p:" in before_colons:
+            raise BodyDecodeError("colon after no key in JSON")
+        outside = _quote_keys(outside)
+        changed = True
+    # The leading space stands for the start of the document.
+    zeros = b" " + structure.translate(_ZERO_CLASSES)
+    if any(shape in zeros for shape in _LEADING_ZERO_SHAPES):
+        outside = _LEADING_ZEROS.sub("", " " + outside)[1:]
+        changed = True
+    return outside if changed else None
+
+
+def _standardized(data: str, separators_max: int | None) -> str:
+    """``data`` (latin-1 view), with every quote character a real one, as standard JSON."""
+    if separators_max is not None:
+        _check_strings(data.count('"'), separators_max)
+    parts = data.split('"')
+    outside = _SEP.join(parts[0::2])
+    if "'" in outside:
+        data = _double_quoted(data, separators_max)
+        parts = data.split('"')
+        outside = _SEP.join(parts[0::2])
+    if len(parts) % 2 == 0:
+        raise BodyDecodeError("unterminated string in JSON")
+    structure = outside.encode("latin-1")
+    if separators_max is not None:
+        _check_separators(len(structure.translate(None, _NOT_SEPARATORS)), separators_max)
+    if _nested_too_deep(structure):
+        raise BodyDecodeError(f"JSON nested deeper than {NESTING_DEPTH_MAX}")
+    fixed = _fix_outside(outside, structure)
+    if fixed is None:
+        return data
+    parts[0::2] = fixed.split(_SEP)
+    return '"'.join(parts)
+
+
+def _lenient_loads(
+    text: str, decode: Callable[[str], object], separators_max: int | None
+) -> object:
+    """fastjson's leniencies: unquoted keys, single quotes, its extra escapes and
+    whitespace, leading zeros."""
+    data = _latin1(text.encode("utf-8", "surrogatepass"))
+    if "\\" in data:
+        for escape, rewritten in _ESCAPE_REWRITES:
+            data = data.replace(escape, rewritten)
+    standard = _standardized(data, separators_max).encode("latin-1")
+    try:
+        return decode(standard.decode("utf-8", "surrogatepass"))
+    except RecursionError as exc:
+        raise BodyDecodeError("JSON nested too deeply") from exc
+    except BodyDecodeError:
+        raise
+    except ValueError as exc:
+        raise BodyDecodeError(f"not JSON: {getattr(exc, 'msg', exc)}") from exc
+
+
+def _deepest(brackets: bytes) -> int:
+    """The deepest nesting of ``brackets`` (only parentheses), counted per mountain: a run
+    of ( then a run of ), found by splitting at each )( in C."""
+    deepest = level = 0
+    for index, mountain in enumerate(brackets.split(b")(")):
+        ups = mountain.count(b"(") + (index > 0)
+        deepest = max(deepest, level + ups)
+        level += ups - (len(mountain) + (index > 0) - ups) - 1
+    return deepest
+
+
+def _nested_too_deep(structure: bytes) -> bool:
+    """Whether the brackets of ``structure``, the text outside strings, nest deeper than
+    :data:`NESTING_DEPTH_MAX` (exact when they are balanced; a document whose brackets
+    are not fails to parse anyway)."""
+    brackets = structure.translate(_BRACKETS_AS_PARENS, _NOT_BRACKETS)
+    peeled = 0
+    # Each pass drops the innermost pairs, which lowers the deepest nesting by one; a
+    # flat document is gone after a pass or two.
+    while len(brackets) > 2 * (NESTING_DEPTH_MAX - peeled):
+        if peeled >= NESTING_DEPTH_MAX:
+            return True
+        shorter = brackets.replace(b"()", b"")
+        peeled += 1
+        slow = len(shorter) > len(brackets) * (1 - _PEEL_SHRINK_MIN)
+        brackets = shorter
+        if slow:
+            return _deepest(brackets) + peeled > NESTING_DEPTH_MAX
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """What :func:`loads` may do for text from anyone, checked before it makes a value."""
+
+    separators_max: int
+    """Most ``{ [ , :`` outside strings: the decoder makes a value or key per separator."""
+    int_digits_max: int
+    """Most digits in an integer, whose conversion costs the square of its length (in
+    text over 16 KiB: shorter text cannot hold enough long integers to matter)."""
+    lenient_bytes_max: int
+    """Longest text read with fastjson's leniencies; longer text must be standard JSON
+    (the rewrite costs several times what the C decoder does)."""
+
+
+def _bounded_int(digits_max: int) -> Callable[[str], int]:
+    def bounded_int(literal: str) -> int:
+        # Refused before int() spends the square of its length on it.
+        digits = len(literal) - literal.startswith("-")
+        if digits > digits_max:
+            raise BodyDecodeError(f"a number of {digits} digits, more than {digits_max}")
+        return int(literal)
+
+    return bounded_int
+
+
+@functools.lru_cache(maxsize=4)
+def _bounded_loads(int_digits_max: int) -> Callable[[str], object]:
+    """The C decoder of :func:`loads`, with integers of at most ``int_digits_max`` digits."""
+    return json.JSONDecoder(
+        strict=False, parse_constant=_reject_constant, parse_int=_bounded_int(int_digits_max)
+    ).decode
+
+
+def loads(text: str | bytes | bytearray | memoryview, limits: ReadLimits | None = None) -> object:
     """Parse fastjson-dialect JSON; object keys are always returned as ``str``.
 
     Bytes are read as UTF-8 with replacement characters for bad sequences (as Java's
     decoder does). Raises :class:`BodyDecodeError` for anything that is not JSON in
-    the dialect, and for nesting deeper than :data:`NESTING_DEPTH_MAX`.
+    the dialect, for nesting deeper than :data:`NESTING_DEPTH_MAX`, and for text past
+    ``limits``. Time is linear in the length of ``text``, about what the C decoder
+    costs; ``limits`` bound it further for text from anyone.
     """
-    if not isinstance(text, str):
-        text = bytes(text).decode("utf-8", "replace")
+    if isinstance(text, str):
+        data = text.encode("utf-8", "surrogatepass")
+    else:
+        data = bytes(text)
+        text = data.decode("utf-8", "replace")
+    # A text of n bytes has at most n separators, of which at most n are brackets.
+    separators_max = None if limits is None else limits.separators_max
+    if separators_max is not None and len(data) > separators_max:
+        openers = len(check_separators(data, separators_max).translate(None, b",:"))
+    elif len(data) > NESTING_DEPTH_MAX:
+        openers = len(data.translate(None, _NOT_OPENERS))
+    else:
+        openers = 0
+    decode = _standard_loads
+    if limits is not None and len(data) >= _INT_CHECK_BYTES_MIN:
+        decode = _bounded_loads(limits.int_digits_max)
     try:
-        value = _standard_loads(text)
+        value = decode(text)
     except RecursionError as exc:
         raise BodyDecodeError("JSON nested too deeply") from exc
-    except ValueError:
-        # Not standard JSON: try fastjson's leniencies (unquoted keys, single quotes).
-        return _lenient_loads(text)
-    _check_depth(text, value)
+    except BodyDecodeError:
+        raise
+    except ValueError as exc:
+        if limits is not None and len(data) > limits.lenient_bytes_max:
+            raise BodyDecodeError(
+                f"not standard JSON ({getattr(exc, 'msg', exc)}), and {len(data)} bytes: "
+                f"fastjson's leniencies are read up to {limits.lenient_bytes_max}"
+            ) from exc
+        return _lenient_loads(text, decode, separators_max)
+    # Only a document with many brackets can be too deep; skip the rest otherwise.
+    if openers > NESTING_DEPTH_MAX and _nested_too_deep(
+        _outside_strings(_latin1(data)).encode("latin-1")
+    ):
+        raise BodyDecodeError(f"JSON nested deeper than {NESTING_DEPTH_MAX}")
     return value

@@ -9,6 +9,13 @@ own configured type.
 :class:`FrameDecoder` owns no socket: the adapter feeds it bytes as they arrive and
 gets whole commands back. It checks a frame's length word before it buffers a single
 byte of that frame, so a peer claiming 2 GiB costs nothing.
+
+Headers are bounded before they are parsed: :data:`HEADER_BYTES_MAX` as
+soon as the header-length word arrives, then, for JSON, :data:`HEADER_JSON_LIMITS`, and
+:data:`HEADER_EXT_FIELDS_MAX` for both types. At these limits the worst header an
+attacker can write costs a couple of milliseconds (``bench/header_decode.py``). A
+decoder of answers may raise the byte limit up to the frame's (a GET_KV_CONFIG answer
+carries a value an older version may have stored larger than any request now).
 """
 
 from __future__ import annotations
@@ -24,6 +31,28 @@ from remoting.errors import BodyDecodeError, ProtocolError
 
 # Netty's LengthFieldBasedFrameDecoder compares length + 4 with this maximum.
 FRAME_BYTES_MAX = 16 * 1024 * 1024
+
+# Real RocketMQ headers take a few hundred bytes. The largest this project sends is the
+# console's PUT_KV_CONFIG, whose value may have 32,768 characters: at most 192 KiB even
+# when every one is written as a 6-byte escape. At this limit the costliest header is
+# read or refused in about 2 ms.
+HEADER_BYTES_MAX = 256 * 1024
+# A header holds a few dozen separators (two per ext field); the limit bounds the values
+# the JSON decoder makes, and lets 512 ext fields (HEADER_EXT_FIELDS_MAX) through.
+HEADER_SEPARATORS_MAX = 2048
+# Header numbers are Java ints and longs (19 digits); converting n digits costs n squared
+# (checked in headers over 16 KiB: shorter ones cannot hold enough long numbers to matter).
+HEADER_INT_DIGITS_MAX = 64
+# Every client writes standard JSON headers; fastjson's leniencies (single quotes,
+# unquoted keys) cost several times more to read, so only short headers may use them.
+HEADER_LENIENT_BYTES_MAX = 32 * 1024
+HEADER_JSON_LIMITS = fastjson.ReadLimits(
+    separators_max=HEADER_SEPARATORS_MAX,
+    int_digits_max=HEADER_INT_DIGITS_MAX,
+    lenient_bytes_max=HEADER_LENIENT_BYTES_MAX,
+)
+# Ext fields of one header, JSON or binary; real requests carry at most a few dozen.
+HEADER_EXT_FIELDS_MAX = 512
 
 _LENGTH_FIELD_BYTES = 4
 _HEADER_LENGTH_MASK = 0x00FFFFFF
@@ -212,18 +241,26 @@ def _json_language(header: dict[str, object]) -> LanguageCode | None:
     return None
 
 
+def _check_ext_field_count(count: int) -> None:
+    if count > HEADER_EXT_FIELDS_MAX:
+        raise ProtocolError(
+            f"header has {count} ext fields, more than the limit of {HEADER_EXT_FIELDS_MAX}"
+        )
+
+
 def _json_ext_fields(header: dict[str, object]) -> dict[str, str] | None:
     value = header.get("extFields")
     if value is None:
         return None
     if not isinstance(value, dict):
         raise ProtocolError("header field extFields is not an object")
+    _check_ext_field_count(len(value))
     return {key: _coerce_text(key, item) for key, item in value.items() if item is not None}
 
 
 def _json_header_object(raw: bytes) -> dict[str, object]:
     try:
-        header = fastjson.loads(raw)
+        header = fastjson.loads(raw, HEADER_JSON_LIMITS)
     except BodyDecodeError as exc:
         raise ProtocolError(f"undecodable JSON header: {exc}") from exc
     if not isinstance(header, dict):
@@ -293,7 +330,10 @@ class _BinaryReader:
         if stop > self._end:
             raise ProtocolError("binary ext fields run past the header")
         fields: dict[str, str] = {}
+        entries = 0
         while self._position < stop:
+            entries += 1
+            _check_ext_field_count(entries)
             key = self.string(_INT16)
             value = self.string(_INT32)
             if key is not None and value is not None:
@@ -400,7 +440,16 @@ class _HeaderMemo:
         return cmd
 
 
-def _decode_payload(view: memoryview, memo: _HeaderMemo | None = None) -> RemotingCommand:
+def _check_header_length(header_length: int, header_bytes_max: int) -> None:
+    if header_length > header_bytes_max:
+        raise ProtocolError(
+            f"header of {header_length} bytes exceeds the limit of {header_bytes_max} bytes"
+        )
+
+
+def _decode_payload(
+    view: memoryview, header_bytes_max: int, memo: _HeaderMemo | None = None
+) -> RemotingCommand:
     """Decode what follows the length word: type/length word, header, body."""
     if len(view) < _LENGTH_FIELD_BYTES:
         raise ProtocolError(f"frame of {len(view)} bytes has no header length")
@@ -409,6 +458,7 @@ def _decode_payload(view: memoryview, memo: _HeaderMemo | None = None) -> Remoti
     if kind is None:
         raise ProtocolError(f"unknown serialize type {(word >> 24) & 0xFF}")
     header_length = word & _HEADER_LENGTH_MASK
+    _check_header_length(header_length, header_bytes_max)
     header_end = _LENGTH_FIELD_BYTES + header_length
     if header_end > len(view):
         raise ProtocolError(f"header length {header_length} exceeds frame length {len(view)} - 4")
@@ -430,8 +480,11 @@ def _check_length(length: int, frame_bytes_max: int) -> None:
         raise ProtocolError(f"frame length {length} exceeds the maximum {frame_bytes_max}")
 
 
-def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
-    """Decode exactly one complete frame, length word included."""
+def decode_frame(
+    frame: bytes | bytearray | memoryview, header_bytes_max: int = HEADER_BYTES_MAX
+) -> RemotingCommand:
+    """Decode exactly one complete frame, length word included; ``header_bytes_max`` as
+    for :class:`FrameDecoder`."""
     view = memoryview(frame)
     if len(view) < _LENGTH_FIELD_BYTES:
         raise ProtocolError("frame shorter than its length word")
@@ -439,21 +492,33 @@ def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     _check_length(length, FRAME_BYTES_MAX)
     if length != len(view) - _LENGTH_FIELD_BYTES:
         raise ProtocolError(f"length word {length} but {len(view) - 4} bytes follow it")
-    return _decode_payload(view[_LENGTH_FIELD_BYTES:])
+    return _decode_payload(view[_LENGTH_FIELD_BYTES:], header_bytes_max)
 
 
 class FrameDecoder:
     """Incremental decoder: feed bytes split anywhere, get whole commands back.
 
     The internal buffer never holds more than one incomplete frame, and that frame's
-    length was checked against ``frame_bytes_max`` first. After a
-    :class:`ProtocolError` the decoder stays failed and raises it again on every feed:
-    the stream position is lost, so the connection has to be closed.
+    length was checked against ``frame_bytes_max`` first, its header length against
+    ``header_bytes_max`` as soon as it arrived. After a :class:`ProtocolError` the
+    decoder stays failed and raises it again on every feed: the stream position is
+    lost, so the connection has to be closed.
     """
 
-    def __init__(self, frame_bytes_max: int = FRAME_BYTES_MAX) -> None:
-        """Create a decoder refusing frames whose length + 4 exceeds ``frame_bytes_max``."""
+    def __init__(
+        self,
+        frame_bytes_max: int = FRAME_BYTES_MAX,
+        header_bytes_max: int = HEADER_BYTES_MAX,
+    ) -> None:
+        """Create a decoder refusing frames whose length + 4 exceeds ``frame_bytes_max``,
+        headers longer than ``header_bytes_max`` and headers past the other limits.
+
+        Clients reading answers pass ``header_bytes_max=frame_bytes_max``: a
+        GET_KV_CONFIG answer carries the value, which an older version may have stored
+        larger than any request may now be. The other limits hold for every decoder.
+        """
         self._frame_bytes_max = frame_bytes_max
+        self._header_bytes_max = header_bytes_max
         self._buffer = bytearray()
         self._error: ProtocolError | None = None
         self._memo = _HeaderMemo()
@@ -503,10 +568,10 @@ class FrameDecoder:
                 _check_length(length, self._frame_bytes_max)
                 end = position + _LENGTH_FIELD_BYTES + length
                 if end > available:
+                    self._check_unfinished_header(view, position, available)
                     break
-                commands.append(
-                    _decode_payload(view[position + _LENGTH_FIELD_BYTES : end], self._memo)
-                )
+                payload = view[position + _LENGTH_FIELD_BYTES : end]
+                commands.append(_decode_payload(payload, self._header_bytes_max, self._memo))
                 position = end
         except ProtocolError as exc:
             exc.decoded = list(commands)
@@ -514,3 +579,11 @@ class FrameDecoder:
         finally:
             view.release()
         return commands, position
+
+    def _check_unfinished_header(self, view: memoryview, position: int, available: int) -> None:
+        # Refuse a header over the limit as soon as its length arrives, before the peer
+        # has the rest of the frame buffered.
+        word_at = position + _LENGTH_FIELD_BYTES
+        if available - word_at >= _INT32.size:
+            (word,) = _INT32.unpack_from(view, word_at)
+            _check_header_length(word & _HEADER_LENGTH_MASK, self._header_bytes_max)
