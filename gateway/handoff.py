@@ -31,6 +31,18 @@ restarted front no longer drops its brokers' connections: they live in the gatew
 What the gateway takes from the socket is checked: one descriptor of a connected TCP
 socket, from a process of this user, with at most :data:`STREAM_BYTES_MAX` bytes, else
 it closes everything it received.
+
+A fleet of brokers coming back at once must all move. Two things lost half of such a
+burst: Linux answers a non-blocking connect to a Unix socket whose backlog is full
+with EAGAIN, which asyncio's ``sock_connect`` takes for "in progress" and returns an
+unconnected socket (the hand-over then failed with ENOTCONN, ``[Errno 107]``); and the
+gateway accepted one hand-over per turn of its loop. Now :func:`send` connects with
+:func:`remoting.listener.connect_unix`, which tries again while the backlog is full,
+the front sends at most :data:`SENDS_IN_FLIGHT_MAX` at once, and the gateway accepts in
+batches (:class:`remoting.listener.Listener`) with at most
+:data:`RECEIVES_IN_FLIGHT_MAX` messages being read at once. A connection the gateway
+has no room for (its connection cap, :mod:`remoting.listener`) is closed and counted
+(``over_cap``): the broker connects again.
 """
 
 from __future__ import annotations
@@ -46,6 +58,14 @@ from pathlib import Path
 
 from remoting.codes import RequestCode
 from remoting.frame import FRAME_BYTES_MAX
+from remoting.listener import (
+    BudgetExhausted,
+    ConnectionBudget,
+    Listener,
+    Slot,
+    bind_unix,
+    connect_unix,
+)
 from remoting.server import ACCEPT_BACKLOG, RefusalLog, describe_exception
 
 log = logging.getLogger(__name__)
@@ -67,6 +87,12 @@ STREAM_BYTES_MAX = 2 * FRAME_BYTES_MAX + 256 * 1024
 one read after it (asyncio reads at most 256 KiB), and an unfinished frame."""
 MESSAGE_TIMEOUT_S = 5.0
 """How long the gateway waits for the bytes announced in a hand-over message."""
+CONNECT_TIMEOUT_S = 5.0
+"""How long the front tries to reach a gateway whose hand-over backlog is full."""
+SENDS_IN_FLIGHT_MAX = 64
+"""Hand-overs a front sends at once (each holds a socket and a descriptor's copy)."""
+RECEIVES_IN_FLIGHT_MAX = 64
+"""Hand-over messages the gateway reads at once; more wait in the socket's backlog."""
 
 Adopt = Callable[[socket.socket, bytes], Awaitable[None]]
 
@@ -80,13 +106,11 @@ async def send(path: str, fd: int, stream: bytes) -> None:
     socket at ``path`` (:class:`HandoffRefused` when there is none; another OSError
     when the message did not go out whole). ``fd`` stays the caller's to close."""
     loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.setblocking(False)
     try:
-        try:
-            await loop.sock_connect(sock, path)
-        except OSError as exc:
-            raise HandoffRefused(f"hand-over socket {path}: {exc}") from exc
+        sock = await connect_unix(path, CONNECT_TIMEOUT_S)
+    except OSError as exc:
+        raise HandoffRefused(f"hand-over socket {path}: {exc}") from exc
+    try:
         header = _HEADER.pack(MAGIC, len(stream))
         # Eight bytes into an empty socket buffer: sent whole or not at all.
         sent = socket.send_fds(sock, [header], [fd])
@@ -105,49 +129,39 @@ class HandoffServer:
     def __init__(self, path: Path, adopt: Adopt) -> None:
         self.path = path
         self._adopt = adopt
-        self._listener: socket.socket | None = None
-        self._accepting: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._listener: Listener | None = None
         self._refusals = RefusalLog(logger=log)
         self.adopted = 0
         self.refused = 0
+        self.over_cap = 0
+        """Connections closed because the gateway was at its connection cap."""
 
     async def start(self) -> None:
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(self.path))
-        os.chmod(self.path, 0o600)
-        listener.listen(ACCEPT_BACKLOG)
-        listener.setblocking(False)
+        """Listen on :attr:`path` (this user's only)."""
+        listener = Listener(
+            bind_unix(str(self.path), ACCEPT_BACKLOG),
+            self._receive_accepted,
+            budget=ConnectionBudget(RECEIVES_IN_FLIGHT_MAX),
+            refusals=self._refusals,
+            name="hand-over socket",
+            log_at_cap=False,  # a burst of brokers waits in the backlog: no news
+        )
+        listener.start()
         self._listener = listener
-        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(listener))
 
     async def close(self) -> None:
-        if self._accepting is not None:
-            self._accepting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._accepting
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks))
+        """Stop listening; messages being read are dropped (their descriptors closed)."""
         if self._listener is not None:
-            self._listener.close()
+            await self._listener.close()
             self._listener = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
-    async def _accept_loop(self, listener: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, _ = await loop.sock_accept(listener)
-            except OSError as exc:
-                log.warning("hand-over socket: accept failed: %s", exc)
-                await asyncio.sleep(0.1)
-                continue
-            task = loop.create_task(self._receive(conn))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    async def _receive_accepted(self, conn: socket.socket, slot: Slot) -> None:
+        try:
+            await self._receive(conn)
+        finally:
+            slot.release()
 
     async def _receive(self, conn: socket.socket) -> None:
         try:
@@ -159,6 +173,9 @@ class HandoffServer:
             # adopt() owns the socket from here, closing it when it cannot serve it.
             await self._adopt(received, stream)
             self.adopted += 1
+        except BudgetExhausted as exc:
+            self.over_cap += 1
+            self._refusals.warning(asyncio.get_running_loop().time(), "hand-over refused: %s", exc)
         except (OSError, ValueError, TimeoutError) as exc:
             self.refused += 1
             self._refusals.warning(

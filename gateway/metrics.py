@@ -21,8 +21,19 @@ the counter and histogram families when Prometheus asks.
 With a read front, ``namesrv_front_route_answers_total``: the route queries the front
 answered from its copies, which never reach this handler (the front reports them every
 second); ``namesrv_front_handoffs_total{outcome}``: brokers' connections the front
-handed to this process (``adopted``) or whose hand-over this process refused
-(``refused``), see :mod:`gateway.handoff`.
+handed to this process (``adopted``), whose hand-over this process refused
+(``refused``), or closed because it was at its connection cap (``over_cap``), see
+:mod:`gateway.handoff`.
+
+The process's descriptor budget (:mod:`remoting.listener`), read at scrape time:
+``namesrv_open_files_limit`` (the soft RLIMIT_NOFILE in force),
+``namesrv_connections_max`` (the cap derived from it, or ``NAMESRV_CONNECTIONS_MAX``),
+``namesrv_connections_open`` (connections holding a slot: clients, adopted brokers,
+the read front's links) and ``namesrv_accept_pauses_total{reason}`` (times a listener
+stopped accepting: ``at the connection cap``, ``out of descriptors``, ``accept
+failed``). In raft mode ``namesrv_raft_port_listening`` is 1 while the Raft port
+accepts, 0 while it is paused (out of descriptors) or not listening (peers cannot
+reconnect), and ``namesrv_raft_accept_pauses_total`` counts its pauses.
 
 Counted by :class:`ScanCountingService` (the Celery scan over the internal port and
 the gateway's own scan loop alike): ``namesrv_scan_runs_total``,
@@ -94,6 +105,7 @@ from raftstore.vocab import MODE_RAFT
 from remoting.acl_policy import RemotingAcl
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.listener import ConnectionBudget, open_files_limit, process_budget
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +226,8 @@ class NodeSample:
     topics: int
     raft: tuple[int, bool, bool, int, int] | None = None
     """Raft mode: (term, is leader, leader known, commit index, applied index)."""
+    raft_port: tuple[bool, int] | None = None
+    """Raft mode: (the Raft port accepts, times it paused accepting)."""
 
 
 def sample_node(replicator: Replicator) -> NodeSample:
@@ -221,7 +235,7 @@ def sample_node(replicator: Replicator) -> NodeSample:
     live, topics = replicator.read(
         lambda table: (len(table.live_brokers()), len(table.all_topic_list().topic_list))
     )
-    raft = None
+    raft = raft_port = None
     if replicator.mode == MODE_RAFT:
         status = replicator.status()
         raft = (
@@ -231,7 +245,9 @@ def sample_node(replicator: Replicator) -> NodeSample:
             status.commit_index,
             status.applied_index,
         )
-    return NodeSample(replicator.node_id, replicator.mode, live, topics, raft)
+        port = getattr(status, "raft_port", "listening")
+        raft_port = (port == "listening", int(getattr(status, "raft_accept_pauses", 0)))
+    return NodeSample(replicator.node_id, replicator.mode, live, topics, raft, raft_port)
 
 
 class NodeCollector:
@@ -256,6 +272,7 @@ class NodeCollector:
         self.scan_fallback = scan_fallback
         # Set by the gateway when it has a read front.
         self.handoff: HandoffServer | None = None
+        self.budget: ConnectionBudget = process_budget()
         self.sample_ttl_s = sample_ttl_s
         self._lock = threading.Lock()
         self._sample: NodeSample | None = None
@@ -278,6 +295,7 @@ class NodeCollector:
         yield from self._projection_lag()
         yield from registration_families(self.registrations)
         yield from handoff_families(self.handoff)
+        yield from budget_families(self.budget)
         try:
             sample = self.sample()
         except Exception:
@@ -357,6 +375,35 @@ def handoff_families(handoff: HandoffServer | None) -> Iterator[Metric]:
     )
     family.add_metric(["adopted"], handoff.adopted)
     family.add_metric(["refused"], handoff.refused)
+    family.add_metric(["over_cap"], handoff.over_cap)
+    yield family
+
+
+def budget_families(budget: ConnectionBudget) -> Iterator[Metric]:
+    """The process's descriptor limit, connection cap, open connections and pauses."""
+    yield GaugeMetricFamily(
+        "namesrv_open_files_limit",
+        "The soft limit of open descriptors (RLIMIT_NOFILE) this process runs with.",
+        open_files_limit(),
+    )
+    yield GaugeMetricFamily(
+        "namesrv_connections_max",
+        "Connections this process holds at most on its public ports (the cap).",
+        budget.capacity,
+    )
+    yield GaugeMetricFamily(
+        "namesrv_connections_open",
+        "Connections holding a place under the cap: clients, adopted brokers, front links.",
+        budget.in_use,
+    )
+    family = CounterMetricFamily(
+        "namesrv_accept_pauses",
+        "Times a listener of this process stopped accepting, by reason (it resumes when a "
+        "connection closes, or after a short backoff).",
+        labels=["reason"],
+    )
+    for reason, count in sorted(dict(budget.pauses).items()):
+        family.add_metric([reason], count)
     yield family
 
 
@@ -402,6 +449,19 @@ def node_families(sample: NodeSample) -> Iterator[Metric]:
         ),
     ):
         yield GaugeMetricFamily(name, doc, value)
+    if sample.raft_port is not None:
+        listening, pauses = sample.raft_port
+        yield GaugeMetricFamily(
+            "namesrv_raft_port_listening",
+            "1 while the Raft port accepts peers; 0 while it is paused (out of descriptors) "
+            "or not listening (a peer that loses its connection cannot connect again).",
+            int(listening),
+        )
+        yield CounterMetricFamily(
+            "namesrv_raft_accept_pauses",
+            "Times the Raft port stopped accepting for a while after a failed accept.",
+            pauses,
+        )
 
 
 class GatewayMetrics:

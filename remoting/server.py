@@ -32,7 +32,10 @@ most ``REFUSAL_LOG_LINES_MAX`` lines per ``REFUSAL_LOG_INTERVAL_S``):
   the server itself is not reading does not count), else its connection is
   closed: a peer dripping one byte a second cannot keep a buffer forever;
 * at most ``connections_per_address_max`` connections per remote address: one
-  past it is closed at once, before any handler or hook sees it.
+  past it is closed at once, before any handler or hook sees it;
+* every connection holds a slot of a ``ConnectionBudget`` (the process's by
+  default, sized from its open-files limit): at the cap, or out of descriptors,
+  accepting pauses instead of failing in a loop (``remoting/listener.py``).
 
 Why one module of ~800 lines: the connection loop, back-pressure, the frame
 budget and shutdown share one piece of state per connection and one accounting
@@ -57,6 +60,18 @@ from remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import ProtocolError
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame, encode_frame_prefix
+from remoting.listener import (
+    PREPARE_TIMEOUT_S,
+    SSL_HANDSHAKE_TIMEOUT_S,
+    BudgetExhausted,
+    ConnectionBudget,
+    Listener,
+    Prepare,
+    Slot,
+    listening_sockets,
+    process_budget,
+    start_listeners,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +115,9 @@ CONNECTIONS_PER_ADDRESS_MAX = 4096
 # a flood of them (peers reconnecting in a loop) must not fill the disk.
 REFUSAL_LOG_LINES_MAX = 10
 REFUSAL_LOG_INTERVAL_S = 10.0
+# Adopted connections leave this share of the budget to the ones accepted here (a
+# gateway's links from its read front), so route queries the front fetches get through.
+ADOPT_RESERVE_DIVISOR = 8
 # Connection.detach waits at most this long for the answers of earlier requests.
 DETACH_TIMEOUT_S = 5.0
 DETACH_POLL_S = 0.002
@@ -198,7 +216,9 @@ class Connection(asyncio.Protocol):
     ``asyncio.Protocol`` callbacks belong to the event loop.
     """
 
-    def __init__(self, server: RemotingServer, preamble: bytes = b"") -> None:
+    def __init__(
+        self, server: RemotingServer, preamble: bytes = b"", slot: Slot | None = None
+    ) -> None:
         self.id = ""
         self.peer_host = ""
         self.peer_port = 0
@@ -243,6 +263,8 @@ class Connection(asyncio.Protocol):
         self._preamble = preamble
         # Set by detach(): the frames read after the one handed over, kept unhandled.
         self._detached: list[RemotingCommand] | None = None
+        # The connection's place in the server's budget, given back when it is lost.
+        self._slot = slot
 
     def __repr__(self) -> str:
         return f"<Connection {self.id}>"
@@ -251,6 +273,12 @@ class Connection(asyncio.Protocol):
     def is_loopback(self) -> bool:
         """True when the peer connected from a loopback address."""
         return _is_loopback_host(self.peer_host)
+
+    @property
+    def is_tls(self) -> bool:
+        """True when the peer speaks TLS to us (remoting/tls.py)."""
+        transport = self._transport
+        return transport is not None and transport.get_extra_info("ssl_object") is not None
 
     @property
     def is_closed(self) -> bool:
@@ -325,6 +353,8 @@ class Connection(asyncio.Protocol):
         self._release_unfinished()
         self._backlog.clear()
         self._writable.set()
+        if self._slot is not None:
+            self._slot.release()
         if not self._lost.done():
             self._lost.set_result(None)
             if self._admitted:
@@ -731,6 +761,10 @@ class RemotingServer:
         sock: socket.socket | None = None,
         unix_path: str | None = None,
         listen: bool = True,
+        budget: ConnectionBudget | None = None,
+        prepare: Prepare | None = None,
+        prepare_timeout_s: float = PREPARE_TIMEOUT_S,
+        ssl_handshake_timeout_s: float = SSL_HANDSHAKE_TIMEOUT_S,
     ) -> None:
         """A server for ``handler``; ValueError when a limit is not positive.
 
@@ -738,6 +772,12 @@ class RemotingServer:
         socket instead (another process bound it). ``unix_path``: listen on a Unix socket
         at that path, readable and writable by this user only. ``listen`` False: accept
         nothing, serve only the connections given to :meth:`adopt`.
+
+        Every connection holds a slot of ``budget`` (default: the process's,
+        ``remoting.listener.process_budget``); accepts pause while none is free.
+        ``prepare``: the step between accept and protocol (TLS), see
+        ``remoting.listener.Prepare``, bounded by ``prepare_timeout_s`` and then
+        ``ssl_handshake_timeout_s``.
         """
         if sock is not None and unix_path is not None:
             raise ValueError("give sock or unix_path, not both")
@@ -763,7 +803,11 @@ class RemotingServer:
         self.listen = listen
         self._started = False
         self._on_connection_closed = on_connection_closed
-        self._server: asyncio.Server | None = None
+        self.budget = budget if budget is not None else process_budget()
+        self._prepare = prepare
+        self._prepare_timeout_s = prepare_timeout_s
+        self._ssl_handshake_timeout_s = ssl_handshake_timeout_s
+        self._listeners: list[Listener] = []
         self._connections: dict[Connection, None] = {}
         self._unfinished_bytes = 0
         self._connections_by_host: dict[str, int] = {}
@@ -776,11 +820,16 @@ class RemotingServer:
         """The bound port (useful with ``port=0``)."""
         if self.unix_path is not None:
             return 0
-        if self._server is None or not self._server.sockets:
-            if self._sock is not None:
-                return int(self._sock.getsockname()[1])
-            return self._requested_port
-        return int(self._server.sockets[0].getsockname()[1])
+        if self._listeners:
+            return int(self._listeners[0].sock.getsockname()[1])
+        if self._sock is not None:
+            return int(self._sock.getsockname()[1])
+        return self._requested_port
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        """The accept loops of the listening sockets (none before start)."""
+        return tuple(self._listeners)
 
     @property
     def connection_count(self) -> int:
@@ -808,38 +857,47 @@ class RemotingServer:
         self._started = True
         if not self.listen:
             return
-        loop = asyncio.get_running_loop()
-        if self.unix_path is not None:
-            # Whoever can connect here is trusted with the peer address it announces:
-            # the socket is this user's alone (and its folder should be too, for the
-            # moment between bind and chmod).
-            self._server = await loop.create_unix_server(
-                lambda: Connection(self), self.unix_path, backlog=ACCEPT_BACKLOG
-            )
-            os.chmod(self.unix_path, 0o600)
-            log.info("remoting server listening on %s", self.unix_path)
-            return
-        if self._sock is not None:
-            self._server = await loop.create_server(
-                lambda: Connection(self), sock=self._sock, backlog=ACCEPT_BACKLOG
-            )
-        else:
-            self._server = await loop.create_server(
-                lambda: Connection(self), self.host, self._requested_port, backlog=ACCEPT_BACKLOG
-            )
-        log.info("remoting server listening on %s:%d", self.host, self.port)
+        # A Unix socket's peers are trusted with the peer address they announce: it is
+        # this user's alone (and its folder should be too, between bind and chmod).
+        sockets = listening_sockets(
+            self.host, self._requested_port, ACCEPT_BACKLOG, sock=self._sock,
+            unix_path=self.unix_path,
+        )  # fmt: skip
+        # asyncio's create_server cannot stop accepting: these pause at the budget's
+        # capacity and when descriptors run out (remoting/listener.py).
+        self._listeners = start_listeners(
+            sockets, lambda slot: Connection(self, slot=slot), budget=self.budget,
+            refusals=self._refusal_log, prepare=self._prepare,
+            prepare_timeout_s=self._prepare_timeout_s,
+            ssl_handshake_timeout_s=self._ssl_handshake_timeout_s, listener_refusals=RefusalLog,
+        )  # fmt: skip
+        where = self.unix_path or f"{self.host}:{self.port}"
+        log.info("remoting server listening on %s (at most %d connections in this process)",
+                 where, self.budget.capacity)  # fmt: skip
 
     async def adopt(self, sock: socket.socket, preamble: bytes = b"") -> None:
         """Serve ``sock``, a connected TCP socket another process accepted and read
         ``preamble`` from (see :meth:`Connection.detach`), as if accepted here: the
         same limits, timeouts and hooks. Closes ``sock`` and raises ConnectionError
-        when the server is not running."""
+        when the server is not running, BudgetExhausted when fewer than an eighth of
+        its budget's slots are free (they are kept for connections accepted here)."""
         if not self._started or self._closing:
             sock.close()
             raise ConnectionError("the server is not running")
+        slot = self.budget.acquire(reserve=self.budget.capacity // ADOPT_RESERVE_DIVISOR)
+        if slot is None:
+            sock.close()
+            raise BudgetExhausted(
+                f"at the connection cap ({self.budget.in_use} of {self.budget.capacity} open)"
+            )
         sock.setblocking(False)
         loop = asyncio.get_running_loop()
-        await loop.connect_accepted_socket(lambda: Connection(self, preamble), sock)
+        try:
+            await loop.connect_accepted_socket(lambda: Connection(self, preamble, slot), sock)
+        except BaseException:
+            slot.release()
+            sock.close()
+            raise
 
     async def close(self, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
         """Stop accepting, let in-flight requests answer, then close everything.
@@ -848,14 +906,13 @@ class RemotingServer:
         their answers are flushed. Whatever is still running or unflushed at
         the deadline is cancelled and the connection aborted.
         """
-        server = self._server
         if not self._started or self._closing:
             return
         self._closing = True
         loop = asyncio.get_running_loop()
         deadline_s = loop.time() + drain_timeout_s
-        if server is not None:
-            server.close()
+        for listener in self._listeners:
+            await listener.close()
         connections = list(self._connections)
         for conn in connections:
             conn._begin_drain()
@@ -870,8 +927,6 @@ class RemotingServer:
         await self._wait_for_lost(connections, grace_deadline_s)
         if leftovers:
             await asyncio.wait(leftovers, timeout=max(0.0, grace_deadline_s - loop.time()))
-        if server is not None:
-            await server.wait_closed()
 
     async def _wait_for_handlers(self, connections: list[Connection], deadline_s: float) -> None:
         loop = asyncio.get_running_loop()

@@ -10,6 +10,7 @@ checked in one file. Private names used, each checked against 0.3.17:
 * ``SyncObj._SyncObj__raftLog`` (the FileJournal: ``len``, indexing, ``flush``),
   ``SyncObj._SyncObj__raftCommitIndex``, ``SyncObj._SyncObj__sendAppendEntries``,
   ``SyncObj._isLeader``: in :class:`RouteLog` and :func:`journal_of` / :func:`is_leader`;
+* ``SyncObj._SyncObj__transport`` (our :class:`RaftTransport`): in :func:`raft_port`;
 * the transport (``raftstore.raft.transport``): ``TcpConnection._TcpConnection__processRead``,
   ``TcpConnection._TcpConnection__readBuffer``, ``TcpConnection.sendRandKey``,
   ``TCPTransport._unknownConnections``, ``TCPTransport._onNewIncomingConnection``,
@@ -39,7 +40,7 @@ from pysyncobj.syncobj import _RAFT_STATE, SyncObjExceptionWrongVer
 from raftstore.raft import codec
 from raftstore.raft.append import PySyncObjLogView, trim_append_entries
 from raftstore.raft.cipher import RaftCipher
-from raftstore.raft.transport import RaftTransport
+from raftstore.raft.transport import PORT_LISTENING, PORT_NOT_LISTENING, RaftTransport
 
 if TYPE_CHECKING:
     from raftstore.raft.replicator import RaftReplicator
@@ -443,6 +444,23 @@ DialNode.__module__ = "raftstore.raft"
 def journal_of(sync: SyncObj) -> Any:
     """PySyncObj's FileJournal of ``sync`` (a private attribute)."""
     return sync._SyncObj__raftLog
+
+
+def raft_port(sync: SyncObj | None, self_addr: str) -> tuple[str, int, tuple[str, ...]]:
+    """The Raft port of ``sync`` (None: a stopped node, nothing to say): its state
+    (``listening``, ``paused`` or ``not listening``), the times it paused accepting,
+    and an alarm unless it listens. From the transport, a private attribute of SyncObj."""
+    transport = None if sync is None else getattr(sync, "_SyncObj__transport", None)
+    if not isinstance(transport, RaftTransport):
+        return PORT_LISTENING if sync is None else PORT_NOT_LISTENING, 0, ()
+    state = transport.port_state
+    alarms: tuple[str, ...] = ()
+    if state != PORT_LISTENING:
+        alarms = (
+            f"the Raft port {self_addr} is {state}: a peer that loses its connection "
+            "cannot connect again until it listens",
+        )
+    return state, transport.accept_pauses, alarms
 
 
 def is_leader(sync: SyncObj) -> bool:

@@ -71,6 +71,7 @@ from raftstore.raft.glue import (
     SnapshotHooks,
     is_leader,
     journal_of,
+    raft_port,
 )
 from raftstore.raft.settings import (
     ALARMS_KEPT,
@@ -87,7 +88,7 @@ from raftstore.raft.settings import (
     RaftSettings,
     checkpoint_due,
 )
-from raftstore.raft.transport import conf_security
+from raftstore.raft.transport import PORT_LISTENING, conf_security
 from raftstore.replicator import (
     MODE_RAFT,
     ApplyListener,
@@ -127,6 +128,12 @@ class RaftStatus(ReplicatorStatus):
     """Gaps between ticks longer than :data:`LONG_TICK_GAP_S`."""
     apply_slices_cut: int = 0
     """Ticks that left committed entries for the next one (``apply_slice_s``)."""
+    raft_port: str = PORT_LISTENING
+    """This node's Raft port: ``listening``, ``paused`` (bound, accepting again after a
+    short pause: the process ran out of descriptors) or ``not listening`` (peers cannot
+    connect; the node binds it again every ``bind_retry_s``). Alarmed unless listening."""
+    raft_accept_pauses: int = 0
+    """Times the Raft port stopped accepting for a while after a failed accept."""
 
 
 
@@ -810,6 +817,7 @@ class RaftReplicator:
             # The copy under the lock, the hashing after it (two thirds of the cost).
             document = self._table.state_document()
         digests = snapshot.digests_of(document)
+        port, accept_pauses, port_alarms = raft_port(sync, self.self_addr)
         return RaftStatus(
             node_id=self.node_id,
             mode=self.mode,
@@ -829,11 +837,13 @@ class RaftReplicator:
             members=self.members(),
             ready=view.ready,
             membership_pending=self._membership_pending,
-            alarms=tuple(self._alarms),
+            alarms=(*self._alarms, *port_alarms),
             resends_trimmed=self.resends_trimmed,
             tick_gap_max_ms=round(self.tick_gap_max_s * 1000.0, 1),
             long_tick_gaps=self.long_tick_gaps,
             apply_slices_cut=0 if self._sync is None else self._sync.apply_slices_cut,
+            raft_port=port,
+            raft_accept_pauses=accept_pauses,
         )
 
     # -------------------------------------------------------------- membership

@@ -28,17 +28,43 @@ Two gaps in PySyncObj 0.3.17 that this module closes:
 The utility/status path of PySyncObj (``syncobj_admin``) goes through the same
 connections, so it needs the secret too.
 
+And one gap in how the port survives running out of descriptors:
+
+* **The port unbound for good.** PySyncObj's ``TcpServer`` closes its listening
+  socket at the first failed ``accept`` (EMFILE when the process is out of
+  descriptors) and never binds it again: measured under a connection flood, the
+  node's peers could no longer reconnect once their old connections were cut.
+  :class:`RaftPortServer` keeps the socket and pauses accepting instead
+  (:data:`ACCEPT_PAUSE_MIN_S`, doubling up to :data:`ACCEPT_PAUSE_MAX_S`), logging at
+  most ten lines per 10 s; if the socket is closed anyway (an error event on it), it
+  is bound again every ``bindRetryTime`` from the transport's tick. (Not through
+  PySyncObj's own ``_ready`` flag: while it is False a node runs no tick at all, so
+  it would stop heartbeats and reading its peers until the bind succeeds.) Outgoing
+  connects that fail the same way are logged within the same allowance instead of
+  failing the tick.
+  Unauthenticated callers are bounded (:data:`UNAUTHENTICATED_MAX`, the oldest
+  dropped first), so they cannot take the descriptors themselves.
+
 Private PySyncObj attributes used here, checked against 0.3.17 (pinned):
 ``TcpConnection._TcpConnection__processRead``, ``TcpConnection._TcpConnection__readBuffer``,
 ``TcpConnection._TcpConnection__writeBuffer``, ``TcpConnection._TcpConnection__trySendBuffer``,
 ``TcpConnection.sendRandKey``, ``TcpConnection.encryptor``, ``TCPTransport._connections``,
-``TCPTransport._unknownConnections``, ``TCPTransport._onNewIncomingConnection`` and
-``TCPTransport._onTick``.
+``TCPTransport._unknownConnections``, ``TCPTransport._onNewIncomingConnection``,
+``TCPTransport._onTick``, ``TCPTransport._server``, ``TCPTransport._ready``,
+``TCPTransport._syncObj``, ``TCPTransport._createServer``,
+``TCPTransport._connectIfNecessarySingle``, and
+``TcpServer``'s ``_TcpServer__onNewConnection`` (replaced), ``_TcpServer__socket``,
+``_TcpServer__fileno``, ``_TcpServer__state``, ``_TcpServer__poller``,
+``_TcpServer__sendBufferSize``, ``_TcpServer__recvBufferSize``,
+``_TcpServer__connectionTimeout``, ``_TcpServer__keepalive`` and
+``_TcpServer__onNewConnectionCallback``.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import struct
 import time
 import zlib
@@ -47,8 +73,12 @@ from typing import Any
 
 import pysyncobj.pickle as pysyncobj_pickle
 from pysyncobj.monotonic import monotonic
+from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.tcp_server import SERVER_STATE, TcpServer
 from pysyncobj.transport import TCPTransport
+
+from remoting.server import RefusalLog
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +99,21 @@ every heartbeat: at 200 registrations/s they were a third of the leader's messag
 and the leader's only use of them is the time of the last answer, which decides
 whether it still has a majority (``leader_fallback_timeout_s``, ten times longer).
 An answer that moves the match index (new entries) always goes at once."""
+ACCEPT_PAUSE_MIN_S = 0.05
+ACCEPT_PAUSE_MAX_S = 1.0
+"""How long the Raft port stops accepting after a failed accept (doubling from the
+first to the second); it resumes at the first tick after that."""
+ACCEPT_BATCH_MAX = 16
+"""Connections accepted per readiness event (PySyncObj accepts one per poll)."""
+RAFT_ACCEPT_BACKLOG = 128
+"""PySyncObj listens with a backlog of 5: a burst of callers then drops peers' SYNs."""
+UNAUTHENTICATED_MAX = 32
+"""Incoming connections that have not yet proven the secret; past it the oldest is
+dropped. A real peer proves it in its first message, milliseconds after connecting."""
+PORT_LISTENING = "listening"
+PORT_PAUSED = "paused"
+PORT_NOT_LISTENING = "not listening"
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 def check_secret(secret: str) -> str:
@@ -121,6 +166,136 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
         return more
 
 
+class RaftPortServer(TcpServer):  # type: ignore[misc]
+    """PySyncObj's ``TcpServer`` whose listening socket survives a failed accept.
+
+    Made by class swap from the transport's own server (``RaftTransport._createServer``);
+    the attributes below are set by :meth:`adopt`. Tick thread only."""
+
+    refusals: RefusalLog
+    accept_pauses: int
+    rebinds: int
+    _resume_at: float | None
+    _pause_s: float
+    _bind_at: float | None
+
+    def adopt(self, refusals: RefusalLog) -> None:
+        """Set this class's state on a server made as a plain ``TcpServer``."""
+        self.refusals = refusals
+        self.accept_pauses = 0
+        self.rebinds = 0
+        self._resume_at = None
+        self._pause_s = ACCEPT_PAUSE_MIN_S
+        self._bind_at = None
+
+    def bind(self) -> None:
+        """PySyncObj's bind, with a backlog that holds a burst of callers."""
+        super().bind()
+        self._TcpServer__socket.listen(RAFT_ACCEPT_BACKLOG)
+        self._resume_at = None
+
+    @property
+    def state(self) -> str:
+        """``listening``, ``paused`` (bound, not accepting for now) or ``not listening``."""
+        if self._TcpServer__state != SERVER_STATE.BINDED:
+            return PORT_NOT_LISTENING
+        return PORT_LISTENING if self._resume_at is None else PORT_PAUSED
+
+    def _TcpServer__onNewConnection(self, descr: int, event: int) -> None:
+        if event & POLL_EVENT_TYPE.ERROR:
+            self.refusals.warning(
+                time.monotonic(), "raft port: error on the listening socket: binding it again"
+            )
+            self.unbind()
+            return
+        if event & POLL_EVENT_TYPE.READ:
+            for _ in range(ACCEPT_BATCH_MAX):
+                if not self._accept_one():
+                    return
+
+    def _accept_one(self) -> bool:
+        """Accept one caller; False when there is none now or accepting paused."""
+        try:
+            sock, _address = self._TcpServer__socket.accept()
+        except (BlockingIOError, InterruptedError):
+            return False
+        except ConnectionAbortedError:
+            return True
+        except OSError as exc:
+            self._pause(exc)
+            return False
+        self._pause_s = ACCEPT_PAUSE_MIN_S
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._TcpServer__sendBufferSize)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._TcpServer__recvBufferSize)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(False)
+            conn = GuardedConnection(
+                poller=self._TcpServer__poller,
+                socket=sock,
+                timeout=self._TcpServer__connectionTimeout,
+                sendBufferSize=self._TcpServer__sendBufferSize,
+                recvBufferSize=self._TcpServer__recvBufferSize,
+                keepalive=self._TcpServer__keepalive,
+            )
+        except OSError as exc:
+            # The caller hung up already (setsockopt on a reset socket): it alone is lost.
+            sock.close()
+            self.refusals.warning(time.monotonic(), "raft port: dropped a caller: %s", exc)
+            return True
+        self._TcpServer__onNewConnectionCallback(conn)
+        return True
+
+    def _pause(self, exc: OSError) -> None:
+        """Stop polling the listening socket (it stays bound) until :meth:`resume_if_due`."""
+        delay_s = self._pause_s
+        self._pause_s = min(ACCEPT_PAUSE_MAX_S, delay_s * 2)
+        if self._resume_at is None:
+            self.accept_pauses += 1
+        self._resume_at = time.monotonic() + delay_s
+        self._TcpServer__poller.unsubscribe(self._TcpServer__fileno)
+        why = "out of descriptors" if exc.errno in _RESOURCE_ERRNOS else "accept failed"
+        self.refusals.warning(
+            time.monotonic(),
+            "raft port: %s (%s): not accepting for %.2f s; the port stays bound",
+            why, exc, delay_s,
+        )  # fmt: skip
+
+    def keep_listening(self, now: float, retry_s: float) -> None:
+        """Each tick once the port was first bound: resume a paused port, and bind a
+        closed one again, at most every ``retry_s``."""
+        self.resume_if_due(now)
+        if self._TcpServer__state == SERVER_STATE.BINDED:
+            return
+        if self._bind_at is None:
+            self.refusals.warning(now, "raft port: not listening: binding it again")
+        elif now < self._bind_at:
+            return
+        self._bind_at = now + retry_s
+        try:
+            self.bind()
+        except OSError as exc:
+            # PySyncObj keeps the socket it failed to bind: close it now, not at collection.
+            self._TcpServer__socket.close()
+            self.refusals.warning(now, "raft port: cannot bind it again yet: %s", exc)
+            return
+        self._bind_at = None
+        self.rebinds += 1
+        log.info("raft port: listening again")
+
+    def resume_if_due(self, now: float) -> None:
+        """Accept again once the pause is over (each tick)."""
+        resume_at = self._resume_at
+        if resume_at is None or now < resume_at or self._TcpServer__fileno is None:
+            return
+        self._resume_at = None
+        self._TcpServer__poller.subscribe(
+            self._TcpServer__fileno,
+            self._TcpServer__onNewConnection,
+            POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR,
+        )
+
+
 class RaftTransport(TCPTransport):  # type: ignore[misc]
     """PySyncObj's TCP transport with the pre-auth guards, durable sends and the
     follower-side trimming of re-sent entries (see :mod:`raftstore.raft.append`).
@@ -129,11 +304,51 @@ class RaftTransport(TCPTransport):  # type: ignore[misc]
     ``trim_append_entries``.
     """
 
+    _ready: bool  # PySyncObj's: True once the port was first bound (no tick runs before)
+    _server: Any
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._accepted_at: dict[Any, float] = {}
         self._last_ack: dict[Any, tuple[int, float]] = {}
         self.acks_thinned = 0
+        self.port_refusals = RefusalLog(logger=log)
         super().__init__(*args, **kwargs)
+
+    def _createServer(self) -> None:
+        super()._createServer()
+        self._server.__class__ = RaftPortServer
+        self._server.adopt(self.port_refusals)
+
+    @property
+    def port_state(self) -> str:
+        """The Raft port: ``listening``, ``paused`` or ``not listening``."""
+        server = self._server
+        if not isinstance(server, RaftPortServer) or not self._ready:
+            return PORT_NOT_LISTENING
+        return server.state
+
+    @property
+    def accept_pauses(self) -> int:
+        """Times the Raft port stopped accepting after a failed accept."""
+        server = self._server
+        return server.accept_pauses if isinstance(server, RaftPortServer) else 0
+
+    @property
+    def rebinds(self) -> int:
+        """Times the Raft port was bound again after it had closed."""
+        server = self._server
+        return server.rebinds if isinstance(server, RaftPortServer) else 0
+
+    def _connectIfNecessarySingle(self, node: Any) -> bool:
+        try:
+            return bool(super()._connectIfNecessarySingle(node))
+        except OSError as exc:
+            # Out of descriptors: PySyncObj would fail the whole tick, with a traceback
+            # each; the connect is tried again after connectionRetryTime.
+            self.port_refusals.warning(
+                time.monotonic(), "raft: cannot connect to %s: %s", node, exc
+            )
+            return False
 
     def addNode(self, node: Any) -> None:
         """PySyncObj's ``addNode``; the outgoing connection it makes is guarded too."""
@@ -148,8 +363,28 @@ class RaftTransport(TCPTransport):  # type: ignore[misc]
         conn.__class__ = GuardedConnection
         self._accepted_at[conn] = time.monotonic()
         super()._onNewIncomingConnection(conn)
+        if len(self._accepted_at) > UNAUTHENTICATED_MAX:
+            self._drop_oldest_unauthenticated()
+
+    def _drop_oldest_unauthenticated(self) -> None:
+        for oldest in list(self._accepted_at):
+            del self._accepted_at[oldest]
+            if oldest in self._unknownConnections:
+                self._unknownConnections.discard(oldest)
+                oldest.disconnect()
+                self.port_refusals.warning(
+                    time.monotonic(),
+                    "raft port: %d callers have not proven the secret: dropping the oldest",
+                    UNAUTHENTICATED_MAX,
+                )
+                return
 
     def _onTick(self) -> None:
+        # Runs only once PySyncObj bound the port first (_ready): from then on the port
+        # is ours to keep (see RaftPortServer.keep_listening).
+        server = self._server
+        if isinstance(server, RaftPortServer):
+            server.keep_listening(time.monotonic(), self._syncObj.conf.bindRetryTime)
         super()._onTick()
         if not self._accepted_at:
             return

@@ -128,6 +128,7 @@ class RaftGateway(GatewayProcess):
             "NAMESRV_LOG_LEVEL": "WARNING",
             "NAMESRV_LEADER_PUBLISHER": "tests.integration.leader_log.record",
             "LEADER_LOG_FILE": str(self.leader_log),
+            **self.extra_env,
         }
         dial = ",".join(f"{peer}={target}" for peer, target in sorted(self.dial.items()))
         command = [
@@ -141,7 +142,9 @@ class RaftGateway(GatewayProcess):
             command.append("--migrate")
         command.extend(self.extra_args)
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
+            self.proc = subprocess.Popen(
+                command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, preexec_fn=self.preexec
+            )
 
     def wait_ready(self) -> RaftGateway:
         """Wait for the ready file and read the bound ports."""

@@ -60,6 +60,9 @@ def _eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -
     raise AssertionError(f"{what}: not after {timeout_s:.0f} s")
 
 
+APPLIED_INDEX_SPREAD_MAX = 5
+
+
 def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
     network: Network, tmp_path: Path
 ) -> None:
@@ -128,7 +131,12 @@ def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
             for index, host in enumerate(NAMESERVERS):
                 secret = paths[index].parent / "data" / "internal.secret"
                 statuses[host] = probe(host, "status", str(hosts[index].internal), str(secret))
-            return len({(s["applied_index"], s["digest"]) for s in statuses.values()}) == 1
+            # The leader's scan commits an entry about every second, so three statuses
+            # read one after the other rarely name one index: the same client-visible
+            # state within a few entries of each other is agreement.
+            indexes = [s["applied_index"] for s in statuses.values()]
+            same_digest = len({s["digest"] for s in statuses.values()}) == 1
+            return same_digest and max(indexes) - min(indexes) <= APPLIED_INDEX_SPREAD_MAX
 
         _eventually(same_state, "equal digests on all three")
 

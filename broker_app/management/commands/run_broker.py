@@ -27,6 +27,7 @@ from broker_app.config import (
     split_address,
 )
 from broker_app.persistence import PROJECTION_DB, DjangoMetadataRepository
+from remoting.listener import raise_open_files_limit
 
 FLAG_SETTINGS = {
     "cluster": "cluster_name",
@@ -99,6 +100,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        try:
+            raise_open_files_limit()  # and size the connection cap from it
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         if options["migrate"]:
             # skip_checks: a broker needs its own tables only, not the web stack checked.
             # Its tables live in the node-local database (namesrv_app.db_router).
