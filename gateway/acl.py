@@ -10,6 +10,12 @@ broker codes (the engine and the accounts file are :mod:`remoting.acl_policy`).
   the white list (RocketMQ 4.x brokers do not sign their registrations).
 * everything else is a read, open unless the accounts file closes reads.
 
+REGISTER_BROKER, UNREGISTER_BROKER and QUERY_DATA_VERSION name a broker: an account
+with ``brokerNames`` may name only those brokers, and a broker name bound to an
+account may be named only by the accounts bound to it (an admin account may still
+unregister it, as the console does). Who may move a broker another connection holds
+is :mod:`gateway.broker_holds`.
+
 In raft mode the decision is made on the node the request reached, before anything
 is proposed: a refused write never enters the Raft log.
 """
@@ -41,6 +47,17 @@ BROKER_CODES: frozenset[int] = frozenset(
     }
 )
 
+NAMED_CODES: frozenset[int] = frozenset(
+    {
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.QUERY_DATA_VERSION,
+    }
+)
+"""Broker codes whose ``brokerName`` the accounts' ``brokerNames`` restrict."""
+ADMIN_NAMED_CODES: frozenset[int] = frozenset({RequestCode.UNREGISTER_BROKER})
+"""Named codes an admin account may send for any broker (the console's unregister)."""
+
 
 def namesrv_acl(source: AclFile | AclConfig | Path | None) -> RemotingAcl:
     """The NameServer's ACL over ``source`` (a path is read and re-read when it
@@ -49,4 +66,10 @@ def namesrv_acl(source: AclFile | AclConfig | Path | None) -> RemotingAcl:
         source = AclConfig.default()
     elif isinstance(source, Path):
         source = AclFile(source)
-    return RemotingAcl(source, admin_codes=ADMIN_CODES, white_listable_codes=BROKER_CODES)
+    return RemotingAcl(
+        source,
+        admin_codes=ADMIN_CODES,
+        white_listable_codes=BROKER_CODES,
+        named_codes=NAMED_CODES,
+        admin_named_codes=ADMIN_NAMED_CODES,
+    )

@@ -9,6 +9,10 @@ deliberate 4.x-style choices:
   means the unregistration really happened.
 * An unknown code is answered with 3 (5.x), not left unanswered (4.x).
 
+One addition: a REGISTER_BROKER or UNREGISTER_BROKER that would move a broker entry
+another open connection holds is answered 16 (NO_PERMISSION) before anything is
+proposed (:mod:`gateway.broker_holds`, docs/SECURITY.md "Who may move a broker").
+
 Handlers only parse headers and bodies, call one service or selector and shape
 the answer; every rule lives in ``raftstore`` and every write goes through
 :class:`~gateway.services.NameServerService`.
@@ -106,6 +110,10 @@ def replication_remark(exc: ReplicationError) -> str:
     if isinstance(exc, NoQuorumError):
         return "no raft quorum: " + text.removeprefix("no quorum: ")
     return f"raft replication failed: {text}"
+
+
+def _peer_host(conn: Connection | None) -> str:
+    return "" if conn is None else conn.peer_host
 
 
 def need_wait_for_service(config: NamesrvConfig, started_ms: int, now_ms: int) -> bool:
@@ -276,12 +284,27 @@ class RequestDispatcher:
     async def register_broker(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
-        """103: crc check, version-dependent body, master/HA address for slaves."""
+        """103: crc check, version-dependent body, master/HA address for slaves;
+        16 when it would move an entry another connection holds."""
         crc = header_int(request, "bodyCrc32", bits=32) or 0
         if crc != 0 and crc != register_body.body_crc32(request.body):
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_CRC_MISMATCH)
         cluster_name = require_str(request, "clusterName")
         broker_addr = require_str(request, "brokerAddr")
+        broker_name = require_str(request, "brokerName")
+        broker_id = require_int(request, "brokerId")
+        channel = None if conn is None else conn.id
+        holds = self.service.holds
+        refusal = holds.check_register(
+            request, channel=channel, peer_host=_peer_host(conn),
+            name=broker_name, broker_id=broker_id, addr=broker_addr,
+        )  # fmt: skip
+        if refusal is not None:
+            return make_response(request, ResponseCode.NO_PERMISSION, remark=refusal.remark)
+        hold = functools.partial(
+            holds.registered, cluster=cluster_name, name=broker_name, addr=broker_addr,
+            channel=channel,
+        )  # fmt: skip
         max_offset = header_int(request, MAX_OFFSET_FIELD)
         confirm_offset = header_int(request, CONFIRM_OFFSET_FIELD)
         digest = topics = None
@@ -295,18 +318,19 @@ class RequestDispatcher:
                 max_offset=max_offset, confirm_offset=confirm_offset,
             )  # fmt: skip
             if seen is not None:
-                return self._registered(request, seen)
+                return self._registered(request, seen, broker_id, hold)
         register = functools.partial(
             self.service.register_broker,
             cluster_name=cluster_name,
             broker_addr=broker_addr,
-            broker_name=require_str(request, "brokerName"),
-            broker_id=require_int(request, "brokerId"),
+            broker_name=broker_name,
+            broker_id=broker_id,
             ha_server_addr=header_str(request, "haServerAddr"),
             zone_name=header_str(request, ZONE_NAME_EXT_FIELD),
             heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
             enable_acting_master=header_bool(request, "enableActingMaster"),
-            channel=None if conn is None else conn.id,
+            # Another connection's registration of the held address names the holder.
+            channel=holds.channel_for(broker_name, broker_id, broker_addr, channel),
             max_offset=max_offset,
             confirm_offset=confirm_offset,
             enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
@@ -321,7 +345,7 @@ class RequestDispatcher:
                 topics_elided=True,
             )  # fmt: skip
             if not outcome.needs_full:
-                return self._registered(request, outcome)
+                return self._registered(request, outcome, broker_id, hold)
         body = register_body.decode_register_broker_request_body(
             request.body,
             compressed=bool(header_bool(request, "compressed")),
@@ -337,14 +361,21 @@ class RequestDispatcher:
             filter_server_list=body.filter_server_list,
             topics_digest=topics_digest,
         )  # fmt: skip
-        return self._registered(request, outcome)
+        return self._registered(request, outcome, broker_id, hold)
 
     def _registered(
-        self, request: RemotingCommand, outcome: RegisterBrokerOutcome
+        self,
+        request: RemotingCommand,
+        outcome: RegisterBrokerOutcome,
+        broker_id: int,
+        hold: Callable[..., None],
     ) -> RemotingCommand:
-        """The answer to a REGISTER_BROKER whose outcome is ``outcome``."""
+        """The answer to a REGISTER_BROKER whose outcome is ``outcome``; ``hold`` records
+        the entry (under the id the table assigned, if it did) for the connection."""
         if outcome.failed:
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
+        assigned = outcome.assigned_broker_id
+        hold(broker_id=broker_id if assigned is None else assigned)
         ext = {
             name: value
             for name, value in (
@@ -367,13 +398,24 @@ class RequestDispatcher:
     async def unregister_broker(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
-        """104: applied before answering (see the module docstring)."""
+        """104: applied before answering (see the module docstring); 16 when another
+        connection holds an entry at that address."""
+        cluster_name = require_str(request, "clusterName")
+        broker_addr = require_str(request, "brokerAddr")
+        broker_name = require_str(request, "brokerName")
+        refusal = self.service.holds.check_unregister(
+            request, channel=None if conn is None else conn.id, peer_host=_peer_host(conn),
+            cluster=cluster_name, name=broker_name, addr=broker_addr,
+        )  # fmt: skip
+        if refusal is not None:
+            return make_response(request, ResponseCode.NO_PERMISSION, remark=refusal.remark)
         await self.service.unregister_broker(
-            cluster_name=require_str(request, "clusterName"),
-            broker_addr=require_str(request, "brokerAddr"),
-            broker_name=require_str(request, "brokerName"),
+            cluster_name=cluster_name,
+            broker_addr=broker_addr,
+            broker_name=broker_name,
             broker_id=require_int(request, "brokerId"),
         )
+        self.service.holds.unregistered(cluster=cluster_name, name=broker_name, addr=broker_addr)
         return make_response(request, ResponseCode.SUCCESS)
 
     async def broker_heartbeat(

@@ -13,6 +13,10 @@ touches (BROKER_HEARTBEAT, QUERY_DATA_VERSION) go through a
 logged; the liveness scan is one ExpireBrokers proposed by the leader; and that
 scan elects new masters for groups that opted into raft failover (the flag is
 dropped in eventual mode, which keeps the original behaviour).
+
+``holds`` (:mod:`gateway.broker_holds`) knows which connection holds which broker
+entry on this node; the dispatcher asks it before a registration or an
+unregistration, and a closed connection's entries pass through it here.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from gateway.broker_holds import BrokerHolds
 from gateway.clock import Clock, SystemClock
 from raftstore import commands as cmd
 from raftstore.liveness import RegistrationDeduper, TouchCoalescer
@@ -247,6 +252,8 @@ class NameServerService:
             if isinstance(replicator, RaftReplicator)
             else None
         )
+        self.holds = BrokerHolds(replicator, failover=self.failover_lag_bytes_max is not None)
+        replicator.subscribe(self.holds.on_applied)
 
     async def _propose(self, command: cmd.Command) -> ApplyResult:
         result = await self.replicator.propose(command)
@@ -464,24 +471,42 @@ class NameServerService:
         if not isinstance(outcome, ExpireOutcome):
             return ScanOutcome(expired=(), role=role)
         for election in outcome.elections:
-            log.warning("raft failover: %s elected %s (was id %d) to replace %s",
-                        election.broker_name, election.new_master_addr,
-                        election.previous_broker_id, election.old_master_addr)
+            log.warning(
+                "raft failover: %s elected %s (was id %d) to replace %s",
+                election.broker_name,
+                election.new_master_addr,
+                election.previous_broker_id,
+                election.old_master_addr,
+            )
         return ScanOutcome(expired=outcome.expired, role=role, elections=outcome.elections)
 
     async def channel_destroyed(self, channel: str | None) -> None:
         """A connection closed: unregister what was registered over it (eventual mode).
 
         A None channel is tolerated and does nothing (BrokerHousekeepingService).
+        The connection's holds end first; an entry another open connection registered
+        at the same address passes to that connection and stays (broker_holds rule 3),
+        the other entries it held are unregistered. A connection that held nothing
+        unregisters the entry whose channel it is, as upstream's onChannelDestroy.
         In raft mode the close is this node's local observation only: nothing is
         proposed, the replicated timeout decides (docs/RAFT.md, Liveness rule 1).
         """
         if not channel:
             return
+        released = self.holds.release(channel)
+        if released.handed_over:
+            entries = ", ".join(f"{name} id {bid}" for name, bid in released.handed_over)
+            log.info("broker channel %s closed: %s now held by a newer connection of the "
+                     "same address", channel, entries)  # fmt: skip
         if self.replicator.mode == MODE_RAFT:
             log.info("broker channel %s closed: local observation, nothing replicated", channel)
             return
-        await self._propose(cmd.ChannelDestroyed(channel=channel))
+        if released.dropped:
+            # What it held, by name: the table may name another channel for an entry
+            # this connection took over from an older one.
+            await self._propose(cmd.UnregisterBrokers(requests=released.dropped))
+        elif not released.handed_over:
+            await self._propose(cmd.ChannelDestroyed(channel=channel))
 
     def _raft(self) -> RaftReplicator:
         if not isinstance(self.replicator, RaftReplicator):

@@ -17,11 +17,14 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from gateway.server import LeaderPublisher
+from raftstore.results import MasterMove
 
 log = logging.getLogger(__name__)
 
 CHANGES_GROUP = "namesrv.changes"
 """The Channels group every console websocket joins."""
+MASTER_MOVES_MAX = 32
+"""Master moves one event carries at most (the latest); a flapping master is still seen."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,8 @@ class ChangeEvent:
     live_changed: bool = False
     config_changed: bool = False
     rebuilt: bool = False
+    master_moves: tuple[MasterMove, ...] = ()
+    """Brokers whose master (id 0) moved to another address, in apply order."""
 
     def as_message(self) -> dict[str, Any]:
         """A JSON-friendly form (sorted lists) for channel layers and websockets."""
@@ -53,7 +58,29 @@ class ChangeEvent:
             "live_changed": self.live_changed,
             "config_changed": self.config_changed,
             "rebuilt": self.rebuilt,
+            "master_moves": master_moves_json(self.master_moves),
         }
+
+
+def master_moves_json(moves: tuple[MasterMove, ...]) -> list[dict[str, str]]:
+    """Master moves as JSON objects: ``cluster``, ``broker_name``, ``from``, ``to``."""
+    return [
+        {"cluster": m.cluster_name, "broker_name": m.broker_name, "from": m.old_addr,
+         "to": m.new_addr}
+        for m in moves
+    ]  # fmt: skip
+
+
+def master_moves_from_json(items: Any) -> tuple[MasterMove, ...]:
+    """:func:`master_moves_json` read back; entries that do not fit are left out."""
+    if not isinstance(items, list):
+        return ()
+    keys = ("cluster", "broker_name", "from", "to")
+    return tuple(
+        MasterMove(*(str(item[key]) for key in keys))
+        for item in items
+        if isinstance(item, dict) and all(key in item for key in keys)
+    )
 
 
 EventPublisher = Callable[[ChangeEvent], None]
@@ -80,8 +107,6 @@ def load_publisher(dotted_path: str) -> EventPublisher:
         return null_publisher
     publisher: EventPublisher = import_string(dotted_path)
     return publisher
-
-
 
 
 def load_leader_publisher(dotted_path: str) -> LeaderPublisher | None:

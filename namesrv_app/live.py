@@ -33,7 +33,12 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 
 from namesrv_app.agreement import mark_agreement
-from namesrv_app.events import CHANGES_GROUP, ChangeEvent
+from namesrv_app.events import (
+    CHANGES_GROUP,
+    ChangeEvent,
+    master_moves_from_json,
+    master_moves_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +102,9 @@ def change_event(event: ChangeEvent) -> dict[str, Any]:
     """A projection ChangeEvent as a console event: its kind and what it touched.
 
     ``liveness_only`` marks heartbeat-only batches (:func:`is_liveness_only`), which the
-    console coalesces; every other event is shown on a line of its own.
+    console coalesces; every other event is shown on a line of its own. ``master_moves``
+    lists each broker whose master moved to another address ("broker-a's master moved
+    from A to B").
     """
     if event.rebuilt:
         kind = "rebuild"
@@ -122,6 +129,7 @@ def change_event(event: ChangeEvent) -> dict[str, Any]:
         "kv_namespaces": sorted(event.kv_namespaces),
         "live_changed": event.live_changed,
         "liveness_only": is_liveness_only(event),
+        "master_moves": master_moves_json(event.master_moves),
     }
 
 
@@ -276,5 +284,6 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             live_changed=bool(message.get("live_changed")),
             config_changed=bool(message.get("config_changed")),
             rebuilt=bool(message.get("rebuilt")),
+            master_moves=master_moves_from_json(message.get("master_moves")),
         )
         await self.send_json({"at_ms": int(time.time() * 1000), **change_event(event)})

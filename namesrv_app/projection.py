@@ -39,11 +39,17 @@ from django.db.models import Field, Model
 
 from namesrv_app import models
 from namesrv_app.db_router import PROJECTION_DB
-from namesrv_app.events import ChangeEvent, EventPublisher, null_publisher, publish_safely
+from namesrv_app.events import (
+    MASTER_MOVES_MAX,
+    ChangeEvent,
+    EventPublisher,
+    null_publisher,
+    publish_safely,
+)
 from raftstore import snapshot
 from raftstore.commands import Command
 from raftstore.replicator import Replicator
-from raftstore.results import ApplyResult, BrokerAddrInfo
+from raftstore.results import ApplyResult, BrokerAddrInfo, MasterMove
 from raftstore.route_table import BrokerLiveView, RouteTable
 from remoting.bodies import encode_properties, encode_topic_route_data
 from remoting.model import (
@@ -134,6 +140,7 @@ class Delta:
     kv: dict[tuple[str, str], str | None] = field(default_factory=dict)
     namespaces: dict[str, bool] = field(default_factory=dict)
     config: dict[str, str] | None = None
+    master_moves: list[MasterMove] = field(default_factory=list)
 
     @property
     def liveness_only(self) -> bool:
@@ -160,6 +167,7 @@ class Delta:
         self.namespaces.update(later.namespaces)
         if later.config is not None:
             self.config = later.config
+        self.master_moves = [*self.master_moves, *later.master_moves][-MASTER_MOVES_MAX:]
 
     def topics(self) -> frozenset[str]:
         """Every topic this delta changed."""
@@ -177,6 +185,7 @@ class Delta:
             kv_namespaces=frozenset(self.namespaces) | frozenset(ns for ns, _ in self.kv),
             live_changed=bool(self.live or self.filters),
             config_changed=self.config is not None,
+            master_moves=tuple(self.master_moves),
         )
 
 
@@ -226,6 +235,7 @@ def read_delta(table: RouteTable, result: ApplyResult) -> Delta:
         delta.namespaces[namespace] = table.kv_list(namespace) is not None
     if changes.config:
         delta.config = table.config.to_properties()
+    delta.master_moves = list(changes.master_moves)
     return delta
 
 

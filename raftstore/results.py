@@ -33,6 +33,20 @@ class MinBrokerIdChange:
 
 
 @dataclass(frozen=True, slots=True)
+class MasterMove:
+    """A broker name's master (broker id 0) now at another address than before.
+
+    Recorded by a registration that gives id 0 another address and by a raft-failover
+    promotion; a master that merely appears or goes away is not a move.
+    """
+
+    cluster_name: str
+    broker_name: str
+    old_addr: str
+    new_addr: str
+
+
+@dataclass(frozen=True, slots=True)
 class Changes:
     """Keys touched by one command (empty sets when nothing changed)."""
 
@@ -44,6 +58,8 @@ class Changes:
     kv: frozenset[tuple[str, str]] = frozenset()
     kv_namespaces: frozenset[str] = frozenset()
     config: bool = False
+    master_moves: tuple[MasterMove, ...] = ()
+    """Masters that moved, in apply order (their groups are in ``broker_names`` too)."""
 
     @property
     def empty(self) -> bool:

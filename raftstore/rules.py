@@ -33,6 +33,7 @@ from raftstore.results import (
     ExpireOutcome,
     KvQuotaExceeded,
     MasterElection,
+    MasterMove,
     MinBrokerIdChange,
     QueryDataVersionOutcome,
     RegisterBrokerOutcome,
@@ -62,6 +63,7 @@ class ChangeSet:
     kv: set[tuple[str, str]] = field(default_factory=set)
     kv_namespaces: set[str] = field(default_factory=set)
     config: bool = False
+    master_moves: list[MasterMove] = field(default_factory=list)
 
     def freeze(self) -> Changes:
         """The immutable result value."""
@@ -73,6 +75,7 @@ class ChangeSet:
             kv=frozenset(self.kv),
             kv_namespaces=frozenset(self.kv_namespaces),
             config=self.config,
+            master_moves=tuple(self.master_moves),
         )
 
 
@@ -112,6 +115,10 @@ def register_broker(
     if old_addr != cmd.broker_addr:
         group.broker_addrs[cmd.broker_id] = cmd.broker_addr
         cs.broker_names.add(group.broker_name)
+        if cmd.broker_id == MASTER_ID and old_addr is not None:
+            cs.master_moves.append(
+                MasterMove(group.cluster, group.broker_name, old_addr, cmd.broker_addr)
+            )
     register_first = register_first or not old_addr
     is_master = cmd.broker_id == MASTER_ID
     is_prime_slave = (
@@ -526,6 +533,10 @@ def _promote(
         group = t.broker_addr.get(election.broker_name)
         if group is not None and failover.promote(group, election):
             cs.broker_names.add(group.broker_name)
+            cs.master_moves.append(
+                MasterMove(election.cluster_name, election.broker_name,
+                           election.old_master_addr, election.new_master_addr)
+            )  # fmt: skip
             promoted.append(election)
     return promoted
 

@@ -29,10 +29,26 @@ in a YAML file in the style of RocketMQ's ``plain_acl.yml``::
         secretKey: another-secret
         admin: false
         whiteRemoteAddress: 10.0.1.0/24   # optional: only from these peers
+      - accessKey: broker-a
+        secretKey: a-third-secret
+        brokerNames: [broker-a]           # optional: a per-broker account
 
 One deliberate difference from upstream: there, a white-listed address skips the
 signature for every code; here the white list only ever admits broker codes, and
 an account's ``whiteRemoteAddress`` *restricts* where its signature is accepted.
+
+``brokerNames`` binds an account to the brokers it may name (``named_codes``, the
+NameServer's REGISTER_BROKER, UNREGISTER_BROKER and QUERY_DATA_VERSION): such an
+account may name no other broker, and a broker name some account is bound to may be
+named only by the accounts bound to it (unsigned or by any other account: refused;
+an admin account may still send the ``admin_named_codes``). Whether a bound account
+may also move a broker held by another connection is the gateway's rule
+(``gateway/broker_holds.py``); :meth:`RemotingAcl.signer` tells it who signed.
+
+The file holds secret keys, so it is refused when group or others may read or write
+it (``chmod 600``), at start and on reload, unless the file itself says
+``fileModeCheck: false`` (an operator's explicit choice, e.g. a mount that cannot be
+made private).
 
 The file is re-read when it changes (checked at most once a second, on guarded
 requests only). A file that no longer parses keeps the last good accounts and
@@ -48,6 +64,7 @@ import functools
 import ipaddress
 import logging
 import os
+import stat
 import threading
 import time
 from collections import Counter
@@ -69,6 +86,10 @@ LOOPBACK_WHITE_LIST = ("127.0.0.0/8", "::1/128")
 RELOAD_CHECK_S = 1.0
 REFUSAL_LOG_INTERVAL_S = 10.0
 """At most one refusal log line per reason per this many seconds (floods stay quiet)."""
+BROKER_NAME_FIELD = "brokerName"
+"""The header field naming the broker a named code is about."""
+PRIVATE_FILE_MODE_BITS = stat.S_IRWXG | stat.S_IRWXO
+"""Permission bits the accounts file must not have (it holds secret keys)."""
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -136,6 +157,12 @@ class Account:
     secret_key: str = field(repr=False)
     admin: bool = False
     white_remote_addresses: tuple[Network, ...] = ()
+    broker_names: frozenset[str] | None = None
+    """``brokerNames``: the only brokers this account may name; None: any broker."""
+
+    def binds(self, broker_name: str) -> bool:
+        """True when this account is bound to ``broker_name`` (listed in ``brokerNames``)."""
+        return self.broker_names is not None and broker_name in self.broker_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +172,18 @@ class AclConfig:
     accounts: Mapping[str, Account] = field(default_factory=dict)
     global_white_list: tuple[Network, ...] = ()
     reads_need_signature: bool = False
+    file_mode_check: bool = True
+    """``fileModeCheck``: False only when an operator allows a file others may read."""
+    bindings: Mapping[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    """Broker name -> the access keys bound to it (derived from the accounts)."""
+
+    def __post_init__(self) -> None:
+        bound: dict[str, list[str]] = {}
+        for account in self.accounts.values():
+            for name in sorted(account.broker_names or ()):
+                bound.setdefault(name, []).append(account.access_key)
+        # Frozen: set once here, the one place the derived index is built.
+        object.__setattr__(self, "bindings", {n: tuple(keys) for n, keys in bound.items()})
 
     @classmethod
     def default(cls) -> AclConfig:
@@ -179,7 +218,25 @@ def _account(entry: Any, index: int) -> Account:
     if not isinstance(admin, bool):
         raise AclConfigError(f"{where}.admin must be true or false")
     white = _addresses(entry.get("whiteRemoteAddress"), f"{where}.whiteRemoteAddress")
-    return Account(access_key, secret_key, admin, white)
+    names = _broker_names(entry.get("brokerNames"), f"{where}.brokerNames")
+    return Account(access_key, secret_key, admin, white, names)
+
+
+def _broker_names(value: Any, where: str) -> frozenset[str] | None:
+    """``brokerNames``: absent means any broker; otherwise a non-empty list of names."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise AclConfigError(f"{where} must be a broker name, or a list of broker names")
+    names = frozenset(item.strip() for item in value)
+    if not names or "" in names:
+        raise AclConfigError(
+            f"{where} must name at least one broker, and no empty name "
+            "(leave the key out for an account that may name any broker)"
+        )
+    return names
 
 
 def parse_acl(document: Any) -> AclConfig:
@@ -203,12 +260,30 @@ def parse_acl(document: Any) -> AclConfig:
     if not isinstance(reads, bool):
         raise AclConfigError("readsNeedSignature must be true or false")
     white = _addresses(document.get("globalWhiteRemoteAddresses"), "globalWhiteRemoteAddresses")
-    return AclConfig(accounts, white, reads)
+    return AclConfig(accounts, white, reads, _file_mode_check(document))
+
+
+def _file_mode_check(document: Mapping[str, Any]) -> bool:
+    check = document.get("fileModeCheck", True)
+    if not isinstance(check, bool):
+        raise AclConfigError("fileModeCheck must be true or false")
+    return check
+
+
+def _refuse_open_mode(path: Path, mode: int) -> None:
+    """AclConfigError when group or others may read or write the file at ``path``."""
+    if mode & PRIVATE_FILE_MODE_BITS:
+        raise AclConfigError(
+            f"ACL file {path} is open to group or others (mode {stat.S_IMODE(mode):04o}) "
+            f"and holds secret keys: chmod 600 {path} (or set fileModeCheck: false in it)"
+        )
 
 
 def load_acl_file(path: Path) -> AclConfig:
-    """Read and check the ACL file at ``path``."""
+    """Read and check the ACL file at ``path``: well-formed, and private to its owner
+    unless it says ``fileModeCheck: false``."""
     try:
+        mode = path.stat().st_mode
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise AclConfigError(f"cannot read ACL file {path}: {exc.strerror or exc}") from exc
@@ -217,9 +292,12 @@ def load_acl_file(path: Path) -> AclConfig:
     except yaml.YAMLError as exc:
         raise AclConfigError(f"ACL file {path} is not valid YAML: {exc}") from exc
     try:
-        return parse_acl(document)
+        config = parse_acl(document)
     except AclConfigError as exc:
         raise AclConfigError(f"ACL file {path}: {exc}") from exc
+    if config.file_mode_check:
+        _refuse_open_mode(path, mode)
+    return config
 
 
 def dump_acl(config: AclConfig) -> str:
@@ -237,10 +315,17 @@ def dump_acl(config: AclConfig) -> str:
                     if account.white_remote_addresses
                     else {}
                 ),
+                **(
+                    {"brokerNames": sorted(account.broker_names)}
+                    if account.broker_names is not None
+                    else {}
+                ),
             }
             for account in config.accounts.values()
         ],
     }
+    if not config.file_mode_check:
+        document["fileModeCheck"] = False
     return yaml.safe_dump(document, sort_keys=False)
 
 
@@ -255,12 +340,13 @@ class AclFile:
         self._next_check = time.monotonic() + check_s
         self._lock = threading.Lock()
 
-    def _stat(self) -> tuple[int, int, int] | None:
+    def _stat(self) -> tuple[int, ...] | None:
         try:
             info = os.stat(self.path)
         except OSError:
             return None
-        return (info.st_mtime_ns, info.st_size, info.st_ino)
+        # The mode and ctime too: a chmod that opens the file to others is a change.
+        return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_mode)
 
     def current(self) -> AclConfig:
         """The accounts in force, re-reading the file if it changed."""
@@ -307,6 +393,9 @@ class RemotingAcl:
 
     ``source`` is an :class:`AclFile` (reloading) or a fixed :class:`AclConfig`;
     ``admin_codes`` and ``white_listable_codes`` are the server's code classes.
+    ``named_codes`` (white-listable codes whose ``brokerName`` field names a broker) are
+    also checked against the accounts' ``brokerNames``; an admin account may send the
+    ``admin_named_codes`` among them for any broker.
     ``refusals`` counts refusals by reason, for the metrics and the tests.
     """
 
@@ -317,10 +406,14 @@ class RemotingAcl:
         admin_codes: frozenset[int],
         white_listable_codes: frozenset[int],
         white_listable_kind: str = "broker",
+        named_codes: frozenset[int] = frozenset(),
+        admin_named_codes: frozenset[int] = frozenset(),
     ) -> None:
         self._source = source
         self.admin_codes = admin_codes
         self.white_listable_codes = white_listable_codes
+        self.named_codes = named_codes
+        self.admin_named_codes = admin_named_codes
         self._kind = white_listable_kind
         self.refusals: Counter[str] = Counter()
         self._last_logged: dict[str, float] = {}
@@ -343,23 +436,64 @@ class RemotingAcl:
         """None when ``request`` from ``peer_host`` may proceed, else the refusal."""
         config = self.config
         code = request.code
+        account: Account | None = None
         if code in self.admin_codes:
-            refusal = self._signed(request, peer_host, config, admin=True)
+            refusal, account = self._signed(request, peer_host, config, admin=True)
         elif code in self.white_listable_codes:
             if not _is_signed(request) and address_in(peer_host, config.global_white_list):
-                return None
-            refusal = self._signed(request, peer_host, config, admin=False)
+                refusal = None
+            else:
+                refusal, account = self._signed(request, peer_host, config, admin=False)
         elif config.reads_need_signature:
-            refusal = self._signed(request, peer_host, config, admin=False)
+            refusal, account = self._signed(request, peer_host, config, admin=False)
         else:
             return None
+        if refusal is None and code in self.named_codes:
+            refusal = self._named(request, account, config)
         if refusal is not None:
             self._count(refusal, peer_host)
         return refusal
 
+    def signer(self, request: RemotingCommand, peer_host: str) -> Account | None:
+        """The account whose valid signature ``request`` carries; None when unsigned or
+        not validly signed. Nothing is counted or logged (the caller decides)."""
+        if not _is_signed(request):
+            return None
+        return self._signed(request, peer_host, self.config, admin=False)[1]
+
+    def _named(
+        self, request: RemotingCommand, account: Account | None, config: AclConfig
+    ) -> Refusal | None:
+        """The ``brokerNames`` rule of a named code (see the module docstring)."""
+        name = (request.ext_fields or {}).get(BROKER_NAME_FIELD)
+        if not name:
+            return None  # the handler answers a missing name
+        what = f"{self._kind} request {_code_name(request.code)}"
+        if account is not None and account.broker_names is not None:
+            if name in account.broker_names:
+                return None
+            allowed = ", ".join(sorted(account.broker_names))
+            return Refusal(
+                "broker-name",
+                f"{what}: AccessKey {account.access_key!r} may name only the brokers "
+                f"[{allowed}], not {name!r}",
+            )
+        bound = config.bindings.get(name)
+        if not bound or (
+            account is not None and account.admin and request.code in self.admin_named_codes
+        ):
+            return None
+        signed = "unsigned" if account is None else f"signed by AccessKey {account.access_key!r}"
+        return Refusal(
+            "broker-bound",
+            f"{what} naming {name!r} ({signed}): that broker name is bound to AccessKey "
+            f"{', '.join(repr(key) for key in bound)} in the accounts file; sign with it",
+        )
+
     def _signed(
         self, request: RemotingCommand, peer_host: str, config: AclConfig, *, admin: bool
-    ) -> Refusal | None:
+    ) -> tuple[Refusal | None, Account | None]:
+        """(None, the signing account) when validly signed, else (the refusal, None)."""
         if admin:
             kind = "admin"
         elif request.code in self.white_listable_codes:
@@ -376,26 +510,26 @@ class RemotingAcl:
                     "unsigned",
                     f"{what} from {peer_host} needs a signature or a white-listed address "
                     f"(no {missing})",
-                )
-            return Refusal("unsigned", f"{what} needs an ACL signature (no {missing})")
+                ), None
+            return Refusal("unsigned", f"{what} needs an ACL signature (no {missing})"), None
         account = config.accounts.get(access_key)
         if account is None:
-            return Refusal("unknown-key", f"{what}: unknown AccessKey {access_key!r}")
+            return Refusal("unknown-key", f"{what}: unknown AccessKey {access_key!r}"), None
         if account.white_remote_addresses and not address_in(
             peer_host, account.white_remote_addresses
         ):
             return Refusal(
                 "address", f"{what}: AccessKey {access_key!r} is not allowed from {peer_host}"
-            )
+            ), None
         if not signature_matches(request, account.secret_key):
             return Refusal(
                 "bad-signature", f"{what}: signature does not match for AccessKey {access_key!r}"
-            )
+            ), None
         if admin and not account.admin:
             return Refusal(
                 "not-admin", f"{what}: AccessKey {access_key!r} is not an admin account"
-            )
-        return None
+            ), None
+        return None, account
 
     def _count(self, refusal: Refusal, peer_host: str) -> None:
         self.refusals[refusal.reason] += 1

@@ -25,6 +25,7 @@ from broker_app.metadata import MemoryRepository
 from broker_app.store.message_store import MessageInput
 from broker_app.store.record import format_properties
 from localcluster.run_secrets import ha_secret
+from node.files import write_secret_file
 from remoting.acl_policy import Account, AclConfig, dump_acl
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -447,7 +448,7 @@ async def test_with_reads_need_signature_consumer_requests_must_be_signed(
     accounts = AclConfig({ADMIN.access_key: Account(ADMIN.access_key, ADMIN.secret_key,
                                                      admin=True)}, (), reads_need_signature=True)
     acl_file = tmp_path / "acl.yml"
-    acl_file.write_text(dump_acl(accounts), encoding="utf-8")
+    write_secret_file(acl_file, dump_acl(accounts))  # it holds secret keys: mode 0600
     namesrv = FakeNameServer().start()
     broker = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=0,
                                             acl_file=acl_file), MemoryRepository())

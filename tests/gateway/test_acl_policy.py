@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.acl import ADMIN_CODES, BROKER_CODES, namesrv_acl
+from node.files import write_secret_file
 from remoting.acl import Credentials, sign
 from remoting.acl_policy import (
     Account,
@@ -44,7 +45,7 @@ accounts:
 @pytest.fixture
 def acl(tmp_path: Path) -> RemotingAcl:
     path = tmp_path / "plain_acl.yml"
-    path.write_text(SAMPLE)
+    write_secret_file(path, SAMPLE)
     return namesrv_acl(load_acl_file(path))
 
 
@@ -205,7 +206,7 @@ def test_a_malformed_file_is_refused_with_the_entry_named(
     tmp_path: Path, text: str, words: str
 ) -> None:
     path = tmp_path / "plain_acl.yml"
-    path.write_text(text)
+    write_secret_file(path, text)
 
     with pytest.raises(AclConfigError, match=r"plain_acl\.yml") as caught:
         load_acl_file(path)
@@ -222,7 +223,7 @@ def test_the_file_is_reread_when_it_changes_and_a_broken_edit_keeps_the_last_goo
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "plain_acl.yml"
-    path.write_text(SAMPLE)
+    write_secret_file(path, SAMPLE)
     source = AclFile(path, check_s=0.0)
     acl = namesrv_acl(source)
     newcomer = Credentials("newcomer", "newcomer-secret")

@@ -17,10 +17,12 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from node.files import write_secret_file
 from remoting import register_body
 from remoting.acl import Credentials
 from remoting.acl_policy import Account, AclConfig, dump_acl
@@ -56,7 +58,7 @@ def write_test_acl(folder: Path) -> Path:
     )
     config = AclConfig({a.access_key: a for a in accounts}, AclConfig.default().global_white_list)
     path = folder / ACL_FILE_NAME
-    path.write_text(dump_acl(config), encoding="utf-8")
+    write_secret_file(path, dump_acl(config))  # it holds secret keys: mode 0600
     return path
 
 
@@ -73,6 +75,9 @@ class GatewayProcess:
     extra_args: tuple[str, ...] = ()
     with_test_acl: bool = True
     """Start with ``--acl-file`` of :func:`write_test_acl` (False: the command's default)."""
+    extra_env: dict[str, str] = field(default_factory=dict)
+    preexec: Callable[[], None] | None = None
+    """Run in the child before the gateway starts (e.g. a lower descriptor limit)."""
 
     @property
     def addr(self) -> str:
@@ -93,6 +98,7 @@ class GatewayProcess:
             "NAMESRV_DB_PATH": str(self.db_path),
             "NAMESRV_INTERNAL_SECRET": SECRET,
             "NAMESRV_LOG_LEVEL": "WARNING",
+            **self.extra_env,
         }
         command = [
             sys.executable, "manage.py", "run_gateway", "--node", self.node_id,
@@ -107,7 +113,9 @@ class GatewayProcess:
             command += ["--acl-file", str(write_test_acl(self.db_path.parent))]
         command.extend(self.extra_args)
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
+            self.proc = subprocess.Popen(
+                command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, preexec_fn=self.preexec
+            )
         deadline_s = time.monotonic() + READY_TIMEOUT_S
         while not self.ready_file.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline_s:

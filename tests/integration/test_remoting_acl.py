@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from node.files import write_secret_file
 from remoting import bodies
 from remoting.acl import Credentials, sign
 from remoting.acl_policy import Account, AclConfig, dump_acl, parse_address_pattern
@@ -53,7 +54,7 @@ def write_acl(path: Path, *, reads_need_signature: bool = False) -> Path:
         (parse_address_pattern("127.0.0.1/32"),),
         reads_need_signature,
     )
-    path.write_text(dump_acl(config), encoding="utf-8")
+    write_secret_file(path, dump_acl(config))  # it holds secret keys: mode 0600
     return path
 
 
@@ -344,7 +345,7 @@ def test_a_malformed_accounts_file_stops_the_gateway_with_one_clear_line(
     tmp_path: Path,
 ) -> None:
     acl_file = tmp_path / "acl.yml"
-    acl_file.write_text("accounts:\n  - accessKey: a\n    secretKey: short\n", encoding="utf-8")
+    write_secret_file(acl_file, "accounts:\n  - accessKey: a\n    secretKey: short\n")
     process = GatewayProcess(
         "n1", tmp_path / "db.sqlite3", tmp_path / "ready.json", tmp_path / "gateway.log",
         with_test_acl=False, extra_args=("--acl-file", str(acl_file)),

@@ -29,9 +29,20 @@
   var heartbeats = { item: null, nodes: {}, updates: 0, since: 0, last: 0, drawnAt: 0, timer: null };
   window.namesrvLive = { received: 0, connected: false, last: null, paused: false, heartbeats: 0 };
 
+  // "broker-a's master moved from A to B": a master address change says so by name.
+  function masterMoves(e) {
+    return (e.master_moves || []).map(function (m) {
+      return m.broker_name + "'s master moved from " + m.from + " to " + m.to;
+    });
+  }
+
   function describe(e) {
     switch (e.kind) {
-      case "brokers": return "brokers changed on " + e.node_id + ": " + (e.broker_names.join(", ") || "liveness") + " (v" + e.applied_version + ")";
+      case "brokers":
+        if ((e.master_moves || []).length) {
+          return masterMoves(e).join("; ") + " (on " + e.node_id + ", v" + e.applied_version + ")";
+        }
+        return "brokers changed on " + e.node_id + ": " + (e.broker_names.join(", ") || "liveness") + " (v" + e.applied_version + ")";
       case "topics": return "topics changed on " + e.node_id + ": " + e.topics.join(", ") + (e.topic_count > e.topics.length ? " …" : "") + " (v" + e.applied_version + ")";
       case "kv": return "KV changed on " + e.node_id + ": " + e.kv_namespaces.join(", ");
       case "leader": return "leader of term " + e.term + " is " + (e.leader || "unknown") + " (seen by " + e.node_id + ")";
@@ -61,7 +72,8 @@
 
   function show(e) {
     var item = document.createElement("li");
-    item.className = "event " + e.kind + (NOTABLE[e.kind] ? " notable" : "");
+    item.className = "event " + e.kind + (NOTABLE[e.kind] ? " notable" : "") +
+      ((e.master_moves || []).length ? " master-moved" : "");
     item.textContent = clock(e.at_ms) + " " + describe(e);
     list.insertBefore(item, list.firstChild);
     trim();
