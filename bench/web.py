@@ -81,11 +81,11 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
     for database in ("default", "projection"):
         call_command("migrate", interactive=False, verbosity=0, database=database)
     from django.contrib.auth.models import Group, User
-    from rest_framework.authtoken.models import Token
 
     from gateway.clock import ManualClock
     from gateway.services import NameServerService
     from namesrv_app.projection import read_full_state, write_full_state
+    from namesrv_app.tokens import issue_token
     from raftstore.replicator import LocalReplicator
     from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
@@ -117,7 +117,7 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
     write_full_state(replicator.read(read_full_state), "n1", "eventual")
     user = User.objects.create_user("bench", password=PASSWORD)
     user.groups.add(Group.objects.get_or_create(name="operator")[0])
-    return str(Token.objects.create(user=user).key)
+    return issue_token(user)[0]
 
 
 def drf_view_application() -> Any:

@@ -127,3 +127,24 @@ class NodeStateAdmin(ReadOnlyAdmin):
     """This node's projection state."""
 
     list_display = ("node_id", "mode", "applied_version", "routes_version", "digest", "updated_at")
+
+
+@admin.register(models.ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """API tokens: who holds one and until when; deleting one revokes it.
+
+    Only the key's hash is stored, so there is nothing secret to show and nothing to
+    edit: a new token comes from ``manage.py create_operator USERNAME --token``.
+    """
+
+    list_display = ("user", "created", "expires")
+    search_fields = ("user__username",)
+    fields = ("user", "created", "expires")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Tokens are made by create_operator, which shows the key once."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """A token's owner and lifetime are fixed when it is made."""
+        return False

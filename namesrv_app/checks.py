@@ -8,6 +8,11 @@
 * namesrv.E006: NODE_ID is empty.
 * namesrv.E007: RAFT_PORT is not an integer in 0..65535 (0: given as run_gateway --raft-port).
 * namesrv.E008: PROPOSE_TIMEOUT_S is not positive, or SKEW_ALLOWANCE_MS is negative.
+* namesrv.E022: a secret file (DJANGO_SECRET_KEY_FILE, NAMESRV_INTERNAL_SECRET_FILE,
+  the ACL file and its admin's secret key, the Raft secret) is readable or writable by
+  group or others. ``NAMESRV_ALLOW_READABLE_SECRET_FILES=true`` accepts that for the
+  files only this check guards; the ACL secret key and the Raft secret are refused by
+  their readers whatever it says, so they are reported always.
 
 Deployment checks (``manage.py check --deploy``):
 
@@ -21,6 +26,7 @@ Deployment checks (``manage.py check --deploy``):
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +155,56 @@ def _raft_errors(conf: Any) -> list[CheckMessage]:
     return errors
 
 
+# The secret files of NAMESRV, by the variable an operator sets; whether the flag may
+# excuse a loose mode (False: the reader refuses such a file itself, remoting.acl).
+NAMESRV_SECRET_FILE_KEYS = {
+    "ACL_FILE": ("NAMESRV_ACL_FILE", True),
+    "ACL_SECRET_KEY_FILE": ("NAMESRV_ACL_SECRET_KEY_FILE", False),
+    "RAFT_SECRET_FILE": ("NAMESRV_RAFT_SECRET_FILE", False),
+}
+LOOSE_MODE_BITS = stat.S_IRWXG | stat.S_IRWXO
+
+
+def _secret_files(conf: Any) -> list[tuple[str, str, bool]]:
+    """(variable, path, excusable) of every configured secret file."""
+    files = [
+        (name, str(path), True)
+        for name, path in getattr(settings, "NAMESRV_SECRET_FILES", {}).items()
+    ]
+    for key, (name, excusable) in NAMESRV_SECRET_FILE_KEYS.items():
+        path = getattr(conf, key, "")
+        if path:
+            files.append((name, str(path), excusable))
+    return files
+
+
+def _secret_file_mode_errors(conf: Any) -> list[CheckMessage]:
+    allowed = bool(getattr(settings, "NAMESRV_ALLOW_READABLE_SECRET_FILES", False))
+    errors: list[CheckMessage] = []
+    for name, path, excusable in _secret_files(conf):
+        if allowed and excusable:
+            continue
+        try:
+            mode = Path(path).expanduser().stat().st_mode
+        except OSError:
+            continue  # a missing file is its reader's error, with its own message
+        if mode & LOOSE_MODE_BITS:
+            errors.append(
+                Error(
+                    f"{name}={path} is open to group or others (mode "
+                    f"{stat.S_IMODE(mode):04o}): whoever reads it holds the secret.",
+                    hint=f"chmod 600 {path}"
+                    + (
+                        " (or NAMESRV_ALLOW_READABLE_SECRET_FILES=true if that is intended)"
+                        if excusable
+                        else ""
+                    ),
+                    id="namesrv.E022",
+                )
+            )
+    return errors
+
+
 @register()
 def check_namesrv_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Validate the NAMESRV settings; each problem has its own stable id."""
@@ -161,6 +217,7 @@ def check_namesrv_settings(app_configs: Any = None, **kwargs: Any) -> list[Check
         *_interval_errors(conf),
         *_node_errors(conf),
         *_raft_errors(conf),
+        *_secret_file_mode_errors(conf),
     ]
 
 

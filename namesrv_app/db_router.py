@@ -19,7 +19,7 @@ from typing import Any
 
 PROJECTION_DB = "projection"
 SHARED_DB = "default"
-SHARED_NAMESRV_MODELS = frozenset({"experimentrun", "auditentry"})
+SHARED_NAMESRV_MODELS = frozenset({"experimentrun", "auditentry", "apitoken"})
 """namesrv_app models that live in the shared database; the rest are the projection."""
 PROJECTION_APPS = frozenset({"namesrv_app", "broker_app"})
 

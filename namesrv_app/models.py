@@ -9,6 +9,7 @@ fresh each row is and the writer can be checked to touch only changed rows.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from namesrv_app.conf import NAME_CHARS_MAX
@@ -283,3 +284,27 @@ class AuditEntry(models.Model):
     def __str__(self) -> str:
         verdict = "ok" if self.ok else "failed"
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.username}@{self.node_id} {self.action} {verdict}"
+
+
+class ApiToken(models.Model):
+    """A user's API token, stored as the SHA-256 digest of its key, never the key itself.
+
+    Lives in the cluster-wide database, so a token made once works on every node.
+    One per user: making a new one (``create_operator --token``) replaces the old.
+    Issued and checked by :mod:`namesrv_app.tokens`.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token"
+    )
+    digest = models.CharField(max_length=64, unique=True)
+    """Lower-case hex SHA-256 of the key."""
+    created = models.DateTimeField()
+    expires = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["user__username"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"API token of {self.user} until {self.expires:%Y-%m-%d %H:%M} UTC"

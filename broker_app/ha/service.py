@@ -15,7 +15,9 @@ failure closes its connection with a warning logged at most once every
 :data:`REFUSAL_LOG_PERIOD_S` (the rest are counted). Without a secret (and
 without ``haAuthEnable=false``) the port is bound as usual but every peer is
 refused that way. At most :data:`HANDSHAKES_PENDING_MAX` peers may be in the
-handshake at once; more are closed at once, so silent peers cannot pile up.
+handshake at once, and at most :data:`HANDSHAKES_PER_ADDRESS_MAX` of them from one
+remote address (for IPv6, one /64); more are closed at once, so silent peers cannot pile up, and one
+address cannot take every slot from the real slaves.
 
 A slave's reports are checked before they are believed: an ack beyond the
 master's own end, or a first request that is not a record boundary, closes
@@ -28,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import ipaddress
 import itertools
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from broker_app.ha.auth import (
@@ -54,6 +58,12 @@ log = logging.getLogger(__name__)
 ACK_WAITERS_MAX = 65536
 HANDSHAKES_PENDING_MAX = 64
 """Peers that may be in the handshake at once (each for at most the handshake timeout)."""
+HANDSHAKES_PER_ADDRESS_MAX = 4
+"""Of those, from one remote address: a slave holds one connection and reconnects once a
+second, so a few cover a host running several slaves, and it takes 16 addresses to fill
+every slot."""
+IPV6_PREFIX_BITS = 64
+"""IPv6 peers count per /64: a single host is commonly given a whole one."""
 REFUSAL_LOG_PERIOD_S = 10.0
 NO_SECRET = "no haSecretFile: HA connections refused"
 
@@ -115,6 +125,9 @@ class HAService:
         self._server: asyncio.Server | None = None
         self._connections: set[_HAConnection] = set()
         self._handshaking: set[asyncio.StreamWriter] = set()
+        # Pending handshakes by remote host; an address is dropped when it reaches 0,
+        # so the map holds at most HANDSHAKES_PENDING_MAX keys.
+        self._handshaking_by_host: Counter[str] = Counter()
         # A peer reconnecting in a loop cannot flood the log: one line per period, the
         # rest counted (and said in the next line).
         self._refusal_log = RefusalLog(1, REFUSAL_LOG_PERIOD_S, log)
@@ -223,11 +236,14 @@ class HAService:
         if self.auth.key is None:
             self._refuse(address, NO_SECRET)
             return False
-        if len(self._handshaking) >= HANDSHAKES_PENDING_MAX:
-            self._refuse(address, f"{HANDSHAKES_PENDING_MAX} peers already in the handshake")
+        host = _host(writer)
+        busy = self._busy_reason(host)
+        if busy is not None:
+            self._refuse(address, busy)
             return False
         timeout_s = self.config.handshake_timeout_ms / 1000
         self._handshaking.add(writer)
+        self._handshaking_by_host[host] += 1
         try:
             await asyncio.wait_for(_master_handshake(self.auth.key, reader, writer), timeout_s)
         except TimeoutError:
@@ -244,8 +260,19 @@ class HAService:
             return True
         finally:
             self._handshaking.discard(writer)
+            self._handshaking_by_host[host] -= 1
+            if self._handshaking_by_host[host] <= 0:
+                del self._handshaking_by_host[host]
         self._refuse(address, reason)
         return False
+
+    def _busy_reason(self, host: str) -> str | None:
+        """Why a new peer from ``host`` gets no handshake slot, or None when it gets one."""
+        if len(self._handshaking) >= HANDSHAKES_PENDING_MAX:
+            return f"{HANDSHAKES_PENDING_MAX} peers already in the handshake"
+        if self._handshaking_by_host[host] >= HANDSHAKES_PER_ADDRESS_MAX:
+            return f"{HANDSHAKES_PER_ADDRESS_MAX} peers of {host} already in the handshake"
+        return None
 
     def _refuse(self, address: str, reason: str) -> None:
         self.refused_connections += 1
@@ -267,6 +294,24 @@ async def _master_handshake(
     rest = await reader.readexactly(ANSWER_BYTES - TAG_BYTES)
     writer.write(handshake.answer(head + rest))
     await writer.drain()
+
+
+def _host(writer: asyncio.StreamWriter) -> str:
+    """The remote address a handshake slot counts against: the host without its port,
+    which changes with every connection, and for IPv6 its /64, which one machine
+    usually holds whole."""
+    peer = writer.get_extra_info("peername")
+    if not peer:
+        return "?"
+    try:
+        address = ipaddress.ip_address(peer[0])
+    except ValueError:
+        return str(peer[0])
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, IPV6_PREFIX_BITS), strict=False))
+    return str(address)
 
 
 def _address(writer: asyncio.StreamWriter) -> str:

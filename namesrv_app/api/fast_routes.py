@@ -13,9 +13,11 @@ GET asking for JSON, from three small per-process caches:
   re-read at most every ``ROUTE_VERSION_TTL_MS`` (200 ms). An answer may thus
   lag the projection by that much, and it says exactly which ``applied_version``
   it reflects, as every local answer does;
-* token key -> role for ``TOKEN_CACHE_TTL_MS`` (5 s). Only grants are cached: a
-  deleted token, a deactivated user or a lost role takes effect within that
-  bound; an unknown token is never cached and always reaches the slow path.
+* token key -> role for ``TOKEN_CACHE_TTL_MS`` (5 s), and never past the token's
+  expiry. Only grants are cached: a deleted token, a deactivated user or a lost
+  role takes effect within that bound; an unknown or expired token is never
+  cached and always reaches the slow path. The grant is decided by the one token
+  check, :func:`namesrv_app.tokens.authenticate_token`, as the DRF view's is.
 
 Anything else (another method, query, Accept, a session cookie, an invalid
 topic, a refused token, an unknown topic) falls through to the DRF view, which
@@ -167,10 +169,13 @@ class RouteAnswerCache:
             return None
         return grant
 
-    def keep_grant(self, key: str, user_id: int, role: str, now_s: float) -> None:
-        """Trust a granted role for TOKEN_CACHE_TTL_MS."""
+    def keep_grant(
+        self, key: str, user_id: int, role: str, now_s: float, valid_s: float = float("inf")
+    ) -> None:
+        """Trust a granted role for TOKEN_CACHE_TTL_MS, or the ``valid_s`` the token
+        has left if that is shorter."""
         ttl_s = web_setting("TOKEN_CACHE_TTL_MS", TOKEN_CACHE_TTL_MS) / 1000
-        self.grants.put(key, _Grant(user_id, role, now_s + ttl_s))
+        self.grants.put(key, _Grant(user_id, role, now_s + min(ttl_s, valid_s)))
 
 
 def _rewound(before: reads.ProjectionStamp, after: reads.ProjectionStamp) -> bool:
@@ -189,21 +194,26 @@ CACHE = RouteAnswerCache()
 # ------------------------------------------------------------------- DB reads (sync)
 
 
-def _lookup_grant(key: str) -> tuple[int, str] | None:
-    """(user id, role) of an active user's token holding a console role, else None.
+def _lookup_grant(key: str) -> tuple[int, str, float] | None:
+    """(user id, role, seconds the token has left) of an active user's unexpired token
+    holding a console role, else None.
 
-    DRF's own ``TokenAuthentication`` decides (unknown key, inactive user), so this
-    lane grants exactly what the view's authentication would.
+    The API's own token check decides (unknown or expired key, inactive user), so
+    this lane grants exactly what the view's authentication would.
     """
-    from rest_framework.authentication import TokenAuthentication
+    from django.utils import timezone
     from rest_framework.exceptions import AuthenticationFailed
 
+    from namesrv_app.tokens import authenticate_token
+
+    now = timezone.now()
     try:
-        user, _token = TokenAuthentication().authenticate_credentials(key)
+        user, token = authenticate_token(key, now)
     except AuthenticationFailed:
         return None
     role = role_of(user)
-    return (user.pk, role) if role in GRANTED_ROLES else None
+    valid_s = (token.expires - now).total_seconds()
+    return (user.pk, role, valid_s) if role in GRANTED_ROLES else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +343,7 @@ class _FastPath:
             grant = await run(lambda: _lookup_grant(key))
             if grant is None:
                 return None  # the DRF view answers 401 or 403
-            CACHE.keep_grant(key, grant[0], grant[1], now_s)
+            CACHE.keep_grant(key, grant[0], grant[1], now_s, grant[2])
         stamp = CACHE.cached_stamp(now_s)
         if stamp is None:
             stamp = await run(reads.projection_stamp)

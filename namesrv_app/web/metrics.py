@@ -34,10 +34,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.exposition import choose_encoder
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from namesrv_app.roles import is_viewer
+from namesrv_app.tokens import authenticate_token
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 UNRESOLVED_VIEW = "unresolved"
@@ -133,14 +133,14 @@ def may_read_metrics(user: Any) -> bool:
 
 def _token_user(request: HttpRequest) -> Any:
     """The user of an ``Authorization: Token <key>`` header (None without one);
-    AuthenticationFailed for a malformed, unknown or inactive token."""
+    AuthenticationFailed for a malformed, unknown or expired token or an inactive user."""
     header = request.META.get("HTTP_AUTHORIZATION", "")
     keyword, _, key = header.partition(" ")
     if keyword.lower() != TOKEN_KEYWORD:
         return None
     if not key.strip() or " " in key.strip():
         raise AuthenticationFailed("malformed token header")
-    user, _token = TokenAuthentication().authenticate_credentials(key.strip())
+    user, _token = authenticate_token(key.strip())
     return user
 
 
@@ -155,8 +155,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if not is_direct_loopback(request):
         try:
             user = _token_user(request)
-        except AuthenticationFailed:
-            return _plain("invalid token", 401)
+        except AuthenticationFailed as exc:
+            # The reason, as the API gives it: unknown, expired, or an inactive user.
+            return _plain(f"invalid token: {exc.detail}", 401)
         if user is None:
             user = getattr(request, "user", None)
         if not may_read_metrics(user):

@@ -41,7 +41,7 @@ from broker_app.ha.auth import (
 from broker_app.ha.client import HAClient
 from broker_app.ha.config import HAConfig
 from broker_app.ha.protocol import HAProtocolError, TransferDecoder, encode_report, encode_transfer
-from broker_app.ha.service import HANDSHAKES_PENDING_MAX, HAService
+from broker_app.ha.service import HANDSHAKES_PENDING_MAX, HANDSHAKES_PER_ADDRESS_MAX, HAService
 from broker_app.metadata import MemoryRepository
 from broker_app.store.message_store import MessageInput
 from localcluster.run_secrets import ha_secret
@@ -334,7 +334,10 @@ async def test_the_slave_keeps_replicating_while_rogues_knock_and_the_log_stays_
     async with ha_pair(master, slave) as (service, client):
 
         async def rogue(index: int) -> bytes:
-            reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+            # Each from an address of its own: the per-address bound is another test's.
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", service.port, local_addr=(f"127.0.2.{index + 1}", 0)
+            )
             hello = await reader.readexactly(HELLO_BYTES)
             if index % 2:
                 writer.write(SlaveHandshake(OTHER_KEY).answer(hello) + encode_report(0))
@@ -370,8 +373,12 @@ async def test_peers_beyond_the_pending_handshake_bound_are_closed_at_once(
     await service.start()
     silent = []
     try:
-        for _ in range(HANDSHAKES_PENDING_MAX):
-            reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+        # From as many addresses as it takes, each within its own per-address bound.
+        for index in range(HANDSHAKES_PENDING_MAX):
+            source = f"127.0.1.{index // HANDSHAKES_PER_ADDRESS_MAX + 1}"
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", service.port, local_addr=(source, 0)
+            )
             await reader.readexactly(HELLO_BYTES)
             silent.append(writer)
         reader, writer = await asyncio.open_connection("127.0.0.1", service.port)

@@ -28,13 +28,13 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.http import HttpRequest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from localcluster.demo import DemoBroker, register_request, topic_table
 from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.tokens import issue_token
 from raftstore.replicator import LocalReplicator
 from remoting.blocking import BlockingClient
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -141,8 +141,8 @@ def token_client(user: User | None) -> APIClient:
     """An API client authenticated by the user's token (anonymous for None)."""
     client = APIClient()
     if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        key, _ = issue_token(user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 

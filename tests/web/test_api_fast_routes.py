@@ -9,14 +9,15 @@ from typing import Any
 from django.contrib.auth.models import Group, User
 from django.core.asgi import get_asgi_application
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from namesrv_app import models
 from namesrv_app.api import fast_routes
 from namesrv_app.api.fast_routes import CACHE, RouteReadAsgi
+from namesrv_app.models import ApiToken
 from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.tokens import issue_token
 from raftstore.replicator import LocalReplicator
 from tests.web.conftest import START_MS, make_user, project_cast
 
@@ -27,8 +28,8 @@ POLL_S = 0.02
 
 
 def _token_headers(user: User) -> dict[str, str]:
-    token, _ = Token.objects.get_or_create(user=user)
-    return {"Authorization": f"Token {token.key}", "Accept": "application/json"}
+    key, _ = issue_token(user)
+    return {"Authorization": f"Token {key}", "Accept": "application/json"}
 
 
 def _wipe_broker_a(replicator: LocalReplicator) -> None:
@@ -87,7 +88,7 @@ def test_a_revoked_token_stops_reading_routes_within_the_token_bound(
     settings.NAMESRV_WEB = {"TOKEN_CACHE_TTL_MS": 300}
     headers = _token_headers(viewer)
     assert Client().get(ROUTE, headers=headers).status_code == 200
-    Token.objects.filter(user=viewer).delete()
+    ApiToken.objects.filter(user=viewer).delete()
     revoked_at = time.monotonic()
     while Client().get(ROUTE, headers=headers).status_code == 200:
         assert time.monotonic() - revoked_at < 0.3 + BOUND_SLACK_S, "revocation too late"
@@ -181,7 +182,7 @@ def test_the_asgi_wrapper_answers_hits_itself_and_passes_the_rest_to_django(
 ) -> None:
     project_cast()
     viewer = make_user("vera", "viewer")
-    token = Token.objects.create(user=viewer).key.encode()
+    token = issue_token(viewer)[0].encode()
     app = RouteReadAsgi(get_asgi_application())
     auth = [(b"authorization", b"Token " + token), (b"accept", b"application/json")]
 
@@ -201,7 +202,7 @@ def test_the_asgi_wrapper_answers_hits_itself_and_passes_the_rest_to_django(
 def test_the_asgi_hit_lane_answers_the_drf_views_bytes_and_headers(transactional_db: Any) -> None:
     project_cast()
     viewer = make_user("vera", "viewer")
-    token = Token.objects.create(user=viewer).key.encode()
+    token = issue_token(viewer)[0].encode()
     django_app = get_asgi_application()
     app = RouteReadAsgi(django_app)
     auth = [(b"authorization", b"Token " + token), (b"accept", b"application/json")]
@@ -235,7 +236,7 @@ def test_the_asgi_hit_lane_leaves_everything_unusual_to_the_request_path(
 ) -> None:
     project_cast()
     viewer = make_user("vera", "viewer")
-    token = Token.objects.create(user=viewer).key.encode()
+    token = issue_token(viewer)[0].encode()
     auth = [(b"authorization", b"Token " + token), (b"accept", b"application/json")]
     app = RouteReadAsgi(get_asgi_application())
     lane = fast_routes._HitLane(fast_routes._FastPath())

@@ -63,7 +63,9 @@ def test_token_alone_makes_an_api_account_and_prints_the_token_last(db_path: str
     assert len(lines[-1]) == 40 and lines[-1].isalnum()
 
 
-def test_password_env_and_token_together(db_path: str) -> None:
+def test_password_env_and_token_together_and_a_second_token_replaces_the_first(
+    db_path: str,
+) -> None:
     done = create_operator(
         db_path, "otto", "--password-env", "OTTO_PASSWORD", "--token",
         env={"OTTO_PASSWORD": PASSWORD},
@@ -74,7 +76,20 @@ def test_password_env_and_token_together(db_path: str) -> None:
         db_path, "otto", "--password-env", "OTTO_PASSWORD", "--token",
         env={"OTTO_PASSWORD": PASSWORD},
     )  # fmt: skip
-    assert again.stdout.strip().splitlines() == ["updated otto with role operator", token]
+    lines = again.stdout.strip().splitlines()
+    # Only the hash is stored, so the key cannot be shown again: a new one replaces it.
+    assert lines[:2] == ["updated otto with role operator",
+                         "the previous API token of otto no longer works"]  # fmt: skip
+    assert lines[2].startswith("API token of otto, valid until ") and "shown only now" in lines[2]
+    assert len(lines[-1]) == 40 and lines[-1] != token
+
+
+def test_a_weak_password_is_refused_in_one_clear_line_without_a_traceback(db_path: str) -> None:
+    weak = create_operator(db_path, "walter", "--password-env", "WEAK", env={"WEAK": "password"})
+    assert weak.returncode != 0
+    [line] = weak.stderr.strip().splitlines()
+    assert line.startswith("CommandError: password refused: ")
+    assert "too short" in line and "too common" in line
 
 
 def test_run_dir_writes_to_the_local_clusters_shared_database(tmp_path: Path) -> None:

@@ -134,12 +134,19 @@ def test_the_admin_login_is_throttled_too(db: Any) -> None:
 
 
 async def asgi_call(
-    method: str, path: str, address: str, cookies: str = "", body: bytes = b""
+    method: str,
+    path: str,
+    address: str,
+    cookies: str = "",
+    body: bytes = b"",
+    forwarded_for: str = "",
 ) -> tuple[int, dict[bytes, list[bytes]], str]:
     """One HTTP request through ``namesrv_site.asgi.application`` (what uvicorn serves)."""
     from namesrv_site.asgi import application
 
     headers = [(b"host", b"127.0.0.1")]
+    if forwarded_for:
+        headers.append((b"x-forwarded-for", forwarded_for.encode()))
     if cookies:
         headers.append((b"cookie", cookies.encode()))
     if body:
@@ -175,15 +182,20 @@ async def asgi_call(
     return int(start["status"]), answer_headers, text
 
 
-async def asgi_login(username: str, password: str, address: str) -> tuple[int, str]:
-    """GET the login page for its CSRF cookie and token, then POST the form, over ASGI."""
-    _, headers, page = await asgi_call("GET", LOGIN, address)
+async def asgi_login(
+    username: str, password: str, address: str, forwarded_for: str = ""
+) -> tuple[int, str]:
+    """GET the login page for its CSRF cookie and token, then POST the form, over ASGI
+    (from ``address``, with X-Forwarded-For when given)."""
+    _, headers, page = await asgi_call("GET", LOGIN, address, forwarded_for=forwarded_for)
     cookie = next(c for c in headers[b"set-cookie"] if c.startswith(b"csrftoken="))
     csrf_cookie = cookie.split(b";")[0].decode()
     match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
     assert match is not None
     form = {"csrfmiddlewaretoken": match[1], "username": username, "password": password}
-    status, _, text = await asgi_call("POST", LOGIN, address, csrf_cookie, urlencode(form).encode())
+    status, _, text = await asgi_call(
+        "POST", LOGIN, address, csrf_cookie, urlencode(form).encode(), forwarded_for
+    )
     return status, text
 
 

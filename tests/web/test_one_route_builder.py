@@ -21,7 +21,6 @@ import pytest
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rest_framework.authtoken.models import Token
 
 from gateway.clock import ManualClock
 from gateway.dispatch import PENDING, RequestDispatcher
@@ -29,6 +28,7 @@ from gateway.services import NameServerService
 from namesrv_app import models
 from namesrv_app.api.fast_routes import CACHE
 from namesrv_app.projection import PROJECTION_MODELS, ProjectionWriter
+from namesrv_app.tokens import issue_token
 from raftstore.replicator import LocalReplicator
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -184,8 +184,8 @@ def rest_route(api: Client, topic: str) -> dict[str, Any] | None:
 @pytest.fixture
 def api(db: Any) -> Client:
     """The API with a viewer's token."""
-    token = Token.objects.create(user=make_user("vera", "viewer"))
-    return Client(headers={"Authorization": f"Token {token.key}"})
+    key, _ = issue_token(make_user("vera", "viewer"))
+    return Client(headers={"Authorization": f"Token {key}"})
 
 
 @pytest.fixture

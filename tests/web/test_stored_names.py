@@ -23,7 +23,6 @@ from django.test import Client
 from django.urls import resolve, reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rest_framework.authtoken.models import Token
 
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
@@ -31,6 +30,7 @@ from localcluster.demo import DemoBroker
 from namesrv_app import gateway_client
 from namesrv_app.api.fast_routes import CACHE
 from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.tokens import issue_token
 from namesrv_app.web.names import name_to_segment, segment_to_name
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -285,8 +285,8 @@ def clients(db: Any, settings: Any) -> tuple[Client, Client]:
     console = Client()
     make_user("otto", "operator")
     assert log_in(console, "otto")
-    token = Token.objects.create(user=make_user("vera", "viewer"))
-    return console, Client(headers={"Authorization": f"Token {token.key}"})
+    key, _ = issue_token(make_user("vera", "viewer"))
+    return console, Client(headers={"Authorization": f"Token {key}"})
 
 
 def test_every_stored_name_renders_escaped_and_links_to_its_own_page(
