@@ -158,12 +158,15 @@ class BrokerController:
         self.acl = config.remoting_acl()
         # Read here, so a broker with an unusable haSecretFile does not start.
         self.ha_auth = config.ha_auth()
+        server_tls, client_tls = config.tls()
         self.server = RemotingServer(
             self._serve, host=config.host, port=config.port,
             on_connection_closed=self._connection_closed,
+            prepare=None if server_tls is None else server_tls.prepare,
         )
         self.client = RemotingClient(
-            on_request=self.processor.handle, credentials=config.namesrv_credentials()
+            on_request=self.processor.handle, credentials=config.namesrv_credentials(),
+            tls=client_tls,
         )
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None

@@ -24,6 +24,15 @@ from remoting.acl import Credentials, load_credentials
 from remoting.acl_policy import AclConfig, AclConfigError, AclFile, RemotingAcl
 from remoting.bodies import decode_properties
 from remoting.codes import RequestCode
+from remoting.tls import (
+    ClientTls,
+    ClientTlsChoice,
+    ServerTls,
+    TlsConfigError,
+    TlsMode,
+    client_context,
+    read_tls_properties,
+)
 
 DELETE_TOPIC_IN_BROKER = 215
 """RocketMQ's ``RequestCode.DELETE_TOPIC_IN_BROKER`` (not in :class:`RequestCode`: only
@@ -110,6 +119,12 @@ class BrokerConfig:
     # Without a file: no accounts, loopback white-listed. Off only when asked.
     acl_enabled: bool = True
     acl_file: Path | None = None
+    # TLS (remoting/tls.py): a tls.properties in upstream's keys, as the JVM's
+    # -Dtls.config.file. Its tls.server.* side serves this broker's remoting port
+    # (permissive: TLS and plain clients alike), its tls.enable / tls.client.* side is how
+    # this broker reaches the NameServers. Without it: a plain port, and the client side
+    # from NAMESRV_TLS_CONFIG_FILE when that is set.
+    tls_config_file: Path | None = None
     # Consumers (broker_app/consume_processor.py). slaveReadEnable is on here (upstream:
     # off) so that consumers go on from the slave while the master is gone; the pull
     # answer's suggestWhichBrokerId sends a consumer to the slave when what it has
@@ -165,6 +180,18 @@ class BrokerConfig:
             source, admin_codes=BROKER_ADMIN_CODES, white_listable_codes=NAMESRV_PUSH_CODES,
             white_listable_kind="NameServer",
         )  # fmt: skip
+
+    def tls(self) -> tuple[ServerTls | None, ClientTlsChoice]:
+        """The remoting port's TLS (None: plain) and how the client reaches the
+        NameServers, from ``tlsConfigFile``; ConfigError when it does not load."""
+        if self.tls_config_file is None:
+            return None, ClientTls.PROCESS
+        try:
+            server, client = read_tls_properties(self.tls_config_file)
+            server_tls = None if server.mode is TlsMode.DISABLED else ServerTls(server)
+            return server_tls, client_context(client) if client.enabled else ClientTls.PLAIN
+        except TlsConfigError as exc:
+            raise ConfigError(f"tlsConfigFile: {exc}") from exc
 
     def store_config(self) -> StoreConfig:
         """The message store part of this config."""
@@ -248,6 +275,7 @@ ALIASES: dict[str, str] = {
     "namesrvSecretKeyFile": "namesrv_secret_key_file",
     "aclEnable": "acl_enabled",
     "aclFile": "acl_file",
+    "tlsConfigFile": "tls_config_file",
     "slaveReadEnable": "slave_read_enable",
     "longPollingEnable": "long_polling_enable",
     "shortPollingTimeMills": "short_polling_ms",
@@ -323,7 +351,7 @@ def _convert_top(raw_name: str, name: str, value: Any, kind: str) -> Any:
         return tuple(addr.strip() for addr in items if str(addr).strip())
     if name in ("store_dir", "ready_file", "namesrv_secret_key_file", "acl_file"):
         return Path(str(value))
-    if name == "ha_secret_file":
+    if name in ("ha_secret_file", "tls_config_file"):
         # An empty value is "no file" (a broker.conf line left blank), not the current folder.
         return Path(str(value)) if str(value).strip() else None
     if name in ("role", "failover_master_role"):

@@ -21,7 +21,8 @@ How it stays correct (a front never serves an answer older than the gateway's):
   filtering, no topic) and every other request code go to the gateway.
 * A broker's connection is not relayed for long: at its first request that only
   brokers send, the connection itself is handed to the gateway (:mod:`gateway.handoff`),
-  which then serves it directly.
+  which then serves it directly. A TLS connection is the exception: its session lives
+  in this process, so it is relayed like any other client's.
 
 The link: each client connection gets its own connection to the gateway's Unix socket
 (a folder only this user can enter), opened at its first forwarded request. Its first
@@ -65,6 +66,7 @@ from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import ProtocolError
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
+from remoting.listener import connect_unix, raise_open_files_limit
 from remoting.server import (
     ACCEPT_BACKLOG,
     CONNECTIONS_PER_ADDRESS_MAX,
@@ -75,6 +77,7 @@ from remoting.server import (
     RefusalLog,
     RemotingServer,
 )
+from remoting.tls import ServerTls, read_tls_properties
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,10 @@ class FrontOptions:
     handoff_path: str | None = None
     """The gateway's hand-over socket (gateway/handoff.py); None: relay broker
     connections too."""
+    tls_config_file: str | None = None
+    """The node's tls.properties (remoting/tls.py): the public port's ``tls.server.mode``
+    and certificate. A TLS connection is always relayed, never handed over (its session
+    cannot move to another process)."""
 
     def to_json(self) -> str:
         """The options as one JSON object."""
@@ -169,7 +176,7 @@ class Link(asyncio.Protocol):
     def __init__(self, client: Connection | None) -> None:
         self.client = client  # None: the front's own link (its reports)
         self._transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder(FRAME_BYTES_MAX)
+        self._decoder = FrameDecoder(FRAME_BYTES_MAX, header_bytes_max=FRAME_BYTES_MAX)
         self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._next_opaque = 0
         self._pushes: set[asyncio.Future[None]] = set()
@@ -238,8 +245,12 @@ class ReadFront:
         self.options = options
         self.acl = acl
         self.versions = RouteVersions(Path(options.versions_path), writable=False)
+        tls = None
+        if options.tls_config_file is not None:
+            tls = ServerTls(read_tls_properties(Path(options.tls_config_file))[0])
         self.server = RemotingServer(
             self.handle,
+            prepare=None if tls is None else tls.prepare,
             host=options.host,
             sock=socket.socket(fileno=options.listen_fd),
             on_connection_closed=self._client_closed,
@@ -253,6 +264,7 @@ class ReadFront:
         self.hits = 0
         self.fetches = 0
         self.handed_over = 0
+        self._handoffs = asyncio.Semaphore(handoff.SENDS_IN_FLIGHT_MAX)
         self._refusals = RefusalLog(logger=log)
 
     # -- requests -------------------------------------------------------------------------
@@ -275,7 +287,11 @@ class ReadFront:
                     self.hits += 1
                     return make_response(request, answer[1], remark=answer[2], body=answer[3])
                 return self._fetch_route(request, conn, key, version)
-        if request.code in handoff.BROKER_CODES and self.options.handoff_path is not None:
+        if (
+            request.code in handoff.BROKER_CODES
+            and self.options.handoff_path is not None
+            and not conn.is_tls
+        ):
             return self._hand_over(conn, conn.detach(request), self.options.handoff_path)
         return self._forward(request, conn)
 
@@ -288,11 +304,15 @@ class ReadFront:
         try:
             fd, stream = await detaching  # ConnectionError: closed meanwhile
             try:
-                await handoff.send(path, fd, stream)
+                async with self._handoffs:  # a burst waits here, not in the gateway's backlog
+                    await handoff.send(path, fd, stream)
             finally:
                 os.close(fd)
             self.handed_over += 1
         except OSError as exc:
+            # Detached, it is no longer read here: closed, not left until its idle
+            # timeout (os.dup failing for want of descriptors left it open).
+            conn.close()
             now_s = asyncio.get_running_loop().time()
             self._refusals.warning(now_s, "%s not handed over: %s", conn.id, exc)
 
@@ -336,7 +356,9 @@ class ReadFront:
 
     async def _open_link(self, conn: Connection) -> Link:
         loop = asyncio.get_running_loop()
-        _, link = await loop.create_unix_connection(lambda: Link(conn), self.options.upstream_path)
+        # connect_unix: asyncio's own connect takes a full backlog for a connection.
+        sock = await connect_unix(self.options.upstream_path)
+        _, link = await loop.create_unix_connection(lambda: Link(conn), sock=sock)
         if conn.is_closed:  # the client left while the link was opening
             link.close()
         return link
@@ -584,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
         acl = None
         if options.acl_enabled:
             acl = namesrv_acl(None if options.acl_file is None else Path(options.acl_file))
+        # Each client may hold a link to the gateway too: half the cap (remoting/listener.py).
+        raise_open_files_limit(descriptors_per_connection=2)
         front = ReadFront(options, acl=acl)
     except (ValueError, TypeError, OSError) as exc:
         print(f"read front: {exc}", file=sys.stderr)

@@ -52,6 +52,7 @@ from gateway.acl import namesrv_acl
 from gateway.clock import Clock, SystemClock
 from gateway.dispatch import PENDING, RequestDispatcher
 from gateway.front import (
+    FRONT_PEER,
     FRONT_PEER_CODE,
     FRONT_STATS_CODE,
     ROUTE_ANSWERS_FIELD,
@@ -87,6 +88,7 @@ from remoting.acl_policy import RemotingAcl
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
+from remoting.listener import ConnectionBudget, raise_open_files_limit
 from remoting.server import (
     CANCEL_GRACE_S,
     CONNECTIONS_PER_ADDRESS_MAX,
@@ -95,6 +97,7 @@ from remoting.server import (
     Connection,
     RemotingServer,
 )
+from remoting.tls import ServerTls, TlsConfigError, read_tls_properties
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,8 @@ LEADERSHIP_POLL_S = 0.5
 INTERNAL_HOST = "127.0.0.1"
 FRONTED_IDLE_TIMEOUT_S = 24 * 3600.0
 FRONTED_CONNECTIONS_MAX = 1 << 20
+INTERNAL_CONNECTIONS_MAX = 64
+"""The internal port's connections (web workers, scan worker, status calls)."""
 
 
 LeaderPublisher = Callable[[str, str | None, int], None]
@@ -241,6 +246,8 @@ class GatewayOptions:
     read_front: bool = False
     """Serve the public port from a read front process (gateway/front.py): route reads
     then never wait for the apply path. False: this process serves the port itself."""
+    tls_config_file: Path | None = None
+    """The public port's TLS (a tls.properties, remoting/tls.py); None: plain only."""
     below_front_nice: int = 0
     """With a read front: how many steps of nice value this process runs below it once
     the front is up (0: the same priority). When the host's cores are all busy, the
@@ -335,6 +342,18 @@ def build_acl(options: GatewayOptions) -> RemotingAcl | None:
     return namesrv_acl(options.acl_file)
 
 
+def build_tls(options: GatewayOptions) -> ServerTls | None:
+    """The public port's TLS from ``options.tls_config_file``; GatewayConfigError when the
+    file or the certificates it names do not load. Checked here even with a read front
+    (which loads the file itself), so a bad file stops the node at once."""
+    if options.tls_config_file is None:
+        return None
+    try:
+        return ServerTls(read_tls_properties(options.tls_config_file)[0])
+    except TlsConfigError as exc:
+        raise GatewayConfigError(str(exc)) from exc
+
+
 def notify_request(change: MinBrokerIdChange) -> RemotingCommand:
     """The one-way NOTIFY_MIN_BROKER_ID_CHANGE (905) request for ``change``."""
     fields = {
@@ -405,6 +424,8 @@ class Gateway:
         # Before start(): a raft restart itself may install a snapshot.
         self.replicator.subscribe_snapshot(self._snapshot_installed)
         self.acl = build_acl(options)
+        self.service.holds.acl = self.acl  # who signed, for gateway/broker_holds.py
+        self.tls = build_tls(options)
         # Metrics only when asked for: without them the public handler is _handle itself.
         self.metrics: GatewayMetrics | None = None
         self.metrics_server: MetricsHttpServer | None = None
@@ -464,14 +485,18 @@ class Gateway:
             self.handoff = None
             self.server = public_server(
                 handler,
+                prepare=None if self.tls is None else self.tls.prepare,
                 host=options.host,
                 port=options.port,
                 idle_timeout_s=options.idle_timeout_s,
                 connections_per_address_max=options.connections_per_address_max,
             )
         self.internal_server = RemotingServer(
-            self.internal.handle, host=INTERNAL_HOST, port=options.internal_port
-        )
+            self.internal.handle, host=INTERNAL_HOST, port=options.internal_port,
+            # Its own budget: a flood of the public ports must not lock out the scan
+            # and the status (remoting/listener.py).
+            budget=ConnectionBudget(INTERNAL_CONNECTIONS_MAX),
+        )  # fmt: skip
         # Connections that carried a REGISTER_BROKER: only their closing can
         # unregister anything, so other clients' closes cost nothing.
         self._broker_channels: set[str] = set()
@@ -571,6 +596,9 @@ class Gateway:
             connections_per_address_max=options.connections_per_address_max,
             acl_enabled=options.acl_enabled,
             acl_file=None if options.acl_file is None else str(options.acl_file),
+            tls_config_file=(
+                None if options.tls_config_file is None else str(options.tls_config_file)
+            ),
         )
 
     def ready_info(self) -> dict[str, Any]:
@@ -699,14 +727,19 @@ class Gateway:
         self, request: RemotingCommand, conn: Connection
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
         """The handler behind a read front: a link's first frame names its client, whose
-        address the ACL and the logs then see; the rest is the public handler's."""
-        if request.code == FRONT_PEER_CODE:
+        address the ACL and the logs then see; the rest is the public handler's.
+
+        Only the front itself speaks the two private codes: the peer frame counts only
+        as a link's first, and route-answer reports only on the front's own link (named
+        ``read-front``, which no socket address can be). A client sending either code
+        gets what any unknown code gets."""
+        if request.code == FRONT_PEER_CODE and not conn.peer_host:
             peer = parse_peer(request)
-            if peer is not None and not conn.peer_host:
+            if peer is not None:
                 conn.peer_host, conn.peer_port = peer
                 conn.id = f"{conn.id.partition('/')[0]}/{peer[0]}:{peer[1]}"
             return None
-        if request.code == FRONT_STATS_CODE:
+        if request.code == FRONT_STATS_CODE and (conn.peer_host, conn.peer_port) == FRONT_PEER:
             answered = (request.ext_fields or {}).get(ROUTE_ANSWERS_FIELD, "")
             if self.metrics is not None and answered.isdigit():
                 self.metrics.front_route_answers.inc(int(answered))
@@ -776,6 +809,10 @@ async def serve(
     if stop is None:
         stop = asyncio.Event()
         install_stop_signals(stop)
+    try:
+        raise_open_files_limit()  # and size the connection cap from it (remoting/listener.py)
+    except ValueError as exc:
+        raise GatewayConfigError(str(exc)) from exc
     gateway = Gateway(
         options, mirror=mirror, replicator=replicator, leader_publisher=leader_publisher
     )

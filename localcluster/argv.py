@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localcluster import tls_files
 from localcluster.plan import (
     LOOPBACK,
     MODE_RAFT,
@@ -23,9 +24,11 @@ from node.config import (
     DEFAULT_SKEW_ALLOWANCE_MS,
     Endpoint,
     NodeConfig,
+    NodeTls,
     Peer,
     write_node_config,
 )
+from remoting.tls import CONFIG_FILE_ENV, TlsMode
 
 # ------------------------------------------------------------------- environment
 
@@ -45,6 +48,9 @@ class ClusterEnv:
     extra: Mapping[str, str] = field(default_factory=dict)
     secrets: RunSecrets | None = None
     """Where the cluster's secret files are (the environment names their paths)."""
+    tls_client_config: Path | None = None
+    """With TLS: the run's client settings, so every process of the cluster that is not
+    a node's own (Celery, the simulated demo brokers) speaks TLS to the nodes."""
 
     def base(self) -> dict[str, str]:
         """The inherited environment plus the cluster's own variables."""
@@ -53,6 +59,8 @@ class ClusterEnv:
         if self.secrets is not None:
             env.update(self.secrets.env())
             redis_url = self.secrets.authenticated_redis_url(redis_url)
+        if self.tls_client_config is not None:
+            env[CONFIG_FILE_ENV] = str(self.tls_client_config)
         env.update(self.extra)
         env.update(
             {
@@ -132,13 +140,31 @@ def node_config(plan: ClusterPlan, node: NodePlan, env: ClusterEnv) -> NodeConfi
         database_url=f"sqlite:///{(plan.run_dir / SHARED_DB_FILE_NAME).resolve()}",
         redis_password_file=secrets.redis_secret_file if secrets else None,
         scan_interval_s=int(settings.get("NAMESRV_SCAN_INTERVAL_S") or DEFAULT_SCAN_INTERVAL_S),
+        tls=node_tls(plan, node),
+    )
+
+
+def node_tls(plan: ClusterPlan, node: NodePlan) -> NodeTls:
+    """A local node's ``[tls]``: the run's CA and the node's certificate (made by
+    :func:`localcluster.tls_files.ensure_run_tls` before anything starts)."""
+    if plan.tls is TlsMode.DISABLED:
+        return NodeTls()
+    folder = plan.run_dir / tls_files.TLS_DIR
+    return NodeTls(
+        mode=plan.tls,
+        cert_file=folder / f"{node.node_id}.pem",
+        key_file=folder / f"{node.node_id}.key",
+        ca_file=folder / f"{tls_files.CA_NAME}.pem",
+        web=True,
     )
 
 
 def write_node_config_file(plan: ClusterPlan, node: NodePlan, env: ClusterEnv) -> NodeConfig:
-    """Write the node's ``node.toml`` in its folder (for operators to read and reuse)."""
+    """Write the node's ``node.toml`` in its folder (for operators to read and reuse) and
+    the TLS settings its processes read."""
     config = node_config(plan, node, env)
     write_node_config(config, config.source, NODE_CONFIG_HEADER)
+    node_processes.write_tls_properties(config)
     return config
 
 
@@ -178,9 +204,10 @@ def web_workers() -> int:
     return int(raw)
 
 
-def web_argv(node: NodePlan) -> list[str]:
-    """The command line of a node's ASGI web process."""
-    return node_processes.asgi_server_argv(LOOPBACK, node.web_port, web_workers())
+def web_argv(node: NodePlan, plan: ClusterPlan | None = None) -> list[str]:
+    """The command line of a node's ASGI web process (HTTPS when ``plan`` has TLS)."""
+    tls = node_processes.web_certificate(node_tls(plan, node)) if plan is not None else None
+    return node_processes.asgi_server_argv(LOOPBACK, node.web_port, web_workers(), tls=tls)
 
 
 def worker_argv(run_dir: Path, node_ids: list[str]) -> list[str]:

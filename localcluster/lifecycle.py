@@ -18,6 +18,7 @@ from localcluster.argv import (
     beat_argv,
     demo_argv,
     gateway_argv,
+    node_tls,
     web_argv,
     worker_argv,
     write_node_config_file,
@@ -70,10 +71,18 @@ from localcluster.run_folder import (
     write_redis_config,
 )
 from localcluster.run_secrets import RunSecrets, create_run_secrets
+from localcluster.tls_files import (
+    BROKER_PROPERTIES,
+    CA_NAME,
+    CLIENT_PROPERTIES,
+    TLS_DIR,
+    ensure_run_tls,
+)
 from node import processes as node_processes
 from node.files import atomic_write
 from remoting.acl import Credentials
 from remoting.model import MASTER_ID, PERM_READ, PERM_WRITE
+from remoting.tls import TlsMode
 
 # ------------------------------------------------------------------- orchestration
 
@@ -122,8 +131,36 @@ def _node_summary(
         "gateway_pid": pids.get(f"{node.node_id}-gateway"),
         "web_pid": pids.get(f"{node.node_id}-web"),
         "remoting_addr": f"{LOOPBACK}:{node.remoting_port}",
-        "console_url": f"http://{LOOPBACK}:{node.web_port}/",
+        "console_url": node_processes.console_url(
+            node_tls(plan, node), f"{LOOPBACK}:{node.web_port}"
+        ),
         "log_dir": str(plan.node_dir(node.node_id)),
+    }
+
+
+def ensure_plan_tls(plan: ClusterPlan) -> None:
+    """Make (or keep) the run's CA and certificates when the plan asks for TLS."""
+    if plan.tls is not TlsMode.DISABLED:
+        ensure_run_tls(plan.run_dir, {node.node_id: () for node in plan.nodes})
+
+
+def tls_client_config(plan: ClusterPlan) -> Path | None:
+    """The run's client TLS settings (tls/client.properties); None without TLS."""
+    if plan.tls is TlsMode.DISABLED:
+        return None
+    return plan.run_dir / TLS_DIR / CLIENT_PROPERTIES
+
+
+def tls_summary(plan: ClusterPlan) -> dict[str, Any]:
+    """The summary's ``tls``: the mode, and with TLS the CA clients check the nodes
+    against and the client settings file (``NAMESRV_TLS_CONFIG_FILE``)."""
+    if plan.tls is TlsMode.DISABLED:
+        return {"mode": plan.tls.value}
+    folder = plan.run_dir / TLS_DIR
+    return {
+        "mode": plan.tls.value,
+        "ca_file": str(folder / f"{CA_NAME}.pem"),
+        "client_config": str(tls_client_config(plan)),
     }
 
 
@@ -133,6 +170,7 @@ def cluster_summary(plan: ClusterPlan, pids: Mapping[str, int | None]) -> dict[s
         "run_dir": str(plan.run_dir),
         "mode": plan.mode,
         "acl": RunSecrets(plan.run_dir, "", plan.acl).summary(),
+        "tls": tls_summary(plan),
         "redis": {
             "port": plan.redis_port,
             "pid": pids.get("redis"),
@@ -158,7 +196,10 @@ def demo_broker_specs(
     clusters with demo brokers can run side by side.
     """
     namesrv = tuple(f"{LOOPBACK}:{node.remoting_port}" for node in plan.nodes)
-    settings = {**DEMO_BROKER_SETTINGS, **RunSecrets(plan.run_dir, "", plan.acl).broker_settings()}
+    secrets = RunSecrets(plan.run_dir, "", plan.acl)
+    tls = {}
+    if plan.tls is not TlsMode.DISABLED:
+        tls["tlsConfigFile"] = str(plan.run_dir / TLS_DIR / BROKER_PROPERTIES)
     specs = []
     taken: set[int] = set()
     for index, name in enumerate(DEMO_BROKER_NAMES):
@@ -171,8 +212,8 @@ def demo_broker_specs(
             else:
                 port = base_port + (2 * index + broker_id) * DEMO_BROKER_PORT_STEP
                 ha_port = port + 1
-            specs.append(BrokerSpec(name, broker_id, port, ha_port, namesrv,
-                                    settings=dict(settings)))
+            settings = {**DEMO_BROKER_SETTINGS, **secrets.broker_settings(), **tls}
+            specs.append(BrokerSpec(name, broker_id, port, ha_port, namesrv, settings=settings))
     return specs
 
 
@@ -360,7 +401,7 @@ def _start_node_processes(starter: _Starter) -> None:
         node_processes.reset_metrics_dir(config)
         env = starter.env.for_node(plan, node)
         starter.start(f"{node.node_id}-gateway", gateway_argv(plan, node, starter.env), env)
-        starter.start(f"{node.node_id}-web", web_argv(node), env)
+        starter.start(f"{node.node_id}-web", web_argv(node, plan), env)
 
 
 def _wait_node_processes(starter: _Starter, timeout_s: float) -> None:
@@ -414,6 +455,7 @@ def cluster_up(
     """
     _prepare_run_dir(plan)
     run_secrets = create_run_secrets(plan.run_dir, acl=plan.acl)
+    ensure_plan_tls(plan)
     cluster_file = write_cluster_file(plan, {})
     env = ClusterEnv(
         redis_url=f"redis://{LOOPBACK}:{plan.redis_port}/0",
@@ -422,6 +464,7 @@ def cluster_up(
         mode=plan.mode,
         extra=dict(extra_env or {}),
         secrets=run_secrets,
+        tls_client_config=tls_client_config(plan),
     )
     starter = _Starter(plan, env)
     try:

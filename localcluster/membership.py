@@ -19,8 +19,10 @@ from localcluster.argv import (
 from localcluster.lifecycle import (
     _Starter,
     cluster_summary,
+    ensure_plan_tls,
     known_node_ids,
     migrate_nodes,
+    tls_client_config,
     write_cluster_file,
 )
 from localcluster.plan import (
@@ -55,6 +57,7 @@ from localcluster.run_folder import (
     read_secrets,
 )
 from node import processes as node_processes
+from remoting.tls import TlsMode
 
 # ------------------------------------------------------------------- raft membership
 
@@ -77,8 +80,9 @@ def plan_from_cluster_file(run_dir: Path) -> ClusterPlan:
         for n in data.get("nodes", [])
     )
     acl = bool((data.get("acl") or {}).get("enabled", True))
+    tls = TlsMode((data.get("tls") or {}).get("mode", TlsMode.DISABLED.value))
     return ClusterPlan(
-        run_dir, str(data.get("mode", DEFAULT_MODE)), int(data["redis"]["port"]), nodes, acl
+        run_dir, str(data.get("mode", DEFAULT_MODE)), int(data["redis"]["port"]), nodes, acl, tls
     )
 
 
@@ -108,9 +112,12 @@ def _membership_request(internal_port: int, secret: str, code: int, addr: str) -
     from remoting.blocking import BlockingClient
     from remoting.codes import ResponseCode
     from remoting.command import RemotingCommand
+    from remoting.tls import ClientTls
 
     request = RemotingCommand.request(code, {"secret": secret, "addr": addr})
-    with BlockingClient(f"{LOOPBACK}:{internal_port}", timeout_s=MEMBERSHIP_TIMEOUT_S) as client:
+    with BlockingClient(
+        f"{LOOPBACK}:{internal_port}", timeout_s=MEMBERSHIP_TIMEOUT_S, tls=ClientTls.PLAIN
+    ) as client:
         response = client.invoke(request)
     if response.code != ResponseCode.SUCCESS:
         raise LauncherError(f"membership change refused: {response.remark}")
@@ -204,15 +211,17 @@ def cluster_add_node(run_dir: Path, *, ready_timeout_s: float = READY_TIMEOUT_S)
         cluster_file=grown.run_dir / CLUSTER_FILE_NAME,
         mode=grown.mode,
         secrets=run_secrets,
+        tls_client_config=tls_client_config(grown),
     )
     grown.node_dir(node.node_id).mkdir(parents=True, exist_ok=True)
+    ensure_plan_tls(grown)
     migrate_nodes(replace(grown, nodes=(node,)), env)
     starter = _Starter(grown, env)
     try:
         node_processes.reset_metrics_dir(write_node_config_file(grown, node, env))
         node_env = env.for_node(grown, node)
         starter.start(f"{node.node_id}-gateway", gateway_argv(grown, node, env), node_env)
-        starter.start(f"{node.node_id}-web", web_argv(node), node_env)
+        starter.start(f"{node.node_id}-web", web_argv(node, grown), node_env)
         ready_file = grown.node_dir(node.node_id) / "gateway.ready.json"
         starter.wait(
             f"{node.node_id}-gateway",

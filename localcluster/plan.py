@@ -9,6 +9,7 @@ from pathlib import Path
 
 from node import processes as node_processes
 from raftstore import vocab
+from remoting.tls import TlsMode
 from tools import ports
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -103,6 +104,9 @@ class ClusterPlan:
     nodes: tuple[NodePlan, ...]
     acl: bool = True
     """The remoting ACL (on unless ``--no-acl``): see :mod:`localcluster.run_secrets`."""
+    tls: TlsMode = TlsMode.DISABLED
+    """The remoting ports' ``tls.server.mode`` (``--tls``): with TLS, every node and demo
+    broker gets a certificate of the run's CA (:mod:`localcluster.tls_files`)."""
 
     def node_dir(self, node_id: str) -> Path:
         """The folder of one node inside the run folder."""

@@ -91,9 +91,12 @@ def node_status(
     from remoting.blocking import BlockingClient
     from remoting.codes import ResponseCode
     from remoting.command import RemotingCommand
+    from remoting.tls import ClientTls
 
     request = RemotingCommand.request(int(InternalCode.NODE_STATUS), {"secret": secret})
-    with BlockingClient(f"{LOOPBACK}:{internal_port}", timeout_s=timeout_s) as client:
+    with BlockingClient(
+        f"{LOOPBACK}:{internal_port}", timeout_s=timeout_s, tls=ClientTls.PLAIN
+    ) as client:
         response = client.invoke(request)
     if response.code != ResponseCode.SUCCESS:
         raise LauncherError(

@@ -39,6 +39,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.model import QueueData, TopicRouteData
+from remoting.tls import ClientTls
 
 LOOPBACK = "127.0.0.1"
 GATEWAY_TIMEOUT_S = 3.0
@@ -153,15 +154,18 @@ def _node_from_summary(entry: dict[str, Any], local_id: str) -> NodeAddress | No
 _clients = threading.local()
 
 
-def _client(addr: str, timeout_s: float) -> BlockingClient:
-    """A per-thread connection per address (a BlockingClient serialises its calls)."""
+def _client(addr: str, timeout_s: float, internal: bool) -> BlockingClient:
+    """A per-thread connection per address (a BlockingClient serialises its calls).
+    The internal port (loopback only) is plain; the remoting ports speak TLS when
+    NAMESRV_TLS_CONFIG_FILE says so."""
     pool: dict[tuple[str, float], BlockingClient] | None = getattr(_clients, "pool", None)
     if pool is None:
         pool = {}
         _clients.pool = pool
     client = pool.get((addr, timeout_s))
     if client is None:
-        client = BlockingClient(addr, timeout_s=timeout_s)
+        tls = ClientTls.PLAIN if internal else ClientTls.PROCESS
+        client = BlockingClient(addr, timeout_s=timeout_s, tls=tls)
         pool[(addr, timeout_s)] = client
     return client
 
@@ -181,15 +185,21 @@ def signing_credentials() -> Credentials | None:
         raise GatewayUnavailable(f"this node cannot sign its requests: {exc}") from exc
 
 
-def invoke(addr: str, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
-    """Send ``request`` to ``addr``, signed when this node holds an ACL account;
-    GatewayUnavailable when nothing answers."""
+def invoke(
+    addr: str,
+    request: RemotingCommand,
+    timeout_s: float | None = None,
+    *,
+    internal: bool = False,
+) -> RemotingCommand:
+    """Send ``request`` to ``addr`` (``internal``: a node's internal port), signed when
+    this node holds an ACL account; GatewayUnavailable when nothing answers."""
     wait_s = float(timeout_s if timeout_s is not None else web_setting("GATEWAY_TIMEOUT_S", 3.0))
     credentials = signing_credentials()
     if credentials is not None:
         request = sign(request, credentials)
     try:
-        return _client(addr, wait_s).invoke(request)
+        return _client(addr, wait_s, internal).invoke(request)
     except (RemotingClientError, OSError) as exc:
         raise GatewayUnavailable(f"gateway {addr} unavailable: {exc}") from exc
 
@@ -219,7 +229,7 @@ def _internal(
         raise GatewayUnavailable(f"node {target.node_id} has no internal port configured")
     ext = {"secret": namesrv_settings().INTERNAL_SECRET, **(fields or {})}
     request = RemotingCommand.request(int(code), ext)
-    return expect_success(invoke(target.internal_addr, request, timeout_s))
+    return expect_success(invoke(target.internal_addr, request, timeout_s, internal=True))
 
 
 # ------------------------------------------------------------------- reads

@@ -49,11 +49,12 @@ def scan_node_once(
     from remoting.blocking import BlockingClient
     from remoting.codes import ResponseCode
     from remoting.command import RemotingCommand
+    from remoting.tls import ClientTls
 
     request = RemotingCommand.request(
         int(InternalCode.SCAN_NOT_ACTIVE_BROKER), {"secret": secret, "now_ms": str(now_ms)}
     )
-    with BlockingClient(internal_addr, timeout_s=timeout_s) as client:
+    with BlockingClient(internal_addr, timeout_s=timeout_s, tls=ClientTls.PLAIN) as client:
         response = client.invoke(request)
     if response.code != ResponseCode.SUCCESS:
         raise ScanFailed(

@@ -11,6 +11,7 @@ NameServer's own knobs live in one namespaced dict, ``NAMESRV``;
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from datetime import timedelta
@@ -19,6 +20,8 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from namesrv_site.redis_url import RedisUrlError, checked_redis_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -58,6 +61,20 @@ def env_bool(name: str, default: bool) -> bool:
 def env_list(name: str, default: str) -> list[str]:
     """The environment variable ``name`` as a comma-separated list (blanks dropped)."""
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_networks(name: str) -> list[str]:
+    """The environment variable ``name`` as a comma-separated list of IP addresses or
+    CIDR networks; a malformed entry stops the process naming it."""
+    items = env_list(name, "")
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP address or a CIDR network"
+            ) from None
+    return items
 
 
 def env_secret(name: str, file_name: str) -> str | None:
@@ -192,6 +209,8 @@ def _shared_database() -> dict[str, Any]:
         # One file several local processes share: the same WAL settings as below.
         return _sqlite(Path(str(dj_database_url.parse(url)["NAME"])))
     if url:
+        # The query becomes OPTIONS, which psycopg hands to libpq as they are: TLS is
+        # ?sslmode=verify-full&sslrootcert=/etc/namesrv/ca.pem (docs/DEPLOY.md).
         return dict(dj_database_url.parse(url, conn_max_age=60))
     return _sqlite(Path(env_str("NAMESRV_SHARED_DB_PATH", str(BASE_DIR / "run" / "dev.sqlite3"))))
 
@@ -207,7 +226,12 @@ DATABASES = {
 DATABASE_ROUTERS = ["namesrv_app.db_router.ProjectionRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# rediss:// for TLS, the CA in the query (?ssl_ca_certs=/etc/namesrv/ca.pem): one
+# checked URL for Celery, the Channels layer and beat's lock (namesrv_site.redis_url).
+try:
+    REDIS_URL = checked_redis_url(env_str("REDIS_URL", "redis://127.0.0.1:6379/0"))
+except RedisUrlError as exc:
+    raise ImproperlyConfigured(f"REDIS_URL: {exc}") from None
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CHANNEL_LAYERS = {
@@ -252,6 +276,16 @@ NAMESRV_EPHEMERAL_SECRETS = tuple(
     )
     if configured is None
 )
+
+# The secret files the settings read, by variable: namesrv_app.checks refuses one that
+# group or others may read (namesrv.E022), unless NAMESRV_ALLOW_READABLE_SECRET_FILES
+# says that is intended (a secrets volume mounted 0644, say).
+NAMESRV_SECRET_FILES = {
+    name: path
+    for name in ("DJANGO_SECRET_KEY_FILE", "NAMESRV_INTERNAL_SECRET_FILE")
+    if (path := os.environ.get(name, "").strip())
+}
+NAMESRV_ALLOW_READABLE_SECRET_FILES = env_bool("NAMESRV_ALLOW_READABLE_SECRET_FILES", False)
 
 NAMESRV: dict[str, Any] = {
     "NODE_ID": env_str("NAMESRV_NODE_ID", "n1"),
@@ -311,7 +345,8 @@ NAMESRV: dict[str, Any] = {
 # --- web console and API ---
 # Appended by the console work: token auth for the API, session auth + CSRF for
 # the console, the OpenAPI schema, and the console's own knobs in NAMESRV_WEB.
-INSTALLED_APPS += ["rest_framework.authtoken"]
+# API tokens are namesrv_app's own (namesrv_app.tokens: stored hashed, expiring), not
+# DRF's authtoken app, which stored the keys themselves.
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:overview"
@@ -322,7 +357,7 @@ CSRF_COOKIE_SAMESITE = "Lax"
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "namesrv_app.api.authentication.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["namesrv_app.api.permissions.IsViewer"],
@@ -361,6 +396,11 @@ NAMESRV_WEB: dict[str, Any] = {
     "ROUTE_VERSION_TTL_MS": env_int("NAMESRV_WEB_ROUTE_VERSION_TTL_MS", 200),
     # ... and a revoked token or role still reads routes for at most this long.
     "TOKEN_CACHE_TTL_MS": env_int("NAMESRV_WEB_TOKEN_CACHE_TTL_MS", 5000),
+    # How long a new API token lives (create_operator --token-days overrides it).
+    "TOKEN_DAYS": env_int("NAMESRV_WEB_TOKEN_DAYS", 90),
+    # Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For names the real
+    # client (namesrv_app.web.client_address); none by default: the peer is the client.
+    "TRUSTED_PROXIES": env_networks("NAMESRV_WEB_TRUSTED_PROXIES"),
     # /api/schema/, /api/v1/schema/ and /api/v1/docs/ for anyone (else a console role).
     "PUBLIC_API_DOCS": env_bool("NAMESRV_WEB_PUBLIC_API_DOCS", False),
 }
@@ -391,6 +431,25 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # 429 Too Many Requests: the credentials may be right, the rate is what is refused.
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_CALLABLE = "namesrv_app.web.lockout.lockout_response"
+# The address a failure counts under: the socket's peer, or behind a trusted proxy
+# (NAMESRV_WEB_TRUSTED_PROXIES) the client it names in X-Forwarded-For. Ours rather
+# than django-ipware's AXES_IPWARE_* options (ipware is not installed): ipware trusts a
+# header by the proxies listed in it, matched as string prefixes, not by the peer that
+# actually sent it.
+AXES_CLIENT_IP_CALLABLE = "namesrv_app.web.client_address.client_address"
+
+# --- passwords ---
+# Django's validators, run by create_operator and the admin's password forms: long
+# enough, not one of the 20,000 common passwords, not all digits, not like the username.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env_int("NAMESRV_PASSWORD_MIN_LENGTH", 12)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 # --- HTTPS (NAMESRV_PROFILE=production) ---
 # The local profile stays plain HTTP on loopback. Production serves the console
@@ -425,3 +484,18 @@ if PRODUCTION:
             )
         _META_NAME = "HTTP_" + _HEADER.strip().upper().replace("-", "_")
         SECURE_PROXY_SSL_HEADER = (_META_NAME, _VALUE.strip())
+
+# --- HTTPS served by the web process itself ([tls] web = true in node.toml) ---
+# node_env sets NAMESRV_WEB_HTTPS when uvicorn serves the port with the node's
+# certificate (node.web_tls). The port then speaks nothing but HTTPS, so there is no
+# plain request to redirect; what Django must do is keep its cookies off plain HTTP
+# and tell browsers to come back over HTTPS. Outside the production profile HSTS is
+# short by default: a node whose certificate is later removed is unreachable from a
+# browser that saw it for at most that long (browsers ignore HSTS for IP addresses).
+WEB_HTTPS = env_bool("NAMESRV_WEB_HTTPS", False)
+WEB_HTTPS_HSTS_SECONDS = 86_400
+if WEB_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    if not PRODUCTION:
+        SECURE_HSTS_SECONDS = env_int("NAMESRV_HSTS_SECONDS", WEB_HTTPS_HSTS_SECONDS)

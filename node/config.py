@@ -33,6 +33,12 @@ the address peers reach.
                 password_file = "/etc/namesrv/db.secret"
     [redis]     url = "redis://10.0.0.9:6379/0"  password_file = "..."   (optional)
     [scan]      interval_s = 10
+    [tls]       mode = "permissive"          remoting port: disabled | permissive | enforcing
+                cert_file = "/etc/namesrv/n1.pem"  key_file = "/etc/namesrv/n1.key"
+                key_password_file = "..."    (optional) the key's password
+                ca_file = "/etc/namesrv/ca.pem"  the CA of the members' certificates
+                need_client_auth = "none"    none | optional | require (checked with ca_file)
+                web = true                   the web port serves HTTPS with the same pair
 
 Relative paths are relative to the file's folder. Every problem is reported as one
 line naming the key (``node.toml: [raft] listen: '10.0.0.1' is not host:port``);
@@ -55,6 +61,7 @@ import tomli_w
 from gateway.front import BELOW_FRONT_NICE, NICE_STEPS_MAX
 from node.files import write_secret_file
 from raftstore import vocab
+from remoting.tls import ClientAuth, TlsMode
 
 PORT_MAX = 65535
 NODE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
@@ -78,7 +85,9 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "database": ("url", "password_file"),
     "redis": ("url", "password_file"),
     "scan": ("interval_s",),
-}
+    "tls": ("mode", "cert_file", "key_file", "key_password_file", "ca_file",
+            "need_client_auth", "web"),
+}  # fmt: skip
 PEER_KEYS = ("remoting", "raft", "web", "internal_port")
 
 
@@ -108,6 +117,27 @@ class Peer:
     web: Endpoint | None = None
     internal_port: int | None = None
     """Only for members on this same host (a local cluster): their loopback internal port."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTls:
+    """The ``[tls]`` section: one certificate for the node's remoting and web ports."""
+
+    mode: TlsMode = TlsMode.DISABLED
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    key_password_file: Path | None = None
+    ca_file: Path | None = None
+    """The CA of the members' certificates: the node's own clients check servers against
+    it, and with ``need_client_auth`` the remoting port checks clients against it."""
+    need_client_auth: ClientAuth = ClientAuth.NONE
+    web: bool = False
+    """The web port serves HTTPS with ``cert_file`` and ``key_file``."""
+
+    @property
+    def clients_use_tls(self) -> bool:
+        """Whether this node's own processes speak TLS to the members' remoting ports."""
+        return self.mode is not TlsMode.DISABLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +183,7 @@ class NodeConfig:
     redis_url: str = ""
     redis_password_file: Path | None = None
     scan_interval_s: int = DEFAULT_SCAN_INTERVAL_S
+    tls: NodeTls = NodeTls()
 
     @property
     def raft_identity(self) -> str:
@@ -224,8 +255,10 @@ class _Reader:
         value = self.raw(section, key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            low <= value <= high
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not (low <= value <= high)
         ):
             raise self.fail(section, key, f"must be a number from {low:g} to {high:g}, "
                                           f"not {value!r}")  # fmt: skip
@@ -435,11 +468,15 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
         redis_url=redis_url,
         redis_password_file=reader.path("redis", "password_file"),
         scan_interval_s=reader.integer("scan", "interval_s", DEFAULT_SCAN_INTERVAL_S, 1, 3600),
+        tls=_tls(reader),
     )  # fmt: skip
 
 
 def _bound_ports(
-    remoting: Endpoint, web: Endpoint, internal: int, raft: Endpoint | None,
+    remoting: Endpoint,
+    web: Endpoint,
+    internal: int,
+    raft: Endpoint | None,
     metrics: Endpoint | None,
 ) -> dict[str, int]:
     ports = {"[remoting] listen": remoting.port, "[web] listen": web.port,
@@ -456,7 +493,7 @@ def _dial(reader: _Reader) -> tuple[tuple[str, str], ...]:
     if value is None:
         return ()
     if not isinstance(value, dict):
-        raise reader.fail("raft", "dial", "must be a table of peer = \"host:port\"")
+        raise reader.fail("raft", "dial", 'must be a table of peer = "host:port"')
     dial = []
     for peer, target in value.items():
         try:
@@ -466,6 +503,27 @@ def _dial(reader: _Reader) -> tuple[tuple[str, str], ...]:
             raise reader.fail("raft", "dial", str(exc)) from exc
         dial.append((peer, str(target)))
     return tuple(dial)
+
+
+def _tls(reader: _Reader) -> NodeTls:
+    mode_text = reader.string("tls", "mode", TlsMode.DISABLED.value)
+    auth_text = reader.string("tls", "need_client_auth", ClientAuth.NONE.value)
+    try:
+        mode, auth = TlsMode(mode_text), ClientAuth(auth_text)
+    except ValueError:
+        bad = "mode" if mode_text not in set(TlsMode) else "need_client_auth"
+        kind = TlsMode if bad == "mode" else ClientAuth
+        raise reader.fail("tls", bad, f"must be one of {', '.join(kind)}") from None
+    cert, key = reader.path("tls", "cert_file"), reader.path("tls", "key_file")
+    web = reader.boolean("tls", "web", cert is not None)
+    if (mode is not TlsMode.DISABLED or web) and (cert is None or key is None):
+        missing = "cert_file" if cert is None else "key_file"
+        raise reader.fail("tls", missing, "is required for mode = "
+                                          f"{mode.value!r} or web = true")  # fmt: skip
+    ca = reader.path("tls", "ca_file")
+    if auth is not ClientAuth.NONE and ca is None:
+        raise reader.fail("tls", "ca_file", f"is required with need_client_auth = {auth.value!r}")
+    return NodeTls(mode, cert, key, reader.path("tls", "key_password_file"), ca, auth, web)
 
 
 def load_node_config(path: str | Path) -> NodeConfig:
@@ -527,6 +585,12 @@ def node_config_document(config: NodeConfig) -> dict[str, Any]:
         if url:
             doc[section] = {"url": url, **({"password_file": str(password)} if password else {})}
     doc["scan"] = {"interval_s": config.scan_interval_s}
+    tls = config.tls
+    if tls != NodeTls():
+        files = {"cert_file": tls.cert_file, "key_file": tls.key_file,
+                 "key_password_file": tls.key_password_file, "ca_file": tls.ca_file}  # fmt: skip
+        doc["tls"] = {"mode": tls.mode.value, "need_client_auth": tls.need_client_auth.value,
+                      "web": tls.web, **{k: str(v) for k, v in files.items() if v}}  # fmt: skip
     return doc
 
 

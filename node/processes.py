@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from node.config import RAFT_SCAN_INTERVAL_MS, NodeConfig
-from node.files import atomic_write
+from node.config import RAFT_SCAN_INTERVAL_MS, NodeConfig, NodeTls
+from node.files import atomic_write, write_secret_file
+from node.web_tls import WebTls, launcher_args, tls_args
 from raftstore import vocab
 from remoting.acl import read_secret_file
+from remoting.properties import encode_properties
+from remoting.tls import CONFIG_FILE_ENV, TlsMode
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
@@ -36,6 +39,8 @@ READY_FILE_NAME = "gateway.ready.json"
 CLUSTER_FILE_NAME = "cluster.json"
 INTERNAL_SECRET_FILE_NAME = "internal.secret"
 RAFT_DIR_NAME = "raft"
+TLS_PROPERTIES_FILE_NAME = "tls.properties"
+"""The node's [tls] section in upstream's tls.properties keys (remoting/tls.py)."""
 METRICS_DIR_NAME = "web-metrics"
 LIVE_EVENT_PUBLISHER = "namesrv_app.live.publish_change"
 """The gateway's change-event publisher when Redis carries live updates (namesrv_app.live)."""
@@ -44,6 +49,47 @@ LIVE_LEADER_PUBLISHER = "namesrv_app.live.publish_leader_change"
 SCAN_QUEUE_PREFIX = "namesrv.scan."
 """Celery queue of one node's broker scans; only the worker on that node's host
 consumes it, because a scan reaches the gateway through its loopback-only port."""
+
+
+def tls_properties_file(config: NodeConfig) -> Path | None:
+    """Where the node's TLS settings are written for its processes; None without TLS."""
+    if config.tls.mode is TlsMode.DISABLED:
+        return None
+    return config.data_dir / TLS_PROPERTIES_FILE_NAME
+
+
+def tls_properties(config: NodeConfig) -> str:
+    """The ``[tls]`` section as upstream's keys: the server side for the gateway (and its
+    read front), the client side for every process of the node (they reach the members'
+    remoting ports with the node's own certificate, checked against ``ca_file``)."""
+    tls = config.tls
+    props = {
+        "tls.server.mode": tls.mode.value,
+        "tls.server.need.client.auth": tls.need_client_auth.value,
+        "tls.enable": "true" if tls.clients_use_tls else "false",
+        "tls.client.authServer": "true",
+    }
+    for key, path in (
+        ("tls.server.certPath", tls.cert_file), ("tls.server.keyPath", tls.key_file),
+        ("tls.server.trustCertPath", tls.ca_file), ("tls.client.trustCertPath", tls.ca_file),
+        ("tls.client.certPath", tls.cert_file), ("tls.client.keyPath", tls.key_file),
+    ):  # fmt: skip
+        if path is not None:
+            props[key] = str(path)
+    if tls.key_password_file is not None:
+        password = read_secret_file(tls.key_password_file, "TLS key password")
+        props["tls.server.keyPassword"] = props["tls.client.keyPassword"] = password
+    header = "# Written from node.toml's [tls] section at every start; edit that instead.\n"
+    return header + encode_properties(props, escape=True).decode("ascii")
+
+
+def write_tls_properties(config: NodeConfig) -> Path | None:
+    """Write :func:`tls_properties` to :func:`tls_properties_file` (owner only: it may
+    hold the key's password); the path, None when the node has no TLS."""
+    path = tls_properties_file(config)
+    if path is not None:
+        write_secret_file(path, tls_properties(config))
+    return path
 
 
 def ready_file(config: NodeConfig) -> Path:
@@ -99,7 +145,8 @@ def cluster_document(config: NodeConfig) -> dict[str, Any]:
             entry["internal_port"] = member.internal_port
         if member.web:
             entry["web_port"] = member.web.port
-            entry["console_url"] = f"http://{member.web}/"
+            # Members are configured alike: each serves its console as this node does.
+            entry["console_url"] = console_url(config.tls, str(member.web))
         if member.raft:
             entry["raft_addr"] = str(member.raft)
         nodes.append(entry)
@@ -146,6 +193,8 @@ def node_env(config: NodeConfig, base: Mapping[str, str]) -> dict[str, str]:
             # The web workers' counters, merged by /metrics (emptied at every start).
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir(config)),
             "NAMESRV_ACL": "true" if config.acl_enabled else "false",
+            # The web port serves HTTPS itself: secure cookies and HSTS (settings.py).
+            "NAMESRV_WEB_HTTPS": "true" if config.tls.web else "false",
             "DJANGO_ALLOWED_HOSTS": ",".join(
                 config.web_allowed_hosts or _default_allowed_hosts(config)
             ),
@@ -160,6 +209,9 @@ def node_env(config: NodeConfig, base: Mapping[str, str]) -> dict[str, str]:
     env.update({name: str(path) for name, path in optional.items() if path})
     if config.acl_access_key:
         env["NAMESRV_ACL_ACCESS_KEY"] = config.acl_access_key
+    tls_file = tls_properties_file(config)
+    if tls_file is not None and config.tls.clients_use_tls:
+        env[CONFIG_FILE_ENV] = str(tls_file)
     if config.database_url:
         env["DATABASE_URL"] = with_password(
             config.database_url, config.database_password_file, "database password"
@@ -209,6 +261,9 @@ def gateway_argv(config: NodeConfig) -> list[str]:
         "--read-front" if config.read_front else "--no-read-front",
         "--below-front-nice", str(config.below_front_nice),
     )  # fmt: skip
+    tls_file = tls_properties_file(config)
+    if tls_file is not None:
+        argv += ["--tls-config", str(tls_file)]
     if config.mode != vocab.MODE_RAFT or config.raft is None:
         return argv + _metrics_args(config)
     argv += [
@@ -233,24 +288,48 @@ def _metrics_args(config: NodeConfig) -> list[str]:
     return ["--metrics-port", str(config.metrics.port), "--metrics-host", config.metrics.host]
 
 
-def asgi_server_argv(host: str, port: int, workers: int = 1, app: str = ASGI_APP) -> list[str]:
+def asgi_server_argv(
+    host: str, port: int, workers: int = 1, app: str = ASGI_APP, tls: WebTls | None = None
+) -> list[str]:
     """uvicorn serving the ASGI app: httptools for HTTP, uvloop, websockets for Channels.
 
     No lifespan (Django and Channels have none), no proxy headers (the client is the
-    socket's peer), no Server header, no per-request access log.
+    socket's peer), no Server header, no per-request access log. With ``tls``, HTTPS
+    only on that port (:mod:`node.web_tls`: an encrypted key's password never appears
+    on the command line).
     """
+    launcher = ["-m", "uvicorn"] if tls is None else launcher_args(tls)
     return [
-        sys.executable, "-m", "uvicorn", app,
+        sys.executable, *launcher, app,
         "--host", host, "--port", str(port), "--workers", str(workers),
         "--http", "httptools", "--loop", "uvloop", "--ws", "websockets-sansio",
         "--lifespan", "off", "--no-proxy-headers", "--no-server-header",
         "--no-access-log", "--log-level", "info",
+        *(tls_args(tls) if tls is not None else []),
     ]  # fmt: skip
 
 
+def web_certificate(tls: NodeTls) -> WebTls | None:
+    """The web port's certificate and key when ``[tls] web`` is on, else None."""
+    if not tls.web or tls.cert_file is None or tls.key_file is None:
+        return None
+    return WebTls(tls.cert_file, tls.key_file, tls.key_password_file)
+
+
+def web_scheme(tls: NodeTls) -> str:
+    """``https`` when the web port serves TLS itself, else ``http``."""
+    return "https" if web_certificate(tls) is not None else "http"
+
+
+def console_url(tls: NodeTls, address: str) -> str:
+    """The console's URL at ``address`` (``host:port``), in the scheme ``tls`` gives it."""
+    return f"{web_scheme(tls)}://{address}/"
+
+
 def web_argv(config: NodeConfig) -> list[str]:
-    """The command line of the node's web process."""
-    return asgi_server_argv(config.web.host, config.web.port, config.web_workers)
+    """The command line of the node's web process (HTTPS with ``[tls] web``)."""
+    web = config.web
+    return asgi_server_argv(web.host, web.port, config.web_workers, tls=web_certificate(config.tls))
 
 
 def worker_argv(hostname: str, queues: list[str]) -> list[str]:

@@ -54,7 +54,8 @@ class Child:
 
 def prepare_data_dir(config: NodeConfig) -> None:
     """Create the data folder (owner only) and what the node keeps there: a fresh
-    internal-port secret when none is configured, and the member list."""
+    internal-port secret when none is configured, the member list and the TLS settings
+    its processes read."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
         config.data_dir.chmod(0o700)
@@ -64,6 +65,7 @@ def prepare_data_dir(config: NodeConfig) -> None:
         )
     if config.cluster_file is None:
         processes.write_cluster_document(config)
+    processes.write_tls_properties(config)
 
 
 def children(config: NodeConfig) -> list[Child]:
@@ -179,8 +181,8 @@ def run_node(
 
 
 def _ready_line(config: NodeConfig) -> str:
-    parts = [f"remoting {config.remoting_advertise or config.remoting}",
-             f"web http://{config.web_advertise or config.web}/"]  # fmt: skip
+    web = processes.console_url(config.tls, str(config.web_advertise or config.web))
+    parts = [f"remoting {config.remoting_advertise or config.remoting}", f"web {web}"]
     if config.raft:
         parts.append(f"raft {config.raft}")
     return f"{config.node_id} ready ({config.mode}): " + ", ".join(parts)

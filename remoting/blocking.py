@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+import ssl
 import threading
 import time
 from types import TracebackType
@@ -28,6 +29,7 @@ from remoting.codes import FLAG_ONEWAY
 from remoting.command import RemotingCommand
 from remoting.errors import ProtocolError
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
+from remoting.tls import ClientTls, ClientTlsChoice, resolve_client_tls
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,8 @@ class BlockingClient:
 
     The connection opens on first use and again after it was dropped. A
     timeout closes it, so a half-sent frame or a late answer can never be
-    mistaken for the next call's answer.
+    mistaken for the next call's answer. ``tls`` as for
+    :class:`~remoting.client.RemotingClient`.
     """
 
     def __init__(
@@ -50,14 +53,16 @@ class BlockingClient:
         timeout_s: float = INVOKE_TIMEOUT_S,
         frame_bytes_max: int = FRAME_BYTES_MAX,
         credentials: Credentials | None = None,
+        tls: ClientTlsChoice = ClientTls.PROCESS,
     ) -> None:
         self.addr = addr
+        self.ssl_context = resolve_client_tls(tls)
         self.credentials = credentials
         self.timeout_s = timeout_s
         self._host, self._port = split_addr(addr)
         self._frame_bytes_max = frame_bytes_max
         self._sock: socket.socket | None = None
-        self._decoder = FrameDecoder(frame_bytes_max)
+        self._decoder = FrameDecoder(frame_bytes_max, header_bytes_max=frame_bytes_max)
         self._next_opaque = 0
         self._lock = threading.Lock()
 
@@ -104,7 +109,7 @@ class BlockingClient:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        self._decoder = FrameDecoder(self._frame_bytes_max)
+        self._decoder = FrameDecoder(self._frame_bytes_max, header_bytes_max=self._frame_bytes_max)
 
     def _take_opaque(self) -> int:
         opaque = self._next_opaque
@@ -124,6 +129,13 @@ class BlockingClient:
         except OSError as exc:
             raise RemotingConnectError(f"cannot connect to {self.addr}: {exc!r}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is not None:
+            try:
+                sock.settimeout(_remaining_s(deadline_s))
+                sock = self.ssl_context.wrap_socket(sock, server_hostname=self._host)
+            except OSError as exc:  # ssl.SSLError and timeouts included
+                sock.close()
+                raise RemotingConnectError(f"TLS with {self.addr} failed: {exc!r}") from exc
         self._sock = sock
         return sock
 
@@ -181,8 +193,12 @@ def _peer_closed(sock: socket.socket) -> bool:
     # for the socket to become readable. The next send sets a timeout again.
     sock.settimeout(0.0)
     try:
+        if isinstance(sock, ssl.SSLSocket):
+            # TLS records cannot be peeked. All a server sends an idle client is a
+            # close_notify (read as b"") or a session ticket (consumed, no data).
+            return sock.recv(RECV_CHUNK_BYTES) == b""
         return sock.recv(1, socket.MSG_PEEK) == b""
-    except BlockingIOError:
+    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
         return False
     except OSError:
         return True

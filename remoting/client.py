@@ -19,6 +19,7 @@ from remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import ProtocolError
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
+from remoting.tls import ClientTls, ClientTlsChoice, resolve_client_tls
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,8 @@ class _ClientConnection(asyncio.Protocol):
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._client = client
         self._loop = asyncio.get_running_loop()
-        self._decoder = FrameDecoder(client.frame_bytes_max)
+        frame_bytes_max = client.frame_bytes_max  # answers: headers as long as the frame
+        self._decoder = FrameDecoder(frame_bytes_max, header_bytes_max=frame_bytes_max)
         self._transport: asyncio.Transport | None = None
         self._pushed: set[asyncio.Task[None]] = set()
         self._writable = asyncio.Event()
@@ -201,7 +203,9 @@ class RemotingClient:
     connections (a broker gets NOTIFY_MIN_BROKER_ID_CHANGE this way); without
     it two-way pushes are answered REQUEST_CODE_NOT_SUPPORTED. With
     ``credentials`` every request is signed (RocketMQ's ACL, :mod:`remoting.acl`),
-    as a client with ``AclClientRPCHook`` does.
+    as a client with ``AclClientRPCHook`` does. ``tls``: a context to speak TLS with
+    to every address, or :class:`~remoting.tls.ClientTls` (by default the process's
+    ``NAMESRV_TLS_CONFIG_FILE`` decides, as ``-Dtls.enable`` does for a Java client).
     """
 
     def __init__(
@@ -211,7 +215,9 @@ class RemotingClient:
         frame_bytes_max: int = FRAME_BYTES_MAX,
         on_request: RequestHandler | None = None,
         credentials: Credentials | None = None,
+        tls: ClientTlsChoice = ClientTls.PROCESS,
     ) -> None:
+        self.ssl_context = resolve_client_tls(tls)
         self.connect_timeout_s = connect_timeout_s
         self.credentials = credentials
         self.frame_bytes_max = frame_bytes_max
@@ -316,7 +322,9 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _ClientConnection(self, addr), host, port),
+                loop.create_connection(
+                    lambda: _ClientConnection(self, addr), host, port, ssl=self.ssl_context
+                ),
                 self.connect_timeout_s,
             )
         except (OSError, TimeoutError) as exc:

@@ -236,6 +236,21 @@ def test_route_answers_of_the_front_are_counted_by_the_gateway(gateway: GatewayP
     )
 
 
+def test_a_client_cannot_speak_the_fronts_private_codes(gateway: GatewayProcess) -> None:
+    """99877 (route answers to count) and 99876 (the client's address) from a client are
+    unknown codes like any other: the count does not move and the address stays its own."""
+    before = scraped(gateway, "namesrv_front_route_answers_total")
+    report = RemotingCommand.request(99_877, {"routeAnswers": "1000000"})
+    peer = RemotingCommand.request(99_876, {"peer": "10.9.9.9:1"})
+    with gateway.client() as client:
+        answers = [client.invoke(report), client.invoke(peer)]
+        route(client, "TopicNobodyServes")  # the link still works after both
+
+    assert [a.code for a in answers] == [ResponseCode.REQUEST_CODE_NOT_SUPPORTED] * 2
+    time.sleep(1.5)  # a report period of the front
+    assert scraped(gateway, "namesrv_front_route_answers_total") - before < 1000
+
+
 def test_a_bad_frame_closes_only_its_own_connection(gateway: GatewayProcess) -> None:
     host, port = gateway.addr.rsplit(":", 1)
     with gateway.client() as good:

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from localcluster import launcher
 from namesrv_app.agreement import mark_agreement
 from raftstore import vocab
+from remoting.tls import TlsMode
 
 FOREGROUND_POLL_S = 1.0
 STATUS_EXIT_DEAD = 3
@@ -98,6 +99,14 @@ class Command(BaseCommand):
             help="run the gateways without the remoting ACL: ANY local process may then "
             "change routes, KV and config (by default admin writes need the admin account)",
         )
+        parser.add_argument(
+            "--tls",
+            choices=[mode.value for mode in TlsMode],
+            default=TlsMode.DISABLED.value,
+            help="the remoting ports' tls.server.mode: permissive serves TLS and plain "
+            "clients, enforcing TLS only; makes a CA and certificates in the run folder "
+            "(tls/), the web ports then serve HTTPS and every internal client speaks TLS",
+        )
         parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
         parser.add_argument(
             "--demo",
@@ -155,7 +164,7 @@ class Command(BaseCommand):
                 options["skew_allowance_ms"], [n.node_id for n in plan.nodes]
             ),
         )
-        plan = dataclasses.replace(plan, acl=not options["no_acl"])
+        plan = dataclasses.replace(plan, acl=not options["no_acl"], tls=TlsMode(options["tls"]))
         if options["foreground"]:
             # A SIGTERM while starting must roll back like Ctrl-C does, not orphan processes.
             signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -213,6 +222,12 @@ class Command(BaseCommand):
             )
         else:
             lines.append("  remoting ACL OFF (--no-acl): any local process may change routes")
+        tls = summary.get("tls") or {}
+        if tls.get("ca_file"):
+            lines.append(
+                f"  TLS {tls['mode']}: clients check the nodes against {tls['ca_file']}; "
+                f"NAMESRV_TLS_CONFIG_FILE={tls['client_config']} makes a tool speak TLS"
+            )
         if summary.get("demo_pid"):
             lines.append(f"  demo brokers (pid {summary['demo_pid']}): {summary['run_dir']}/demo")
         metrics = [n["metrics_url"] for n in summary["nodes"] if n.get("metrics_url")]
@@ -241,6 +256,8 @@ class Command(BaseCommand):
                 if not isinstance(value, (list, dict))
             )
             rows.append(f"{node['id']}: {scalars or node['error']}")
+            # Raft safety alarms, the scan fallback, a Raft port that is not listening.
+            rows.extend(f"{node['id']} ALARM: {alarm}" for alarm in facts.get("alarms", ()))
         if "agree" in status:
             rows.append("the nodes agree on what clients see (routes, cluster info, topics, KV, "
                         "config)" if status["agree"] else

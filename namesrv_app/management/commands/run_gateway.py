@@ -201,6 +201,11 @@ class Command(BaseCommand):
             "--config", type=Path, default=None, metavar="FILE",
             help="NamesrvConfig properties (Java names, e.g. orderMessageEnable=true), as -c",
         )  # fmt: skip
+        parser.add_argument(
+            "--tls-config", type=Path, default=None, metavar="FILE",
+            help="tls.properties for the public port (tls.server.mode disabled | permissive | "
+            "enforcing, tls.server.certPath ...; docs/SECURITY.md, TLS)",
+        )  # fmt: skip
         acl = parser.add_argument_group("remoting ACL (docs/SECURITY.md)")
         acl.add_argument(
             "--acl-file", type=Path, default=Path(conf.ACL_FILE) if conf.ACL_FILE else None,
@@ -288,6 +293,7 @@ class Command(BaseCommand):
             namesrv_properties=namesrv_properties(options["config"]),
             acl_enabled=options["acl_enabled"],
             acl_file=options["acl_file"],
+            tls_config_file=options["tls_config"],
             metrics_port=metrics_port(options["metrics_port"]),
             metrics_host=options["metrics_host"] or None,
             read_front=options["read_front"],

@@ -1,0 +1,106 @@
+"""Every Redis client of a node's processes, tried once over ``REDIS_URL``.
+
+``python -m tests.integration.redis_tls_probe`` runs in a process of its own, as the
+web process and Celery do, so the settings read ``REDIS_URL`` (and check it) the way
+theirs do. It prints one JSON line, each client's result or its error:
+
+* ``celery``: a task sent through the broker, run by a worker, its result read back
+  from the result backend (Celery's built-in ``celery.accumulate`` echoes its
+  arguments, so nothing but the round trip is tested);
+* ``channels``: a message sent to a group on the Channels layer and received;
+* ``beat_lock``: a PING by the client beat's lock uses (``redis.Redis.from_url``
+  of the broker URL).
+
+With ``--no-worker`` (where every link must fail) the Celery side is tried as its
+two clients instead, each once and without retries, so the error is the link's
+own and not Celery's "retry limit exceeded": ``celery_broker`` opens Celery's broker
+connection (kombu), ``celery_results`` PINGs the result backend's client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+ROUND_TRIP_TIMEOUT_S = 60.0
+GROUP = "redis-tls-probe"
+ECHOED = ("over", "tls")
+
+
+def _attempt(check: Callable[[], Any]) -> dict[str, Any]:
+    try:
+        return {"ok": check()}
+    except Exception as exc:  # the probe reports whatever a client raised
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _celery_round_trip() -> Any:
+    from namesrv_site.celery import app
+
+    result = app.send_task("celery.accumulate", args=ECHOED)
+    return result.get(timeout=ROUND_TRIP_TIMEOUT_S)
+
+
+def _celery_broker() -> Any:
+    from namesrv_site.celery import app
+
+    with app.connection_for_write() as connection:
+        connection.ensure_connection(max_retries=0)
+        return True
+
+
+def _celery_results() -> Any:
+    from namesrv_site.celery import app
+
+    return app.backend.client.ping()
+
+
+async def _channels_round_trip() -> Any:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(GROUP, channel)
+    await layer.group_send(GROUP, {"type": "probe.message", "text": " ".join(ECHOED)})
+    message = await asyncio.wait_for(layer.receive(channel), ROUND_TRIP_TIMEOUT_S)
+    return message["text"]
+
+
+def _beat_lock() -> Any:
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5.0)
+    try:
+        return client.ping()
+    finally:
+        client.close()
+
+
+def main() -> None:
+    """Try each client once and print what happened as one JSON line."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--no-worker", action="store_true")
+    options = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "namesrv_site.settings")
+    import django
+
+    django.setup()
+    if options.no_worker:
+        results = {"celery_broker": _attempt(_celery_broker),
+                   "celery_results": _attempt(_celery_results)}  # fmt: skip
+    else:
+        results = {"celery": _attempt(_celery_round_trip)}
+    results |= {
+        "channels": _attempt(lambda: asyncio.run(_channels_round_trip())),
+        "beat_lock": _attempt(_beat_lock),
+    }
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
