@@ -149,8 +149,14 @@ class BenchGateway:
         return f"127.0.0.1:{self.port}"
 
 
-def start_gateways(root: Path, mode: str, *, nodes: int = 3, args: Sequence[str] = (),
-                   env: Mapping[str, str] | None = None) -> list[BenchGateway]:  # fmt: skip
+def start_gateways(
+    root: Path,
+    mode: str,
+    *,
+    nodes: int = 3,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> list[BenchGateway]:
     """``nodes`` gateways of ``mode`` on free ports under ``root`` (logs, databases,
     raft dirs), started together and returned once every ready file is written.
 
@@ -165,22 +171,44 @@ def start_gateways(root: Path, mode: str, *, nodes: int = 3, args: Sequence[str]
         for index in range(nodes):
             node = f"n{index + 1}"
             ready = root / f"{node}.ready.json"
-            node_env = {**os.environ, "NAMESRV_DB_PATH": str(root / f"{node}.sqlite3"),
-                        "DATABASE_URL": f"sqlite:///{root / f'{node}-shared.sqlite3'}",
-                        "NAMESRV_RAFT_SECRET": BENCH_CLUSTER_SECRET,
-                        "NAMESRV_LOG_LEVEL": "WARNING", **(env or {})}  # fmt: skip
+            node_env = {
+                **os.environ,
+                "NAMESRV_DB_PATH": str(root / f"{node}.sqlite3"),
+                "DATABASE_URL": f"sqlite:///{root / f'{node}-shared.sqlite3'}",
+                "NAMESRV_RAFT_SECRET": BENCH_CLUSTER_SECRET,
+                "NAMESRV_LOG_LEVEL": "WARNING",
+                **(env or {}),
+            }
             command = [
-                sys.executable, "manage.py", "run_gateway", "--node", node, "--port", "0",
-                "--internal-port", "0", "--ready-file", str(ready), "--mode", mode, "--migrate",
+                sys.executable,
+                "manage.py",
+                "run_gateway",
+                "--node",
+                node,
+                "--port",
+                "0",
+                "--internal-port",
+                "0",
+                "--ready-file",
+                str(ready),
+                "--mode",
+                mode,
+                "--migrate",
                 *args,
-            ]  # fmt: skip
+            ]
             if mode == "raft":
-                command += ["--raft-port", raft[index].rpartition(":")[2],
-                            "--raft-peers", ",".join(raft),
-                            "--raft-dir", str(root / f"raft-{node}")]  # fmt: skip
+                command += [
+                    "--raft-port",
+                    raft[index].rpartition(":")[2],
+                    "--raft-peers",
+                    ",".join(raft),
+                    "--raft-dir",
+                    str(root / f"raft-{node}"),
+                ]
             with (root / f"{node}.log").open("ab") as log:
-                proc = subprocess.Popen(command, cwd=REPO_ROOT, env=node_env, stdout=log,
-                                        stderr=log)  # fmt: skip
+                proc = subprocess.Popen(
+                    command, cwd=REPO_ROOT, env=node_env, stdout=log, stderr=log
+                )
             started.append((node, proc, ready))
         gateways = []
         for node, proc, ready in started:
@@ -190,9 +218,7 @@ def start_gateways(root: Path, mode: str, *, nodes: int = 3, args: Sequence[str]
                     raise SystemExit(f"{node} did not start; see {root}/{node}.log")
                 time.sleep(0.1)
             info = json.loads(ready.read_text())
-            gateways.append(
-                BenchGateway(node, proc, int(info["port"]), int(info["internal_port"]))
-            )
+            gateways.append(BenchGateway(node, proc, int(info["port"]), int(info["internal_port"])))
         return gateways
     except BaseException:
         for _, proc, _ in started:
@@ -251,11 +277,14 @@ def register_request(
 ) -> RemotingCommand:
     """The REGISTER_BROKER frame a 5.x master sends (plain JSON body by default)."""
     return register_body.register_broker_request(
-        cluster_name=CLUSTER, broker_name=broker_name(index), broker_id=0,
+        cluster_name=CLUSTER,
+        broker_name=broker_name(index),
+        broker_id=0,
         broker_addr=broker_addr(index),
-        ha_server_addr=broker_addr(index).replace(":10911", ":10912"), wrapper=wrapper,
+        ha_server_addr=broker_addr(index).replace(":10911", ":10912"),
+        wrapper=wrapper,
         compress_over_bytes=0 if compressed else None,
-    )  # fmt: skip
+    )
 
 
 def route_request(topic: str) -> RemotingCommand:

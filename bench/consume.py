@@ -150,8 +150,14 @@ def start_echo(workdir: Path) -> ServerProcess:
     """This script's ``--serve-echo`` mode in a child process."""
     ready_file = workdir / "echo.ready"
     log_file = workdir / "echo.log"
-    command = [sys.executable, "-m", "bench.consume", "--serve-echo", "--ready-file",
-               str(ready_file)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "bench.consume",
+        "--serve-echo",
+        "--ready-file",
+        str(ready_file),
+    ]
     with log_file.open("ab") as log:
         proc = subprocess.Popen(command, cwd=_util.REPO_ROOT, stdout=log, stderr=log)
     deadline_s = time.monotonic() + READY_TIMEOUT_S
@@ -168,42 +174,70 @@ def start_echo(workdir: Path) -> ServerProcess:
 
 def create_topic_request(topic: str, queues: int) -> RemotingCommand:
     """UPDATE_AND_CREATE_TOPIC as mqadmin updateTopic sends it."""
-    return RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
-        "writeQueueNums": str(queues), "perm": str(PERM_READ_WRITE),
-        "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
-    })  # fmt: skip
+    return RemotingCommand.request(
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(queues),
+            "writeQueueNums": str(queues),
+            "perm": str(PERM_READ_WRITE),
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        },
+    )
 
 
 def heartbeat_request(topics: Sequence[str]) -> RemotingCommand:
     """HEART_BEAT of one push-style consumer of ``GROUP`` subscribed to ``topics``."""
     body = {
         "clientID": CLIENT_ID,
-        "consumerDataSet": [{
-            "groupName": GROUP, "consumeType": "CONSUME_PASSIVELY",
-            "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-            "unitMode": False,
-            "subscriptionDataSet": [
-                {"topic": topic, "subString": "*", "tagsSet": [], "codeSet": [],
-                 "subVersion": 1, "expressionType": "TAG", "classFilterMode": False}
-                for topic in topics
-            ],
-        }],
+        "consumerDataSet": [
+            {
+                "groupName": GROUP,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                "unitMode": False,
+                "subscriptionDataSet": [
+                    {
+                        "topic": topic,
+                        "subString": "*",
+                        "tagsSet": [],
+                        "codeSet": [],
+                        "subVersion": 1,
+                        "expressionType": "TAG",
+                        "classFilterMode": False,
+                    }
+                    for topic in topics
+                ],
+            }
+        ],
         "producerDataSet": [{"groupName": PRODUCER_GROUP}],
-    }  # fmt: skip
+    }
     return RemotingCommand.request(RequestCode.HEART_BEAT, body=json.dumps(body).encode())
 
 
 def pull_request(topic: str, queue_id: int, offset: int) -> RemotingCommand:
     """A long-polling PULL_MESSAGE that also commits ``offset`` (when past 0)."""
     sys_flag = FLAG_SUSPEND | (FLAG_COMMIT_OFFSET if offset > 0 else 0)
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": GROUP, "topic": topic, "queueId": str(queue_id),
-        "queueOffset": str(offset), "maxMsgNums": str(PULL_MAX_MESSAGES),
-        "sysFlag": str(sys_flag), "commitOffset": str(offset),
-        "suspendTimeoutMillis": str(SUSPEND_MS), "subscription": "*", "subVersion": "1",
-        "expressionType": "TAG",
-    })  # fmt: skip
+    return RemotingCommand.request(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": GROUP,
+            "topic": topic,
+            "queueId": str(queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(PULL_MAX_MESSAGES),
+            "sysFlag": str(sys_flag),
+            "commitOffset": str(offset),
+            "suspendTimeoutMillis": str(SUSPEND_MS),
+            "subscription": "*",
+            "subVersion": "1",
+            "expressionType": "TAG",
+        },
+    )
 
 
 def offset_request(code: int, topic: str, queue_id: int, offset: int | None) -> RemotingCommand:
@@ -224,17 +258,28 @@ def _expect(response: RemotingCommand, what: str) -> RemotingCommand:
 
 
 async def produce(
-    client: RemotingClient, addr: str, topic: str, shape: Shape, first: int, *, echo: bool,
-    send_ms: list[float], receive_ms: list[float],
-) -> None:  # fmt: skip
+    client: RemotingClient,
+    addr: str,
+    topic: str,
+    shape: Shape,
+    first: int,
+    *,
+    echo: bool,
+    send_ms: list[float],
+    receive_ms: list[float],
+) -> None:
     """Send messages ``first``, ``first + producers``, ... one at a time."""
     padding = os.urandom(shape.body_bytes - STAMP.size)
     for index in range(first, shape.messages, shape.producers):
         sent_ns = time.perf_counter_ns()
         request = build_send_request(
-            topic, STAMP.pack(index, sent_ns) + padding, queue_id=index % shape.queues,
-            producer_group=PRODUCER_GROUP, tags=None, born_timestamp_ms=time.time_ns() // 1_000_000,
-        )  # fmt: skip
+            topic,
+            STAMP.pack(index, sent_ns) + padding,
+            queue_id=index % shape.queues,
+            producer_group=PRODUCER_GROUP,
+            tags=None,
+            born_timestamp_ms=time.time_ns() // 1_000_000,
+        )
         response = await client.invoke(addr, request, SEND_TIMEOUT_S)
         done_ms = (time.perf_counter_ns() - sent_ns) / 1e6
         send_ms.append(done_ms)
@@ -245,8 +290,15 @@ async def produce(
             _expect(response, "SEND_MESSAGE")
 
 
-async def consume(client: RemotingClient, addr: str, topic: str, queue_id: int, expected: int,
-                  receive_ms: list[float], batches: list[int]) -> int:  # fmt: skip
+async def consume(
+    client: RemotingClient,
+    addr: str,
+    topic: str,
+    queue_id: int,
+    expected: int,
+    receive_ms: list[float],
+    batches: list[int],
+) -> int:
     """Long-poll one queue until ``expected`` messages came; commit; return the offset.
 
     ``batches`` gets the number of messages of every answer that had some."""
@@ -292,11 +344,21 @@ async def drive(addr: str, topic: str, shape: Shape, *, echo: bool) -> RunResult
             ]
             await asyncio.sleep(0.2)  # every consumer's first pull is held by the broker
         start_s = time.perf_counter()
-        await asyncio.gather(*(
-            produce(producers, addr, topic, shape, first, echo=echo, send_ms=send_ms,
-                    receive_ms=receive_ms)
-            for first in range(shape.producers)
-        ))  # fmt: skip
+        await asyncio.gather(
+            *(
+                produce(
+                    producers,
+                    addr,
+                    topic,
+                    shape,
+                    first,
+                    echo=echo,
+                    send_ms=send_ms,
+                    receive_ms=receive_ms,
+                )
+                for first in range(shape.producers)
+            )
+        )
         offsets = await asyncio.gather(*tasks)
         wall_s = time.perf_counter() - start_s
         committed = shape.messages
@@ -315,12 +377,20 @@ async def drive(addr: str, topic: str, shape: Shape, *, echo: bool) -> RunResult
         await asyncio.gather(*tasks, return_exceptions=True)
         await producers.close()
         await consumers.close()
-    return RunResult(ECHO if echo else BROKER, shape.messages, wall_s, send_ms, receive_ms,
-                     committed=committed, pulls=len(batches))  # fmt: skip
+    return RunResult(
+        ECHO if echo else BROKER,
+        shape.messages,
+        wall_s,
+        send_ms,
+        receive_ms,
+        committed=committed,
+        pulls=len(batches),
+    )
 
 
-async def warm_then_measure(addr: str, shape: Shape, *, echo: bool,
-                            servers: dict[str, int]) -> RunResult:  # fmt: skip
+async def warm_then_measure(
+    addr: str, shape: Shape, *, echo: bool, servers: dict[str, int]
+) -> RunResult:
     """A warm-up run on its own topic, then the measured run, with the CPU seconds
     each of ``servers`` (name: pid), its main thread (the event loop) and this
     process spent in the measured run."""
@@ -427,8 +497,9 @@ def report(shape: Shape, role: str, echo: RunResult, broker: RunResult, slave_la
     _util.print_table(
         f"consume: {shape.messages} x {shape.body_bytes} B, {shape.producers} producers, "
         f"{shape.queues} queues ({role} + slave)",
-        ["measure", BROKER, ECHO, "ratio broker / echo"], rows,
-    )  # fmt: skip
+        ["measure", BROKER, ECHO, "ratio broker / echo"],
+        rows,
+    )
     per_pull = broker.messages / broker.pulls if broker.pulls else 0.0
     print(
         f"\nwall: broker {broker.wall_s:.2f} s, echo {echo.wall_s:.2f} s; {broker.pulls} pull "
@@ -437,14 +508,25 @@ def report(shape: Shape, role: str, echo: RunResult, broker: RunResult, slave_la
     )
     broker_rate, echo_rate = broker.messages_per_s, echo.messages_per_s
     summary = {
-        "shape": dataclasses.asdict(shape), "role": role, "broker": broker.summary(),
-        "echo": echo.summary(), "slave_lag_bytes": slave_lag,
+        "shape": dataclasses.asdict(shape),
+        "role": role,
+        "broker": broker.summary(),
+        "echo": echo.summary(),
+        "slave_lag_bytes": slave_lag,
         "ratio_messages_per_s": round(_ratio(broker_rate, echo_rate), 4),
-        "ratio_receive_p50": round(_ratio(_util.percentile(broker.receive_ms, 0.5),
-                                          _util.percentile(echo.receive_ms, 0.5)), 3),
-        "ratio_receive_p99": round(_ratio(_util.percentile(broker.receive_ms, 0.99),
-                                          _util.percentile(echo.receive_ms, 0.99)), 3),
-    }  # fmt: skip
+        "ratio_receive_p50": round(
+            _ratio(
+                _util.percentile(broker.receive_ms, 0.5), _util.percentile(echo.receive_ms, 0.5)
+            ),
+            3,
+        ),
+        "ratio_receive_p99": round(
+            _ratio(
+                _util.percentile(broker.receive_ms, 0.99), _util.percentile(echo.receive_ms, 0.99)
+            ),
+            3,
+        ),
+    }
     print(json.dumps(summary))
 
 
@@ -467,9 +549,11 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.messages, args.queues, args.producers) < 1:
         parser.error("--messages, --queues and --producers must be positive")
     shape = Shape(args.messages, args.body_bytes, args.queues, args.producers)
-    print(f"# bench/consume.py --messages {shape.messages} --body-bytes {shape.body_bytes} "
-          f"--queues {shape.queues} --producers {shape.producers} --role {args.role}\n"
-          f"{_util.machine_notes()}")  # fmt: skip
+    print(
+        f"# bench/consume.py --messages {shape.messages} --body-bytes {shape.body_bytes} "
+        f"--queues {shape.queues} --producers {shape.producers} --role {args.role}\n"
+        f"{_util.machine_notes()}"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-consume-") as tmp:
         workdir = Path(tmp)
         echo = run_echo(workdir, shape)

@@ -40,13 +40,21 @@ ROUND_TIMEOUT_S = 60.0
 free_port = _util.free_port
 
 
-def start_gateways(root: Path, args: argparse.Namespace) -> list[tuple[subprocess.Popen[bytes],
-                                                                        str]]:
+def start_gateways(
+    root: Path, args: argparse.Namespace
+) -> list[tuple[subprocess.Popen[bytes], str]]:
     """3 raft gateways; (process, remoting address) each, once ready."""
-    gateways = _util.start_gateways(root, "raft", nodes=NODES, args=(
-        "--scan-interval-ms", str(args.scan_interval_ms),
-        "--skew-allowance-ms", str(args.skew_allowance_ms),
-    ))  # fmt: skip
+    gateways = _util.start_gateways(
+        root,
+        "raft",
+        nodes=NODES,
+        args=(
+            "--scan-interval-ms",
+            str(args.scan_interval_ms),
+            "--skew-allowance-ms",
+            str(args.skew_allowance_ms),
+        ),
+    )
     return [(gateway.proc, gateway.addr) for gateway in gateways]
 
 
@@ -81,11 +89,17 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     root = Path(tempfile.mkdtemp(prefix="bench-failover-"))
     gateways = start_gateways(root, args)
     namesrv = tuple(addr for _, addr in gateways)
-    settings = {"fast_heartbeat": "true", "heartbeat_interval_ms": "1000",
-                "heartbeat_timeout_ms": str(args.heartbeat_timeout_ms), "raft_failover": "true",
-                "haSecretFile": str(ha_secret(root))}
-    specs = {i: BrokerSpec(BROKER_NAME, i, free_port(), free_port(), namesrv,
-                           settings=dict(settings)) for i in (0, 1)}  # fmt: skip
+    settings = {
+        "fast_heartbeat": "true",
+        "heartbeat_interval_ms": "1000",
+        "heartbeat_timeout_ms": str(args.heartbeat_timeout_ms),
+        "raft_failover": "true",
+        "haSecretFile": str(ha_secret(root)),
+    }
+    specs = {
+        i: BrokerSpec(BROKER_NAME, i, free_port(), free_port(), namesrv, settings=dict(settings))
+        for i in (0, 1)
+    }
     times_s: list[float] = []
     try:
         for spec in specs.values():
@@ -100,12 +114,14 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                 raise SystemExit(f"round {round_no}: no failover within {ROUND_TIMEOUT_S} s")
             elapsed = time.monotonic() - killed_at
             times_s.append(elapsed)
-            print(f"round {round_no}: every node names {slave.addr} as master after "
-                  f"{elapsed:.2f} s")
+            print(
+                f"round {round_no}: every node names {slave.addr} as master after {elapsed:.2f} s"
+            )
             broker_control.restart_broker(root, master.label)
             following = master
-            wait_for(lambda f=following: broker_control.runtime_info(f.addr).get("haConnected")
-                     == "true")
+            wait_for(
+                lambda f=following: broker_control.runtime_info(f.addr).get("haConnected") == "true"
+            )
             master, slave = slave, master
     finally:
         for label in (s.label for s in specs.values()):
@@ -133,8 +149,10 @@ def main() -> None:
     parser.add_argument("--skew-allowance-ms", type=int, default=1000)
     parser.add_argument("--scan-interval-ms", type=int, default=1000)
     result = run(parser.parse_args())
-    print(f"failover: min {result['min_s']} s, median {result['median_s']} s, "
-          f"max {result['max_s']} s over {result['rounds']} rounds")
+    print(
+        f"failover: min {result['min_s']} s, median {result['median_s']} s, "
+        f"max {result['max_s']} s over {result['rounds']} rounds"
+    )
     print(json.dumps(result))
 
 

@@ -97,9 +97,11 @@ def _filled(prefix: str, unit: str, suffix: str, size: int) -> str:
 def _value_header(unit: str, size: int) -> str:
     """A real header shape whose one ext field value is made of ``unit``."""
     return _filled(
-        '{"code":100,"extFields":{"key":"k","namespace":"ns","value":"', unit,
-        '"},"flag":0,"language":"JAVA","opaque":1,"version":479}', size,
-    )  # fmt: skip
+        '{"code":100,"extFields":{"key":"k","namespace":"ns","value":"',
+        unit,
+        '"},"flag":0,"language":"JAVA","opaque":1,"version":479}',
+        size,
+    )
 
 
 def _structured(units: list[str], size: int) -> str:
@@ -261,9 +263,11 @@ def print_report(report: Report) -> None:
     _util.print_table(
         f"one body through fastjson.loads ({report.scale})",
         ["body", "bytes", "best ms", "median ms", "peak MiB (tracemalloc)", "outcome"],
-        [(r.name, r.input_bytes, r.best_ms, r.median_ms, r.peak_mib, r.outcome)
-         for r in report.bodies],
-    )  # fmt: skip
+        [
+            (r.name, r.input_bytes, r.best_ms, r.median_ms, r.peak_mib, r.outcome)
+            for r in report.bodies
+        ],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,6 +104,7 @@ def payload_bytes() -> int:
 
 BENCH_CLUSTER_SECRET = _util.BENCH_CLUSTER_SECRET
 
+
 class _RawNode:
     """The raw PySyncObj baseline: a no-op replicated method, default config."""
 
@@ -140,8 +141,12 @@ class _RawNode:
     def status(self) -> dict[str, Any]:
         raw = self.sync.getStatus()
         leader = raw.get("leader")
-        return {"state": {2: "leader"}.get(raw["state"], "other"), "leader": leader and leader.id,
-                "cpu_s": time.process_time(), "entries": 0}  # fmt: skip
+        return {
+            "state": {2: "leader"}.get(raw["state"], "other"),
+            "leader": leader and leader.id,
+            "cpu_s": time.process_time(),
+            "entries": 0,
+        }
 
 
 class _ReplicatorNode:
@@ -162,8 +167,13 @@ class _ReplicatorNode:
 
     def status(self) -> dict[str, Any]:
         status = self.replicator.status()
-        return {"state": status.state, "leader": status.leader, "alarms": list(status.alarms),
-                "cpu_s": time.process_time(), "entries": status.commit_index}  # fmt: skip
+        return {
+            "state": status.state,
+            "leader": status.leader,
+            "alarms": list(status.alarms),
+            "cpu_s": time.process_time(),
+            "entries": status.commit_index,
+        }
 
 
 async def _load(
@@ -205,9 +215,13 @@ async def _serve(args: argparse.Namespace) -> None:
         from raftstore.raft import RaftReplicator, RaftSettings
 
         replicator = RaftReplicator(
-            args.addr, args.addr, peers, Path(args.data_dir),
-            settings=RaftSettings(**json.loads(args.settings)), secret=BENCH_CLUSTER_SECRET,
-        )  # fmt: skip
+            args.addr,
+            args.addr,
+            peers,
+            Path(args.data_dir),
+            settings=RaftSettings(**json.loads(args.settings)),
+            secret=BENCH_CLUSTER_SECRET,
+        )
         await replicator.start()
         node = _ReplicatorNode(replicator)
     loop = asyncio.get_running_loop()
@@ -238,9 +252,22 @@ class Node:
     """One ``--serve`` subprocess."""
 
     def __init__(self, kind: str, addr: str, peers: Sequence[str], folder: Path, settings: str):
-        argv = [sys.executable, "-m", "bench.raft_write", "--serve", "--kind", kind, "--addr", addr,
-                "--peers", ",".join(peers), "--data-dir", str(folder),
-                "--settings", settings]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "bench.raft_write",
+            "--serve",
+            "--kind",
+            kind,
+            "--addr",
+            addr,
+            "--peers",
+            ",".join(peers),
+            "--data-dir",
+            str(folder),
+            "--settings",
+            settings,
+        ]
         self.addr = addr
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
@@ -299,7 +326,12 @@ def _failover(nodes: list[Node], leader: Node, round_: int) -> float:
 
 
 def run_config(
-    name: str, kind: str, settings: dict[str, Any], light: int, heavy: int, root: Path,
+    name: str,
+    kind: str,
+    settings: dict[str, Any],
+    light: int,
+    heavy: int,
+    root: Path,
     kills: int = 1,
 ) -> dict[str, Any]:
     """Start 3 nodes, measure light and heavy load on the leader, then ``kills``
@@ -335,13 +367,20 @@ def run_config(
             if kill + 1 < kills:
                 # The killed node comes back on its data dir (as a follower).
                 index = nodes.index(leader)
-                nodes[index] = Node(kind, leader.addr, addrs, root / name / f"n{index}",
-                                    json.dumps(settings))  # fmt: skip
+                nodes[index] = Node(
+                    kind, leader.addr, addrs, root / name / f"n{index}", json.dumps(settings)
+                )
                 nodes[index].wait_ready()
         failover_s = statistics.median(failovers) if failovers else float("nan")
-        return {"name": name, "light": quiet, "heavy": loaded, "spread": spread,
-                "failover_s": failover_s, "failovers_s": failovers,
-                "alarms": alarms}  # fmt: skip
+        return {
+            "name": name,
+            "light": quiet,
+            "heavy": loaded,
+            "spread": spread,
+            "failover_s": failover_s,
+            "failovers_s": failovers,
+            "alarms": alarms,
+        }
     finally:
         for node in nodes:
             if node.proc.poll() is None:
@@ -354,8 +393,13 @@ def _spread_load(nodes: list[Node], count: int) -> dict[str, Any]:
     share = count // len(nodes)
     began = time.monotonic()
     for i, node in enumerate(nodes):
-        node.tell(op="load", start=200_000 + i * share, count=share,
-                  concurrency=HEAVY_CONCURRENCY // len(nodes), keep=True)  # fmt: skip
+        node.tell(
+            op="load",
+            start=200_000 + i * share,
+            count=share,
+            concurrency=HEAVY_CONCURRENCY // len(nodes),
+            keep=True,
+        )
     replies = [node.reply() for node in nodes]
     elapsed = time.monotonic() - began
     latencies = [x for r in replies for x in r["latencies"]]
@@ -379,13 +423,27 @@ def run_etcd(light: int, heavy: int, root: Path) -> dict[str, Any] | None:
     initial = ",".join(f"e{i}=http://127.0.0.1:{p}" for i, (_, p) in enumerate(peers))
     procs = []
     for i, (client, peer) in enumerate(peers):
-        argv = [etcd, "--name", f"e{i}", "--data-dir", str(root / "etcd" / f"e{i}"),
-                "--listen-client-urls", f"http://127.0.0.1:{client}",
-                "--advertise-client-urls", f"http://127.0.0.1:{client}",
-                "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-                "--initial-cluster", initial, "--initial-cluster-state", "new",
-                "--log-level", "error"]  # fmt: skip
+        argv = [
+            etcd,
+            "--name",
+            f"e{i}",
+            "--data-dir",
+            str(root / "etcd" / f"e{i}"),
+            "--listen-client-urls",
+            f"http://127.0.0.1:{client}",
+            "--advertise-client-urls",
+            f"http://127.0.0.1:{client}",
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-cluster",
+            initial,
+            "--initial-cluster-state",
+            "new",
+            "--log-level",
+            "error",
+        ]
         procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
         port = peers[0][0]
@@ -421,13 +479,21 @@ def run_etcd(light: int, heavy: int, root: Path) -> dict[str, Any] | None:
         elapsed = time.perf_counter() - began
         return {
             "name": "etcd",
-            "light": {"per_s": light / (sum(quiet) / 1000), "p50_ms": _util.percentile(quiet, 0.5),
-                      "p99_ms": _util.percentile(quiet, 0.99), "errors": 0},
-            "heavy": {"per_s": heavy / elapsed, "p50_ms": _util.percentile(loaded, 0.5),
-                      "p99_ms": _util.percentile(loaded, 0.99), "errors": 0},
+            "light": {
+                "per_s": light / (sum(quiet) / 1000),
+                "p50_ms": _util.percentile(quiet, 0.5),
+                "p99_ms": _util.percentile(quiet, 0.99),
+                "errors": 0,
+            },
+            "heavy": {
+                "per_s": heavy / elapsed,
+                "p50_ms": _util.percentile(loaded, 0.5),
+                "p99_ms": _util.percentile(loaded, 0.99),
+                "errors": 0,
+            },
             "failover_s": float("nan"),
             "alarms": [],
-        }  # fmt: skip
+        }
     finally:
         for proc in procs:
             proc.kill()
@@ -454,8 +520,12 @@ def main() -> None:
     parser.add_argument("--light", type=int, default=200, help="sequential proposals")
     parser.add_argument("--heavy", type=int, default=20000, help="proposals, 256 in flight")
     parser.add_argument("--no-etcd", action="store_true")
-    parser.add_argument("--kills", type=int, default=5,
-                        help="leader SIGKILLs per config; the failover column is their median")
+    parser.add_argument(
+        "--kills",
+        type=int,
+        default=5,
+        help="leader SIGKILLs per config; the failover column is their median",
+    )
     parser.add_argument(
         "--configs",
         default="tuned,no-group-commit,pysyncobj-defaults,raw-pysyncobj",
@@ -480,38 +550,68 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown configs {unknown}; choose from {sorted(configs)}")
         results = [
-            run_config(name, configs[name][0], configs[name][1], args.light, args.heavy, root,
-                       1 if configs[name][0] == "raw" else args.kills)
+            run_config(
+                name,
+                configs[name][0],
+                configs[name][1],
+                args.light,
+                args.heavy,
+                root,
+                1 if configs[name][0] == "raw" else args.kills,
+            )
             for name in chosen
         ]
         etcd = None if args.no_etcd else run_etcd(args.light, args.heavy, root)
         if etcd is not None:
             results.append(etcd)
     rows = [
-        [r["name"], f"{r['heavy']['per_s']:.0f}", f"{r['heavy']['p50_ms']:.1f}",
-         f"{r['heavy']['p99_ms']:.1f}", f"{r['light']['p50_ms']:.1f}",
-         f"{r['light']['p99_ms']:.1f}", f"{r['failover_s']:.2f}",
-         _spread(r, "per_s", ".0f"), _spread(r, "p50_ms", ".1f"), _spread(r, "p99_ms", ".1f"),
-         r["heavy"]["errors"] + r["light"]["errors"] + r.get("spread", {}).get("errors", 0),
-         len(r["alarms"]),
-         _fmt(r["heavy"].get("per_entry"), ".1f"), _fmt(r["heavy"].get("leader_cpu"), ".2f"),
-         _fmt(r["heavy"].get("followers_cpu"), ".2f")]
+        [
+            r["name"],
+            f"{r['heavy']['per_s']:.0f}",
+            f"{r['heavy']['p50_ms']:.1f}",
+            f"{r['heavy']['p99_ms']:.1f}",
+            f"{r['light']['p50_ms']:.1f}",
+            f"{r['light']['p99_ms']:.1f}",
+            f"{r['failover_s']:.2f}",
+            _spread(r, "per_s", ".0f"),
+            _spread(r, "p50_ms", ".1f"),
+            _spread(r, "p99_ms", ".1f"),
+            r["heavy"]["errors"] + r["light"]["errors"] + r.get("spread", {}).get("errors", 0),
+            len(r["alarms"]),
+            _fmt(r["heavy"].get("per_entry"), ".1f"),
+            _fmt(r["heavy"].get("leader_cpu"), ".2f"),
+            _fmt(r["heavy"].get("followers_cpu"), ".2f"),
+        ]
         for r in results
-    ]  # fmt: skip
+    ]
     _util.print_table(
         "3 nodes, loopback",
-        ["config", "writes/s (256 in flight)", "p50 ms", "p99 ms", "light p50 ms",
-         "light p99 ms", "failover s", "spread writes/s", "spread p50 ms", "spread p99 ms",
-         "errors", "alarms", "commands per log entry",
-         "leader CPU (cores)", "followers CPU (cores)"],
+        [
+            "config",
+            "writes/s (256 in flight)",
+            "p50 ms",
+            "p99 ms",
+            "light p50 ms",
+            "light p99 ms",
+            "failover s",
+            "spread writes/s",
+            "spread p50 ms",
+            "spread p99 ms",
+            "errors",
+            "alarms",
+            "commands per log entry",
+            "leader CPU (cores)",
+            "followers CPU (cores)",
+        ],
         rows,
-    )  # fmt: skip
+    )
     for r in results:
         kills = r.get("failovers_s") or []
         if len(kills) > 1:
-            print(f"{r['name']}: leader SIGKILL to the first acknowledged write, median "
-                  f"{r['failover_s']:.2f} s of {len(kills)}: "
-                  + ", ".join(f"{k:.2f}" for k in kills))
+            print(
+                f"{r['name']}: leader SIGKILL to the first acknowledged write, median "
+                f"{r['failover_s']:.2f} s of {len(kills)}: " + ", ".join(f"{k:.2f}" for k in kills)
+            )
     etcd_row = next((r for r in results if r["name"] == "etcd"), None)
     if etcd_row is not None and results[0] is not etcd_row:
         ratio = results[0]["light"]["p50_ms"] / etcd_row["light"]["p50_ms"]

@@ -164,9 +164,19 @@ def start_gateway(workdir: Path) -> ServerProcess:
         "NAMESRV_IDLE_TIMEOUT_S": str(BENCH_IDLE_TIMEOUT_S),
     }
     command = [
-        sys.executable, "manage.py", "run_gateway", "--node", "n1", "--port", "0",
-        "--internal-port", "0", "--ready-file", str(ready_file), "--migrate",
-    ]  # fmt: skip
+        sys.executable,
+        "manage.py",
+        "run_gateway",
+        "--node",
+        "n1",
+        "--port",
+        "0",
+        "--internal-port",
+        "0",
+        "--ready-file",
+        str(ready_file),
+        "--migrate",
+    ]
     with log_file.open("ab") as log:
         proc = subprocess.Popen(command, cwd=_util.REPO_ROOT, env=env, stdout=log, stderr=log)
     info = _wait_ready(proc, ready_file, log_file)
@@ -180,9 +190,15 @@ def start_bare_server(workdir: Path, body: bytes) -> ServerProcess:
     ready_file = workdir / "bare.ready"
     log_file = workdir / "bare.log"
     command = [
-        sys.executable, "-m", "bench.route_query", "--serve-bare",
-        "--body-file", str(body_file), "--ready-file", str(ready_file),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "bench.route_query",
+        "--serve-bare",
+        "--body-file",
+        str(body_file),
+        "--ready-file",
+        str(ready_file),
+    ]
     with log_file.open("ab") as log:
         proc = subprocess.Popen(command, cwd=_util.REPO_ROOT, stdout=log, stderr=log)
     info = _wait_ready(proc, ready_file, log_file)
@@ -450,9 +466,12 @@ async def paced_cpu(
     await asyncio.sleep(max(0.0, start + window_s - time.perf_counter()))
     wall_s = time.perf_counter() - start
     return CpuResult(
-        f"real rate: {rate_per_s:.1f} registrations/s for {wall_s:.1f} s", count, wall_s,
-        server.cpu_s() - start_cpu, server.loop_cpu_s() - start_loop,
-    )  # fmt: skip
+        f"real rate: {rate_per_s:.1f} registrations/s for {wall_s:.1f} s",
+        count,
+        wall_s,
+        server.cpu_s() - start_cpu,
+        server.loop_cpu_s() - start_loop,
+    )
 
 
 async def idle_cpu_rate(server: ServerProcess, sample_s: float, quiet_s: float) -> float:
@@ -624,9 +643,7 @@ async def run(
     cpu: list[CpuResult] = []
     body_bytes, setup_s, idle = 0, 0.0, 0.0
     if "query" in phases:
-        loads, body_bytes, setup_s = await query_run(
-            scale, connections, depths, workdir / "query"
-        )
+        loads, body_bytes, setup_s = await query_run(scale, connections, depths, workdir / "query")
     if "heartbeat" in phases:
         cpu, idle, mixed = await heartbeat_run(scale, connections, workdir / "heartbeat")
         loads.extend(mixed)
@@ -659,19 +676,47 @@ def print_report(report: Report) -> None:
     """Markdown tables of a report."""
     _util.print_table(
         f"route queries ({report.scale}; route body {report.route_body_bytes} bytes)",
-        ["server", "conns", "depth", "round", "QPS", "p50 ms", "p99 ms", "errors",
-         "server CPU", "load-gen CPU"],
-        [(r.server, r.connections, r.depth, r.round, r.qps, r.p50_ms, r.p99_ms, r.errors,
-          f"{r.server_core_fraction:.0%}", f"{r.client_core_fraction:.0%}")
-         for r in report.loads],
-    )  # fmt: skip
+        [
+            "server",
+            "conns",
+            "depth",
+            "round",
+            "QPS",
+            "p50 ms",
+            "p99 ms",
+            "errors",
+            "server CPU",
+            "load-gen CPU",
+        ],
+        [
+            (
+                r.server,
+                r.connections,
+                r.depth,
+                r.round,
+                r.qps,
+                r.p50_ms,
+                r.p99_ms,
+                r.errors,
+                f"{r.server_core_fraction:.0%}",
+                f"{r.client_core_fraction:.0%}",
+            )
+            for r in report.loads
+        ],
+    )
     _util.print_table(
         "gateway QPS / bare asyncio QPS (same run; each round back to back)",
         ["depth", "per round", "median", f"target >= {TARGET_RATIO:.0%}"],
-        [(d, " ".join(f"{r:.0%}" for r in ratios), f"{_util.median(ratios):.0%}",
-          "met" if _util.median(ratios) >= TARGET_RATIO else "MISSED")
-         for d, ratios in _ratios(report.loads)],
-    )  # fmt: skip
+        [
+            (
+                d,
+                " ".join(f"{r:.0%}" for r in ratios),
+                f"{_util.median(ratios):.0%}",
+                "met" if _util.median(ratios) >= TARGET_RATIO else "MISSED",
+            )
+            for d, ratios in _ratios(report.loads)
+        ],
+    )
     heartbeat_ratio = _heartbeat_ratio(report.loads)
     if heartbeat_ratio is not None:
         print(
@@ -681,10 +726,17 @@ def print_report(report: Report) -> None:
     _util.print_table(
         f"heartbeat CPU of the gateway (idle {report.idle_cpu_per_s:.2%} of a core removed "
         "from bursts)",
-        ["window", "registrations", "wall s", "gateway CPU s", "of which event loop s",
-         "share of one core", f"target < {TARGET_CORE_FRACTION:.0%}"],
+        [
+            "window",
+            "registrations",
+            "wall s",
+            "gateway CPU s",
+            "of which event loop s",
+            "share of one core",
+            f"target < {TARGET_CORE_FRACTION:.0%}",
+        ],
         [_cpu_row(c) for c in report.cpu],
-    )  # fmt: skip
+    )
     print(f"\nsetup: {report.setup_register_s:.1f} s to register the query brokers")
 
 

@@ -87,12 +87,17 @@ def cluster(
 ) -> Iterator[list[_util.BenchGateway]]:
     """Three gateways of ``mode`` (with read fronts if ``front``), ready; stopped afterwards."""
     args = ("--read-front",) if front else ("--no-read-front",)
-    gateways = _util.start_gateways(root, mode, args=args, env={
-        "NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET,
-        # The setup connection stays idle between phases; in eventual mode its close
-        # would unregister the read topic's broker.
-        "NAMESRV_IDLE_TIMEOUT_S": "3600",
-    })  # fmt: skip
+    gateways = _util.start_gateways(
+        root,
+        mode,
+        args=args,
+        env={
+            "NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET,
+            # The setup connection stays idle between phases; in eventual mode its close
+            # would unregister the read topic's broker.
+            "NAMESRV_IDLE_TIMEOUT_S": "3600",
+        },
+    )
     profiler = None
     try:
         if profile is not None:
@@ -119,9 +124,22 @@ def start_profiler(gateway: _util.BenchGateway, out: Path) -> subprocess.Popen[b
         print("py-spy is not installed: no profile")
         return None
     out.parent.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([spy, "record", "--pid", str(gateway.proc.pid), "--threads",
-                             "--idle", "--format", "raw", "--output", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.Popen(
+        [
+            spy,
+            "record",
+            "--pid",
+            str(gateway.proc.pid),
+            "--threads",
+            "--idle",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def terms(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
@@ -141,8 +159,9 @@ async def statuses(gateways: Sequence[_util.BenchGateway]) -> dict[str, dict[str
     client = RemotingClient()
     try:
         for gateway in gateways:
-            request = RemotingCommand.request(int(InternalCode.NODE_STATUS),
-                                              {"secret": INTERNAL_SECRET})  # fmt: skip
+            request = RemotingCommand.request(
+                int(InternalCode.NODE_STATUS), {"secret": INTERNAL_SECRET}
+            )
             answer = await client.invoke(f"127.0.0.1:{gateway.internal_port}", request, 5.0)
             ok = answer.code == ResponseCode.SUCCESS
             found[gateway.node_id] = json.loads(answer.body or b"{}") if ok else {}
@@ -154,8 +173,9 @@ async def statuses(gateways: Sequence[_util.BenchGateway]) -> dict[str, dict[str
 # ------------------------------------------------------------------- the registrar
 
 
-def registration(index: int, topics_per_broker: int, counter: int,
-                 shared: bool = False) -> RemotingCommand:  # fmt: skip
+def registration(
+    index: int, topics_per_broker: int, counter: int, shared: bool = False
+) -> RemotingCommand:
     """Storm broker ``index``'s REGISTER_BROKER with DataVersion counter ``counter``;
     ``shared``: every broker holds the same topics (``LargeTopic...``).
 
@@ -184,13 +204,15 @@ def _registration_template(
     return request, head + b'"counter":', tail
 
 
-def encoded_registration(index: int, topics_per_broker: int, counter: int,
-                         shared: bool = False) -> RemotingCommand:  # fmt: skip
+def encoded_registration(
+    index: int, topics_per_broker: int, counter: int, shared: bool = False
+) -> RemotingCommand:
     """:func:`registration` encoded from the topic table, every time."""
     if shared:
         topics = [f"LargeTopic{j:06d}" for j in range(topics_per_broker)]
-        return _util.register_request(LARGE_BROKER_INDEX_BASE + index,
-                                      _util.topic_wrapper(topics, counter=counter))  # fmt: skip
+        return _util.register_request(
+            LARGE_BROKER_INDEX_BASE + index, _util.topic_wrapper(topics, counter=counter)
+        )
     first = index * topics_per_broker
     topics = [f"StormTopic{(first + j):06d}" for j in range(topics_per_broker)]
     return _util.register_request(index, _util.topic_wrapper(topics, counter=counter))
@@ -264,9 +286,15 @@ async def open_links(addrs: Sequence[str]) -> list[BrokerLink]:
     return links
 
 
-async def registrar(addrs: Sequence[str], brokers: int, topics_per_broker: int, rate: float,
-                    in_flight: int, seconds: float,
-                    once: bool = False) -> RegistrarResult:  # fmt: skip
+async def registrar(
+    addrs: Sequence[str],
+    brokers: int,
+    topics_per_broker: int,
+    rate: float,
+    in_flight: int,
+    seconds: float,
+    once: bool = False,
+) -> RegistrarResult:
     """Offer registrations for ``seconds``: paced at ``rate``/s, or closed loop with
     ``in_flight`` outstanding when ``rate`` is 0; ``once``: each broker registers
     once (a fleet start) with the same shared topics, and the registrar stops.
@@ -332,11 +360,15 @@ async def registrar(addrs: Sequence[str], brokers: int, topics_per_broker: int, 
     for link in links:
         link.close()
     return RegistrarResult(
-        offered=state["offered"], acknowledged=len(latencies), failed=state["failed"],
-        seconds=elapsed, p50_ms=_util.percentile(latencies, 0.5) * _MS if latencies else 0.0,
+        offered=state["offered"],
+        acknowledged=len(latencies),
+        failed=state["failed"],
+        seconds=elapsed,
+        p50_ms=_util.percentile(latencies, 0.5) * _MS if latencies else 0.0,
         p99_ms=_util.percentile(latencies, 0.99) * _MS if latencies else 0.0,
-        failures=dict(reasons.most_common(5)), cpu_cores=cpu_cores,
-    )  # fmt: skip
+        failures=dict(reasons.most_common(5)),
+        cpu_cores=cpu_cores,
+    )
 
 
 # ---------------------------------------------------------------------- the reader
@@ -379,17 +411,31 @@ async def reader(addr: str, seconds: float) -> ReadResult:
         conn.close()
     await asyncio.gather(*(conn.closed for conn in connections))
     lat = stats.latencies_s
-    return ReadResult(len(lat) / elapsed, _util.percentile(lat, 0.5) * _MS,
-                      _util.percentile(lat, 0.99) * _MS, stats.errors, cpu_cores)  # fmt: skip
+    return ReadResult(
+        len(lat) / elapsed,
+        _util.percentile(lat, 0.5) * _MS,
+        _util.percentile(lat, 0.99) * _MS,
+        stats.errors,
+        cpu_cores,
+    )
 
 
 def child(role: str, **options: Any) -> subprocess.Popen[str]:
     """This module as a separate process playing ``role`` (its result: one JSON line)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "bench.storm", "--child", role, "--child-options",
-         json.dumps(options)],
-        cwd=_util.REPO_ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bench.storm",
+            "--child",
+            role,
+            "--child-options",
+            json.dumps(options),
+        ],
+        cwd=_util.REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def server_pids(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
@@ -415,8 +461,7 @@ def child_with_cpu(
     began = time.monotonic()
     result = result_of(child(role, **options))
     elapsed = time.monotonic() - began
-    cpu = {name: (_util.process_cpu_s(pid) - before[name]) / elapsed
-           for name, pid in pids.items()}  # fmt: skip
+    cpu = {name: (_util.process_cpu_s(pid) - before[name]) / elapsed for name, pid in pids.items()}
     cpu[role] = result["cpu_cores"]
     return result, cpu
 
@@ -441,9 +486,17 @@ def run_child(role: str, options: dict[str, Any]) -> None:
     if role == "reader":
         print(json.dumps(asdict(asyncio.run(reader(options["addr"], options["seconds"])))))
     else:
-        result = asyncio.run(registrar(
-            options["addrs"], options["brokers"], options["topics_per_broker"], options["rate"],
-            options["in_flight"], options["seconds"], options.get("once", False)))  # fmt: skip
+        result = asyncio.run(
+            registrar(
+                options["addrs"],
+                options["brokers"],
+                options["topics_per_broker"],
+                options["rate"],
+                options["in_flight"],
+                options["seconds"],
+                options.get("once", False),
+            )
+        )
         print(json.dumps({**asdict(result), "acked_per_s": result.acked_per_s}))
 
 
@@ -474,9 +527,12 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
             n1 = gateways[0].addr
             quiet = read_phase(gateways, n1, args.seconds)
             marks = [("quiet", loop.run_until_complete(statuses(gateways)))]
-            storm_options = dict(addrs=addrs, brokers=args.brokers,
-                                 topics_per_broker=args.topics_per_broker,
-                                 seconds=args.seconds + 2 * WARMUP_S)  # fmt: skip
+            storm_options = dict(
+                addrs=addrs,
+                brokers=args.brokers,
+                topics_per_broker=args.topics_per_broker,
+                seconds=args.seconds + 2 * WARMUP_S,
+            )
             registrar_proc = child("registrar", rate=args.rate, in_flight=0, **storm_options)
             storm_reads = read_phase(gateways, n1, args.seconds)
             storm = result_of(registrar_proc)
@@ -496,10 +552,16 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
             if args.large_brokers:
                 # A fleet start with big tables: every broker once, its whole table,
                 # through every node, while the projection (SQLite) catches up.
-                large_proc = child("registrar", rate=0, in_flight=4, addrs=addrs,
-                                   brokers=args.large_brokers,
-                                   topics_per_broker=args.large_topics, seconds=600,
-                                   once=True)  # fmt: skip
+                large_proc = child(
+                    "registrar",
+                    rate=0,
+                    in_flight=4,
+                    addrs=addrs,
+                    brokers=args.large_brokers,
+                    topics_per_broker=args.large_topics,
+                    seconds=600,
+                    once=True,
+                )
                 large_reads = read_phase(gateways, n1, args.seconds)
                 large = {"reads": large_reads, "registrar": result_of(large_proc)}
                 large_reads["cpu_cores"]["registrar"] = large["registrar"]["cpu_cores"]
@@ -514,13 +576,22 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
             terms_after = terms_of(last)
             for node, status in last.items():
                 if status.get("long_tick_gaps"):
-                    print(f"  {node}: {status['long_tick_gaps']} Raft tick gaps over 250 ms, "
-                          f"longest {status['tick_gap_max_ms']:.0f} ms", flush=True)
+                    print(
+                        f"  {node}: {status['long_tick_gaps']} Raft tick gaps over 250 ms, "
+                        f"longest {status['tick_gap_max_ms']:.0f} ms",
+                        flush=True,
+                    )
             by_phase = phase_marks(marks)
             if mode == "raft":
-                print("  by phase (all nodes): " + "; ".join(
-                    f"{phase} {m['long_tick_gaps']} gaps over 250 ms, {m['term_changes']} "
-                    f"term changes" for phase, m in by_phase.items()), flush=True)  # fmt: skip
+                print(
+                    "  by phase (all nodes): "
+                    + "; ".join(
+                        f"{phase} {m['long_tick_gaps']} gaps over 250 ms, {m['term_changes']} "
+                        f"term changes"
+                        for phase, m in by_phase.items()
+                    ),
+                    flush=True,
+                )
         finally:
             loop.run_until_complete(client.close())
             loop.close()
@@ -529,11 +600,21 @@ def run_mode(mode: str, front: bool, args: argparse.Namespace) -> dict[str, Any]
     else:
         shutil.rmtree(root, ignore_errors=True)
     elections = sum(terms_after[n] - terms_before[n] for n in terms_before)
-    return {"mode": mode, "front": front, "quiet": quiet, "storm_reads": storm_reads,
-            "storm": storm, "alone": alone,
-            "flat_reads": flat_reads, "flat": flat, "term_changes": elections,
-            "large": large, "idle_s": args.idle_s, "by_phase": by_phase,
-            "idle_term_changes": idle_changes}  # fmt: skip
+    return {
+        "mode": mode,
+        "front": front,
+        "quiet": quiet,
+        "storm_reads": storm_reads,
+        "storm": storm,
+        "alone": alone,
+        "flat_reads": flat_reads,
+        "flat": flat,
+        "term_changes": elections,
+        "large": large,
+        "idle_s": args.idle_s,
+        "by_phase": by_phase,
+        "idle_term_changes": idle_changes,
+    }
 
 
 def phase_marks(marks: list[tuple[str, dict[str, dict[str, Any]]]]) -> dict[str, Any]:
@@ -543,10 +624,12 @@ def phase_marks(marks: list[tuple[str, dict[str, dict[str, Any]]]]) -> dict[str,
     before: dict[str, dict[str, Any]] = {}
     for phase, status in marks:
         found[phase] = {
-            key: sum(int(s.get(key) or 0) - int(before.get(n, {}).get(key) or 0)
-                     for n, s in status.items())
+            key: sum(
+                int(s.get(key) or 0) - int(before.get(n, {}).get(key) or 0)
+                for n, s in status.items()
+            )
             for key in ("long_tick_gaps", "term")
-        }  # fmt: skip
+        }
         found[phase]["term_changes"] = found[phase].pop("term") if before else 0
         before = status
     return found
@@ -558,62 +641,99 @@ def phase_marks(marks: list[tuple[str, dict[str, dict[str, Any]]]]) -> dict[str,
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for r in results.values():
-        rows.append((
-            r["mode"], "on" if r["front"] else "off", f"{r['quiet']['reads_per_s']:,.0f}",
-            f"{r['storm_reads']['reads_per_s']:,.0f}",
-            f"{r['storm_reads']['p99_ms']:.1f}", f"{r['storm']['acked_per_s']:,.0f}",
-            f"{r['alone']['acked_per_s']:,.0f}", f"{r['flat']['acked_per_s']:,.0f}",
-            f"{r['flat_reads']['reads_per_s']:,.0f}",
-            f"{r['flat_reads']['p99_ms']:.1f}",
-            f"{r['large']['reads']['reads_per_s']:,.0f}" if r["large"] else "-",
-            f"{r['large']['reads']['p99_ms']:.1f}" if r["large"] else "-",
-            r["term_changes"],
-        ))  # fmt: skip
+        rows.append(
+            (
+                r["mode"],
+                "on" if r["front"] else "off",
+                f"{r['quiet']['reads_per_s']:,.0f}",
+                f"{r['storm_reads']['reads_per_s']:,.0f}",
+                f"{r['storm_reads']['p99_ms']:.1f}",
+                f"{r['storm']['acked_per_s']:,.0f}",
+                f"{r['alone']['acked_per_s']:,.0f}",
+                f"{r['flat']['acked_per_s']:,.0f}",
+                f"{r['flat_reads']['reads_per_s']:,.0f}",
+                f"{r['flat_reads']['p99_ms']:.1f}",
+                f"{r['large']['reads']['reads_per_s']:,.0f}" if r["large"] else "-",
+                f"{r['large']['reads']['p99_ms']:.1f}" if r["large"] else "-",
+                r["term_changes"],
+            )
+        )
     _util.print_table(
         f"route reads on n1 ({READ_CONNECTIONS} connections x {READ_DEPTH} in flight) during "
         f"registrations of {args.brokers} brokers x {args.topics_per_broker} topics "
         f"through {NODES} nodes; storm offered at {args.rate:g}/s",
-        ("mode", "read front", "reads/s quiet", "reads/s storm", "read p99 ms storm",
-         "regs acked/s storm", "regs acked/s alone",
-         "regs acked/s flat out", "reads/s flat out", "read p99 ms flat out",
-         "reads/s large table", "read p99 ms large table", "term changes"),
+        (
+            "mode",
+            "read front",
+            "reads/s quiet",
+            "reads/s storm",
+            "read p99 ms storm",
+            "regs acked/s storm",
+            "regs acked/s alone",
+            "regs acked/s flat out",
+            "reads/s flat out",
+            "read p99 ms flat out",
+            "reads/s large table",
+            "read p99 ms large table",
+            "term changes",
+        ),
         rows,
-    )  # fmt: skip
+    )
     for key, r in results.items():
-        phases = [("quiet", r["quiet"]), ("storm", r["storm_reads"]),
-                  ("alone", {"cpu_cores": r["alone"]["cpu_by_process"]}),
-                  ("flat out", r["flat_reads"])]  # fmt: skip
+        phases = [
+            ("quiet", r["quiet"]),
+            ("storm", r["storm_reads"]),
+            ("alone", {"cpu_cores": r["alone"]["cpu_by_process"]}),
+            ("flat out", r["flat_reads"]),
+        ]
         if r["large"]:
             phases.append(("large table", r["large"]["reads"]))
         names = list(dict.fromkeys(n for _, p in phases for n in p["cpu_cores"]))
         _util.print_table(
             f"{key}: CPU by process (cores, over each reader run; alone: the registrar's)",
             ("phase", *names, "total"),
-            [(phase, *(f"{p['cpu_cores'].get(n, 0.0):.2f}" for n in names),
-              f"{sum(p['cpu_cores'].values()):.2f}") for phase, p in phases],
-        )  # fmt: skip
-    summary: dict[str, Any] = {"bench": "storm", "rate": args.rate, "brokers": args.brokers,
-                               "topics_per_broker": args.topics_per_broker,
-                               "seconds": args.seconds, "results": results}  # fmt: skip
+            [
+                (
+                    phase,
+                    *(f"{p['cpu_cores'].get(n, 0.0):.2f}" for n in names),
+                    f"{sum(p['cpu_cores'].values()):.2f}",
+                )
+                for phase, p in phases
+            ],
+        )
+    summary: dict[str, Any] = {
+        "bench": "storm",
+        "rate": args.rate,
+        "brokers": args.brokers,
+        "topics_per_broker": args.topics_per_broker,
+        "seconds": args.seconds,
+        "results": results,
+    }
     for front in ("off", "on"):
         raft, eventual = results.get(f"raft/{front}"), results.get(f"eventual/{front}")
         if raft is None or eventual is None:
             continue
         ratio = raft["storm_reads"]["reads_per_s"] / eventual["storm_reads"]["reads_per_s"]
         summary[f"raft_over_eventual_storm_reads_front_{front}"] = round(ratio, 3)
-        print(f"read front {front}: raft / eventual reads during the storm: {ratio:.2f}x "
-              f"(target >= {TARGET_READ_RATIO}); read p99 target < {TARGET_P99_MS} ms")
+        print(
+            f"read front {front}: raft / eventual reads during the storm: {ratio:.2f}x "
+            f"(target >= {TARGET_READ_RATIO}); read p99 target < {TARGET_P99_MS} ms"
+        )
     for mode, r in results.items():
         alone = r["alone"]
-        print(f"{mode}: heavy registrations alone: {alone['acked_per_s']:,.0f}/s acknowledged "
-              f"(target >= {TARGET_HEAVY_PER_S:,}), p50 {alone['p50_ms']:.0f} ms, p99 "
-              f"{alone['p99_ms']:.0f} ms, {alone['failed']} failed, registrar "
-              f"{alone['cpu_cores']:.2f} cores")  # fmt: skip
+        print(
+            f"{mode}: heavy registrations alone: {alone['acked_per_s']:,.0f}/s acknowledged "
+            f"(target >= {TARGET_HEAVY_PER_S:,}), p50 {alone['p50_ms']:.0f} ms, p99 "
+            f"{alone['p99_ms']:.0f} ms, {alone['failed']} failed, registrar "
+            f"{alone['cpu_cores']:.2f} cores"
+        )
         if r["large"]:
             reg = r["large"]["registrar"]
-            print(f"{mode}: large table: {args.large_brokers} brokers x {args.large_topics} "
-                  f"shared topics registered through every node in {reg['seconds']:.1f} s "
-                  f"({reg['acknowledged']} acknowledged, {reg['failed']} failed)")
+            print(
+                f"{mode}: large table: {args.large_brokers} brokers x {args.large_topics} "
+                f"shared topics registered through every node in {reg['seconds']:.1f} s "
+                f"({reg['acknowledged']} acknowledged, {reg['failed']} failed)"
+            )
         if r["idle_s"]:
             print(f"{mode}: {r['idle_term_changes']} term changes in {r['idle_s']:.0f} s idle")
     print(_util.machine_notes())
@@ -627,17 +747,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--brokers", type=int, default=300)
     parser.add_argument("--topics-per-broker", type=int, default=100)
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--read-front", choices=("on", "off", "both"), default="both",
-                        help="run the gateways with read fronts, without, or both in turn")
+    parser.add_argument(
+        "--read-front",
+        choices=("on", "off", "both"),
+        default="both",
+        help="run the gateways with read fronts, without, or both in turn",
+    )
     parser.add_argument("--profile", type=Path, default=None)
-    parser.add_argument("--keep", action="store_true",
-                        help="keep each cluster's folder (gateway logs, databases)")
-    parser.add_argument("--large-brokers", type=int, default=20,
-                        help="then this many brokers register once with --large-topics each "
-                             "(0: skip); reads are measured meanwhile")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep each cluster's folder (gateway logs, databases)"
+    )
+    parser.add_argument(
+        "--large-brokers",
+        type=int,
+        default=20,
+        help="then this many brokers register once with --large-topics each "
+        "(0: skip); reads are measured meanwhile",
+    )
     parser.add_argument("--large-topics", type=int, default=5000)
-    parser.add_argument("--idle-s", type=float, default=0.0,
-                        help="then stay idle this long and count term changes (raft)")
+    parser.add_argument(
+        "--idle-s",
+        type=float,
+        default=0.0,
+        help="then stay idle this long and count term changes (raft)",
+    )
     parser.add_argument("--child", choices=("reader", "registrar"), help=argparse.SUPPRESS)
     parser.add_argument("--child-options", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -649,8 +782,11 @@ def main(argv: list[str] | None = None) -> None:
     for front in fronts:
         for mode in args.modes.split(","):
             key = f"{mode}/{'on' if front else 'off'}"
-            print(f"{key}: 3 gateways (read front {'on' if front else 'off'}), quiet reads, "
-                  f"storm at {args.rate:g}/s, flat out ...", flush=True)  # fmt: skip
+            print(
+                f"{key}: 3 gateways (read front {'on' if front else 'off'}), quiet reads, "
+                f"storm at {args.rate:g}/s, flat out ...",
+                flush=True,
+            )
             results[key] = run_mode(mode, front, args)
     print(json.dumps(report(results, args)))
 

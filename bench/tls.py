@@ -63,9 +63,11 @@ async def _clients(count: int, addr: str, tls: ClientTlsChoice) -> list[Remoting
 
 
 async def _drive(
-    clients: Sequence[RemotingClient], addr: str, requests: Sequence[RemotingCommand],
+    clients: Sequence[RemotingClient],
+    addr: str,
+    requests: Sequence[RemotingCommand],
     seconds: float,
-) -> tuple[int, list[float]]:  # fmt: skip
+) -> tuple[int, list[float]]:
     """Each client sends the requests in turn, one in flight, for ``seconds``."""
     latencies: list[float] = []
     stop_s = time.perf_counter() + seconds
@@ -85,22 +87,34 @@ async def _drive(
 
 
 async def _round(
-    kind: str, tls: ClientTlsChoice, addr: str, connections: int,
-    requests: Sequence[RemotingCommand], seconds: float,
-) -> Round:  # fmt: skip
+    kind: str,
+    tls: ClientTlsChoice,
+    addr: str,
+    connections: int,
+    requests: Sequence[RemotingCommand],
+    seconds: float,
+) -> Round:
     clients = await _clients(connections, addr, tls)
     try:
         count, latencies = await _drive(clients, addr, requests, seconds)
     finally:
         await asyncio.gather(*(c.close() for c in clients))
-    return Round(kind, count / seconds, 1000 * _util.percentile(latencies, 0.5),
-                 1000 * _util.percentile(latencies, 0.99))  # fmt: skip
+    return Round(
+        kind,
+        count / seconds,
+        1000 * _util.percentile(latencies, 0.5),
+        1000 * _util.percentile(latencies, 0.99),
+    )
 
 
 async def _phase(
-    addr: str, tls: ssl.SSLContext, connections: int, rounds: int, seconds: float,
+    addr: str,
+    tls: ssl.SSLContext,
+    connections: int,
+    rounds: int,
+    seconds: float,
     requests: Sequence[RemotingCommand],
-) -> list[tuple[Round, Round]]:  # fmt: skip
+) -> list[tuple[Round, Round]]:
     pairs = []
     for _ in range(rounds):
         plain = await _round("plain", ClientTls.PLAIN, addr, connections, requests, seconds)
@@ -133,12 +147,21 @@ def _report(title: str, unit: str, pairs: list[tuple[Round, Round]]) -> None:
     rows = []
     for number, (plain, secure) in enumerate(pairs, 1):
         for result in (plain, secure):
-            rows.append((number, result.kind, f"{result.ops_per_s:,.0f}", f"{result.p50_ms:.2f}",
-                         f"{result.p99_ms:.2f}"))  # fmt: skip
+            rows.append(
+                (
+                    number,
+                    result.kind,
+                    f"{result.ops_per_s:,.0f}",
+                    f"{result.p50_ms:.2f}",
+                    f"{result.p99_ms:.2f}",
+                )
+            )
     _util.print_table(title, ("round", "connections", unit, "p50 ms", "p99 ms"), rows)
     ratios = [secure.ops_per_s / plain.ops_per_s for plain, secure in pairs]
-    print(f"  TLS / plain {unit}: median {_util.median(ratios):.2f} "
-          f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})\n")  # fmt: skip
+    print(
+        f"  TLS / plain {unit}: median {_util.median(ratios):.2f} "
+        f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})\n"
+    )
 
 
 async def run(root: Path, connections: int, rounds: int, seconds: float) -> None:
@@ -156,8 +179,11 @@ async def run(root: Path, connections: int, rounds: int, seconds: float) -> None
         await _setup(gateway.addr)
         tls = client_context(TlsClientConfig(enabled=True, trust_cert_path=run_tls.ca.cert))
         queries = [_util.route_request(_util.topic_name(i)) for i in range(TOPICS)]
-        _report("Route queries (one in flight per connection)", "answers/s",
-                await _phase(gateway.addr, tls, connections, rounds, seconds, queries))  # fmt: skip
+        _report(
+            "Route queries (one in flight per connection)",
+            "answers/s",
+            await _phase(gateway.addr, tls, connections, rounds, seconds, queries),
+        )
         # A new DataVersion once, then the same table again: what brokers send every 30 s.
         registrations = _register_requests(counter=2)
         registered = await _phase(gateway.addr, tls, connections, rounds, seconds, registrations)

@@ -36,8 +36,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class BrokerInstanceAdmin(ReadOnlyAdmin):
     """Broker identities and their topic DataVersion."""
 
-    list_display = ("cluster_name", "broker_name", "broker_id", "role", "topic_version_counter",
-                    "updated_at")
+    list_display = (
+        "cluster_name",
+        "broker_name",
+        "broker_id",
+        "role",
+        "topic_version_counter",
+        "updated_at",
+    )
     list_filter = ("cluster_name", "role")
 
 

@@ -87,8 +87,13 @@ CLIENT_SCAN_INTERVAL_MS = 10_000
 SCHEDULE_TICK_MS = 100
 """How often due delayed messages (and retries) are moved to their real queues."""
 SUBSCRIPTION_GROUP_DEFAULTS: dict[str, object] = {
-    "consumeEnable": True, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
-    "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
+    "consumeEnable": True,
+    "consumeFromMinEnable": True,
+    "consumeBroadcastEnable": True,
+    "retryQueueNums": 1,
+    "retryMaxTimes": 16,
+    "brokerId": 0,
+    "whichBrokerWhenConsumeSlowly": 1,
     "notifyConsumerIdsChangedEnable": True,
 }
 """A subscription group created on first sight (``autoCreateSubscriptionGroup``)."""
@@ -160,12 +165,15 @@ class BrokerController:
         self.ha_auth = config.ha_auth()
         server_tls, client_tls = config.tls()
         self.server = RemotingServer(
-            self._serve, host=config.host, port=config.port,
+            self._serve,
+            host=config.host,
+            port=config.port,
             on_connection_closed=self._connection_closed,
             prepare=None if server_tls is None else server_tls.prepare,
         )
         self.client = RemotingClient(
-            on_request=self.processor.handle, credentials=config.namesrv_credentials(),
+            on_request=self.processor.handle,
+            credentials=config.namesrv_credentials(),
             tls=client_tls,
         )
         self.ha_service: HAService | None = None
@@ -211,8 +219,11 @@ class BrokerController:
     def identity(self) -> BrokerIdentity:
         """What this broker sends in NameServer requests."""
         return BrokerIdentity(
-            self.config.cluster_name, self.config.broker_name, self.broker_id,
-            self.broker_addr, self.ha_addr,
+            self.config.cluster_name,
+            self.config.broker_name,
+            self.broker_id,
+            self.broker_addr,
+            self.ha_addr,
         )
 
     # -- lifecycle -----------------------------------------------------------
@@ -220,9 +231,7 @@ class BrokerController:
     async def start(self) -> None:
         """Recover the store, load metadata, bind ports, register, start the loops."""
         loop = asyncio.get_running_loop()
-        self.store = await loop.run_in_executor(
-            None, MessageStore, self.config.store_config()
-        )
+        self.store = await loop.run_in_executor(None, MessageStore, self.config.store_config())
         self.store.on_arrival = self.pull_hold.notify
         await self._load_metadata()
         await self.server.start()
@@ -231,7 +240,10 @@ class BrokerController:
         else:
             await self._start_ha_service()
         self.registrar = Registrar(
-            self.client, self.config.namesrv_addrs, self.identity, self._topic_wrapper,
+            self.client,
+            self.config.namesrv_addrs,
+            self.identity,
+            self._topic_wrapper,
             timeout_s=self.config.register_timeout_ms / 1000,
             compress_over_bytes=self.config.compress_register_bytes,
             heartbeat_timeout_ms=self.config.heartbeat_timeout_ms
@@ -241,8 +253,13 @@ class BrokerController:
         )
         await self.register(force=True)
         self._start_loops()
-        log.info("broker %s (%s) serving at %s, HA %s", self.config.broker_name,
-                 self.role, self.broker_addr, self.ha_addr)
+        log.info(
+            "broker %s (%s) serving at %s, HA %s",
+            self.config.broker_name,
+            self.role,
+            self.broker_addr,
+            self.ha_addr,
+        )
 
     def _start_following(self, ha_master_address: str | None) -> None:
         assert self.store is not None
@@ -254,7 +271,10 @@ class BrokerController:
     async def _start_ha_service(self) -> None:
         assert self.store is not None
         self.ha_service = HAService(
-            self.store, self.config.ha, auth=self.ha_auth, host=self.config.host,
+            self.store,
+            self.config.ha,
+            auth=self.ha_auth,
+            host=self.config.host,
             port=self.config.ha_port,
         )
         await self.ha_service.start()
@@ -273,7 +293,8 @@ class BrokerController:
         snapshot = await loop.run_in_executor(self._persist_executor, self.repository.load)
         if snapshot is None:
             topics = default_topics(
-                self.config.cluster_name, self.config.broker_name,
+                self.config.cluster_name,
+                self.config.broker_name,
                 auto_create=self.config.auto_create_topic,
                 queue_nums=self.config.default_topic_queue_nums,
             )
@@ -284,22 +305,30 @@ class BrokerController:
 
     def _start_loops(self) -> None:
         config = self.config
-        self._every(config.register_initial_delay_ms, config.effective_register_period_ms,
-                    lambda: self.register(force=config.force_register))
+        self._every(
+            config.register_initial_delay_ms,
+            config.effective_register_period_ms,
+            lambda: self.register(force=config.force_register),
+        )
         if config.fast_heartbeat:
-            self._every(config.heartbeat_interval_ms, config.heartbeat_interval_ms,
-                        self._heartbeat)
+            self._every(config.heartbeat_interval_ms, config.heartbeat_interval_ms, self._heartbeat)
         if self.synchronizer is not None:
             self._start_slave_sync()
         self._every(config.flush_interval_ms, config.flush_interval_ms, self._flush)
         self._every(CLIENT_SCAN_INTERVAL_MS, CLIENT_SCAN_INTERVAL_MS, self._expire_clients)
-        self._every(config.consumer_offset_flush_interval_ms,
-                    config.consumer_offset_flush_interval_ms, self._persist_offsets)
+        self._every(
+            config.consumer_offset_flush_interval_ms,
+            config.consumer_offset_flush_interval_ms,
+            self._persist_offsets,
+        )
         self._every(SCHEDULE_TICK_MS, SCHEDULE_TICK_MS, self._deliver_due)
 
     def _start_slave_sync(self) -> None:
-        self._every(self.config.slave_sync_initial_delay_ms, self.config.slave_sync_interval_ms,
-                    self._slave_sync)
+        self._every(
+            self.config.slave_sync_initial_delay_ms,
+            self.config.slave_sync_interval_ms,
+            self._slave_sync,
+        )
 
     def _every(self, delay_ms: int, period_ms: int, step: Callable[[], Awaitable[object]]) -> None:
         async def loop() -> None:
@@ -379,8 +408,12 @@ class BrokerController:
             self.role = self.config.failover_master_role
             self.broker_id = 0
             self.role_changes += 1
-            log.warning("broker %s at %s elected master: now %s, broker id 0",
-                        self.config.broker_name, self.broker_addr, self.role)
+            log.warning(
+                "broker %s at %s elected master: now %s, broker id 0",
+                self.config.broker_name,
+                self.broker_addr,
+                self.role,
+            )
         self._rewrite_ready_file()
         await self.register(force=True)
         return True
@@ -406,8 +439,13 @@ class BrokerController:
             self.synchronizer.master_addr = master_addr
             self._start_slave_sync()
             self.role_changes += 1
-            log.warning("broker %s at %s follows %s as slave id %d",
-                        self.config.broker_name, self.broker_addr, master_addr, broker_id)
+            log.warning(
+                "broker %s at %s follows %s as slave id %d",
+                self.config.broker_name,
+                self.broker_addr,
+                master_addr,
+                broker_id,
+            )
         self._rewrite_ready_file()
         await self.register(force=True)
         return True
@@ -483,8 +521,12 @@ class BrokerController:
         if self.store is not None:
             self.store.delete_topic(topic)
         self._persist()
-        log.info("topic %s deleted on %s (%s)", topic, self.broker_addr,
-                 "existed" if existed else "was not there")
+        log.info(
+            "topic %s deleted on %s (%s)",
+            topic,
+            self.broker_addr,
+            "existed" if existed else "was not there",
+        )
         if existed and self.registrar is not None:
             task = asyncio.create_task(self._register_after_delete())
             self._tasks[:] = [t for t in self._tasks if not t.done()]
@@ -499,23 +541,29 @@ class BrokerController:
             # The next periodic round registers the new DataVersion anyway.
             log.exception("registration after a topic deletion failed")
 
-    def check_writable(self, topic: str, default_queue_nums: int | None) -> (
-        tuple[int, str] | None
-    ):
+    def check_writable(self, topic: str, default_queue_nums: int | None) -> tuple[int, str] | None:
         """``msgCheck``: None when a message for ``topic`` may be stored here."""
         if self.role is BrokerRole.SLAVE:
-            return (ResponseCode.SERVICE_NOT_AVAILABLE,
-                    "message store is slave mode, so putMessage is forbidden")
+            return (
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                "message store is slave mode, so putMessage is forbidden",
+            )
         if not is_writeable(self.config.broker_permission):
-            return (ResponseCode.NO_PERMISSION,
-                    f"the broker[{self.config.broker_name}] sending message is forbidden")
+            return (
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_name}] sending message is forbidden",
+            )
         validate_topic(topic)
         if self.metadata.topic(topic) is None:
             if not self.config.auto_create_topic:
-                return (ResponseCode.TOPIC_NOT_EXIST,
-                        f"topic[{topic}] not exist, apply first please!")
-            nums = min(default_queue_nums or self.config.default_topic_queue_nums,
-                       self.config.default_topic_queue_nums)
+                return (
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please!",
+                )
+            nums = min(
+                default_queue_nums or self.config.default_topic_queue_nums,
+                self.config.default_topic_queue_nums,
+            )
             self.create_topic(TopicConfig(topic, nums, nums))
         config = self.metadata.topic(topic)
         if config is None or config.perm & PERM_WRITE == 0:
@@ -546,8 +594,15 @@ class BrokerController:
             )
         else:
             return message
-        return MessageInput(message.topic, queue_id, message.body, message.properties,
-                            message.flag, message.sys_flag, message.born_timestamp_ms)
+        return MessageInput(
+            message.topic,
+            queue_id,
+            message.body,
+            message.properties,
+            message.flag,
+            message.sys_flag,
+            message.born_timestamp_ms,
+        )
 
     async def _wait_for_slave(self, result: PutResult) -> PutOutcome:
         assert self.ha_service is not None
@@ -575,16 +630,15 @@ class BrokerController:
             self._memory_bytes = total * self.config.access_message_in_memory_max_ratio // 100
         return self._memory_bytes
 
-    def ensure_consumer_group(
-        self, group: str, *, retry: bool, dead_letter: bool = False
-    ) -> None:
+    def ensure_consumer_group(self, group: str, *, retry: bool, dead_letter: bool = False) -> None:
         """A master creates a group's subscription config and its retry (and dead-letter)
         topic the first time it sees the group; slaves get them from the master."""
         if self.role is BrokerRole.SLAVE:
             return
         if self.metadata.subscription_group(group) is None:
-            self.metadata.upsert_subscription_group(group, SUBSCRIPTION_GROUP_DEFAULTS,
-                                                    self.clock_ms())
+            self.metadata.upsert_subscription_group(
+                group, SUBSCRIPTION_GROUP_DEFAULTS, self.clock_ms()
+            )
             self._persist()
         if retry and self.metadata.topic(retry_topic(group)) is None:
             self.create_topic(TopicConfig(retry_topic(group), 1, 1, PERM_READ | PERM_WRITE))
@@ -617,16 +671,21 @@ class BrokerController:
 
     def _connection_closed(self, conn: Connection) -> None:
         for group in self.consumers.connection_closed(conn):
-            log.info("consumer group %s lost the client at %s:%d", group, conn.peer_host,
-                     conn.peer_port)
+            log.info(
+                "consumer group %s lost the client at %s:%d", group, conn.peer_host, conn.peer_port
+            )
             self.notify_consumer_ids_changed(group)
         self.producers.connection_closed(conn)
 
     async def _expire_clients(self) -> None:
         now = self.clock_ms()
         for group, channel in self.consumers.expire(now):
-            log.warning("consumer %s of group %s silent for %d ms: removed", channel.client_id,
-                        group, self.config.channel_expired_ms)
+            log.warning(
+                "consumer %s of group %s silent for %d ms: removed",
+                channel.client_id,
+                group,
+                self.config.channel_expired_ms,
+            )
             self.notify_consumer_ids_changed(group)
         self.producers.expire(now)
 
@@ -637,7 +696,8 @@ class BrokerController:
             return
         offsets = self.metadata.snapshot.delay_offsets
         ready, after = self.scheduler.due(
-            offsets, lambda queue_id: store.queue_max_offset(SCHEDULE_TOPIC, queue_id),
+            offsets,
+            lambda queue_id: store.queue_max_offset(SCHEDULE_TOPIC, queue_id),
             lambda queue_id, offset: store.get_message(SCHEDULE_TOPIC, queue_id, offset),
             self.clock_ms(),
         )
@@ -645,8 +705,9 @@ class BrokerController:
             try:
                 await self.put_message(message)
             except MessageRejected as exc:
-                log.warning("a delayed message for %s could not be delivered: %s",
-                            message.topic, exc)
+                log.warning(
+                    "a delayed message for %s could not be delivered: %s", message.topic, exc
+                )
         if after != dict(offsets):
             self.metadata.set_delay_offsets(after)
             self._persist()
@@ -678,8 +739,9 @@ class BrokerController:
         ha_broker_addr: str | None,
     ) -> None:
         """Record a NOTIFY_MIN_BROKER_ID_CHANGE and hand it to the role-change seam."""
-        change = MinBrokerIdChange(min_broker_id, min_broker_addr, offline_broker_addr,
-                                   ha_broker_addr)
+        change = MinBrokerIdChange(
+            min_broker_id, min_broker_addr, offline_broker_addr, ha_broker_addr
+        )
         self.min_broker_change = change
         log.info("min broker id of %s changed: %s", self.config.broker_name, change)
         if self.on_role_hint is not None:

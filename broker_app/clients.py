@@ -94,9 +94,7 @@ def build_subscription(
     """
     kind = (expression_type or EXPRESSION_TAG).upper()
     if kind != EXPRESSION_TAG:
-        raise SubscriptionError(
-            f"the broker does not support consumer to filter message by {kind}"
-        )
+        raise SubscriptionError(f"the broker does not support consumer to filter message by {kind}")
     text = (sub_string or "").strip()
     if not text or text == SUB_ALL:
         return Subscription(topic, SUB_ALL, (), sub_version)
@@ -206,18 +204,23 @@ def decode_heartbeat(body: bytes | None) -> HeartbeatData:
             raise BodyDecodeError("consumer data without groupName")
         subscriptions = tuple(
             build_subscription(
-                _text(sub.get("topic")), _text(sub.get("subString"), SUB_ALL),
+                _text(sub.get("topic")),
+                _text(sub.get("subString"), SUB_ALL),
                 sub_version=_int(sub.get("subVersion"), "subVersion"),
                 expression_type=_text(sub.get("expressionType"), EXPRESSION_TAG),
             )
             for sub in _objects(item.get("subscriptionDataSet"), "subscriptionDataSet")
             if _text(sub.get("topic")).strip()
         )
-        consumers.append(ConsumerData(
-            group, _text(item.get("consumeType"), "CONSUME_PASSIVELY"),
-            _text(item.get("messageModel"), "CLUSTERING"),
-            _text(item.get("consumeFromWhere"), "CONSUME_FROM_LAST_OFFSET"), subscriptions,
-        ))  # fmt: skip
+        consumers.append(
+            ConsumerData(
+                group,
+                _text(item.get("consumeType"), "CONSUME_PASSIVELY"),
+                _text(item.get("messageModel"), "CLUSTERING"),
+                _text(item.get("consumeFromWhere"), "CONSUME_FROM_LAST_OFFSET"),
+                subscriptions,
+            )
+        )
     producers = tuple(
         _text(item.get("groupName")).strip()
         for item in _objects(raw.get("producerDataSet"), "producerDataSet")
@@ -246,9 +249,7 @@ class ConsumerManager:
         found = self._groups.get(group)
         return None if found is None else found.subscriptions.get(topic)
 
-    def register(
-        self, data: ConsumerData, channel: ClientChannel, now_ms: int
-    ) -> bool:
+    def register(self, data: ConsumerData, channel: ClientChannel, now_ms: int) -> bool:
         """Record one heartbeat's consumer data; True when the group's clients or
         subscriptions changed (the group must then be notified)."""
         group = self._groups.get(data.group)
@@ -313,8 +314,9 @@ class ConsumerManager:
 
     def groups_of_topic(self, topic: str) -> list[str]:
         """The groups subscribed to ``topic``."""
-        return [name for name, group in sorted(self._groups.items())
-                if topic in group.subscriptions]
+        return [
+            name for name, group in sorted(self._groups.items()) if topic in group.subscriptions
+        ]
 
 
 def _topics_and_filters(subscriptions: Mapping[str, Subscription]) -> set[tuple[str, str]]:
@@ -378,15 +380,18 @@ def decode_queue_set(value: object) -> list[QueueKey]:
         topic = _text(item.get("topic")).strip()
         if not topic:
             raise BodyDecodeError("a message queue without topic")
-        queues.append(QueueKey(topic, _text(item.get("brokerName")),
-                               _int(item.get("queueId"), "queueId")))
+        queues.append(
+            QueueKey(topic, _text(item.get("brokerName")), _int(item.get("queueId"), "queueId"))
+        )
     return queues
 
 
 def encode_queue_set(queues: Iterable[QueueKey]) -> list[dict[str, object]]:
     """Message queues as their JSON objects."""
-    return [{"brokerName": q.broker_name, "queueId": q.queue_id, "topic": q.topic}
-            for q in sorted(queues)]
+    return [
+        {"brokerName": q.broker_name, "queueId": q.queue_id, "topic": q.topic}
+        for q in sorted(queues)
+    ]
 
 
 class RebalanceLockManager:

@@ -177,9 +177,11 @@ class BrokerConfig:
         except AclConfigError as exc:
             raise ConfigError(str(exc)) from exc
         return RemotingAcl(
-            source, admin_codes=BROKER_ADMIN_CODES, white_listable_codes=NAMESRV_PUSH_CODES,
+            source,
+            admin_codes=BROKER_ADMIN_CODES,
+            white_listable_codes=NAMESRV_PUSH_CODES,
             white_listable_kind="NameServer",
-        )  # fmt: skip
+        )
 
     def tls(self) -> tuple[ServerTls | None, ClientTlsChoice]:
         """The remoting port's TLS (None: plain) and how the client reaches the
@@ -219,8 +221,15 @@ class BrokerConfig:
             raise ConfigError("failoverMasterRole must be ASYNC_MASTER or SYNC_MASTER")
         if not self.cluster_name or not self.broker_name:
             raise ConfigError("brokerClusterName and brokerName must be set")
-        if min(self.short_polling_ms, self.channel_expired_ms,
-               self.consumer_offset_flush_interval_ms) <= 0 or self.memory_bytes < 0:
+        if (
+            min(
+                self.short_polling_ms,
+                self.channel_expired_ms,
+                self.consumer_offset_flush_interval_ms,
+            )
+            <= 0
+            or self.memory_bytes < 0
+        ):
             raise ConfigError("consumer intervals must be positive and memory_bytes not negative")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise ConfigError("accessMessageInMemoryMaxRatio must be within 0..100")

@@ -125,8 +125,12 @@ class ConsumeProcessor:
             )
             channel = ClientChannel(data.client_id, conn, language, version, now)
             if broker.consumers.register(consumer, channel, now):
-                log.info("consumer group %s changed (client %s at %s)", consumer.group,
-                         data.client_id, channel.address)
+                log.info(
+                    "consumer group %s changed (client %s at %s)",
+                    consumer.group,
+                    data.client_id,
+                    channel.address,
+                )
                 broker.notify_consumer_ids_changed(consumer.group)
         for group in data.producer_groups:
             broker.producers.register(
@@ -160,9 +164,7 @@ class ConsumeProcessor:
         body = fastjson.dumps({"consumerIdList": group.client_ids()}).encode()
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
-    async def connection_list(
-        self, request: RemotingCommand, _conn: Connection
-    ) -> RemotingCommand:
+    async def connection_list(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
         """GET_CONSUMER_CONNECTION_LIST (203): the group's clients and subscriptions
         (``ConsumerConnection``), or CONSUMER_NOT_ONLINE."""
         group_name = require_str(request, "consumerGroup")
@@ -199,8 +201,10 @@ class ConsumeProcessor:
         """UPDATE_CONSUMER_OFFSET (often one-way): store the group's offset of one queue.
         A slave takes it too; the master's table overwrites it at the next sync."""
         self.broker.commit_consumer_offset(
-            require_str(request, "topic"), require_str(request, "consumerGroup"),
-            require_int(request, "queueId", bits=32), require_int(request, "commitOffset"),
+            require_str(request, "topic"),
+            require_str(request, "consumerGroup"),
+            require_int(request, "queueId", bits=32),
+            require_int(request, "commitOffset"),
         )
         if request.is_oneway:
             return None
@@ -210,7 +214,8 @@ class ConsumeProcessor:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first queue offset stored at or after ``timestamp``."""
         store = self.broker.require_store()
         offset = store.offset_by_time(
-            require_str(request, "topic"), require_int(request, "queueId", bits=32),
+            require_str(request, "topic"),
+            require_int(request, "queueId", bits=32),
             require_int(request, "timestamp"),
         )
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
@@ -240,9 +245,7 @@ class ConsumeProcessor:
         queue_id = require_int(request, "queueId", bits=32)
         stored = store.store_time_at(topic, queue_id, store.queue_min_offset(topic, queue_id))
         timestamp = -1 if stored is None else stored
-        return request.make_response(
-            ResponseCode.SUCCESS, ext_fields={"timestamp": str(timestamp)}
-        )
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": str(timestamp)})
 
     # -- pulling ---------------------------------------------------------------
 
@@ -283,21 +286,31 @@ class ConsumeProcessor:
         broker = self.broker
         topic = broker.metadata.topic(header.topic) or self._replicated_only(header.topic)
         if not is_readable(broker.config.broker_permission):
-            return (ResponseCode.NO_PERMISSION,
-                    f"the broker[{broker.config.broker_name}] pulling message is forbidden")
+            return (
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{broker.config.broker_name}] pulling message is forbidden",
+            )
         if topic is None:
-            return (ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic[{header.topic}] not exist, apply first please!")
+            return (
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!",
+            )
         if not is_readable(topic.perm):
-            return (ResponseCode.NO_PERMISSION,
-                    f"the topic[{header.topic}] pulling message is forbidden")
+            return (
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{header.topic}] pulling message is forbidden",
+            )
         if not 0 <= header.queue_id < topic.read_queue_nums:
-            return (ResponseCode.SYSTEM_ERROR,
-                    f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
-                    f"topicConfig.readQueueNums:[{topic.read_queue_nums}]")
+            return (
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{topic.read_queue_nums}]",
+            )
         if header.max_count <= 0 or header.offset < 0:
-            return (ResponseCode.SYSTEM_ERROR,
-                    "maxMsgNums must be positive and queueOffset not negative")
+            return (
+                ResponseCode.SYSTEM_ERROR,
+                "maxMsgNums must be positive and queueOffset not negative",
+            )
         return None
 
     def _replicated_only(self, topic: str) -> TopicConfig | None:
@@ -320,7 +333,9 @@ class ConsumeProcessor:
         if header.sys_flag & FLAG_SUBSCRIPTION:
             try:
                 carried = build_subscription(
-                    header.topic, header.subscription, sub_version=header.sub_version,
+                    header.topic,
+                    header.subscription,
+                    sub_version=header.sub_version,
                     expression_type=header.expression_type,
                 )
             except SubscriptionError as exc:
@@ -329,12 +344,16 @@ class ConsumeProcessor:
             return carried
         group = consumers.group(header.group)
         if group is None:
-            return (ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's group info not exist: {header.group}")
+            return (
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's group info not exist: {header.group}",
+            )
         known = group.subscriptions.get(header.topic)
         if known is None:
-            return (ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's subscription not exist: {header.topic}")
+            return (
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist: {header.topic}",
+            )
         if known.sub_version < header.sub_version:
             return ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
         return known
@@ -345,8 +364,11 @@ class ConsumeProcessor:
         broker = self.broker
         store = broker.require_store()
         result = store.get_messages(
-            header.topic, header.queue_id, header.offset,
-            max_count=min(header.max_count, PULL_BATCH_MAX), max_bytes=PULL_BYTES_MAX,
+            header.topic,
+            header.queue_id,
+            header.offset,
+            max_count=min(header.max_count, PULL_BATCH_MAX),
+            max_bytes=PULL_BYTES_MAX,
             accept=None if hashes is None else hashes.__contains__,
             memory_bytes=broker.memory_bytes(),
         )
@@ -390,20 +412,34 @@ class ConsumeProcessor:
     def _moved(self, header: PullHeader, corrected: int) -> tuple[int, int]:
         if self.broker.role is BrokerRole.SLAVE:
             return ResponseCode.PULL_RETRY_IMMEDIATELY, header.offset
-        log.info("pull offset moved: group %s topic %s queue %d offset %d -> %d", header.group,
-                 header.topic, header.queue_id, header.offset, corrected)
+        log.info(
+            "pull offset moved: group %s topic %s queue %d offset %d -> %d",
+            header.group,
+            header.topic,
+            header.queue_id,
+            header.offset,
+            corrected,
+        )
         return ResponseCode.PULL_OFFSET_MOVED, corrected
 
     def _wire(self, message: MessageRecord) -> bytes:
         reconsumed = reconsume_times(parse_properties(message.properties))
-        return encode_message_ext(MessageExt(
-            topic=message.topic, queue_id=message.queue_id, queue_offset=message.queue_offset,
-            commit_log_offset=message.physical_offset, body=message.body,
-            properties=message.properties, flag=message.flag, sys_flag=message.sys_flag,
-            born_timestamp_ms=message.born_timestamp_ms,
-            store_timestamp_ms=message.store_timestamp_ms, store_host=self.broker.broker_addr,
-            reconsume_times=reconsumed,
-        ))  # fmt: skip
+        return encode_message_ext(
+            MessageExt(
+                topic=message.topic,
+                queue_id=message.queue_id,
+                queue_offset=message.queue_offset,
+                commit_log_offset=message.physical_offset,
+                body=message.body,
+                properties=message.properties,
+                flag=message.flag,
+                sys_flag=message.sys_flag,
+                born_timestamp_ms=message.born_timestamp_ms,
+                store_timestamp_ms=message.store_timestamp_ms,
+                store_host=self.broker.broker_addr,
+                reconsume_times=reconsumed,
+            )
+        )
 
     # -- retries ---------------------------------------------------------------
 
@@ -426,7 +462,9 @@ class ConsumeProcessor:
             )
         max_times = header_int(request, "maxReconsumeTimes", bits=32)
         decision = send_back(
-            original, group=group, delay_level=header_int(request, "delayLevel", bits=32) or 0,
+            original,
+            group=group,
+            delay_level=header_int(request, "delayLevel", bits=32) or 0,
             max_reconsume_times=DEFAULT_MAX_RECONSUME_TIMES if max_times is None else max_times,
             origin_msg_id=header_str(request, "originMsgId") or "",
             original_msg_id=message_id(broker.broker_addr, original.physical_offset),
@@ -434,8 +472,13 @@ class ConsumeProcessor:
         broker.ensure_consumer_group(group, retry=True, dead_letter=decision.dead_letter)
         await broker.put_message(decision.message)
         if decision.dead_letter:
-            log.warning("message %d of %s moved to %s after %s reconsumes", offset, original.topic,
-                        decision.message.topic, max_times)
+            log.warning(
+                "message %d of %s moved to %s after %s reconsumes",
+                offset,
+                original.topic,
+                decision.message.topic,
+                max_times,
+            )
         return request.make_response(ResponseCode.SUCCESS)
 
     # -- orderly consumers -----------------------------------------------------
@@ -445,8 +488,13 @@ class ConsumeProcessor:
         the answer lists the queues the client now holds (``lockOKMQSet``)."""
         group, client_id, queues = _lock_body(request)
         locked = self.broker.locks.try_lock(group, queues, client_id, self.broker.clock_ms())
-        log.debug("group %s: client %s holds %d of the %d queues it asked to lock", group,
-                  client_id, len(locked), len(queues))
+        log.debug(
+            "group %s: client %s holds %d of the %d queues it asked to lock",
+            group,
+            client_id,
+            len(locked),
+            len(queues),
+        )
         body = fastjson.dumps({"lockOKMQSet": encode_queue_set(locked)}).encode()
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
@@ -465,17 +513,27 @@ def consumer_connection(group: ConsumerGroup) -> dict[str, object]:
     """A group as the ``ConsumerConnection`` body (and the console) show it."""
     return {
         "connectionSet": [
-            {"clientId": c.client_id, "clientAddr": c.address, "language": c.language,
-             "version": c.version}
+            {
+                "clientId": c.client_id,
+                "clientAddr": c.address,
+                "language": c.language,
+                "version": c.version,
+            }
             for c in group.channels.values()
         ],
         "consumeFromWhere": group.consume_from_where,
         "consumeType": group.consume_type,
         "messageModel": group.message_model,
         "subscriptionTable": {
-            topic: {"classFilterMode": False, "codeSet": [], "expressionType": sub.expression_type,
-                    "subString": sub.sub_string, "subVersion": sub.sub_version,
-                    "tagsSet": list(sub.tags), "topic": topic}
+            topic: {
+                "classFilterMode": False,
+                "codeSet": [],
+                "expressionType": sub.expression_type,
+                "subString": sub.sub_string,
+                "subVersion": sub.sub_version,
+                "tagsSet": list(sub.tags),
+                "topic": topic,
+            }
             for topic, sub in sorted(group.subscriptions.items())
         },
     }
@@ -499,11 +557,19 @@ def _remark(status: GetStatus) -> str | None:
 
 
 CONSUME_CODES = (
-    RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+    RequestCode.HEART_BEAT,
+    RequestCode.UNREGISTER_CLIENT,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP,
     RequestCode.GET_CONSUMER_CONNECTION_LIST,
-    RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
-    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
-    RequestCode.GET_EARLIEST_MSG_STORETIME, RequestCode.PULL_MESSAGE,
-    RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ,
+    RequestCode.QUERY_CONSUMER_OFFSET,
+    RequestCode.UPDATE_CONSUMER_OFFSET,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+    RequestCode.GET_MAX_OFFSET,
+    RequestCode.GET_MIN_OFFSET,
+    RequestCode.GET_EARLIEST_MSG_STORETIME,
+    RequestCode.PULL_MESSAGE,
+    RequestCode.CONSUMER_SEND_MSG_BACK,
+    RequestCode.LOCK_BATCH_MQ,
+    RequestCode.UNLOCK_BATCH_MQ,
 )
 """Every code this module answers."""

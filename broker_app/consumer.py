@@ -178,8 +178,9 @@ class PushConsumer:
         """GET_ROUTEINFO_BY_TOPIC for the topic and the retry topic (first answer wins)."""
         for topic in self.subscriptions:
             for addr in self.namesrv_addrs:
-                request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                  {"topic": topic})
+                request = RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
+                )
                 try:
                     response = await self.client.invoke(addr, request, REQUEST_TIMEOUT_S)
                 except (RemotingClientError, OSError):
@@ -189,8 +190,12 @@ class PushConsumer:
                     break
 
     def _broker_addrs(self) -> list[str]:
-        addrs = {a for route in self.routes.values() for data in route.broker_datas
-                 for a in data.broker_addrs.values()}
+        addrs = {
+            a
+            for route in self.routes.values()
+            for data in route.broker_datas
+            for a in data.broker_addrs.values()
+        }
         return sorted(addrs)
 
     def _addr_of(self, broker_name: str, broker_id: int) -> str | None:
@@ -204,21 +209,33 @@ class PushConsumer:
 
     async def heartbeat(self) -> None:
         """HEART_BEAT to every broker of the routes."""
-        body = json.dumps({
-            "clientID": self.client_id,
-            "consumerDataSet": [{
-                "groupName": self.group, "consumeType": "CONSUME_PASSIVELY",
-                "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-                "unitMode": False,
-                "subscriptionDataSet": [
-                    {"topic": sub.topic, "subString": sub.sub_string, "tagsSet": list(sub.tags),
-                     "codeSet": [], "subVersion": sub.sub_version, "expressionType": "TAG",
-                     "classFilterMode": False}
-                    for sub in self.subscriptions.values()
+        body = json.dumps(
+            {
+                "clientID": self.client_id,
+                "consumerDataSet": [
+                    {
+                        "groupName": self.group,
+                        "consumeType": "CONSUME_PASSIVELY",
+                        "messageModel": "CLUSTERING",
+                        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                        "unitMode": False,
+                        "subscriptionDataSet": [
+                            {
+                                "topic": sub.topic,
+                                "subString": sub.sub_string,
+                                "tagsSet": list(sub.tags),
+                                "codeSet": [],
+                                "subVersion": sub.sub_version,
+                                "expressionType": "TAG",
+                                "classFilterMode": False,
+                            }
+                            for sub in self.subscriptions.values()
+                        ],
+                    }
                 ],
-            }],
-            "producerDataSet": [],
-        }).encode()  # fmt: skip
+                "producerDataSet": [],
+            }
+        ).encode()
         for addr in self._broker_addrs():
             request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)
             with contextlib.suppress(RemotingClientError, OSError):
@@ -228,8 +245,12 @@ class PushConsumer:
         route = self.routes.get(topic)
         if route is None:
             return []
-        return [QueueKey(topic, data.broker_name, queue_id) for data in route.queue_datas
-                if is_readable(data.perm) for queue_id in range(data.read_queue_nums)]
+        return [
+            QueueKey(topic, data.broker_name, queue_id)
+            for data in route.queue_datas
+            if is_readable(data.perm)
+            for queue_id in range(data.read_queue_nums)
+        ]
 
     async def _client_ids(self) -> list[str]:
         for addr in self._broker_addrs():
@@ -272,9 +293,14 @@ class PushConsumer:
         addr = self._addr_of(queue.broker_name, MASTER_ID)
         if addr is None:
             return None
-        request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": queue.topic, "queueId": str(queue.queue_id),
-        })  # fmt: skip
+        request = RemotingCommand.request(
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {
+                "consumerGroup": self.group,
+                "topic": queue.topic,
+                "queueId": str(queue.queue_id),
+            },
+        )
         try:
             response = await self.client.invoke(addr, request, REQUEST_TIMEOUT_S)
         except (RemotingClientError, OSError):
@@ -295,14 +321,22 @@ class PushConsumer:
             sys_flag = FLAG_SUSPEND | FLAG_SUBSCRIPTION
             if state.committed >= 0:
                 sys_flag |= FLAG_COMMIT_OFFSET
-            request = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-                "consumerGroup": self.group, "topic": queue.topic,
-                "queueId": str(queue.queue_id), "queueOffset": str(state.offset),
-                "maxMsgNums": str(PULL_BATCH), "sysFlag": str(sys_flag),
-                "commitOffset": str(max(state.committed, 0)),
-                "suspendTimeoutMillis": str(SUSPEND_MS), "subscription": subscription.sub_string,
-                "subVersion": str(subscription.sub_version), "expressionType": "TAG",
-            })  # fmt: skip
+            request = RemotingCommand.request(
+                RequestCode.PULL_MESSAGE,
+                {
+                    "consumerGroup": self.group,
+                    "topic": queue.topic,
+                    "queueId": str(queue.queue_id),
+                    "queueOffset": str(state.offset),
+                    "maxMsgNums": str(PULL_BATCH),
+                    "sysFlag": str(sys_flag),
+                    "commitOffset": str(max(state.committed, 0)),
+                    "suspendTimeoutMillis": str(SUSPEND_MS),
+                    "subscription": subscription.sub_string,
+                    "subVersion": str(subscription.sub_version),
+                    "expressionType": "TAG",
+                },
+            )
             try:
                 response = await self.client.invoke(addr, request, PULL_TIMEOUT_S)
             except (RemotingClientError, OSError) as exc:
@@ -324,13 +358,14 @@ class PushConsumer:
                     await self._consume(queue, message)
                 state.offset = next_offset
                 state.committed = next_offset
-            elif response.code in (ResponseCode.PULL_NOT_FOUND,
-                                   ResponseCode.PULL_RETRY_IMMEDIATELY,
-                                   ResponseCode.PULL_OFFSET_MOVED):
+            elif response.code in (
+                ResponseCode.PULL_NOT_FOUND,
+                ResponseCode.PULL_RETRY_IMMEDIATELY,
+                ResponseCode.PULL_OFFSET_MOVED,
+            ):
                 state.offset = next_offset
             else:
-                log.info("pull %s from %s: code %d %s", queue, addr, response.code,
-                         response.remark)
+                log.info("pull %s from %s: code %d %s", queue, addr, response.code, response.remark)
                 await asyncio.sleep(RETRY_DELAY_S)
 
     async def _consume(self, queue: QueueKey, message: MessageExt) -> None:
@@ -352,11 +387,18 @@ class PushConsumer:
 
     async def _send_back(self, queue: QueueKey, message: MessageExt) -> None:
         addr = self._addr_of(queue.broker_name, MASTER_ID)
-        request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "offset": str(message.commit_log_offset), "group": self.group, "delayLevel": "0",
-            "originMsgId": message.msg_id, "originTopic": message.topic, "unitMode": "false",
-            "maxReconsumeTimes": str(self.max_reconsume_times),
-        })  # fmt: skip
+        request = RemotingCommand.request(
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            {
+                "offset": str(message.commit_log_offset),
+                "group": self.group,
+                "delayLevel": "0",
+                "originMsgId": message.msg_id,
+                "originTopic": message.topic,
+                "unitMode": "false",
+                "maxReconsumeTimes": str(self.max_reconsume_times),
+            },
+        )
         while addr is not None and not self._stopping:
             try:
                 response = await self.client.invoke(addr, request, REQUEST_TIMEOUT_S)
@@ -378,10 +420,15 @@ class PushConsumer:
         addr = self._addr_of(queue.broker_name, MASTER_ID)
         if addr is None:
             return
-        request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": queue.topic, "queueId": str(queue.queue_id),
-            "commitOffset": str(state.offset),
-        })  # fmt: skip
+        request = RemotingCommand.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {
+                "consumerGroup": self.group,
+                "topic": queue.topic,
+                "queueId": str(queue.queue_id),
+                "commitOffset": str(state.offset),
+            },
+        )
         with contextlib.suppress(RemotingClientError, OSError):
             await self.client.invoke(addr, request, REQUEST_TIMEOUT_S)
 

@@ -12,7 +12,12 @@ from remoting.command import RemotingCommand
 
 
 def build_send_request(
-    topic: str, body: bytes, *, queue_id: int, producer_group: str, tags: str | None,
+    topic: str,
+    body: bytes,
+    *,
+    queue_id: int,
+    producer_group: str,
+    tags: str | None,
     born_timestamp_ms: int,
 ) -> RemotingCommand:
     """A SEND_MESSAGE (10) request with SendMessageRequestHeader fields."""

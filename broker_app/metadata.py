@@ -41,11 +41,20 @@ from remoting.model import (
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 TOPIC_GROUP_SEPARATOR = "@"
-SYSTEM_TOPICS = frozenset({
-    AUTO_CREATE_TOPIC_KEY_TOPIC, "SCHEDULE_TOPIC_XXXX", "BenchmarkTest",
-    "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC", SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, "CHECKPOINT_TOPIC",
-})  # fmt: skip
+SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+        "CHECKPOINT_TOPIC",
+    }
+)
 """``TopicValidator.SYSTEM_TOPIC_SET`` (4.9.7 / 5.x)."""
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
@@ -109,7 +118,9 @@ def default_topics(
     topics: dict[str, TopicConfig] = {}
     if auto_create:
         topics[AUTO_CREATE_TOPIC_KEY_TOPIC] = TopicConfig(
-            AUTO_CREATE_TOPIC_KEY_TOPIC, queue_nums, queue_nums,
+            AUTO_CREATE_TOPIC_KEY_TOPIC,
+            queue_nums,
+            queue_nums,
             PERM_INHERIT | PERM_READ | PERM_WRITE,
         )
     topics[SELF_TEST_TOPIC] = TopicConfig(SELF_TEST_TOPIC, 1, 1)
@@ -152,10 +163,11 @@ class BrokerMetadata:
         topics = dict(self.snapshot.topics)
         existed = topics.pop(name, None) is not None
         offsets = {
-            key: queues for key, queues in self.snapshot.consumer_offsets.items()
+            key: queues
+            for key, queues in self.snapshot.consumer_offsets.items()
             if key.split(TOPIC_GROUP_SEPARATOR)[0] != name
             or len(key.split(TOPIC_GROUP_SEPARATOR)) != 2
-        }  # fmt: skip
+        }
         changes: dict[str, object] = {"consumer_offsets": offsets}
         if existed:
             changes.update(
@@ -164,9 +176,9 @@ class BrokerMetadata:
         self._replace(**changes)
         return existed
 
-    def topic_wrapper(self, *, only: str | None = None, broker_permission: int = 6) -> (
-        TopicConfigSerializeWrapper
-    ):
+    def topic_wrapper(
+        self, *, only: str | None = None, broker_permission: int = 6
+    ) -> TopicConfigSerializeWrapper:
         """The topic table as registration sends it (one topic for an incremental one).
 
         A broker whose permission is not read+write masks every topic's perm
@@ -176,15 +188,14 @@ class BrokerMetadata:
         if only is not None:
             table = {only: table[only]} if only in table else {}
         if broker_permission != PERM_READ | PERM_WRITE:
-            table = {k: dataclasses.replace(v, perm=v.perm & broker_permission)
-                     for k, v in table.items()}
+            table = {
+                k: dataclasses.replace(v, perm=v.perm & broker_permission) for k, v in table.items()
+            }
         return TopicConfigSerializeWrapper(self.snapshot.topic_version, table)
 
     # -- offsets and groups --------------------------------------------------
 
-    def commit_offset(self, topic: str, group: str, queue_id: int, offset: int) -> (
-        MetadataSnapshot
-    ):
+    def commit_offset(self, topic: str, group: str, queue_id: int, offset: int) -> MetadataSnapshot:
         """Record a consumer group's offset for one queue."""
         key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
         # Copy-on-write of the one entry that changes: a snapshot being saved
@@ -204,9 +215,9 @@ class BrokerMetadata:
         """The config of subscription group ``name``."""
         return self.snapshot.subscription_groups.get(name)
 
-    def upsert_subscription_group(self, name: str, config: Mapping[str, object], now_ms: int) -> (
-        MetadataSnapshot
-    ):
+    def upsert_subscription_group(
+        self, name: str, config: Mapping[str, object], now_ms: int
+    ) -> MetadataSnapshot:
         """Create or replace a subscription group and bump its DataVersion."""
         groups = dict(self.snapshot.subscription_groups)
         groups[name] = dict(config, groupName=name)

@@ -54,8 +54,14 @@ class DjangoMetadataRepository:
             return None
         topics = {
             row.topic_name: TopicConfig(
-                row.topic_name, row.read_queue_nums, row.write_queue_nums, row.perm,
-                row.topic_filter_type, row.topic_sys_flag, row.order, dict(row.attributes),
+                row.topic_name,
+                row.read_queue_nums,
+                row.write_queue_nums,
+                row.perm,
+                row.topic_filter_type,
+                row.topic_sys_flag,
+                row.order,
+                dict(row.attributes),
             )
             for row in BrokerTopic.objects.filter(broker=instance)
         }
@@ -65,9 +71,11 @@ class DjangoMetadataRepository:
         versions = instance.other_versions or {}
         return MetadataSnapshot(
             topics=topics,
-            topic_version=DataVersion(instance.topic_version_state,
-                                      instance.topic_version_timestamp,
-                                      instance.topic_version_counter),
+            topic_version=DataVersion(
+                instance.topic_version_state,
+                instance.topic_version_timestamp,
+                instance.topic_version_counter,
+            ),
             subscription_groups={
                 row.group_name: dict(row.config)
                 for row in BrokerSubscriptionGroup.objects.filter(broker=instance)
@@ -103,10 +111,15 @@ class DjangoMetadataRepository:
         BrokerTopic.objects.filter(broker=instance).delete()
         BrokerTopic.objects.bulk_create(
             BrokerTopic(
-                broker=instance, topic_name=name, read_queue_nums=c.read_queue_nums,
-                write_queue_nums=c.write_queue_nums, perm=c.perm,
-                topic_filter_type=c.topic_filter_type, topic_sys_flag=c.topic_sys_flag,
-                order=c.order, attributes=dict(c.attributes),
+                broker=instance,
+                topic_name=name,
+                read_queue_nums=c.read_queue_nums,
+                write_queue_nums=c.write_queue_nums,
+                perm=c.perm,
+                topic_filter_type=c.topic_filter_type,
+                topic_sys_flag=c.topic_sys_flag,
+                order=c.order,
+                attributes=dict(c.attributes),
             )
             for name, c in snapshot.topics.items()
         )
@@ -117,8 +130,7 @@ class DjangoMetadataRepository:
         )
         BrokerConsumerOffset.objects.filter(broker=instance).delete()
         BrokerConsumerOffset.objects.bulk_create(
-            BrokerConsumerOffset(broker=instance, topic_group=key, queue_id=queue_id,
-                                 offset=offset)
+            BrokerConsumerOffset(broker=instance, topic_group=key, queue_id=queue_id, offset=offset)
             for key, queues in snapshot.consumer_offsets.items()
             for queue_id, offset in queues.items()
         )

@@ -36,9 +36,19 @@ log = logging.getLogger(__name__)
 
 # SEND_MESSAGE_V2 (310) carries SendMessageRequestHeaderV2 with one-letter names.
 V2_NAMES = {
-    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
-    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
-    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
 }
 MSG_REGION = "DefaultRegion"
 TOPIC_CHARS_MAX = 127
@@ -105,8 +115,7 @@ def topic_refusal(topic: str) -> str | None:
     if not topic.strip():
         return "The specified topic is blank."
     if not TOPIC_CHARS.fullmatch(topic):
-        return ("The specified topic contains illegal characters, allowing only "
-                "^[%|a-zA-Z0-9_-]+$")  # fmt: skip
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(topic) > TOPIC_CHARS_MAX:
         return "The specified topic is longer than topic max length."
     return None
@@ -166,8 +175,11 @@ class BrokerProcessor:
             if request.code not in self._unsupported_seen:
                 # Once per code: which requests clients send that we do not serve.
                 self._unsupported_seen.add(request.code)
-                log.info("request code %d not supported (first seen from %s)", request.code,
-                         getattr(peer, "id", peer))
+                log.info(
+                    "request code %d not supported (first seen from %s)",
+                    request.code,
+                    getattr(peer, "id", peer),
+                )
             return request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f" request type {request.code} not supported",
@@ -201,8 +213,12 @@ class BrokerProcessor:
             code, remark = refusal
             return request.make_response(code, remark)
         message = MessageInput(
-            topic=header.topic, queue_id=header.queue_id, body=request.body or b"",
-            properties=header.properties, flag=header.flag, sys_flag=header.sys_flag,
+            topic=header.topic,
+            queue_id=header.queue_id,
+            body=request.body or b"",
+            properties=header.properties,
+            flag=header.flag,
+            sys_flag=header.sys_flag,
             born_timestamp_ms=header.born_timestamp_ms,
         )
         outcome = await self.broker.put_message(message)
@@ -237,9 +253,7 @@ class BrokerProcessor:
         await self.broker.delete_topic(topic)
         return request.make_response(ResponseCode.SUCCESS)
 
-    async def notify_min_broker_id_change(
-        self, request: RemotingCommand
-    ) -> RemotingCommand | None:
+    async def notify_min_broker_id_change(self, request: RemotingCommand) -> RemotingCommand | None:
         """NOTIFY_MIN_BROKER_ID_CHANGE (one-way): record it and call the role-change seam."""
         await self.broker.on_min_broker_id_change(
             min_broker_id=header_int(request, "minBrokerId"),

@@ -86,8 +86,13 @@ def schedule(message: MessageInput, levels: tuple[int, ...]) -> MessageInput:
     properties[PROPERTY_REAL_TOPIC] = message.topic
     properties[PROPERTY_REAL_QUEUE_ID] = str(message.queue_id)
     return MessageInput(
-        SCHEDULE_TOPIC, level - 1, message.body, format_properties(properties), message.flag,
-        message.sys_flag, message.born_timestamp_ms,
+        SCHEDULE_TOPIC,
+        level - 1,
+        message.body,
+        format_properties(properties),
+        message.flag,
+        message.sys_flag,
+        message.born_timestamp_ms,
     )
 
 
@@ -125,8 +130,13 @@ def send_back(
     properties[PROPERTY_RECONSUME_TIME] = str(times + 1)
     properties[PROPERTY_MAX_RECONSUME_TIMES] = str(max_reconsume_times)
     message = MessageInput(
-        topic, 0, original.body, format_properties(properties), original.flag,
-        original.sys_flag, original.born_timestamp_ms,
+        topic,
+        0,
+        original.body,
+        format_properties(properties),
+        original.flag,
+        original.sys_flag,
+        original.born_timestamp_ms,
     )
     return SendBack(message, dead)
 
@@ -143,8 +153,13 @@ def delivered_copy(scheduled: MessageRecord) -> MessageInput | None:
         return None
     properties.pop(PROPERTY_DELAY, None)
     return MessageInput(
-        topic, queue_id, scheduled.body, format_properties(properties), scheduled.flag,
-        scheduled.sys_flag, scheduled.born_timestamp_ms,
+        topic,
+        queue_id,
+        scheduled.body,
+        format_properties(properties),
+        scheduled.flag,
+        scheduled.sys_flag,
+        scheduled.born_timestamp_ms,
     )
 
 
@@ -159,7 +174,10 @@ class ScheduleService:
         self.levels = levels
 
     def due(
-        self, offsets: Mapping[int, int], max_offset: Callable[[int], int], read: Reader,
+        self,
+        offsets: Mapping[int, int],
+        max_offset: Callable[[int], int],
+        read: Reader,
         now_ms: int,
     ) -> tuple[list[MessageInput], dict[int, int]]:
         """The messages due at ``now_ms`` and the delay offsets after moving them.

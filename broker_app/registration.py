@@ -86,12 +86,16 @@ def build_register_request(
     ``extra_fields`` (raft failover: offsets and the opt-in flag) join the header.
     """
     return register_broker_request(
-        cluster_name=identity.cluster_name, broker_name=identity.broker_name,
-        broker_id=identity.broker_id, broker_addr=identity.broker_addr,
-        ha_server_addr=identity.ha_server_addr, wrapper=wrapper,
-        compress_over_bytes=compress_over_bytes, heartbeat_timeout_ms=heartbeat_timeout_ms,
+        cluster_name=identity.cluster_name,
+        broker_name=identity.broker_name,
+        broker_id=identity.broker_id,
+        broker_addr=identity.broker_addr,
+        ha_server_addr=identity.ha_server_addr,
+        wrapper=wrapper,
+        compress_over_bytes=compress_over_bytes,
+        heartbeat_timeout_ms=heartbeat_timeout_ms,
         extra_fields=extra_fields,
-    )  # fmt: skip
+    )
 
 
 def build_query_data_version_request(

@@ -43,8 +43,10 @@ class SlaveSynchronizer:
             (RequestCode.GET_ALL_TOPIC_CONFIG, self.metadata.apply_master_topics),
             (RequestCode.GET_ALL_CONSUMER_OFFSET, self.metadata.apply_master_consumer_offsets),
             (RequestCode.GET_ALL_DELAY_OFFSET, self.metadata.apply_master_delay_offsets),
-            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-             self.metadata.apply_master_subscription_groups),
+            (
+                RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+                self.metadata.apply_master_subscription_groups,
+            ),
         )
         changed = False
         for code, apply in steps:
@@ -54,13 +56,9 @@ class SlaveSynchronizer:
             self.persist()
         return changed
 
-    async def _sync_one(
-        self, addr: str, code: RequestCode, apply: Callable[[bytes], bool]
-    ) -> bool:
+    async def _sync_one(self, addr: str, code: RequestCode, apply: Callable[[bytes], bool]) -> bool:
         try:
-            response = await self.client.invoke(
-                addr, RemotingCommand.request(code), SYNC_TIMEOUT_S
-            )
+            response = await self.client.invoke(addr, RemotingCommand.request(code), SYNC_TIMEOUT_S)
         except RemotingClientError as exc:
             log.warning("slave sync %s from %s failed: %s", code.name, addr, exc)
             return False

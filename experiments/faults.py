@@ -113,8 +113,13 @@ class ClusterHandle:
 
     # -- internal port ------------------------------------------------------------
 
-    async def internal(self, node_id: str, code: int, ext: Mapping[str, str] | None = None,
-                       timeout_s: float = INTERNAL_TIMEOUT_S) -> RemotingCommand:
+    async def internal(
+        self,
+        node_id: str,
+        code: int,
+        ext: Mapping[str, str] | None = None,
+        timeout_s: float = INTERNAL_TIMEOUT_S,
+    ) -> RemotingCommand:
         """One internal-port request to ``node_id`` with the cluster secret."""
         fields = {"secret": launcher.read_secret(self.run_dir), **(ext or {})}
         addr = f"{launcher.LOOPBACK}:{self.node(node_id).internal_port}"
@@ -158,8 +163,9 @@ class ClusterHandle:
     async def remove_member(self, via_node: str, member: str) -> str:
         """Ask ``via_node`` to remove Raft member ``member``; '' or the refusal remark."""
         try:
-            answer = await self.internal(via_node, REMOVE_NODE_CODE, {"addr": member},
-                                         timeout_s=10.0)
+            answer = await self.internal(
+                via_node, REMOVE_NODE_CODE, {"addr": member}, timeout_s=10.0
+            )
         except RemotingClientError as exc:
             return str(exc)
         return "" if answer.code == ResponseCode.SUCCESS else (answer.remark or "refused")
@@ -216,14 +222,17 @@ class ClusterHandle:
         ready_file.unlink(missing_ok=True)
         # The plan carries the per-node options (--raft-dial, --skew-allowance-ms).
         argv = launcher.gateway_argv(self.plan, node)
-        record = launcher.start_process(slot.name, argv, env=self._env(node),
-                                        log_path=slot.log_path, pid_path=slot.pid_path)
+        record = launcher.start_process(
+            slot.name, argv, env=self._env(node), log_path=slot.log_path, pid_path=slot.pid_path
+        )
         secret = launcher.read_secret(self.run_dir)
         await asyncio.to_thread(
             launcher.wait_until,
             lambda: launcher.gateway_ready(ready_file, node.internal_port, secret),
-            what=f"{node_id} gateway (restart)", timeout_s=RESTART_READY_TIMEOUT_S,
-            alive=record, log_path=slot.log_path,
+            what=f"{node_id} gateway (restart)",
+            timeout_s=RESTART_READY_TIMEOUT_S,
+            alive=record,
+            log_path=slot.log_path,
         )
 
     async def restart_gateway(self, node_id: str, sig: signal.Signals = signal.SIGTERM) -> None:
@@ -268,8 +277,7 @@ class RaftMesh:
 
     def cut(self, node_id: str, mode: LinkMode = LinkMode.BLACKHOLE) -> list[str]:
         """Set every link to and from ``node_id`` to ``mode``; the link names."""
-        names = sorted(name for (src, dst), name in self.links.items()
-                       if node_id in (src, dst))
+        names = sorted(name for (src, dst), name in self.links.items() if node_id in (src, dst))
         for name in names:
             self.proxy.set_mode(name, mode)
         return names

@@ -26,8 +26,13 @@ BAR_REFRESH_S = 0.25
 class Progress:
     """Phase lines with elapsed times; thread-safe (Spark jobs report from a thread)."""
 
-    def __init__(self, write: Callable[[str], None] | None = None, *,
-                 live: bool | None = None, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        write: Callable[[str], None] | None = None,
+        *,
+        live: bool | None = None,
+        stream: TextIO | None = None,
+    ) -> None:
         # None: whatever sys.stdout is when a line is written (a live bar redirects it so
         # that lines print above the bar).
         self._stream = stream
@@ -57,8 +62,9 @@ class Progress:
             self._write(stamped)
 
     @contextlib.contextmanager
-    def phase(self, name: str, *, total_s: float | None = None,
-              steps: int | None = None) -> Iterator[Phase]:
+    def phase(
+        self, name: str, *, total_s: float | None = None, steps: int | None = None
+    ) -> Iterator[Phase]:
         """Announce ``name``, run the block, then say how long it took (or that it failed).
 
         On a terminal the phase shows live: a bar that fills with time when its duration
@@ -72,8 +78,9 @@ class Progress:
         bar = None
         if self.live and not self._live_busy:
             self._live_busy = True
-            bar = threading.Thread(target=self._show, args=(name, total_s, handle),
-                                   name="progress-bar", daemon=True)
+            bar = threading.Thread(
+                target=self._show, args=(name, total_s, handle), name="progress-bar", daemon=True
+            )
             bar.start()
         try:
             yield handle
@@ -104,8 +111,11 @@ class Progress:
 
         columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
         if total_s:
-            columns += [BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
-                        TimeRemainingColumn()]
+            columns += [
+                BarColumn(),
+                TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+                TimeRemainingColumn(),
+            ]
         elif handle.steps:
             columns += [BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
         else:
@@ -115,8 +125,7 @@ class Progress:
         with RichProgress(*columns, console=console, transient=True) as bar:
             task = bar.add_task(name, total=total_s or handle.steps or None)
             while not handle.stop.wait(BAR_REFRESH_S):
-                done = (min(total_s, time.monotonic() - began) if total_s
-                        else handle.done)
+                done = min(total_s, time.monotonic() - began) if total_s else handle.done
                 bar.update(task, completed=done)
             self.shown.append(name)
 

@@ -216,8 +216,13 @@ def _dialer(ctx_ref: list[ExperimentContext]) -> Callable[[str, str], str]:
 def plan_cluster(config: ExperimentConfig, run_dir: Path) -> launcher.ClusterPlan:
     """The launcher plan of one run: free ports, and in raft mode the skew allowance."""
     plan = launcher.plan_ports(
-        run_dir / CLUSTER_DIR_NAME, nodes=config.nodes, mode=config.mode, base_port=0,
-        web_base_port=0, internal_base_port=0, redis_port=0,
+        run_dir / CLUSTER_DIR_NAME,
+        nodes=config.nodes,
+        mode=config.mode,
+        base_port=0,
+        web_base_port=0,
+        internal_base_port=0,
+        redis_port=0,
         **({"raft_base_port": 0} if config.mode == "raft" else {}),
     )
     if config.mode != "raft":
@@ -225,7 +230,8 @@ def plan_cluster(config: ExperimentConfig, run_dir: Path) -> launcher.ClusterPla
     allowance = config.effective_skew_allowance()
     ids = [n.node_id for n in plan.nodes]
     return launcher.with_gateway_options(
-        plan, skew_allowance_ms=None if allowance is None else dict.fromkeys(ids, allowance),
+        plan,
+        skew_allowance_ms=None if allowance is None else dict.fromkeys(ids, allowance),
     )
 
 
@@ -246,8 +252,9 @@ def run_experiment(config: ExperimentConfig, progress: Progress | None = None) -
     return asyncio.run(_run(config, run_id, run_dir, progress or silent()))
 
 
-async def _run(config: ExperimentConfig, run_id: str, run_dir: Path,
-               progress: Progress) -> RunOutcome:
+async def _run(
+    config: ExperimentConfig, run_id: str, run_dir: Path, progress: Progress
+) -> RunOutcome:
     # The cluster boots in a thread so that a Raft proxy mesh (in this loop) already
     # forwards while the gateways elect their first leader.
     the_scenario = scenario(config.scenario)
@@ -258,13 +265,20 @@ async def _run(config: ExperimentConfig, run_id: str, run_dir: Path,
             plan = launcher.with_gateway_options(plan, raft_dial=await raft_mesh.build(plan))
         with progress.phase(f"cluster boot ({config.mode}, {config.nodes} nodes)"):
             cluster = await asyncio.to_thread(boot_cluster, config, plan)
-        meta = RunMeta(run_id=run_id, scenario=config.scenario, mode=config.mode,
-                       seed=config.seed, nodes=cluster.node_ids,
-                       params={k: (str(v) if isinstance(v, Path) else v)
-                               for k, v in asdict(config).items()}
-                       | {"effective_skew_allowance_ms": (
-                           config.effective_skew_allowance() if config.mode == "raft" else 0),
-                          "raft_proxied": raft_mesh is not None})
+        meta = RunMeta(
+            run_id=run_id,
+            scenario=config.scenario,
+            mode=config.mode,
+            seed=config.seed,
+            nodes=cluster.node_ids,
+            params={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
+            | {
+                "effective_skew_allowance_ms": (
+                    config.effective_skew_allowance() if config.mode == "raft" else 0
+                ),
+                "raft_proxied": raft_mesh is not None,
+            },
+        )
         writer = HistoryWriter(run_dir, meta)
         try:
             summary = await _drive(config, the_scenario, cluster, writer, raft_mesh, progress)
@@ -280,23 +294,44 @@ async def _run(config: ExperimentConfig, run_id: str, run_dir: Path,
     return RunOutcome(run_id, run_dir, meta, summary)
 
 
-async def _drive(config: ExperimentConfig, the_scenario: Scenario, cluster: ClusterHandle,
-                 writer: HistoryWriter, raft_mesh: RaftMesh | None,
-                 progress: Progress) -> dict[str, Any]:
+async def _drive(
+    config: ExperimentConfig,
+    the_scenario: Scenario,
+    cluster: ClusterHandle,
+    writer: HistoryWriter,
+    raft_mesh: RaftMesh | None,
+    progress: Progress,
+) -> dict[str, Any]:
     rng = random.Random(config.seed)
     recorder = Recorder(writer)
     topics = [f"topic-{i:03d}" for i in range(config.topics)]
-    brokers = make_brokers(config.brokers, topics, config.brokers_per_topic, config.queues,
-                           rng, cluster.node_ids)
+    brokers = make_brokers(
+        config.brokers, topics, config.brokers_per_topic, config.queues, rng, cluster.node_ids
+    )
     if config.churn_ms:
         brokers.append(_churn_broker(brokers[0], topics, config.queues))
     ctx_ref: list[ExperimentContext] = []
-    fleet = BrokerFleet(brokers, _dialer(ctx_ref), recorder, heartbeat_ms=config.heartbeat_ms,
-                        expiry_ms=config.expiry_ms, timeout_s=config.request_timeout_s,
-                        rng=random.Random(rng.random()))
-    ctx = ExperimentContext(config, cluster, ProxyMesh(), fleet, recorder, rng,
-                            topics + list(the_scenario.subset_topics), cluster.admin_client(),
-                            raft_mesh=raft_mesh, progress=progress)
+    fleet = BrokerFleet(
+        brokers,
+        _dialer(ctx_ref),
+        recorder,
+        heartbeat_ms=config.heartbeat_ms,
+        expiry_ms=config.expiry_ms,
+        timeout_s=config.request_timeout_s,
+        rng=random.Random(rng.random()),
+    )
+    ctx = ExperimentContext(
+        config,
+        cluster,
+        ProxyMesh(),
+        fleet,
+        recorder,
+        rng,
+        topics + list(the_scenario.subset_topics),
+        cluster.admin_client(),
+        raft_mesh=raft_mesh,
+        progress=progress,
+    )
     ctx_ref.append(ctx)
     try:
         return await _run_phases(ctx, the_scenario)
@@ -336,8 +371,7 @@ def _agreed(ctx: ExperimentContext, answers: dict[tuple[str, str], ReadResult]) 
     return not _disagreement(ctx, answers)
 
 
-def _disagreement(ctx: ExperimentContext,
-                  answers: dict[tuple[str, str], ReadResult]) -> list[str]:
+def _disagreement(ctx: ExperimentContext, answers: dict[tuple[str, str], ReadResult]) -> list[str]:
     """Every (node, topic) whose answer differs from the expected route."""
     wrong = []
     for topic in ctx.topics:
@@ -353,19 +387,29 @@ def _disagreement(ctx: ExperimentContext,
 def _clients(ctx: ExperimentContext, timing: ClientTiming) -> list[Any]:
     cfg, nodes = ctx.config, ctx.nodes
     clients: list[Any] = [
-        Producer(f"producer-{i}", ctx.topics, nodes, ctx.recorder, timing,
-                 random.Random(ctx.rng.random()), ctx.fleet, cfg.seed * 1_000_003 + i)
+        Producer(
+            f"producer-{i}",
+            ctx.topics,
+            nodes,
+            ctx.recorder,
+            timing,
+            random.Random(ctx.rng.random()),
+            ctx.fleet,
+            cfg.seed * 1_000_003 + i,
+        )
         for i in range(cfg.producers)
     ]
     for g in range(cfg.consumer_groups):
         topic = ctx.topics[g % len(ctx.topics)]
-        group = ConsumerGroup(f"cg{g}", topic, cfg.consumers_per_group, nodes, ctx.recorder,
-                              timing, ctx.rng)
+        group = ConsumerGroup(
+            f"cg{g}", topic, cfg.consumers_per_group, nodes, ctx.recorder, timing, ctx.rng
+        )
         clients.extend(group.consumers)
     for topic in (t for t in ctx.topics if t not in ctx.topics[: cfg.consumer_groups]):
         if topic in ctx.truth_overrides or not ctx.brokers_of(topic):
-            group = ConsumerGroup(f"cg-{topic}", topic, cfg.consumers_per_group, nodes,
-                                  ctx.recorder, timing, ctx.rng)
+            group = ConsumerGroup(
+                f"cg-{topic}", topic, cfg.consumers_per_group, nodes, ctx.recorder, timing, ctx.rng
+            )
             clients.extend(group.consumers)
     return clients
 
@@ -377,8 +421,14 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
     for topic in the_scenario.subset_topics:
         ctx.truth_overrides[topic] = ""
     process = (lambda node: "raft") if ctx.raft else (lambda node: f"ns-{node}")
-    prober = Prober(ctx.nodes, ctx.topics, ctx.recorder, sample_ms=cfg.sample_ms,
-                    timeout_s=cfg.request_timeout_s, process=process)
+    prober = Prober(
+        ctx.nodes,
+        ctx.topics,
+        ctx.recorder,
+        sample_ms=cfg.sample_ms,
+        timeout_s=cfg.request_timeout_s,
+        process=process,
+    )
     ctx.closers.append(prober.close)
     warm_start = now_ms()
     with ctx.progress.phase(f"warm-up ({cfg.brokers} brokers register, every node agrees)"):
@@ -386,16 +436,22 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
     start = ctx.recorder.start()
     prober.baseline(answers, warm_start)
     ctx.record_truth("", KIND_REGISTER)
-    timing = ClientTiming(cfg.poll_ms, cfg.rebalance_ms, cfg.send_timeout_ms,
-                          cfg.request_timeout_s, cfg.read_consistency)
+    timing = ClientTiming(
+        cfg.poll_ms,
+        cfg.rebalance_ms,
+        cfg.send_timeout_ms,
+        cfg.request_timeout_s,
+        cfg.read_consistency,
+    )
     clients = _clients(ctx, timing)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(c.run(stop)) for c in clients]
     tasks.append(loop.create_task(prober.run(stop)))
     try:
-        with ctx.progress.phase(f"recording ({cfg.duration_s:g} s, {len(clients)} clients)",
-                                total_s=cfg.duration_s):
+        with ctx.progress.phase(
+            f"recording ({cfg.duration_s:g} s, {len(clients)} clients)", total_s=cfg.duration_s
+        ):
             faults = await _fault_timeline(ctx, the_scenario, start)
     finally:
         stop.set()
@@ -403,21 +459,30 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         ctx.recorder.stop()
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
     return {
-        "timings": {"warmup_ms": start - warm_start, "recorded_ms": now_ms() - start,
-                    "inferred_writes": prober.writes},
+        "timings": {
+            "warmup_ms": start - warm_start,
+            "recorded_ms": now_ms() - start,
+            "inferred_writes": prober.writes,
+        },
         "faults": faults,
         "notes": {k: v for k, v in ctx.notes.items() if k != "skewed_scan_expired"}
-        | ({"skewed_scan_expired_total": sum(x for x in ctx.notes["skewed_scan_expired"]
-                                              if x > 0)}
-           if "skewed_scan_expired" in ctx.notes else {}),
+        | (
+            {"skewed_scan_expired_total": sum(x for x in ctx.notes["skewed_scan_expired"] if x > 0)}
+            if "skewed_scan_expired" in ctx.notes
+            else {}
+        ),
     }
 
 
 def _churn_broker(template: SimBroker, topics: Sequence[str], queues: int) -> SimBroker:
     """The spare broker of the route churn: holds every topic, silent until the fault."""
-    broker = SimBroker(CHURN_BROKER, f"{template.addr.rsplit(':', 1)[0]}:{CHURN_BROKER_PORT}",
-                       topic_table([CHURN_BROKER, CLUSTER_NAME, *topics], queues),
-                       list(template.namesrv), template.data_version)
+    broker = SimBroker(
+        CHURN_BROKER,
+        f"{template.addr.rsplit(':', 1)[0]}:{CHURN_BROKER_PORT}",
+        topic_table([CHURN_BROKER, CLUSTER_NAME, *topics], queues),
+        list(template.namesrv),
+        template.data_version,
+    )
     broker.alive = broker.heartbeating = False
     return broker
 
@@ -455,8 +520,9 @@ async def _sleep_until(start_ms: int, offset_s: float) -> None:
         await asyncio.sleep(delay)
 
 
-async def _fault_timeline(ctx: ExperimentContext, the_scenario: Scenario,
-                          start_ms: int) -> list[dict[str, Any]]:
+async def _fault_timeline(
+    ctx: ExperimentContext, the_scenario: Scenario, start_ms: int
+) -> list[dict[str, Any]]:
     duration = ctx.config.duration_s
     await _sleep_until(start_ms, duration * FAULT_AT_FRACTION)
     injected_ms = now_ms()
@@ -464,8 +530,11 @@ async def _fault_timeline(ctx: ExperimentContext, the_scenario: Scenario,
     what = ", ".join(f"{spec.kind} {spec.target}" for spec in specs) or the_scenario.name
     ctx.progress.line(f"fault injected at t={(injected_ms - start_ms) / 1000:.1f} s: {what}")
     churn_stop = asyncio.Event()
-    churn = (asyncio.get_running_loop().create_task(_churn(ctx, churn_stop))
-             if ctx.config.churn_ms and CHURN_BROKER in ctx.fleet.brokers else None)
+    churn = (
+        asyncio.get_running_loop().create_task(_churn(ctx, churn_stop))
+        if ctx.config.churn_ms and CHURN_BROKER in ctx.fleet.brokers
+        else None
+    )
     end_ms = -1
     churn_changes = 0
     try:
@@ -484,14 +553,22 @@ async def _fault_timeline(ctx: ExperimentContext, the_scenario: Scenario,
         ctx.progress.line(f"healed at t={(end_ms - start_ms) / 1000:.1f} s")
     if churn is not None:
         ctx.notes["churn_route_changes"] = churn_changes
-        ctx.progress.line(f"route churn: {churn_changes} changes of every topic's route "
-                          "inside the fault window")
+        ctx.progress.line(
+            f"route churn: {churn_changes} changes of every topic's route inside the fault window"
+        )
     await _sleep_until(start_ms, duration)
     rows = []
     for spec in specs:
         ctx.recorder.fault(injected_ms, end_ms, spec.kind, spec.target, spec.detail)
-        rows.append({"kind": spec.kind, "target": spec.target, "start_ms": injected_ms,
-                     "end_ms": end_ms, **spec.detail})
+        rows.append(
+            {
+                "kind": spec.kind,
+                "target": spec.target,
+                "start_ms": injected_ms,
+                "end_ms": end_ms,
+                **spec.detail,
+            }
+        )
     return rows
 
 
@@ -505,9 +582,14 @@ def batch_dir(out_dir: Path | str, scenario_name: str, seed: int, stamp: str) ->
     return Path(out_dir).resolve() / f"{scenario_name}-s{seed}-{stamp}"
 
 
-def analyze_runs(history_root: Path, out_dir: Path, spark_master: str | None = None,
-                 progress: Progress | None = None, *,
-                 spark_verbose: bool = False) -> dict[str, list[dict[str, Any]]]:
+def analyze_runs(
+    history_root: Path,
+    out_dir: Path,
+    spark_master: str | None = None,
+    progress: Progress | None = None,
+    *,
+    spark_verbose: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
     """Run every Spark job of ``spark_jobs.metrics`` over the runs under ``history_root``;
     write the report (tables, plots, ``summary.md``) to ``out_dir``; return the tables."""
     from spark_jobs.metrics import JOBS_TOTAL, analyze

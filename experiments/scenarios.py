@@ -146,8 +146,11 @@ class AsymmetricPartition(Scenario):
         specs = []
         for node, lane in cut.items():
             ctx.mesh.set(lane, node, LinkMode.BLACKHOLE)
-            specs.append(FaultSpec(FAULT_ASYMMETRIC_PARTITION, node,
-                                   {"lost_brokers": ctx.lane_brokers[lane]}))
+            specs.append(
+                FaultSpec(
+                    FAULT_ASYMMETRIC_PARTITION, node, {"lost_brokers": ctx.lane_brokers[lane]}
+                )
+            )
         return specs
 
     async def heal(self, ctx: ExperimentContext) -> None:
@@ -327,8 +330,13 @@ class PartialTopicDelete(Scenario):
         ctx.truth_topic(topic, "", KIND_DELETE_TOPIC)
         ok = await delete_topic_on(ctx.admin, ctx.nodes[reached], topic, ctx.timeout_s)
         missed = ctx.cluster.node_ids[1:]
-        return [FaultSpec(FAULT_PARTIAL_DELETE, reached,
-                          {"topic": topic, "acknowledged": ok, "missed": missed})]
+        return [
+            FaultSpec(
+                FAULT_PARTIAL_DELETE,
+                reached,
+                {"topic": topic, "acknowledged": ok, "missed": missed},
+            )
+        ]
 
 
 class TopicSubset(Scenario):
@@ -342,17 +350,25 @@ class TopicSubset(Scenario):
     async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
         owner = ctx.fleet.brokers[sorted(ctx.fleet.brokers)[0]]
         template = next(iter(owner.topics.values()))
-        config = type(template)(topic_name=NEW_TOPIC, read_queue_nums=template.read_queue_nums,
-                                write_queue_nums=template.write_queue_nums, perm=template.perm)
+        config = type(template)(
+            topic_name=NEW_TOPIC,
+            read_queue_nums=template.read_queue_nums,
+            write_queue_nums=template.write_queue_nums,
+            perm=template.perm,
+        )
         # Only the route knows the topic: the broker's own table does not (the admin
         # wrote to one NameServer), so its full registrations never spread it.
         probe = SimBroker(owner.name, owner.addr, {NEW_TOPIC: config}, [], DataVersion())
         target = ctx.cluster.node_ids[0]
         ctx.truth_topic(NEW_TOPIC, probe.route_item(NEW_TOPIC).encode(), KIND_CREATE_TOPIC)
-        ok = await register_topic_on(ctx.admin, ctx.nodes[target], NEW_TOPIC, probe,
-                                     ctx.timeout_s)
-        return [FaultSpec(FAULT_TOPIC_SUBSET, target,
-                          {"topic": NEW_TOPIC, "acknowledged": ok, "broker": owner.name})]
+        ok = await register_topic_on(ctx.admin, ctx.nodes[target], NEW_TOPIC, probe, ctx.timeout_s)
+        return [
+            FaultSpec(
+                FAULT_TOPIC_SUBSET,
+                target,
+                {"topic": NEW_TOPIC, "acknowledged": ok, "broker": owner.name},
+            )
+        ]
 
 
 class RegistrationStorm(Scenario):
@@ -371,12 +387,20 @@ class RegistrationStorm(Scenario):
         for i in range(STORM_BROKERS):
             name = f"storm-{i:03d}"
             topics = [f"storm-{i:03d}-t{j:04d}" for j in range(STORM_TOPICS_EACH)]
-            broker = SimBroker(name, f"127.0.0.1:{STORM_FIRST_PORT + 2 * i}",
-                               topic_table(topics), list(ctx.cluster.node_ids), version)
+            broker = SimBroker(
+                name,
+                f"127.0.0.1:{STORM_FIRST_PORT + 2 * i}",
+                topic_table(topics),
+                list(ctx.cluster.node_ids),
+                version,
+            )
             self.names.append(name)
             ctx.fleet.add(broker)
-        return [FaultSpec(FAULT_STORM, "all",
-                          {"brokers": STORM_BROKERS, "topics_each": STORM_TOPICS_EACH})]
+        return [
+            FaultSpec(
+                FAULT_STORM, "all", {"brokers": STORM_BROKERS, "topics_each": STORM_TOPICS_EACH}
+            )
+        ]
 
     async def heal(self, ctx: ExperimentContext) -> None:
         await asyncio.gather(*(ctx.fleet.stop_graceful(n) for n in self.names))
@@ -385,8 +409,16 @@ class RegistrationStorm(Scenario):
 SCENARIOS: dict[str, type[Scenario]] = {
     cls.name: cls
     for cls in (
-        BrokerKill, BrokerStop, AsymmetricPartition, NamesrvRestart, PartialTopicDelete,
-        TopicSubset, MembershipChange, RegistrationStorm, LeaderKill, MinorityPartition,
+        BrokerKill,
+        BrokerStop,
+        AsymmetricPartition,
+        NamesrvRestart,
+        PartialTopicDelete,
+        TopicSubset,
+        MembershipChange,
+        RegistrationStorm,
+        LeaderKill,
+        MinorityPartition,
         ClockSkew,
     )
 }

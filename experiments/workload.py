@@ -116,29 +116,59 @@ class Recorder:
         self.recording = False
 
     def operation(
-        self, *, process: str, kind: str, node: str, topic: str, invoke_ms: int,
-        complete_ms: int, outcome: str, value: str = "", version: int = NO_VERSION,
-        broker: str = "", extra: dict[str, Any] | None = None, force: bool = False,
+        self,
+        *,
+        process: str,
+        kind: str,
+        node: str,
+        topic: str,
+        invoke_ms: int,
+        complete_ms: int,
+        outcome: str,
+        value: str = "",
+        version: int = NO_VERSION,
+        broker: str = "",
+        extra: dict[str, Any] | None = None,
+        force: bool = False,
     ) -> int:
         """Append one client operation; returns its op id (0 when not recording)."""
         if not (self.recording or force):
             return 0
         self._op_id += 1
-        self.writer.operation((
-            self._op_id, process, kind, node, topic, invoke_ms, complete_ms, outcome, value,
-            version, broker, json.dumps(extra or {}, sort_keys=True),
-        ))
+        self.writer.operation(
+            (
+                self._op_id,
+                process,
+                kind,
+                node,
+                topic,
+                invoke_ms,
+                complete_ms,
+                outcome,
+                value,
+                version,
+                broker,
+                json.dumps(extra or {}, sort_keys=True),
+            )
+        )
         return self._op_id
 
     def truth(self, ts_ms: int, topic: str, broker: str, kind: str, value: str) -> None:
         """Append one ground-truth write (what the route should be from ``ts_ms`` on)."""
         self.writer.write((ts_ms, topic, broker, kind, value, NO_VERSION))
 
-    def fault(self, start_ms: int, end_ms: int, kind: str, target: str,
-              detail: dict[str, Any] | None = None) -> None:
+    def fault(
+        self,
+        start_ms: int,
+        end_ms: int,
+        kind: str,
+        target: str,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
         """Append one fault window (``end_ms`` -1: never healed)."""
-        self.writer.fault((start_ms, end_ms, kind, target, json.dumps(detail or {},
-                                                                       sort_keys=True)))
+        self.writer.fault(
+            (start_ms, end_ms, kind, target, json.dumps(detail or {}, sort_keys=True))
+        )
 
     def node_state(self, ts_ms: int, node: str, topic: str, value: str, version: int) -> None:
         """Append one sample of a node's route for a topic."""
@@ -156,8 +186,15 @@ def route_value(route: TopicRouteData) -> str:
     for queue in route.queue_datas:
         broker = brokers.get(queue.broker_name)
         master = None if broker is None else broker.broker_addrs.get(MASTER_ID)
-        items.append(RouteItem(queue.broker_name, master or NO_MASTER_ADDR,
-                               queue.write_queue_nums, queue.read_queue_nums, queue.perm))
+        items.append(
+            RouteItem(
+                queue.broker_name,
+                master or NO_MASTER_ADDR,
+                queue.write_queue_nums,
+                queue.read_queue_nums,
+                queue.perm,
+            )
+        )
     return canonical_route(items)
 
 
@@ -172,15 +209,19 @@ class ReadResult:
 
 
 async def read_route(
-    client: RemotingClient, addr: str, topic: str, timeout_s: float,
+    client: RemotingClient,
+    addr: str,
+    topic: str,
+    timeout_s: float,
     consistency: str = CONSISTENCY_LOCAL,
 ) -> ReadResult:
     """Ask ``addr`` for the route of ``topic``; never raises for network trouble."""
     ext = {"topic": topic}
     if consistency == CONSISTENCY_LINEARIZABLE:
         ext["consistency"] = CONSISTENCY_LINEARIZABLE
-    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext,
-                                      version=STANDARD_JSON_VERSION)
+    request = RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, version=STANDARD_JSON_VERSION
+    )
     invoke = now_ms()
     try:
         answer = await client.invoke(addr, request, timeout_s)
@@ -221,18 +262,24 @@ class SimBroker:
 
     def bump_version(self) -> None:
         """A new topic-config DataVersion, as TopicConfigManager does on every change."""
-        self.data_version = DataVersion(timestamp=now_ms(),
-                                        counter=self.data_version.counter + 1)
+        self.data_version = DataVersion(timestamp=now_ms(), counter=self.data_version.counter + 1)
 
     def route_item(self, topic: str) -> RouteItem:
         """This broker's share of ``topic``'s canonical route."""
         config = self.topics[topic]
-        return RouteItem(self.name, self.addr, config.write_queue_nums, config.read_queue_nums,
-                         config.perm)
+        return RouteItem(
+            self.name, self.addr, config.write_queue_nums, config.read_queue_nums, config.perm
+        )
 
 
-def make_brokers(count: int, topics: Sequence[str], brokers_per_topic: int, queues: int,
-                 rng: random.Random, node_ids: Sequence[str]) -> list[SimBroker]:
+def make_brokers(
+    count: int,
+    topics: Sequence[str],
+    brokers_per_topic: int,
+    queues: int,
+    rng: random.Random,
+    node_ids: Sequence[str],
+) -> list[SimBroker]:
     """``count`` brokers; each topic lands on ``brokers_per_topic`` of them, chosen by ``rng``."""
     names = [f"broker-{i:03d}" for i in range(count)]
     owned: dict[str, list[str]] = {name: [] for name in names}
@@ -245,9 +292,13 @@ def make_brokers(count: int, topics: Sequence[str], brokers_per_topic: int, queu
     # an unknown broker, which the NameServer refuses
     # (``RouteInfoManager.registerBroker`` drops a first one-topic registration).
     return [
-        SimBroker(name, f"{BROKER_HOST}:{FIRST_BROKER_PORT + i * BROKER_PORT_STEP}",
-                  topic_table([name, CLUSTER_NAME, *owned[name]], queues), list(node_ids),
-                  version)
+        SimBroker(
+            name,
+            f"{BROKER_HOST}:{FIRST_BROKER_PORT + i * BROKER_PORT_STEP}",
+            topic_table([name, CLUSTER_NAME, *owned[name]], queues),
+            list(node_ids),
+            version,
+        )
         for i, name in enumerate(names)
     ]
 
@@ -259,9 +310,17 @@ Dialer = Callable[[str, str], str]
 class BrokerFleet:
     """Simulated brokers registering with the nodes over the wire, one task per broker."""
 
-    def __init__(self, brokers: Sequence[SimBroker], dial: Dialer, recorder: Recorder, *,
-                 heartbeat_ms: int, expiry_ms: int, timeout_s: float,
-                 rng: random.Random) -> None:
+    def __init__(
+        self,
+        brokers: Sequence[SimBroker],
+        dial: Dialer,
+        recorder: Recorder,
+        *,
+        heartbeat_ms: int,
+        expiry_ms: int,
+        timeout_s: float,
+        rng: random.Random,
+    ) -> None:
         self.brokers = {b.name: b for b in brokers}
         self.dial = dial
         self.recorder = recorder
@@ -294,20 +353,28 @@ class BrokerFleet:
         return sum(results)
 
     async def _register_one(self, broker: SimBroker, node: str) -> int:
-        request = register_request(broker.demo(), broker.topics, broker.data_version,
-                                   heartbeat_timeout_ms=self.expiry_ms)
+        request = register_request(
+            broker.demo(), broker.topics, broker.data_version, heartbeat_timeout_ms=self.expiry_ms
+        )
         invoke = now_ms()
         try:
-            answer = await broker.client.invoke(self.dial(broker.name, node), request,
-                                                self.timeout_s)
+            answer = await broker.client.invoke(
+                self.dial(broker.name, node), request, self.timeout_s
+            )
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
             remark = answer.remark or ""
         except RemotingClientError as exc:
             outcome = OUTCOME_TIMEOUT if "no answer" in str(exc) else OUTCOME_ERROR
             remark = str(exc)
         self.recorder.operation(
-            process=broker.name, kind=KIND_HEARTBEAT, node=node, topic="", invoke_ms=invoke,
-            complete_ms=now_ms(), outcome=outcome, broker=broker.name,
+            process=broker.name,
+            kind=KIND_HEARTBEAT,
+            node=node,
+            topic="",
+            invoke_ms=invoke,
+            complete_ms=now_ms(),
+            outcome=outcome,
+            broker=broker.name,
             extra={"remark": remark[:200]} if outcome != OUTCOME_OK else None,
         )
         return int(outcome == OUTCOME_OK)
@@ -356,8 +423,12 @@ class BrokerFleet:
         task = self._tasks.pop(name, None)
         if task is not None:
             task.cancel()
-        ext = {"brokerAddr": broker.addr, "clusterName": CLUSTER_NAME,
-               "brokerName": broker.name, "brokerId": str(MASTER_ID)}
+        ext = {
+            "brokerAddr": broker.addr,
+            "clusterName": CLUSTER_NAME,
+            "brokerName": broker.name,
+            "brokerId": str(MASTER_ID),
+        }
         await asyncio.gather(*(self._unregister_one(broker, n, ext) for n in broker.namesrv))
         await broker.client.close()
         broker.client = RemotingClient()
@@ -366,14 +437,22 @@ class BrokerFleet:
         request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext)
         invoke = now_ms()
         try:
-            answer = await broker.client.invoke(self.dial(broker.name, node), request,
-                                                self.timeout_s)
+            answer = await broker.client.invoke(
+                self.dial(broker.name, node), request, self.timeout_s
+            )
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
         except RemotingClientError:
             outcome = OUTCOME_ERROR
-        self.recorder.operation(process=broker.name, kind=KIND_UNREGISTER_CALL, node=node,
-                                topic="", invoke_ms=invoke, complete_ms=now_ms(),
-                                outcome=outcome, broker=broker.name)
+        self.recorder.operation(
+            process=broker.name,
+            kind=KIND_UNREGISTER_CALL,
+            node=node,
+            topic="",
+            invoke_ms=invoke,
+            complete_ms=now_ms(),
+            outcome=outcome,
+            broker=broker.name,
+        )
 
     def start_broker(self, name: str) -> None:
         """A stopped broker starts again: a new topic-config version, alive, heartbeating."""
@@ -398,14 +477,21 @@ class BrokerFleet:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 
 
-async def register_topic_on(client: RemotingClient, addr: str, topic: str,
-                            broker: SimBroker, timeout_s: float) -> bool:
+async def register_topic_on(
+    client: RemotingClient, addr: str, topic: str, broker: SimBroker, timeout_s: float
+) -> bool:
     """REGISTER_TOPIC_IN_NAMESRV (217) of ``topic`` on ``broker`` to one node only."""
     config = broker.topics[topic]
-    route = TopicRouteData(queue_datas=[QueueData(broker.name, config.read_queue_nums,
-                                                  config.write_queue_nums, config.perm)])
-    request = RemotingCommand.request(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": topic},
-                                      encode_topic_route_data(route, standard=True))
+    route = TopicRouteData(
+        queue_datas=[
+            QueueData(broker.name, config.read_queue_nums, config.write_queue_nums, config.perm)
+        ]
+    )
+    request = RemotingCommand.request(
+        RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+        {"topic": topic},
+        encode_topic_route_data(route, standard=True),
+    )
     try:
         answer = await client.invoke(addr, request, timeout_s)
     except RemotingClientError:
@@ -413,8 +499,7 @@ async def register_topic_on(client: RemotingClient, addr: str, topic: str,
     return answer.code == ResponseCode.SUCCESS
 
 
-async def delete_topic_on(client: RemotingClient, addr: str, topic: str,
-                          timeout_s: float) -> bool:
+async def delete_topic_on(client: RemotingClient, addr: str, topic: str, timeout_s: float) -> bool:
     """DELETE_TOPIC_IN_NAMESRV (216) of ``topic`` on one node only."""
     request = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
     try:
@@ -441,8 +526,15 @@ class ClientTiming:
 class RouteView:
     """One client's route table: a random node per poll, old route kept on failure."""
 
-    def __init__(self, name: str, topics: Sequence[str], nodes: dict[str, str],
-                 recorder: Recorder, timing: ClientTiming, rng: random.Random) -> None:
+    def __init__(
+        self,
+        name: str,
+        topics: Sequence[str],
+        nodes: dict[str, str],
+        recorder: Recorder,
+        timing: ClientTiming,
+        rng: random.Random,
+    ) -> None:
         self.name = name
         self.topics = list(topics)
         self.nodes = nodes
@@ -456,12 +548,22 @@ class RouteView:
         """``updateTopicRouteInfoFromNameServer`` for every topic, from one random node."""
         node = self.rng.choice(sorted(self.nodes))
         for topic in self.topics:
-            result = await read_route(self.client, self.nodes[node], topic,
-                                      self.timing.request_timeout_s, self.timing.consistency)
+            result = await read_route(
+                self.client,
+                self.nodes[node],
+                topic,
+                self.timing.request_timeout_s,
+                self.timing.consistency,
+            )
             self.recorder.operation(
-                process=self.name, kind=KIND_ROUTE_READ, node=node, topic=topic,
-                invoke_ms=result.invoke_ms, complete_ms=result.complete_ms,
-                outcome=result.outcome, value=result.value,
+                process=self.name,
+                kind=KIND_ROUTE_READ,
+                node=node,
+                topic=topic,
+                invoke_ms=result.invoke_ms,
+                complete_ms=result.complete_ms,
+                outcome=result.outcome,
+                value=result.value,
             )
             # topicRouteDataChanged: only a successful answer replaces the route.
             if result.outcome == OUTCOME_OK:
@@ -475,9 +577,17 @@ class RouteView:
 class Producer(RouteView):
     """A producer: polls routes, sends one message per topic per poll as RocketMQ picks."""
 
-    def __init__(self, name: str, topics: Sequence[str], nodes: dict[str, str],
-                 recorder: Recorder, timing: ClientTiming, rng: random.Random,
-                 fleet: BrokerFleet, seed: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        topics: Sequence[str],
+        nodes: dict[str, str],
+        recorder: Recorder,
+        timing: ClientTiming,
+        rng: random.Random,
+        fleet: BrokerFleet,
+        seed: int,
+    ) -> None:
         super().__init__(name, topics, nodes, recorder, timing, rng)
         self.fleet = fleet
         self.index = ThreadLocalIndex(JavaRandom(seed))
@@ -489,24 +599,39 @@ class Producer(RouteView):
         An attempt on a dead broker costs ``send_timeout_ms`` and is retried on another
         broker (``selectOneMessageQueue(lastBrokerName)``), as the sync send does.
         """
-        info = topic_route_to_publish_info(topic, route_from_value(self.views.get(topic)),
-                                           self.index)
+        info = topic_route_to_publish_info(
+            topic, route_from_value(self.views.get(topic)), self.index
+        )
         attempts: list[tuple[str, int, bool]] = []
         last: str | None = None
         start = now_ms()
         for attempt in range(SEND_ATTEMPTS_MAX):
             mq = self.strategy.select_one_message_queue(info, last, attempt > 0, start)
             if mq is None:
-                self.recorder.operation(process=self.name, kind=KIND_SEND, node="",
-                                        topic=topic, invoke_ms=start, complete_ms=start,
-                                        outcome=OUTCOME_NOT_FOUND, extra={"attempt": attempt})
+                self.recorder.operation(
+                    process=self.name,
+                    kind=KIND_SEND,
+                    node="",
+                    topic=topic,
+                    invoke_ms=start,
+                    complete_ms=start,
+                    outcome=OUTCOME_NOT_FOUND,
+                    extra={"attempt": attempt},
+                )
                 break
             ok = self.fleet.accepts(mq.broker_name)
             done = start + (0 if ok else self.timing.send_timeout_ms)
             self.recorder.operation(
-                process=self.name, kind=KIND_SEND, node="", topic=topic, invoke_ms=start,
-                complete_ms=done, outcome=OUTCOME_OK if ok else OUTCOME_ERROR,
-                value=str(mq.queue_id), broker=mq.broker_name, extra={"attempt": attempt},
+                process=self.name,
+                kind=KIND_SEND,
+                node="",
+                topic=topic,
+                invoke_ms=start,
+                complete_ms=done,
+                outcome=OUTCOME_OK if ok else OUTCOME_ERROR,
+                value=str(mq.queue_id),
+                broker=mq.broker_name,
+                extra={"attempt": attempt},
             )
             attempts.append((mq.broker_name, mq.queue_id, ok))
             if ok:
@@ -527,8 +652,16 @@ class Producer(RouteView):
 class Consumer(RouteView):
     """One member of a consumer group with its own route view."""
 
-    def __init__(self, name: str, group: ConsumerGroup, topic: str, nodes: dict[str, str],
-                 recorder: Recorder, timing: ClientTiming, rng: random.Random) -> None:
+    def __init__(
+        self,
+        name: str,
+        group: ConsumerGroup,
+        topic: str,
+        nodes: dict[str, str],
+        recorder: Recorder,
+        timing: ClientTiming,
+        rng: random.Random,
+    ) -> None:
         super().__init__(name, [topic], nodes, recorder, timing, rng)
         self.group = group
 
@@ -538,14 +671,22 @@ class Consumer(RouteView):
         mq_set = topic_route_to_subscribe_info(topic, route_from_value(self.views.get(topic)))
         if not mq_set:
             return []
-        mine = rebalance_allocate(allocate_averagely, self.group.name, self.name, mq_set,
-                                  self.group.member_names())
+        mine = rebalance_allocate(
+            allocate_averagely, self.group.name, self.name, mq_set, self.group.member_names()
+        )
         queues = [(mq.broker_name, mq.queue_id) for mq in mine]
         stamp = now_ms()
-        self.recorder.operation(process=self.name, kind=KIND_CONSUME_ALLOC, node="",
-                                topic=topic, invoke_ms=stamp, complete_ms=stamp,
-                                outcome=OUTCOME_OK, value=canonical_queues(queues),
-                                extra={"group": self.group.name})
+        self.recorder.operation(
+            process=self.name,
+            kind=KIND_CONSUME_ALLOC,
+            node="",
+            topic=topic,
+            invoke_ms=stamp,
+            complete_ms=stamp,
+            outcome=OUTCOME_OK,
+            value=canonical_queues(queues),
+            extra={"group": self.group.name},
+        )
         return queues
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -564,13 +705,22 @@ class Consumer(RouteView):
 class ConsumerGroup:
     """A consumer group subscribed to one topic; members share the group's member list."""
 
-    def __init__(self, name: str, topic: str, members: int, nodes: dict[str, str],
-                 recorder: Recorder, timing: ClientTiming, rng: random.Random) -> None:
+    def __init__(
+        self,
+        name: str,
+        topic: str,
+        members: int,
+        nodes: dict[str, str],
+        recorder: Recorder,
+        timing: ClientTiming,
+        rng: random.Random,
+    ) -> None:
         self.name = name
         self.topic = topic
         self.consumers = [
-            Consumer(f"{name}-c{i}", self, topic, nodes, recorder, timing,
-                     random.Random(rng.random()))
+            Consumer(
+                f"{name}-c{i}", self, topic, nodes, recorder, timing, random.Random(rng.random())
+            )
             for i in range(members)
         ]
 
@@ -610,8 +760,16 @@ class Prober:
     violation is never an artefact of the window).
     """
 
-    def __init__(self, nodes: dict[str, str], topics: Sequence[str], recorder: Recorder,
-                 *, sample_ms: int, timeout_s: float, process: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        nodes: dict[str, str],
+        topics: Sequence[str],
+        recorder: Recorder,
+        *,
+        sample_ms: int,
+        timeout_s: float,
+        process: Callable[[str], str],
+    ) -> None:
         self.nodes = dict(nodes)
         self.topics = list(topics)
         self.recorder = recorder
@@ -627,9 +785,9 @@ class Prober:
     async def sample(self) -> dict[tuple[str, str], ReadResult]:
         """One round: every (node, topic) read in parallel; records and returns them."""
         keys = [(n, t) for n in sorted(self.nodes) for t in self.topics]
-        results = await asyncio.gather(*(
-            read_route(self.client, self.nodes[n], t, self.timeout_s) for n, t in keys
-        ))
+        results = await asyncio.gather(
+            *(read_route(self.client, self.nodes[n], t, self.timeout_s) for n, t in keys)
+        )
         round_ms = min(r.invoke_ms for r in results) if results else now_ms()
         answers = {}
         for (node, topic), result in zip(keys, results, strict=True):
@@ -652,9 +810,16 @@ class Prober:
             for node in self.nodes:
                 self.last_seen[(node, topic)] = value
             if value:
-                self.recorder.operation(process="warmup", kind=KIND_REGISTER, node="",
-                                        topic=topic, invoke_ms=since_ms, complete_ms=start,
-                                        outcome=OUTCOME_OK, value=value)
+                self.recorder.operation(
+                    process="warmup",
+                    kind=KIND_REGISTER,
+                    node="",
+                    topic=topic,
+                    invoke_ms=since_ms,
+                    complete_ms=start,
+                    outcome=OUTCOME_OK,
+                    value=value,
+                )
 
     def _observe(self, node: str, topic: str, result: ReadResult) -> None:
         previous = self.last_seen.get((node, topic))
@@ -670,9 +835,14 @@ class Prober:
         # write never completes before it is invoked.
         since = self.latest_complete_ms.get(topic, self.recorder.started_ms)
         self.recorder.operation(
-            process=self.process(node), kind=change_kind(latest, result.value), node=node,
-            topic=topic, invoke_ms=min(since, result.invoke_ms),
-            complete_ms=result.complete_ms, outcome=OUTCOME_OK, value=result.value,
+            process=self.process(node),
+            kind=change_kind(latest, result.value),
+            node=node,
+            topic=topic,
+            invoke_ms=min(since, result.invoke_ms),
+            complete_ms=result.complete_ms,
+            outcome=OUTCOME_OK,
+            value=result.value,
             extra={"inferred": True},
         )
         self.latest[topic] = result.value

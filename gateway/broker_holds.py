@@ -242,8 +242,9 @@ class BrokerHolds:
 
     def _refuse(self, reason: str, remark: str, peer_host: str) -> HoldRefusal:
         self.refused[reason] += 1
-        self._refusal_log.warning(time.monotonic(), "refused a broker move from %s: %s",
-                                  peer_host, remark)  # fmt: skip
+        self._refusal_log.warning(
+            time.monotonic(), "refused a broker move from %s: %s", peer_host, remark
+        )
         return HoldRefusal(reason, remark)
 
     # ------------------------------------------------------------ keeping track
@@ -277,9 +278,12 @@ class BrokerHolds:
             return
         if hold is None and self._held >= HOLDS_MAX:
             self._refusal_log.warning(
-                time.monotonic(), "%d broker entries held: %s id %d is served but not held",
-                HOLDS_MAX, name, broker_id,
-            )  # fmt: skip
+                time.monotonic(),
+                "%d broker entries held: %s id %d is served but not held",
+                HOLDS_MAX,
+                name,
+                broker_id,
+            )
             return
         if hold is None:
             self._held += 1
@@ -333,6 +337,10 @@ class BrokerHolds:
         """Apply listener: log every master move (at most ten lines per 10 s)."""
         for move in result.changes.master_moves:
             self._move_log.warning(
-                time.monotonic(), "%s's master moved from %s to %s (cluster %s)",
-                move.broker_name, move.old_addr, move.new_addr, move.cluster_name,
-            )  # fmt: skip
+                time.monotonic(),
+                "%s's master moved from %s to %s (cluster %s)",
+                move.broker_name,
+                move.old_addr,
+                move.new_addr,
+                move.cluster_name,
+            )

@@ -296,15 +296,22 @@ class RequestDispatcher:
         channel = None if conn is None else conn.id
         holds = self.service.holds
         refusal = holds.check_register(
-            request, channel=channel, peer_host=_peer_host(conn),
-            name=broker_name, broker_id=broker_id, addr=broker_addr,
-        )  # fmt: skip
+            request,
+            channel=channel,
+            peer_host=_peer_host(conn),
+            name=broker_name,
+            broker_id=broker_id,
+            addr=broker_addr,
+        )
         if refusal is not None:
             return make_response(request, ResponseCode.NO_PERMISSION, remark=refusal.remark)
         hold = functools.partial(
-            holds.registered, cluster=cluster_name, name=broker_name, addr=broker_addr,
+            holds.registered,
+            cluster=cluster_name,
+            name=broker_name,
+            addr=broker_addr,
             channel=channel,
-        )  # fmt: skip
+        )
         max_offset = header_int(request, MAX_OFFSET_FIELD)
         confirm_offset = header_int(request, CONFIRM_OFFSET_FIELD)
         digest = topics = None
@@ -314,9 +321,12 @@ class RequestDispatcher:
             topics = register_body.topics_digest(request)
             digest = register_body.registration_digest(request, topics)
             seen = await self.service.register_seen(
-                digest, cluster_name=cluster_name, broker_addr=broker_addr,
-                max_offset=max_offset, confirm_offset=confirm_offset,
-            )  # fmt: skip
+                digest,
+                cluster_name=cluster_name,
+                broker_addr=broker_addr,
+                max_offset=max_offset,
+                confirm_offset=confirm_offset,
+            )
             if seen is not None:
                 return self._registered(request, seen, broker_id, hold)
         register = functools.partial(
@@ -343,7 +353,7 @@ class RequestDispatcher:
                 topic_config_wrapper=TopicConfigSerializeWrapper(data_version=topics.data_version),
                 topics_digest=topics.topics,
                 topics_elided=True,
-            )  # fmt: skip
+            )
             if not outcome.needs_full:
                 return self._registered(request, outcome, broker_id, hold)
         body = register_body.decode_register_broker_request_body(
@@ -360,7 +370,7 @@ class RequestDispatcher:
             topic_config_wrapper=wrapper,
             filter_server_list=body.filter_server_list,
             topics_digest=topics_digest,
-        )  # fmt: skip
+        )
         return self._registered(request, outcome, broker_id, hold)
 
     def _registered(
@@ -404,9 +414,13 @@ class RequestDispatcher:
         broker_addr = require_str(request, "brokerAddr")
         broker_name = require_str(request, "brokerName")
         refusal = self.service.holds.check_unregister(
-            request, channel=None if conn is None else conn.id, peer_host=_peer_host(conn),
-            cluster=cluster_name, name=broker_name, addr=broker_addr,
-        )  # fmt: skip
+            request,
+            channel=None if conn is None else conn.id,
+            peer_host=_peer_host(conn),
+            cluster=cluster_name,
+            name=broker_name,
+            addr=broker_addr,
+        )
         if refusal is not None:
             return make_response(request, ResponseCode.NO_PERMISSION, remark=refusal.remark)
         await self.service.unregister_broker(

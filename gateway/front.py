@@ -185,8 +185,9 @@ class Link(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        host, port = FRONT_PEER if self.client is None else (
-            self.client.peer_host, self.client.peer_port)  # fmt: skip
+        host, port = (
+            FRONT_PEER if self.client is None else (self.client.peer_host, self.client.peer_port)
+        )
         transport.write(encode_frame(peer_request(host, port)))
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -390,9 +391,13 @@ class ReadFront:
             for pending in self._links.values():
                 pending.add_done_callback(_close_when_open)
             self.versions.close()
-            log.info("read front stopped: %d route answers from copies, %d fetched, "
-                     "%d broker connections handed over",
-                     self.hits, self.fetches, self.handed_over)  # fmt: skip
+            log.info(
+                "read front stopped: %d route answers from copies, %d fetched, "
+                "%d broker connections handed over",
+                self.hits,
+                self.fetches,
+                self.handed_over,
+            )
 
     async def _report(self, stop: asyncio.Event) -> None:
         """Tell the gateway, every second, how many route queries the copies answered."""
@@ -408,10 +413,13 @@ class ReadFront:
                     _, link = await asyncio.get_running_loop().create_unix_connection(
                         lambda: Link(None), self.options.upstream_path
                     )
-                link.forward(RemotingCommand(
-                    code=FRONT_STATS_CODE, flag=FLAG_ONEWAY,
-                    ext_fields={ROUTE_ANSWERS_FIELD: str(hits - reported)},
-                ))  # fmt: skip
+                link.forward(
+                    RemotingCommand(
+                        code=FRONT_STATS_CODE,
+                        flag=FLAG_ONEWAY,
+                        ext_fields={ROUTE_ANSWERS_FIELD: str(hits - reported)},
+                    )
+                )
                 reported = hits
             except OSError as exc:
                 log.warning("cannot report to the gateway: %s", exc)
@@ -474,9 +482,15 @@ class FrontProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (root, env.get("PYTHONPATH"))))
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway.front", self.options.to_json(),
-            stdout=asyncio.subprocess.PIPE, pass_fds=(self._sock.fileno(),), cwd=root, env=env,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "gateway.front",
+            self.options.to_json(),
+            stdout=asyncio.subprocess.PIPE,
+            pass_fds=(self._sock.fileno(),),
+            cwd=root,
+            env=env,
+        )
         self._process = process
         self._keep_priority(process.pid)
         assert process.stdout is not None

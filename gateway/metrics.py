@@ -113,9 +113,23 @@ OTHER_CODE = "other"
 """The ``code`` label of every request code outside RequestCode."""
 KNOWN_CODES: frozenset[int] = frozenset(int(code) for code in RequestCode)
 LATENCY_BUCKETS_S = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-)  # fmt: skip
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
 """Cached route answers take tens of microseconds; raft writes milliseconds to seconds."""
 _BUCKET_LABELS = (*(repr(float(bound)) for bound in LATENCY_BUCKETS_S), "+Inf")
 """The ``le`` labels as prometheus_client writes them (``0.0001``, ``1.0``, ...)."""
@@ -499,9 +513,13 @@ class GatewayMetrics:
         self._meters: dict[int, CodeMeter] = {}
         self._other = CodeMeter(OTHER_CODE)
         self.collector = NodeCollector(
-            replicator, acl, self.meters, scan_fallback=scan_fallback, mirror=mirror,
+            replicator,
+            acl,
+            self.meters,
+            scan_fallback=scan_fallback,
+            mirror=mirror,
             registrations=registrations,
-        )  # fmt: skip
+        )
         self.registry.register(self.collector)
 
     def meters(self) -> list[CodeMeter]:

@@ -432,9 +432,12 @@ class Gateway:
         handler = self._handle
         if options.metrics_port > 0:
             self.metrics = GatewayMetrics(
-                self.replicator, self.acl, self.scan_fallback, mirror=self.projection,
+                self.replicator,
+                self.acl,
+                self.scan_fallback,
+                mirror=self.projection,
                 registrations=self.service.registrations,
-            )  # fmt: skip
+            )
             self.service.metrics = self.metrics
             handler = self._handle_metered
             self.metrics_server = MetricsHttpServer(
@@ -492,11 +495,13 @@ class Gateway:
                 connections_per_address_max=options.connections_per_address_max,
             )
         self.internal_server = RemotingServer(
-            self.internal.handle, host=INTERNAL_HOST, port=options.internal_port,
+            self.internal.handle,
+            host=INTERNAL_HOST,
+            port=options.internal_port,
             # Its own budget: a flood of the public ports must not lock out the scan
             # and the status (remoting/listener.py).
             budget=ConnectionBudget(INTERNAL_CONNECTIONS_MAX),
-        )  # fmt: skip
+        )
         # Connections that carried a REGISTER_BROKER: only their closing can
         # unregister anything, so other clients' closes cost nothing.
         self._broker_channels: set[str] = set()
@@ -524,8 +529,11 @@ class Gateway:
             await self.front.start()
             if self.options.below_front_nice > 0:
                 changed = lower_priority(self.options.below_front_nice)
-                log.info("gateway threads (%d) run %d nice steps below the read front",
-                         changed, self.options.below_front_nice)  # fmt: skip
+                log.info(
+                    "gateway threads (%d) run %d nice steps below the read front",
+                    changed,
+                    self.options.below_front_nice,
+                )
         await self.internal_server.start()
         if self.metrics_server is not None:
             await self.metrics_server.start()

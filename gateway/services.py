@@ -496,8 +496,11 @@ class NameServerService:
         released = self.holds.release(channel)
         if released.handed_over:
             entries = ", ".join(f"{name} id {bid}" for name, bid in released.handed_over)
-            log.info("broker channel %s closed: %s now held by a newer connection of the "
-                     "same address", channel, entries)  # fmt: skip
+            log.info(
+                "broker channel %s closed: %s now held by a newer connection of the same address",
+                channel,
+                entries,
+            )
         if self.replicator.mode == MODE_RAFT:
             log.info("broker channel %s closed: local observation, nothing replicated", channel)
             return

@@ -100,11 +100,16 @@ def node_config(plan: ClusterPlan, node: NodePlan, env: ClusterEnv) -> NodeConfi
 
     raft = plan.mode == MODE_RAFT
     peers = tuple(
-        Peer(other.node_id, endpoint(other.remoting_port),
-             endpoint(other.raft_port) if raft else None, endpoint(other.web_port),
-             other.internal_port)
-        for other in plan.nodes if other.node_id != node.node_id
-    )  # fmt: skip
+        Peer(
+            other.node_id,
+            endpoint(other.remoting_port),
+            endpoint(other.raft_port) if raft else None,
+            endpoint(other.web_port),
+            other.internal_port,
+        )
+        for other in plan.nodes
+        if other.node_id != node.node_id
+    )
     acl = secrets.acl if secrets is not None else False
     return NodeConfig(
         source=plan.node_dir(node.node_id) / NODE_CONFIG_FILE_NAME,
@@ -122,7 +127,8 @@ def node_config(plan: ClusterPlan, node: NodePlan, env: ClusterEnv) -> NodeConfi
         raft_dial=node.raft_dial,
         skew_allowance_ms=(
             int(settings.get("NAMESRV_SKEW_ALLOWANCE_MS") or DEFAULT_SKEW_ALLOWANCE_MS)
-            if node.skew_allowance_ms is None else node.skew_allowance_ms
+            if node.skew_allowance_ms is None
+            else node.skew_allowance_ms
         ),
         propose_timeout_s=float(
             settings.get("NAMESRV_PROPOSE_TIMEOUT_S") or DEFAULT_PROPOSE_TIMEOUT_S
@@ -187,8 +193,9 @@ def gateway_argv(plan: ClusterPlan, node: NodePlan, env: ClusterEnv | None = Non
 
 
 def _bare_env(plan: ClusterPlan) -> ClusterEnv:
-    return ClusterEnv(f"redis://{LOOPBACK}:{plan.redis_port}/0", "",
-                      plan.run_dir / "cluster.json", plan.mode)  # fmt: skip
+    return ClusterEnv(
+        f"redis://{LOOPBACK}:{plan.redis_port}/0", "", plan.run_dir / "cluster.json", plan.mode
+    )
 
 
 WEB_WORKERS_ENV = "NAMESRV_WEB_WORKERS"

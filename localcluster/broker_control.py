@@ -216,9 +216,13 @@ def start_broker(
     env = {**os.environ, "NAMESRV_DB_PATH": str(folder / "broker.sqlite3")}
     with (folder / LOG_FILE).open("ab") as log:
         proc = subprocess.Popen(
-            [*prefix, *_command(spec, folder)], cwd=REPO_ROOT, env=env, stdout=log, stderr=log,
+            [*prefix, *_command(spec, folder)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=log,
             start_new_session=True,
-        )  # fmt: skip
+        )
     (folder / PID_FILE).write_text(str(proc.pid), encoding="utf-8")
     if wait:
         _wait_ready(folder, proc)
@@ -229,13 +233,29 @@ def start_broker(
 
 def _command(spec: BrokerSpec, folder: Path) -> list[str]:
     command = [
-        sys.executable, "manage.py", "run_broker", "--migrate",
-        "--cluster", spec.cluster_name, "--broker-name", spec.broker_name,
-        "--broker-id", str(spec.broker_id), "--role", spec.role,
-        "--address", spec.addr, "--ha-port", str(spec.ha_port),
-        "--namesrv", ";".join(spec.namesrv_addrs), "--store-dir", str(folder / "store"),
-        "--ready-file", str(folder / READY_FILE),
-    ]  # fmt: skip
+        sys.executable,
+        "manage.py",
+        "run_broker",
+        "--migrate",
+        "--cluster",
+        spec.cluster_name,
+        "--broker-name",
+        spec.broker_name,
+        "--broker-id",
+        str(spec.broker_id),
+        "--role",
+        spec.role,
+        "--address",
+        spec.addr,
+        "--ha-port",
+        str(spec.ha_port),
+        "--namesrv",
+        ";".join(spec.namesrv_addrs),
+        "--store-dir",
+        str(folder / "store"),
+        "--ready-file",
+        str(folder / READY_FILE),
+    ]
     for key, value in sorted(spec.settings.items()):
         command += ["--set", f"{key}={value}"]
     return command
@@ -347,8 +367,9 @@ def _invoke(
 
 def runtime_info(addr: str, timeout_s: float = BROKER_TIMEOUT_S) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO (28): the broker's KVTable of offsets, role and HA state."""
-    response = _invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
-                       timeout_s)  # fmt: skip
+    response = _invoke(
+        addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout_s
+    )
     if response.code != ResponseCode.SUCCESS or response.body is None:
         raise BrokerControlError(f"broker {addr} answered {response.code}: {response.remark}")
     return dict(decode_kv_table(response.body).table)
@@ -473,9 +494,12 @@ def _consumer_groups(addr: str, ask: _Ask) -> list[ConsumerGroupInfo]:
         _body(addr, ask(RequestCode.GET_ALL_CONSUMER_OFFSET, None), "GET_ALL_CONSUMER_OFFSET")
     )
     known = parse_subscription_groups(
-        _body(addr, ask(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None),
-              "GET_ALL_SUBSCRIPTIONGROUP_CONFIG")
-    )  # fmt: skip
+        _body(
+            addr,
+            ask(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None),
+            "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+        )
+    )
     max_offsets: dict[tuple[str, int], int] = {}
     groups = []
     for name in sorted(known | {group for _, group in offsets}):
@@ -489,17 +513,24 @@ def _consumer_groups(addr: str, ask: _Ask) -> list[ConsumerGroupInfo]:
         queues = []
         for _, topic, queue_id, committed in sorted(
             (_topic_rank(topic), topic, queue_id, committed)
-            for (topic, group), table in offsets.items() if group == name
+            for (topic, group), table in offsets.items()
+            if group == name
             for queue_id, committed in table.items()
-        ):  # fmt: skip
+        ):
             if (topic, queue_id) not in max_offsets:
                 max_offsets[topic, queue_id] = _max_offset(addr, ask, topic, queue_id)
             queues.append(QueueProgress(topic, queue_id, max_offsets[topic, queue_id], committed))
         if queues or online.clients:
-            groups.append(ConsumerGroupInfo(
-                name, online.clients, online.subscriptions, tuple(queues),
-                online.message_model, online.consume_type,
-            ))  # fmt: skip
+            groups.append(
+                ConsumerGroupInfo(
+                    name,
+                    online.clients,
+                    online.subscriptions,
+                    tuple(queues),
+                    online.message_model,
+                    online.consume_type,
+                )
+            )
     return groups
 
 
@@ -545,8 +576,9 @@ def _json_object(body: bytes, what: str) -> dict[str, Any]:
     return raw
 
 
-def _member(obj: dict[str, Any], key: str, kind: type[dict[Any, Any]] | type[list[Any]],
-            what: str) -> Any:  # fmt: skip
+def _member(
+    obj: dict[str, Any], key: str, kind: type[dict[Any, Any]] | type[list[Any]], what: str
+) -> Any:
     value = obj.get(key)
     if not isinstance(value, kind):
         json_kind = "object" if kind is dict else "array"
@@ -602,16 +634,22 @@ def parse_consumer_connection(body: bytes) -> ConsumerConnection:
         if not isinstance(item, dict) or not isinstance(item.get("clientId"), str):
             raise BadBodyError(f"bad {what} body: a connection without a clientId")
         version = item.get("version", 0)
-        clients.append(ConsumerClient(
-            item["clientId"], str(item.get("clientAddr", "")), str(item.get("language", "")),
-            version if isinstance(version, int) else 0,
-        ))  # fmt: skip
+        clients.append(
+            ConsumerClient(
+                item["clientId"],
+                str(item.get("clientAddr", "")),
+                str(item.get("language", "")),
+                version if isinstance(version, int) else 0,
+            )
+        )
     subscriptions = []
     for topic, sub in _member(raw, "subscriptionTable", dict, what).items():
         if not isinstance(sub, dict):
             raise BadBodyError(f"bad {what} body: the subscription of {topic!r} is not an object")
         subscriptions.append((str(topic), str(sub.get("subString", ""))))
     return ConsumerConnection(
-        tuple(sorted(clients, key=lambda c: (c.client_id, c.addr))), tuple(sorted(subscriptions)),
-        str(raw.get("messageModel", "")), str(raw.get("consumeType", "")),
-    )  # fmt: skip
+        tuple(sorted(clients, key=lambda c: (c.client_id, c.addr))),
+        tuple(sorted(subscriptions)),
+        str(raw.get("messageModel", "")),
+        str(raw.get("consumeType", "")),
+    )

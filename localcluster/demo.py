@@ -111,11 +111,16 @@ def register_request(
     """REGISTER_BROKER as a broker sends it (without ``enableActingMaster``, as the
     simulated brokers always have)."""
     return register_broker_request(
-        cluster_name=broker.cluster, broker_name=broker.broker_name,
-        broker_id=broker.broker_id, broker_addr=broker.addr, ha_server_addr=broker.ha_addr,
+        cluster_name=broker.cluster,
+        broker_name=broker.broker_name,
+        broker_id=broker.broker_id,
+        broker_addr=broker.addr,
+        ha_server_addr=broker.ha_addr,
         wrapper=TopicConfigSerializeWrapper(data_version=data_version, topic_config_table=topics),
-        enable_acting_master=None, heartbeat_timeout_ms=heartbeat_timeout_ms, version=version,
-    )  # fmt: skip
+        enable_acting_master=None,
+        heartbeat_timeout_ms=heartbeat_timeout_ms,
+        version=version,
+    )
 
 
 class DemoFleet:

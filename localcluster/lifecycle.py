@@ -125,8 +125,11 @@ def _node_summary(
         "remoting_port": node.remoting_port,
         "web_port": node.web_port,
         "internal_port": node.internal_port,
-        **({"metrics_url": f"http://{LOOPBACK}:{node.metrics_port}/metrics"}
-           if node.metrics_port else {}),
+        **(
+            {"metrics_url": f"http://{LOOPBACK}:{node.metrics_port}/metrics"}
+            if node.metrics_port
+            else {}
+        ),
         "metrics_port": node.metrics_port,
         "gateway_pid": pids.get(f"{node.node_id}-gateway"),
         "web_pid": pids.get(f"{node.node_id}-web"),

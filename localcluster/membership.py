@@ -179,8 +179,13 @@ def _next_port(used: set[int], after: int) -> int:
 def _new_node_plan(plan: ClusterPlan) -> NodePlan:
     used = {plan.redis_port}
     for node in plan.nodes:
-        used |= {node.remoting_port, node.web_port, node.internal_port, node.raft_port,
-                 node.metrics_port}  # fmt: skip
+        used |= {
+            node.remoting_port,
+            node.web_port,
+            node.internal_port,
+            node.raft_port,
+            node.metrics_port,
+        }
     number = 1 + max(int(n.node_id[1:]) for n in plan.nodes if n.node_id[1:].isdigit())
     last = plan.nodes[-1]
     return NodePlan(

@@ -179,17 +179,17 @@ def plan_ports(
     raft = _port_series(raft_base_port, nodes, chosen) if mode == MODE_RAFT else [0] * nodes
     if metrics_base_port is None:
         metrics_base_port = 0 if base_port == 0 else DEFAULT_METRICS_BASE_PORT
-    metrics = ([0] * nodes if metrics_base_port < 0
-               else _port_series(metrics_base_port, nodes, chosen))  # fmt: skip
+    metrics = (
+        [0] * nodes if metrics_base_port < 0 else _port_series(metrics_base_port, nodes, chosen)
+    )
     planned = remoting + web + internal + [redis] + (raft if mode == MODE_RAFT else [])
     planned += [port for port in metrics if port]
     if len(set(planned)) != len(planned):
         raise LauncherError(f"the port series overlap: {sorted(planned)}")
     node_plans = tuple(
-        NodePlan(f"n{i + 1}", remoting[i], web[i], internal[i], raft[i],
-                 metrics_port=metrics[i])
+        NodePlan(f"n{i + 1}", remoting[i], web[i], internal[i], raft[i], metrics_port=metrics[i])
         for i in range(nodes)
-    )  # fmt: skip
+    )
     plan = ClusterPlan(Path(run_dir).resolve(), mode, redis, node_plans)
     check_ports_free(plan)
     return plan

@@ -77,9 +77,10 @@ def _detail(request: HttpRequest, body: bytes) -> dict[str, Any]:
             # A broken multipart body was refused (415/400); the entry says so.
             fields = {"body": "(unparsable multipart body)"}
     return {
-        str(key): value for key, value in fields.items()
+        str(key): value
+        for key, value in fields.items()
         if not any(mark in str(key).lower() for mark in SECRET_FIELD_MARKS)
-    }  # fmt: skip
+    }
 
 
 def _succeeded(request: HttpRequest, response: HttpResponse) -> bool:
@@ -139,8 +140,9 @@ class AuditMiddleware:
             self._record(request, response, body)
         except Exception:
             # The change itself happened; a lost entry must be loud, not fatal.
-            logger.exception("could not write the audit entry of %s %s",
-                             request.method, request.path)  # fmt: skip
+            logger.exception(
+                "could not write the audit entry of %s %s", request.method, request.path
+            )
 
     def _record(self, request: HttpRequest, response: HttpResponse, body: bytes) -> None:
         match = request.resolver_match
@@ -153,7 +155,8 @@ class AuditMiddleware:
             return
         channel = "api" if match.namespace == "api" else "console"
         action = getattr(request, "audit_action", None) or (
-            f"{match.url_name} {request.method}" if channel == "api" else str(match.url_name))
+            f"{match.url_name} {request.method}" if channel == "api" else str(match.url_name)
+        )
         detail = _detail(request, body)
         target = next((str(match.kwargs[k]) for k in TARGET_KWARGS[:3] if k in match.kwargs), "")
         target = target or next((str(detail[f]) for f in TARGET_FIELDS if detail.get(f)), "")

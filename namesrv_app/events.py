@@ -65,10 +65,14 @@ class ChangeEvent:
 def master_moves_json(moves: tuple[MasterMove, ...]) -> list[dict[str, str]]:
     """Master moves as JSON objects: ``cluster``, ``broker_name``, ``from``, ``to``."""
     return [
-        {"cluster": m.cluster_name, "broker_name": m.broker_name, "from": m.old_addr,
-         "to": m.new_addr}
+        {
+            "cluster": m.cluster_name,
+            "broker_name": m.broker_name,
+            "from": m.old_addr,
+            "to": m.new_addr,
+        }
         for m in moves
-    ]  # fmt: skip
+    ]
 
 
 def master_moves_from_json(items: Any) -> tuple[MasterMove, ...]:

@@ -145,8 +145,9 @@ def _node_from_summary(entry: dict[str, Any], local_id: str) -> NodeAddress | No
     internal = f"{LOOPBACK}:{int(internal_port)}" if internal_port else None
     raft = str(entry["raft_addr"]) if entry.get("raft_addr") else None
     console = str(entry["console_url"]) if entry.get("console_url") else None
-    return NodeAddress(node_id, remoting, internal, local=node_id == local_id, raft_addr=raft,
-                       console_url=console)  # fmt: skip
+    return NodeAddress(
+        node_id, remoting, internal, local=node_id == local_id, raft_addr=raft, console_url=console
+    )
 
 
 # ------------------------------------------------------------------- transport
@@ -330,8 +331,9 @@ class WriteOutcome:
 
     def per_node(self) -> list[dict[str, Any]]:
         """``[{"node": id, "ok": bool, "error": reason or None}]`` for the API."""
-        return [{"node": a.node.node_id, "ok": a.error is None, "error": a.error}
-                for a in self.answers]  # fmt: skip
+        return [
+            {"node": a.node.node_id, "ok": a.error is None, "error": a.error} for a in self.answers
+        ]
 
     def where(self) -> str:
         """Where it landed, for a sentence."""

@@ -362,17 +362,31 @@ def _delete_keys(model: type[Model], fields: Sequence[str], keys: Sequence[Row])
             cursor.executemany(f"DELETE FROM {table} WHERE {where}", chunk)
 
 
-QUEUE_FIELDS = ("topic", "broker_name", "read_queue_nums", "write_queue_nums", "perm",
-                "topic_sys_flag", "applied_version")  # fmt: skip
+QUEUE_FIELDS = (
+    "topic",
+    "broker_name",
+    "read_queue_nums",
+    "write_queue_nums",
+    "perm",
+    "topic_sys_flag",
+    "applied_version",
+)
 
 
 def _all_queue_rows(queues: dict[str, dict[str, QueueData]], version: int) -> list[Row]:
     return [
-        (topic, qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, qd.perm,
-         qd.topic_sys_flag, version)
+        (
+            topic,
+            qd.broker_name,
+            qd.read_queue_nums,
+            qd.write_queue_nums,
+            qd.perm,
+            qd.topic_sys_flag,
+            version,
+        )
         for topic, by_broker in queues.items()
         for qd in by_broker.values()
-    ]  # fmt: skip
+    ]
 
 
 def mapping_json(info: TopicQueueMappingInfo) -> dict[str, Any]:
@@ -425,16 +439,34 @@ def _write_groups(groups: dict[str, BrokerData], version: int) -> None:
     )
 
 
-LIVE_FIELDS = ("cluster_name", "broker_addr", "last_update_ms", "heartbeat_timeout_ms",
-               "data_version_state", "data_version_timestamp", "data_version_counter",
-               "ha_server_addr", "channel", "applied_version")  # fmt: skip
+LIVE_FIELDS = (
+    "cluster_name",
+    "broker_addr",
+    "last_update_ms",
+    "heartbeat_timeout_ms",
+    "data_version_state",
+    "data_version_timestamp",
+    "data_version_counter",
+    "ha_server_addr",
+    "channel",
+    "applied_version",
+)
 
 
 def _live_row(view: BrokerLiveView, version: int) -> Row:
     dv = view.data_version
-    return (view.cluster_name, view.broker_addr, view.last_update_ms,
-            view.heartbeat_timeout_ms, dv.state_version, dv.timestamp, dv.counter,
-            view.ha_server_addr, view.channel, version)  # fmt: skip
+    return (
+        view.cluster_name,
+        view.broker_addr,
+        view.last_update_ms,
+        view.heartbeat_timeout_ms,
+        dv.state_version,
+        dv.timestamp,
+        dv.counter,
+        view.ha_server_addr,
+        view.channel,
+        version,
+    )
 
 
 BROKER_KEY_FIELDS = ("cluster_name", "broker_addr")
@@ -591,8 +623,11 @@ def write_full_state(state: FullState, node_id: str, mode: str) -> None:
             ]
         )
         _insert(models.LiveBroker, LIVE_FIELDS, [_live_row(v, version) for v in state.live])
-        _insert(models.FilterServer, FILTER_FIELDS,
-                [_filter_row(k, s, version) for k, s in state.filters.items()])  # fmt: skip
+        _insert(
+            models.FilterServer,
+            FILTER_FIELDS,
+            [_filter_row(k, s, version) for k, s in state.filters.items()],
+        )
         _write_full_kv(state.kv, version)
         _insert(models.TopicRoute, ROUTE_FIELDS, _route_rows(encode_routes(state.routes), version))
         _write_node_state(
@@ -838,9 +873,11 @@ class ProjectionWriter:
                     return None
             deadline_s = time.monotonic() + self.liveness_linger_s
             while (
-                self._pending is not None and self._pending.liveness_only
-                and not self._controls and (remaining_s := deadline_s - time.monotonic()) > 0
-            ):  # fmt: skip
+                self._pending is not None
+                and self._pending.liveness_only
+                and not self._controls
+                and (remaining_s := deadline_s - time.monotonic()) > 0
+            ):
                 self._wake.wait(remaining_s)
             taken = (self._pending, self._controls)
             self._pending, self._controls = None, []
@@ -929,9 +966,11 @@ class ProjectionWriter:
         if delta.routes_version == self._routes_version_written:
             return {}
         order_config = NAMESPACE_ORDER_TOPIC_CONFIG
-        every_topic = delta.config is not None or any(
-            ns == order_config for ns, _ in delta.kv
-        ) or order_config in delta.namespaces
+        every_topic = (
+            delta.config is not None
+            or any(ns == order_config for ns, _ in delta.kv)
+            or order_config in delta.namespaces
+        )
         if every_topic:
             topics: set[str] | None = None
         else:

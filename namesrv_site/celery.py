@@ -89,8 +89,9 @@ class SingleActiveScheduler(PersistentScheduler):  # type: ignore[misc]  # no st
         try:
             if self._lock is None:
                 client = redis.Redis.from_url(self.app.conf.broker_url)
-                self._lock = client.lock(BEAT_LOCK_KEY, timeout=BEAT_LOCK_TIMEOUT_S,
-                                         thread_local=False)  # fmt: skip
+                self._lock = client.lock(
+                    BEAT_LOCK_KEY, timeout=BEAT_LOCK_TIMEOUT_S, thread_local=False
+                )
             if self._active and self._lock.owned():
                 self._lock.reacquire()
                 return True
@@ -99,8 +100,12 @@ class SingleActiveScheduler(PersistentScheduler):  # type: ignore[misc]  # no st
             active = False
             logger.warning("beat lock unavailable (%s): this beat sends no scans", exc)
         if active != self._active:
-            logger.info("this beat is now %s", "ACTIVE: it sends the scans" if active
-                        else "on STANDBY: another beat holds the lock")  # fmt: skip
+            logger.info(
+                "this beat is now %s",
+                "ACTIVE: it sends the scans"
+                if active
+                else "on STANDBY: another beat holds the lock",
+            )
         self._active = active
         return active
 

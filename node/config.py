@@ -85,9 +85,16 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "database": ("url", "password_file"),
     "redis": ("url", "password_file"),
     "scan": ("interval_s",),
-    "tls": ("mode", "cert_file", "key_file", "key_password_file", "ca_file",
-            "need_client_auth", "web"),
-}  # fmt: skip
+    "tls": (
+        "mode",
+        "cert_file",
+        "key_file",
+        "key_password_file",
+        "ca_file",
+        "need_client_auth",
+        "web",
+    ),
+}
 PEER_KEYS = ("remoting", "raft", "web", "internal_port")
 
 
@@ -197,8 +204,13 @@ class NodeConfig:
 
     def members(self) -> tuple[Peer, ...]:
         """This node and its peers, this node first (with its own internal port)."""
-        me = Peer(self.node_id, self.remoting_advertise or self.remoting, self.raft,
-                  self.web_advertise or self.web, self.internal_port)  # fmt: skip
+        me = Peer(
+            self.node_id,
+            self.remoting_advertise or self.remoting,
+            self.raft,
+            self.web_advertise or self.web,
+            self.internal_port,
+        )
         return (me, *(p for p in self.peers if p.node_id != self.node_id))
 
 
@@ -247,8 +259,9 @@ class _Reader:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise self.fail(section, key, f"must be a whole number from {low} to {high}, "
-                                          f"not {value!r}")  # fmt: skip
+            raise self.fail(
+                section, key, f"must be a whole number from {low} to {high}, not {value!r}"
+            )
         return value
 
     def number(self, section: str, key: str, default: float, low: float, high: float) -> float:
@@ -260,8 +273,9 @@ class _Reader:
             or not isinstance(value, int | float)
             or not (low <= value <= high)
         ):
-            raise self.fail(section, key, f"must be a number from {low:g} to {high:g}, "
-                                          f"not {value!r}")  # fmt: skip
+            raise self.fail(
+                section, key, f"must be a number from {low:g} to {high:g}, not {value!r}"
+            )
         return float(value)
 
     def boolean(self, section: str, key: str, default: bool) -> bool:
@@ -280,11 +294,13 @@ class _Reader:
         listen = self.endpoint(section, "listen", required=required)
         advertise = self.endpoint(section, "advertise", required=False)
         if advertise is not None and is_wildcard(advertise.host):
-            raise self.fail(section, "advertise", "must be an address others can reach, "
-                                                  f"not {advertise.host}")  # fmt: skip
+            raise self.fail(
+                section, "advertise", f"must be an address others can reach, not {advertise.host}"
+            )
         if listen is not None and is_wildcard(listen.host) and advertise is None:
-            raise self.fail(section, "advertise", f"is required when listen binds every "
-                                                  f"interface ({listen})")  # fmt: skip
+            raise self.fail(
+                section, "advertise", f"is required when listen binds every interface ({listen})"
+            )
         return listen, advertise
 
     def endpoint(self, section: str, key: str, *, required: bool = True) -> Endpoint | None:
@@ -391,8 +407,7 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
     profile = reader.string("web", "profile", "production")
     if profile not in WEB_PROFILES:
         raise reader.fail("web", "profile", f"must be one of {', '.join(WEB_PROFILES)}")
-    raft_listen, raft_advertise = reader.listen_advertise(
-        "raft", required=mode == vocab.MODE_RAFT)  # fmt: skip
+    raft_listen, raft_advertise = reader.listen_advertise("raft", required=mode == vocab.MODE_RAFT)
     raft = raft_advertise or raft_listen
     if raft_advertise and raft_listen and raft_advertise.port != raft_listen.port:
         raise reader.fail("raft", "advertise", f"must keep the port of listen ({raft_listen})")
@@ -405,8 +420,11 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
         raise _fail(source, "peers", "", "raft mode needs the other members listed")
     raft_file = reader.path("secrets", "raft_file")
     if mode == vocab.MODE_RAFT and raft_file is None:
-        raise reader.fail("secrets", "raft_file", "is required in raft mode (every member "
-                                                  "holds the same cluster secret)")  # fmt: skip
+        raise reader.fail(
+            "secrets",
+            "raft_file",
+            "is required in raft mode (every member holds the same cluster secret)",
+        )
     acl_enabled = reader.boolean("acl", "enabled", True)
     acl_file = reader.path("acl", "file")
     access_key = reader.string("acl", "access_key", "")
@@ -418,8 +436,9 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
     internal_port = reader.integer("internal", "port", 0, 1, PORT_MAX)
     if internal_port == 0:
         raise reader.fail("internal", "port", "is required")
-    ports = _bound_ports(remoting, web, internal_port, raft, reader.endpoint(
-        "metrics", "listen", required=False))  # fmt: skip
+    ports = _bound_ports(
+        remoting, web, internal_port, raft, reader.endpoint("metrics", "listen", required=False)
+    )
     if len(set(ports.values())) != len(ports):
         clash = sorted(k for k, v in ports.items() if list(ports.values()).count(v) > 1)
         raise NodeConfigError(f"{source}: {' and '.join(clash)}: both use one port")
@@ -450,10 +469,12 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
         metrics=reader.endpoint("metrics", "listen", required=False),
         raft=raft,
         raft_bind_host=raft_bind_host,
-        propose_timeout_s=reader.number("raft", "propose_timeout_s",
-                                        DEFAULT_PROPOSE_TIMEOUT_S, 0.05, 600),
-        skew_allowance_ms=reader.integer("raft", "skew_allowance_ms",
-                                         DEFAULT_SKEW_ALLOWANCE_MS, 0, 3_600_000),
+        propose_timeout_s=reader.number(
+            "raft", "propose_timeout_s", DEFAULT_PROPOSE_TIMEOUT_S, 0.05, 600
+        ),
+        skew_allowance_ms=reader.integer(
+            "raft", "skew_allowance_ms", DEFAULT_SKEW_ALLOWANCE_MS, 0, 3_600_000
+        ),
         raft_dial=_dial(reader),
         peers=peers,
         raft_secret_file=raft_file,
@@ -469,7 +490,7 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
         redis_password_file=reader.path("redis", "password_file"),
         scan_interval_s=reader.integer("scan", "interval_s", DEFAULT_SCAN_INTERVAL_S, 1, 3600),
         tls=_tls(reader),
-    )  # fmt: skip
+    )
 
 
 def _bound_ports(
@@ -479,8 +500,11 @@ def _bound_ports(
     raft: Endpoint | None,
     metrics: Endpoint | None,
 ) -> dict[str, int]:
-    ports = {"[remoting] listen": remoting.port, "[web] listen": web.port,
-             "[internal] port": internal}  # fmt: skip
+    ports = {
+        "[remoting] listen": remoting.port,
+        "[web] listen": web.port,
+        "[internal] port": internal,
+    }
     if raft is not None:
         ports["[raft] listen"] = raft.port
     if metrics is not None:
@@ -518,8 +542,7 @@ def _tls(reader: _Reader) -> NodeTls:
     web = reader.boolean("tls", "web", cert is not None)
     if (mode is not TlsMode.DISABLED or web) and (cert is None or key is None):
         missing = "cert_file" if cert is None else "key_file"
-        raise reader.fail("tls", missing, "is required for mode = "
-                                          f"{mode.value!r} or web = true")  # fmt: skip
+        raise reader.fail("tls", missing, f"is required for mode = {mode.value!r} or web = true")
     ca = reader.path("tls", "ca_file")
     if auth is not ClientAuth.NONE and ca is None:
         raise reader.fail("tls", "ca_file", f"is required with need_client_auth = {auth.value!r}")
@@ -547,8 +570,11 @@ def load_node_config(path: str | Path) -> NodeConfig:
 
 def node_config_document(config: NodeConfig) -> dict[str, Any]:
     """The TOML document of ``config`` (what :func:`parse_node_config` reads back)."""
-    doc: dict[str, Any] = {"id": config.node_id, "mode": config.mode,
-                           "data_dir": str(config.data_dir)}  # fmt: skip
+    doc: dict[str, Any] = {
+        "id": config.node_id,
+        "mode": config.mode,
+        "data_dir": str(config.data_dir),
+    }
     if config.cluster_file:
         doc["cluster_file"] = str(config.cluster_file)
     doc["remoting"] = _listen_document(config.remoting, config.remoting_advertise)
@@ -562,16 +588,24 @@ def node_config_document(config: NodeConfig) -> dict[str, Any]:
     if config.metrics:
         doc["metrics"] = {"listen": str(config.metrics)}
     if config.raft:
-        listen = (Endpoint(config.raft_bind_host, config.raft.port) if config.raft_bind_host
-                  else config.raft)  # fmt: skip
+        listen = (
+            Endpoint(config.raft_bind_host, config.raft.port)
+            if config.raft_bind_host
+            else config.raft
+        )
         doc["raft"] = _listen_document(listen, config.raft if listen != config.raft else None)
-        doc["raft"] |= {"propose_timeout_s": config.propose_timeout_s,
-                        "skew_allowance_ms": config.skew_allowance_ms}  # fmt: skip
+        doc["raft"] |= {
+            "propose_timeout_s": config.propose_timeout_s,
+            "skew_allowance_ms": config.skew_allowance_ms,
+        }
         if config.raft_dial:
             doc["raft"]["dial"] = dict(config.raft_dial)
     doc["peers"] = {p.node_id: _peer_document(p) for p in config.peers}
-    secrets = {"raft_file": config.raft_secret_file, "django_file": config.django_secret_file,
-               "internal_file": config.internal_secret_file}  # fmt: skip
+    secrets = {
+        "raft_file": config.raft_secret_file,
+        "django_file": config.django_secret_file,
+        "internal_file": config.internal_secret_file,
+    }
     doc["secrets"] = {k: str(v) for k, v in secrets.items() if v}
     doc["acl"] = {"enabled": config.acl_enabled}
     acl = {"file": config.acl_file, "secret_key_file": config.acl_secret_key_file}
@@ -587,10 +621,18 @@ def node_config_document(config: NodeConfig) -> dict[str, Any]:
     doc["scan"] = {"interval_s": config.scan_interval_s}
     tls = config.tls
     if tls != NodeTls():
-        files = {"cert_file": tls.cert_file, "key_file": tls.key_file,
-                 "key_password_file": tls.key_password_file, "ca_file": tls.ca_file}  # fmt: skip
-        doc["tls"] = {"mode": tls.mode.value, "need_client_auth": tls.need_client_auth.value,
-                      "web": tls.web, **{k: str(v) for k, v in files.items() if v}}  # fmt: skip
+        files = {
+            "cert_file": tls.cert_file,
+            "key_file": tls.key_file,
+            "key_password_file": tls.key_password_file,
+            "ca_file": tls.ca_file,
+        }
+        doc["tls"] = {
+            "mode": tls.mode.value,
+            "need_client_auth": tls.need_client_auth.value,
+            "web": tls.web,
+            **{k: str(v) for k, v in files.items() if v},
+        }
     return doc
 
 

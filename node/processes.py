@@ -70,10 +70,13 @@ def tls_properties(config: NodeConfig) -> str:
         "tls.client.authServer": "true",
     }
     for key, path in (
-        ("tls.server.certPath", tls.cert_file), ("tls.server.keyPath", tls.key_file),
-        ("tls.server.trustCertPath", tls.ca_file), ("tls.client.trustCertPath", tls.ca_file),
-        ("tls.client.certPath", tls.cert_file), ("tls.client.keyPath", tls.key_file),
-    ):  # fmt: skip
+        ("tls.server.certPath", tls.cert_file),
+        ("tls.server.keyPath", tls.key_file),
+        ("tls.server.trustCertPath", tls.ca_file),
+        ("tls.client.trustCertPath", tls.ca_file),
+        ("tls.client.certPath", tls.cert_file),
+        ("tls.client.keyPath", tls.key_file),
+    ):
         if path is not None:
             props[key] = str(path)
     if tls.key_password_file is not None:
@@ -252,29 +255,43 @@ def gateway_argv(config: NodeConfig) -> list[str]:
     """The command line of the node's gateway."""
     argv = manage_argv(
         "run_gateway",
-        "--node", config.node_id,
-        "--host", config.remoting.host,
-        "--port", str(config.remoting.port),
-        "--internal-port", str(config.internal_port),
-        "--mode", config.mode,
-        "--ready-file", str(ready_file(config)),
+        "--node",
+        config.node_id,
+        "--host",
+        config.remoting.host,
+        "--port",
+        str(config.remoting.port),
+        "--internal-port",
+        str(config.internal_port),
+        "--mode",
+        config.mode,
+        "--ready-file",
+        str(ready_file(config)),
         "--read-front" if config.read_front else "--no-read-front",
-        "--below-front-nice", str(config.below_front_nice),
-    )  # fmt: skip
+        "--below-front-nice",
+        str(config.below_front_nice),
+    )
     tls_file = tls_properties_file(config)
     if tls_file is not None:
         argv += ["--tls-config", str(tls_file)]
     if config.mode != vocab.MODE_RAFT or config.raft is None:
         return argv + _metrics_args(config)
     argv += [
-        "--raft-port", str(config.raft.port),
-        "--raft-host", config.raft.host,
-        "--raft-peers", ",".join(config.raft_members()),
-        "--raft-dir", str(config.data_dir / RAFT_DIR_NAME),
-        "--scan-interval-ms", str(RAFT_SCAN_INTERVAL_MS),
-        "--propose-timeout-s", str(config.propose_timeout_s),
-        "--skew-allowance-ms", str(config.skew_allowance_ms),
-    ]  # fmt: skip
+        "--raft-port",
+        str(config.raft.port),
+        "--raft-host",
+        config.raft.host,
+        "--raft-peers",
+        ",".join(config.raft_members()),
+        "--raft-dir",
+        str(config.data_dir / RAFT_DIR_NAME),
+        "--scan-interval-ms",
+        str(RAFT_SCAN_INTERVAL_MS),
+        "--propose-timeout-s",
+        str(config.propose_timeout_s),
+        "--skew-allowance-ms",
+        str(config.skew_allowance_ms),
+    ]
     if config.raft_bind_host:
         argv += ["--raft-bind-host", config.raft_bind_host]
     if config.raft_dial:
@@ -300,13 +317,30 @@ def asgi_server_argv(
     """
     launcher = ["-m", "uvicorn"] if tls is None else launcher_args(tls)
     return [
-        sys.executable, *launcher, app,
-        "--host", host, "--port", str(port), "--workers", str(workers),
-        "--http", "httptools", "--loop", "uvloop", "--ws", "websockets-sansio",
-        "--lifespan", "off", "--no-proxy-headers", "--no-server-header",
-        "--no-access-log", "--log-level", "info",
+        sys.executable,
+        *launcher,
+        app,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--http",
+        "httptools",
+        "--loop",
+        "uvloop",
+        "--ws",
+        "websockets-sansio",
+        "--lifespan",
+        "off",
+        "--no-proxy-headers",
+        "--no-server-header",
+        "--no-access-log",
+        "--log-level",
+        "info",
         *(tls_args(tls) if tls is not None else []),
-    ]  # fmt: skip
+    ]
 
 
 def web_certificate(tls: NodeTls) -> WebTls | None:
@@ -335,18 +369,39 @@ def web_argv(config: NodeConfig) -> list[str]:
 def worker_argv(hostname: str, queues: list[str]) -> list[str]:
     """A Celery worker consuming ``queues`` (one solo-pool process: a scan every few s)."""
     return [
-        sys.executable, "-m", "celery", "-A", "namesrv_site.celery", "worker",
-        "--pool", "solo", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-        "--hostname", hostname, "--queues", ",".join(queues),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "namesrv_site.celery",
+        "worker",
+        "--pool",
+        "solo",
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--hostname",
+        hostname,
+        "--queues",
+        ",".join(queues),
+    ]
 
 
 def beat_argv(schedule_file: Path) -> list[str]:
     """Celery beat, its local schedule state in ``schedule_file``."""
     return [
-        sys.executable, "-m", "celery", "-A", "namesrv_site.celery", "beat",
-        "--loglevel", "INFO", "--schedule", str(schedule_file),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "namesrv_site.celery",
+        "beat",
+        "--loglevel",
+        "INFO",
+        "--schedule",
+        str(schedule_file),
+    ]
 
 
 def write_cluster_document(config: NodeConfig) -> Path:

@@ -79,8 +79,9 @@ def children(config: NodeConfig) -> list[Child]:
         queues = [processes.scan_queue(config.node_id), "celery"]
         hostname = f"scan-{config.node_id}@{config.remoting.host}"
         made.append(Child("worker", processes.worker_argv(hostname, queues), log("worker.log")))
-        made.append(Child("beat", processes.beat_argv(config.data_dir / "beat-schedule"),
-                          log("beat.log")))  # fmt: skip
+        made.append(
+            Child("beat", processes.beat_argv(config.data_dir / "beat-schedule"), log("beat.log"))
+        )
     return made
 
 
@@ -109,9 +110,15 @@ def migrate(config: NodeConfig, env: Mapping[str, str]) -> None:
     log_path = config.data_dir / "migrate.log"
     for argv in processes.migrate_argvs():
         with open(log_path, "ab") as log:
-            code = subprocess.call(argv, cwd=processes.PROJECT_DIR, env=dict(env),
-                                   stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, timeout=MIGRATE_TIMEOUT_S)  # fmt: skip
+            code = subprocess.call(
+                argv,
+                cwd=processes.PROJECT_DIR,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=MIGRATE_TIMEOUT_S,
+            )
         if code != 0:
             raise SupervisorError(
                 f"migrate {argv[-1]} failed (exit {code}), {log_path}:\n{_tail(log_path)}"
@@ -166,8 +173,10 @@ def run_node(
             if dead:
                 for child in dead:
                     code = child.popen.returncode if child.popen else None
-                    say(f"{config.node_id}: {child.name} exited ({code}); stopping the node. "
-                        f"Last lines of {child.log_path}:\n{_tail(child.log_path)}")  # fmt: skip
+                    say(
+                        f"{config.node_id}: {child.name} exited ({code}); stopping the node. "
+                        f"Last lines of {child.log_path}:\n{_tail(child.log_path)}"
+                    )
                 return 1
             if not announced and _gateway_ready(config):
                 announced = True

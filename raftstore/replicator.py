@@ -32,7 +32,6 @@ T = TypeVar("T")
 ApplyListener = Callable[[Command, ApplyResult], None]
 
 
-
 class ReplicationError(Exception):
     """A proposal could not be applied."""
 

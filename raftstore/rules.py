@@ -348,9 +348,11 @@ def _write_topics(
         # (re)created: a plain membership test, no rewrite of the rest.
         if rewrite_all or topic not in known:
             shape = (
-                topic_config.read_queue_nums, topic_config.write_queue_nums,
-                topic_config.perm, topic_config.topic_sys_flag,
-            )  # fmt: skip
+                topic_config.read_queue_nums,
+                topic_config.write_queue_nums,
+                topic_config.perm,
+                topic_config.topic_sys_flag,
+            )
             queue = shapes.get(shape)
             if queue is None:
                 queue = shapes[shape] = _queue_data(name, topic_config, wipe_write)
@@ -374,9 +376,11 @@ def _write_topics(
         # Every queue of the broker is now what this table says (and, with the
         # flag, nothing else): a later registration of the same table may elide it.
         t.registered[name] = RegisteredTopics(
-            cmd.cluster_name, cmd.broker_addr, cmd.topics_digest,
+            cmd.cluster_name,
+            cmd.broker_addr,
+            cmd.topics_digest,
             config.delete_topic_with_broker_registration,
-        )  # fmt: skip
+        )
 
 
 def _queue_data(broker_name: str, tc: TopicConfig, wipe_write: bool) -> QueueData:
@@ -408,9 +412,7 @@ def _store_live(
         channel=cmd.channel,
         # A registration without offsets keeps the last reported ones.
         max_offset=_reported(cmd.max_offset, previous.max_offset if previous else None),
-        confirm_offset=_reported(
-            cmd.confirm_offset, previous.confirm_offset if previous else None
-        ),
+        confirm_offset=_reported(cmd.confirm_offset, previous.confirm_offset if previous else None),
     )
     if entry != previous:
         t.live[key] = entry
@@ -525,25 +527,25 @@ def unregister_batch(
     return tuple(notes)
 
 
-def _promote(
-    t: Tables, elections: Sequence[MasterElection], cs: ChangeSet
-) -> list[MasterElection]:
+def _promote(t: Tables, elections: Sequence[MasterElection], cs: ChangeSet) -> list[MasterElection]:
     promoted: list[MasterElection] = []
     for election in elections:
         group = t.broker_addr.get(election.broker_name)
         if group is not None and failover.promote(group, election):
             cs.broker_names.add(group.broker_name)
             cs.master_moves.append(
-                MasterMove(election.cluster_name, election.broker_name,
-                           election.old_master_addr, election.new_master_addr)
-            )  # fmt: skip
+                MasterMove(
+                    election.cluster_name,
+                    election.broker_name,
+                    election.old_master_addr,
+                    election.new_master_addr,
+                )
+            )
             promoted.append(election)
     return promoted
 
 
-def _election_notes(
-    t: Tables, promoted: Sequence[MasterElection]
-) -> tuple[MinBrokerIdChange, ...]:
+def _election_notes(t: Tables, promoted: Sequence[MasterElection]) -> tuple[MinBrokerIdChange, ...]:
     """Every member of a promoted group hears of its new master (offline = the old one)."""
     notes: list[MinBrokerIdChange] = []
     for election in promoted:

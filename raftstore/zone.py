@@ -19,8 +19,10 @@ ZONE_NAME_EXT_FIELD = "__ZONE_NAME"
 
 def zone_filter_requested(zone_mode: str | None, zone_name: str | None) -> bool:
     """True when the request asks for zone filtering (Java ``Boolean.parseBoolean`` rules)."""
-    return zone_mode is not None and zone_mode.lower() == "true" and bool(
-        zone_name and zone_name.strip()
+    return (
+        zone_mode is not None
+        and zone_mode.lower() == "true"
+        and bool(zone_name and zone_name.strip())
     )
 
 

@@ -65,9 +65,7 @@ def signing_content(ext_fields: Mapping[str, str] | None, body: bytes | None) ->
     """The bytes a signature covers: the sorted ext values, then the body."""
     fields = ext_fields or {}
     values = "".join(
-        fields[key]
-        for key in sorted(fields, key=java_key_order)
-        if key not in _UNSIGNED_FIELDS
+        fields[key] for key in sorted(fields, key=java_key_order) if key not in _UNSIGNED_FIELDS
     )
     # Java's getBytes(UTF_8) writes '?' for a lone surrogate, as the frame encoder does.
     text = values.encode("utf-8", "replace")
@@ -86,9 +84,7 @@ def sign(request: RemotingCommand, credentials: Credentials) -> RemotingCommand:
     Any signature already present is replaced, so signing twice is harmless.
     """
     fields = {
-        key: value
-        for key, value in (request.ext_fields or {}).items()
-        if key != SIGNATURE_FIELD
+        key: value for key, value in (request.ext_fields or {}).items() if key != SIGNATURE_FIELD
     }
     fields[ACCESS_KEY_FIELD] = credentials.access_key
     if credentials.security_token is not None:

@@ -422,9 +422,15 @@ class _HeaderMemo:
             if crc is not None and ext is not None:
                 ext["bodyCrc32"] = crc
             return RemotingCommand(
-                code=code, language=language, version=version, opaque=opaque, flag=flag,
-                remark=remark, ext_fields=ext, serialize_type=SerializeType.JSON,
-            )  # fmt: skip
+                code=code,
+                language=language,
+                version=version,
+                opaque=opaque,
+                flag=flag,
+                remark=remark,
+                ext_fields=ext,
+                serialize_type=SerializeType.JSON,
+            )
         header = _json_header_object(raw)
         cmd = _json_command(header)
         crc_is_ext_field = crc is None or (

@@ -286,15 +286,20 @@ def raise_open_files_limit(*, descriptors_per_connection: int = 1) -> OpenFiles:
     log.info(
         "open files limit %d (was %d, hard %s): at most %d connections on this process's "
         "public ports%s",
-        now, before, hard_text, cap,
+        now,
+        before,
+        hard_text,
+        cap,
         f" ({CONNECTIONS_MAX_ENV})" if os.environ.get(CONNECTIONS_MAX_ENV) else "",
-    )  # fmt: skip
+    )
     if cap * descriptors_per_connection > now - CONNECTIONS_MAX_FLOOR:
         log.warning(
             "%d connections may need more descriptors than the limit of %d: accepts "
             "will pause on EMFILE; raise LimitNOFILE or lower %s",
-            cap, now, CONNECTIONS_MAX_ENV,
-        )  # fmt: skip
+            cap,
+            now,
+            CONNECTIONS_MAX_ENV,
+        )
     return OpenFiles(now, -1 if hard == resource.RLIM_INFINITY else int(hard), before, cap)
 
 
@@ -425,11 +430,12 @@ class Listener:
                 return
             self._refusals.warning(
                 now_s,
-                "%s: not accepting: %d of its %d connections are open%s; "
-                "resuming when one closes",
-                self.name, self.budget.in_use, self.budget.capacity,
+                "%s: not accepting: %d of its %d connections are open%s; resuming when one closes",
+                self.name,
+                self.budget.in_use,
+                self.budget.capacity,
                 f" ({self.reserve} kept for others)" if self.reserve else "",
-            )  # fmt: skip
+            )
             return
         delay_s = self._backoff_s
         self._backoff_s = min(ACCEPT_BACKOFF_MAX_S, delay_s * 2)
@@ -438,8 +444,12 @@ class Listener:
             now_s,
             "%s: accept failed (%s): %s; %d connections open; pausing accepts for %.2f s "
             "or until one closes",
-            self.name, reason, exc, self.budget.in_use, delay_s,
-        )  # fmt: skip
+            self.name,
+            reason,
+            exc,
+            self.budget.in_use,
+            delay_s,
+        )
 
     def _start_handler(self, conn: socket.socket, slot: Slot) -> None:
         assert self._loop is not None
@@ -546,9 +556,12 @@ def bind_tcp(host: str | None, port: int, backlog: int) -> list[socket.socket]:
     """Listening sockets on every address of ``host`` (all interfaces when empty), as
     asyncio's ``create_server`` binds them; OSError naming the address on failure."""
     infos = socket.getaddrinfo(
-        host or None, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM,
+        host or None,
+        port,
+        family=socket.AF_UNSPEC,
+        type=socket.SOCK_STREAM,
         flags=socket.AI_PASSIVE,
-    )  # fmt: skip
+    )
     sockets: list[socket.socket] = []
     seen: set[tuple[int, object]] = set()
     try:

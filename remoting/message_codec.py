@@ -101,15 +101,34 @@ def encode_message_ext(message: MessageExt) -> bytes:
     store, store_port = _host_bytes(message.store_host)
     sys_flag = message.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
     head = _HEAD.pack(
-        total, MESSAGE_MAGIC_CODE_V1, body_crc(message.body), message.queue_id, message.flag,
-        message.queue_offset, message.commit_log_offset, sys_flag, message.born_timestamp_ms,
-        born, born_port, message.store_timestamp_ms, store, store_port,
-        message.reconsume_times, message.prepared_transaction_offset, len(message.body),
+        total,
+        MESSAGE_MAGIC_CODE_V1,
+        body_crc(message.body),
+        message.queue_id,
+        message.flag,
+        message.queue_offset,
+        message.commit_log_offset,
+        sys_flag,
+        message.born_timestamp_ms,
+        born,
+        born_port,
+        message.store_timestamp_ms,
+        store,
+        store_port,
+        message.reconsume_times,
+        message.prepared_transaction_offset,
+        len(message.body),
     )
-    return b"".join((
-        head, message.body, _TOPIC_LEN.pack(len(topic)), topic,
-        _PROPERTIES_LEN.pack(len(properties)), properties,
-    ))  # fmt: skip
+    return b"".join(
+        (
+            head,
+            message.body,
+            _TOPIC_LEN.pack(len(topic)),
+            topic,
+            _PROPERTIES_LEN.pack(len(properties)),
+            properties,
+        )
+    )
 
 
 def decode_messages(body: bytes) -> list[MessageExt]:
@@ -119,9 +138,25 @@ def decode_messages(body: bytes) -> list[MessageExt]:
     while pos < len(body):
         if len(body) - pos < HEAD_BYTES:
             raise MessageDecodeError(f"truncated message head at byte {pos}")
-        (total, magic, _crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
-         born_ms, born, born_port, store_ms, store, store_port, reconsume, prepared,
-         body_len) = _HEAD.unpack_from(body, pos)  # fmt: skip
+        (
+            total,
+            magic,
+            _crc,
+            queue_id,
+            flag,
+            queue_offset,
+            commit_log_offset,
+            sys_flag,
+            born_ms,
+            born,
+            born_port,
+            store_ms,
+            store,
+            store_port,
+            reconsume,
+            prepared,
+            body_len,
+        ) = _HEAD.unpack_from(body, pos)
         if magic != MESSAGE_MAGIC_CODE_V1:
             raise MessageDecodeError(f"bad magic {magic:#x} at byte {pos}")
         if total < HEAD_BYTES or pos + total > len(body) or body_len < 0:
@@ -143,13 +178,23 @@ def decode_messages(body: bytes) -> list[MessageExt]:
             topic_text, properties_text = topic.decode("utf-8"), properties.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise MessageDecodeError(f"undecodable text in the message at byte {pos}") from exc
-        messages.append(MessageExt(
-            topic=topic_text, queue_id=queue_id, queue_offset=queue_offset,
-            commit_log_offset=commit_log_offset, body=payload, properties=properties_text,
-            flag=flag, sys_flag=sys_flag, born_timestamp_ms=born_ms,
-            born_host=f"{ipaddress.IPv4Address(born)}:{born_port}", store_timestamp_ms=store_ms,
-            store_host=f"{ipaddress.IPv4Address(store)}:{store_port}", reconsume_times=reconsume,
-            prepared_transaction_offset=prepared,
-        ))  # fmt: skip
+        messages.append(
+            MessageExt(
+                topic=topic_text,
+                queue_id=queue_id,
+                queue_offset=queue_offset,
+                commit_log_offset=commit_log_offset,
+                body=payload,
+                properties=properties_text,
+                flag=flag,
+                sys_flag=sys_flag,
+                born_timestamp_ms=born_ms,
+                born_host=f"{ipaddress.IPv4Address(born)}:{born_port}",
+                store_timestamp_ms=store_ms,
+                store_host=f"{ipaddress.IPv4Address(store)}:{store_port}",
+                reconsume_times=reconsume,
+                prepared_transaction_offset=prepared,
+            )
+        )
         pos += total
     return messages

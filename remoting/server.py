@@ -860,20 +860,30 @@ class RemotingServer:
         # A Unix socket's peers are trusted with the peer address they announce: it is
         # this user's alone (and its folder should be too, between bind and chmod).
         sockets = listening_sockets(
-            self.host, self._requested_port, ACCEPT_BACKLOG, sock=self._sock,
+            self.host,
+            self._requested_port,
+            ACCEPT_BACKLOG,
+            sock=self._sock,
             unix_path=self.unix_path,
-        )  # fmt: skip
+        )
         # asyncio's create_server cannot stop accepting: these pause at the budget's
         # capacity and when descriptors run out (remoting/listener.py).
         self._listeners = start_listeners(
-            sockets, lambda slot: Connection(self, slot=slot), budget=self.budget,
-            refusals=self._refusal_log, prepare=self._prepare,
+            sockets,
+            lambda slot: Connection(self, slot=slot),
+            budget=self.budget,
+            refusals=self._refusal_log,
+            prepare=self._prepare,
             prepare_timeout_s=self._prepare_timeout_s,
-            ssl_handshake_timeout_s=self._ssl_handshake_timeout_s, listener_refusals=RefusalLog,
-        )  # fmt: skip
+            ssl_handshake_timeout_s=self._ssl_handshake_timeout_s,
+            listener_refusals=RefusalLog,
+        )
         where = self.unix_path or f"{self.host}:{self.port}"
-        log.info("remoting server listening on %s (at most %d connections in this process)",
-                 where, self.budget.capacity)  # fmt: skip
+        log.info(
+            "remoting server listening on %s (at most %d connections in this process)",
+            where,
+            self.budget.capacity,
+        )
 
     async def adopt(self, sock: socket.socket, preamble: bytes = b"") -> None:
         """Serve ``sock``, a connected TCP socket another process accepted and read

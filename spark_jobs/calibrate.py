@@ -99,8 +99,9 @@ class Calibration:
         """Read what :meth:`to_json` wrote; ValueError on another shape."""
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("version") != CALIBRATION_VERSION:
-            raise ValueError("not a calibration file of version "
-                             f"{CALIBRATION_VERSION}: {str(data)[:80]!r}")
+            raise ValueError(
+                f"not a calibration file of version {CALIBRATION_VERSION}: {str(data)[:80]!r}"
+            )
         modes = {mode: ModeCalibration(**values) for mode, values in data["modes"].items()}
         return cls(modes, list(data["runs"]))
 
@@ -109,24 +110,30 @@ class Calibration:
         calibration has no run of that mode."""
         measured = self.modes.get(config.mode)
         if measured is None:
-            raise ValueError(f"the calibration has no {config.mode} run "
-                             f"(modes: {sorted(self.modes)})")
+            raise ValueError(
+                f"the calibration has no {config.mode} run (modes: {sorted(self.modes)})"
+            )
         changes: dict[str, Any] = {}
         if measured.rpc_latency_quantiles_ms:
             changes["rpc_latency_quantiles_ms"] = tuple(measured.rpc_latency_quantiles_ms)
-            changes["rpc_latency_ms"] = round(statistics.median(
-                measured.rpc_latency_quantiles_ms))
+            changes["rpc_latency_ms"] = round(statistics.median(measured.rpc_latency_quantiles_ms))
         if measured.commit_latency_quantiles_ms:
             changes["commit_latency_quantiles_ms"] = tuple(measured.commit_latency_quantiles_ms)
-            changes["commit_latency_ms"] = round(statistics.median(
-                measured.commit_latency_quantiles_ms))
+            changes["commit_latency_ms"] = round(
+                statistics.median(measured.commit_latency_quantiles_ms)
+            )
         if measured.expiry_extra_ms is not None:
             changes["expiry_extra_ms"] = measured.expiry_extra_ms
         if measured.election_ms is not None:
             changes["election_ms"] = measured.election_ms
         if timings:
-            for name in ("poll_interval_ms", "heartbeat_interval_ms", "broker_timeout_ms",
-                         "scan_interval_ms", "sample_interval_ms"):
+            for name in (
+                "poll_interval_ms",
+                "heartbeat_interval_ms",
+                "broker_timeout_ms",
+                "scan_interval_ms",
+                "sample_interval_ms",
+            ):
                 value = getattr(measured, name)
                 if value is not None:
                     changes[name] = value
@@ -161,16 +168,21 @@ def calibrate(spark: SparkSession, root: Path | str) -> Calibration:
     modes: dict[str, ModeCalibration] = {}
     for mode in sorted({m.mode for m in metas.values()}):
         runs = [m for m in metas.values() if m.mode == mode]
-        modes[mode] = _mode_calibration(history, mode, [m.run_id for m in runs],
-                                        [m.params for m in runs])
+        modes[mode] = _mode_calibration(
+            history, mode, [m.run_id for m in runs], [m.params for m in runs]
+        )
     _commit_latency(history, modes)
     return Calibration(modes, sorted(metas))
 
 
 def _load_runs(spark: SparkSession, runs: Sequence[Path]) -> History:
     parts = [load_history(spark, d) for d in runs]
-    return History(*(_union([getattr(p, name) for p in parts])
-                     for name in ("operations", "writes", "faults", "node_states")))
+    return History(
+        *(
+            _union([getattr(p, name) for p in parts])
+            for name in ("operations", "writes", "faults", "node_states")
+        )
+    )
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -203,22 +215,28 @@ def _param(params: dict[str, Any], real: str, simulated: str, scale: float = 1.0
     return None
 
 
-def _mode_calibration(history: History, mode: str, run_ids: list[str],
-                      params: list[dict[str, Any]]) -> ModeCalibration:
+def _mode_calibration(
+    history: History, mode: str, run_ids: list[str], params: list[dict[str, Any]]
+) -> ModeCalibration:
     ops = _latency(history.operations.filter(F.col("run_id").isin(run_ids)))
-    reads = ops.filter((F.col("kind") == KIND_ROUTE_READ)
-                       & F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND))
+    reads = ops.filter(
+        (F.col("kind") == KIND_ROUTE_READ) & F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND)
+    )
     beats = ops.filter((F.col("kind") == KIND_HEARTBEAT) & (F.col("outcome") == OUTCOME_OK))
     result = ModeCalibration()
-    result.rpc_latency_quantiles_ms, result.samples["route_reads"] = _quantiles(
-        reads, "latency_ms")
+    result.rpc_latency_quantiles_ms, result.samples["route_reads"] = _quantiles(reads, "latency_ms")
     result.register_latency_quantiles_ms, result.samples["registrations"] = _quantiles(
-        beats, "latency_ms")
+        beats, "latency_ms"
+    )
     result.poll_interval_ms = _median_gap(reads, ["run_id", "process", "topic"])
     result.heartbeat_interval_ms = _median_gap(
-        ops.filter(F.col("kind") == KIND_HEARTBEAT), ["run_id", "broker", "node"])
-    rounds = history.node_states.filter(F.col("run_id").isin(run_ids)).select(
-        "run_id", F.col("ts_ms").alias("invoke_ms")).distinct()
+        ops.filter(F.col("kind") == KIND_HEARTBEAT), ["run_id", "broker", "node"]
+    )
+    rounds = (
+        history.node_states.filter(F.col("run_id").isin(run_ids))
+        .select("run_id", F.col("ts_ms").alias("invoke_ms"))
+        .distinct()
+    )
     result.sample_interval_ms = _median_gap(rounds, ["run_id"])
     timeouts = {_param(p, "expiry_ms", "broker_timeout_ms") for p in params}
     scans = {_param(p, "scan_interval_s", "scan_interval_ms", 1000.0) for p in params}
@@ -227,7 +245,8 @@ def _mode_calibration(history: History, mode: str, run_ids: list[str],
     result.scan_interval_ms = _single(scans, "scan interval", result)
     heartbeat_ms = _single(beats_ms, "heartbeat interval", result)
     result.expiry_extra_ms, result.samples["broker_kills"] = _expiry_extra(
-        history, run_ids, result.broker_timeout_ms, result.scan_interval_ms, heartbeat_ms)
+        history, run_ids, result.broker_timeout_ms, result.scan_interval_ms, heartbeat_ms
+    )
     if mode == MODE_RAFT:
         result.election_ms, result.samples["leader_kills"] = _election(history, run_ids)
     return result
@@ -249,16 +268,29 @@ def _median_gap(frame: DataFrame, keys: list[str]) -> int | None:
     return None if row is None or row["m"] is None else int(row["m"])
 
 
-def _expiry_extra(history: History, run_ids: list[str], timeout_ms: int | None,
-                  scan_ms: int | None, heartbeat_ms: int | None) -> tuple[int | None, int]:
+def _expiry_extra(
+    history: History,
+    run_ids: list[str],
+    timeout_ms: int | None,
+    scan_ms: int | None,
+    heartbeat_ms: int | None,
+) -> tuple[int | None, int]:
     if timeout_ms is None:
         return None, 0
-    subset = History(*(getattr(history, n).filter(F.col("run_id").isin(run_ids))
-                       for n in ("operations", "writes", "faults", "node_states")))
-    windows = [r["nodes_window_ms"] for r in stale_route_windows(subset)
-               .filter(F.col("fault_kind") == FAULT_KILL_BROKER)
-               .select("nodes_window_ms").collect()
-               if r["nodes_window_ms"] is not None]
+    subset = History(
+        *(
+            getattr(history, n).filter(F.col("run_id").isin(run_ids))
+            for n in ("operations", "writes", "faults", "node_states")
+        )
+    )
+    windows = [
+        r["nodes_window_ms"]
+        for r in stale_route_windows(subset)
+        .filter(F.col("fault_kind") == FAULT_KILL_BROKER)
+        .select("nodes_window_ms")
+        .collect()
+        if r["nodes_window_ms"] is not None
+    ]
     if not windows:
         return None, 0
     correction = ((scan_ms or 0) - (heartbeat_ms or 0)) / 2
@@ -269,19 +301,31 @@ def _expiry_extra(history: History, run_ids: list[str], timeout_ms: int | None,
 def _election(history: History, run_ids: list[str]) -> tuple[int | None, int]:
     kills = history.faults.filter(
         F.col("run_id").isin(run_ids) & (F.col("kind") == FAULT_LEADER_KILL)
-    ).select("run_id", F.col("target").alias("victim"), "start_ms",
-             F.when(F.col("end_ms") >= F.col("start_ms"), F.col("end_ms"))
-             .otherwise(F.lit(2**62)).alias("end_ms"))
+    ).select(
+        "run_id",
+        F.col("target").alias("victim"),
+        "start_ms",
+        F.when(F.col("end_ms") >= F.col("start_ms"), F.col("end_ms"))
+        .otherwise(F.lit(2**62))
+        .alias("end_ms"),
+    )
     failed = history.operations.filter(
         (F.col("kind") == KIND_HEARTBEAT) & (F.col("outcome") != OUTCOME_OK)
     ).select("run_id", "node", "invoke_ms")
-    per_kill = kills.join(failed, "run_id", "left").filter(
-        F.col("invoke_ms").isNull()
-        | ((F.col("node") != F.col("victim")) & (F.col("invoke_ms") >= F.col("start_ms"))
-           & (F.col("invoke_ms") < F.col("end_ms")))
-    ).groupBy("run_id", "start_ms").agg(
-        F.coalesce(F.max(F.col("invoke_ms") - F.col("start_ms")), F.lit(0)).alias("election")
-    ).collect()
+    per_kill = (
+        kills.join(failed, "run_id", "left")
+        .filter(
+            F.col("invoke_ms").isNull()
+            | (
+                (F.col("node") != F.col("victim"))
+                & (F.col("invoke_ms") >= F.col("start_ms"))
+                & (F.col("invoke_ms") < F.col("end_ms"))
+            )
+        )
+        .groupBy("run_id", "start_ms")
+        .agg(F.coalesce(F.max(F.col("invoke_ms") - F.col("start_ms")), F.lit(0)).alias("election"))
+        .collect()
+    )
     # A kill with no failed call at all still counts (0): nothing had to wait.
     counted = {(r["run_id"], r["start_ms"]): int(r["election"]) for r in per_kill}
     for row in kills.select("run_id", "start_ms").collect():
@@ -295,21 +339,29 @@ def _commit_latency(history: History, modes: dict[str, ModeCalibration]) -> None
     raft = modes.get(MODE_RAFT)
     if raft is None:
         return
-    beats = _latency(history.operations.filter(
-        (F.col("kind") == KIND_HEARTBEAT) & (F.col("outcome") == OUTCOME_OK)
-        & (F.col("mode") == MODE_RAFT)))
+    beats = _latency(
+        history.operations.filter(
+            (F.col("kind") == KIND_HEARTBEAT)
+            & (F.col("outcome") == OUTCOME_OK)
+            & (F.col("mode") == MODE_RAFT)
+        )
+    )
     eventual = modes.get(MODE_EVENTUAL)
     local = eventual.register_latency_quantiles_ms if eventual else []
     if local:
         threshold, baseline = local[19], local[10]  # eventual p95, p50
     elif raft.register_latency_quantiles_ms:
-        threshold, baseline = (raft.register_latency_quantiles_ms[10],
-                               raft.register_latency_quantiles_ms[0])
-        raft.notes.append("no eventual run: committed registrations are those above the raft "
-                          "median, their commit latency is measured from the raft minimum")
+        threshold, baseline = (
+            raft.register_latency_quantiles_ms[10],
+            raft.register_latency_quantiles_ms[0],
+        )
+        raft.notes.append(
+            "no eventual run: committed registrations are those above the raft "
+            "median, their commit latency is measured from the raft minimum"
+        )
     else:
         return
     committed = beats.filter(F.col("latency_ms") > threshold).select(
-        (F.col("latency_ms") - F.lit(baseline)).alias("commit_ms"))
-    raft.commit_latency_quantiles_ms, raft.samples["commits"] = _quantiles(
-        committed, "commit_ms")
+        (F.col("latency_ms") - F.lit(baseline)).alias("commit_ms")
+    )
+    raft.commit_latency_quantiles_ms, raft.samples["commits"] = _quantiles(committed, "commit_ms")

@@ -213,9 +213,9 @@ def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[Regist
 
     Linearizability is prefix-closed, so the failing prefixes are monotone in the cut and
     a binary search over the distinct event times finds the shortest one."""
-    cuts = sorted({op.invoke_ms for op in ops} | {
-        op.complete_ms for op in ops if op.complete_ms is not None
-    })
+    cuts = sorted(
+        {op.invoke_ms for op in ops} | {op.complete_ms for op in ops if op.complete_ms is not None}
+    )
     low, high = 0, len(cuts) - 1
     best = ops
     checks = 0
@@ -282,8 +282,13 @@ def register_ops_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[RegisterOp
             else:
                 continue
             result.append(
-                RegisterOp(row["op_id"], False, value, row["invoke_ms"],
-                           max(row["complete_ms"], row["invoke_ms"]))
+                RegisterOp(
+                    row["op_id"],
+                    False,
+                    value,
+                    row["invoke_ms"],
+                    max(row["complete_ms"], row["invoke_ms"]),
+                )
             )
         elif kind in WRITE_KINDS:
             if outcome == OUTCOME_OK:
@@ -295,14 +300,16 @@ def register_ops_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[RegisterOp
             else:
                 continue
             result.append(
-                RegisterOp(row["op_id"], True, row["value"] or ABSENT_VALUE, row["invoke_ms"],
-                           complete)
+                RegisterOp(
+                    row["op_id"], True, row["value"] or ABSENT_VALUE, row["invoke_ms"], complete
+                )
             )
     return result
 
 
 def check_rows(
-    rows: Iterable[Mapping[str, Any]], initial: str = ABSENT_VALUE,
+    rows: Iterable[Mapping[str, Any]],
+    initial: str = ABSENT_VALUE,
     budget: CheckBudget | None = None,
 ) -> CheckResult:
     """:func:`check_register` over raw ``operations`` rows of one topic."""
@@ -323,8 +330,15 @@ def _check_group(
     (run_id, topic), rows = item
     dict_rows = [dict(zip(CHECK_COLUMNS, row, strict=True)) for row in rows]
     result = check_rows(dict_rows, ABSENT_VALUE, budget)
-    return (run_id, topic, result.verdict, result.ops, result.steps,
-            list(result.counterexample), result.reason)
+    return (
+        run_id,
+        topic,
+        result.verdict,
+        result.ops,
+        result.steps,
+        list(result.counterexample),
+        result.reason,
+    )
 
 
 def check_topics(operations: Any, budget: CheckBudget | None = None) -> Any:

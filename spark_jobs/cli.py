@@ -38,19 +38,29 @@ DEFAULTS = SimConfig()
 
 
 def _spark_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--spark-master", default=None,
-                        help="an existing Spark master URL, e.g. spark://host:7077 "
-                             "(default: a local two-core session)")
-    parser.add_argument("--spark-verbose", action="store_true",
-                        help="let Spark log its warnings and info to stderr (quiet otherwise)")
+    parser.add_argument(
+        "--spark-master",
+        default=None,
+        help="an existing Spark master URL, e.g. spark://host:7077 "
+        "(default: a local two-core session)",
+    )
+    parser.add_argument(
+        "--spark-verbose",
+        action="store_true",
+        help="let Spark log its warnings and info to stderr (quiet otherwise)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark_jobs.cli", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     analyze = commands.add_parser("analyze", help="run every Spark job over histories")
-    analyze.add_argument("--history", required=True, type=Path,
-                         help="a run directory, or a directory of run directories")
+    analyze.add_argument(
+        "--history",
+        required=True,
+        type=Path,
+        help="a run directory, or a directory of run directories",
+    )
     analyze.add_argument("--out", required=True, type=Path)
     _spark_arguments(analyze)
     analyze.add_argument("--checker-max-ops", type=int, default=CheckBudget().max_ops)
@@ -64,16 +74,27 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=DEFAULTS.seed)
     sim.add_argument("--sample-topics", type=int, default=DEFAULTS.sample_topics)
     sim.add_argument("--out", required=True, type=Path)
-    sim.add_argument("--calibrate-from", type=Path, default=None,
-                     help="real run(s) to measure the timing parameters from (Spark), or a "
-                          "calibration.json written by `calibrate`")
-    sim.add_argument("--calibrate-timings", action="store_true",
-                     help="also take the poll/heartbeat/timeout/scan periods from the runs "
-                          "(the compressed real setup) instead of RocketMQ's defaults")
+    sim.add_argument(
+        "--calibrate-from",
+        type=Path,
+        default=None,
+        help="real run(s) to measure the timing parameters from (Spark), or a "
+        "calibration.json written by `calibrate`",
+    )
+    sim.add_argument(
+        "--calibrate-timings",
+        action="store_true",
+        help="also take the poll/heartbeat/timeout/scan periods from the runs "
+        "(the compressed real setup) instead of RocketMQ's defaults",
+    )
     _spark_arguments(sim)
     cal = commands.add_parser("calibrate", help="measure the simulator's timings from runs")
-    cal.add_argument("--history", required=True, type=Path,
-                     help="a real run directory, or a directory of run directories")
+    cal.add_argument(
+        "--history",
+        required=True,
+        type=Path,
+        help="a real run directory, or a directory of run directories",
+    )
     cal.add_argument("--out", required=True, type=Path, help="the calibration JSON to write")
     _spark_arguments(cal)
     return parser
@@ -106,8 +127,14 @@ def run_analyze(args: argparse.Namespace) -> int:
 def run_simulate(args: argparse.Namespace) -> int:
     """Simulate one or both modes; print each run's metadata summary as JSON lines."""
     modes = (MODE_EVENTUAL, MODE_RAFT) if args.mode == MODES_BOTH else (args.mode,)
-    base = SimConfig(brokers=args.brokers, topics=args.topics, reads=args.reads,
-                     seed=args.seed, scenario=args.scenario, sample_topics=args.sample_topics)
+    base = SimConfig(
+        brokers=args.brokers,
+        topics=args.topics,
+        reads=args.reads,
+        seed=args.seed,
+        scenario=args.scenario,
+        sample_topics=args.sample_topics,
+    )
     calibration = None
     if args.calibrate_from is not None:
         from spark_jobs.calibrate import load_calibration

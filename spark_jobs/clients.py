@@ -74,8 +74,10 @@ class MessageQueue:
     queue_id: int
 
     def __str__(self) -> str:
-        return (f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, "
-                f"queueId={self.queue_id}]")
+        return (
+            f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, "
+            f"queueId={self.queue_id}]"
+        )
 
 
 # ----------------------------------------------------------------------------- routes
@@ -85,8 +87,9 @@ def route_from_items(items: Sequence[RouteItem], cluster: str = "DefaultCluster"
     """A ``TopicRouteData`` equivalent to a canonical route value's items."""
     queues = [QueueData(i.broker, i.read_queues, i.write_queues, i.perm) for i in items]
     brokers = [
-        BrokerData(cluster, i.broker,
-                   {} if i.master_addr == NO_MASTER_ADDR else {MASTER_ID: i.master_addr})
+        BrokerData(
+            cluster, i.broker, {} if i.master_addr == NO_MASTER_ADDR else {MASTER_ID: i.master_addr}
+        )
         for i in items
     ]
     return TopicRouteData(queue_datas=queues, broker_datas=brokers)
@@ -148,8 +151,9 @@ def topic_route_to_publish_info(
             broker = brokers.get(qd.broker_name)
             if broker is None or MASTER_ID not in broker.broker_addrs:
                 continue
-            queues.extend(MessageQueue(topic, qd.broker_name, q)
-                          for q in range(qd.write_queue_nums))
+            queues.extend(
+                MessageQueue(topic, qd.broker_name, q) for q in range(qd.write_queue_nums)
+            )
     info = TopicPublishInfo(queues, order)
     if index is not None:
         info.index = index
@@ -160,7 +164,8 @@ def topic_route_to_subscribe_info(topic: str, route: TopicRouteData) -> set[Mess
     """``topicRouteData2TopicSubscribeInfo``: every readable queue, master or not."""
     return {
         MessageQueue(topic, qd.broker_name, q)
-        for qd in route.queue_datas if is_readable(qd.perm)
+        for qd in route.queue_datas
+        if is_readable(qd.perm)
         for q in range(qd.read_queue_nums)
     }
 
@@ -205,8 +210,9 @@ class LatencyFaultTolerance:
     def __init__(self) -> None:
         self.items: dict[str, FaultItem] = {}
 
-    def update(self, broker: str, latency_ms: int, duration_ms: int, reachable: bool,
-               now_ms: int) -> None:
+    def update(
+        self, broker: str, latency_ms: int, duration_ms: int, reachable: bool, now_ms: int
+    ) -> None:
         """``updateFaultItem``: isolate ``broker`` until ``now + duration``."""
         self.items[broker] = FaultItem(latency_ms, now_ms + duration_ms, reachable)
 
@@ -229,7 +235,10 @@ class MQFaultStrategy:
         self.fault = LatencyFaultTolerance()
 
     def select_one_message_queue(
-        self, info: TopicPublishInfo, last_broker_name: str | None, reset_index: bool,
+        self,
+        info: TopicPublishInfo,
+        last_broker_name: str | None,
+        reset_index: bool,
         now_ms: int = 0,
     ) -> MessageQueue | None:
         """``selectOneMessageQueue(tpInfo, lastBrokerName, resetIndex)``."""
@@ -240,17 +249,16 @@ class MQFaultStrategy:
         if self.send_latency_fault_enable:
             if reset_index:
                 info.index.reset()
-            mq = info.select_one(
-                lambda m: self.fault.is_available(m.broker_name, now_ms), not_last
-            )
+            mq = info.select_one(lambda m: self.fault.is_available(m.broker_name, now_ms), not_last)
             if mq is None:
                 mq = info.select_one(lambda m: self.fault.is_reachable(m.broker_name), not_last)
             return mq if mq is not None else info.select_one()
         mq = info.select_one(not_last)
         return mq if mq is not None else info.select_one()
 
-    def update_fault_item(self, broker: str, latency_ms: int, isolation: bool,
-                          reachable: bool, now_ms: int) -> None:
+    def update_fault_item(
+        self, broker: str, latency_ms: int, isolation: bool, reachable: bool, now_ms: int
+    ) -> None:
         """``updateFaultItem``: only with latency fault tolerance enabled."""
         if not self.send_latency_fault_enable:
             return
@@ -260,8 +268,9 @@ class MQFaultStrategy:
 
 def not_available_duration_ms(latency_ms: int) -> int:
     """``computeNotAvailableDuration``: the step for the largest latencyMax ≤ latency."""
-    for limit, duration in zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_DURATION_MS),
-                               strict=True):
+    for limit, duration in zip(
+        reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_DURATION_MS), strict=True
+    ):
         if latency_ms >= limit:
             return duration
     return 0
@@ -284,8 +293,9 @@ def _check(current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[s
     return current_cid in cid_all
 
 
-def allocate_averagely(group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                       cid_all: Sequence[str]) -> list[MessageQueue]:
+def allocate_averagely(
+    group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+) -> list[MessageQueue]:
     """``AllocateMessageQueueAveragely``: contiguous blocks, the first ``mod`` get one more."""
     if not _check(current_cid, mq_all, cid_all):
         return []
@@ -303,8 +313,9 @@ def allocate_averagely(group: str, current_cid: str, mq_all: Sequence[MessageQue
     return [mq_all[start + i] for i in range(max(count, 0))]
 
 
-def allocate_by_circle(group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                       cid_all: Sequence[str]) -> list[MessageQueue]:
+def allocate_by_circle(
+    group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+) -> list[MessageQueue]:
     """``AllocateMessageQueueAveragelyByCircle``: deal the queues round robin."""
     if not _check(current_cid, mq_all, cid_all):
         return []
@@ -338,7 +349,10 @@ class ConsistentHashRouter:
 
 
 def allocate_consistent_hash(
-    group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str],
+    group: str,
+    current_cid: str,
+    mq_all: Sequence[MessageQueue],
+    cid_all: Sequence[str],
     virtual_nodes: int = CONSISTENT_HASH_VIRTUAL_NODES,
 ) -> list[MessageQueue]:
     """``AllocateMessageQueueConsistentHash`` keyed by ``MessageQueue.toString()``."""
@@ -351,8 +365,9 @@ def allocate_consistent_hash(
 def allocate_by_config(message_queue_list: Sequence[MessageQueue]) -> AllocateFn:
     """``AllocateMessageQueueByConfig``: the configured list for everyone, unchecked."""
 
-    def allocate(group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         return list(message_queue_list)
 
     return allocate
@@ -369,15 +384,19 @@ def _java_split_at(text: str) -> list[str]:
 def allocate_by_machine_room(consumer_idcs: set[str]) -> AllocateFn:
     """``AllocateMessageQueueByMachineRoom`` for brokers named ``idc@name``."""
 
-    def allocate(group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         if not _check(current_cid, mq_all, cid_all):
             return []
         index = list(cid_all).index(current_cid)
-        pre = [mq for mq in mq_all
-               if len(parts := _java_split_at(mq.broker_name)) == 2 and parts[0] in consumer_idcs]
+        pre = [
+            mq
+            for mq in mq_all
+            if len(parts := _java_split_at(mq.broker_name)) == 2 and parts[0] in consumer_idcs
+        ]
         mod, rem = divmod(len(pre), len(cid_all))
-        result = pre[index * mod: index * mod + mod]
+        result = pre[index * mod : index * mod + mod]
         if rem > index:
             result.append(pre[index + mod * len(cid_all)])
         return result
@@ -386,13 +405,15 @@ def allocate_by_machine_room(consumer_idcs: set[str]) -> AllocateFn:
 
 
 def allocate_machine_room_nearby(
-    inner: AllocateFn, broker_room: Callable[[MessageQueue], str],
+    inner: AllocateFn,
+    broker_room: Callable[[MessageQueue], str],
     consumer_room: Callable[[str], str],
 ) -> AllocateFn:
     """``AllocateMachineRoomNearby``: own room first; rooms without consumers shared by all."""
 
-    def allocate(group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         if not _check(current_cid, mq_all, cid_all):
             return []
         mq_by_room: dict[str, list[MessageQueue]] = {}
@@ -420,7 +441,12 @@ def allocate_machine_room_nearby(
     return allocate
 
 
-def rebalance_allocate(strategy: AllocateFn, group: str, current_cid: str,
-                       mq_set: set[MessageQueue], cid_all: Sequence[str]) -> list[MessageQueue]:
+def rebalance_allocate(
+    strategy: AllocateFn,
+    group: str,
+    current_cid: str,
+    mq_set: set[MessageQueue],
+    cid_all: Sequence[str],
+) -> list[MessageQueue]:
     """``RebalanceImpl``: sort queues and consumer ids, then call the strategy."""
     return strategy(group, current_cid, sorted(mq_set), sorted(cid_all))

@@ -120,8 +120,10 @@ class HistoryWriter:
         schema = SCHEMAS[table]
         columns = list(zip(*buffer, strict=True)) if buffer else [()] * len(schema.names)
         batch = pa.table(
-            {name: pa.array(col, type=schema.field(name).type) for name, col in
-             zip(schema.names, columns, strict=True)},
+            {
+                name: pa.array(col, type=schema.field(name).type)
+                for name, col in zip(schema.names, columns, strict=True)
+            },
             schema=schema,
         )
         writer = self._writers.get(table)

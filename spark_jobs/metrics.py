@@ -44,8 +44,20 @@ from spark_jobs.schema import (
 )
 
 GROUP = ("mode", "scenario")
-T_BUCKET_EDGES_MS = (0, 100, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 120_000,
-                     180_000, 300_000)
+T_BUCKET_EDGES_MS = (
+    0,
+    100,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    30_000,
+    60_000,
+    120_000,
+    180_000,
+    300_000,
+)
 K_VALUES = (0, 1, 2, 3, 5, 10)
 LATENCY_QUANTILES = (0.5, 0.95, 0.99)
 PERCENTILE_ACCURACY = 10_000
@@ -77,13 +89,15 @@ def load_history(spark: SparkSession, root: Path | str) -> History:
         parts = []
         for run_dir in runs:
             meta = read_meta(run_dir)
-            frame = spark.read.schema(_arrow_to_ddl(table)).parquet(
-                str(table_path(run_dir, table))
+            frame = spark.read.schema(_arrow_to_ddl(table)).parquet(str(table_path(run_dir, table)))
+            parts.append(
+                frame.select(
+                    F.lit(meta.run_id).alias("run_id"),
+                    F.lit(meta.mode).alias("mode"),
+                    F.lit(meta.scenario).alias("scenario"),
+                    *frame.columns,
+                )
             )
-            parts.append(frame.select(
-                F.lit(meta.run_id).alias("run_id"), F.lit(meta.mode).alias("mode"),
-                F.lit(meta.scenario).alias("scenario"), *frame.columns,
-            ))
         combined = parts[0]
         for part in parts[1:]:
             combined = combined.unionByName(part)
@@ -100,9 +114,15 @@ def _brokers_of(value: Column) -> Column:
 def _fault_windows(faults: DataFrame, kinds: Sequence[str]) -> DataFrame:
     """Faults of the given kinds with an open end (end_ms < start_ms) made explicit."""
     return faults.filter(F.col("kind").isin(list(kinds))).select(
-        "run_id", "mode", "scenario", F.col("kind").alias("fault_kind"), "target", "start_ms",
+        "run_id",
+        "mode",
+        "scenario",
+        F.col("kind").alias("fault_kind"),
+        "target",
+        "start_ms",
         F.when(F.col("end_ms") >= F.col("start_ms"), F.col("end_ms"))
-        .otherwise(F.lit(OPEN_END_MS)).alias("end_ms"),
+        .otherwise(F.lit(OPEN_END_MS))
+        .alias("end_ms"),
     )
 
 
@@ -118,17 +138,28 @@ def read_freshness(history: History) -> DataFrame:
     the value matches no write (a route that never was the truth).
     """
     writes = history.writes.withColumn(
-        "seq", F.row_number().over(
-            Window.partitionBy("run_id", "topic").orderBy("ts_ms", "value"))
-    ).select("run_id", "topic", F.col("ts_ms").alias("w_ts"), F.col("seq"),
-             F.coalesce(F.col("value"), F.lit("")).alias("w_value"))
-    reads = history.operations.filter(
-        (F.col("kind") == KIND_ROUTE_READ)
-        & F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND)
+        "seq", F.row_number().over(Window.partitionBy("run_id", "topic").orderBy("ts_ms", "value"))
     ).select(
-        "run_id", "mode", "scenario", "op_id", "topic", "invoke_ms", "complete_ms", "outcome",
+        "run_id",
+        "topic",
+        F.col("ts_ms").alias("w_ts"),
+        F.col("seq"),
+        F.coalesce(F.col("value"), F.lit("")).alias("w_value"),
+    )
+    reads = history.operations.filter(
+        (F.col("kind") == KIND_ROUTE_READ) & F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND)
+    ).select(
+        "run_id",
+        "mode",
+        "scenario",
+        "op_id",
+        "topic",
+        "invoke_ms",
+        "complete_ms",
+        "outcome",
         F.when(F.col("outcome") == OUTCOME_NOT_FOUND, F.lit(""))
-        .otherwise(F.coalesce(F.col("value"), F.lit(""))).alias("r_value"),
+        .otherwise(F.coalesce(F.col("value"), F.lit("")))
+        .alias("r_value"),
     )
     joined = reads.join(writes, ["run_id", "topic"], "left").filter(
         F.col("w_ts").isNull() | (F.col("w_ts") <= F.col("complete_ms"))
@@ -139,20 +170,25 @@ def read_freshness(history: History) -> DataFrame:
     ).agg(
         F.max(F.when(before, F.col("seq"))).alias("latest_seq"),
         F.max(F.when(before, F.col("w_ts"))).alias("latest_ts"),
-        F.max_by(F.when(before, F.col("w_value")), F.when(before, F.col("seq")))
-        .alias("latest_value"),
+        F.max_by(F.when(before, F.col("w_value")), F.when(before, F.col("seq"))).alias(
+            "latest_value"
+        ),
         F.max(F.when(F.col("w_value") == F.col("r_value"), F.col("seq"))).alias("matched_seq"),
     )
     latest = F.coalesce(F.col("latest_seq"), F.lit(0))
-    matched = F.coalesce(
-        F.col("matched_seq"), F.when(F.col("r_value") == "", F.lit(0))
-    )
+    matched = F.coalesce(F.col("matched_seq"), F.when(F.col("r_value") == "", F.lit(0)))
     return per_read.select(
-        "run_id", "mode", "scenario", "op_id", "topic", "outcome",
+        "run_id",
+        "mode",
+        "scenario",
+        "op_id",
+        "topic",
+        "outcome",
         (F.col("invoke_ms") - F.col("latest_ts")).alias("t_ms"),
         F.coalesce(F.col("latest_value"), F.lit("")).alias("latest_value"),
         F.when(matched.isNull(), F.lit(None).cast("long"))
-        .otherwise(F.greatest(latest - matched, F.lit(0))).alias("staleness"),
+        .otherwise(F.greatest(latest - matched, F.lit(0)))
+        .alias("staleness"),
     )
 
 
@@ -167,9 +203,12 @@ def t_visibility(freshness: DataFrame, edges_ms: Sequence[int] = T_BUCKET_EDGES_
         freshness.filter(F.col("t_ms").isNotNull())
         .withColumn("t_bucket_ms", bucket)
         .groupBy(*GROUP, "t_bucket_ms")
-        .agg(F.count("*").alias("reads"),
-             F.avg(F.coalesce((F.col("staleness") == 0).cast("double"), F.lit(0.0)))
-             .alias("p_fresh"))
+        .agg(
+            F.count("*").alias("reads"),
+            F.avg(F.coalesce((F.col("staleness") == 0).cast("double"), F.lit(0.0))).alias(
+                "p_fresh"
+            ),
+        )
         .na.fill({"p_fresh": 0.0})
         .orderBy(*GROUP, "t_bucket_ms")
     )
@@ -183,17 +222,23 @@ def k_staleness(freshness: DataFrame, ks: Sequence[int] = K_VALUES) -> DataFrame
     ]
     wide = freshness.groupBy(*GROUP).agg(F.count("*").alias("reads"), *aggs)
     stack = ", ".join(f"{k}, k{k}" for k in ks)
-    return wide.selectExpr(*GROUP, "reads", f"stack({len(ks)}, {stack}) as (k, p_within_k)") \
-        .orderBy(*GROUP, "k")
+    return wide.selectExpr(
+        *GROUP, "reads", f"stack({len(ks)}, {stack}) as (k, p_within_k)"
+    ).orderBy(*GROUP, "k")
 
 
 def not_exist_for_live_topics(freshness: DataFrame) -> DataFrame:
     """TOPIC_NOT_EXIST answers while the ground truth says the topic has a route."""
     harmful = (F.col("outcome") == OUTCOME_NOT_FOUND) & (F.col("latest_value") != "")
-    return freshness.groupBy(*GROUP).agg(
-        F.count("*").alias("reads"),
-        F.sum(harmful.cast("long")).alias("not_exist_live"),
-    ).withColumn("rate", F.col("not_exist_live") / F.col("reads")).orderBy(*GROUP)
+    return (
+        freshness.groupBy(*GROUP)
+        .agg(
+            F.count("*").alias("reads"),
+            F.sum(harmful.cast("long")).alias("not_exist_live"),
+        )
+        .withColumn("rate", F.col("not_exist_live") / F.col("reads"))
+        .orderBy(*GROUP)
+    )
 
 
 # ---------------------------------------------------------------------------- divergence
@@ -206,11 +251,15 @@ def divergence_by_topic(history: History) -> DataFrame:
         (F.countDistinct(F.coalesce(F.col("value"), F.lit(""))) > 1).alias("diverged")
     )
     order = Window.partitionBy("run_id", "topic").orderBy("ts_ms")
-    marked = rounds.withColumn("next_ts", F.lead("ts_ms").over(order)).withColumn(
-        "change", (F.col("diverged") != F.lag("diverged").over(order)).cast("int")
-    ).withColumn("streak", F.sum(F.coalesce(F.col("change"), F.lit(0))).over(order))
-    streaks = marked.filter("diverged").groupBy("run_id", "topic", "streak").agg(
-        (F.coalesce(F.max("next_ts"), F.max("ts_ms")) - F.min("ts_ms")).alias("window_ms")
+    marked = (
+        rounds.withColumn("next_ts", F.lead("ts_ms").over(order))
+        .withColumn("change", (F.col("diverged") != F.lag("diverged").over(order)).cast("int"))
+        .withColumn("streak", F.sum(F.coalesce(F.col("change"), F.lit(0))).over(order))
+    )
+    streaks = (
+        marked.filter("diverged")
+        .groupBy("run_id", "topic", "streak")
+        .agg((F.coalesce(F.max("next_ts"), F.max("ts_ms")) - F.min("ts_ms")).alias("window_ms"))
     )
     longest = streaks.groupBy("run_id", "topic").agg(F.max("window_ms").alias("longest_ms"))
     share = rounds.groupBy("run_id", "mode", "scenario", "topic").agg(
@@ -223,12 +272,16 @@ def divergence_by_topic(history: History) -> DataFrame:
 def divergence_summary(by_topic: DataFrame) -> DataFrame:
     """Per mode and scenario: mean diverged fraction, share of topics that ever diverged,
     the longest window of any topic."""
-    return by_topic.groupBy(*GROUP).agg(
-        F.count("*").alias("topics"),
-        F.avg("diverged_fraction").alias("mean_diverged_fraction"),
-        F.avg((F.col("diverged_fraction") > 0).cast("double")).alias("topics_diverged_share"),
-        F.max("longest_ms").alias("longest_ms"),
-    ).orderBy(*GROUP)
+    return (
+        by_topic.groupBy(*GROUP)
+        .agg(
+            F.count("*").alias("topics"),
+            F.avg("diverged_fraction").alias("mean_diverged_fraction"),
+            F.avg((F.col("diverged_fraction") > 0).cast("double")).alias("topics_diverged_share"),
+            F.max("longest_ms").alias("longest_ms"),
+        )
+        .orderBy(*GROUP)
+    )
 
 
 # ------------------------------------------------------------------------ broker kills
@@ -243,45 +296,78 @@ def stale_route_windows(history: History) -> DataFrame:
     sends = _dead_sends(history.operations, kills)
     keys = ["run_id", "target", "start_ms"]
     kills = kills.withColumn("end_ms", F.when(F.col("end_ms") < OPEN_END_MS, F.col("end_ms")))
-    return (kills.join(nodes, keys, "left").join(clients, keys, "left")
-            .join(sends, keys, "left").na.fill({"sends_to_dead": 0, "sends_in_window": 0})
-            .orderBy("run_id", "start_ms"))
+    return (
+        kills.join(nodes, keys, "left")
+        .join(clients, keys, "left")
+        .join(sends, keys, "left")
+        .na.fill({"sends_to_dead": 0, "sends_in_window": 0})
+        .orderBy("run_id", "start_ms")
+    )
 
 
 def _node_drop(node_states: DataFrame, kills: DataFrame) -> DataFrame:
     rounds = node_states.groupBy("run_id", "ts_ms").agg(
         F.flatten(F.collect_list(_brokers_of(F.col("value")))).alias("brokers")
     )
-    window = kills.select("run_id", "target", "start_ms", "end_ms").join(rounds, "run_id") \
+    window = (
+        kills.select("run_id", "target", "start_ms", "end_ms")
+        .join(rounds, "run_id")
         .filter((F.col("ts_ms") >= F.col("start_ms")) & (F.col("ts_ms") < F.col("end_ms")))
+    )
     routed = F.array_contains(F.col("brokers"), F.col("target"))
     last = window.groupBy("run_id", "target", "start_ms").agg(
         F.max(F.when(routed, F.col("ts_ms"))).alias("last_routed_ms")
     )
-    dropped = window.join(last, ["run_id", "target", "start_ms"]).filter(
-        F.col("ts_ms") > F.coalesce(F.col("last_routed_ms"), F.col("start_ms") - 1)
-    ).groupBy("run_id", "target", "start_ms").agg(F.min("ts_ms").alias("drop_ms"))
-    return dropped.select("run_id", "target", "start_ms",
-                          (F.col("drop_ms") - F.col("start_ms")).alias("nodes_window_ms"))
+    dropped = (
+        window.join(last, ["run_id", "target", "start_ms"])
+        .filter(F.col("ts_ms") > F.coalesce(F.col("last_routed_ms"), F.col("start_ms") - 1))
+        .groupBy("run_id", "target", "start_ms")
+        .agg(F.min("ts_ms").alias("drop_ms"))
+    )
+    return dropped.select(
+        "run_id",
+        "target",
+        "start_ms",
+        (F.col("drop_ms") - F.col("start_ms")).alias("nodes_window_ms"),
+    )
 
 
 def _client_drop(operations: DataFrame, kills: DataFrame) -> DataFrame:
     reads = operations.filter(
         (F.col("kind") == KIND_ROUTE_READ) & F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND)
-    ).select("run_id", "process", "topic", "invoke_ms", "complete_ms",
-             _brokers_of(F.col("value")).alias("brokers"))
-    joined = kills.select("run_id", "target", "start_ms", "end_ms").join(reads, "run_id") \
+    ).select(
+        "run_id",
+        "process",
+        "topic",
+        "invoke_ms",
+        "complete_ms",
+        _brokers_of(F.col("value")).alias("brokers"),
+    )
+    joined = (
+        kills.select("run_id", "target", "start_ms", "end_ms")
+        .join(reads, "run_id")
         .filter(F.col("invoke_ms") < F.col("end_ms"))
+    )
     routed = F.array_contains(F.col("brokers"), F.col("target"))
     keys = ["run_id", "target", "start_ms", "process", "topic"]
-    pairs = joined.groupBy(*keys).agg(
-        F.max(routed.cast("int")).alias("knew"),
-        F.max(F.when(routed, F.col("invoke_ms"))).alias("last_routed_ms"),
-    ).filter("knew = 1")
-    after = joined.join(pairs, keys).filter(
-        (F.col("invoke_ms") >= F.col("start_ms")) & ~routed
-        & (F.col("invoke_ms") > F.col("last_routed_ms"))
-    ).groupBy(*keys).agg(F.min("complete_ms").alias("drop_ms"))
+    pairs = (
+        joined.groupBy(*keys)
+        .agg(
+            F.max(routed.cast("int")).alias("knew"),
+            F.max(F.when(routed, F.col("invoke_ms"))).alias("last_routed_ms"),
+        )
+        .filter("knew = 1")
+    )
+    after = (
+        joined.join(pairs, keys)
+        .filter(
+            (F.col("invoke_ms") >= F.col("start_ms"))
+            & ~routed
+            & (F.col("invoke_ms") > F.col("last_routed_ms"))
+        )
+        .groupBy(*keys)
+        .agg(F.min("complete_ms").alias("drop_ms"))
+    )
     per_pair = pairs.join(after, keys, "left")
     return per_pair.groupBy("run_id", "target", "start_ms").agg(
         F.count("*").alias("client_topics"),
@@ -291,10 +377,12 @@ def _client_drop(operations: DataFrame, kills: DataFrame) -> DataFrame:
 
 
 def _dead_sends(operations: DataFrame, kills: DataFrame) -> DataFrame:
-    sends = operations.filter(F.col("kind") == KIND_SEND).select(
-        "run_id", "invoke_ms", "broker")
-    joined = kills.select("run_id", "target", "start_ms", "end_ms").join(sends, "run_id") \
+    sends = operations.filter(F.col("kind") == KIND_SEND).select("run_id", "invoke_ms", "broker")
+    joined = (
+        kills.select("run_id", "target", "start_ms", "end_ms")
+        .join(sends, "run_id")
         .filter((F.col("invoke_ms") >= F.col("start_ms")) & (F.col("invoke_ms") < F.col("end_ms")))
+    )
     return joined.groupBy("run_id", "target", "start_ms").agg(
         F.count("*").alias("sends_in_window"),
         F.sum((F.col("broker") == F.col("target")).cast("long")).alias("sends_to_dead"),
@@ -305,17 +393,32 @@ def dead_sends_summary(history: History) -> DataFrame:
     """Per mode and scenario: all sends, and those routed to a broker while it was dead."""
     kills = _fault_windows(history.faults, [FAULT_KILL_BROKER])
     sends = history.operations.filter(F.col("kind") == KIND_SEND)
-    dead = sends.alias("s").join(
-        kills.alias("k"),
-        (F.col("s.run_id") == F.col("k.run_id")) & (F.col("s.broker") == F.col("k.target"))
-        & (F.col("s.invoke_ms") >= F.col("k.start_ms"))
-        & (F.col("s.invoke_ms") < F.col("k.end_ms")),
-        "left",
-    ).select("s.mode", "s.scenario", "s.op_id", "s.run_id",
-             F.col("k.target").isNotNull().alias("to_dead")).dropDuplicates(["run_id", "op_id"])
-    return dead.groupBy(*GROUP).agg(
-        F.count("*").alias("sends"), F.sum(F.col("to_dead").cast("long")).alias("sends_to_dead")
-    ).orderBy(*GROUP)
+    dead = (
+        sends.alias("s")
+        .join(
+            kills.alias("k"),
+            (F.col("s.run_id") == F.col("k.run_id"))
+            & (F.col("s.broker") == F.col("k.target"))
+            & (F.col("s.invoke_ms") >= F.col("k.start_ms"))
+            & (F.col("s.invoke_ms") < F.col("k.end_ms")),
+            "left",
+        )
+        .select(
+            "s.mode",
+            "s.scenario",
+            "s.op_id",
+            "s.run_id",
+            F.col("k.target").isNotNull().alias("to_dead"),
+        )
+        .dropDuplicates(["run_id", "op_id"])
+    )
+    return (
+        dead.groupBy(*GROUP)
+        .agg(
+            F.count("*").alias("sends"), F.sum(F.col("to_dead").cast("long")).alias("sends_to_dead")
+        )
+        .orderBy(*GROUP)
+    )
 
 
 # ------------------------------------------------------------------- consumer ownership
@@ -326,42 +429,68 @@ def queue_ownership(history: History) -> DataFrame:
     two or more, against the ground-truth readable queues of the topic."""
     allocs = history.operations.filter(
         (F.col("kind") == KIND_CONSUME_ALLOC) & (F.col("outcome") == OUTCOME_OK)
-    ).select("run_id", "mode", "scenario", "process", "topic", "complete_ms",
-             F.coalesce(F.get_json_object("extra", "$.group"), F.lit("")).alias("grp"),
-             F.coalesce(F.col("value"), F.lit("")).alias("queues"))
+    ).select(
+        "run_id",
+        "mode",
+        "scenario",
+        "process",
+        "topic",
+        "complete_ms",
+        F.coalesce(F.get_json_object("extra", "$.group"), F.lit("")).alias("grp"),
+        F.coalesce(F.col("value"), F.lit("")).alias("queues"),
+    )
     gkeys = ["run_id", "mode", "scenario", "grp", "topic"]
-    ready = allocs.groupBy(*gkeys, "process").agg(F.min("complete_ms").alias("first_ms")) \
-        .groupBy(*gkeys).agg(F.max("first_ms").alias("ready_ms"))
-    checkpoints = allocs.select(*gkeys, F.col("complete_ms").alias("at_ms")).distinct() \
-        .join(ready, gkeys).filter(F.col("at_ms") >= F.col("ready_ms")).drop("ready_ms")
+    ready = (
+        allocs.groupBy(*gkeys, "process")
+        .agg(F.min("complete_ms").alias("first_ms"))
+        .groupBy(*gkeys)
+        .agg(F.max("first_ms").alias("ready_ms"))
+    )
+    checkpoints = (
+        allocs.select(*gkeys, F.col("complete_ms").alias("at_ms"))
+        .distinct()
+        .join(ready, gkeys)
+        .filter(F.col("at_ms") >= F.col("ready_ms"))
+        .drop("ready_ms")
+    )
     current = checkpoints.join(allocs, gkeys).filter(F.col("complete_ms") <= F.col("at_ms"))
-    latest = current.withColumn("rank", F.row_number().over(
-        Window.partitionBy(*gkeys, "at_ms", "process").orderBy(F.desc("complete_ms"))
-    )).filter("rank = 1")
-    owned = latest.select(*gkeys, "at_ms", F.explode(F.split("queues", ",")).alias("queue")) \
-        .filter(F.col("queue") != "").groupBy(*gkeys, "at_ms", "queue") \
+    latest = current.withColumn(
+        "rank",
+        F.row_number().over(
+            Window.partitionBy(*gkeys, "at_ms", "process").orderBy(F.desc("complete_ms"))
+        ),
+    ).filter("rank = 1")
+    owned = (
+        latest.select(*gkeys, "at_ms", F.explode(F.split("queues", ",")).alias("queue"))
+        .filter(F.col("queue") != "")
+        .groupBy(*gkeys, "at_ms", "queue")
         .agg(F.count("*").alias("owners"))
+    )
     truth = _truth_queues(history.writes, checkpoints)
     counted = truth.join(owned, [*gkeys, "at_ms", "queue"], "full_outer")
     per_checkpoint = counted.groupBy(*gkeys, "at_ms").agg(
         F.sum(F.col("owners").isNull().cast("long")).alias("orphan_queues"),
         F.sum((F.col("owners") >= 2).cast("long")).alias("double_queues"),
     )
-    return checkpoints.join(per_checkpoint, [*gkeys, "at_ms"], "left") \
-        .na.fill({"orphan_queues": 0, "double_queues": 0})
+    return checkpoints.join(per_checkpoint, [*gkeys, "at_ms"], "left").na.fill(
+        {"orphan_queues": 0, "double_queues": 0}
+    )
 
 
 def _truth_queues(writes: DataFrame, checkpoints: DataFrame) -> DataFrame:
     """Readable ``broker:queueId`` of the latest ground-truth route at each checkpoint."""
-    joined = checkpoints.join(writes.select("run_id", "topic", "ts_ms", "value"),
-                              ["run_id", "topic"]).filter(F.col("ts_ms") <= F.col("at_ms"))
+    joined = checkpoints.join(
+        writes.select("run_id", "topic", "ts_ms", "value"), ["run_id", "topic"]
+    ).filter(F.col("ts_ms") <= F.col("at_ms"))
     gkeys = ["run_id", "mode", "scenario", "grp", "topic", "at_ms"]
     latest = joined.groupBy(*gkeys).agg(F.max_by("value", "ts_ms").alias("value"))
-    items = latest.select(*gkeys, F.explode(F.split(F.coalesce("value", F.lit("")), ","))
-                          .alias("item")).filter(F.col("item") != "")
+    items = latest.select(
+        *gkeys, F.explode(F.split(F.coalesce("value", F.lit("")), ",")).alias("item")
+    ).filter(F.col("item") != "")
     fields = F.split("item", ":")
     readable = items.select(
-        *gkeys, fields.getItem(0).alias("broker"),
+        *gkeys,
+        fields.getItem(0).alias("broker"),
         F.element_at(fields, -2).cast("int").alias("rq"),
         F.element_at(fields, -1).cast("int").alias("perm"),
     ).filter((F.col("perm").bitwiseAND(4) != 0) & (F.col("rq") > 0))
@@ -372,13 +501,17 @@ def _truth_queues(writes: DataFrame, checkpoints: DataFrame) -> DataFrame:
 
 def ownership_summary(per_checkpoint: DataFrame) -> DataFrame:
     """Per mode and scenario: share of checkpoints with orphaned / doubly owned queues."""
-    return per_checkpoint.groupBy(*GROUP).agg(
-        F.count("*").alias("checkpoints"),
-        F.avg((F.col("orphan_queues") > 0).cast("double")).alias("orphan_share"),
-        F.avg((F.col("double_queues") > 0).cast("double")).alias("double_share"),
-        F.max("orphan_queues").alias("max_orphan_queues"),
-        F.max("double_queues").alias("max_double_queues"),
-    ).orderBy(*GROUP)
+    return (
+        per_checkpoint.groupBy(*GROUP)
+        .agg(
+            F.count("*").alias("checkpoints"),
+            F.avg((F.col("orphan_queues") > 0).cast("double")).alias("orphan_share"),
+            F.avg((F.col("double_queues") > 0).cast("double")).alias("double_share"),
+            F.max("orphan_queues").alias("max_orphan_queues"),
+            F.max("double_queues").alias("max_double_queues"),
+        )
+        .orderBy(*GROUP)
+    )
 
 
 # ------------------------------------------------------------- availability and latency
@@ -386,22 +519,33 @@ def ownership_summary(per_checkpoint: DataFrame) -> DataFrame:
 
 def availability(history: History) -> DataFrame:
     """Inside partition windows: share of reads and of writes answered ``ok``."""
-    windows = _fault_windows(history.faults, sorted(PARTITION_FAULTS)) \
-        .select("run_id", "start_ms", "end_ms").distinct()
+    windows = (
+        _fault_windows(history.faults, sorted(PARTITION_FAULTS))
+        .select("run_id", "start_ms", "end_ms")
+        .distinct()
+    )
     ops = history.operations.withColumn(
         "op_class",
-        F.when(F.col("kind") == KIND_ROUTE_READ, F.lit("read"))
-        .when(F.col("kind").isin(sorted(WRITE_KINDS)), F.lit("write")),
+        F.when(F.col("kind") == KIND_ROUTE_READ, F.lit("read")).when(
+            F.col("kind").isin(sorted(WRITE_KINDS)), F.lit("write")
+        ),
     ).filter(F.col("op_class").isNotNull())
-    inside = ops.join(windows, "run_id").filter(
-        (F.col("invoke_ms") >= F.col("start_ms")) & (F.col("invoke_ms") < F.col("end_ms"))
-    ).dropDuplicates(["run_id", "op_id"])
-    return inside.groupBy(*GROUP, "op_class").agg(
-        F.count("*").alias("ops"),
-        F.avg((F.col("outcome") == OUTCOME_OK).cast("double")).alias("ok_share"),
-        F.avg(F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND).cast("double"))
-        .alias("answered_share"),
-    ).orderBy(*GROUP, "op_class")
+    inside = (
+        ops.join(windows, "run_id")
+        .filter((F.col("invoke_ms") >= F.col("start_ms")) & (F.col("invoke_ms") < F.col("end_ms")))
+        .dropDuplicates(["run_id", "op_id"])
+    )
+    return (
+        inside.groupBy(*GROUP, "op_class")
+        .agg(
+            F.count("*").alias("ops"),
+            F.avg((F.col("outcome") == OUTCOME_OK).cast("double")).alias("ok_share"),
+            F.avg(F.col("outcome").isin(OUTCOME_OK, OUTCOME_NOT_FOUND).cast("double")).alias(
+                "answered_share"
+            ),
+        )
+        .orderBy(*GROUP, "op_class")
+    )
 
 
 def latency_percentiles(history: History) -> DataFrame:
@@ -410,10 +554,19 @@ def latency_percentiles(history: History) -> DataFrame:
         (F.col("outcome") != OUTCOME_TIMEOUT) & (F.col("complete_ms") >= F.col("invoke_ms"))
     ).withColumn("latency_ms", F.col("complete_ms") - F.col("invoke_ms"))
     quantiles = F.percentile_approx("latency_ms", list(LATENCY_QUANTILES), PERCENTILE_ACCURACY)
-    return done.groupBy(*GROUP, "kind").agg(F.count("*").alias("ops"), quantiles.alias("q")) \
-        .select(*GROUP, "kind", "ops", F.col("q")[0].alias("p50_ms"),
-                F.col("q")[1].alias("p95_ms"), F.col("q")[2].alias("p99_ms")) \
+    return (
+        done.groupBy(*GROUP, "kind")
+        .agg(F.count("*").alias("ops"), quantiles.alias("q"))
+        .select(
+            *GROUP,
+            "kind",
+            "ops",
+            F.col("q")[0].alias("p50_ms"),
+            F.col("q")[1].alias("p95_ms"),
+            F.col("q")[2].alias("p99_ms"),
+        )
         .orderBy(*GROUP, "kind")
+    )
 
 
 # ----------------------------------------------------------------------- linearizability
@@ -436,36 +589,50 @@ def route_changes(history: History) -> DataFrame:
     inside the fault window (``writes_in_fault``: from the first fault's start to the last
     one's end, or to the end of the run when a fault does not heal)."""
     writes = history.operations.filter(
-        F.col("kind").isin(sorted(WRITE_KINDS)) & (F.col("outcome") == OUTCOME_OK)
-        & (F.col("topic") != ""))
+        F.col("kind").isin(sorted(WRITE_KINDS))
+        & (F.col("outcome") == OUTCOME_OK)
+        & (F.col("topic") != "")
+    )
     window = history.faults.groupBy("run_id").agg(
         F.min("start_ms").alias("w_start"),
-        F.max(F.when(F.col("end_ms") >= F.col("start_ms"), F.col("end_ms"))
-              .otherwise(F.lit(OPEN_END_MS))).alias("w_end"))
+        F.max(
+            F.when(F.col("end_ms") >= F.col("start_ms"), F.col("end_ms")).otherwise(
+                F.lit(OPEN_END_MS)
+            )
+        ).alias("w_end"),
+    )
     inside = (F.col("complete_ms") >= F.col("w_start")) & (F.col("complete_ms") <= F.col("w_end"))
-    return writes.join(window, "run_id", "left").groupBy("run_id", *GROUP, "topic").agg(
-        F.count("*").alias("writes"),
-        F.sum(F.coalesce(inside, F.lit(False)).cast("long")).alias("writes_in_fault"),
+    return (
+        writes.join(window, "run_id", "left")
+        .groupBy("run_id", *GROUP, "topic")
+        .agg(
+            F.count("*").alias("writes"),
+            F.sum(F.coalesce(inside, F.lit(False)).cast("long")).alias("writes_in_fault"),
+        )
     )
 
 
 def topic_verdicts(verdicts: DataFrame, changes: DataFrame, runs: DataFrame) -> DataFrame:
     """Per run and topic: the checker's verdict, shown as ``not_exercised`` when the topic
     had fewer than two writes and nothing contradicted the one it had."""
-    joined = verdicts.join(changes.drop(*GROUP), ["run_id", "topic"], "left") \
-        .na.fill({"writes": 0, "writes_in_fault": 0}).join(runs, "run_id")
-    shown = F.when((F.col("verdict") == LINEARIZABLE)
-                   & (F.col("writes") < EXERCISED_MIN_WRITES), F.lit(NOT_EXERCISED)) \
-        .otherwise(F.col("verdict"))
-    return joined.select("run_id", *GROUP, "topic", "writes", "writes_in_fault",
-                         shown.alias("verdict")).orderBy("run_id", "topic")
+    joined = (
+        verdicts.join(changes.drop(*GROUP), ["run_id", "topic"], "left")
+        .na.fill({"writes": 0, "writes_in_fault": 0})
+        .join(runs, "run_id")
+    )
+    shown = F.when(
+        (F.col("verdict") == LINEARIZABLE) & (F.col("writes") < EXERCISED_MIN_WRITES),
+        F.lit(NOT_EXERCISED),
+    ).otherwise(F.col("verdict"))
+    return joined.select(
+        "run_id", *GROUP, "topic", "writes", "writes_in_fault", shown.alias("verdict")
+    ).orderBy("run_id", "topic")
 
 
 def linearizability_summary(verdicts: DataFrame, runs: DataFrame) -> DataFrame:
     """Per run: topics per verdict (``topic_verdicts``' shown verdicts); ``runs`` maps
     run_id to mode and scenario."""
-    counts = verdicts.groupBy("run_id").pivot("verdict", list(SHOWN_VERDICTS)).count() \
-        .na.fill(0)
+    counts = verdicts.groupBy("run_id").pivot("verdict", list(SHOWN_VERDICTS)).count().na.fill(0)
     return runs.join(counts, "run_id", "left").na.fill(0).orderBy("run_id")
 
 
@@ -480,9 +647,12 @@ JOBS_TOTAL = 16
 """The Spark jobs ``analyze`` runs (for its "job k of n" lines)."""
 
 
-def analyze(spark: SparkSession, root: Path | str, budget: CheckBudget | None = None,
-            on_job: Callable[[str, bool], None] | None = None,
-            ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, float]]:
+def analyze(
+    spark: SparkSession,
+    root: Path | str,
+    budget: CheckBudget | None = None,
+    on_job: Callable[[str, bool], None] | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, float]]:
     """Run every job over the runs under ``root``; return (tables of plain rows, seconds
     per job). ``on_job(text, finished)`` hears "Spark job k of n: name" before each job
     (``finished`` False) and its time after it (True)."""
@@ -498,8 +668,9 @@ def analyze(spark: SparkSession, root: Path | str, budget: CheckBudget | None = 
         tables[name] = _rows(job())
         seconds[name] = round(time.monotonic() - began, 3)
         if on_job is not None:
-            on_job(f"Spark job {number} of {JOBS_TOTAL}: {name} done in {seconds[name]:.1f} s",
-                   True)
+            on_job(
+                f"Spark job {number} of {JOBS_TOTAL}: {name} done in {seconds[name]:.1f} s", True
+            )
 
     freshness = read_freshness(history).cache()
     timed("t_visibility", lambda: t_visibility(freshness))
@@ -521,14 +692,21 @@ def analyze(spark: SparkSession, root: Path | str, budget: CheckBudget | None = 
     shown = topic_verdicts(verdicts, route_changes(history), runs).cache()
     timed("route_changes", lambda: shown)
     timed("linearizability", lambda: linearizability_summary(shown, runs))
-    timed("counterexamples", lambda: verdicts.filter(F.col("verdict") == "not_linearizable")
-          .orderBy("run_id", "topic").limit(20))
+    timed(
+        "counterexamples",
+        lambda: (
+            verdicts.filter(F.col("verdict") == "not_linearizable")
+            .orderBy("run_id", "topic")
+            .limit(20)
+        ),
+    )
     by_mode: dict[str, list[str]] = {}
     for row in tables["route_changes"]:
         by_mode.setdefault(row["mode"], []).append(row["verdict"])
     # One verdict per mode: the modes answer different questions and are never mixed.
-    tables["overall"] = [{"mode": mode, "verdict": overall_verdict(found)}
-                         for mode, found in sorted(by_mode.items())]
+    tables["overall"] = [
+        {"mode": mode, "verdict": overall_verdict(found)} for mode, found in sorted(by_mode.items())
+    ]
     verdicts.unpersist()
     shown.unpersist()
     return tables, seconds
@@ -571,23 +749,43 @@ def divergence_timeline(history: History) -> DataFrame:
     marks both).
     """
     states = history.node_states.select(
-        "run_id", "mode", "scenario", "ts_ms", "node", "topic",
-        F.coalesce(F.col("value"), F.lit("")).alias("value"))
+        "run_id",
+        "mode",
+        "scenario",
+        "ts_ms",
+        "node",
+        "topic",
+        F.coalesce(F.col("value"), F.lit("")).alias("value"),
+    )
     keys = ["run_id", "ts_ms", "topic"]
     per_topic = Window.partitionBy(*keys)
-    votes = states.groupBy(*keys, "value").agg(F.count("*").alias("votes")) \
+    votes = (
+        states.groupBy(*keys, "value")
+        .agg(F.count("*").alias("votes"))
         .withColumn("top", F.max("votes").over(per_topic))
+    )
     votes = votes.withColumn(
-        "tied_top", F.sum((F.col("votes") == F.col("top")).cast("int")).over(per_topic))
+        "tied_top", F.sum((F.col("votes") == F.col("top")).cast("int")).over(per_topic)
+    )
     marked = states.join(votes, [*keys, "value"]).withColumn(
-        "diverged", ((F.col("votes") < F.col("top")) | (F.col("tied_top") > 1)).cast("double"))
+        "diverged", ((F.col("votes") < F.col("top")) | (F.col("tied_top") > 1)).cast("double")
+    )
     per_round = marked.groupBy("run_id", "mode", "scenario", "node", "ts_ms").agg(
-        F.count("*").alias("topics"), F.avg("diverged").alias("diverged_share"))
-    return per_round.join(_fault_origin(history.faults), "run_id", "left").select(
-        "run_id", "mode", "scenario", "node",
-        (F.col("ts_ms") - F.coalesce(F.col("origin_ms"), F.lit(0))).alias("t_ms"),
-        "topics", "diverged_share",
-    ).orderBy("run_id", "node", "t_ms")
+        F.count("*").alias("topics"), F.avg("diverged").alias("diverged_share")
+    )
+    return (
+        per_round.join(_fault_origin(history.faults), "run_id", "left")
+        .select(
+            "run_id",
+            "mode",
+            "scenario",
+            "node",
+            (F.col("ts_ms") - F.coalesce(F.col("origin_ms"), F.lit(0))).alias("t_ms"),
+            "topics",
+            "diverged_share",
+        )
+        .orderBy("run_id", "node", "t_ms")
+    )
 
 
 def fault_windows(history: History) -> DataFrame:
@@ -600,16 +798,24 @@ def fault_windows(history: History) -> DataFrame:
     """
     faults = history.faults
     is_open = F.col("end_ms") < F.col("start_ms")
-    end = F.when(is_open, F.greatest(F.col("last_ms"), F.col("start_ms"))) \
-        .otherwise(F.col("end_ms"))
-    return faults.join(_fault_origin(faults), "run_id").join(
-        _run_last_ms(history), "run_id", "left"
-    ).select(
-        "run_id", "mode", "scenario", "kind", "target",
-        (F.col("start_ms") - F.col("origin_ms")).alias("start_ms"),
-        (end - F.col("origin_ms")).alias("end_ms"),
-        is_open.alias("open_end"),
-    ).orderBy("run_id", "start_ms", "kind", "target")
+    end = F.when(is_open, F.greatest(F.col("last_ms"), F.col("start_ms"))).otherwise(
+        F.col("end_ms")
+    )
+    return (
+        faults.join(_fault_origin(faults), "run_id")
+        .join(_run_last_ms(history), "run_id", "left")
+        .select(
+            "run_id",
+            "mode",
+            "scenario",
+            "kind",
+            "target",
+            (F.col("start_ms") - F.col("origin_ms")).alias("start_ms"),
+            (end - F.col("origin_ms")).alias("end_ms"),
+            is_open.alias("open_end"),
+        )
+        .orderBy("run_id", "start_ms", "kind", "target")
+    )
 
 
 def read_latency_cdf(history: History, steps: int = CDF_QUANTILE_STEPS) -> DataFrame:
@@ -621,7 +827,8 @@ def read_latency_cdf(history: History, steps: int = CDF_QUANTILE_STEPS) -> DataF
     took at most ``latency_ms``. The rows of one mode are the points of its latency CDF.
     """
     reads = history.operations.filter(
-        (F.col("kind") == KIND_ROUTE_READ) & (F.col("outcome") != OUTCOME_TIMEOUT)
+        (F.col("kind") == KIND_ROUTE_READ)
+        & (F.col("outcome") != OUTCOME_TIMEOUT)
         & (F.col("complete_ms") >= F.col("invoke_ms"))
     ).withColumn("latency_ms", F.col("complete_ms") - F.col("invoke_ms"))
     levels = [round(i / steps, 6) for i in range(1, steps + 1)]
@@ -629,9 +836,16 @@ def read_latency_cdf(history: History, steps: int = CDF_QUANTILE_STEPS) -> DataF
         F.count("*").alias("reads"),
         F.percentile_approx("latency_ms", levels, PERCENTILE_ACCURACY).alias("q"),
     )
-    return wide.select(*GROUP, "reads", F.posexplode("q").alias("i", "latency_ms")).select(
-        *GROUP, "reads", F.round((F.col("i") + 1) / steps, 6).alias("quantile"), "latency_ms",
-    ).orderBy(*GROUP, "quantile")
+    return (
+        wide.select(*GROUP, "reads", F.posexplode("q").alias("i", "latency_ms"))
+        .select(
+            *GROUP,
+            "reads",
+            F.round((F.col("i") + 1) / steps, 6).alias("quantile"),
+            "latency_ms",
+        )
+        .orderBy(*GROUP, "quantile")
+    )
 
 
 def stale_route_by_node(history: History) -> DataFrame:
@@ -646,22 +860,32 @@ def stale_route_by_node(history: History) -> DataFrame:
     least this long").
     """
     kills = _fault_windows(history.faults, [FAULT_KILL_BROKER]).select(
-        "run_id", "mode", "scenario", "target", "start_ms", "end_ms")
+        "run_id", "mode", "scenario", "target", "start_ms", "end_ms"
+    )
     rounds = history.node_states.groupBy("run_id", "node", "ts_ms").agg(
-        F.flatten(F.collect_list(_brokers_of(F.col("value")))).alias("brokers"))
+        F.flatten(F.collect_list(_brokers_of(F.col("value")))).alias("brokers")
+    )
     window = kills.join(rounds, "run_id").filter(
-        (F.col("ts_ms") >= F.col("start_ms")) & (F.col("ts_ms") < F.col("end_ms")))
+        (F.col("ts_ms") >= F.col("start_ms")) & (F.col("ts_ms") < F.col("end_ms"))
+    )
     keys = ["run_id", "mode", "scenario", "target", "start_ms", "node"]
     routed = F.array_contains(F.col("brokers"), F.col("target"))
     per_node = window.groupBy(*keys).agg(
         F.max(F.when(routed, F.col("ts_ms"))).alias("last_routed_ms"),
         F.max("ts_ms").alias("last_round_ms"),
     )
-    dropped = window.join(per_node, keys).filter(
-        F.col("ts_ms") > F.coalesce(F.col("last_routed_ms"), F.col("start_ms") - 1)
-    ).groupBy(*keys).agg(F.min("ts_ms").alias("drop_ms"))
-    return per_node.join(dropped, keys, "left").select(
-        *keys,
-        (F.col("drop_ms") - F.col("start_ms")).alias("window_ms"),
-        (F.col("last_round_ms") - F.col("start_ms")).alias("observed_ms"),
-    ).orderBy("run_id", "start_ms", "target", "node")
+    dropped = (
+        window.join(per_node, keys)
+        .filter(F.col("ts_ms") > F.coalesce(F.col("last_routed_ms"), F.col("start_ms") - 1))
+        .groupBy(*keys)
+        .agg(F.min("ts_ms").alias("drop_ms"))
+    )
+    return (
+        per_node.join(dropped, keys, "left")
+        .select(
+            *keys,
+            (F.col("drop_ms") - F.col("start_ms")).alias("window_ms"),
+            (F.col("last_round_ms") - F.col("start_ms")).alias("observed_ms"),
+        )
+        .orderBy("run_id", "start_ms", "target", "node")
+    )

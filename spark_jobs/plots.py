@@ -44,17 +44,34 @@ FIGURE_NAMES = PLOT_NAMES
 FIGSIZE_IN = (7.5, 4.6)
 PNG_DPI = 120
 MODE_STYLES: dict[str, dict[str, Any]] = {
-    "eventual": {"color": "#d62728", "linestyle": "-", "linewidth": 2.4, "marker": "o",
-                 "markersize": 8, "markerfacecolor": "none", "zorder": 3},
-    "raft": {"color": "#1f77b4", "linestyle": "--", "linewidth": 1.6, "marker": "s",
-             "markersize": 4.5, "zorder": 4},
+    "eventual": {
+        "color": "#d62728",
+        "linestyle": "-",
+        "linewidth": 2.4,
+        "marker": "o",
+        "markersize": 8,
+        "markerfacecolor": "none",
+        "zorder": 3,
+    },
+    "raft": {
+        "color": "#1f77b4",
+        "linestyle": "--",
+        "linewidth": 1.6,
+        "marker": "s",
+        "markersize": 4.5,
+        "zorder": 4,
+    },
 }
 OTHER_COLORS = ("#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
 SCENARIO_MARKERS = ("o", "s", "^", "D", "v", "P")
 NODE_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d")
-FAULT_COLORS = {"asymmetric_partition": "#ff7f0e", "partition": "#ff7f0e",
-                FAULT_KILL_BROKER: "#7f7f7f", "kill_namesrv": "#9467bd",
-                "leader_kill": "#8c564b"}
+FAULT_COLORS = {
+    "asymmetric_partition": "#ff7f0e",
+    "partition": "#ff7f0e",
+    FAULT_KILL_BROKER: "#7f7f7f",
+    "kill_namesrv": "#9467bd",
+    "leader_kill": "#8c564b",
+}
 FAULT_ALPHA = 0.18
 NODE_WIDTH_MAX, NODE_WIDTH_MIN = 4.0, 1.2
 PROBABILITY_PAD = 0.15  # y axes of probabilities: 15% of (1 - lowest value) below it
@@ -76,10 +93,10 @@ def build_figures(tables: Tables) -> dict[str, Figure]:
         "t_visibility": lambda: _t_visibility(tables.get("t_visibility", ())),
         "k_staleness": lambda: _k_staleness(tables.get("k_staleness", ())),
         "divergence_timeline": lambda: _divergence_timeline(
-            tables.get("divergence_timeline", ()), tables.get("fault_windows", ())),
+            tables.get("divergence_timeline", ()), tables.get("fault_windows", ())
+        ),
         "read_latency_cdf": lambda: _read_latency_cdf(tables.get("read_latency_cdf", ())),
-        "stale_route_window": lambda: _stale_route_window(
-            tables.get("stale_route_by_node", ())),
+        "stale_route_window": lambda: _stale_route_window(tables.get("stale_route_by_node", ())),
     }
     figures: dict[str, Figure] = {}
     for name in FIGURE_NAMES:
@@ -139,20 +156,27 @@ def _mode_style(mode: str, scenario: str, scenarios: Sequence[str]) -> dict[str,
     style = dict(MODE_STYLES.get(mode, {}))
     if not style:  # a mode this module does not know: a stable colour from its name
         color = OTHER_COLORS[sum(map(ord, mode)) % len(OTHER_COLORS)]
-        style = {"color": color, "linestyle": "-.", "linewidth": 1.8, "marker": "^",
-                 "markersize": 6, "zorder": 2}
+        style = {
+            "color": color,
+            "linestyle": "-.",
+            "linewidth": 1.8,
+            "marker": "^",
+            "markersize": 6,
+            "zorder": 2,
+        }
     if len(scenarios) > 1:
         style["marker"] = SCENARIO_MARKERS[scenarios.index(scenario) % len(SCENARIO_MARKERS)]
     return style
 
 
-def _legend_below(figure: Figure, axes: Axes | None = None,
-                  extra: Sequence[tuple[Any, str]] = ()) -> None:
+def _legend_below(
+    figure: Figure, axes: Axes | None = None, extra: Sequence[tuple[Any, str]] = ()
+) -> None:
     """One figure legend under the plot area (never over the data); ``extra`` adds
     (handle, label) pairs after the plotted ones."""
     handles: list[Any] = []
     labels: list[str] = []
-    for ax in ([axes] if axes is not None else figure.axes):
+    for ax in [axes] if axes is not None else figure.axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             if label not in labels:
                 handles.append(handle)
@@ -160,8 +184,14 @@ def _legend_below(figure: Figure, axes: Axes | None = None,
     handles += [handle for handle, _ in extra]
     labels += [label for _, label in extra]
     if handles:
-        figure.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4),
-                      fontsize=LEGEND_FONT, frameon=False)
+        figure.legend(
+            handles,
+            labels,
+            loc="outside lower center",
+            ncols=min(len(labels), 4),
+            fontsize=LEGEND_FONT,
+            frameon=False,
+        )
 
 
 def _probability_axis(ax: Axes, label: str, values: Sequence[float]) -> None:
@@ -201,16 +231,20 @@ def _t_visibility(rows: Sequence[Row]) -> Figure | None:
     figure, (ax,) = _new_figure()
     scenarios = _scenarios(rows)
     for (mode, scenario), points in series.items():
-        ax.plot([upper(x) for x, _ in points], [y for _, y in points],
-                label=_label(mode, scenario, len(scenarios) > 1),
-                **_mode_style(mode, scenario, scenarios))
+        ax.plot(
+            [upper(x) for x, _ in points],
+            [y for _, y in points],
+            label=_label(mode, scenario, len(scenarios) > 1),
+            **_mode_style(mode, scenario, scenarios),
+        )
     _mark_sparse_points(ax, rows, upper)
     ax.set_xscale("log")
     ticks = sorted({upper(x) for x in lowers})
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(
-        lambda v, _pos: f"≥{_ms_text(last)}" if v > last else _ms_text(v)))
+    ax.xaxis.set_major_formatter(
+        FuncFormatter(lambda v, _pos: f"≥{_ms_text(last)}" if v > last else _ms_text(v))
+    )
     ax.tick_params(axis="x", labelrotation=45, labelsize=8)
     ax.set_xlim(min(ticks) / 1.4, max(ticks) * 1.4)
     first, second = edges[0], edges[1] if len(edges) > 1 else upper(edges[0])
@@ -218,10 +252,10 @@ def _t_visibility(rows: Sequence[Row]) -> Figure | None:
         f"t = read start {MINUS} latest write (ms, log scale); each point is a bucket drawn at its "
         f"upper edge\n(the first, {_ms_text(first)} ≤ t < {_ms_text(second)}, at "
         f"{_ms_text(second)}; the open last one, t ≥ {_ms_text(last)}, at "
-        f"{_ms_text(upper(last))})")
+        f"{_ms_text(upper(last))})"
+    )
     ax.set_title("t-visibility: share of route reads returning the latest write")
-    _probability_axis(ax, "P(read is fresh)",
-                      [y for points in series.values() for _, y in points])
+    _probability_axis(ax, "P(read is fresh)", [y for points in series.values() for _, y in points])
     ax.grid(True, which="major", alpha=0.3)
     _legend_below(figure, ax)
     return figure
@@ -237,8 +271,14 @@ def _mark_sparse_points(ax: Axes, rows: Sequence[Row], upper: Any) -> None:
         spot = (upper(float(row["t_bucket_ms"])), float(share), int(reads))
         if spot not in seen:  # equal points of two modes: one note
             seen.add(spot)
-            ax.annotate(f"n={spot[2]} reads", spot[:2], xytext=(7, -11), textcoords="offset points",
-                        fontsize=7, color="0.3")
+            ax.annotate(
+                f"n={spot[2]} reads",
+                spot[:2],
+                xytext=(7, -11),
+                textcoords="offset points",
+                fontsize=7,
+                color="0.3",
+            )
 
 
 def _k_staleness(rows: Sequence[Row]) -> Figure | None:
@@ -248,16 +288,20 @@ def _k_staleness(rows: Sequence[Row]) -> Figure | None:
     figure, (ax,) = _new_figure()
     scenarios = _scenarios(rows)
     for (mode, scenario), points in series.items():
-        ax.plot([x for x, _ in points], [y for _, y in points],
-                label=_label(mode, scenario, len(scenarios) > 1),
-                **_mode_style(mode, scenario, scenarios))
+        ax.plot(
+            [x for x, _ in points],
+            [y for _, y in points],
+            label=_label(mode, scenario, len(scenarios) > 1),
+            **_mode_style(mode, scenario, scenarios),
+        )
     ks = sorted({x for points in series.values() for x, _ in points})
     ax.xaxis.set_major_locator(FixedLocator(ks))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.set_xlabel("k (versions behind the latest write; linear)")
     ax.set_title("k-staleness: share of route reads at most k versions old")
-    _probability_axis(ax, "P(read within k versions)",
-                      [y for points in series.values() for _, y in points])
+    _probability_axis(
+        ax, "P(read within k versions)", [y for points in series.values() for _, y in points]
+    )
     ax.grid(True, alpha=0.3)
     _legend_below(figure, ax)
     return figure
@@ -269,8 +313,10 @@ def _divergence_timeline(rows: Sequence[Row], faults: Sequence[Row]) -> Figure |
     runs = sorted({(str(r["mode"]), str(r["scenario"]), str(r["run_id"])) for r in rows})
     many_scenarios = len({scenario for _, scenario, _ in runs}) > 1
     labels = [_label(mode, scenario, many_scenarios) for mode, scenario, _ in runs]
-    titles = [f"{label} ({run_id})" if labels.count(label) > 1 else label
-              for label, (_, _, run_id) in zip(labels, runs, strict=True)]
+    titles = [
+        f"{label} ({run_id})" if labels.count(label) > 1 else label
+        for label, (_, _, run_id) in zip(labels, runs, strict=True)
+    ]
     nodes = sorted({str(r["node"]) for r in rows})
     top = max(float(r["diverged_share"] or 0.0) for r in rows)
     y_top = min(1.05, max(top * 1.15, 0.05))
@@ -279,27 +325,49 @@ def _divergence_timeline(rows: Sequence[Row], faults: Sequence[Row]) -> Figure |
         _shade_faults(ax, [f for f in faults if f.get("run_id") == run_id])
         mine = [r for r in rows if r["run_id"] == run_id]
         for index, node in enumerate(nodes):
-            points = sorted((float(r["t_ms"]) / 1000, float(r["diverged_share"] or 0.0))
-                            for r in mine if r["node"] == node)
+            points = sorted(
+                (float(r["t_ms"]) / 1000, float(r["diverged_share"] or 0.0))
+                for r in mine
+                if r["node"] == node
+            )
             if points:
-                ax.plot([t for t, _ in points], [s for _, s in points], label=f"node {node}",
-                        drawstyle="steps-post", color=NODE_COLORS[index % len(NODE_COLORS)],
-                        linewidth=_node_width(index, len(nodes)), zorder=3)
+                ax.plot(
+                    [t for t, _ in points],
+                    [s for _, s in points],
+                    label=f"node {node}",
+                    drawstyle="steps-post",
+                    color=NODE_COLORS[index % len(NODE_COLORS)],
+                    linewidth=_node_width(index, len(nodes)),
+                    zorder=3,
+                )
         if not any(float(r["diverged_share"] or 0.0) > 0 for r in mine):
-            ax.text(0.5, 0.5, "no node ever differed from the majority", ha="center",
-                    va="center", transform=ax.transAxes, fontsize=9, color="0.3")
+            ax.text(
+                0.5,
+                0.5,
+                "no node ever differed from the majority",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                fontsize=9,
+                color="0.3",
+            )
         ax.set_title(title, loc="left", fontsize=10)
         ax.grid(True, alpha=0.3)
     axes[0].set_ylim(-0.03 * y_top, y_top)
     axes[0].yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     with_faults = {str(f.get("run_id")) for f in faults} & {run_id for _, _, run_id in runs}
-    origin = ("the run's first fault started" if len(with_faults) == len(runs)
-              else "the run started" if not with_faults
-              else "the run's first fault started (runs without faults: since they started)")
+    origin = (
+        "the run's first fault started"
+        if len(with_faults) == len(runs)
+        else "the run started"
+        if not with_faults
+        else "the run's first fault started (runs without faults: since they started)"
+    )
     axes[-1].set_xlabel(f"time since {origin} (s); one sample per sampling round")
     figure.supylabel("sampled topics where the node\ndiffers from the majority", fontsize=10)
-    figure.suptitle("Divergence: per node, share of topics answered differently than the "
-                    "majority", fontsize=11)
+    figure.suptitle(
+        "Divergence: per node, share of topics answered differently than the majority", fontsize=11
+    )
     _legend_below(figure)
     return figure
 
@@ -317,14 +385,24 @@ def _shade_faults(ax: Axes, faults: Sequence[Row]) -> None:
     the two cut-off nodes of an asymmetric partition, share one span and one label)."""
     windows: dict[tuple[str, float, float, bool], list[str]] = defaultdict(list)
     for fault in faults:
-        key = (str(fault["kind"]), float(fault["start_ms"]) / 1000,
-               float(fault["end_ms"]) / 1000, bool(fault.get("open_end")))
+        key = (
+            str(fault["kind"]),
+            float(fault["start_ms"]) / 1000,
+            float(fault["end_ms"]) / 1000,
+            bool(fault.get("open_end")),
+        )
         windows[key].append(str(fault["target"]))
     for (kind, start, end, open_end), targets in sorted(windows.items()):
         until = " (until the run ended)" if open_end else ""
-        ax.axvspan(start, max(end, start), color=FAULT_COLORS.get(kind, "#bcbd22"),
-                   alpha=FAULT_ALPHA, linewidth=0, zorder=1,
-                   label=f"fault {kind}: {', '.join(sorted(targets))}{until}")
+        ax.axvspan(
+            start,
+            max(end, start),
+            color=FAULT_COLORS.get(kind, "#bcbd22"),
+            alpha=FAULT_ALPHA,
+            linewidth=0,
+            zorder=1,
+            label=f"fault {kind}: {', '.join(sorted(targets))}{until}",
+        )
 
 
 def _read_latency_cdf(rows: Sequence[Row]) -> Figure | None:
@@ -343,14 +421,24 @@ def _read_latency_cdf(rows: Sequence[Row]) -> Figure | None:
         # A right-continuous step: 0 below the fastest read, then up at each quantile.
         style = _mode_style(mode, scenario, scenarios)
         style.update(marker=None, drawstyle="steps-post")
-        summary = ", ".join(f"p{round(level * 100)} {_quantile(points, level):g} ms"
-                            for level in (0.5, 0.99))
-        reads = next((r.get("reads") for r in rows if (r.get("mode"), r.get("scenario"))
-                      == (mode, scenario)), None)
+        summary = ", ".join(
+            f"p{round(level * 100)} {_quantile(points, level):g} ms" for level in (0.5, 0.99)
+        )
+        reads = next(
+            (
+                r.get("reads")
+                for r in rows
+                if (r.get("mode"), r.get("scenario")) == (mode, scenario)
+            ),
+            None,
+        )
         count = f", {reads} reads" if reads is not None else ""
-        ax.plot([xs[0], *xs], [0.0, *(q for _, q in points)],
-                label=f"{_label(mode, scenario, len(scenarios) > 1)} ({summary}{count})",
-                **style)
+        ax.plot(
+            [xs[0], *xs],
+            [0.0, *(q for _, q in points)],
+            label=f"{_label(mode, scenario, len(scenarios) > 1)} ({summary}{count})",
+            **style,
+        )
         lows.append(xs[0])
         highs.append(xs[-1])
     ax.set_xscale("log")
@@ -406,23 +494,41 @@ def _stale_route_window(rows: Sequence[Row]) -> Figure | None:
                 continue
             never, seconds = worst[(mode, scenario, node)]
             x = position - 0.4 + width * (index + 0.5)
-            ax.bar(x, seconds, width * 0.92, color=style["color"], alpha=0.45 if never else 0.85,
-                   hatch="//" if never else None, edgecolor=style["color"], label=label)
+            ax.bar(
+                x,
+                seconds,
+                width * 0.92,
+                color=style["color"],
+                alpha=0.45 if never else 0.85,
+                hatch="//" if never else None,
+                edgecolor=style["color"],
+                label=label,
+            )
             text = f"never dropped\n(≥ {seconds:g} s)" if never else f"{seconds:g} s"
-            ax.annotate(text, (x, seconds), xytext=(0, 2), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)
+            ax.annotate(
+                text,
+                (x, seconds),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
     ax.set_xticks(range(len(nodes)), [f"node {n}" for n in nodes])
     ax.set_ylim(0, tallest * 1.2 or 1.0)
     ax.set_ylabel("s from the broker kill until the node's\nanswers no longer route to it")
     targets = sorted({str(r["target"]) for r in rows})
     killed = ", ".join(targets) if len(targets) <= 3 else f"{len(targets)} brokers"
     per = f"; the longest over {kills} kills in {runs} runs" if kills > runs else ""
-    ax.set_title(f"Stale routes per NameServer node after killing {killed}{per}",
-                 fontsize=11)
+    ax.set_title(f"Stale routes per NameServer node after killing {killed}{per}", fontsize=11)
     ax.grid(True, axis="y", alpha=0.3)
     extra = []
     if any(never for never, _ in worst.values()):
-        extra.append((Patch(facecolor="white", edgecolor="0.3", hatch="//"),
-                      "hatched: still routed to it at the last sample (bar = time watched)"))
+        extra.append(
+            (
+                Patch(facecolor="white", edgecolor="0.3", hatch="//"),
+                "hatched: still routed to it at the last sample (bar = time watched)",
+            )
+        )
     _legend_below(figure, ax, extra)
     return figure

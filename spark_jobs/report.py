@@ -45,56 +45,97 @@ class Section:
 
 
 SECTIONS = (
-    Section("linearizability", "Linearizability of each topic's route",
-            "Topics whose reads and writes, checked as one register per topic, fit some "
-            "order of the operations that respects real time. A topic with fewer than two "
-            "writes is not exercised: any reads of one value fit.",
-            "No topic had operations to check."),
-    Section("route_changes", "Route changes per topic",
-            "Acknowledged route writes of each topic, in all and inside the fault window, "
-            "and the topic's verdict (not_exercised: fewer than two writes).",
-            "No route write was recorded.", keys=("topic",)),
-    Section("divergence", "Nodes answering differently",
-            "Share of sampling rounds in which the nodes answered a topic's route "
-            "differently, the share of topics that ever diverged, and the longest window.",
-            "No node states were sampled, so divergence was not measured."),
-    Section("availability", "Availability inside the fault window",
-            "Share of route reads and of route writes (registrations, unregistrations, "
-            "expiries, topic changes) inside a partition window answered ok (or, for reads, "
-            "answered at all: ok or TOPIC_NOT_EXIST).",
-            "This scenario has no partition window, so availability inside one is not "
-            "measured.", keys=("op_class",)),
-    Section("not_exist_live", "TOPIC_NOT_EXIST for live topics",
-            "Reads answered TOPIC_NOT_EXIST while the topic had live brokers.",
-            "No route read was recorded."),
-    Section("t_visibility", "Freshness by time since the write",
-            "Share of route reads that returned the latest committed route, by time since "
-            "that route was written (bucket lower edge, ms).",
-            "No route read followed a write, so freshness was not measured.",
-            keys=("t_bucket_ms",)),
-    Section("k_staleness", "Staleness in versions",
-            "Share of route reads at most k route versions behind the latest write.",
-            "No route read followed a write, so staleness was not measured.", keys=("k",)),
-    Section("stale_route", "Stale routes after a broker kill",
-            "Per killed broker: ms until no node routed to it, ms until every client that "
-            "knew it had a route without it, and sends routed to it while it was dead.",
-            "No broker was killed in this scenario, so no node or client could route to a "
-            "dead broker.", per_event=True),
-    Section("dead_sends", "Sends to dead brokers",
-            "All sends, and those routed to a broker while it was dead.",
-            "No send was recorded."),
-    Section("ownership", "Queue ownership of consumer groups",
-            "Share of rebalance checkpoints where a queue had no consumer of a group "
-            "(orphan) or two (double), and the most queues affected at once.",
-            "No consumer rebalance was recorded."),
-    Section("latency", "Operation latency",
-            "p50/p95/p99 of completion minus invocation, per operation kind.",
-            "No operation completed.", keys=("kind",)),
+    Section(
+        "linearizability",
+        "Linearizability of each topic's route",
+        "Topics whose reads and writes, checked as one register per topic, fit some "
+        "order of the operations that respects real time. A topic with fewer than two "
+        "writes is not exercised: any reads of one value fit.",
+        "No topic had operations to check.",
+    ),
+    Section(
+        "route_changes",
+        "Route changes per topic",
+        "Acknowledged route writes of each topic, in all and inside the fault window, "
+        "and the topic's verdict (not_exercised: fewer than two writes).",
+        "No route write was recorded.",
+        keys=("topic",),
+    ),
+    Section(
+        "divergence",
+        "Nodes answering differently",
+        "Share of sampling rounds in which the nodes answered a topic's route "
+        "differently, the share of topics that ever diverged, and the longest window.",
+        "No node states were sampled, so divergence was not measured.",
+    ),
+    Section(
+        "availability",
+        "Availability inside the fault window",
+        "Share of route reads and of route writes (registrations, unregistrations, "
+        "expiries, topic changes) inside a partition window answered ok (or, for reads, "
+        "answered at all: ok or TOPIC_NOT_EXIST).",
+        "This scenario has no partition window, so availability inside one is not measured.",
+        keys=("op_class",),
+    ),
+    Section(
+        "not_exist_live",
+        "TOPIC_NOT_EXIST for live topics",
+        "Reads answered TOPIC_NOT_EXIST while the topic had live brokers.",
+        "No route read was recorded.",
+    ),
+    Section(
+        "t_visibility",
+        "Freshness by time since the write",
+        "Share of route reads that returned the latest committed route, by time since "
+        "that route was written (bucket lower edge, ms).",
+        "No route read followed a write, so freshness was not measured.",
+        keys=("t_bucket_ms",),
+    ),
+    Section(
+        "k_staleness",
+        "Staleness in versions",
+        "Share of route reads at most k route versions behind the latest write.",
+        "No route read followed a write, so staleness was not measured.",
+        keys=("k",),
+    ),
+    Section(
+        "stale_route",
+        "Stale routes after a broker kill",
+        "Per killed broker: ms until no node routed to it, ms until every client that "
+        "knew it had a route without it, and sends routed to it while it was dead.",
+        "No broker was killed in this scenario, so no node or client could route to a dead broker.",
+        per_event=True,
+    ),
+    Section(
+        "dead_sends",
+        "Sends to dead brokers",
+        "All sends, and those routed to a broker while it was dead.",
+        "No send was recorded.",
+    ),
+    Section(
+        "ownership",
+        "Queue ownership of consumer groups",
+        "Share of rebalance checkpoints where a queue had no consumer of a group "
+        "(orphan) or two (double), and the most queues affected at once.",
+        "No consumer rebalance was recorded.",
+    ),
+    Section(
+        "latency",
+        "Operation latency",
+        "p50/p95/p99 of completion minus invocation, per operation kind.",
+        "No operation completed.",
+        keys=("kind",),
+    ),
 )
 SECTION_BY_NAME = {section.name: section for section in SECTIONS}
 COUNTEREXAMPLE_OPS = "counterexample_operations"
-PLOT_NAMES = ("t_visibility", "k_staleness", "divergence_timeline", "read_latency_cdf",
-              "stale_route_window")
+PLOT_NAMES = (
+    "t_visibility",
+    "k_staleness",
+    "divergence_timeline",
+    "read_latency_cdf",
+    "stale_route_window",
+)
 """The figures ``spark_jobs.plots`` may write (``<name>.png`` and ``.svg``), in report order."""
 MODE_ORDER = ("eventual", "raft")
 MISSING = "—"
@@ -119,8 +160,9 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def side_by_side(rows: Sequence[Row], modes: Sequence[str],
-                 keys: Sequence[str] = ()) -> list[dict[str, Any]]:
+def side_by_side(
+    rows: Sequence[Row], modes: Sequence[str], keys: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """Every mode in every table: without ``keys``, one row per measure and a column per
     mode; with ``keys``, one row per key value and a ``<measure> <mode>`` column each.
     ``None`` (shown as ``—``) where a mode has no row. Several scenarios keep their own
@@ -143,11 +185,14 @@ def side_by_side(rows: Sequence[Row], modes: Sequence[str],
         return None if found is None else found.get(measure)
 
     if not keys:
-        return [{"measure": m, **{mode: value((), mode, m) for mode in modes}}
-                for m in measures]
-    return [{**dict(zip(keys, group, strict=True)),
-             **{f"{m} {mode}": value(group, mode, m) for m in measures for mode in modes}}
-            for group in groups]
+        return [{"measure": m, **{mode: value((), mode, m) for mode in modes}} for m in measures]
+    return [
+        {
+            **dict(zip(keys, group, strict=True)),
+            **{f"{m} {mode}": value(group, mode, m) for m in measures for mode in modes},
+        }
+        for group in groups
+    ]
 
 
 def _count(rows: Sequence[Row], mode: str, column: str) -> int:
@@ -156,18 +201,24 @@ def _count(rows: Sequence[Row], mode: str, column: str) -> int:
 
 def linearizability_verdict(rows: Sequence[Row], mode: str) -> tuple[str, str]:
     """(verdict, sentence) of one mode from the per-run linearizability rows."""
-    checked = {c: _count(rows, mode, c)
-               for c in ("linearizable", "not_linearizable", "unknown", "not_exercised")}
+    checked = {
+        c: _count(rows, mode, c)
+        for c in ("linearizable", "not_linearizable", "unknown", "not_exercised")
+    }
     total = sum(checked.values())
     if not any(r.get("mode") == mode for r in rows) or total == 0:
         return "no data", "no topic was checked"
     exercised = total - checked["not_exercised"]
-    tail = (f"; {checked['not_exercised']} of {total} not exercised (fewer than two writes)"
-            if checked["not_exercised"] else "")
+    tail = (
+        f"; {checked['not_exercised']} of {total} not exercised (fewer than two writes)"
+        if checked["not_exercised"]
+        else ""
+    )
     if checked["not_linearizable"]:
-        return ("not linearizable",
-                f"{checked['not_linearizable']} of {exercised} exercised topics not "
-                f"linearizable{tail}")
+        return (
+            "not linearizable",
+            f"{checked['not_linearizable']} of {exercised} exercised topics not linearizable{tail}",
+        )
     if checked["unknown"]:
         return "unknown", f"{checked['unknown']} of {exercised} topics undecided in budget{tail}"
     if exercised == 0:
@@ -198,8 +249,10 @@ def verdicts(tables: Mapping[str, Sequence[Row]], modes: Sequence[str]) -> list[
             return "not measured"
         if not row.get("topics_diverged_share"):
             return "never"
-        return (f"{100 * float(row['topics_diverged_share']):.0f} % of topics, longest "
-                f"{int(row.get('longest_ms') or 0) / 1000:.1f} s")
+        return (
+            f"{100 * float(row['topics_diverged_share']):.0f} % of topics, longest "
+            f"{int(row.get('longest_ms') or 0) / 1000:.1f} s"
+        )
 
     def available(op_class: str, column: str) -> Callable[[str], str]:
         def answer(mode: str) -> str:
@@ -207,6 +260,7 @@ def verdicts(tables: Mapping[str, Sequence[Row]], modes: Sequence[str]) -> list[
             if row is None:
                 return f"no {op_class} in a partition window"
             return f"{100 * float(row[column]):.1f} % of {row['ops']}"
+
         return answer
 
     def not_exist(mode: str) -> str:
@@ -234,8 +288,9 @@ def _route_brokers(value: str | None) -> str:
     return ", ".join(item.split(":", 1)[0] for item in value.split(",") if item)
 
 
-def counterexample_operations(history_root: Path | str,
-                              counterexamples: Sequence[Row]) -> list[dict[str, Any]]:
+def counterexample_operations(
+    history_root: Path | str, counterexamples: Sequence[Row]
+) -> list[dict[str, Any]]:
     """The operations of every counterexample, times in ms since the run's first fault
     (negative: before it), read from the runs' own files."""
     wanted: dict[str, dict[int, str]] = {}
@@ -251,17 +306,23 @@ def counterexample_operations(history_root: Path | str,
         starts = [int(f["start_ms"]) for f in iter_rows(run_dir, FAULTS)]
         picked = [r for r in iter_rows(run_dir, OPERATIONS) if int(r["op_id"]) in ops]
         zero = min(starts) if starts else min((int(r["invoke_ms"]) for r in picked), default=0)
-        for r in sorted(picked, key=lambda r: (ops[int(r["op_id"])], r["invoke_ms"],
-                                               r["op_id"])):
+        for r in sorted(picked, key=lambda r: (ops[int(r["op_id"])], r["invoke_ms"], r["op_id"])):
             complete = int(r["complete_ms"])
-            out.append({
-                "mode": meta.mode, "run_id": meta.run_id, "topic": ops[int(r["op_id"])],
-                "op_id": int(r["op_id"]), "node": r["node"], "client": r["process"],
-                "operation": r["kind"], "outcome": r["outcome"],
-                "value": _route_brokers(r["value"]),
-                "invoke_ms": int(r["invoke_ms"]) - zero,
-                "complete_ms": complete - zero if complete >= 0 else None,
-            })
+            out.append(
+                {
+                    "mode": meta.mode,
+                    "run_id": meta.run_id,
+                    "topic": ops[int(r["op_id"])],
+                    "op_id": int(r["op_id"]),
+                    "node": r["node"],
+                    "client": r["process"],
+                    "operation": r["kind"],
+                    "outcome": r["outcome"],
+                    "value": _route_brokers(r["value"]),
+                    "invoke_ms": int(r["invoke_ms"]) - zero,
+                    "complete_ms": complete - zero if complete >= 0 else None,
+                }
+            )
     return out
 
 
@@ -294,21 +355,30 @@ def markdown_verdicts(tables: Mapping[str, Sequence[Row]]) -> str:
     return markdown_table(verdicts(tables, modes), ["", *modes])
 
 
-def write_markdown(out_dir: Path | str, tables: Mapping[str, Sequence[Row]],
-                   seconds: Mapping[str, float], plots: Sequence[Path] = (),
-                   title: str = "Consistency analysis") -> Path:
+def write_markdown(
+    out_dir: Path | str,
+    tables: Mapping[str, Sequence[Row]],
+    seconds: Mapping[str, float],
+    plots: Sequence[Path] = (),
+    title: str = "Consistency analysis",
+) -> Path:
     """``summary.md``: the verdicts side by side, every table with both modes, the
     counterexamples as operations, the plots, and the seconds of each Spark job."""
     modes = modes_in(tables)
     parts = [f"# {title}\n\n## Verdicts\n\n", markdown_verdicts(tables)]
     for section in SECTIONS:
         parts.append(section_markdown(section, tables.get(section.name, []), modes))
-    parts.append("\n## Counterexamples\n\nThe operations of each minimal history that no "
-                 "order explains (times in ms since the fault started; a route as its "
-                 "brokers).\n\n")
+    parts.append(
+        "\n## Counterexamples\n\nThe operations of each minimal history that no "
+        "order explains (times in ms since the fault started; a route as its "
+        "brokers).\n\n"
+    )
     examples = tables.get(COUNTEREXAMPLE_OPS, [])
-    parts.append(markdown_table(examples) if examples else
-                 "_Every exercised topic is linearizable, so there is no counterexample._\n")
+    parts.append(
+        markdown_table(examples)
+        if examples
+        else "_Every exercised topic is linearizable, so there is no counterexample._\n"
+    )
     if plots:
         parts.append("\n## Plots\n\n")
         parts += [f"![{p.stem}]({p.name})\n\n" for p in plots]
@@ -327,18 +397,22 @@ def report_title(history_root: Path | str) -> str:
     scenarios = sorted({m.scenario for m in metas})
     modes = modes_in({"runs": [{"mode": m.mode} for m in metas]})
     seeds = sorted({m.seed for m in metas})
-    return (f"{', '.join(scenarios)}: {' vs '.join(modes)} "
-            f"(seed {', '.join(str(s) for s in seeds)})")
+    return f"{', '.join(scenarios)}: {' vs '.join(modes)} (seed {', '.join(str(s) for s in seeds)})"
 
 
-def write_report(out_dir: Path | str, tables: dict[str, list[dict[str, Any]]],
-                 seconds: Mapping[str, float], history_root: Path | str) -> Path:
+def write_report(
+    out_dir: Path | str,
+    tables: dict[str, list[dict[str, Any]]],
+    seconds: Mapping[str, float],
+    history_root: Path | str,
+) -> Path:
     """Everything of one report folder: tables (CSV, ``summary.json``), plots (PNG, SVG)
     and ``summary.md``; returns the Markdown file."""
     from spark_jobs.plots import write_plots  # matplotlib: only where a report is written
 
     tables[COUNTEREXAMPLE_OPS] = counterexample_operations(
-        history_root, tables.get("counterexamples", []))
+        history_root, tables.get("counterexamples", [])
+    )
     write_tables(out_dir, tables)
     plots = write_plots(out_dir, tables)
     return write_markdown(out_dir, tables, seconds, plots, report_title(history_root))

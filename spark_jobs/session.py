@@ -81,8 +81,9 @@ def _imported_names(source: Path, root: Path) -> set[str]:
     return expanded
 
 
-def shipped_sources(root: Path = PROJECT_ROOT, package: str = ROOT_PACKAGE,
-                    cache_dir: Path | None = None) -> list[Path]:
+def shipped_sources(
+    root: Path = PROJECT_ROOT, package: str = ROOT_PACKAGE, cache_dir: Path | None = None
+) -> list[Path]:
     """The source files executors need: every module of ``package`` plus, transitively,
     every project module they import (``remoting.model`` and ``raftstore.vocab`` today),
     each with its packages' ``__init__.py``. Found by reading the import statements, so an
@@ -149,8 +150,9 @@ def _cache_dir(path: Path | None = None) -> Path:
     return path
 
 
-def build_code_zip(sources: Iterable[Path] | None = None, root: Path = PROJECT_ROOT,
-                   cache_dir: Path | None = None) -> Path:
+def build_code_zip(
+    sources: Iterable[Path] | None = None, root: Path = PROJECT_ROOT, cache_dir: Path | None = None
+) -> Path:
     """Zip ``sources`` (default: ``shipped_sources()``) with paths relative to ``root``.
 
     The zip is named by a hash of the entries' names and contents and kept in
@@ -246,8 +248,9 @@ def get_spark(master: str | None = None, *, verbose: bool = False) -> SparkSessi
         # interpreter exit into streams that may already be closed.
         logging.getLogger("py4j").setLevel(logging.WARNING)
         quiet = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
-        builder = (builder.config("spark.driver.extraJavaOptions", quiet)
-                   .config("spark.executor.extraJavaOptions", quiet))
+        builder = builder.config("spark.driver.extraJavaOptions", quiet).config(
+            "spark.executor.extraJavaOptions", quiet
+        )
     spark = builder.getOrCreate()
     if not verbose:
         spark.sparkContext.setLogLevel("ERROR")

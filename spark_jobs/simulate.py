@@ -134,14 +134,26 @@ class SimConfig:
             raise ValueError("need 0 <= fault_start_ms <= fault_end_ms <= duration_ms")
         for name in ("rpc_latency_quantiles_ms", "commit_latency_quantiles_ms"):
             points = getattr(self, name)
-            if points and (len(points) < 2 or points[0] < 0
-                           or any(b < a for a, b in itertools.pairwise(points))):
-                raise ValueError(f"{name} must be at least 2 non-negative, non-decreasing "
-                                 f"values, got {points!r}")
+            if points and (
+                len(points) < 2
+                or points[0] < 0
+                or any(b < a for a, b in itertools.pairwise(points))
+            ):
+                raise ValueError(
+                    f"{name} must be at least 2 non-negative, non-decreasing values, got {points!r}"
+                )
         if self.expiry_extra_ms < 0 or self.election_ms < 0:
             raise ValueError("expiry_extra_ms and election_ms must be >= 0")
-        if min(self.heartbeat_interval_ms, self.scan_interval_ms, self.poll_interval_ms,
-               self.rebalance_interval_ms, self.sample_interval_ms) <= 0:
+        if (
+            min(
+                self.heartbeat_interval_ms,
+                self.scan_interval_ms,
+                self.poll_interval_ms,
+                self.rebalance_interval_ms,
+                self.sample_interval_ms,
+            )
+            <= 0
+        ):
             raise ValueError("every interval must be positive")
 
 
@@ -169,8 +181,13 @@ class Simulation:
         self.node_names = [f"ns{i}" for i in range(config.nodes)]
         self.broker_names = [f"broker-{b:05d}" for b in range(config.brokers)]
         self.items = [
-            RouteItem(name, f"host-{b:05d}:10911", config.queues_per_broker,
-                      config.queues_per_broker, PERM_READ_WRITE).encode()
+            RouteItem(
+                name,
+                f"host-{b:05d}:10911",
+                config.queues_per_broker,
+                config.queues_per_broker,
+                PERM_READ_WRITE,
+            ).encode()
             for b, name in enumerate(self.broker_names)
         ]
         self.topic_names = [f"topic-{t:06d}" for t in range(config.topics)]
@@ -221,7 +238,7 @@ class Simulation:
             # S1: ns0 loses one set of brokers, ns1 another; the rest hear everybody.
             self.cut[0] = set(order[:count])
             if cfg.nodes > 1:
-                self.cut[1] = set(order[count:2 * count])
+                self.cut[1] = set(order[count : 2 * count])
         elif cfg.scenario == SCENARIO_BROKER_KILL:
             self.killed = order[:count]
         self.partition_active = False
@@ -238,7 +255,7 @@ class Simulation:
             topics = self.rng.sample(range(cfg.topics), per_client)
             index = ThreadLocalIndex(JavaRandom(cfg.seed * 1_000_003 + c))
             self.clients.append(_Client(f"producer-{c:05d}", topics, index=index))
-        group_topics = (focus_topics + self.rng.sample(range(cfg.topics), cfg.consumer_groups))
+        group_topics = focus_topics + self.rng.sample(range(cfg.topics), cfg.consumer_groups)
         for g in range(cfg.consumer_groups):
             for i in range(cfg.consumers_per_group):
                 self.clients.append(_Client(f"cg{g}-c{i}", [group_topics[g]], group=g))
@@ -290,8 +307,9 @@ class Simulation:
 
     def route_value(self, node: int, topic: int, now_ms: int) -> str:
         """The canonical route ``node`` answers for ``topic`` at ``now_ms``."""
-        return ",".join(self.items[b] for b in self.topic_brokers[topic]
-                        if self._sees(node, b, now_ms))
+        return ",".join(
+            self.items[b] for b in self.topic_brokers[topic] if self._sees(node, b, now_ms)
+        )
 
     def _truth(self, topic: int) -> str:
         return ",".join(self.items[b] for b in self.topic_brokers[topic] if self.alive[b])
@@ -328,20 +346,36 @@ class Simulation:
             for b in [b for b in range(self.cfg.brokers) if table[b] and heard[b] < deadline]:
                 self._eventual_change(node, b, False, now_ms, out)
         elif node == self.leader and now_ms >= self.leader_ready_ms:
-            for b in [b for b in range(self.cfg.brokers)
-                      if self.raft_registered[b] and self.raft_heard[b] < deadline]:
+            for b in [
+                b
+                for b in range(self.cfg.brokers)
+                if self.raft_registered[b] and self.raft_heard[b] < deadline
+            ]:
                 self._raft_change(b, False, now_ms, out)
 
-    def _eventual_change(self, node: int, broker: int, state: bool, now_ms: int,
-                         out: HistoryWriter) -> None:
+    def _eventual_change(
+        self, node: int, broker: int, state: bool, now_ms: int, out: HistoryWriter
+    ) -> None:
         self.registered[node][broker] = state
         self.node_version[node] += 1
         kind = KIND_REGISTER if state else KIND_EXPIRE
         for topic in self.broker_topics[broker]:
-            out.operation((self._next_op(), self.node_names[node], kind, self.node_names[node],
-                           self.topic_names[topic], now_ms, now_ms, OUTCOME_OK,
-                           self.route_value(node, topic, now_ms), self.node_version[node],
-                           self.broker_names[broker], "{}"))
+            out.operation(
+                (
+                    self._next_op(),
+                    self.node_names[node],
+                    kind,
+                    self.node_names[node],
+                    self.topic_names[topic],
+                    now_ms,
+                    now_ms,
+                    OUTCOME_OK,
+                    self.route_value(node, topic, now_ms),
+                    self.node_version[node],
+                    self.broker_names[broker],
+                    "{}",
+                )
+            )
 
     def _raft_change(self, broker: int, state: bool, now_ms: int, out: HistoryWriter) -> None:
         commit_ms = max(now_ms, self.leader_ready_ms) + self._commit_latency()
@@ -350,10 +384,22 @@ class Simulation:
         self.commit_times.append(commit_ms)
         kind = KIND_REGISTER if state else KIND_EXPIRE
         for topic in self.broker_topics[broker]:
-            out.operation((self._next_op(), RAFT_LEADER_PROCESS, kind,
-                           self.node_names[self.leader], self.topic_names[topic], now_ms,
-                           commit_ms, OUTCOME_OK, self.route_value(self.leader, topic, commit_ms),
-                           len(self.commit_times), self.broker_names[broker], "{}"))
+            out.operation(
+                (
+                    self._next_op(),
+                    RAFT_LEADER_PROCESS,
+                    kind,
+                    self.node_names[self.leader],
+                    self.topic_names[topic],
+                    now_ms,
+                    commit_ms,
+                    OUTCOME_OK,
+                    self.route_value(self.leader, topic, commit_ms),
+                    len(self.commit_times),
+                    self.broker_names[broker],
+                    "{}",
+                )
+            )
 
     def _on_poll(self, now_ms: int, client_index: int, out: HistoryWriter) -> None:
         client = self.clients[client_index]
@@ -363,17 +409,42 @@ class Simulation:
         for topic in client.topics:
             self.reads_done += 1
             if not self.node_up[node]:
-                out.operation((self._next_op(), client.name, KIND_ROUTE_READ, name,
-                               self.topic_names[topic], now_ms,
-                               now_ms + self.cfg.request_timeout_ms, OUTCOME_TIMEOUT, "",
-                               NO_VERSION, "", "{}"))
+                out.operation(
+                    (
+                        self._next_op(),
+                        client.name,
+                        KIND_ROUTE_READ,
+                        name,
+                        self.topic_names[topic],
+                        now_ms,
+                        now_ms + self.cfg.request_timeout_ms,
+                        OUTCOME_TIMEOUT,
+                        "",
+                        NO_VERSION,
+                        "",
+                        "{}",
+                    )
+                )
                 continue
             done_ms = now_ms + self._rpc_latency()
             value = self.route_value(node, topic, now_ms)
             outcome = OUTCOME_OK if value else OUTCOME_NOT_FOUND
-            out.operation((self._next_op(), client.name, KIND_ROUTE_READ, name,
-                           self.topic_names[topic], now_ms, done_ms, outcome, value,
-                           self._version(node, now_ms), "", "{}"))
+            out.operation(
+                (
+                    self._next_op(),
+                    client.name,
+                    KIND_ROUTE_READ,
+                    name,
+                    self.topic_names[topic],
+                    now_ms,
+                    done_ms,
+                    outcome,
+                    value,
+                    self._version(node, now_ms),
+                    "",
+                    "{}",
+                )
+            )
             # As topicRouteDataChanged: a failed query keeps the old route.
             if value:
                 client.views[topic] = value
@@ -384,7 +455,8 @@ class Simulation:
     def _send(self, client: _Client, now_ms: int, out: HistoryWriter) -> None:
         topic = client.topics[self.rng.randrange(len(client.topics))]
         info = topic_route_to_publish_info(
-            self.topic_names[topic], route_from_value(client.views.get(topic)), client.index)
+            self.topic_names[topic], route_from_value(client.views.get(topic)), client.index
+        )
         last: str | None = None
         for attempt in range(SEND_ATTEMPTS_MAX):
             mq = client.strategy.select_one_message_queue(info, last, attempt > 0, now_ms)
@@ -393,9 +465,22 @@ class Simulation:
             broker = int(mq.broker_name.rsplit("-", 1)[1])
             ok = self.alive[broker]
             done_ms = now_ms + (self.cfg.rpc_latency_ms if ok else self.cfg.request_timeout_ms)
-            out.operation((self._next_op(), client.name, KIND_SEND, "", self.topic_names[topic],
-                           now_ms, done_ms, OUTCOME_OK if ok else OUTCOME_ERROR, str(mq.queue_id),
-                           NO_VERSION, mq.broker_name, json.dumps({"attempt": attempt})))
+            out.operation(
+                (
+                    self._next_op(),
+                    client.name,
+                    KIND_SEND,
+                    "",
+                    self.topic_names[topic],
+                    now_ms,
+                    done_ms,
+                    OUTCOME_OK if ok else OUTCOME_ERROR,
+                    str(mq.queue_id),
+                    NO_VERSION,
+                    mq.broker_name,
+                    json.dumps({"attempt": attempt}),
+                )
+            )
             if ok:
                 return
             last, now_ms = mq.broker_name, done_ms
@@ -405,25 +490,45 @@ class Simulation:
         self._push(now_ms + self.cfg.rebalance_interval_ms, _REBALANCE, client_index)
         topic = client.topics[0]
         mq_set = topic_route_to_subscribe_info(
-            self.topic_names[topic], route_from_value(client.views.get(topic)))
+            self.topic_names[topic], route_from_value(client.views.get(topic))
+        )
         if not mq_set:
             return
         members = [f"cg{client.group}-c{i}" for i in range(self.cfg.consumers_per_group)]
-        mine = rebalance_allocate(allocate_averagely, f"cg{client.group}", client.name,
-                                  mq_set, members)
-        out.operation((self._next_op(), client.name, KIND_CONSUME_ALLOC, "",
-                       self.topic_names[topic], now_ms, now_ms, OUTCOME_OK,
-                       canonical_queues((mq.broker_name, mq.queue_id) for mq in mine),
-                       NO_VERSION, "", json.dumps({"group": f"cg{client.group}"})))
+        mine = rebalance_allocate(
+            allocate_averagely, f"cg{client.group}", client.name, mq_set, members
+        )
+        out.operation(
+            (
+                self._next_op(),
+                client.name,
+                KIND_CONSUME_ALLOC,
+                "",
+                self.topic_names[topic],
+                now_ms,
+                now_ms,
+                OUTCOME_OK,
+                canonical_queues((mq.broker_name, mq.queue_id) for mq in mine),
+                NO_VERSION,
+                "",
+                json.dumps({"group": f"cg{client.group}"}),
+            )
+        )
 
     def _on_sample(self, now_ms: int, out: HistoryWriter) -> None:
         self._push(now_ms + self.cfg.sample_interval_ms, _SAMPLE, 0)
         for topic in self.sample_topics:
             for node in range(self.cfg.nodes):
                 if self.node_up[node]:
-                    out.node_state((now_ms, self.node_names[node], self.topic_names[topic],
-                                    self.route_value(node, topic, now_ms),
-                                    self._version(node, now_ms)))
+                    out.node_state(
+                        (
+                            now_ms,
+                            self.node_names[node],
+                            self.topic_names[topic],
+                            self.route_value(node, topic, now_ms),
+                            self._version(node, now_ms),
+                        )
+                    )
 
     # ---------------------------------------------------------------- faults
 
@@ -435,8 +540,16 @@ class Simulation:
             for b in self.killed:
                 self.alive[b] = False
                 for topic in self.broker_topics[b]:
-                    out.write((now_ms, self.topic_names[topic], self.broker_names[b],
-                               KIND_BROKER_DOWN, self._truth(topic), NO_VERSION))
+                    out.write(
+                        (
+                            now_ms,
+                            self.topic_names[topic],
+                            self.broker_names[b],
+                            KIND_BROKER_DOWN,
+                            self._truth(topic),
+                            NO_VERSION,
+                        )
+                    )
         elif scenario == SCENARIO_NAMESRV_RESTART:
             self._namesrv_fault(now_ms, starting)
 
@@ -454,15 +567,24 @@ class Simulation:
         cfg = self.cfg
         if cfg.scenario == SCENARIO_ASYMMETRIC:
             for node, brokers in sorted(self.cut.items()):
-                detail = json.dumps({"lost_brokers": [self.broker_names[b] for b in
-                                                      sorted(brokers)]})
-                out.fault((cfg.fault_start_ms, cfg.fault_end_ms, FAULT_ASYMMETRIC_PARTITION,
-                           self.node_names[node], detail))
+                detail = json.dumps(
+                    {"lost_brokers": [self.broker_names[b] for b in sorted(brokers)]}
+                )
+                out.fault(
+                    (
+                        cfg.fault_start_ms,
+                        cfg.fault_end_ms,
+                        FAULT_ASYMMETRIC_PARTITION,
+                        self.node_names[node],
+                        detail,
+                    )
+                )
         for b in self.killed:
             out.fault((cfg.fault_start_ms, -1, FAULT_KILL_BROKER, self.broker_names[b], "{}"))
         if cfg.scenario == SCENARIO_NAMESRV_RESTART:
-            out.fault((cfg.fault_start_ms, cfg.fault_end_ms, FAULT_KILL_NAMESRV,
-                       self.node_names[0], "{}"))
+            out.fault(
+                (cfg.fault_start_ms, cfg.fault_end_ms, FAULT_KILL_NAMESRV, self.node_names[0], "{}")
+            )
 
     # ------------------------------------------------------------------ driver
 
@@ -486,21 +608,42 @@ class Simulation:
             out.write((0, self.topic_names[topic], "", KIND_REGISTER, value, NO_VERSION))
             for n in range(cfg.nodes) if cfg.mode == MODE_EVENTUAL else [self.leader]:
                 process = self.node_names[n] if cfg.mode == MODE_EVENTUAL else RAFT_LEADER_PROCESS
-                out.operation((self._next_op(), process, KIND_REGISTER, self.node_names[n],
-                               self.topic_names[topic], 0, 0, OUTCOME_OK, value, 0, "", "{}"))
+                out.operation(
+                    (
+                        self._next_op(),
+                        process,
+                        KIND_REGISTER,
+                        self.node_names[n],
+                        self.topic_names[topic],
+                        0,
+                        0,
+                        OUTCOME_OK,
+                        value,
+                        0,
+                        "",
+                        "{}",
+                    )
+                )
 
     def run(self) -> RunMeta:
         """Simulate ``duration_ms`` and write the run directory; return its metadata."""
         began = time.monotonic()
-        meta = RunMeta(run_id=self.run_id, scenario=self.cfg.scenario, mode=self.cfg.mode,
-                       seed=self.cfg.seed, nodes=list(self.node_names),
-                       params={"simulated": True, **asdict(self.cfg)})
+        meta = RunMeta(
+            run_id=self.run_id,
+            scenario=self.cfg.scenario,
+            mode=self.cfg.mode,
+            seed=self.cfg.seed,
+            nodes=list(self.node_names),
+            params={"simulated": True, **asdict(self.cfg)},
+        )
         run_dir = self.out_dir / self.run_id
         with HistoryWriter(run_dir, meta, self.cfg.chunk_rows) as out:
             self._schedule_start(out)
             self._fault_rows(out)
             handlers: dict[int, Any] = {
-                _HEARTBEAT: self._on_heartbeat, _SCAN: self._on_scan, _POLL: self._on_poll,
+                _HEARTBEAT: self._on_heartbeat,
+                _SCAN: self._on_scan,
+                _POLL: self._on_poll,
                 _REBALANCE: self._on_rebalance,
             }
             while self.heap:
@@ -513,8 +656,11 @@ class Simulation:
                     self._on_fault(now_ms, event == _FAULT_START, out)
                 else:
                     handlers[event](now_ms, arg, out)
-            meta.timings = {"wall_s": round(time.monotonic() - began, 3),
-                            "simulated_ms": self.cfg.duration_ms, "reads": self.reads_done}
+            meta.timings = {
+                "wall_s": round(time.monotonic() - began, 3),
+                "simulated_ms": self.cfg.duration_ms,
+                "reads": self.reads_done,
+            }
         return meta
 
 

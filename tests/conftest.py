@@ -33,5 +33,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.django_db(**kwargs), append=False)
 
 
-DB_FIXTURES = {"db", "transactional_db", "client", "admin_client", "django_user_model",
-               "admin_user", "live_server"}  # fmt: skip
+DB_FIXTURES = {
+    "db",
+    "transactional_db",
+    "client",
+    "admin_client",
+    "django_user_model",
+    "admin_user",
+    "live_server",
+}

@@ -52,8 +52,9 @@ def ensure_installed() -> Path:
     install = ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]
     done = subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False)
     if done.returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True,
-                       timeout=APT_TIMEOUT_S, check=False)  # fmt: skip
+        subprocess.run(
+            ["apt-get", "update"], env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False
+        )
         subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=True)
     folder = _bin_dir()
     if folder is None:
@@ -114,31 +115,72 @@ def postgres_server(folder: Path, *, tls: bool = False) -> Iterator[PostgresServ
         for path in owned:
             os.chown(path, account.pw_uid, account.pw_gid)
     subprocess.run(
-        _as_service_user([str(bin_dir / "initdb"), "-D", str(data), "-U", "namesrv",
-                          "--auth=scram-sha-256", f"--pwfile={password_file}",
-                          "--encoding=UTF8", "--locale=C"]),
-        capture_output=True, check=True, timeout=START_TIMEOUT_S,
-    )  # fmt: skip
+        _as_service_user(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "namesrv",
+                "--auth=scram-sha-256",
+                f"--pwfile={password_file}",
+                "--encoding=UTF8",
+                "--locale=C",
+            ]
+        ),
+        capture_output=True,
+        check=True,
+        timeout=START_TIMEOUT_S,
+    )
     if server_tls is not None:
         _enable_tls(data, server_tls)
     port = ports.free_port()
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c fsync=off"
     log = folder / "server.log"
     subprocess.run(
-        _as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options,
-                          "-l", str(log), "-w", "-t", str(START_TIMEOUT_S), "start"]),
-        capture_output=True, check=True, timeout=START_TIMEOUT_S + 10,
-    )  # fmt: skip
+        _as_service_user(
+            [
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(log),
+                "-w",
+                "-t",
+                str(START_TIMEOUT_S),
+                "start",
+            ]
+        ),
+        capture_output=True,
+        check=True,
+        timeout=START_TIMEOUT_S + 10,
+    )
     try:
         env = {**os.environ, "PGPASSWORD": PASSWORD}
         subprocess.run(
-            [str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "namesrv",
-             "namesrv"], env=env, capture_output=True, check=True, timeout=30,
-        )  # fmt: skip
+            [
+                str(bin_dir / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "namesrv",
+                "namesrv",
+            ],
+            env=env,
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )
         url = f"postgresql://namesrv:{PASSWORD}@127.0.0.1:{port}/namesrv"
         yield PostgresServer(port, url, ca_file)
     finally:
         subprocess.run(
             _as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]),
-            capture_output=True, check=False, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )

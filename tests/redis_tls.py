@@ -40,14 +40,16 @@ def ensure_installed() -> Path:
     if SYSTEM_REDIS.exists():
         return SYSTEM_REDIS
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise RuntimeError("redis-server with TLS is missing and cannot be installed "
-                           "(needs root and apt-get)")  # fmt: skip
+        raise RuntimeError(
+            "redis-server with TLS is missing and cannot be installed (needs root and apt-get)"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "--no-install-recommends", "redis-server"]
     done = subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False)
     if done.returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True,
-                       timeout=APT_TIMEOUT_S, check=False)  # fmt: skip
+        subprocess.run(
+            ["apt-get", "update"], env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False
+        )
         subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=True)
     if not SYSTEM_REDIS.exists():
         raise RuntimeError(f"apt-get installed redis-server but {SYSTEM_REDIS} is missing")
@@ -66,13 +68,21 @@ class RedisTlsServer:
         """The ``rediss://`` URL of database ``db``, checking the server against
         ``ca_file`` (default: the server's own CA), as docs/DEPLOY.md writes it."""
         ca = ca_file or self.ca_file
-        return (f"rediss://:{quote(self.password, safe='')}@127.0.0.1:{self.port}/{db}"
-                f"?ssl_ca_certs={ca}")  # fmt: skip
+        return (
+            f"rediss://:{quote(self.password, safe='')}@127.0.0.1:{self.port}/{db}"
+            f"?ssl_ca_certs={ca}"
+        )
 
 
 def _answers(port: int, ca_file: Path) -> bool:
-    client = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD, ssl=True,
-                         ssl_ca_certs=str(ca_file), socket_timeout=1.0)  # fmt: skip
+    client = redis.Redis(
+        host="127.0.0.1",
+        port=port,
+        password=PASSWORD,
+        ssl=True,
+        ssl_ca_certs=str(ca_file),
+        socket_timeout=1.0,
+    )
     try:
         return bool(client.ping())
     except (redis.RedisError, OSError, ssl.SSLError):
@@ -91,14 +101,39 @@ def redis_tls_server(folder: Path) -> Iterator[RedisTlsServer]:
     issue_cert(make_ca(ca, "namesrv test Redis CA"), server, "redis")
     port = ports.free_port()
     argv = [
-        str(binary), "--bind", "127.0.0.1", "--port", "0", "--tls-port", str(port),
-        "--tls-cert-file", str(server.cert), "--tls-key-file", str(server.key),
-        "--tls-ca-cert-file", str(ca.cert), "--tls-auth-clients", "no",
-        "--requirepass", PASSWORD, "--save", "", "--appendonly", "no",
-        "--dir", str(folder), "--logfile", str(folder / "redis.log"),
-    ]  # fmt: skip
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        str(binary),
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--tls-port",
+        str(port),
+        "--tls-cert-file",
+        str(server.cert),
+        "--tls-key-file",
+        str(server.key),
+        "--tls-ca-cert-file",
+        str(ca.cert),
+        "--tls-auth-clients",
+        "no",
+        "--requirepass",
+        PASSWORD,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(folder),
+        "--logfile",
+        str(folder / "redis.log"),
+    ]
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not _answers(port, ca.cert):

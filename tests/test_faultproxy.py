@@ -104,8 +104,13 @@ async def test_the_cli_takes_orders_on_its_control_port() -> None:
     target_port = server.sockets[0].getsockname()[1]
     listen, control = free_port(), free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tools.faultproxy", "--link",
-        f"x={listen}:127.0.0.1:{target_port}", "--control", str(control),
+        sys.executable,
+        "-m",
+        "tools.faultproxy",
+        "--link",
+        f"x={listen}:127.0.0.1:{target_port}",
+        "--control",
+        str(control),
         stdout=asyncio.subprocess.PIPE,
     )
     try:

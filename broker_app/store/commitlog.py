@@ -248,7 +248,9 @@ class CommitLog:
             while position < segment.written:
                 offset = segment.start_offset + position
                 result = scan_record(
-                    view, position, physical_offset=offset,
+                    view,
+                    position,
+                    physical_offset=offset,
                     segment_remaining=self.segment_bytes - position,
                     record_bytes_max=self.record_bytes_max,
                 )
@@ -259,9 +261,7 @@ class CommitLog:
 
     # -- recovery, durability, shutdown --------------------------------------
 
-    def recover(
-        self, on_record: Callable[[ScannedRecord], None] | None = None
-    ) -> RecoveryReport:
+    def recover(self, on_record: Callable[[ScannedRecord], None] | None = None) -> RecoveryReport:
         """Truncate the log after its last valid record; report what was cut.
 
         ``on_record`` sees every valid record in order during the same pass.

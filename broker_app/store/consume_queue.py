@@ -86,8 +86,9 @@ class ConsumeQueue:
         position = queue_offset * CQ_ENTRY_BYTES
         start = position - position % self.segment_bytes
         fd = self._fd_for(start)
-        os.pwrite(fd, CQ_ENTRY.pack(entry.commit_log_offset, entry.size, entry.tag_hash),
-                  position - start)
+        os.pwrite(
+            fd, CQ_ENTRY.pack(entry.commit_log_offset, entry.size, entry.tag_hash), position - start
+        )
         self._dirty.add(start)
         self._end_bytes = position + CQ_ENTRY_BYTES
 

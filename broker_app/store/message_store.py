@@ -247,10 +247,15 @@ class MessageStore:
 
         def encode_at(offset: int) -> bytes:
             return encode_message(
-                queue_id=message.queue_id, flag=message.flag, queue_offset=queue_offset,
-                physical_offset=offset, sys_flag=message.sys_flag,
+                queue_id=message.queue_id,
+                flag=message.flag,
+                queue_offset=queue_offset,
+                physical_offset=offset,
+                sys_flag=message.sys_flag,
                 born_timestamp_ms=message.born_timestamp_ms,
-                store_timestamp_ms=store_timestamp_ms, topic=topic, properties=properties,
+                store_timestamp_ms=store_timestamp_ms,
+                topic=topic,
+                properties=properties,
                 body=message.body,
             )
 
@@ -337,9 +342,10 @@ class MessageStore:
         if not isinstance(raw, dict):
             return {}
         return {
-            str(topic): offset for topic, offset in raw.items()
+            str(topic): offset
+            for topic, offset in raw.items()
             if isinstance(offset, int) and not isinstance(offset, bool)
-        }  # fmt: skip
+        }
 
     def _save_deleted(self, deleted: dict[str, int]) -> None:
         """Write the tombstones atomically and durably."""
@@ -363,7 +369,9 @@ class MessageStore:
         head = self.commit_log.read(offset, FILLER_MIN_BYTES)
         try:
             result = scan_record(
-                head, 0, physical_offset=offset,
+                head,
+                0,
+                physical_offset=offset,
                 segment_remaining=self.config.segment_bytes - offset % self.config.segment_bytes,
                 record_bytes_max=self.config.record_bytes_max,
             )
@@ -387,7 +395,9 @@ class MessageStore:
     def _read_record(self, physical_offset: int, size: int) -> MessageRecord | None:
         raw = self.commit_log.read(physical_offset, size)
         result = scan_record(
-            raw, 0, physical_offset=physical_offset,
+            raw,
+            0,
+            physical_offset=physical_offset,
             segment_remaining=self.config.segment_bytes
             - physical_offset % self.config.segment_bytes,
             record_bytes_max=self.config.record_bytes_max,
@@ -566,7 +576,9 @@ class ReplicaAppender:
             offset = self._pending_offset + position
             try:
                 result = scan_record(
-                    self._pending, position, physical_offset=offset,
+                    self._pending,
+                    position,
+                    physical_offset=offset,
                     segment_remaining=segment_bytes - offset % segment_bytes,
                     record_bytes_max=self.store.config.record_bytes_max,
                 )

@@ -165,8 +165,16 @@ def encode_message(
         )
     )
     fixed_tail = _FIXED.pack(
-        size, MESSAGE_MAGIC, 0, queue_id, flag, queue_offset, physical_offset,
-        sys_flag, born_timestamp_ms, store_timestamp_ms,
+        size,
+        MESSAGE_MAGIC,
+        0,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp_ms,
+        store_timestamp_ms,
     )[CRC_START:]
     crc = zlib.crc32(tail, zlib.crc32(fixed_tail))
     return _PREFIX.pack(size, MESSAGE_MAGIC) + struct.pack(">I", crc) + fixed_tail + tail
@@ -217,9 +225,7 @@ def scan_record(
     return ScanResult(Scan.MESSAGE, size, message)
 
 
-def _scan_filler(
-    buf: ReadableBuffer, pos: int, size: int, segment_remaining: int
-) -> ScanResult:
+def _scan_filler(buf: ReadableBuffer, pos: int, size: int, segment_remaining: int) -> ScanResult:
     if size != segment_remaining:
         raise RecordError(f"filler of {size} bytes where {segment_remaining} remain")
     available = len(buf) - pos
@@ -231,8 +237,18 @@ def _scan_filler(
 
 
 def _decode_checked(record: bytes, physical_offset: int) -> MessageRecord:
-    (size, _magic, crc, queue_id, flag, queue_offset, stored_offset, sys_flag, born_ms,
-     store_ms) = _FIXED.unpack_from(record, 0)
+    (
+        size,
+        _magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        stored_offset,
+        sys_flag,
+        born_ms,
+        store_ms,
+    ) = _FIXED.unpack_from(record, 0)
     if zlib.crc32(memoryview(record)[CRC_START:]) != crc:
         raise RecordError(f"crc mismatch at offset {physical_offset}")
     if stored_offset != physical_offset:
@@ -254,9 +270,16 @@ def _decode_checked(record: bytes, physical_offset: int) -> MessageRecord:
     except UnicodeDecodeError as exc:
         raise RecordError(f"undecodable text at offset {physical_offset}") from exc
     return MessageRecord(
-        queue_id=queue_id, flag=flag, queue_offset=queue_offset, physical_offset=stored_offset,
-        sys_flag=sys_flag, born_timestamp_ms=born_ms, store_timestamp_ms=store_ms,
-        topic=topic_text, properties=properties_text, body=body,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=stored_offset,
+        sys_flag=sys_flag,
+        born_timestamp_ms=born_ms,
+        store_timestamp_ms=store_ms,
+        topic=topic_text,
+        properties=properties_text,
+        body=body,
     )
 
 

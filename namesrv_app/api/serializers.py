@@ -250,10 +250,11 @@ class ResultSerializer(Serializer):
         required=False, help_text="raft mode: one write replicated through the log"
     )
     nodes = NodeResultSerializer(
-        many=True, required=False,
+        many=True,
+        required=False,
         help_text="eventual mode: each node the write was sent to, and its result "
         "(HTTP 207 when some node missed it)",
-    )  # fmt: skip
+    )
 
 
 class ErrorSerializer(Serializer):
@@ -282,8 +283,18 @@ class AuditEntrySerializer(ModelSerializer):
 
     class Meta:
         model = AuditEntry
-        fields = ["at", "username", "node_id", "channel", "action", "target", "detail",
-                  "status", "ok", "result"]  # fmt: skip
+        fields = [
+            "at",
+            "username",
+            "node_id",
+            "channel",
+            "action",
+            "target",
+            "detail",
+            "status",
+            "ok",
+            "result",
+        ]
 
 
 PaginatedAuditEntrySerializer = paginated(AuditEntrySerializer, "PaginatedAuditEntry")

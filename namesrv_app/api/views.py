@@ -97,8 +97,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """DRF's handler, plus gateway errors with their HTTP status."""
     if isinstance(exc, PartialWrite):
         # 207 Multi-Status: some nodes applied the write, some did not; each says which.
-        body = {"ok": False, "partial": True, "detail": str(exc),
-                "nodes": exc.outcome.per_node()}  # fmt: skip
+        body = {"ok": False, "partial": True, "detail": str(exc), "nodes": exc.outcome.per_node()}
         return Response(body, status=exc.http_status)
     if isinstance(exc, GatewayError):
         return Response({"detail": str(exc)}, status=exc.http_status)

@@ -38,10 +38,13 @@ def default_run_dir() -> Path | None:
 def add_run_dir_argument(parser: CommandParser) -> None:
     """The ``--run-dir`` flag of a command that writes to the shared database."""
     parser.add_argument(
-        "--run-dir", type=Path, default=None, metavar="RUN",
+        "--run-dir",
+        type=Path,
+        default=None,
+        metavar="RUN",
         help="act on the local cluster in RUN (its shared database, so every "
         "node's console and API see the change), e.g. run/local",
-    )  # fmt: skip
+    )
 
 
 def shared_database(run_dir: Path) -> Path:

@@ -77,9 +77,12 @@ class BrokerTopicForm(forms.Form):
         """Send UPDATE_AND_CREATE_TOPIC; the result line for the operator."""
         data = self.cleaned_data
         create_topic_on_broker(
-            data["broker_addr"], data["topic"], read_queue_nums=data["read_queue_nums"],
-            write_queue_nums=data["write_queue_nums"], perm=data["perm"],
-        )  # fmt: skip
+            data["broker_addr"],
+            data["topic"],
+            read_queue_nums=data["read_queue_nums"],
+            write_queue_nums=data["write_queue_nums"],
+            perm=data["perm"],
+        )
         return f"topic {data['topic']} created or updated on {data['broker_addr']}"
 
 
@@ -151,14 +154,13 @@ def _runtime(addrs: list[str]) -> dict[str, dict[str, str] | None]:
 def broker_rows() -> list[dict[str, Any]]:
     """One row per registered broker address, with runtime info and replication lag."""
     addresses = list(
-        models.BrokerAddress.objects.select_related("group")
-        .order_by("group__broker_name", "broker_id")[:BROKERS_SHOWN_MAX]
+        models.BrokerAddress.objects.select_related("group").order_by(
+            "group__broker_name", "broker_id"
+        )[:BROKERS_SHOWN_MAX]
     )
     live = {
         (row.cluster_name, row.broker_addr): row
-        for row in models.LiveBroker.objects.filter(
-            broker_addr__in=[a.addr for a in addresses]
-        )
+        for row in models.LiveBroker.objects.filter(broker_addr__in=[a.addr for a in addresses])
     }
     runtime = _runtime([a.addr for a in addresses])
     master_offsets = {
@@ -219,10 +221,17 @@ def consumer_sections(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _merge(merged: dict[str, dict[str, Any]], broker_name: str, group: ConsumerGroupInfo) -> None:
-    entry = merged.setdefault(group.name, {
-        "name": group.name, "clients": [], "subscriptions": {}, "queues": [], "models": set(),
-        "idle_retry_queues": 0,
-    })  # fmt: skip
+    entry = merged.setdefault(
+        group.name,
+        {
+            "name": group.name,
+            "clients": [],
+            "subscriptions": {},
+            "queues": [],
+            "models": set(),
+            "idle_retry_queues": 0,
+        },
+    )
     entry["clients"] += [{"broker": broker_name, "client": client} for client in group.clients]
     entry["subscriptions"].update(group.subscriptions)
     entry["models"].update(m for m in (group.message_model, group.consume_type) if m)
@@ -230,11 +239,18 @@ def _merge(merged: dict[str, dict[str, Any]], broker_name: str, group: ConsumerG
         if queue.is_retry and queue.lag == 0:
             entry["idle_retry_queues"] += 1
             continue
-        entry["queues"].append({
-            "broker": broker_name, "topic": queue.topic, "queue_id": queue.queue_id,
-            "broker_offset": queue.broker_offset, "consumer_offset": queue.consumer_offset,
-            "lag": queue.lag, "retry": queue.is_retry, "dlq": queue.is_dlq,
-        })  # fmt: skip
+        entry["queues"].append(
+            {
+                "broker": broker_name,
+                "topic": queue.topic,
+                "queue_id": queue.queue_id,
+                "broker_offset": queue.broker_offset,
+                "consumer_offset": queue.consumer_offset,
+                "lag": queue.lag,
+                "retry": queue.is_retry,
+                "dlq": queue.is_dlq,
+            }
+        )
 
 
 def _offset(info: dict[str, str] | None) -> int | None:
@@ -332,9 +348,7 @@ def brokers(request: HttpRequest) -> HttpResponse:
     return _page(request)
 
 
-def _run(
-    request: HttpRequest, form: BrokerTopicForm | TestMessageForm, name: str
-) -> HttpResponse:
+def _run(request: HttpRequest, form: BrokerTopicForm | TestMessageForm, name: str) -> HttpResponse:
     if not form.is_valid():
         return _page(request, error="Please correct the form.", forms_in={name: form})
     try:

@@ -50,8 +50,7 @@ TIMELINE_TOP_PX = 24
 TIMELINE_TICKS = 10
 TIMELINE_BAR_MIN_PX = 1.0
 LANE_KEYS = ("process", "node")
-OUTCOME_COLORS = {"ok": "#2ca02c", "not_found": "#ff7f0e", "error": "#d62728",
-                  "timeout": "#7f7f7f"}
+OUTCOME_COLORS = {"ok": "#2ca02c", "not_found": "#ff7f0e", "error": "#d62728", "timeout": "#7f7f7f"}
 OTHER_COLOR = "#1f77b4"
 # (analysis table, column, label) shown on the list for each run.
 HEADLINES = (
@@ -77,15 +76,31 @@ class ExperimentLaunchForm(forms.Form):
     scenario = forms.ChoiceField(choices=[(name, name) for name in sorted(SCENARIOS)])
     mode = forms.ChoiceField(choices=[(m, m) for m in (MODE_BOTH, *MODES)], initial=MODE_BOTH)
     seed = forms.IntegerField(min_value=SEED_MIN, initial=1)
-    duration_s = forms.IntegerField(min_value=DURATION_S_MIN, max_value=DURATION_S_MAX,
-                                    initial=DURATION_S_DEFAULT, label="Duration (s)")
+    duration_s = forms.IntegerField(
+        min_value=DURATION_S_MIN,
+        max_value=DURATION_S_MAX,
+        initial=DURATION_S_DEFAULT,
+        label="Duration (s)",
+    )
 
     def command(self, out_root: Path) -> list[str]:
         """The ``manage.py run_experiment`` argv of the validated choices."""
         data = self.cleaned_data
-        return [sys.executable, str(REPO_ROOT / "manage.py"), "run_experiment",
-                data["scenario"], "--mode", data["mode"], "--seed", str(data["seed"]),
-                "--duration-s", str(data["duration_s"]), "--out", str(out_root), "--analyze"]
+        return [
+            sys.executable,
+            str(REPO_ROOT / "manage.py"),
+            "run_experiment",
+            data["scenario"],
+            "--mode",
+            data["mode"],
+            "--seed",
+            str(data["seed"]),
+            "--duration-s",
+            str(data["duration_s"]),
+            "--out",
+            str(out_root),
+            "--analyze",
+        ]
 
     def log_path(self, out_root: Path) -> Path:
         """A fresh log file name for this launch."""
@@ -98,8 +113,14 @@ def start_detached(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own session with output to ``log_path``; do not wait for it."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     # Reap the child when it ends so finished experiments leave no zombie behind.
     threading.Thread(target=proc.wait, name="experiment-reaper", daemon=True).start()
     return proc
@@ -117,8 +138,9 @@ def headline(run: ExperimentRun) -> list[dict[str, Any]]:
         values = [r[column] for r in rows if isinstance(r, dict) and r.get(column) is not None]
         if values:
             value = values[0]
-            out.append({"label": label,
-                        "value": f"{value:.3g}" if isinstance(value, float) else value})
+            out.append(
+                {"label": label, "value": f"{value:.3g}" if isinstance(value, float) else value}
+            )
     return out
 
 
@@ -128,15 +150,28 @@ def _duration_s(run: ExperimentRun) -> float | None:
     return round((run.finished - run.started).total_seconds(), 1)
 
 
-def _list_context(request: HttpRequest, form: ExperimentLaunchForm | None,
-                  launched: str = "") -> dict[str, Any]:
+def _list_context(
+    request: HttpRequest, form: ExperimentLaunchForm | None, launched: str = ""
+) -> dict[str, Any]:
     runs = list(ExperimentRun.objects.all()[:LIST_ROWS_MAX])
-    rows = [{"run": r, "duration_s": _duration_s(r), "headline": headline(r),
-             "error": (r.summary or {}).get("error", "")} for r in runs]
+    rows = [
+        {
+            "run": r,
+            "duration_s": _duration_s(r),
+            "headline": headline(r),
+            "error": (r.summary or {}).get("error", ""),
+        }
+        for r in runs
+    ]
     can_launch = is_operator(request.user)
-    return _context(request, "experiments", rows=rows, rows_max=LIST_ROWS_MAX,
-                    form=(form or ExperimentLaunchForm()) if can_launch else None,
-                    launched=launched)
+    return _context(
+        request,
+        "experiments",
+        rows=rows,
+        rows_max=LIST_ROWS_MAX,
+        form=(form or ExperimentLaunchForm()) if can_launch else None,
+        launched=launched,
+    )
 
 
 @console_view()
@@ -153,8 +188,7 @@ def experiment_launch(request: HttpRequest) -> HttpResponse:
     """Validate the form, start the experiment detached, and go back to the list."""
     form = ExperimentLaunchForm(request.POST)
     if not form.is_valid():
-        return render(request, "experiments/list.html", _list_context(request, form),
-                      status=400)
+        return render(request, "experiments/list.html", _list_context(request, form), status=400)
     out_root = experiments_root()
     log_path = form.log_path(out_root)
     start_detached(form.command(out_root), log_path)
@@ -181,16 +215,25 @@ def report_dir(run: ExperimentRun) -> Path | None:
     parent = run_dir.parent
     if not parent.is_dir():
         return None
-    found = [d / "report" for d in parent.iterdir()
-             if d.name.startswith(ANALYSIS_PREFIX) and (d / "history" / run.run_id).exists()
-             and (d / "report" / "summary.json").is_file()]
+    found = [
+        d / "report"
+        for d in parent.iterdir()
+        if d.name.startswith(ANALYSIS_PREFIX)
+        and (d / "history" / run.run_id).exists()
+        and (d / "report" / "summary.json").is_file()
+    ]
     return max(found, key=lambda p: p.stat().st_mtime, default=None)
 
 
 def sibling(run: ExperimentRun) -> ExperimentRun | None:
     """The other mode's newest run of the same scenario and seed, if any."""
-    return (ExperimentRun.objects.filter(scenario=run.scenario, seed=run.seed)
-            .exclude(mode=run.mode).exclude(pk=run.pk).order_by("-started").first())
+    return (
+        ExperimentRun.objects.filter(scenario=run.scenario, seed=run.seed)
+        .exclude(mode=run.mode)
+        .exclude(pk=run.pk)
+        .order_by("-started")
+        .first()
+    )
 
 
 def _load_tables(folder: Path) -> dict[str, list[dict[str, Any]]]:
@@ -200,8 +243,9 @@ def _load_tables(folder: Path) -> dict[str, list[dict[str, Any]]]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {k: [r for r in v if isinstance(r, dict)] for k, v in data.items()
-            if isinstance(v, list)}
+    return {
+        k: [r for r in v if isinstance(r, dict)] for k, v in data.items() if isinstance(v, list)
+    }
 
 
 def _belongs(row: dict[str, Any], run: ExperimentRun) -> bool:
@@ -229,8 +273,9 @@ def _grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"columns": columns, "rows": [[report.cell(r.get(c)) for c in columns] for r in rows]}
 
 
-def report_sections(tables: dict[str, list[dict[str, Any]]],
-                    modes: list[str]) -> list[dict[str, Any]]:
+def report_sections(
+    tables: dict[str, list[dict[str, Any]]], modes: list[str]
+) -> list[dict[str, Any]]:
     """The report's tables as ``summary.md`` has them: every mode side by side, and for an
     empty table (or a mode without rows) the sentence that says what that means."""
     sections = []
@@ -238,9 +283,16 @@ def report_sections(tables: dict[str, list[dict[str, Any]]],
         rows = tables.get(section.name, [])
         shown = rows if section.per_event else report.side_by_side(rows, modes, section.keys)
         absent = [m for m in modes if rows and not any(r.get("mode") == m for r in rows)]
-        sections.append({"name": section.name, "title": section.title, "about": section.about,
-                         "empty": section.empty, **_grid(shown),
-                         "absent": [f"{m}: {section.empty}" for m in absent]})
+        sections.append(
+            {
+                "name": section.name,
+                "title": section.title,
+                "about": section.about,
+                "empty": section.empty,
+                **_grid(shown),
+                "absent": [f"{m}: {section.empty}" for m in absent],
+            }
+        )
     return sections
 
 
@@ -259,11 +311,17 @@ def experiment_report(request: HttpRequest, run_id: str) -> HttpResponse:
     plots = [n for n in report.PLOT_NAMES if folder is not None and (folder / f"{n}.png").is_file()]
     verdict_rows = report.verdicts(tables, modes) if tables else []
     context = _context(
-        request, "experiments", run=run, pair=pair, plots=plots, modes=modes,
+        request,
+        "experiments",
+        run=run,
+        pair=pair,
+        plots=plots,
+        modes=modes,
         verdicts=[[r[""], *(r[m] for m in modes)] for r in verdict_rows],
         sections=report_sections(tables, modes),
         counterexamples=_grid(tables.get(report.COUNTEREXAMPLE_OPS, [])),
-        summary_json=json.dumps(run.summary, indent=2, sort_keys=True, default=str))
+        summary_json=json.dumps(run.summary, indent=2, sort_keys=True, default=str),
+    )
     return render(request, "experiments/report.html", context)
 
 
@@ -287,8 +345,17 @@ def _read_ops(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     if not path.is_file():
         return [], 0
     parquet = pq.ParquetFile(path)
-    columns = ["op_id", "process", "kind", "node", "topic", "invoke_ms", "complete_ms",
-               "outcome", "broker"]
+    columns = [
+        "op_id",
+        "process",
+        "kind",
+        "node",
+        "topic",
+        "invoke_ms",
+        "complete_ms",
+        "outcome",
+        "broker",
+    ]
     batch = next(parquet.iter_batches(batch_size=TIMELINE_OPS_MAX, columns=columns), None)
     rows = batch.to_pylist() if batch is not None else []
     return rows, parquet.metadata.num_rows
@@ -301,8 +368,9 @@ def _read_faults(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def timeline_layout(ops: list[dict[str, Any]], faults: list[dict[str, Any]],
-                    lane_key: str) -> dict[str, Any]:
+def timeline_layout(
+    ops: list[dict[str, Any]], faults: list[dict[str, Any]], lane_key: str
+) -> dict[str, Any]:
     """Pixel geometry of the timeline: lanes, op bars, fault windows and time ticks."""
     lanes = sorted({str(op[lane_key]) or "-" for op in ops})
     lane_y = {lane: TIMELINE_TOP_PX + i * TIMELINE_LANE_PX for i, lane in enumerate(lanes)}
@@ -319,26 +387,51 @@ def timeline_layout(ops: list[dict[str, Any]], faults: list[dict[str, Any]],
     bars = []
     for op in ops:
         x = px(op["invoke_ms"])
-        bars.append({"x": round(x, 1), "y": lane_y[str(op[lane_key]) or "-"] + 2,
-                     "w": round(max(px(op["complete_ms"]) - x, TIMELINE_BAR_MIN_PX), 1),
-                     "color": OUTCOME_COLORS.get(op["outcome"], OTHER_COLOR), "op": op})
+        bars.append(
+            {
+                "x": round(x, 1),
+                "y": lane_y[str(op[lane_key]) or "-"] + 2,
+                "w": round(max(px(op["complete_ms"]) - x, TIMELINE_BAR_MIN_PX), 1),
+                "color": OUTCOME_COLORS.get(op["outcome"], OTHER_COLOR),
+                "op": op,
+            }
+        )
     windows = []
     for fault in faults:
         end = fault["end_ms"] if fault["end_ms"] >= fault["start_ms"] else t1
         if end < t0 or fault["start_ms"] > t1:
             continue
         x = px(fault["start_ms"])
-        windows.append({"x": round(x, 1), "w": round(max(px(end) - x, TIMELINE_BAR_MIN_PX), 1),
-                        "fault": fault, "open": fault["end_ms"] < fault["start_ms"]})
-    ticks = [{"x": round(px(t0 + span * i / TIMELINE_TICKS), 1),
-              "label": f"{span * i / TIMELINE_TICKS / 1000:.1f}s"}
-             for i in range(TIMELINE_TICKS + 1)]
-    return {"lanes": [{"name": n, "y": y, "text_y": y + TIMELINE_LANE_PX - 5}
-                      for n, y in lane_y.items()],
-            "bars": bars, "windows": windows, "ticks": ticks, "height": height,
-            "width": TIMELINE_WIDTH_PX, "label_px": TIMELINE_LABEL_PX,
-            "plot_right": TIMELINE_LABEL_PX + plot_px,
-            "axis_y": height, "t0": t0, "span_ms": span}
+        windows.append(
+            {
+                "x": round(x, 1),
+                "w": round(max(px(end) - x, TIMELINE_BAR_MIN_PX), 1),
+                "fault": fault,
+                "open": fault["end_ms"] < fault["start_ms"],
+            }
+        )
+    ticks = [
+        {
+            "x": round(px(t0 + span * i / TIMELINE_TICKS), 1),
+            "label": f"{span * i / TIMELINE_TICKS / 1000:.1f}s",
+        }
+        for i in range(TIMELINE_TICKS + 1)
+    ]
+    return {
+        "lanes": [
+            {"name": n, "y": y, "text_y": y + TIMELINE_LANE_PX - 5} for n, y in lane_y.items()
+        ],
+        "bars": bars,
+        "windows": windows,
+        "ticks": ticks,
+        "height": height,
+        "width": TIMELINE_WIDTH_PX,
+        "label_px": TIMELINE_LABEL_PX,
+        "plot_right": TIMELINE_LABEL_PX + plot_px,
+        "axis_y": height,
+        "t0": t0,
+        "span_ms": span,
+    }
 
 
 @console_view()
@@ -352,8 +445,17 @@ def experiment_timeline(request: HttpRequest, run_id: str) -> HttpResponse:
     run_dir = Path(run.out_dir)
     ops, total = _read_ops(run_dir)
     faults = _read_faults(run_dir)
-    context = _context(request, "experiments", run=run, total=total, drawn=len(ops),
-                       limit=TIMELINE_OPS_MAX, lane_key=lane_key, lane_keys=LANE_KEYS,
-                       layout=timeline_layout(ops, faults, lane_key), faults=faults,
-                       colors=sorted(OUTCOME_COLORS.items()))
+    context = _context(
+        request,
+        "experiments",
+        run=run,
+        total=total,
+        drawn=len(ops),
+        limit=TIMELINE_OPS_MAX,
+        lane_key=lane_key,
+        lane_keys=LANE_KEYS,
+        layout=timeline_layout(ops, faults, lane_key),
+        faults=faults,
+        colors=sorted(OUTCOME_COLORS.items()),
+    )
     return render(request, "experiments/timeline.html", context)

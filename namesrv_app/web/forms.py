@@ -155,9 +155,12 @@ METHOD_BROKERS = "brokers"
 METHOD_NAMESRV = "namesrv"
 METHOD_CHOICES = (
     (METHOD_BROKERS, "through the brokers (recommended)"),
-    (METHOD_NAMESRV, "NameServer only (advanced: brokers will not know the topic and their "
-                     "next registration may overwrite it)"),
-)  # fmt: skip
+    (
+        METHOD_NAMESRV,
+        "NameServer only (advanced: brokers will not know the topic and their "
+        "next registration may overwrite it)",
+    ),
+)
 ROUTE_WAIT_S = 5.0
 """How long a topic created through the brokers may take to appear in this node's route."""
 ROUTE_POLL_S = 0.2
@@ -190,9 +193,13 @@ def create_topic_on_broker(
     """UPDATE_AND_CREATE_TOPIC on one broker, signed as this node (the broker's ACL wants
     an admin); BrokerControlError when it is unreachable or refuses."""
     broker_control.create_topic(
-        addr, topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
-        perm=perm, credentials=gateway_client.signing_credentials(),
-    )  # fmt: skip
+        addr,
+        topic,
+        read_queue_nums=read_queue_nums,
+        write_queue_nums=write_queue_nums,
+        perm=perm,
+        credentials=gateway_client.signing_credentials(),
+    )
 
 
 def on_brokers(addrs: list[str], call: Callable[[str], None]) -> dict[str, str | None]:
@@ -285,11 +292,13 @@ class RegisterTopicForm(OperationForm):
     )
     perm = forms.TypedChoiceField(choices=PERM_CHOICES, coerce=int, initial=6)
     method = forms.ChoiceField(
-        choices=METHOD_CHOICES, initial=METHOD_BROKERS, required=False,
+        choices=METHOD_CHOICES,
+        initial=METHOD_BROKERS,
+        required=False,
         widget=forms.RadioSelect,
         help_text="through the brokers: UPDATE_AND_CREATE_TOPIC on each group's master, "
         "which registers it with every NameServer",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -324,10 +333,13 @@ class RegisterTopicForm(OperationForm):
         answers = on_brokers(
             list(targets),
             lambda addr: create_topic_on_broker(
-                addr, topic, read_queue_nums=data["read_queue_nums"],
-                write_queue_nums=data["write_queue_nums"], perm=data["perm"],
+                addr,
+                topic,
+                read_queue_nums=data["read_queue_nums"],
+                write_queue_nums=data["write_queue_nums"],
+                perm=data["perm"],
             ),
-        )  # fmt: skip
+        )
         created = {targets[addr]: addr for addr, error in answers.items() if error is None}
         failed.update({f"{targets[addr]} ({addr})": e for addr, e in answers.items() if e})
         if not created:
@@ -342,12 +354,16 @@ class RegisterTopicForm(OperationForm):
             unconfirmed = (
                 f" This node's route does not list it on {', '.join(missing)} after "
                 f"{ROUTE_WAIT_S:.0f} s (the brokers register asynchronously: check the "
-                "Topics page)." if missing else ""
-            )  # fmt: skip
+                "Topics page)."
+                if missing
+                else ""
+            )
             it_failed = f"; it FAILED on {_failures(failed)}" if failed else ""
             raise BrokerStepIncomplete(f"{what}{it_failed}.{unconfirmed}")
-        return (f"{what}; the brokers registered it with the NameServers (this node's "
-                f"route lists it on {', '.join(created)}).")  # fmt: skip
+        return (
+            f"{what}; the brokers registered it with the NameServers (this node's "
+            f"route lists it on {', '.join(created)})."
+        )
 
 
 class DeleteTopicForm(OperationForm):
@@ -527,9 +543,10 @@ class NamesrvConfigForm(OperationForm):
     title = "Update the NameServer config"
     destructive = True
     key = forms.RegexField(
-        regex=CONFIG_KEY_PATTERN, max_length=128,
+        regex=CONFIG_KEY_PATTERN,
+        max_length=128,
         help_text="a NamesrvConfig property, by its Java name (e.g. orderMessageEnable)",
-    )  # fmt: skip
+    )
     value = forms.CharField(max_length=CONFIG_VALUE_CHARS_MAX, strip=True)
     confirm = _confirm_field()
 

@@ -565,20 +565,22 @@ def config_comparison() -> dict[str, Any]:
     (``configBlackList`` plus the fixed ones), as this node reports them.
     """
     answers = gateway_client.every_node_config()
-    nodes = [{"node_id": a.node.node_id, "local": a.node.local, "error": a.error}
-             for a in answers]  # fmt: skip
+    nodes = [{"node_id": a.node.node_id, "local": a.node.local, "error": a.error} for a in answers]
     configs = {a.node.node_id: a.value for a in answers if a.error is None}
     keys = sorted(set().union(*(c.keys() for c in configs.values()))) if configs else []
     rows = []
     for key in keys:
-        values = [configs[n["node_id"]].get(key) if n["node_id"] in configs else None
-                  for n in nodes]  # fmt: skip
+        values = [
+            configs[n["node_id"]].get(key) if n["node_id"] in configs else None for n in nodes
+        ]
         seen = {configs[node].get(key) for node in configs}
         rows.append({"key": key, "values": values, "differs": len(seen) > 1})
     local_ids = [n["node_id"] for n in nodes if n["local"] and n["node_id"] in configs]
-    local: dict[str, str] = (
-        configs[local_ids[0]] if local_ids else next(iter(configs.values()), {})
-    )
+    local: dict[str, str] = configs[local_ids[0]] if local_ids else next(iter(configs.values()), {})
     blacklisted = sorted(gateway_client.blacklisted_config_keys(local))
-    return {"nodes": nodes, "rows": rows, "blacklisted": blacklisted,
-            "differs": [r["key"] for r in rows if r["differs"]]}  # fmt: skip
+    return {
+        "nodes": nodes,
+        "rows": rows,
+        "blacklisted": blacklisted,
+        "differs": [r["key"] for r in rows if r["differs"]],
+    }

@@ -231,8 +231,12 @@ def nodes(request: HttpRequest) -> HttpResponse:
 @console_view()
 def namesrv_config(request: HttpRequest) -> HttpResponse:
     """Every node's NameServer config side by side, differences marked; the update form."""
-    context = _context(request, "config", comparison=reads.config_comparison(),
-                       form=NamesrvConfigForm(initial=request.GET.dict()))  # fmt: skip
+    context = _context(
+        request,
+        "config",
+        comparison=reads.config_comparison(),
+        form=NamesrvConfigForm(initial=request.GET.dict()),
+    )
     return render(request, "console/config.html", context)
 
 
@@ -243,9 +247,11 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     rows = AuditEntry.objects.all()
     if search:
         rows = rows.filter(
-            Q(username__icontains=search) | Q(action__icontains=search)
-            | Q(target__icontains=search) | Q(node_id=search)
-        )  # fmt: skip
+            Q(username__icontains=search)
+            | Q(action__icontains=search)
+            | Q(target__icontains=search)
+            | Q(node_id=search)
+        )
     context = _context(request, "audit", page=_page(request, rows), search=search)
     return render(request, "console/audit.html", context)
 
@@ -295,10 +301,21 @@ def operation(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         form = form_class(initial=request.GET.dict())
     if request.method == "POST":
-        audit.note(request, result=result or error or "invalid form", action=f"ops:{slug}",
-                   failed=result is None)  # fmt: skip
+        audit.note(
+            request,
+            result=result or error or "invalid form",
+            action=f"ops:{slug}",
+            failed=result is None,
+        )
     # 207: the write landed somewhere but not everywhere; a warning, neither success
     # nor a plain error.
-    context = _context(request, "ops", form=form, slug=slug, result=result, error=error,
-                       partial=status == HTTPStatus.MULTI_STATUS)  # fmt: skip
+    context = _context(
+        request,
+        "ops",
+        form=form,
+        slug=slug,
+        result=result,
+        error=error,
+        partial=status == HTTPStatus.MULTI_STATUS,
+    )
     return render(request, "console/operation.html", context, status=status)

@@ -58,12 +58,9 @@ RETRYABLE = frozenset(
         FAIL_REASON.UNKNOWN_OUTCOME,
     }
 )
-FAIL_NAMES = {
-    value: name for name, value in vars(FAIL_REASON).items() if name.isupper()
-}
+FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 # PySyncObj log lines that mean the state machine may have diverged.
 ALARM_MARKERS = ("truncating already-applied", "exceeds journal end")
-
 
 
 # ------------------------------------------------------------------ PySyncObj glue
@@ -173,8 +170,13 @@ class RouteLog(SyncObj):  # type: ignore[misc]
     """The one PySyncObj object of a node; its replicated method only delegates."""
 
     def __init__(
-        self, owner: RaftReplicator, self_addr: str, peers: list[str], conf: Any,
-        node_class: type[Any], durability: Durability,
+        self,
+        owner: RaftReplicator,
+        self_addr: str,
+        peers: list[str],
+        conf: Any,
+        node_class: type[Any],
+        durability: Durability,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread may apply at once.
         self.owner = owner
@@ -204,9 +206,7 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         # use of it goes through the ``encryptor`` property below.
         self._cipher = RaftCipher.from_secret(conf.password) if conf.password else None
         conf.password = None
-        super().__init__(
-            self_addr, peers, conf, nodeClass=node_class, transportClass=RaftTransport
-        )
+        super().__init__(self_addr, peers, conf, nodeClass=node_class, transportClass=RaftTransport)
         # A tick that left committed entries unapplied polls its sockets without
         # waiting, then applies the rest: the backlog costs no idle tick period.
         poller = self._poller
@@ -466,4 +466,3 @@ def raft_port(sync: SyncObj | None, self_addr: str) -> tuple[str, int, tuple[str
 def is_leader(sync: SyncObj) -> bool:
     """``SyncObj._isLeader`` (private; the public status call costs a dict build)."""
     return bool(sync._isLeader())
-

@@ -110,7 +110,6 @@ class MembershipError(ReplicationError):
     """A membership change was refused (unsafe now) or failed."""
 
 
-
 @dataclass(frozen=True, slots=True)
 class RaftStatus(ReplicatorStatus):
     """:class:`ReplicatorStatus` plus what only raft mode knows."""
@@ -134,7 +133,6 @@ class RaftStatus(ReplicatorStatus):
     connect; the node binds it again every ``bind_retry_s``). Alarmed unless listening."""
     raft_accept_pauses: int = 0
     """Times the Raft port stopped accepting for a while after a failed accept."""
-
 
 
 LONG_TICK_GAP_S = 0.25
@@ -275,8 +273,10 @@ class RaftReplicator:
         self._loop = asyncio.get_running_loop()
         self._data_dir.mkdir(parents=True, exist_ok=True)
         conf = self._settings.to_conf(
-            self._data_dir / "raft.journal", self._data_dir / "raft.snapshot",
-            SnapshotHooks(self), self._security,
+            self._data_dir / "raft.journal",
+            self._data_dir / "raft.snapshot",
+            SnapshotHooks(self),
+            self._security,
         )
         self._sync = await self._loop.run_in_executor(None, self._construct, conf)
         try:
@@ -288,7 +288,12 @@ class RaftReplicator:
 
     def _construct(self, conf: Any) -> RouteLog:
         sync = RouteLog(
-            self, self.self_addr, list(self._peers), conf, DialNode, self._durability,
+            self,
+            self.self_addr,
+            list(self._peers),
+            conf,
+            DialNode,
+            self._durability,
         )
         self._durability.bind(journal_of(sync))
         sync.addOnTickCallback(self._on_tick)
@@ -690,10 +695,13 @@ class RaftReplicator:
             # An election: worth a line, with what the tick thread went through.
             logger.warning(
                 "raft term %d -> %d on %s (%s, leader %s); longest tick gap so far %.0f ms",
-                self._view.term, term, self.node_id,
-                STATE_NAMES.get(raw["state"], raw["state"]), leader and leader.id,
+                self._view.term,
+                term,
+                self.node_id,
+                STATE_NAMES.get(raw["state"], raw["state"]),
+                leader and leader.id,
                 self.tick_gap_max_s * 1000.0,
-            )  # fmt: skip
+            )
         self._view = _RaftView(
             state=STATE_NAMES.get(raw["state"], str(raw["state"])),
             leader=None if leader is None else str(leader.id),
@@ -908,7 +916,6 @@ def _set_if_pending(future: asyncio.Future[Any], value: Any) -> None:
         future.set_result(value)
 
 
-
 # ------------------------------------------------------------------ liveness helpers
 
 
@@ -934,5 +941,3 @@ async def scan_liveness(
         return None
     skew = skew_allowance_ms if replicator.mode == MODE_RAFT else 0
     return await replicator.propose(ExpireBrokers(now_ms=now_ms, skew_allowance_ms=skew))
-
-

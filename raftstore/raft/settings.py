@@ -55,6 +55,8 @@ def checkpoint_due(index: int, rows: Callable[[], int]) -> bool:
     while count > CHECKPOINT_ROWS_PER_STEP * (interval // CHECKPOINT_EVERY_ENTRIES):
         interval *= 2
     return index % interval == 0
+
+
 CHECKPOINTS_KEPT = 256
 ALARMS_KEPT = 32
 START_REPLAY_TIMEOUT_S = 30.0
@@ -178,5 +180,3 @@ class RaftSettings:
             bindRetryTime=self.bind_retry_s,
             maxBindRetries=self.bind_retries_max,
         )
-
-

@@ -258,8 +258,10 @@ class RaftPortServer(TcpServer):  # type: ignore[misc]
         self.refusals.warning(
             time.monotonic(),
             "raft port: %s (%s): not accepting for %.2f s; the port stays bound",
-            why, exc, delay_s,
-        )  # fmt: skip
+            why,
+            exc,
+            delay_s,
+        )
 
     def keep_listening(self, now: float, retry_s: float) -> None:
         """Each tick once the port was first bound: resume a paused port, and bind a

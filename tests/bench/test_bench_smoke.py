@@ -66,9 +66,24 @@ def test_route_query_bench_measures_the_gateway_against_the_bare_server(
 def test_storm_bench_reads_and_registers_in_both_modes(capsys: pytest.CaptureFixture[str]) -> None:
     """bench.storm at a tiny size: reads answered in every phase, registrations
     acknowledged through three real gateways per mode, the ratio printed."""
-    storm.main(["--seconds", "0.5", "--rate", "20", "--brokers", "5", "--topics-per-broker",
-                "10", "--large-brokers", "2", "--large-topics", "50",
-                "--read-front", "on"])  # fmt: skip
+    storm.main(
+        [
+            "--seconds",
+            "0.5",
+            "--rate",
+            "20",
+            "--brokers",
+            "5",
+            "--topics-per-broker",
+            "10",
+            "--large-brokers",
+            "2",
+            "--large-topics",
+            "50",
+            "--read-front",
+            "on",
+        ]
+    )
     out = capsys.readouterr().out
     summary = json.loads(out.strip().splitlines()[-1])
     for mode in ("eventual", "raft"):
@@ -96,8 +111,7 @@ def test_consume_bench_moves_messages_through_a_master_and_slave_and_the_echo(
 ) -> None:
     """bench.consume at a tiny size: every message sent, pulled and committed
     through a real master + slave, the echo baseline measured, the ratios printed."""
-    consume.main(["--messages", "300", "--body-bytes", "64", "--queues", "2",
-                  "--producers", "2"])  # fmt: skip
+    consume.main(["--messages", "300", "--body-bytes", "64", "--queues", "2", "--producers", "2"])
     out = capsys.readouterr().out
     summary = json.loads(out.strip().splitlines()[-1])
     for target in ("broker", "echo"):

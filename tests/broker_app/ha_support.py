@@ -33,8 +33,12 @@ from broker_app.ha.service import HAService
 from broker_app.store.message_store import MessageInput, MessageStore, StoreConfig
 
 SEGMENT_BYTES = 64 * 1024
-FAST = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=1000, reconnect_delay_ms=100,
-                handshake_timeout_ms=1000)  # fmt: skip
+FAST = HAConfig(
+    heartbeat_interval_ms=100,
+    housekeeping_interval_ms=1000,
+    reconnect_delay_ms=100,
+    handshake_timeout_ms=1000,
+)
 KEY = HAKey(secrets.token_bytes(32))
 AUTH = HAAuth(KEY)
 OTHER_KEY = HAKey(secrets.token_bytes(32))

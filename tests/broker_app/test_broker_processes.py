@@ -26,8 +26,14 @@ def namesrv() -> Iterator[FakeNameServer]:
 
 @pytest.fixture
 def pair(tmp_path: Path, namesrv: FakeNameServer) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
-    master = BrokerProcess(tmp_path, "master", role="SYNC_MASTER", broker_id=0,
-                           namesrv=namesrv.addr, extra={"slave_timeout_ms": "1000"})
+    master = BrokerProcess(
+        tmp_path,
+        "master",
+        role="SYNC_MASTER",
+        broker_id=0,
+        namesrv=namesrv.addr,
+        extra={"slave_timeout_ms": "1000"},
+    )
     slave = BrokerProcess(tmp_path, "slave", role="SLAVE", broker_id=1, namesrv=namesrv.addr)
     try:
         wait_until(lambda: slave.runtime_info()["haConnected"] == "true", what="HA link")
@@ -42,8 +48,7 @@ def test_messages_replicate_byte_identical_and_sync_sends_wait_for_the_slave(
 ) -> None:
     master, slave = pair
     for index in range(200):
-        response = send(master.addr, "TopicA", f"message-{index}".encode() * 40,
-                        queue_id=index % 4)
+        response = send(master.addr, "TopicA", f"message-{index}".encode() * 40, queue_id=index % 4)
         assert response.code == ResponseCode.SUCCESS, response.remark
         assert response.ext_fields is not None and len(response.ext_fields["msgId"]) == 32
     assert response.ext_fields["queueOffset"] == "49"
@@ -69,13 +74,22 @@ def test_a_stopped_slave_turns_sync_sends_into_flush_slave_timeout(
 
 
 def test_a_topic_created_on_the_master_reaches_the_slave_and_the_namesrv(
-    pair: tuple[BrokerProcess, BrokerProcess], namesrv: FakeNameServer,
+    pair: tuple[BrokerProcess, BrokerProcess],
+    namesrv: FakeNameServer,
 ) -> None:
     master, slave = pair
-    request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-        "topic": "CreatedTopic", "readQueueNums": "6", "writeQueueNums": "6", "perm": "6",
-        "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
-    })
+    request = RemotingCommand.request(
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        {
+            "topic": "CreatedTopic",
+            "readQueueNums": "6",
+            "writeQueueNums": "6",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        },
+    )
     with BlockingClient(master.addr, timeout_s=5.0) as client:
         refused = client.invoke(request)
     assert refused.code == ResponseCode.NO_PERMISSION, "topic creation needs an admin"
@@ -88,18 +102,22 @@ def test_a_topic_created_on_the_master_reaches_the_slave_and_the_namesrv(
         return body is not None and b'"CreatedTopic"' in body
 
     wait_until(slave_has_topic, what="topic on the slave")
-    incremental = [r for r in namesrv.of(RequestCode.REGISTER_BROKER)
-                   if r.register_body is not None
-                   and list(r.register_body.topic_config_wrapper.topic_config_table)
-                   == ["CreatedTopic"]]
+    incremental = [
+        r
+        for r in namesrv.of(RequestCode.REGISTER_BROKER)
+        if r.register_body is not None
+        and list(r.register_body.topic_config_wrapper.topic_config_table) == ["CreatedTopic"]
+    ]
     assert incremental and incremental[0].crc_ok
 
 
 def test_a_sync_master_without_a_slave_answers_slave_not_available(
-    tmp_path: Path, namesrv: FakeNameServer,
+    tmp_path: Path,
+    namesrv: FakeNameServer,
 ) -> None:
-    master = BrokerProcess(tmp_path, "lonely", role="SYNC_MASTER", broker_id=0,
-                           namesrv=namesrv.addr)
+    master = BrokerProcess(
+        tmp_path, "lonely", role="SYNC_MASTER", broker_id=0, namesrv=namesrv.addr
+    )
     try:
         response = send(master.addr, "TopicA", b"alone")
         assert response.code == ResponseCode.SLAVE_NOT_AVAILABLE
@@ -110,11 +128,17 @@ def test_a_sync_master_without_a_slave_answers_slave_not_available(
 
 
 def test_sigterm_unregisters_from_the_namesrv_and_heartbeats_flow_when_enabled(
-    tmp_path: Path, namesrv: FakeNameServer,
+    tmp_path: Path,
+    namesrv: FakeNameServer,
 ) -> None:
-    broker = BrokerProcess(tmp_path, "beating", role="ASYNC_MASTER", broker_id=0,
-                           namesrv=namesrv.addr,
-                           extra={"fast_heartbeat": "true", "heartbeat_interval_ms": "100"})
+    broker = BrokerProcess(
+        tmp_path,
+        "beating",
+        role="ASYNC_MASTER",
+        broker_id=0,
+        namesrv=namesrv.addr,
+        extra={"fast_heartbeat": "true", "heartbeat_interval_ms": "100"},
+    )
     [register] = namesrv.wait_for(RequestCode.REGISTER_BROKER)
     assert register.ext["heartbeatTimeoutMillis"] == "10000"
     beats = namesrv.wait_for(RequestCode.BROKER_HEARTBEAT, count=3)
@@ -127,13 +151,19 @@ def test_sigterm_unregisters_from_the_namesrv_and_heartbeats_flow_when_enabled(
 
 
 def test_a_min_broker_id_notification_is_recorded_and_exposed(
-    tmp_path: Path, namesrv: FakeNameServer,
+    tmp_path: Path,
+    namesrv: FakeNameServer,
 ) -> None:
     broker = BrokerProcess(tmp_path, "notified", role="SLAVE", broker_id=1, namesrv=namesrv.addr)
-    notify = RemotingCommand.request(RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE, {
-        "minBrokerId": "1", "minBrokerAddr": broker.addr, "offlineBrokerAddr": "127.0.0.1:1",
-        "haBrokerAddr": "127.0.0.1:2",
-    })
+    notify = RemotingCommand.request(
+        RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE,
+        {
+            "minBrokerId": "1",
+            "minBrokerAddr": broker.addr,
+            "offlineBrokerAddr": "127.0.0.1:1",
+            "haBrokerAddr": "127.0.0.1:2",
+        },
+    )
     try:
         with BlockingClient(broker.addr, timeout_s=5.0) as client:
             client.invoke_oneway(notify)
@@ -144,16 +174,25 @@ def test_a_min_broker_id_notification_is_recorded_and_exposed(
 
 
 def test_a_broker_with_an_account_signs_everything_it_sends_the_namesrv(
-    tmp_path: Path, namesrv: FakeNameServer,
+    tmp_path: Path,
+    namesrv: FakeNameServer,
 ) -> None:
     secret_file = tmp_path / "broker.secret"
     secret_file.write_text("broker-secret-key\n")
     secret_file.chmod(0o600)
-    broker = BrokerProcess(tmp_path, "signing", role="ASYNC_MASTER", broker_id=0,
-                           namesrv=namesrv.addr,
-                           extra={"fast_heartbeat": "true", "heartbeat_interval_ms": "100",
-                                  "namesrvAccessKey": "brokers",
-                                  "namesrvSecretKeyFile": str(secret_file)})
+    broker = BrokerProcess(
+        tmp_path,
+        "signing",
+        role="ASYNC_MASTER",
+        broker_id=0,
+        namesrv=namesrv.addr,
+        extra={
+            "fast_heartbeat": "true",
+            "heartbeat_interval_ms": "100",
+            "namesrvAccessKey": "brokers",
+            "namesrvSecretKeyFile": str(secret_file),
+        },
+    )
     [register] = namesrv.wait_for(RequestCode.REGISTER_BROKER)
     [beat, *_] = namesrv.wait_for(RequestCode.BROKER_HEARTBEAT)
     assert broker.terminate() == 0
@@ -166,18 +205,33 @@ def test_a_broker_with_an_account_signs_everything_it_sends_the_namesrv(
 
 
 def test_brokers_without_an_ha_secret_replicate_nothing_and_their_logs_say_why(
-    tmp_path: Path, namesrv: FakeNameServer,
+    tmp_path: Path,
+    namesrv: FakeNameServer,
 ) -> None:
     # Both processes start from the same run_broker command line as any broker, minus
     # haSecretFile: they run and serve, but the HA link is refused on both ends.
-    master = BrokerProcess(tmp_path, "master", role="SYNC_MASTER", broker_id=0,
-                           namesrv=namesrv.addr, extra={"haSecretFile": ""})
-    slave = BrokerProcess(tmp_path, "slave", role="SLAVE", broker_id=1, namesrv=namesrv.addr,
-                          extra={"haSecretFile": ""})  # fmt: skip
+    master = BrokerProcess(
+        tmp_path,
+        "master",
+        role="SYNC_MASTER",
+        broker_id=0,
+        namesrv=namesrv.addr,
+        extra={"haSecretFile": ""},
+    )
+    slave = BrokerProcess(
+        tmp_path,
+        "slave",
+        role="SLAVE",
+        broker_id=1,
+        namesrv=namesrv.addr,
+        extra={"haSecretFile": ""},
+    )
     try:
         assert send(master.addr, "TopicA", b"alone").code == ResponseCode.SLAVE_NOT_AVAILABLE
-        wait_until(lambda: "no haSecretFile: not following" in slave.log_path.read_text(),
-                   what="the slave's log line")  # fmt: skip
+        wait_until(
+            lambda: "no haSecretFile: not following" in slave.log_path.read_text(),
+            what="the slave's log line",
+        )
         info = master.runtime_info()
         assert info["haAuth"] == "refused (no haSecretFile)" and info["haConnections"] == "0"
         assert slave.runtime_info()["haConnected"] == "false"
@@ -192,5 +246,10 @@ def test_an_unreadable_ha_secret_file_stops_run_broker_with_the_setting_named(
     tmp_path: Path,
 ) -> None:
     with pytest.raises(AssertionError, match="haSecretFile: cannot read"):
-        BrokerProcess(tmp_path, "broken", role="SLAVE", broker_id=1,
-                      extra={"haSecretFile": str(tmp_path / "nowhere.secret")})  # fmt: skip
+        BrokerProcess(
+            tmp_path,
+            "broken",
+            role="SLAVE",
+            broker_id=1,
+            extra={"haSecretFile": str(tmp_path / "nowhere.secret")},
+        )

@@ -15,14 +15,24 @@ RECORD_MAX = 1024
 
 
 def make_store(root: Path) -> MessageStore:
-    return MessageStore(StoreConfig(root, segment_bytes=SEGMENT_BYTES, record_bytes_max=RECORD_MAX,
-                                    cq_entries_per_segment=16))
+    return MessageStore(
+        StoreConfig(
+            root,
+            segment_bytes=SEGMENT_BYTES,
+            record_bytes_max=RECORD_MAX,
+            cq_entries_per_segment=16,
+        )
+    )
 
 
 def fill(store: MessageStore, count: int, body_bytes: int = 100) -> list[int]:
     return [
-        store.put_message(MessageInput("TopicA", i % 2, bytes([i % 251]) * body_bytes,
-                                       properties="TAGS\x01tag\x02"), 1_000 + i).physical_offset
+        store.put_message(
+            MessageInput(
+                "TopicA", i % 2, bytes([i % 251]) * body_bytes, properties="TAGS\x01tag\x02"
+            ),
+            1_000 + i,
+        ).physical_offset
         for i in range(count)
     ]
 
@@ -132,9 +142,13 @@ def test_a_scan_reports_fillers_at_segment_ends(tmp_path: Path) -> None:
     kinds = []
     position = 0
     while position < len(first):
-        result = scan_record(first, position, physical_offset=position,
-                             segment_remaining=SEGMENT_BYTES - position,
-                             record_bytes_max=RECORD_MAX)
+        result = scan_record(
+            first,
+            position,
+            physical_offset=position,
+            segment_remaining=SEGMENT_BYTES - position,
+            record_bytes_max=RECORD_MAX,
+        )
         kinds.append(result.kind)
         position += result.size
     assert kinds[-1] is Scan.FILLER

@@ -28,10 +28,14 @@ def test_a_rocketmq_broker_conf_is_understood(tmp_path: Path) -> None:
 def test_flags_override_a_json_file(tmp_path: Path) -> None:
     conf = tmp_path / "broker.json"
     conf.write_text('{"brokerName": "from-file", "store_dir": "/tmp/s", "register_period_ms": 5}')
-    settings = settings_from_options({
-        "config": str(conf), "broker_name": "from-flag", "address": "127.0.0.1:10911",
-        "set": ["slaveTimeout=500"],
-    })
+    settings = settings_from_options(
+        {
+            "config": str(conf),
+            "broker_name": "from-flag",
+            "address": "127.0.0.1:10911",
+            "set": ["slaveTimeout=500"],
+        }
+    )
     config = build_config(settings)
     assert (config.broker_name, config.port, config.slave_timeout_ms) == ("from-flag", 10911, 500)
     assert config.effective_register_period_ms == 10_000
@@ -49,13 +53,16 @@ def test_the_register_period_is_clamped_to_sixty_seconds() -> None:
     assert config.effective_register_period_ms == 60_000
 
 
-@pytest.mark.parametrize("settings", [
-    {"store_dir": "/tmp/s", "brokerRole": "SLAVE", "brokerId": "0"},
-    {"store_dir": "/tmp/s", "brokerRole": "BOSS"},
-    {"store_dir": "/tmp/s", "haSendHeartbeatInterval": "30000"},
-    {"store_dir": "/tmp/s", "noSuchKey": "1"},
-    {"brokerName": "no-store"},
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"store_dir": "/tmp/s", "brokerRole": "SLAVE", "brokerId": "0"},
+        {"store_dir": "/tmp/s", "brokerRole": "BOSS"},
+        {"store_dir": "/tmp/s", "haSendHeartbeatInterval": "30000"},
+        {"store_dir": "/tmp/s", "noSuchKey": "1"},
+        {"brokerName": "no-store"},
+    ],
+)
 def test_settings_that_cannot_work_are_refused(settings: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         build_config(settings)
@@ -103,8 +110,9 @@ def test_without_a_secret_file_ha_refuses_and_auth_off_is_the_classic_stream(
     assert not classic.enabled and not classic.refuses and classic.key is None
     secret = _secret_file(tmp_path, b"0123456789abcdef0123456789abcdef")
     with pytest.raises(ConfigError, match="haAuthEnable=false and haSecretFile are both set"):
-        build_config({"store_dir": str(tmp_path), "haAuthEnable": "false",
-                      "haSecretFile": str(secret)})  # fmt: skip
+        build_config(
+            {"store_dir": str(tmp_path), "haAuthEnable": "false", "haSecretFile": str(secret)}
+        )
     with pytest.raises(ConfigError, match="haAuthEnable must be a boolean"):
         build_config({"store_dir": str(tmp_path), "haAuthEnable": "maybe"})
 
@@ -132,8 +140,9 @@ def test_an_unusable_ha_secret_file_is_a_config_error_naming_the_setting(
 def test_run_broker_stops_before_serving_with_an_unusable_ha_secret_file(tmp_path: Path) -> None:
     empty = _secret_file(tmp_path, b"")
     with pytest.raises(CommandError, match=r"haSecretFile: .* is empty"):
-        call_command("run_broker", "--store-dir", str(tmp_path / "store"),
-                     "--set", f"haSecretFile={empty}")  # fmt: skip
+        call_command(
+            "run_broker", "--store-dir", str(tmp_path / "store"), "--set", f"haSecretFile={empty}"
+        )
     assert not (tmp_path / "store").exists()  # it failed before opening the store
 
 

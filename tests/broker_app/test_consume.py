@@ -43,14 +43,20 @@ GROUP = "cg-test"
 def broker_config(root: Path, namesrv: str, *, broker_id: int, **extra: object) -> BrokerConfig:
     """A fast member of broker-a; retries wait 1 s per delay level."""
     settings: dict[str, object] = dict(
-        store_dir=root / f"store-{broker_id}", broker_id=broker_id,
+        store_dir=root / f"store-{broker_id}",
+        broker_id=broker_id,
         role=BrokerRole.SLAVE if broker_id else BrokerRole.ASYNC_MASTER,
-        namesrv_addrs=(namesrv,), register_initial_delay_ms=60_000,
-        slave_sync_initial_delay_ms=100, slave_sync_interval_ms=200,
-        segment_bytes=64 * 1024, record_bytes_max=16 * 1024, flush_interval_ms=100,
-        ha=FAST_HA, ha_secret_file=ha_secret(root),
+        namesrv_addrs=(namesrv,),
+        register_initial_delay_ms=60_000,
+        slave_sync_initial_delay_ms=100,
+        slave_sync_interval_ms=200,
+        segment_bytes=64 * 1024,
+        record_bytes_max=16 * 1024,
+        flush_interval_ms=100,
+        ha=FAST_HA,
+        ha_secret_file=ha_secret(root),
         message_delay_level="1s 1s 1s 1s 1s 1s",
-    )  # fmt: skip
+    )
     settings.update(extra)
     return BrokerConfig(**settings)  # type: ignore[arg-type]
 
@@ -66,8 +72,9 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
 @pytest.fixture
 async def master(tmp_path: Path) -> AsyncIterator[BrokerController]:
     namesrv = FakeNameServer().start()
-    broker = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=0),
-                              MemoryRepository())
+    broker = BrokerController(
+        broker_config(tmp_path, namesrv.addr, broker_id=0), MemoryRepository()
+    )
     await broker.start()
     broker.create_topic(TopicConfig(TOPIC, 2, 2))
     try:
@@ -95,38 +102,75 @@ async def client() -> AsyncIterator[RemotingClient]:
 
 def heartbeat_body(client_id: str, *, expression: str = "*", sub_version: int = 1) -> bytes:
     """A HEART_BEAT body as the Java client writes it."""
-    return json.dumps({
-        "clientID": client_id,
-        "consumerDataSet": [{
-            "groupName": GROUP, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "unitMode": False,
-            "subscriptionDataSet": [{"topic": TOPIC, "subString": expression, "tagsSet": [],
-                                     "codeSet": [], "subVersion": sub_version,
-                                     "expressionType": "TAG", "classFilterMode": False}],
-        }],
-        "producerDataSet": [{"groupName": "pg-test"}],
-    }).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "clientID": client_id,
+            "consumerDataSet": [
+                {
+                    "groupName": GROUP,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "unitMode": False,
+                    "subscriptionDataSet": [
+                        {
+                            "topic": TOPIC,
+                            "subString": expression,
+                            "tagsSet": [],
+                            "codeSet": [],
+                            "subVersion": sub_version,
+                            "expressionType": "TAG",
+                            "classFilterMode": False,
+                        }
+                    ],
+                }
+            ],
+            "producerDataSet": [{"groupName": "pg-test"}],
+        }
+    ).encode()
 
 
-async def call(client: RemotingClient, broker: BrokerController, code: int,
-               fields: dict[str, str], body: bytes | None = None,
-               timeout_s: float = 5.0) -> RemotingCommand:
-    return await client.invoke(broker.broker_addr, RemotingCommand.request(code, fields, body),
-                               timeout_s)
+async def call(
+    client: RemotingClient,
+    broker: BrokerController,
+    code: int,
+    fields: dict[str, str],
+    body: bytes | None = None,
+    timeout_s: float = 5.0,
+) -> RemotingCommand:
+    return await client.invoke(
+        broker.broker_addr, RemotingCommand.request(code, fields, body), timeout_s
+    )
 
 
-def pull_fields(offset: int, *, queue_id: int = 0, suspend_ms: int = 0, sys_flag: int = 0,
-                commit: int = 0, group: str = GROUP, topic: str = TOPIC) -> dict[str, str]:
+def pull_fields(
+    offset: int,
+    *,
+    queue_id: int = 0,
+    suspend_ms: int = 0,
+    sys_flag: int = 0,
+    commit: int = 0,
+    group: str = GROUP,
+    topic: str = TOPIC,
+) -> dict[str, str]:
     return {
-        "consumerGroup": group, "topic": topic, "queueId": str(queue_id),
-        "queueOffset": str(offset), "maxMsgNums": "32", "sysFlag": str(sys_flag),
-        "commitOffset": str(commit), "suspendTimeoutMillis": str(suspend_ms),
-        "subscription": "*", "subVersion": "1", "expressionType": "TAG",
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": str(queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": "32",
+        "sysFlag": str(sys_flag),
+        "commitOffset": str(commit),
+        "suspendTimeoutMillis": str(suspend_ms),
+        "subscription": "*",
+        "subVersion": "1",
+        "expressionType": "TAG",
     }
 
 
-async def put(broker: BrokerController, body: bytes, *, queue_id: int = 0,
-              tags: str | None = None) -> None:
+async def put(
+    broker: BrokerController, body: bytes, *, queue_id: int = 0, tags: str | None = None
+) -> None:
     properties = format_properties({"TAGS": tags}) if tags else ""
     await broker.put_message(MessageInput(TOPIC, queue_id, body, properties))
 
@@ -136,23 +180,27 @@ async def test_a_heartbeat_joins_the_group_and_creates_its_retry_topic(
 ) -> None:
     answer = await call(client, master, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
     assert answer.code == ResponseCode.SUCCESS
-    listed = await call(client, master, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                        {"consumerGroup": GROUP})
+    listed = await call(
+        client, master, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP}
+    )
     assert json.loads(listed.body or b"") == {"consumerIdList": ["c1"]}
     assert master.metadata.topic(retry_topic(GROUP)) is not None
     assert master.metadata.subscription_group(GROUP) is not None
-    connections = await call(client, master, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                             {"consumerGroup": GROUP})
+    connections = await call(
+        client, master, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": GROUP}
+    )
     assert json.loads(connections.body or b"")["subscriptionTable"][TOPIC]["subString"] == "*"
 
-    unknown = await call(client, master, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                         {"consumerGroup": "nobody"})
+    unknown = await call(
+        client, master, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "nobody"}
+    )
     assert unknown.code == ResponseCode.SYSTEM_ERROR
     bad = await call(client, master, RequestCode.HEART_BEAT, {}, b"{not json")
     assert bad.code == ResponseCode.SYSTEM_ERROR and "heartbeat" in (bad.remark or "")
 
-    await call(client, master, RequestCode.UNREGISTER_CLIENT,
-               {"clientID": "c1", "consumerGroup": GROUP})
+    await call(
+        client, master, RequestCode.UNREGISTER_CLIENT, {"clientID": "c1", "consumerGroup": GROUP}
+    )
     assert master.consumers.group(GROUP) is None
 
 
@@ -162,19 +210,21 @@ async def test_a_second_client_makes_the_broker_notify_the_first(
     await call(client, master, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
     other = RemotingClient()
     try:
-        await other.invoke(master.broker_addr, RemotingCommand.request(
-            RequestCode.HEART_BEAT, {}, heartbeat_body("c2")))
+        await other.invoke(
+            master.broker_addr,
+            RemotingCommand.request(RequestCode.HEART_BEAT, {}, heartbeat_body("c2")),
+        )
         pushed = client.pushed  # type: ignore[attr-defined]
-        await until(lambda: any(p.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
-                                for p in pushed))
+        await until(lambda: any(p.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED for p in pushed))
         assert sorted(master.consumers.group(GROUP).client_ids()) == ["c1", "c2"]  # type: ignore[union-attr]
         pushed.clear()
     finally:
         await other.close()
     # The second client's connection closed: it leaves and the first hears of it.
     await until(lambda: master.consumers.group(GROUP).client_ids() == ["c1"])  # type: ignore[union-attr]
-    await until(lambda: any(p.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
-                            for p in client.pushed))  # type: ignore[attr-defined]
+    await until(
+        lambda: any(p.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED for p in client.pushed)
+    )  # type: ignore[attr-defined]
 
 
 async def test_pull_returns_stored_messages_in_the_wire_format_clients_decode(
@@ -206,9 +256,15 @@ async def test_a_pull_with_nothing_new_is_held_until_a_message_arrives(
     master: BrokerController, client: RemotingClient
 ) -> None:
     await call(client, master, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
-    pending = asyncio.create_task(call(client, master, RequestCode.PULL_MESSAGE,
-                                       pull_fields(0, suspend_ms=10_000, sys_flag=FLAG_SUSPEND),
-                                       timeout_s=15.0))
+    pending = asyncio.create_task(
+        call(
+            client,
+            master,
+            RequestCode.PULL_MESSAGE,
+            pull_fields(0, suspend_ms=10_000, sys_flag=FLAG_SUSPEND),
+            timeout_s=15.0,
+        )
+    )
     await until(lambda: master.pull_hold.waiting() == 1)
     assert not pending.done()
     loop = asyncio.get_running_loop()
@@ -219,8 +275,12 @@ async def test_a_pull_with_nothing_new_is_held_until_a_message_arrives(
     assert answer.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_messages(answer.body or b"")] == [b"late"]
 
-    timed_out = await call(client, master, RequestCode.PULL_MESSAGE,
-                           pull_fields(1, suspend_ms=300, sys_flag=FLAG_SUSPEND))
+    timed_out = await call(
+        client,
+        master,
+        RequestCode.PULL_MESSAGE,
+        pull_fields(1, suspend_ms=300, sys_flag=FLAG_SUSPEND),
+    )
     assert timed_out.code == ResponseCode.PULL_NOT_FOUND
     assert master.pull_hold.waiting() == 0
 
@@ -228,23 +288,32 @@ async def test_a_pull_with_nothing_new_is_held_until_a_message_arrives(
 async def test_tags_filter_on_the_broker_by_the_heartbeat_subscription(
     master: BrokerController, client: RemotingClient
 ) -> None:
-    await call(client, master, RequestCode.HEART_BEAT, {},
-               heartbeat_body("c1", expression="TagA || TagC"))
+    await call(
+        client, master, RequestCode.HEART_BEAT, {}, heartbeat_body("c1", expression="TagA || TagC")
+    )
     for tags in ("TagA", "TagB", "TagC", None):
         await put(master, (tags or "none").encode(), tags=tags)
     answer = await call(client, master, RequestCode.PULL_MESSAGE, pull_fields(0))
     assert [m.body for m in decode_messages(answer.body or b"")] == [b"TagA", b"TagC"]
     assert (answer.ext_fields or {})["nextBeginOffset"] == "4"
 
-    sql = await call(client, master, RequestCode.PULL_MESSAGE, {
-        **pull_fields(0), "sysFlag": str(FLAG_SUBSCRIPTION), "expressionType": "SQL92",
-        "subscription": "a > 1"})
+    sql = await call(
+        client,
+        master,
+        RequestCode.PULL_MESSAGE,
+        {
+            **pull_fields(0),
+            "sysFlag": str(FLAG_SUBSCRIPTION),
+            "expressionType": "SQL92",
+            "subscription": "a > 1",
+        },
+    )
     assert sql.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
-    newer = await call(client, master, RequestCode.PULL_MESSAGE,
-                       {**pull_fields(0), "subVersion": "99"})
+    newer = await call(
+        client, master, RequestCode.PULL_MESSAGE, {**pull_fields(0), "subVersion": "99"}
+    )
     assert newer.code == ResponseCode.SUBSCRIPTION_NOT_LATEST
-    stranger = await call(client, master, RequestCode.PULL_MESSAGE,
-                          pull_fields(0, group="nobody"))
+    stranger = await call(client, master, RequestCode.PULL_MESSAGE, pull_fields(0, group="nobody"))
     assert stranger.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
 
 
@@ -259,18 +328,24 @@ async def test_offsets_are_committed_queried_and_bad_requests_change_nothing(
     stored = await call(client, master, RequestCode.QUERY_CONSUMER_OFFSET, query)
     assert (stored.ext_fields or {})["offset"] == "7"
     # A pull carries its commit offset too.
-    await call(client, master, RequestCode.PULL_MESSAGE,
-               pull_fields(0, queue_id=1, sys_flag=FLAG_COMMIT_OFFSET, commit=9))
+    await call(
+        client,
+        master,
+        RequestCode.PULL_MESSAGE,
+        pull_fields(0, queue_id=1, sys_flag=FLAG_COMMIT_OFFSET, commit=9),
+    )
     assert master.metadata.consumer_offset(TOPIC, GROUP, 1) == 9
 
     for fields in ({**query, "queueId": "x"}, {"consumerGroup": GROUP}):
-        bad = await call(client, master, RequestCode.UPDATE_CONSUMER_OFFSET,
-                         {**fields, "commitOffset": "1"})
+        bad = await call(
+            client, master, RequestCode.UPDATE_CONSUMER_OFFSET, {**fields, "commitOffset": "1"}
+        )
         assert bad.code == ResponseCode.SYSTEM_ERROR
     illegal = await call(client, master, RequestCode.PULL_MESSAGE, pull_fields(0, queue_id=9))
     assert illegal.code == ResponseCode.SYSTEM_ERROR and "queueId[9]" in (illegal.remark or "")
-    missing = await call(client, master, RequestCode.PULL_MESSAGE,
-                         pull_fields(0, topic="NoSuchTopic"))
+    missing = await call(
+        client, master, RequestCode.PULL_MESSAGE, pull_fields(0, topic="NoSuchTopic")
+    )
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
     assert master.metadata.consumer_offset(TOPIC, GROUP, 1) == 9
 
@@ -286,7 +361,8 @@ async def test_max_min_search_and_earliest_store_time(
     answers = {
         code: await call(client, master, code, fields)
         for code, fields in (
-            (RequestCode.GET_MAX_OFFSET, queue), (RequestCode.GET_MIN_OFFSET, queue),
+            (RequestCode.GET_MAX_OFFSET, queue),
+            (RequestCode.GET_MIN_OFFSET, queue),
             (RequestCode.GET_EARLIEST_MSG_STORETIME, queue),
             (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {**queue, "timestamp": "2500"}),
         )
@@ -302,15 +378,25 @@ async def test_a_sent_back_message_is_retried_then_dead_lettered(
 ) -> None:
     await call(client, master, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
     await put(master, b"poison")
-    first = decode_messages((await call(client, master, RequestCode.PULL_MESSAGE,
-                                        pull_fields(0))).body or b"")[0]
+    first = decode_messages(
+        (await call(client, master, RequestCode.PULL_MESSAGE, pull_fields(0))).body or b""
+    )[0]
     retry = retry_topic(GROUP)
 
     async def send_back(message: MessageExt) -> RemotingCommand:
-        return await call(client, master, RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "offset": str(message.commit_log_offset), "group": GROUP, "delayLevel": "0",
-            "originMsgId": first.msg_id, "originTopic": TOPIC, "maxReconsumeTimes": "2",
-        })
+        return await call(
+            client,
+            master,
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            {
+                "offset": str(message.commit_log_offset),
+                "group": GROUP,
+                "delayLevel": "0",
+                "originMsgId": first.msg_id,
+                "originTopic": TOPIC,
+                "maxReconsumeTimes": "2",
+            },
+        )
 
     seen: list[MessageExt] = []
     current = first
@@ -324,8 +410,12 @@ async def test_a_sent_back_message_is_retried_then_dead_lettered(
         assert answer.code == ResponseCode.SUCCESS
         # Delay level 3 + reconsumeTimes: 1 s each in this broker's table.
         await until(functools.partial(retried, round_number + 1), 8.0)
-        pulled = await call(client, master, RequestCode.PULL_MESSAGE, pull_fields(
-            round_number, topic=retry, sys_flag=FLAG_SUBSCRIPTION))
+        pulled = await call(
+            client,
+            master,
+            RequestCode.PULL_MESSAGE,
+            pull_fields(round_number, topic=retry, sys_flag=FLAG_SUBSCRIPTION),
+        )
         current = decode_messages(pulled.body or b"")[0]
         seen.append(current)
     assert [m.body for m in seen] == [b"poison", b"poison"]
@@ -338,8 +428,12 @@ async def test_a_sent_back_message_is_retried_then_dead_lettered(
     assert master.require_store().queue_max_offset(dlq_topic(GROUP), 0) == 1
     assert master.metadata.topic(dlq_topic(GROUP)) is not None
 
-    lost = await call(client, master, RequestCode.CONSUMER_SEND_MSG_BACK, {
-        "offset": "999999999", "group": GROUP, "delayLevel": "0", "maxReconsumeTimes": "2"})
+    lost = await call(
+        client,
+        master,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+        {"offset": "999999999", "group": GROUP, "delayLevel": "0", "maxReconsumeTimes": "2"},
+    )
     assert lost.code == ResponseCode.SYSTEM_ERROR
 
 
@@ -365,12 +459,16 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
     tmp_path: Path, client: RemotingClient
 ) -> None:
     namesrv = FakeNameServer().start()
-    small_memory = broker_config(tmp_path, namesrv.addr, broker_id=0, memory_bytes=4096,
-                                 access_message_in_memory_max_ratio=50)
+    small_memory = broker_config(
+        tmp_path,
+        namesrv.addr,
+        broker_id=0,
+        memory_bytes=4096,
+        access_message_in_memory_max_ratio=50,
+    )
     master = BrokerController(small_memory, MemoryRepository())
     await master.start()
-    slave = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=1),
-                             MemoryRepository())
+    slave = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=1), MemoryRepository())
     await slave.start()
     try:
         master.create_topic(TopicConfig(TOPIC, 2, 2))
@@ -380,11 +478,19 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
         # 40 x ~270 bytes behind the first message: more than half of 4 KiB "memory".
         far_behind = await call(client, master, RequestCode.PULL_MESSAGE, pull_fields(0))
         assert (far_behind.ext_fields or {})["suggestWhichBrokerId"] == "1"
-        await call(client, master, RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "commitOffset": "30"})
-        await until(lambda: slave.metadata.topic(TOPIC) is not None
-                    and slave.require_store().queue_max_offset(TOPIC, 0) == 40
-                    and slave.metadata.consumer_offset(TOPIC, GROUP, 0) == 30)
+        await call(
+            client,
+            master,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "commitOffset": "30"},
+        )
+        await until(
+            lambda: (
+                slave.metadata.topic(TOPIC) is not None
+                and slave.require_store().queue_max_offset(TOPIC, 0) == 40
+                and slave.metadata.consumer_offset(TOPIC, GROUP, 0) == 30
+            )
+        )
         await call(client, slave, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
         from_slave = await call(client, slave, RequestCode.PULL_MESSAGE, pull_fields(30))
         assert from_slave.code == ResponseCode.SUCCESS
@@ -402,11 +508,19 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
         await master.put_message(MessageInput("FreshTopic", 0, b"fresh"))
         await until(lambda: slave.require_store().queue_max_offset("FreshTopic", 0) == 1)
         assert slave.metadata.topic("FreshTopic") is None
-        fresh = await call(client, slave, RequestCode.PULL_MESSAGE, {
-            **pull_fields(0, topic="FreshTopic"), "sysFlag": str(FLAG_SUBSCRIPTION)})
+        fresh = await call(
+            client,
+            slave,
+            RequestCode.PULL_MESSAGE,
+            {**pull_fields(0, topic="FreshTopic"), "sysFlag": str(FLAG_SUBSCRIPTION)},
+        )
         assert [m.body for m in decode_messages(fresh.body or b"")] == [b"fresh"]
-        refused = await call(client, slave, RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "offset": "0", "group": GROUP, "delayLevel": "0"})
+        refused = await call(
+            client,
+            slave,
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            {"offset": "0", "group": GROUP, "delayLevel": "0"},
+        )
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
     finally:
         for broker in (slave, master):
@@ -425,8 +539,12 @@ async def test_offsets_and_retry_topics_survive_a_restart(
         await first.start()
         first.create_topic(TopicConfig(TOPIC, 2, 2))
         await call(client, first, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
-        await call(client, first, RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": GROUP, "topic": TOPIC, "queueId": "1", "commitOffset": "12"})
+        await call(
+            client,
+            first,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "1", "commitOffset": "12"},
+        )
         await first.stop(unregister=False)
         await client.close()
 
@@ -445,21 +563,27 @@ async def test_offsets_and_retry_topics_survive_a_restart(
 async def test_with_reads_need_signature_consumer_requests_must_be_signed(
     tmp_path: Path, client: RemotingClient
 ) -> None:
-    accounts = AclConfig({ADMIN.access_key: Account(ADMIN.access_key, ADMIN.secret_key,
-                                                     admin=True)}, (), reads_need_signature=True)
+    accounts = AclConfig(
+        {ADMIN.access_key: Account(ADMIN.access_key, ADMIN.secret_key, admin=True)},
+        (),
+        reads_need_signature=True,
+    )
     acl_file = tmp_path / "acl.yml"
     write_secret_file(acl_file, dump_acl(accounts))  # it holds secret keys: mode 0600
     namesrv = FakeNameServer().start()
-    broker = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=0,
-                                            acl_file=acl_file), MemoryRepository())
+    broker = BrokerController(
+        broker_config(tmp_path, namesrv.addr, broker_id=0, acl_file=acl_file), MemoryRepository()
+    )
     await broker.start()
     signed = RemotingClient(credentials=ADMIN)
     try:
         refused = await call(client, broker, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
         assert refused.code == ResponseCode.NO_PERMISSION
         assert broker.consumers.group(GROUP) is None, "nothing changed"
-        accepted = await signed.invoke(broker.broker_addr, RemotingCommand.request(
-            RequestCode.HEART_BEAT, {}, heartbeat_body("c1")))
+        accepted = await signed.invoke(
+            broker.broker_addr,
+            RemotingCommand.request(RequestCode.HEART_BEAT, {}, heartbeat_body("c1")),
+        )
         assert accepted.code == ResponseCode.SUCCESS
         assert broker.consumers.group(GROUP) is not None
     finally:

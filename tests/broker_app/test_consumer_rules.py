@@ -46,9 +46,17 @@ class FakeConnection:
 
 def test_pulled_messages_round_trip_and_carry_upstreams_message_id() -> None:
     messages = [
-        MessageExt(topic="T", queue_id=q, queue_offset=q * 10, commit_log_offset=1000 + q,
-                   body=b"x" * q, properties=format_properties({"TAGS": "A"}), sys_flag=0x30,
-                   store_host="10.1.2.3:10911", reconsume_times=q)
+        MessageExt(
+            topic="T",
+            queue_id=q,
+            queue_offset=q * 10,
+            commit_log_offset=1000 + q,
+            body=b"x" * q,
+            properties=format_properties({"TAGS": "A"}),
+            sys_flag=0x30,
+            store_host="10.1.2.3:10911",
+            reconsume_times=q,
+        )
         for q in range(3)
     ]
     body = b"".join(encode_message_ext(m) for m in messages)
@@ -76,8 +84,17 @@ def test_subscriptions_are_star_or_tags_and_sql_is_refused() -> None:
         build_subscription("T", "||")
 
 
-@pytest.mark.parametrize("body", [None, b"", b"[]", b"{}", b'{"clientID":"c","consumerDataSet":5}',
-                                  b'{"clientID":"c","consumerDataSet":[{"groupName":""}]}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        b"",
+        b"[]",
+        b"{}",
+        b'{"clientID":"c","consumerDataSet":5}',
+        b'{"clientID":"c","consumerDataSet":[{"groupName":""}]}',
+    ],
+)
 def test_malformed_heartbeats_are_refused(body: bytes | None) -> None:
     with pytest.raises(BodyDecodeError):
         decode_heartbeat(body)
@@ -85,14 +102,24 @@ def test_malformed_heartbeats_are_refused(body: bytes | None) -> None:
 
 def test_the_consumer_manager_reports_changes_only_when_members_or_filters_change() -> None:
     manager = ConsumerManager(channel_expired_ms=1_000)
-    data = ConsumerData("g", "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
-                        (build_subscription("T", "*", sub_version=1),))
+    data = ConsumerData(
+        "g",
+        "CONSUME_PASSIVELY",
+        "CLUSTERING",
+        "CONSUME_FROM_LAST_OFFSET",
+        (build_subscription("T", "*", sub_version=1),),
+    )
     first, second = FakeConnection("c1"), FakeConnection("c2")
     assert manager.register(data, ClientChannel("id1", first, "JAVA", 1, 0), 0)
     assert not manager.register(data, ClientChannel("id1", first, "JAVA", 1, 100), 100)
     assert manager.register(data, ClientChannel("id2", second, "JAVA", 1, 100), 100)
-    narrower = ConsumerData("g", "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
-                            (build_subscription("T", "TagA", sub_version=2),))
+    narrower = ConsumerData(
+        "g",
+        "CONSUME_PASSIVELY",
+        "CLUSTERING",
+        "CONSUME_FROM_LAST_OFFSET",
+        (build_subscription("T", "TagA", sub_version=2),),
+    )
     assert manager.register(narrower, ClientChannel("id2", second, "JAVA", 1, 200), 200)
     assert manager.subscription("g", "T").tags == ("TagA",)  # type: ignore[union-attr]
     assert manager.connection_closed(second) == ["g"]
@@ -104,8 +131,10 @@ def test_the_consumer_manager_reports_changes_only_when_members_or_filters_chang
 def test_allocate_averagely_matches_rocketmqs_blocks() -> None:
     queues = [QueueKey("T", b, q) for b in ("broker-a", "broker-b") for q in range(4)]
     ids = ["c1", "c2", "c3"]
-    shares = {c: [f"{q.broker_name[-1]}{q.queue_id}" for q in allocate_averagely(queues, ids, c)]
-              for c in ids}
+    shares = {
+        c: [f"{q.broker_name[-1]}{q.queue_id}" for q in allocate_averagely(queues, ids, c)]
+        for c in ids
+    }
     assert shares == {"c1": ["a0", "a1", "a2"], "c2": ["a3", "b0", "b1"], "c3": ["b2", "b3"]}
     assert allocate_averagely(queues[:2], ids, "c3") == []
     assert allocate_averagely(queues, ids, "stranger") == []
@@ -129,24 +158,50 @@ def test_delay_levels_parse_and_refuse_nonsense() -> None:
 
 
 def _record(topic: str, properties: dict[str, str], store_ms: int = 0) -> MessageRecord:
-    return MessageRecord(queue_id=0, flag=0, queue_offset=0, physical_offset=64, sys_flag=0,
-                         born_timestamp_ms=1, store_timestamp_ms=store_ms, topic=topic,
-                         properties=format_properties(properties), body=b"b")
+    return MessageRecord(
+        queue_id=0,
+        flag=0,
+        queue_offset=0,
+        physical_offset=64,
+        sys_flag=0,
+        born_timestamp_ms=1,
+        store_timestamp_ms=store_ms,
+        topic=topic,
+        properties=format_properties(properties),
+        body=b"b",
+    )
 
 
 def test_send_back_retries_with_growing_delay_then_dead_letters() -> None:
-    first = send_back(_record("Orders", {"TAGS": "A"}), group="g", delay_level=0,
-                      max_reconsume_times=2, origin_msg_id="", original_msg_id="ID1")
+    first = send_back(
+        _record("Orders", {"TAGS": "A"}),
+        group="g",
+        delay_level=0,
+        max_reconsume_times=2,
+        origin_msg_id="",
+        original_msg_id="ID1",
+    )
     props = parse_properties(first.message.properties)
     assert (first.message.topic, first.dead_letter) == ("%RETRY%g", False)
     assert props["DELAY"] == "3" and props["RECONSUME_TIME"] == "1"
     assert props["RETRY_TOPIC"] == "Orders" and props["ORIGIN_MESSAGE_ID"] == "ID1"
-    second = send_back(_record("%RETRY%g", {**props, "DELAY": "3"}), group="g", delay_level=0,
-                       max_reconsume_times=2, origin_msg_id="ID1", original_msg_id="ID2")
+    second = send_back(
+        _record("%RETRY%g", {**props, "DELAY": "3"}),
+        group="g",
+        delay_level=0,
+        max_reconsume_times=2,
+        origin_msg_id="ID1",
+        original_msg_id="ID2",
+    )
     assert parse_properties(second.message.properties)["DELAY"] == "4"
-    third = send_back(_record("%RETRY%g", parse_properties(second.message.properties)),
-                      group="g", delay_level=0, max_reconsume_times=2, origin_msg_id="ID1",
-                      original_msg_id="ID3")
+    third = send_back(
+        _record("%RETRY%g", parse_properties(second.message.properties)),
+        group="g",
+        delay_level=0,
+        max_reconsume_times=2,
+        origin_msg_id="ID1",
+        original_msg_id="ID3",
+    )
     assert (third.message.topic, third.dead_letter) == ("%DLQ%g", True)
     assert "DELAY" not in parse_properties(third.message.properties)
     assert parse_properties(third.message.properties)["RETRY_TOPIC"] == "Orders"
@@ -161,13 +216,18 @@ def test_delayed_messages_wait_in_the_schedule_topic_until_due() -> None:
     plain = MessageInput("Orders", 0, b"b")
     assert schedule(plain, levels) is plain
 
-    stored = {0: [_record(SCHEDULE_TOPIC, {"REAL_TOPIC": "Orders", "REAL_QID": "1"}, 1_000),
-                  _record(SCHEDULE_TOPIC, {"REAL_TOPIC": "Orders", "REAL_QID": "3"}, 1_500)]}
+    stored = {
+        0: [
+            _record(SCHEDULE_TOPIC, {"REAL_TOPIC": "Orders", "REAL_QID": "1"}, 1_000),
+            _record(SCHEDULE_TOPIC, {"REAL_TOPIC": "Orders", "REAL_QID": "3"}, 1_500),
+        ]
+    }
     service = ScheduleService(levels)
 
     def due(now_ms: int, offsets: dict[int, int]) -> tuple[list[MessageInput], dict[int, int]]:
-        return service.due(offsets, lambda q: len(stored.get(q, [])),
-                           lambda q, o: stored[q][o], now_ms)
+        return service.due(
+            offsets, lambda q: len(stored.get(q, [])), lambda q, o: stored[q][o], now_ms
+        )
 
     ready, offsets = due(2_100, {})
     assert [(m.topic, m.queue_id) for m in ready] == [("Orders", 1)]

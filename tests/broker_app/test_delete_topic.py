@@ -41,8 +41,11 @@ TOPIC = "DoomedTopic"
 
 def test_the_metadata_drops_the_topic_and_its_offsets_and_bumps_the_version() -> None:
     topics = default_topics("DefaultCluster", "broker-a", auto_create=True, queue_nums=4)
-    metadata = BrokerMetadata(MetadataSnapshot(topics={**topics, TOPIC: TopicConfig(TOPIC, 4, 4)},
-                                               topic_version=DataVersion(0, 5, 1)))
+    metadata = BrokerMetadata(
+        MetadataSnapshot(
+            topics={**topics, TOPIC: TopicConfig(TOPIC, 4, 4)}, topic_version=DataVersion(0, 5, 1)
+        )
+    )
     metadata.commit_offset(TOPIC, "g1", 0, 7)
     metadata.commit_offset("Kept", "g1", 0, 3)
     metadata.commit_offset(f"{TOPIC}x", "g1", 0, 3)
@@ -57,16 +60,24 @@ def test_the_metadata_drops_the_topic_and_its_offsets_and_bumps_the_version() ->
 
 
 def test_system_topics_are_the_upstream_set_and_prefix() -> None:
-    for topic in ("TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRACE_TOPIC", "SELF_TEST_TOPIC",
-                  "OFFSET_MOVED_EVENT", "rmq_sys_anything", "BenchmarkTest"):
+    for topic in (
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRACE_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "rmq_sys_anything",
+        "BenchmarkTest",
+    ):
         assert is_system_topic(topic), topic
     assert not is_system_topic("TopicTest")
     assert not is_system_topic("RMQ_SYS_TRACE_TOPIC_X")
 
 
 def test_a_deleted_topic_stays_out_of_the_consume_queues_across_a_restart(tmp_path: Path) -> None:
-    config = StoreConfig(store_dir=tmp_path / "store", segment_bytes=64 * 1024,
-                         record_bytes_max=16 * 1024)
+    config = StoreConfig(
+        store_dir=tmp_path / "store", segment_bytes=64 * 1024, record_bytes_max=16 * 1024
+    )
     store = MessageStore(config)
     for index in range(3):
         store.put_message(MessageInput(TOPIC, 0, f"old-{index}".encode()), 1_000 + index)
@@ -103,17 +114,21 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     config = folder / "namesrv.properties"
     config.write_text("deleteTopicWithBrokerRegistration=true\n", encoding="utf-8")
     process = GatewayProcess(
-        "n1", folder / "db.sqlite3", folder / "ready.json", folder / "gateway.log",
+        "n1",
+        folder / "db.sqlite3",
+        folder / "ready.json",
+        folder / "gateway.log",
         extra_args=("--config", str(config)),
-    ).start()  # fmt: skip
+    ).start()
     yield process
     process.terminate()
 
 
 @pytest.fixture
 def master(tmp_path: Path, gateway: GatewayProcess) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path, "master", role="ASYNC_MASTER", broker_id=0,
-                           namesrv=gateway.addr)
+    broker = BrokerProcess(
+        tmp_path, "master", role="ASYNC_MASTER", broker_id=0, namesrv=gateway.addr
+    )
     yield broker
     broker.terminate()
 
@@ -131,8 +146,9 @@ def broker_topics(addr: str) -> set[str]:
 
 
 def create(addr: str, topic: str = TOPIC) -> None:
-    broker_control.create_topic(addr, topic, read_queue_nums=4, write_queue_nums=4, perm=6,
-                                credentials=ADMIN)  # fmt: skip
+    broker_control.create_topic(
+        addr, topic, read_queue_nums=4, write_queue_nums=4, perm=6, credentials=ADMIN
+    )
 
 
 def test_a_deleted_topic_leaves_the_master_the_slave_and_the_route(
@@ -141,8 +157,10 @@ def test_a_deleted_topic_leaves_the_master_the_slave_and_the_route(
     slave = BrokerProcess(tmp_path, "slave", role="SLAVE", broker_id=1, namesrv=gateway.addr)
     try:
         create(master.addr)
-        wait_until(lambda: route_code(gateway, TOPIC) == ResponseCode.SUCCESS,
-                   what="the topic in the gateway's route")
+        wait_until(
+            lambda: route_code(gateway, TOPIC) == ResponseCode.SUCCESS,
+            what="the topic in the gateway's route",
+        )
         wait_until(lambda: TOPIC in broker_topics(slave.addr), what="the topic on the slave")
         assert send(master.addr, TOPIC, b"soon gone").code == ResponseCode.SUCCESS
         queues = master.store_dir / "consumequeue" / TOPIC
@@ -157,8 +175,10 @@ def test_a_deleted_topic_leaves_the_master_the_slave_and_the_route(
         assert "TBW102" in broker_topics(master.addr)
         assert not queues.exists()
         # The master registered its table without the topic: the gateway dropped it.
-        wait_until(lambda: route_code(gateway, TOPIC) == ResponseCode.TOPIC_NOT_EXIST,
-                   what="the route gone after the re-registration")
+        wait_until(
+            lambda: route_code(gateway, TOPIC) == ResponseCode.TOPIC_NOT_EXIST,
+            what="the route gone after the re-registration",
+        )
         # The slave keeps it deleted through its next metadata sync from the master.
         wait_until(lambda: TOPIC not in broker_topics(slave.addr), timeout_s=2.0)
     finally:
@@ -176,8 +196,9 @@ def test_a_deleted_topic_stays_deleted_after_a_broker_restart(
     master.terminate()
     master.ready_file.unlink()
 
-    again = BrokerProcess(tmp_path, "master", role="ASYNC_MASTER", broker_id=0,
-                          namesrv=gateway.addr)
+    again = BrokerProcess(
+        tmp_path, "master", role="ASYNC_MASTER", broker_id=0, namesrv=gateway.addr
+    )
     try:
         assert TOPIC not in broker_topics(again.addr)
         assert not (again.store_dir / "consumequeue" / TOPIC).exists()

@@ -59,14 +59,15 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
 
 
 @pytest.fixture
-async def pair(tmp_path: Path) -> AsyncIterator[tuple[BrokerController, BrokerController,
-                                                      FakeNameServer]]:
+async def pair(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[BrokerController, BrokerController, FakeNameServer]]:
     namesrv = FakeNameServer().start()
-    master = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=0),
-                              MemoryRepository())
+    master = BrokerController(
+        broker_config(tmp_path, namesrv.addr, broker_id=0), MemoryRepository()
+    )
     await master.start()
-    slave = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=1),
-                             MemoryRepository())
+    slave = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=1), MemoryRepository())
     await slave.start()
     try:
         yield master, slave, namesrv
@@ -81,8 +82,9 @@ async def fill(master: BrokerController, slave: BrokerController) -> None:
     for _ in range(MESSAGES):
         await master.put_message(MessageInput(TOPIC, 0, b"x" * 200))
     assert master.store is not None and slave.store is not None
-    await until(lambda: slave.store is not None and
-                slave.store.max_offset == master.store.max_offset)  # type: ignore[union-attr]
+    await until(
+        lambda: slave.store is not None and slave.store.max_offset == master.store.max_offset
+    )  # type: ignore[union-attr]
 
 
 async def notify_elected(slave: BrokerController, old_master: BrokerController) -> None:
@@ -113,12 +115,17 @@ async def test_the_elected_slave_becomes_master_and_registers_as_id_0(
     assert slave.broker_id == 0 and slave.ha_client is None and slave.ha_service is not None
 
     def registered_as_master() -> bool:
-        return any(r.ext["brokerAddr"] == slave.broker_addr and r.ext["brokerId"] == "0"
-                   for r in namesrv.of(RequestCode.REGISTER_BROKER))
+        return any(
+            r.ext["brokerAddr"] == slave.broker_addr and r.ext["brokerId"] == "0"
+            for r in namesrv.of(RequestCode.REGISTER_BROKER)
+        )
 
     await until(registered_as_master)
-    last = [r for r in namesrv.of(RequestCode.REGISTER_BROKER)
-            if r.ext["brokerAddr"] == slave.broker_addr][-1]
+    last = [
+        r
+        for r in namesrv.of(RequestCode.REGISTER_BROKER)
+        if r.ext["brokerAddr"] == slave.broker_addr
+    ][-1]
     assert last.ext["enableRaftFailover"] == "true"
     assert master.store is not None
     assert int(last.ext["maxOffset"]) == master.store.max_offset
@@ -160,8 +167,11 @@ async def test_the_returning_old_master_follows_the_new_one(
 def test_a_register_answer_carries_the_assigned_broker_id() -> None:
     answer = RemotingCommand.request(RequestCode.REGISTER_BROKER).make_response(
         ResponseCode.SUCCESS,
-        ext_fields={"masterAddr": "127.0.0.1:10921", "haServerAddr": "127.0.0.1:10922",
-                    "assignedBrokerId": "2"},
+        ext_fields={
+            "masterAddr": "127.0.0.1:10921",
+            "haServerAddr": "127.0.0.1:10922",
+            "assignedBrokerId": "2",
+        },
     )
     found = first_assignment([parse_register_response("127.0.0.1:9876", answer)])
     assert found is not None and found.assigned_broker_id == 2

@@ -94,11 +94,13 @@ def test_the_proofs_are_hmac_sha256_over_label_tag_and_both_nonces() -> None:
     nonce_m, nonce_s = b"m" * NONCE_BYTES, b"s" * NONCE_BYTES
     master = MasterHandshake(HAKey(secret), nonce=nonce_m)
     answer = SlaveHandshake(HAKey(secret), nonce=nonce_s).answer(master.hello())
-    slave_proof = hmac.new(key, b"rocketmq-ha slave proof" + TAG + nonce_m + nonce_s,
-                           hashlib.sha256).digest()  # fmt: skip
+    slave_proof = hmac.new(
+        key, b"rocketmq-ha slave proof" + TAG + nonce_m + nonce_s, hashlib.sha256
+    ).digest()
     assert answer == TAG + nonce_s + slave_proof
-    master_proof = hmac.new(key, b"rocketmq-ha master proof" + TAG + nonce_m + nonce_s,
-                            hashlib.sha256).digest()  # fmt: skip
+    master_proof = hmac.new(
+        key, b"rocketmq-ha master proof" + TAG + nonce_m + nonce_s, hashlib.sha256
+    ).digest()
     assert master.answer(answer) == master_proof
     assert (SLAVE_LABEL, MASTER_LABEL) == (b"rocketmq-ha slave proof", b"rocketmq-ha master proof")
 
@@ -367,8 +369,9 @@ async def test_the_slave_keeps_replicating_while_rogues_knock_and_the_log_stays_
 async def test_peers_beyond_the_pending_handshake_bound_are_closed_at_once(
     tmp_path: Path,
 ) -> None:
-    slow = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=1000,
-                    handshake_timeout_ms=30_000)  # fmt: skip
+    slow = HAConfig(
+        heartbeat_interval_ms=100, housekeeping_interval_ms=1000, handshake_timeout_ms=30_000
+    )
     service = HAService(make_store(tmp_path / "m"), slow, auth=AUTH)
     await service.start()
     silent = []
@@ -551,13 +554,19 @@ async def test_a_classic_slave_and_an_authenticating_master_part_with_clear_reas
 
 def broker_config(root: Path, namesrv: str, broker_id: int, secret: Path) -> BrokerConfig:
     return BrokerConfig(
-        store_dir=root / f"store-{broker_id}", broker_id=broker_id,
+        store_dir=root / f"store-{broker_id}",
+        broker_id=broker_id,
         role=BrokerRole.SLAVE if broker_id else BrokerRole.SYNC_MASTER,
-        namesrv_addrs=(namesrv,), register_initial_delay_ms=60_000,
-        slave_sync_initial_delay_ms=60_000, segment_bytes=64 * 1024,
-        record_bytes_max=16 * 1024, flush_interval_ms=100, slave_timeout_ms=2_000,
-        ha=FAST, ha_secret_file=secret,
-    )  # fmt: skip
+        namesrv_addrs=(namesrv,),
+        register_initial_delay_ms=60_000,
+        slave_sync_initial_delay_ms=60_000,
+        segment_bytes=64 * 1024,
+        record_bytes_max=16 * 1024,
+        flush_interval_ms=100,
+        slave_timeout_ms=2_000,
+        ha=FAST,
+        ha_secret_file=secret,
+    )
 
 
 async def test_brokers_sharing_the_secret_replicate_and_one_with_another_gets_nothing(
@@ -577,8 +586,9 @@ async def test_brokers_sharing_the_secret_replicate_and_one_with_another_gets_no
         # Only the rogue: no slave, so SYNC_MASTER answers SLAVE_NOT_AVAILABLE (4.x).
         lonely = await master.put_message(MessageInput("TopicA", 0, b"before"))
         assert lonely.code == ResponseCode.SLAVE_NOT_AVAILABLE
-        slave = BrokerController(broker_config(tmp_path, namesrv.addr, 1, shared),
-                                 MemoryRepository())  # fmt: skip
+        slave = BrokerController(
+            broker_config(tmp_path, namesrv.addr, 1, shared), MemoryRepository()
+        )
         await slave.start()
         try:
             await until(lambda: bool(service.slaves()))

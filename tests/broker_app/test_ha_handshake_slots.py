@@ -21,8 +21,12 @@ from tests.broker_app.ha_support import AUTH, files, make_store, put, until
 
 ROGUE_ADDRESS = "127.0.0.2"
 # Silent peers keep their slots for the whole test unless the bound closes them.
-PATIENT = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=1000,
-                   reconnect_delay_ms=100, handshake_timeout_ms=60_000)  # fmt: skip
+PATIENT = HAConfig(
+    heartbeat_interval_ms=100,
+    housekeeping_interval_ms=1000,
+    reconnect_delay_ms=100,
+    handshake_timeout_ms=60_000,
+)
 GREETING_WAIT_S = 2.0
 CATCH_UP_S = 5.0
 

@@ -25,12 +25,21 @@ def namesrvs() -> Iterator[list[FakeNameServer]]:
         server.stop()
 
 
-def registrar_for(identity: BrokerIdentity, metadata: BrokerMetadata,
-                  servers: list[FakeNameServer], client: RemotingClient,
-                  compress_over_bytes: int = 64 * 1024) -> Registrar:
-    return Registrar(client, tuple(s.addr for s in servers), lambda: identity,
-                     metadata.topic_wrapper, timeout_s=5.0,
-                     compress_over_bytes=compress_over_bytes)
+def registrar_for(
+    identity: BrokerIdentity,
+    metadata: BrokerMetadata,
+    servers: list[FakeNameServer],
+    client: RemotingClient,
+    compress_over_bytes: int = 64 * 1024,
+) -> Registrar:
+    return Registrar(
+        client,
+        tuple(s.addr for s in servers),
+        lambda: identity,
+        metadata.topic_wrapper,
+        timeout_s=5.0,
+        compress_over_bytes=compress_over_bytes,
+    )
 
 
 def fresh_metadata() -> BrokerMetadata:
@@ -98,8 +107,10 @@ async def test_an_unchanged_periodic_round_asks_query_data_version_and_skips(
     assert len(registered) == 2
     for server in namesrvs:
         assert server.codes() == [
-            RequestCode.REGISTER_BROKER, RequestCode.QUERY_DATA_VERSION,
-            RequestCode.QUERY_DATA_VERSION, RequestCode.REGISTER_BROKER,
+            RequestCode.REGISTER_BROKER,
+            RequestCode.QUERY_DATA_VERSION,
+            RequestCode.QUERY_DATA_VERSION,
+            RequestCode.REGISTER_BROKER,
         ]
         query = server.of(RequestCode.QUERY_DATA_VERSION)[0]
         assert query.ext["brokerName"] == "broker-a" and query.ext["brokerId"] == "0"
@@ -108,8 +119,14 @@ async def test_an_unchanged_periodic_round_asks_query_data_version_and_skips(
 async def test_an_unreachable_namesrv_counts_as_changed(namesrvs: list[FakeNameServer]) -> None:
     client = RemotingClient(connect_timeout_s=1.0)
     metadata = fresh_metadata()
-    registrar = Registrar(client, (namesrvs[0].addr, "127.0.0.1:1"), lambda: MASTER,
-                          metadata.topic_wrapper, timeout_s=2.0, compress_over_bytes=65536)
+    registrar = Registrar(
+        client,
+        (namesrvs[0].addr, "127.0.0.1:1"),
+        lambda: MASTER,
+        metadata.topic_wrapper,
+        timeout_s=2.0,
+        compress_over_bytes=65536,
+    )
     try:
         await registrar.register_all(force=True)
         results = await registrar.register_all(force=False)
@@ -124,15 +141,15 @@ async def test_a_slave_learns_its_master_from_the_register_answer(
     client = RemotingClient()
     try:
         await registrar_for(MASTER, fresh_metadata(), namesrvs, client).register_all(force=True)
-        results = await registrar_for(SLAVE, fresh_metadata(), namesrvs,
-                                      client).register_all(force=True)
+        results = await registrar_for(SLAVE, fresh_metadata(), namesrvs, client).register_all(
+            force=True
+        )
         await registrar_for(MASTER, fresh_metadata(), namesrvs, client).unregister_all()
     finally:
         await client.close()
     found = first_master(results)
     assert found is not None
-    assert (found.master_addr, found.ha_server_addr) == (MASTER.broker_addr,
-                                                         MASTER.ha_server_addr)
+    assert (found.master_addr, found.ha_server_addr) == (MASTER.broker_addr, MASTER.ha_server_addr)
     [unregister] = namesrvs[1].of(RequestCode.UNREGISTER_BROKER)
     assert unregister.ext == MASTER.fields()
 

@@ -131,8 +131,11 @@ def console_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleNo
         }
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=REPO_ROOT, env=env, check=True, capture_output=True,
-        )  # fmt: skip
+            cwd=REPO_ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         subprocess.run(
             [
                 sys.executable,

@@ -172,8 +172,9 @@ def badge_becomes(tab: Any, text: str, timeout_s: float) -> None:
     tab.wait_for_function(
         "t => { const b = document.getElementById('divergence-badge'); "
         "return b !== null && b.innerText.trim() === t; }",
-        arg=text, timeout=timeout_s * 1000,
-    )  # fmt: skip
+        arg=text,
+        timeout=timeout_s * 1000,
+    )
 
 
 @dataclass
@@ -196,10 +197,19 @@ def n2_link(cluster: Cluster) -> Iterator[Proxy]:
     """A fault-proxy process in front of n2's remoting port."""
     listen_port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.faultproxy",
-         "--link", f"n2={listen_port}:{cluster.nodes[1]}", "--control", "0"],
-        cwd=PROJECT_DIR, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tools.faultproxy",
+            "--link",
+            f"n2={listen_port}:{cluster.nodes[1]}",
+            "--control",
+            "0",
+        ],
+        cwd=PROJECT_DIR,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         link = json.loads(proc.stdout.readline())
@@ -217,13 +227,18 @@ def partitioned_broker(cluster: Cluster, n2_link: Proxy) -> Iterator[str]:
     It signs with the run's broker account and beats every second (the demo brokers'
     settings). Stopped gracefully afterwards: it unregisters from every node.
     """
-    template = next(b for b in broker_control.local_brokers(cluster.run_dir)
-                    if b.spec.label == "broker-a-0")  # fmt: skip
+    template = next(
+        b for b in broker_control.local_brokers(cluster.run_dir) if b.spec.label == "broker-a-0"
+    )
     nodes = cluster.nodes
     spec = broker_control.BrokerSpec(
-        PARTITIONED_BROKER, 0, free_port(), free_port(),
-        (nodes[0], n2_link.listen, nodes[2]), settings=dict(template.spec.settings),
-    )  # fmt: skip
+        PARTITIONED_BROKER,
+        0,
+        free_port(),
+        free_port(),
+        (nodes[0], n2_link.listen, nodes[2]),
+        settings=dict(template.spec.settings),
+    )
     broker_control.start_broker(cluster.run_dir, spec)
     try:
         yield spec.addr
@@ -238,8 +253,10 @@ def test_the_badge_agrees_on_a_healthy_cluster_and_disagrees_under_an_asymmetric
     live(tab)
     # The fourth broker's registration reaches the three nodes a few ms apart.
     for node in cluster.nodes:
-        wait_for(lambda n=node: served_by(n, PARTITIONED_BROKER) == {PARTITIONED_BROKER},
-                   f"{PARTITIONED_BROKER} on {node}")  # fmt: skip
+        wait_for(
+            lambda n=node: served_by(n, PARTITIONED_BROKER) == {PARTITIONED_BROKER},
+            f"{PARTITIONED_BROKER} on {node}",
+        )
     badge_becomes(tab, "nodes agree", SETTLE_TIMEOUT_S)
 
     # A healthy minute: heartbeats every second from five brokers, stamped by three
@@ -357,8 +374,9 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
     # NameServers only, with an admin signature on the wire.
     admin = read_run_secrets(cluster.run_dir).admin_credentials()
     for node in nodes:
-        request = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV,
-                                          {"topic": CONTROL_TOPIC})  # fmt: skip
+        request = RemotingCommand.request(
+            RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": CONTROL_TOPIC}
+        )
         with BlockingClient(node, timeout_s=5.0, credentials=admin) as client:
             assert client.invoke(request).code == ResponseCode.SUCCESS
         assert served_by(node, CONTROL_TOPIC) is None
@@ -367,8 +385,11 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
     # a broker still holds comes back on every node, what it deleted does not, past one
     # full registration period of every broker.
     for node in nodes:
-        wait_for(lambda n=node: served_by(n, CONTROL_TOPIC) == set(GROUPS),
-                   f"{CONTROL_TOPIC} back on {node}", timeout_s=PAST_REGISTRATION_S)  # fmt: skip
+        wait_for(
+            lambda n=node: served_by(n, CONTROL_TOPIC) == set(GROUPS),
+            f"{CONTROL_TOPIC} back on {node}",
+            timeout_s=PAST_REGISTRATION_S,
+        )
     time.sleep(max(0.0, deleted_at + PAST_REGISTRATION_S - time.monotonic()))
     for node in nodes:
         assert served_by(node, TOPIC) is None, f"{TOPIC} came back on {node}"
@@ -376,8 +397,9 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
         assert TOPIC not in broker_topics(addr), addr
 
     # A broker that does not answer: the delete goes on, and the warning names it.
-    stuck = next(b for b in broker_control.local_brokers(cluster.run_dir)
-                 if b.spec.label == "broker-b-1")  # fmt: skip
+    stuck = next(
+        b for b in broker_control.local_brokers(cluster.run_dir) if b.spec.label == "broker-b-1"
+    )
     assert stuck.pid is not None
     os.kill(stuck.pid, signal.SIGSTOP)
     try:
@@ -393,8 +415,11 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
     for addr in masters:
         assert CONTROL_TOPIC not in broker_topics(addr), addr
     # The slave that missed it copies its master's table at its next metadata sync.
-    wait_for(lambda: CONTROL_TOPIC not in broker_topics(stuck.spec.addr),
-               "the missed slave catching up with its master", timeout_s=30.0)  # fmt: skip
+    wait_for(
+        lambda: CONTROL_TOPIC not in broker_topics(stuck.spec.addr),
+        "the missed slave catching up with its master",
+        timeout_s=30.0,
+    )
 
 
 # ------------------------------------------------------------- consumer groups
@@ -405,26 +430,44 @@ CONSUMED_TOPIC = "DemoOrders"
 RETRY_TOPIC = f"%RETRY%{CONSUMER_GROUP}"
 # Per master, per (topic, queue): messages sent and the offset the group commits.
 PROGRESS = {
-    "broker-a": {(CONSUMED_TOPIC, 0): (6, 6), (CONSUMED_TOPIC, 1): (4, 1),
-                 (RETRY_TOPIC, 0): (2, 1)},
-    "broker-b": {(CONSUMED_TOPIC, 0): (5, 3), (CONSUMED_TOPIC, 3): (2, 2),
-                 (RETRY_TOPIC, 0): (0, 0)},
-}  # fmt: skip
+    "broker-a": {
+        (CONSUMED_TOPIC, 0): (6, 6),
+        (CONSUMED_TOPIC, 1): (4, 1),
+        (RETRY_TOPIC, 0): (2, 1),
+    },
+    "broker-b": {
+        (CONSUMED_TOPIC, 0): (5, 3),
+        (CONSUMED_TOPIC, 3): (2, 2),
+        (RETRY_TOPIC, 0): (0, 0),
+    },
+}
 """Lag 3 + 1 on broker-a, 2 on broker-b; broker-b's retry queue is idle (not listed)."""
 
 
 def heart_beat(client: BlockingClient) -> None:
     """HEART_BEAT as a push consumer of CONSUMER_GROUP subscribed to CONSUMED_TOPIC."""
-    body = json.dumps({
-        "clientID": CONSUMER_CLIENT,
-        "consumerDataSet": [{
-            "groupName": CONSUMER_GROUP, "consumeType": "CONSUME_PASSIVELY",
-            "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-            "subscriptionDataSet": [{"topic": CONSUMED_TOPIC, "subString": "TagA || TagB",
-                                     "subVersion": 1, "expressionType": "TAG"}],
-        }],
-        "producerDataSet": [],
-    }).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "clientID": CONSUMER_CLIENT,
+            "consumerDataSet": [
+                {
+                    "groupName": CONSUMER_GROUP,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                    "subscriptionDataSet": [
+                        {
+                            "topic": CONSUMED_TOPIC,
+                            "subString": "TagA || TagB",
+                            "subVersion": 1,
+                            "expressionType": "TAG",
+                        }
+                    ],
+                }
+            ],
+            "producerDataSet": [],
+        }
+    ).encode()
     request = RemotingCommand.request(RequestCode.HEART_BEAT, body=body)
     assert client.invoke(request).code == ResponseCode.SUCCESS
 
@@ -442,14 +485,23 @@ def consumer_clients(cluster: Cluster) -> Iterator[list[BlockingClient]]:
             for (topic, queue_id), (sent, committed) in progress.items():
                 for n in range(sent):
                     request = build_send_request(
-                        topic, f"order {n}".encode(), queue_id=queue_id, producer_group="PG",
-                        tags="TagA", born_timestamp_ms=int(time.time() * 1000),
-                    )  # fmt: skip
+                        topic,
+                        f"order {n}".encode(),
+                        queue_id=queue_id,
+                        producer_group="PG",
+                        tags="TagA",
+                        born_timestamp_ms=int(time.time() * 1000),
+                    )
                     assert client.invoke(request).code == ResponseCode.SUCCESS, topic
-                commit = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                    "consumerGroup": CONSUMER_GROUP, "topic": topic, "queueId": str(queue_id),
-                    "commitOffset": str(committed),
-                })  # fmt: skip
+                commit = RemotingCommand.request(
+                    RequestCode.UPDATE_CONSUMER_OFFSET,
+                    {
+                        "consumerGroup": CONSUMER_GROUP,
+                        "topic": topic,
+                        "queueId": str(queue_id),
+                        "commitOffset": str(committed),
+                    },
+                )
                 assert client.invoke(commit).code == ResponseCode.SUCCESS
         yield clients
     finally:
@@ -472,8 +524,13 @@ def test_the_brokers_page_shows_each_consumer_groups_clients_and_lag(
     deadline = time.monotonic() + 15.0
     while True:
         rows = tab.locator("#brokers tbody tr").all()
-        ha = {(row.locator("td").nth(1).inner_text(), row.locator("td").nth(2).inner_text()):
-              row.locator("td.ha").inner_text() for row in rows}  # fmt: skip
+        ha = {
+            (
+                row.locator("td").nth(1).inner_text(),
+                row.locator("td").nth(2).inner_text(),
+            ): row.locator("td.ha").inner_text()
+            for row in rows
+        }
         if ha == expected_ha or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -483,20 +540,31 @@ def test_the_brokers_page_shows_each_consumer_groups_clients_and_lag(
     group = tab.locator(f".consumer-group[data-group='{CONSUMER_GROUP}']")
     assert group.locator(".total-lag").inner_text() == "6"
     assert "2 client connections" in group.locator("h3").inner_text()
-    clients = [row.locator("td").all_inner_texts()
-               for row in group.locator("table.consumer-clients tbody tr").all()]  # fmt: skip
+    clients = [
+        row.locator("td").all_inner_texts()
+        for row in group.locator("table.consumer-clients tbody tr").all()
+    ]
     assert [(broker, client_id) for broker, client_id, _, _ in clients] == [
-        ("broker-a", CONSUMER_CLIENT), ("broker-b", CONSUMER_CLIENT),
-    ]  # fmt: skip
-    queues = [row.locator("td").all_inner_texts()
-              for row in group.locator("table.consumer-queues tbody tr").all()]  # fmt: skip
+        ("broker-a", CONSUMER_CLIENT),
+        ("broker-b", CONSUMER_CLIENT),
+    ]
+    queues = [
+        row.locator("td").all_inner_texts()
+        for row in group.locator("table.consumer-queues tbody tr").all()
+    ]
     expected = [
-        [broker, f"{topic} retry" if topic == RETRY_TOPIC else topic, str(queue_id), str(sent),
-         str(committed), str(sent - committed)]
+        [
+            broker,
+            f"{topic} retry" if topic == RETRY_TOPIC else topic,
+            str(queue_id),
+            str(sent),
+            str(committed),
+            str(sent - committed),
+        ]
         for broker, progress in PROGRESS.items()
         for (topic, queue_id), (sent, committed) in progress.items()
         if topic != RETRY_TOPIC or sent > committed
-    ]  # fmt: skip
+    ]
     assert queues == expected
     assert "1 idle retry queue not listed" in group.locator("tfoot").inner_text()
     tab.evaluate("document.getElementById('consumer-groups').scrollIntoView()")

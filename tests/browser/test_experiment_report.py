@@ -31,60 +31,138 @@ ROUTE_AB = "broker-a:h1:10911:4:4:6,broker-b:h2:10911:4:4:6"
 
 
 def _history(run_dir: Path, mode: str) -> None:
-    meta = RunMeta(run_id=run_dir.name, scenario=SCENARIO, mode=mode, seed=SEED,
-                   nodes=["n1", "n2", "n3"])
+    meta = RunMeta(
+        run_id=run_dir.name, scenario=SCENARIO, mode=mode, seed=SEED, nodes=["n1", "n2", "n3"]
+    )
     with HistoryWriter(run_dir, meta) as out:
         out.fault((1_000, 5_000, "asymmetric_partition", "n1", "{}"))
-        out.operation((1, "warmup", "register", "", "topic-000", 0, 10, "ok", ROUTE_A, -1, "",
-                       "{}"))
-        out.operation((2, "ns-n2", "register", "n2", "topic-000", 10, 1_500, "ok", ROUTE_AB,
-                       -1, "", "{}"))
-        out.operation((3, "producer-0", "route_read", "n1", "topic-000", 1_600, 1_610, "ok",
-                       ROUTE_A, -1, "", "{}"))
+        out.operation(
+            (1, "warmup", "register", "", "topic-000", 0, 10, "ok", ROUTE_A, -1, "", "{}")
+        )
+        out.operation(
+            (2, "ns-n2", "register", "n2", "topic-000", 10, 1_500, "ok", ROUTE_AB, -1, "", "{}")
+        )
+        out.operation(
+            (
+                3,
+                "producer-0",
+                "route_read",
+                "n1",
+                "topic-000",
+                1_600,
+                1_610,
+                "ok",
+                ROUTE_A,
+                -1,
+                "",
+                "{}",
+            )
+        )
 
 
 def _tables() -> dict[str, list[dict[str, Any]]]:
     modes = list(RUN_IDS)
     return {
         "linearizability": [
-            {"run_id": RUN_IDS["eventual"], "mode": "eventual", "scenario": SCENARIO,
-             "linearizable": 6, "not_linearizable": 2, "unknown": 0, "not_exercised": 0},
-            {"run_id": RUN_IDS["raft"], "mode": "raft", "scenario": SCENARIO,
-             "linearizable": 8, "not_linearizable": 0, "unknown": 0, "not_exercised": 0}],
+            {
+                "run_id": RUN_IDS["eventual"],
+                "mode": "eventual",
+                "scenario": SCENARIO,
+                "linearizable": 6,
+                "not_linearizable": 2,
+                "unknown": 0,
+                "not_exercised": 0,
+            },
+            {
+                "run_id": RUN_IDS["raft"],
+                "mode": "raft",
+                "scenario": SCENARIO,
+                "linearizable": 8,
+                "not_linearizable": 0,
+                "unknown": 0,
+                "not_exercised": 0,
+            },
+        ],
         "divergence": [
-            {"mode": m, "scenario": SCENARIO, "topics": 8, "mean_diverged_fraction": f,
-             "topics_diverged_share": s, "longest_ms": ms}
-            for m, f, s, ms in (("eventual", 0.07, 0.25, 8951), ("raft", 0.0, 0.0, 0))],
+            {
+                "mode": m,
+                "scenario": SCENARIO,
+                "topics": 8,
+                "mean_diverged_fraction": f,
+                "topics_diverged_share": s,
+                "longest_ms": ms,
+            }
+            for m, f, s, ms in (("eventual", 0.07, 0.25, 8951), ("raft", 0.0, 0.0, 0))
+        ],
         "availability": [
-            {"mode": m, "scenario": SCENARIO, "op_class": "read", "ops": 360, "ok_share": 1.0,
-             "answered_share": 1.0} for m in modes],
+            {
+                "mode": m,
+                "scenario": SCENARIO,
+                "op_class": "read",
+                "ops": 360,
+                "ok_share": 1.0,
+                "answered_share": 1.0,
+            }
+            for m in modes
+        ],
         "t_visibility": [
             {"mode": m, "scenario": SCENARIO, "t_bucket_ms": t, "reads": 100, "p_fresh": p}
-            for m, points in (("eventual", ((0, 0.48), (500, 0.82), (1_000, 0.92),
-                                            (5_000, 1.0))),
-                              ("raft", ((0, 0.57), (500, 0.96), (1_000, 1.0), (5_000, 1.0))))
-            for t, p in points],
+            for m, points in (
+                ("eventual", ((0, 0.48), (500, 0.82), (1_000, 0.92), (5_000, 1.0))),
+                ("raft", ((0, 0.57), (500, 0.96), (1_000, 1.0), (5_000, 1.0))),
+            )
+            for t, p in points
+        ],
         "divergence_timeline": [
-            {"run_id": RUN_IDS[m], "mode": m, "scenario": SCENARIO, "node": node,
-             "t_ms": t, "topics": 8,
-             "diverged_share": 0.25 if m == "eventual" and node == "n1" and 0 < t < 4_000
-             else 0.0}
-            for m in modes for node in ("n1", "n2", "n3") for t in range(-2_000, 8_000, 500)],
+            {
+                "run_id": RUN_IDS[m],
+                "mode": m,
+                "scenario": SCENARIO,
+                "node": node,
+                "t_ms": t,
+                "topics": 8,
+                "diverged_share": 0.25
+                if m == "eventual" and node == "n1" and 0 < t < 4_000
+                else 0.0,
+            }
+            for m in modes
+            for node in ("n1", "n2", "n3")
+            for t in range(-2_000, 8_000, 500)
+        ],
         "fault_windows": [
-            {"run_id": RUN_IDS[m], "mode": m, "scenario": SCENARIO,
-             "kind": "asymmetric_partition", "target": "n1", "start_ms": 0, "end_ms": 4_000,
-             "open_end": False} for m in modes],
+            {
+                "run_id": RUN_IDS[m],
+                "mode": m,
+                "scenario": SCENARIO,
+                "kind": "asymmetric_partition",
+                "target": "n1",
+                "start_ms": 0,
+                "end_ms": 4_000,
+                "open_end": False,
+            }
+            for m in modes
+        ],
         "stale_route": [],
-        "counterexamples": [{"run_id": RUN_IDS["eventual"], "topic": "topic-000",
-                             "verdict": "not_linearizable", "ops": 3, "steps": 5,
-                             "counterexample": [1, 2, 3], "reason": "minimal counterexample"}],
+        "counterexamples": [
+            {
+                "run_id": RUN_IDS["eventual"],
+                "topic": "topic-000",
+                "verdict": "not_linearizable",
+                "ops": 3,
+                "steps": 5,
+                "counterexample": [1, 2, 3],
+                "reason": "minimal counterexample",
+            }
+        ],
     }
 
 
 def _index_runs(node: ConsoleNode, batch: Path, report: Path) -> None:
     """ExperimentRun rows in the console node's shared database (as run_experiment does)."""
-    rows = [{"run_id": run_id, "mode": mode, "out_dir": str(batch / "runs" / run_id)}
-            for mode, run_id in RUN_IDS.items()]
+    rows = [
+        {"run_id": run_id, "mode": mode, "out_dir": str(batch / "runs" / run_id)}
+        for mode, run_id in RUN_IDS.items()
+    ]
     code = (
         "import json, sys, django\n"
         "django.setup()\n"
@@ -96,12 +174,19 @@ def _index_runs(node: ConsoleNode, batch: Path, report: Path) -> None:
         "        started=timezone.now(), finished=timezone.now(), status='finished',\n"
         f"        summary={{'report_dir': {str(report)!r}}}))\n"
     )
-    subprocess.run([sys.executable, "-c", code, json.dumps(rows)], cwd=REPO_ROOT,
-                   env=node.env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", code, json.dumps(rows)],
+        cwd=REPO_ROOT,
+        env=node.env,
+        check=True,
+        capture_output=True,
+    )
 
 
 def test_the_report_page_shows_both_modes_the_counterexample_and_the_plots(
-    page: Any, console_node: ConsoleNode, tmp_path: Path,
+    page: Any,
+    console_node: ConsoleNode,
+    tmp_path: Path,
 ) -> None:
     batch = tmp_path / f"{SCENARIO}-s{SEED}-20261125-120000"
     for mode, run_id in RUN_IDS.items():
@@ -117,8 +202,9 @@ def test_the_report_page_shows_both_modes_the_counterexample_and_the_plots(
     assert "not linearizable (2 of 8 exercised topics not linearizable)" in text
     assert "linearizable (8 of 8 exercised topics linearizable)" in text
     assert "25 % of topics, longest 9.0 s" in text
-    assert "No broker was killed in this scenario" in page.locator("#empty-stale_route") \
-        .inner_text()
+    assert (
+        "No broker was killed in this scenario" in page.locator("#empty-stale_route").inner_text()
+    )
     counterexample = page.locator("#table-counterexamples").inner_text()
     assert "producer-0" in counterexample and "broker-a, broker-b" in counterexample
 
@@ -126,8 +212,9 @@ def test_the_report_page_shows_both_modes_the_counterexample_and_the_plots(
     assert plots.count() == 2  # t-visibility and the divergence timeline
     for index in range(plots.count()):
         plots.nth(index).scroll_into_view_if_needed()
-        page.wait_for_function("img => img.complete && img.naturalWidth > 400",
-                               arg=plots.nth(index).element_handle())
+        page.wait_for_function(
+            "img => img.complete && img.naturalWidth > 400", arg=plots.nth(index).element_handle()
+        )
     page.locator("#verdicts").scroll_into_view_if_needed()
     settle()
     screenshot(page, "experiment-report.png")

@@ -29,11 +29,21 @@ LISTENING = "(raft) listening on"
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunOutcome]:
     out = tmp_path_factory.mktemp("minority")
-    yield run_experiment(ExperimentConfig(
-        scenario="minority-partition", mode="raft", out_dir=out, seed=4, duration_s=10.0,
-        brokers=6, topics=3, producers=1, consumer_groups=1, run_id="minority-raft",
-        read_consistency="linearizable",
-    ))
+    yield run_experiment(
+        ExperimentConfig(
+            scenario="minority-partition",
+            mode="raft",
+            out_dir=out,
+            seed=4,
+            duration_s=10.0,
+            brokers=6,
+            topics=3,
+            producers=1,
+            consumer_groups=1,
+            run_id="minority-raft",
+            read_consistency="linearizable",
+        )
+    )
 
 
 def test_the_gateways_dial_their_peers_through_the_proxy_and_never_restart(
@@ -64,8 +74,13 @@ def test_the_route_history_stays_linearizable_while_routes_change(outcome: RunOu
     topics = {r["topic"] for r in ops if r["kind"] == "route_read"}
     assert topics
     [fault] = outcome.summary["faults"]
-    inside = [r for r in ops if r["kind"] in WRITE_KINDS and r["outcome"] == "ok"
-              and fault["start_ms"] <= r["complete_ms"] <= fault["end_ms"]]
+    inside = [
+        r
+        for r in ops
+        if r["kind"] in WRITE_KINDS
+        and r["outcome"] == "ok"
+        and fault["start_ms"] <= r["complete_ms"] <= fault["end_ms"]
+    ]
     assert {r["topic"] for r in inside} >= topics, "every topic's route changed in the cut"
     verdicts = {t: check_rows([r for r in ops if r["topic"] == t]).verdict for t in topics}
     assert verdicts == dict.fromkeys(topics, LINEARIZABLE)
@@ -75,8 +90,12 @@ def test_the_cut_node_refuses_linearizable_reads_instead_of_answering_stale(
     outcome: RunOutcome,
 ) -> None:
     [fault] = outcome.summary["faults"]
-    cut_reads = [r for r in iter_rows(outcome.run_dir, "operations")
-                 if r["kind"] == "route_read" and r["node"] == fault["target"]
-                 and fault["start_ms"] + 1_000 <= r["invoke_ms"] <= fault["end_ms"]]
+    cut_reads = [
+        r
+        for r in iter_rows(outcome.run_dir, "operations")
+        if r["kind"] == "route_read"
+        and r["node"] == fault["target"]
+        and fault["start_ms"] + 1_000 <= r["invoke_ms"] <= fault["end_ms"]
+    ]
     assert cut_reads, "the clients kept asking the cut node"
     assert all(r["outcome"] not in ("ok", "not_found") for r in cut_reads)

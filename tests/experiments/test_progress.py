@@ -49,6 +49,7 @@ def test_on_a_terminal_every_phase_shows_live_and_a_nested_one_prints_lines_only
         time.sleep(3 * BAR_REFRESH_S)
     assert running.done == 3
     assert progress.shown == ["analysis"]
-    assert re.search(STAMP + r"inside the inner phase\n" + STAMP + r"inner done in \d+\.\d s",
-                     out.getvalue())
+    assert re.search(
+        STAMP + r"inside the inner phase\n" + STAMP + r"inner done in \d+\.\d s", out.getvalue()
+    )
     assert progress.lines[-1].endswith("s") and "analysis done in" in progress.lines[-1]

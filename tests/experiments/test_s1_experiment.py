@@ -23,10 +23,19 @@ DURATION_S = 16.0
 
 
 def _run(mode: str, out: Path) -> RunOutcome:
-    return run_experiment(ExperimentConfig(
-        scenario="s1-asymmetric-partition", mode=mode, out_dir=out, seed=11,
-        duration_s=DURATION_S, brokers=8, topics=4, producers=2, run_id=f"s1-{mode}",
-    ))
+    return run_experiment(
+        ExperimentConfig(
+            scenario="s1-asymmetric-partition",
+            mode=mode,
+            out_dir=out,
+            seed=11,
+            duration_s=DURATION_S,
+            brokers=8,
+            topics=4,
+            producers=2,
+            run_id=f"s1-{mode}",
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +79,8 @@ def _writes_in_fault_window(run_dir: Path) -> collections.Counter[str]:
     faults = list(iter_rows(run_dir, "faults"))
     start, end = min(f["start_ms"] for f in faults), max(f["end_ms"] for f in faults)
     return collections.Counter(
-        r["topic"] for r in iter_rows(run_dir, "operations")
+        r["topic"]
+        for r in iter_rows(run_dir, "operations")
         if r["kind"] in WRITE_KINDS and r["outcome"] == "ok" and start <= r["complete_ms"] <= end
     )
 
@@ -91,7 +101,8 @@ def test_raft_route_history_is_linearizable(runs: dict[str, RunOutcome]) -> None
     topics = {r["topic"] for r in iter_rows(runs["raft"].run_dir, "operations") if r["topic"]}
     assert FOCUS_TOPIC in topics
     assert {t: _verdict(runs["raft"].run_dir, t) for t in topics} == dict.fromkeys(
-        topics, LINEARIZABLE)
+        topics, LINEARIZABLE
+    )
 
 
 def test_both_runs_record_the_partition_and_client_operations(
@@ -106,7 +117,8 @@ def test_both_runs_record_the_partition_and_client_operations(
 
 
 def test_spark_analysis_reports_the_eventual_divergence(
-    runs: dict[str, RunOutcome], tmp_path: Path,
+    runs: dict[str, RunOutcome],
+    tmp_path: Path,
 ) -> None:
     history = tmp_path / "history"
     history.mkdir()

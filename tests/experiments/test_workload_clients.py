@@ -16,8 +16,7 @@ from experiments.workload import (
 from spark_jobs.history import HistoryWriter, RunMeta, iter_rows
 
 TOPIC = "topic-000"
-TIMING = ClientTiming(poll_ms=1000, rebalance_ms=1000, send_timeout_ms=500,
-                      request_timeout_s=1.0)
+TIMING = ClientTiming(poll_ms=1000, rebalance_ms=1000, send_timeout_ms=500, request_timeout_s=1.0)
 NODES = {"n1": "127.0.0.1:1"}
 
 
@@ -26,8 +25,15 @@ def _setup(tmp_path: Path) -> tuple[Recorder, BrokerFleet, HistoryWriter]:
     recorder = Recorder(writer)
     recorder.start()
     brokers = make_brokers(2, [TOPIC], 2, 4, random.Random(1), ["n1"])
-    fleet = BrokerFleet(brokers, lambda b, n: NODES[n], recorder, heartbeat_ms=1000,
-                        expiry_ms=4000, timeout_s=1.0, rng=random.Random(2))
+    fleet = BrokerFleet(
+        brokers,
+        lambda b, n: NODES[n],
+        recorder,
+        heartbeat_ms=1000,
+        expiry_ms=4000,
+        timeout_s=1.0,
+        rng=random.Random(2),
+    )
     return recorder, fleet, writer
 
 

@@ -191,12 +191,17 @@ def test_white_list_entries_may_be_cidr_addresses_or_upstreams_wildcards(
         ("accounts: {}", "accounts must be a list"),
         ("accounts:\n  - secretKey: abcdefgh", "accounts[0].accessKey"),
         ("accounts:\n  - accessKey: a\n    secretKey: abc", "at least 6 characters"),
-        ("accounts:\n  - accessKey: a\n    secretKey: abcdefg\n    admin: yes please",
-         "accounts[0].admin must be true or false"),
+        (
+            "accounts:\n  - accessKey: a\n    secretKey: abcdefg\n    admin: yes please",
+            "accounts[0].admin must be true or false",
+        ),
         ("globalWhiteRemoteAddresses: [10.*.1.2]", "'*' must end the address"),
         ("globalWhiteRemoteAddresses: [not-an-ip]", "is not an address"),
-        ("accounts:\n  - {accessKey: a, secretKey: abcdefg}\n  - {accessKey: a, secretKey: "
-         "abcdefh}", "repeats"),
+        (
+            "accounts:\n  - {accessKey: a, secretKey: abcdefg}\n  - {accessKey: a, secretKey: "
+            "abcdefh}",
+            "repeats",
+        ),
         ("readsNeedSignature: maybe", "readsNeedSignature must be true or false"),
         ("[1, 2", "not valid YAML"),
         ("- just a list", "mapping at its top level"),
@@ -229,8 +234,9 @@ def test_the_file_is_reread_when_it_changes_and_a_broken_edit_keeps_the_last_goo
     newcomer = Credentials("newcomer", "newcomer-secret")
     assert acl.check(sign(put_kv(), newcomer), "127.0.0.1") is not None
 
-    path.write_text(SAMPLE + "  - accessKey: newcomer\n    secretKey: newcomer-secret\n"
-                    "    admin: true\n")
+    path.write_text(
+        SAMPLE + "  - accessKey: newcomer\n    secretKey: newcomer-secret\n    admin: true\n"
+    )
     assert acl.check(sign(put_kv(), newcomer), "127.0.0.1") is None
 
     path.write_text("accounts: [broken")
@@ -241,8 +247,14 @@ def test_the_file_is_reread_when_it_changes_and_a_broken_edit_keeps_the_last_goo
 
 def test_what_cluster_up_writes_reads_back_the_same() -> None:
     config = AclConfig(
-        {"a": Account("a", "secret-a", admin=True, white_remote_addresses=(
-            parse_address_pattern("10.0.0.0/8"),))},
+        {
+            "a": Account(
+                "a",
+                "secret-a",
+                admin=True,
+                white_remote_addresses=(parse_address_pattern("10.0.0.0/8"),),
+            )
+        },
         (parse_address_pattern("127.0.0.1"),),
     )
 

@@ -287,20 +287,29 @@ def test_a_returning_master_of_a_raft_failover_group_is_left_to_the_table() -> N
     wrapper = TopicConfigSerializeWrapper(topic_config_table=topic_table(["T1", "T2"]))
     replicator.apply_now(
         cmd.RegisterBroker(
-            cluster_name=CLUSTER, broker_addr=NEW_HOME, broker_name="broker-a", broker_id=0,
-            ha_server_addr="", now_ms=START_MS, topic_config_wrapper=wrapper,
+            cluster_name=CLUSTER,
+            broker_addr=NEW_HOME,
+            broker_name="broker-a",
+            broker_id=0,
+            ha_server_addr="",
+            now_ms=START_MS,
+            topic_config_wrapper=wrapper,
             enable_raft_failover=True,
         )
-    )  # fmt: skip
+    )
     holds.registered(cluster=CLUSTER, name="broker-a", broker_id=0, addr=NEW_HOME, channel="c1")
     returning = register("broker-a", MASTER, enableRaftFailover="true")
     plain = register("broker-a", MASTER)
 
     def check(request: RemotingCommand) -> HoldRefusal | None:
         return holds.check_register(
-            request, channel="c2", peer_host="127.0.0.1", name="broker-a", broker_id=0,
+            request,
+            channel="c2",
+            peer_host="127.0.0.1",
+            name="broker-a",
+            broker_id=0,
             addr=MASTER,
-        )  # fmt: skip
+        )
 
     assert check(returning) is None
     assert check(plain) is not None

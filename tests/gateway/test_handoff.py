@@ -104,14 +104,20 @@ async def test_anything_else_is_refused_and_its_descriptors_closed(
         ("bytes without a descriptor", lambda s: s.sendall(header(3) + b"abc")),
         # Another protocol's first bytes where the magic belongs.
         ("a wrong magic", lambda s: socket.send_fds(s, [header(0, b"GET ")], [accepted.fileno()])),
-        ("too many bytes announced",
-         lambda s: socket.send_fds(s, [header(STREAM_BYTES_MAX + 1)], [accepted.fileno()])),
+        (
+            "too many bytes announced",
+            lambda s: socket.send_fds(s, [header(STREAM_BYTES_MAX + 1)], [accepted.fileno()]),
+        ),
         ("a pipe, not a TCP socket", lambda s: socket.send_fds(s, [header(0)], [read_end])),
-        ("two descriptors",
-         lambda s: socket.send_fds(s, [header(0)], [accepted.fileno(), accepted.fileno()])),
-        ("fewer bytes than announced",
-         lambda s: socket.send_fds(s, [header(100) + b"short"], [accepted.fileno()])),
-    ]  # fmt: skip
+        (
+            "two descriptors",
+            lambda s: socket.send_fds(s, [header(0)], [accepted.fileno(), accepted.fileno()]),
+        ),
+        (
+            "fewer bytes than announced",
+            lambda s: socket.send_fds(s, [header(100) + b"short"], [accepted.fileno()]),
+        ),
+    ]
     for number, (_, send) in enumerate(cases, start=1):
         with unix_client(made.path) as sock:
             send(sock)

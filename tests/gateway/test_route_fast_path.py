@@ -221,12 +221,22 @@ async def test_a_cleared_cache_reads_the_table_again(registered_node: Node) -> N
     assert cache.misses == misses + 1
 
 
-def _register(replicator: LocalReplicator, broker: str, addr: str, topics: dict[str, int],
-              counter: int = 1, broker_id: int = 0) -> None:  # fmt: skip
+def _register(
+    replicator: LocalReplicator,
+    broker: str,
+    addr: str,
+    topics: dict[str, int],
+    counter: int = 1,
+    broker_id: int = 0,
+) -> None:
     replicator.apply_now(
         RegisterBroker(
-            cluster_name="c1", broker_addr=addr, broker_name=broker, broker_id=broker_id,
-            ha_server_addr="", now_ms=START_MS,
+            cluster_name="c1",
+            broker_addr=addr,
+            broker_name=broker,
+            broker_id=broker_id,
+            ha_server_addr="",
+            now_ms=START_MS,
             topic_config_wrapper=TopicConfigSerializeWrapper(
                 data_version=DataVersion(timestamp=START_MS, counter=counter),
                 topic_config_table={
@@ -235,7 +245,7 @@ def _register(replicator: LocalReplicator, broker: str, addr: str, topics: dict[
                 },
             ),
         )
-    )  # fmt: skip
+    )
 
 
 def test_a_change_drops_only_the_routes_it_may_change() -> None:
@@ -254,8 +264,13 @@ def test_a_change_drops_only_the_routes_it_may_change() -> None:
 
     # Other topics' registrations (new topics, new queue counts) leave Stable cached.
     for counter in range(2, 50):
-        _register(replicator, "b-busy", "10.0.0.2:10911",
-                  {"Busy": counter, "Shared": 4, f"New{counter}": 1}, counter)  # fmt: skip
+        _register(
+            replicator,
+            "b-busy",
+            "10.0.0.2:10911",
+            {"Busy": counter, "Shared": 4, f"New{counter}": 1},
+            counter,
+        )
     assert ("Stable", True) in cache and ("Shared", True) in cache
     assert ("Busy", True) not in cache
     assert cache.route_body("Stable", standard=True) == expected_body(
@@ -272,8 +287,9 @@ def test_a_change_drops_only_the_routes_it_may_change() -> None:
     )
 
     # A topic that had no route is found once it is registered.
-    _register(replicator, "b-stable", "10.0.0.1:10911",
-              {"Stable": 4, "Stable2": 1, "Unknown": 1}, 2)  # fmt: skip
+    _register(
+        replicator, "b-stable", "10.0.0.1:10911", {"Stable": 4, "Stable2": 1, "Unknown": 1}, 2
+    )
     assert cache.route_body("Unknown", standard=True) == expected_body(
         replicator, "Unknown", standard=True
     )

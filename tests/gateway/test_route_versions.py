@@ -99,9 +99,11 @@ async def test_every_route_change_bumps_the_topic_before_the_write_returns(
         dispatcher.route_answer(route_request(topic=UNIT_TOPICS[0]))
         cached = versions.version(UNIT_TOPICS[0])
         await service.unregister_broker(
-            cluster_name=DEFAULT_CLUSTER, broker_addr=DEFAULT_ADDR,
-            broker_name=DEFAULT_BROKER, broker_id=DEFAULT_BROKER_ID,
-        )  # fmt: skip
+            cluster_name=DEFAULT_CLUSTER,
+            broker_addr=DEFAULT_ADDR,
+            broker_name=DEFAULT_BROKER,
+            broker_id=DEFAULT_BROKER_ID,
+        )
         assert versions.version(UNIT_TOPICS[0]) != cached
     finally:
         versions.close()

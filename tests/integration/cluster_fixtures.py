@@ -62,9 +62,16 @@ def start_cluster(
 ) -> dict[str, Any]:
     """``cluster up --json [EXTRA]`` on free ports; the summary it printed."""
     done = cluster_cli(
-        "up", "--nodes", str(nodes), "--run-dir", str(run_dir), "--json", *FREE_PORTS, *extra,
+        "up",
+        "--nodes",
+        str(nodes),
+        "--run-dir",
+        str(run_dir),
+        "--json",
+        *FREE_PORTS,
+        *extra,
         env=env,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return summary
@@ -139,9 +146,14 @@ def create_operator(
     args += ["--password-env", "OPERATOR_PASSWORD"] if password is not None else []
     done = subprocess.run(
         [sys.executable, "manage.py", "create_operator", *args],
-        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False,
-        stdin=subprocess.DEVNULL, env={**os.environ, "OPERATOR_PASSWORD": password or ""},
-    )  # fmt: skip
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "OPERATOR_PASSWORD": password or ""},
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
 

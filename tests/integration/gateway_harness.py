@@ -101,12 +101,22 @@ class GatewayProcess:
             **self.extra_env,
         }
         command = [
-            sys.executable, "manage.py", "run_gateway", "--node", self.node_id,
-            "--port", "0", "--internal-port", "0", "--ready-file", str(self.ready_file),
+            sys.executable,
+            "manage.py",
+            "run_gateway",
+            "--node",
+            self.node_id,
+            "--port",
+            "0",
+            "--internal-port",
+            "0",
+            "--ready-file",
+            str(self.ready_file),
             # The tests send the scans they want; the gateway must not add its own
             # (extra_args may turn the fallback back on: the last flag wins).
-            "--scan-fallback-s", "0",
-        ]  # fmt: skip
+            "--scan-fallback-s",
+            "0",
+        ]
         if migrate:
             command.append("--migrate")
         if self.with_test_acl:

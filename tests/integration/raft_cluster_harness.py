@@ -132,12 +132,30 @@ class RaftGateway(GatewayProcess):
         }
         dial = ",".join(f"{peer}={target}" for peer, target in sorted(self.dial.items()))
         command = [
-            sys.executable, "manage.py", "run_gateway", "--node", self.node_id,
-            "--port", "0", "--internal-port", "0", "--ready-file", str(self.ready_file),
-            "--mode", "raft", "--raft-port", str(self.raft_port),
-            "--raft-peers", ",".join(self.peers), "--raft-dir", str(self.raft_dir),
-            "--raft-dial", dial, "--propose-timeout-s", str(PROPOSE_TIMEOUT_S),
-        ]  # fmt: skip
+            sys.executable,
+            "manage.py",
+            "run_gateway",
+            "--node",
+            self.node_id,
+            "--port",
+            "0",
+            "--internal-port",
+            "0",
+            "--ready-file",
+            str(self.ready_file),
+            "--mode",
+            "raft",
+            "--raft-port",
+            str(self.raft_port),
+            "--raft-peers",
+            ",".join(self.peers),
+            "--raft-dir",
+            str(self.raft_dir),
+            "--raft-dial",
+            dial,
+            "--propose-timeout-s",
+            str(PROPOSE_TIMEOUT_S),
+        ]
         if migrate:
             command.append("--migrate")
         command.extend(self.extra_args)

@@ -91,8 +91,10 @@ def main() -> None:
 
     django.setup()
     if options.no_worker:
-        results = {"celery_broker": _attempt(_celery_broker),
-                   "celery_results": _attempt(_celery_results)}  # fmt: skip
+        results = {
+            "celery_broker": _attempt(_celery_broker),
+            "celery_results": _attempt(_celery_results),
+        }
     else:
         results = {"celery": _attempt(_celery_round_trip)}
     results |= {

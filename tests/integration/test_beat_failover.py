@@ -51,12 +51,16 @@ def test_only_one_beat_is_active_and_another_takes_over(tmp_path: Path) -> None:
     # The second "host": the same Redis and settings, a schedule file of its own.
     with second_log.open("ab") as log:
         second = subprocess.Popen(
-            beat_argv(tmp_path / "second"), cwd=PROJECT_DIR, env=_environ(first_pid),
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            beat_argv(tmp_path / "second"),
+            cwd=PROJECT_DIR,
+            env=_environ(first_pid),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         assert _wait(lambda: "STANDBY" in second_log.read_text(errors="replace"), 30), (
-            second_log.read_text(errors="replace"))  # fmt: skip
+            second_log.read_text(errors="replace")
+        )
         before = (_sent(first_log), _sent(second_log))
         time.sleep(4.0)
         assert _sent(first_log) > before[0]  # the first beat keeps scanning
@@ -64,8 +68,9 @@ def test_only_one_beat_is_active_and_another_takes_over(tmp_path: Path) -> None:
 
         os.kill(first_pid, signal.SIGKILL)  # the first host is gone: its lock expires
         lost_at = time.monotonic()
-        assert _wait(lambda: _sent(second_log) > 0, BEAT_LOCK_TIMEOUT_S + 10), (
-            second_log.read_text(errors="replace"))  # fmt: skip
+        assert _wait(lambda: _sent(second_log) > 0, BEAT_LOCK_TIMEOUT_S + 10), second_log.read_text(
+            errors="replace"
+        )
         assert time.monotonic() - lost_at <= BEAT_LOCK_TIMEOUT_S + 10
         assert "ACTIVE" in second_log.read_text(errors="replace")
     finally:

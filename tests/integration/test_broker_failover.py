@@ -46,16 +46,39 @@ class FailoverGateway(RaftGateway):
 
     def launch(self, *, migrate: bool = True) -> None:
         """Start ``run_gateway --mode raft`` with the fast-scan options."""
-        env = {**os.environ, "NAMESRV_DB_PATH": str(self.db_path),
-               "NAMESRV_INTERNAL_SECRET": SECRET, "NAMESRV_RAFT_SECRET": RAFT_SECRET,
-               "NAMESRV_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "NAMESRV_DB_PATH": str(self.db_path),
+            "NAMESRV_INTERNAL_SECRET": SECRET,
+            "NAMESRV_RAFT_SECRET": RAFT_SECRET,
+            "NAMESRV_LOG_LEVEL": "WARNING",
+        }
         command = [
-            sys.executable, "manage.py", "run_gateway", "--node", self.node_id, "--port", "0",
-            "--internal-port", "0", "--ready-file", str(self.ready_file), "--mode", "raft",
-            "--raft-port", str(self.raft_port), "--raft-peers", ",".join(self.peers),
-            "--raft-dir", str(self.raft_dir), "--scan-interval-ms", str(SCAN_INTERVAL_MS),
-            "--skew-allowance-ms", str(SKEW_ALLOWANCE_MS), "--migrate",
-        ]  # fmt: skip
+            sys.executable,
+            "manage.py",
+            "run_gateway",
+            "--node",
+            self.node_id,
+            "--port",
+            "0",
+            "--internal-port",
+            "0",
+            "--ready-file",
+            str(self.ready_file),
+            "--mode",
+            "raft",
+            "--raft-port",
+            str(self.raft_port),
+            "--raft-peers",
+            ",".join(self.peers),
+            "--raft-dir",
+            str(self.raft_dir),
+            "--scan-interval-ms",
+            str(SCAN_INTERVAL_MS),
+            "--skew-allowance-ms",
+            str(SKEW_ALLOWANCE_MS),
+            "--migrate",
+        ]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
 
@@ -65,9 +88,12 @@ def nameservers(tmp_path: Path) -> Iterator[list[FailoverGateway]]:
     raft_addrs = tuple(f"127.0.0.1:{free_port()}" for _ in range(NODES))
     nodes = [
         FailoverGateway(
-            node_id=f"n{i + 1}", db_path=tmp_path / f"n{i + 1}.sqlite3",
-            ready_file=tmp_path / f"n{i + 1}.ready.json", log_path=tmp_path / f"n{i + 1}.log",
-            raft_port=int(raft_addrs[i].rpartition(":")[2]), peers=raft_addrs,
+            node_id=f"n{i + 1}",
+            db_path=tmp_path / f"n{i + 1}.sqlite3",
+            ready_file=tmp_path / f"n{i + 1}.ready.json",
+            log_path=tmp_path / f"n{i + 1}.log",
+            raft_port=int(raft_addrs[i].rpartition(":")[2]),
+            peers=raft_addrs,
             raft_dir=tmp_path / f"raft-n{i + 1}",
         )
         for i in range(NODES)
@@ -101,25 +127,39 @@ def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
     tmp_path: Path, nameservers: list[FailoverGateway]
 ) -> None:
     namesrv = ";".join(node.addr for node in nameservers)
-    master = BrokerProcess(tmp_path, "master", role="ASYNC_MASTER", broker_id=0,
-                           namesrv=namesrv, extra=FAILOVER_BROKER)
-    slave = BrokerProcess(tmp_path, "slave", role="SLAVE", broker_id=1,
-                          namesrv=namesrv, extra=FAILOVER_BROKER)
+    master = BrokerProcess(
+        tmp_path, "master", role="ASYNC_MASTER", broker_id=0, namesrv=namesrv, extra=FAILOVER_BROKER
+    )
+    slave = BrokerProcess(
+        tmp_path, "slave", role="SLAVE", broker_id=1, namesrv=namesrv, extra=FAILOVER_BROKER
+    )
     try:
         assert send(master.addr, "FailoverTopic", b"before").code == ResponseCode.SUCCESS
-        wait_until(lambda: all(master_of(n, "FailoverTopic") == master.addr for n in nameservers),
-                   what="every node routes FailoverTopic to the master")
-        wait_until(lambda: slave.runtime_info()["commitLogMaxOffset"]
-                   == master.runtime_info()["commitLogMaxOffset"], what="slave in sync")
+        wait_until(
+            lambda: all(master_of(n, "FailoverTopic") == master.addr for n in nameservers),
+            what="every node routes FailoverTopic to the master",
+        )
+        wait_until(
+            lambda: (
+                slave.runtime_info()["commitLogMaxOffset"]
+                == master.runtime_info()["commitLogMaxOffset"]
+            ),
+            what="slave in sync",
+        )
         killed_at = time.monotonic()
         master.kill()
-        wait_until(lambda: all(master_of(n, "FailoverTopic") == slave.addr for n in nameservers),
-                   timeout_s=FAILOVER_BOUND_S, what="every node names the slave as master")
+        wait_until(
+            lambda: all(master_of(n, "FailoverTopic") == slave.addr for n in nameservers),
+            timeout_s=FAILOVER_BOUND_S,
+            what="every node names the slave as master",
+        )
         elapsed_s = time.monotonic() - killed_at
         print(f"failover: routes on {NODES} nodes name the new master {elapsed_s:.2f} s after kill")
         assert elapsed_s < FAILOVER_BOUND_S
-        wait_until(lambda: slave.runtime_info()["brokerRole"] == "ASYNC_MASTER",
-                   what="the slave switched role")
+        wait_until(
+            lambda: slave.runtime_info()["brokerRole"] == "ASYNC_MASTER",
+            what="the slave switched role",
+        )
         assert send(slave.addr, "FailoverTopic", b"after").code == ResponseCode.SUCCESS
         assert slave.runtime_info()["brokerId"] == "0"
     finally:

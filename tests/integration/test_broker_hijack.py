@@ -102,10 +102,13 @@ class EventualNode:
 
     def __init__(self, folder: Path) -> None:
         self.gateway = GatewayProcess(
-            "n1", folder / "db.sqlite3", folder / "ready.json", folder / "gateway.log",
+            "n1",
+            folder / "db.sqlite3",
+            folder / "ready.json",
+            folder / "gateway.log",
             with_test_acl=False,
             extra_args=("--acl-file", str(write_accounts(folder)), "--read-front"),
-        ).start()  # fmt: skip
+        ).start()
         self.addr = self.gateway.addr
         self.broker_a = BlockingClient(self.addr, timeout_s=WAIT_S)
         assert self.broker_a.invoke(register("broker-a", "127.0.0.1:10911")).code == 0
@@ -257,9 +260,13 @@ def test_a_gateway_refuses_an_accounts_file_others_may_read_with_one_clear_line(
     acl_file = write_accounts(tmp_path)
     acl_file.chmod(0o644)
     process = GatewayProcess(
-        "n1", tmp_path / "db.sqlite3", tmp_path / "ready.json", tmp_path / "gateway.log",
-        with_test_acl=False, extra_args=("--acl-file", str(acl_file)),
-    )  # fmt: skip
+        "n1",
+        tmp_path / "db.sqlite3",
+        tmp_path / "ready.json",
+        tmp_path / "gateway.log",
+        with_test_acl=False,
+        extra_args=("--acl-file", str(acl_file)),
+    )
 
     with pytest.raises(RuntimeError, match="gateway did not start") as caught:
         process.start()

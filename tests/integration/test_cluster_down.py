@@ -77,10 +77,22 @@ def test_down_from_another_shell_ends_a_foreground_up(tmp_path: Path) -> None:
     out = tmp_path / "foreground.out"
     with out.open("w") as sink:
         foreground = subprocess.Popen(
-            [sys.executable, str(PROJECT_DIR / "manage.py"), "cluster", "up", "--nodes", "1",
-             "--run-dir", str(tmp_path / "run"), "--foreground", *FREE_PORTS],
-            cwd=PROJECT_DIR, stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(PROJECT_DIR / "manage.py"),
+                "cluster",
+                "up",
+                "--nodes",
+                "1",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--foreground",
+                *FREE_PORTS,
+            ],
+            cwd=PROJECT_DIR,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for_line(out, "Press Ctrl-C", deadline_s=120.0)
         assert "Press Ctrl-C" in out.read_text(), out.read_text()

@@ -35,8 +35,18 @@ PUBLIC_DEV_KEY = "dev-only-insecure-key-change-me"
 def up(run_dir: Path, *args: str) -> dict[str, Any]:
     import json
 
-    done = cluster_cli("up", "--nodes", "1", "--run-dir", str(run_dir), "--json",
-                       "--raft-base-port", "0", *FREE_PORTS, *args)  # fmt: skip
+    done = cluster_cli(
+        "up",
+        "--nodes",
+        "1",
+        "--run-dir",
+        str(run_dir),
+        "--json",
+        "--raft-base-port",
+        "0",
+        *FREE_PORTS,
+        *args,
+    )
     assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return summary
@@ -70,8 +80,14 @@ def test_up_reports_the_acl_and_where_the_admin_secret_is(
 
 def test_every_secret_file_is_readable_by_its_owner_only(raft_cluster: dict[str, Any]) -> None:
     run_dir = Path(raft_cluster["run_dir"])
-    names = ("secret", "raft.secret", "django.secret", "redis.secret", "ha.secret",
-             "redis/redis.conf")  # fmt: skip
+    names = (
+        "secret",
+        "raft.secret",
+        "django.secret",
+        "redis.secret",
+        "ha.secret",
+        "redis/redis.conf",
+    )
     files = [run_dir / name for name in names]
     files += sorted((run_dir / "acl").iterdir())
 
@@ -97,9 +113,12 @@ def test_processes_are_told_where_the_secrets_are_never_the_secrets(
     secrets = read_run_secrets(Path(raft_cluster["run_dir"]))
     values = [
         Path(path).read_text().strip()
-        for path in (secrets.raft_secret_file, secrets.django_secret_file,
-                     secrets.admin_secret_file)
-    ]  # fmt: skip
+        for path in (
+            secrets.raft_secret_file,
+            secrets.django_secret_file,
+            secrets.admin_secret_file,
+        )
+    ]
     node = raft_cluster["nodes"][0]
 
     for pid in (node["gateway_pid"], node["web_pid"]):

@@ -39,10 +39,23 @@ TOPIC = "TopicTest"
 def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     run_dir = tmp_path_factory.mktemp("tls-cluster")
     done = cluster_cli(
-        "up", "--nodes", "1", "--mode", "raft", "--raft-base-port", "0", "--run-dir",
-        str(run_dir), "--json", "--tls", "enforcing", "--demo", *FREE_PORTS,
-        "--demo-broker-base-port", "0",
-    )  # fmt: skip
+        "up",
+        "--nodes",
+        "1",
+        "--mode",
+        "raft",
+        "--raft-base-port",
+        "0",
+        "--run-dir",
+        str(run_dir),
+        "--json",
+        "--tls",
+        "enforcing",
+        "--demo",
+        *FREE_PORTS,
+        "--demo-broker-base-port",
+        "0",
+    )
     assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     try:
@@ -127,8 +140,9 @@ def test_rocketmq_java_client_tls_gets_the_route(
     wait_for_route(node["remoting_addr"], tls_cluster["tls"]["ca_file"])
     host, port = node["remoting_addr"].rsplit(":", 1)
 
-    out = java_tls.route(host, int(port), TOPIC, auth_server=True,
-                         trust_cert=Path(tls_cluster["tls"]["ca_file"]))  # fmt: skip
+    out = java_tls.route(
+        host, int(port), TOPIC, auth_server=True, trust_cert=Path(tls_cluster["tls"]["ca_file"])
+    )
 
     assert out["protocol"] in ("TLSv1.2", "TLSv1.3")
     assert out["code"] == "0", out
@@ -154,10 +168,21 @@ def test_the_console_reads_routes_from_its_gateway_over_tls(tls_cluster: dict[st
     node = tls_cluster["nodes"][0]
     wait_for_route(node["remoting_addr"], tls_cluster["tls"]["ca_file"])
     made = subprocess.run(
-        [*manage(), "create_operator", "tls-viewer", "--role", "viewer", "--token",
-         "--run-dir", run_dir],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            *manage(),
+            "create_operator",
+            "tls-viewer",
+            "--role",
+            "viewer",
+            "--token",
+            "--run-dir",
+            run_dir,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip().splitlines()[-1].split()[-1]
     url = f"{node['console_url'].rstrip('/')}/api/v1/routes/{TOPIC}/?consistency=linearizable"

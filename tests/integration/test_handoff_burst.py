@@ -44,9 +44,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     """One eventual-mode gateway behind its read front, with metrics."""
     root: Path = tmp_path_factory.mktemp("burst")
     process = GatewayProcess(
-        "n1", root / "n1.sqlite3", root / "n1.ready.json", root / "n1.log",
+        "n1",
+        root / "n1.sqlite3",
+        root / "n1.ready.json",
+        root / "n1.log",
         extra_args=("--read-front", "--metrics-port", str(ports.free_port())),
-    )  # fmt: skip
+    )
     process.start()
     try:
         yield process

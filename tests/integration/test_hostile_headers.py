@@ -51,9 +51,12 @@ SOCKET_TIMEOUT_S = 5.0
 def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     """One gateway behind its read front, with a registered master serving ``TOPIC``."""
     process = GatewayProcess(
-        "n1", tmp_path / "db.sqlite3", tmp_path / "ready.json", tmp_path / "gateway.log",
+        "n1",
+        tmp_path / "db.sqlite3",
+        tmp_path / "ready.json",
+        tmp_path / "gateway.log",
         extra_args=("--read-front",),
-    ).start()  # fmt: skip
+    ).start()
     # Kept open: in eventual mode closing it would unregister the master.
     broker = process.client()
     assert broker.invoke(register_request(0, MASTER_ADDR, MASTER_HA)).code == 0

@@ -108,9 +108,15 @@ def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
         prefix = ["ip", "netns", "exec", network.namespace(BROKER_HOST)]
         broker_address = network.hosts[BROKER_HOST]
         for broker_id, port in ((0, 10911), (1, 10921)):
-            spec = BrokerSpec("broker-h", broker_id, port, port + 1,
-                              tuple(remoting.values()), host=broker_address,
-                              settings=secrets.broker_settings())  # fmt: skip
+            spec = BrokerSpec(
+                "broker-h",
+                broker_id,
+                port,
+                port + 1,
+                tuple(remoting.values()),
+                host=broker_address,
+                settings=secrets.broker_settings(),
+            )
             broker_control.start_broker(run_dir, spec, prefix=prefix)
         for host in NAMESERVERS:
             _eventually(functools.partial(both_brokers_routed, host), f"broker routes on {host}")
@@ -144,18 +150,31 @@ def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
         acked_file, stop_file = tmp_path / "acked.txt", tmp_path / "stop"
         os.environ["PROBE_ADMIN_SECRET_FILE"] = str(admin)
         writer = subprocess.Popen(
-            ["ip", "netns", "exec", network.namespace(BROKER_HOST), sys.executable, "-m",
-             "tests.node.probe", "writer", ",".join(remoting.values()), str(acked_file),
-             str(stop_file)],
-            cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                "ip",
+                "netns",
+                "exec",
+                network.namespace(BROKER_HOST),
+                sys.executable,
+                "-m",
+                "tests.node.probe",
+                "writer",
+                ",".join(remoting.values()),
+                str(acked_file),
+                str(stop_file),
+            ],
+            cwd=PROJECT_DIR,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         try:
             time.sleep(2.0)
             for host in NAMESERVERS:
                 assert nodes[host].stop() == 0
                 nodes[host].start()
-                _eventually(functools.partial(ready, host), f"/readyz of {host} after its restart",
-                            120.0)  # fmt: skip
+                _eventually(
+                    functools.partial(ready, host), f"/readyz of {host} after its restart", 120.0
+                )
                 time.sleep(1.0)
         finally:
             stop_file.touch()

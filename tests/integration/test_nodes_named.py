@@ -28,8 +28,19 @@ def _nodes(base: str, token: str) -> list[dict[str, Any]]:
 
 def test_the_leader_and_peers_are_named_by_node_id(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    done = cluster_cli("up", "--nodes", "3", "--mode", "raft", "--run-dir", str(run_dir),
-                       "--json", *FREE_PORTS, "--raft-base-port", "0")  # fmt: skip
+    done = cluster_cli(
+        "up",
+        "--nodes",
+        "3",
+        "--mode",
+        "raft",
+        "--run-dir",
+        str(run_dir),
+        "--json",
+        *FREE_PORTS,
+        "--raft-base-port",
+        "0",
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     try:

@@ -38,13 +38,28 @@ def test_account_token_audit_and_experiment_tests_pass_on_postgresql() -> None:
     try:
         with postgres_server(folder) as server:
             done = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 "-p", "no:randomly", *SHARED_DB_TESTS],
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-p",
+                    "no:randomly",
+                    *SHARED_DB_TESTS,
+                ],
                 cwd=PROJECT_DIR,
-                env={**os.environ, "DATABASE_URL": server.url,
-                     "NAMESRV_EXPECT_SHARED_VENDOR": "postgresql"},
-                capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
-            )  # fmt: skip
+                env={
+                    **os.environ,
+                    "DATABASE_URL": server.url,
+                    "NAMESRV_EXPECT_SHARED_VENDOR": "postgresql",
+                },
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT_S,
+                check=False,
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""

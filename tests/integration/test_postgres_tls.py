@@ -39,9 +39,13 @@ def manage(database_url: str, folder: Path, *args: str) -> subprocess.CompletedP
     }
     return subprocess.run(
         [sys.executable, "manage.py", *args],
-        cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+        cwd=PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
         check=False,
-    )  # fmt: skip
+    )
 
 
 def verify_full(url: str, ca_file: Path) -> str:
@@ -61,8 +65,16 @@ def test_django_uses_the_shared_database_over_verified_tls_and_refuses_a_wrong_c
 
             migrated = manage(url, folder, "migrate", "--database", "default", "--noinput")
             assert migrated.returncode == 0, migrated.stdout + migrated.stderr
-            made = manage(url, folder, "create_operator", OPERATOR, "--role", "viewer",
-                          "--password-env", "OPERATOR_PASSWORD")  # fmt: skip
+            made = manage(
+                url,
+                folder,
+                "create_operator",
+                OPERATOR,
+                "--role",
+                "viewer",
+                "--password-env",
+                "OPERATOR_PASSWORD",
+            )
             assert made.returncode == 0, made.stdout + made.stderr
 
             with psycopg.connect(url) as link:

@@ -39,8 +39,21 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A 3-node raft cluster started by the real CLI on free ports."""
     folder: Path = tmp_path_factory.mktemp("raft-cluster")
     try:
-        _json(cluster_cli("up", "--nodes", "3", "--mode", "raft", "--run-dir", str(folder),
-                          "--json", "--raft-base-port", "0", *FREE_PORTS))  # fmt: skip
+        _json(
+            cluster_cli(
+                "up",
+                "--nodes",
+                "3",
+                "--mode",
+                "raft",
+                "--run-dir",
+                str(folder),
+                "--json",
+                "--raft-base-port",
+                "0",
+                *FREE_PORTS,
+            )
+        )
         yield folder
     finally:
         stop_cluster(folder)

@@ -82,8 +82,10 @@ def test_the_raft_port_listens_on_the_nodes_address_only(cluster: RaftGatewayClu
     for node in cluster.nodes:
         listening = subprocess.run(
             ["ss", "-Hltn", f"sport = :{node.raft_port}"],
-            capture_output=True, text=True, check=True,
-        ).stdout.split()  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         local = [field for field in listening if field.endswith(f":{node.raft_port}")]
         assert local == [f"127.0.0.1:{node.raft_port}"], listening
 
@@ -113,9 +115,7 @@ def test_a_payload_encrypted_with_the_wrong_secret_runs_nothing(
     payload = zlib.compress(pickle.dumps(CreatesAFile(marker)), 3)
     now = int(time.monotonic())
     tokens = [
-        RaftCipher.from_secret("a-guessed-cluster-secret-of-length").encrypt_at_time(
-            payload, now
-        ),
+        RaftCipher.from_secret("a-guessed-cluster-secret-of-length").encrypt_at_time(payload, now),
         getEncryptor(RAFT_SECRET).encrypt_at_time(payload, now),
     ]
 

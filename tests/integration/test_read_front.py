@@ -41,9 +41,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     """One eventual-mode gateway behind its read front."""
     root = tmp_path_factory.mktemp("front")
     process = GatewayProcess(
-        "n1", root / "n1.sqlite3", root / "n1.ready.json", root / "n1.log",
+        "n1",
+        root / "n1.sqlite3",
+        root / "n1.ready.json",
+        root / "n1.log",
         extra_args=("--read-front", "--metrics-port", str(ports.free_port())),
-    )  # fmt: skip
+    )
     process.start()
     try:
         yield process
@@ -102,10 +105,11 @@ def read_your_writes(
         answer = writer.invoke(
             register_request(
                 # Two topics: a new broker's one-topic registration is refused.
-                BROKER, topic_table([topic, BROKER.broker_name], queue_nums=round_no),
+                BROKER,
+                topic_table([topic, BROKER.broker_name], queue_nums=round_no),
                 DataVersion(timestamp=1_700_000_000_000, counter=round_no),
             )
-        )  # fmt: skip
+        )
         assert answer.code == ResponseCode.SUCCESS, answer
         # Read several times: the first read after the change fetches, the others are
         # served from the front's new copy.
@@ -313,9 +317,12 @@ def test_a_killed_front_is_restarted(gateway: GatewayProcess) -> None:
 
 def test_the_front_exits_when_its_gateway_is_killed(tmp_path: Path) -> None:
     process = GatewayProcess(
-        "n9", tmp_path / "n9.sqlite3", tmp_path / "n9.ready.json", tmp_path / "n9.log",
+        "n9",
+        tmp_path / "n9.sqlite3",
+        tmp_path / "n9.ready.json",
+        tmp_path / "n9.log",
         extra_args=("--read-front",),
-    )  # fmt: skip
+    )
     process.start()
     assert process.proc is not None
     front_pid(process.info["pid"])

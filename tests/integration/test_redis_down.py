@@ -258,8 +258,9 @@ def test_the_console_shows_live_updates_paused_until_redis_is_back(
             log = (run_dir / "redis" / "restarted.log").open("ab")
             redis = subprocess.Popen(
                 [find_redis_server(), str(run_dir / "redis" / "redis.conf")],
-                stdout=log, stderr=log,
-            )  # fmt: skip
+                stdout=log,
+                stderr=log,
+            )
             deadline = time.monotonic() + 15
             while not redis_answers(port, password):
                 assert time.monotonic() < deadline, "restarted redis does not answer"

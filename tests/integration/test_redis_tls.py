@@ -39,8 +39,11 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisTlsServ
 
 def process_env(redis_url: str, folder: Path) -> dict[str, str]:
     """A node process's environment with ``redis_url`` (nothing of the caller's settings)."""
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("NAMESRV_", "DJANGO_", "REDIS_", "DATABASE_"))}  # fmt: skip
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("NAMESRV_", "DJANGO_", "REDIS_", "DATABASE_"))
+    }
     return {
         **clean,
         "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
@@ -54,9 +57,13 @@ def probe(env: dict[str, str], *args: str) -> dict[str, Any]:
     """Run tests/integration/redis_tls_probe.py; its JSON line."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.integration.redis_tls_probe", *args],
-        cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+        cwd=PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROBE_TIMEOUT_S,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -68,10 +75,14 @@ def test_celery_channels_and_beat_work_over_rediss_checking_the_servers_ca(
     env = process_env(tls_redis.url(), tmp_path)
     with open(tmp_path / "worker.log", "wb") as log:
         worker = subprocess.Popen(
-            worker_argv("tls-probe@test", ["celery"]), cwd=PROJECT_DIR, env=env,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            worker_argv("tls-probe@test", ["celery"]),
+            cwd=PROJECT_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
     try:
         result = probe(env)
     finally:

@@ -93,9 +93,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     folder: Path = tmp_path_factory.mktemp("acl")
     acl_file = write_acl(folder / "acl.yml")
     process = GatewayProcess(
-        "n1", folder / "db.sqlite3", folder / "ready.json", folder / "gateway.log",
+        "n1",
+        folder / "db.sqlite3",
+        folder / "ready.json",
+        folder / "gateway.log",
         extra_args=("--acl-file", str(acl_file)),
-    ).start()  # fmt: skip
+    ).start()
     master, slave = process.client(), process.client()
     assert master.invoke(register_request(0, MASTER_ADDR, MASTER_HA)).code == 0
     assert slave.invoke(register_request(1, SLAVE_ADDR, SLAVE_HA)).code == 0
@@ -197,8 +200,7 @@ def test_the_admin_account_may_do_every_admin_operation(tmp_path: Path) -> None:
         with process.client() as broker:
             assert broker.invoke(register_request(0, MASTER_ADDR, MASTER_HA)).code == 0
             with process.admin_client() as admin:
-                codes = {name: admin.invoke(make()).code for name, make in
-                         admin_requests().items()}  # fmt: skip
+                codes = {name: admin.invoke(make()).code for name, make in admin_requests().items()}
         assert codes == dict.fromkeys(admin_requests(), ResponseCode.SUCCESS)
     finally:
         process.terminate()
@@ -216,13 +218,21 @@ def test_a_broker_off_the_white_list_must_sign(gateway: GatewayProcess) -> None:
         for request in (
             RemotingCommand.request(
                 RequestCode.UNREGISTER_BROKER,
-                {"brokerName": BROKER, "brokerAddr": MASTER_ADDR, "clusterName": CLUSTER,
-                 "brokerId": "0"},
+                {
+                    "brokerName": BROKER,
+                    "brokerAddr": MASTER_ADDR,
+                    "clusterName": CLUSTER,
+                    "brokerId": "0",
+                },
             ),
             RemotingCommand.request(
                 RequestCode.QUERY_DATA_VERSION,
-                {"brokerName": BROKER, "brokerAddr": MASTER_ADDR, "clusterName": CLUSTER,
-                 "brokerId": "0"},
+                {
+                    "brokerName": BROKER,
+                    "brokerAddr": MASTER_ADDR,
+                    "clusterName": CLUSTER,
+                    "brokerId": "0",
+                },
                 bodies.encode_data_version(DataVersion(timestamp=1_700_000_000_000, counter=1)),
             ),
         ):
@@ -283,9 +293,12 @@ def wait_for(predicate: Callable[[], bool], what: str) -> None:
 def test_an_edited_accounts_file_takes_effect_without_a_restart(tmp_path: Path) -> None:
     acl_file = write_acl(tmp_path / "acl.yml")
     process = GatewayProcess(
-        "n1", tmp_path / "db.sqlite3", tmp_path / "ready.json", tmp_path / "gateway.log",
+        "n1",
+        tmp_path / "db.sqlite3",
+        tmp_path / "ready.json",
+        tmp_path / "gateway.log",
         extra_args=("--acl-file", str(acl_file)),
-    ).start()  # fmt: skip
+    ).start()
     read = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
     try:
         with process.client() as client:
@@ -311,9 +324,12 @@ def test_without_an_accounts_file_admin_codes_are_refused_and_loopback_brokers_p
     tmp_path: Path,
 ) -> None:
     process = GatewayProcess(
-        "n1", tmp_path / "db.sqlite3", tmp_path / "ready.json", tmp_path / "gateway.log",
+        "n1",
+        tmp_path / "db.sqlite3",
+        tmp_path / "ready.json",
+        tmp_path / "gateway.log",
         with_test_acl=False,
-    ).start()  # fmt: skip
+    ).start()
     try:
         with process.client() as broker, process.admin_client() as admin:
             assert broker.invoke(register_request(0, MASTER_ADDR, MASTER_HA)).code == 0
@@ -326,9 +342,13 @@ def test_without_an_accounts_file_admin_codes_are_refused_and_loopback_brokers_p
 
 def test_an_operator_may_turn_the_acl_off(tmp_path: Path) -> None:
     process = GatewayProcess(
-        "n1", tmp_path / "db.sqlite3", tmp_path / "ready.json", tmp_path / "gateway.log",
-        with_test_acl=False, extra_args=("--no-acl",),
-    ).start()  # fmt: skip
+        "n1",
+        tmp_path / "db.sqlite3",
+        tmp_path / "ready.json",
+        tmp_path / "gateway.log",
+        with_test_acl=False,
+        extra_args=("--no-acl",),
+    ).start()
     try:
         other = SourceClient(process.addr, OTHER_HOST)
         try:
@@ -347,9 +367,13 @@ def test_a_malformed_accounts_file_stops_the_gateway_with_one_clear_line(
     acl_file = tmp_path / "acl.yml"
     write_secret_file(acl_file, "accounts:\n  - accessKey: a\n    secretKey: short\n")
     process = GatewayProcess(
-        "n1", tmp_path / "db.sqlite3", tmp_path / "ready.json", tmp_path / "gateway.log",
-        with_test_acl=False, extra_args=("--acl-file", str(acl_file)),
-    )  # fmt: skip
+        "n1",
+        tmp_path / "db.sqlite3",
+        tmp_path / "ready.json",
+        tmp_path / "gateway.log",
+        with_test_acl=False,
+        extra_args=("--acl-file", str(acl_file)),
+    )
 
     with pytest.raises(RuntimeError, match="gateway did not start") as caught:
         process.start()

@@ -48,8 +48,11 @@ def test_three_nodes_from_their_config_files_replicate_and_stop_cleanly(tmp_path
     nodes = [NodeProcess(path).start() for path in paths]
     try:
         for host in hosts:
-            wait_for(lambda h=host: http_status(f"http://{h.address}:{h.web}/readyz") == 200,
-                     f"/readyz of {host.address}", processes=nodes)  # fmt: skip
+            wait_for(
+                lambda h=host: http_status(f"http://{h.address}:{h.web}/readyz") == 200,
+                f"/readyz of {host.address}",
+                processes=nodes,
+            )
         assert http_status(f"http://{hosts[0].address}:{hosts[0].web}/healthz") == 200
         # Each gateway serves its metrics on the configured address.
         for host in hosts:
@@ -63,8 +66,13 @@ def test_three_nodes_from_their_config_files_replicate_and_stop_cleanly(tmp_path
         with BlockingClient(f"{hosts[1].address}:{hosts[1].remoting}", timeout_s=5.0) as client:
             register_broker(client, broker, ["HostOrders"])
         for host in hosts:
-            wait_for(lambda h=host: query_route(f"{h.address}:{h.remoting}", "HostOrders")[0]
-                     == ResponseCode.SUCCESS, f"route on {host.address}")  # fmt: skip
+            wait_for(
+                lambda h=host: (
+                    query_route(f"{h.address}:{h.remoting}", "HostOrders")[0]
+                    == ResponseCode.SUCCESS
+                ),
+                f"route on {host.address}",
+            )
 
         # One node stops: its supervisor takes its processes down, the majority commits on.
         assert nodes[2].stop() == 0
@@ -73,8 +81,13 @@ def test_three_nodes_from_their_config_files_replicate_and_stop_cleanly(tmp_path
         other = DemoBroker(TEST_CLUSTER, "broker-y", 0, "127.0.0.1:30921", "127.0.0.1:30922")
         with BlockingClient(f"{hosts[0].address}:{hosts[0].remoting}", timeout_s=5.0) as client:
             register_broker(client, other, ["AfterStop"])
-        wait_for(lambda: query_route(f"{hosts[1].address}:{hosts[1].remoting}", "AfterStop")[0]
-                 == ResponseCode.SUCCESS, "route after one node stopped")  # fmt: skip
+        wait_for(
+            lambda: (
+                query_route(f"{hosts[1].address}:{hosts[1].remoting}", "AfterStop")[0]
+                == ResponseCode.SUCCESS
+            ),
+            "route after one node stopped",
+        )
         # The node's own files hold its config, its logs and its Raft journal.
         data = paths[0].parent / "data"
         assert (data / "gateway.log").exists() and (data / "raft").is_dir()
@@ -93,8 +106,12 @@ def test_a_bad_config_file_stops_run_node_with_one_line_naming_the_key(tmp_path:
 
     done = subprocess.run(
         [sys.executable, str(PROJECT_DIR / "manage.py"), "run_node", "--config", str(paths[0])],
-        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [

@@ -29,6 +29,10 @@ def test_one_token_works_on_every_node_and_the_audit_log_is_shared(tmp_path: Pat
         assert status == 200
         entry = listed["results"][0]
         assert (entry["username"], entry["node_id"], entry["action"], entry["ok"]) == (
-            "ops-bot", "n1", "kv POST", True)  # fmt: skip
+            "ops-bot",
+            "n1",
+            "kv POST",
+            True,
+        )
     finally:
         stop_cluster(run_dir)

@@ -94,24 +94,45 @@ def _encrypted_pair(folder: Path) -> tuple[CertFiles, Path, Path]:
 
 def _config(folder: Path, web_port: int) -> tuple[NodeConfig, Path]:
     pair, password_file, ca_file = _encrypted_pair(folder)
-    tls = NodeTls(cert_file=pair.cert, key_file=pair.key, key_password_file=password_file,
-                  ca_file=ca_file, web=True)  # fmt: skip
+    tls = NodeTls(
+        cert_file=pair.cert,
+        key_file=pair.key,
+        key_password_file=password_file,
+        ca_file=ca_file,
+        web=True,
+    )
     config = NodeConfig(
-        source=folder / "node.toml", node_id="n1", mode="eventual", data_dir=folder / "data",
-        remoting=Endpoint(LOOPBACK, ports.free_port()), web=Endpoint(LOOPBACK, web_port),
-        internal_port=ports.free_port(), web_profile="local", tls=tls,
-    )  # fmt: skip
+        source=folder / "node.toml",
+        node_id="n1",
+        mode="eventual",
+        data_dir=folder / "data",
+        remoting=Endpoint(LOOPBACK, ports.free_port()),
+        web=Endpoint(LOOPBACK, web_port),
+        internal_port=ports.free_port(),
+        web_profile="local",
+        tls=tls,
+    )
     return config, ca_file
 
 
 def _clean_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("NAMESRV_", "DJANGO_", "DATABASE_", "REDIS_"))}  # fmt: skip
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("NAMESRV_", "DJANGO_", "DATABASE_", "REDIS_"))
+    }
 
 
 def _run(argv: list[str], env: dict[str, str]) -> None:
-    done = subprocess.run(argv, cwd=PROJECT_DIR, env=env, capture_output=True, text=True,
-                          timeout=START_TIMEOUT_S, check=False)  # fmt: skip
+    done = subprocess.run(
+        argv,
+        cwd=PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_S,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
@@ -126,13 +147,21 @@ def https_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpsWeb]:
     env = node_env(config, _clean_environment())
     log = folder / "web.log"
     with open(log, "wb") as out:
-        web = subprocess.Popen(web_argv(config), cwd=PROJECT_DIR, env=env,
-                               stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                               start_new_session=True)  # fmt: skip
+        web = subprocess.Popen(
+            web_argv(config),
+            cwd=PROJECT_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         # While the web process starts: the shared database and one account in it.
-        _run(manage_argv("shell", "-c", MAKE_ACCOUNT), {**env, "OPERATOR_PASSWORD":
-                                                         OPERATOR_PASSWORD})  # fmt: skip
+        _run(
+            manage_argv("shell", "-c", MAKE_ACCOUNT),
+            {**env, "OPERATOR_PASSWORD": OPERATOR_PASSWORD},
+        )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not accepts_connections(config.web.port):
             text = log.read_text(encoding="utf-8", errors="replace")
@@ -150,15 +179,19 @@ def https_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpsWeb]:
 
 def test_the_web_port_serves_https_to_a_client_that_checks_the_ca(https_web: HttpsWeb) -> None:
     url = f"{https_web.base}/healthz"
-    with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S,
-                                context=https_web.verified()) as answer:  # fmt: skip
+    with urllib.request.urlopen(
+        url, timeout=HTTP_TIMEOUT_S, context=https_web.verified()
+    ) as answer:
         assert (answer.status, answer.read()) == (200, b"ok\n")
         assert answer.headers["Strict-Transport-Security"] == HSTS
 
     curl = subprocess.run(
         ["curl", "--silent", "--show-error", "--fail", "--cacert", str(https_web.ca_file), url],
-        capture_output=True, text=True, timeout=HTTP_TIMEOUT_S, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=HTTP_TIMEOUT_S,
+        check=False,
+    )
     assert (curl.returncode, curl.stdout) == (0, "ok\n"), curl.stderr
 
 
@@ -174,8 +207,12 @@ def test_the_web_port_refuses_plain_http_and_a_client_that_does_not_trust_its_ca
     # The system's CAs did not sign the node's certificate.
     with pytest.raises(urllib.error.URLError, match="certificate verify failed"):
         urllib.request.urlopen(f"{https_web.base}/healthz", timeout=HTTP_TIMEOUT_S)
-    curl = subprocess.run(["curl", "--silent", "--fail", f"{https_web.base}/healthz"],
-                          capture_output=True, timeout=HTTP_TIMEOUT_S, check=False)  # fmt: skip
+    curl = subprocess.run(
+        ["curl", "--silent", "--fail", f"{https_web.base}/healthz"],
+        capture_output=True,
+        timeout=HTTP_TIMEOUT_S,
+        check=False,
+    )
     assert curl.returncode == 60  # curl: "peer certificate cannot be authenticated"
 
 
@@ -186,8 +223,9 @@ def _cookie(headers: list[tuple[str, str]], name: str) -> str:
 
 
 def test_the_console_marks_its_session_and_csrf_cookies_secure(https_web: HttpsWeb) -> None:
-    link = http.client.HTTPSConnection(LOOPBACK, https_web.port, timeout=HTTP_TIMEOUT_S,
-                                       context=https_web.verified())  # fmt: skip
+    link = http.client.HTTPSConnection(
+        LOOPBACK, https_web.port, timeout=HTTP_TIMEOUT_S, context=https_web.verified()
+    )
     link.request("GET", "/accounts/login/")
     page = link.getresponse()
     body = page.read().decode("utf-8")
@@ -196,14 +234,21 @@ def test_the_console_marks_its_session_and_csrf_cookies_secure(https_web: HttpsW
     form_token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', body)
     assert form_token is not None
 
-    form = (f"username={OPERATOR}&password={OPERATOR_PASSWORD}"
-            f"&csrfmiddlewaretoken={form_token.group(1)}")  # fmt: skip
-    link.request("POST", "/accounts/login/", body=form, headers={
-        "Content-Type": "application/x-www-form-urlencoded",
-        "Cookie": csrf_cookie.split(";", 1)[0],
-        "Origin": https_web.base,
-        "Referer": f"{https_web.base}/accounts/login/",
-    })  # fmt: skip
+    form = (
+        f"username={OPERATOR}&password={OPERATOR_PASSWORD}"
+        f"&csrfmiddlewaretoken={form_token.group(1)}"
+    )
+    link.request(
+        "POST",
+        "/accounts/login/",
+        body=form,
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Cookie": csrf_cookie.split(";", 1)[0],
+            "Origin": https_web.base,
+            "Referer": f"{https_web.base}/accounts/login/",
+        },
+    )
     signed_in = link.getresponse()
     signed_in.read()
     link.close()

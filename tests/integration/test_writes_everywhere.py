@@ -29,8 +29,9 @@ def _post(base: str, token: str, body: dict[str, Any]) -> tuple[int, Any]:
 
 
 def _kv(addr: str, namespace: str, key: str) -> str | None:
-    request = RemotingCommand.request(RequestCode.GET_KV_CONFIG,
-                                      {"namespace": namespace, "key": key})  # fmt: skip
+    request = RemotingCommand.request(
+        RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key}
+    )
     with BlockingClient(addr, timeout_s=5.0) as client:
         answer = client.invoke(request)
     if answer.code != ResponseCode.SUCCESS:

@@ -48,12 +48,20 @@ class ConsumeCluster:
         its route on every node, with broker-a's slave."""
         for label in masters:
             broker_control.create_topic(
-                self.brokers[label].addr, topic, read_queue_nums=TOPIC_QUEUE_NUMS,
-                write_queue_nums=TOPIC_QUEUE_NUMS, perm=PERM_READ | PERM_WRITE,
+                self.brokers[label].addr,
+                topic,
+                read_queue_nums=TOPIC_QUEUE_NUMS,
+                write_queue_nums=TOPIC_QUEUE_NUMS,
+                perm=PERM_READ | PERM_WRITE,
                 credentials=self.admin,
-            )  # fmt: skip
-        self.wait_route(topic, lambda route: len(route.queue_datas) == len(masters) and any(
-            1 in data.broker_addrs for data in route.broker_datas))
+            )
+        self.wait_route(
+            topic,
+            lambda route: (
+                len(route.queue_datas) == len(masters)
+                and any(1 in data.broker_addrs for data in route.broker_datas)
+            ),
+        )
         # The slave learns the topic from its master (SlaveSynchronize, every second here);
         # it serves pulls of the topic only once it has.
         slave = self.brokers["broker-a-1"].addr
@@ -86,9 +94,13 @@ def start_consume_cluster(run_dir: Path, mode: str) -> ConsumeCluster:
     summary = start_cluster(run_dir, "--mode", mode, nodes=3)
     namesrv = [remoting_addr(summary, index) for index in range(3)]
     secrets = read_run_secrets(run_dir)
-    settings = {**DEMO_BROKER_SETTINGS, **secrets.broker_settings(),
-                "messageDelayLevel": FAST_DELAY_LEVELS, "register_initial_delay_ms": "1000",
-                "slave_sync_interval_ms": "1000"}
+    settings = {
+        **DEMO_BROKER_SETTINGS,
+        **secrets.broker_settings(),
+        "messageDelayLevel": FAST_DELAY_LEVELS,
+        "register_initial_delay_ms": "1000",
+        "slave_sync_interval_ms": "1000",
+    }
     taken: set[int] = set()
 
     def port() -> int:

@@ -44,13 +44,14 @@ def ensure_installed() -> None:
         raise RuntimeError("java/netty are missing and cannot be installed (needs root, apt-get)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES]
-    done = subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S,
-                          check=False)  # fmt: skip
+    done = subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False)
     if done.returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True,
-                       timeout=APT_TIMEOUT_S, check=False)  # fmt: skip
-        done = subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S,
-                              check=False)  # fmt: skip
+        subprocess.run(
+            ["apt-get", "update"], env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False
+        )
+        done = subprocess.run(
+            install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False
+        )
     if done.returncode != 0 or _missing():
         raise RuntimeError(f"`{' '.join(install)}` failed:\n{done.stderr.decode()[-2000:]}")
 
@@ -66,10 +67,20 @@ class JavaTlsClient:
     ) -> dict[str, str]:
         """One route query over TLS: the driver's ``key=value`` lines as a dict
         (``protocol``, ``code``, ``body``; or ``failed`` with the exception)."""
-        argv = ["java", "-cp", f"{_classpath()}:{self.classes}", "TlsRouteQuery", host,
-                str(port), topic, "true" if auth_server else "false", str(trust_cert)]  # fmt: skip
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                              check=False)  # fmt: skip
+        argv = [
+            "java",
+            "-cp",
+            f"{_classpath()}:{self.classes}",
+            "TlsRouteQuery",
+            host,
+            str(port),
+            topic,
+            "true" if auth_server else "false",
+            str(trust_cert),
+        ]
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
+        )
         lines = [line.partition("=") for line in done.stdout.splitlines() if "=" in line]
         out = {key: value for key, _, value in lines}
         if not out:
@@ -80,9 +91,13 @@ class JavaTlsClient:
 def java_tls_client(folder: Path) -> JavaTlsClient:
     """Install what is missing and compile the driver into ``folder``."""
     ensure_installed()
-    done = subprocess.run(["javac", "-cp", _classpath(), "-d", str(folder), str(DRIVER)],
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        ["javac", "-cp", _classpath(), "-d", str(folder), str(DRIVER)],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"javac failed:\n{done.stderr[-2000:]}")
     return JavaTlsClient(folder)

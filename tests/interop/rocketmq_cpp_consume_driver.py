@@ -48,8 +48,15 @@ def main(scenario: dict[str, object]) -> None:
         message.set_keys(f"key-{index}")
         message.set_body(f"{prefix}-{index}")
         result = producer.send_sync(message)
-        emit({"event": "sent", "body": f"{prefix}-{index}", "msgId": result.msg_id,
-              "status": int(result.status), "offset": result.offset})
+        emit(
+            {
+                "event": "sent",
+                "body": f"{prefix}-{index}",
+                "msgId": result.msg_id,
+                "status": int(result.status),
+                "offset": result.offset,
+            }
+        )
         sent += 1
     producer.shutdown()
 
@@ -57,10 +64,17 @@ def main(scenario: dict[str, object]) -> None:
 
     def on_message(message: object) -> None:
         body = message.body.decode()  # type: ignore[attr-defined]
-        emit({"event": "received", "body": body, "msgId": message.id,  # type: ignore[attr-defined]
-              "topic": message.topic, "queueId": message.queue_id,  # type: ignore[attr-defined]
-              "queueOffset": message.queue_offset,  # type: ignore[attr-defined]
-              "reconsumeTimes": message.reconsume_times})  # type: ignore[attr-defined]
+        emit(
+            {
+                "event": "received",
+                "body": body,
+                "msgId": message.id,  # type: ignore[attr-defined]
+                "topic": message.topic,
+                "queueId": message.queue_id,  # type: ignore[attr-defined]
+                "queueOffset": message.queue_offset,  # type: ignore[attr-defined]
+                "reconsumeTimes": message.reconsume_times,
+            }
+        )  # type: ignore[attr-defined]
         with lock:
             received.add(body)
 

@@ -28,8 +28,15 @@ KV_NAMESPACE = "ALI_ONS_INTEROP"
 def seen(interop_clients: InteropClients, namesrv: RunningNamesrv) -> dict[str, Any]:
     """Everything the ali-ons driver saw, in one run."""
     done = subprocess.run(
-        [interop_clients.node_executable, str(DRIVER), namesrv.addr, namesrv.topic, KV_NAMESPACE,
-         namesrv.admin.access_key, namesrv.admin.secret_key],
+        [
+            interop_clients.node_executable,
+            str(DRIVER),
+            namesrv.addr,
+            namesrv.topic,
+            KV_NAMESPACE,
+            namesrv.admin.access_key,
+            namesrv.admin.secret_key,
+        ],
         env={**os.environ, "NODE_PATH": str(interop_clients.node_modules)},
         capture_output=True,
         text=True,

@@ -53,7 +53,8 @@ SYNC_TIMEOUT_S = 15.0
 
 @pytest.fixture(scope="module", params=["eventual", "raft"])
 def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
     interop_clients: InteropClients,
 ) -> Iterator[ConsumeCluster]:
     run_dir = tmp_path_factory.mktemp(f"consume-{request.param}")
@@ -79,9 +80,12 @@ def events(output: str, kind: str) -> list[dict[str, Any]]:
 def run_ali(clients: InteropClients, scenario: dict[str, Any]) -> str:
     done = subprocess.run(
         [clients.node_executable, str(ALI_DRIVER), json.dumps(scenario)],
-        env={**os.environ, "NODE_PATH": str(clients.node_modules)}, capture_output=True,
-        text=True, timeout=DRIVER_TIMEOUT_S, check=False,
-    )  # fmt: skip
+        env={**os.environ, "NODE_PATH": str(clients.node_modules)},
+        capture_output=True,
+        text=True,
+        timeout=DRIVER_TIMEOUT_S,
+        check=False,
+    )
     assert done.returncode == 0, f"ali-ons driver failed:\n{done.stdout[-3000:]}\n{done.stderr}"
     return done.stdout
 
@@ -89,8 +93,11 @@ def run_ali(clients: InteropClients, scenario: dict[str, Any]) -> str:
 def run_cpp(clients: InteropClients, scenario: dict[str, Any]) -> str:
     done = subprocess.run(
         [str(clients.python_executable), str(CPP_DRIVER), json.dumps(scenario)],
-        capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=DRIVER_TIMEOUT_S,
+        check=False,
+    )
     assert done.returncode == 0, f"cpp driver failed:\n{done.stdout[-3000:]}\n{done.stderr}"
     return done.stdout
 
@@ -98,8 +105,11 @@ def run_cpp(clients: InteropClients, scenario: dict[str, Any]) -> str:
 def max_offset(addr: str, topic: str, queue_id: int) -> int:
     """GET_MAX_OFFSET of one queue on one broker."""
     with BlockingClient(addr, timeout_s=5.0) as client:
-        answer = client.invoke(RemotingCommand.request(
-            RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)}))
+        answer = client.invoke(
+            RemotingCommand.request(
+                RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)}
+            )
+        )
     assert answer.code == ResponseCode.SUCCESS
     return int((answer.ext_fields or {})["offset"])
 
@@ -109,11 +119,21 @@ def test_ali_ons_receives_every_message_once_and_retries_go_through_retry_and_dl
 ) -> None:
     topic, group = f"AliOnce-{cluster.mode}", f"ali-once-{cluster.mode}"
     cluster.create_topic(topic)
-    out = run_ali(interop_clients, {
-        "namesrv": cluster.namesrv, "topic": topic, "group": group, "send": 100,
-        "prefix": "m", "consumers": ["c1"], "expect": 100, "timeoutMs": 60_000, "holdMs": 3_000,
-        "retryOnce": ["m-7"],
-    })  # fmt: skip
+    out = run_ali(
+        interop_clients,
+        {
+            "namesrv": cluster.namesrv,
+            "topic": topic,
+            "group": group,
+            "send": 100,
+            "prefix": "m",
+            "consumers": ["c1"],
+            "expect": 100,
+            "timeoutMs": 60_000,
+            "holdMs": 3_000,
+            "retryOnce": ["m-7"],
+        },
+    )
     sent = events(out, "sent")
     assert len(sent) == 100 and {e["status"] for e in sent} == {"SEND_OK"}
     received = events(out, "received")
@@ -130,15 +150,28 @@ def test_ali_ons_receives_every_message_once_and_retries_go_through_retry_and_dl
     # handler and drops its answer), so a message reaches the DLQ from ali-ons only
     # with maxReconsumeTimes 0: the broker then dead-letters the first send-back.
     dead_group = f"ali-dead-{cluster.mode}"
-    dead_out = run_ali(interop_clients, {
-        "namesrv": cluster.namesrv, "topic": topic, "group": dead_group, "send": 0,
-        "prefix": "m", "consumers": ["c1"], "expect": 99, "timeoutMs": 60_000, "holdMs": 3_000,
-        "alwaysRetry": ["m-9"], "maxReconsumeTimes": 0,
-    })  # fmt: skip
+    dead_out = run_ali(
+        interop_clients,
+        {
+            "namesrv": cluster.namesrv,
+            "topic": topic,
+            "group": dead_group,
+            "send": 0,
+            "prefix": "m",
+            "consumers": ["c1"],
+            "expect": 99,
+            "timeoutMs": 60_000,
+            "holdMs": 3_000,
+            "alwaysRetry": ["m-9"],
+            "maxReconsumeTimes": 0,
+        },
+    )
     dead_counts = Counter(e["body"] for e in events(dead_out, "received"))
     assert dead_counts == Counter({f"m-{i}": 1 for i in range(100)})
-    dead = sum(max_offset(cluster.brokers[label].addr, dlq_topic(dead_group), 0)
-               for label in ("broker-a-0", "broker-b-0"))
+    dead = sum(
+        max_offset(cluster.brokers[label].addr, dlq_topic(dead_group), 0)
+        for label in ("broker-a-0", "broker-b-0")
+    )
     assert dead == 1, "m-9 is in the group's dead-letter queue"
 
 
@@ -147,10 +180,19 @@ def test_rocketmq_cpp_producer_and_push_consumer(
 ) -> None:
     topic, group = f"CppOnce-{cluster.mode}", f"cpp-once-{cluster.mode}"
     cluster.create_topic(topic)
-    out = run_cpp(interop_clients, {
-        "namesrv": ";".join(cluster.namesrv), "topic": topic, "group": group, "send": 50,
-        "prefix": "c", "expect": 50, "timeout_s": 60, "hold_s": 4,
-    })  # fmt: skip
+    out = run_cpp(
+        interop_clients,
+        {
+            "namesrv": ";".join(cluster.namesrv),
+            "topic": topic,
+            "group": group,
+            "send": 50,
+            "prefix": "c",
+            "expect": 50,
+            "timeout_s": 60,
+            "hold_s": 4,
+        },
+    )
     sent = events(out, "sent")
     assert len(sent) == 50 and {e["status"] for e in sent} == {0}, "SEND_OK"
     counts = Counter(e["body"] for e in events(out, "received"))
@@ -168,12 +210,23 @@ def test_an_orderly_cpp_consumer_locks_its_queues_and_reads_each_in_order(
     topic, group = f"CppOrderly-{cluster.mode}", f"cpp-orderly-{cluster.mode}"
     cluster.create_topic(topic, masters=("broker-a-0",))
     output = tmp_path / "orderly.out"
-    scenario = {"namesrv": ";".join(cluster.namesrv), "topic": topic, "group": group,
-                "send": 40, "prefix": "o", "expect": 40, "timeout_s": 60, "hold_s": 6,
-                "orderly": True}
+    scenario = {
+        "namesrv": ";".join(cluster.namesrv),
+        "topic": topic,
+        "group": group,
+        "send": 40,
+        "prefix": "o",
+        "expect": 40,
+        "timeout_s": 60,
+        "hold_s": 6,
+        "orderly": True,
+    }
     with output.open("w") as sink:
-        driver = subprocess.Popen([str(interop_clients.python_executable), str(CPP_DRIVER),
-                                   json.dumps(scenario)], stdout=sink, stderr=subprocess.STDOUT)
+        driver = subprocess.Popen(
+            [str(interop_clients.python_executable), str(CPP_DRIVER), json.dumps(scenario)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 60
         while len(events(output.read_text(), "received")) < 40:
@@ -183,8 +236,9 @@ def test_an_orderly_cpp_consumer_locks_its_queues_and_reads_each_in_order(
         queues = [{"topic": topic, "brokerName": "broker-a", "queueId": i} for i in range(4)]
         body = json.dumps({"consumerGroup": group, "clientId": "probe", "mqSet": queues})
         with BlockingClient(cluster.brokers["broker-a-0"].addr, timeout_s=5.0) as client:
-            answer = client.invoke(RemotingCommand.request(
-                RequestCode.LOCK_BATCH_MQ, {}, body.encode()))
+            answer = client.invoke(
+                RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, body.encode())
+            )
         assert answer.code == ResponseCode.SUCCESS
         assert json.loads(answer.body or b"")["lockOKMQSet"] == [], "the cpp client holds all"
         assert driver.wait(timeout=60) == 0
@@ -204,23 +258,41 @@ def test_a_group_of_three_splits_the_queues_averagely_and_rebalances_when_one_le
 ) -> None:
     topic, group = f"AliGroup-{cluster.mode}", f"ali-group-{cluster.mode}"
     cluster.create_topic(topic)
-    out = run_ali(interop_clients, {
-        "namesrv": cluster.namesrv, "topic": topic, "group": group, "send": 40,
-        "prefix": "g", "consumers": ["c1", "c2", "c3"], "expect": 80, "timeoutMs": 60_000,
-        "holdMs": 3_000, "leaveAfterMs": {"c3": 12_000}, "sendAfterMs": {"16000": 40},
-    })  # fmt: skip
+    out = run_ali(
+        interop_clients,
+        {
+            "namesrv": cluster.namesrv,
+            "topic": topic,
+            "group": group,
+            "send": 40,
+            "prefix": "g",
+            "consumers": ["c1", "c2", "c3"],
+            "expect": 80,
+            "timeoutMs": 60_000,
+            "holdMs": 3_000,
+            "leaveAfterMs": {"c3": 12_000},
+            "sendAfterMs": {"16000": 40},
+        },
+    )
     allocations = events(out, "allocation")
-    queues = [QueueKey(topic, broker, queue_id) for broker in ("broker-a", "broker-b")
-              for queue_id in range(4)]
+    queues = [
+        QueueKey(topic, broker, queue_id)
+        for broker in ("broker-a", "broker-b")
+        for queue_id in range(4)
+    ]
     ids = ["ip@c1", "ip@c2", "ip@c3"]
     expected_three = {
-        instance: [f"{q.broker_name}:{q.queue_id}" for q in
-                   allocate_averagely(queues, ids, f"ip@{instance}")]
+        instance: [
+            f"{q.broker_name}:{q.queue_id}"
+            for q in allocate_averagely(queues, ids, f"ip@{instance}")
+        ]
         for instance in ("c1", "c2", "c3")
     }
     expected_two = {
-        instance: [f"{q.broker_name}:{q.queue_id}" for q in
-                   allocate_averagely(queues, ids[:2], f"ip@{instance}")]
+        instance: [
+            f"{q.broker_name}:{q.queue_id}"
+            for q in allocate_averagely(queues, ids[:2], f"ip@{instance}")
+        ]
         for instance in ("c1", "c2")
     }
 
@@ -253,22 +325,58 @@ def test_the_send_message_and_consume_commands(cluster: ConsumeCluster) -> None:
     cluster.create_topic(topic)
     manage = [sys.executable, str(PROJECT_DIR / "manage.py")]
     sent = subprocess.run(
-        [*manage, "send_message", "--broker", cluster.brokers["broker-a-0"].addr, "--topic",
-         topic, "--count", "5", "--body", "hello", "--tags", "TagA"],
-        capture_output=True, text=True, timeout=60, check=True, cwd=PROJECT_DIR,
-    )  # fmt: skip
+        [
+            *manage,
+            "send_message",
+            "--broker",
+            cluster.brokers["broker-a-0"].addr,
+            "--topic",
+            topic,
+            "--count",
+            "5",
+            "--body",
+            "hello",
+            "--tags",
+            "TagA",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=PROJECT_DIR,
+    )
     assert [json.loads(line)["code"] for line in sent.stdout.splitlines()] == [0] * 5
     consumed = subprocess.run(
-        [*manage, "consume", "--namesrv", ";".join(cluster.namesrv), "--topic", topic,
-         "--group", f"cli-{cluster.mode}", "--count", "5", "--idle", "30", "--tags", "TagA",
-         "--fail", "hello"],
-        capture_output=True, text=True, timeout=90, check=True, cwd=PROJECT_DIR,
-    )  # fmt: skip
+        [
+            *manage,
+            "consume",
+            "--namesrv",
+            ";".join(cluster.namesrv),
+            "--topic",
+            topic,
+            "--group",
+            f"cli-{cluster.mode}",
+            "--count",
+            "5",
+            "--idle",
+            "30",
+            "--tags",
+            "TagA",
+            "--fail",
+            "hello",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+        cwd=PROJECT_DIR,
+    )
     lines = [json.loads(line) for line in consumed.stdout.splitlines()]
     assert len(lines) == 6, "five messages, the first of them twice"
     assert [line["reconsumeTimes"] for line in lines].count(1) == 1
     assert {(line["topic"], line["tags"], line["body"]) for line in lines} == {
-        (topic, "TagA", "hello")}
+        (topic, "TagA", "hello")
+    }
     assert "consumed 5 message(s)" in consumed.stderr
 
 
@@ -277,16 +385,27 @@ def test_killing_a_master_lets_consumers_read_everything_from_the_slave(
 ) -> None:
     topic = f"AliKill-{cluster.mode}"
     cluster.create_topic(topic)
-    out = run_ali(interop_clients, {
-        "namesrv": cluster.namesrv, "topic": topic, "group": "unused", "send": 60,
-        "prefix": "k", "consumers": [], "expect": 0, "timeoutMs": 30_000,
-    })  # fmt: skip
+    out = run_ali(
+        interop_clients,
+        {
+            "namesrv": cluster.namesrv,
+            "topic": topic,
+            "group": "unused",
+            "send": 60,
+            "prefix": "k",
+            "consumers": [],
+            "expect": 0,
+            "timeoutMs": 30_000,
+        },
+    )
     sent = events(out, "sent")
     assert len(sent) == 60 and any(e["brokerName"] == "broker-a" for e in sent)
     master, slave = cluster.brokers["broker-a-0"].addr, cluster.brokers["broker-a-1"].addr
     deadline = time.monotonic() + SYNC_TIMEOUT_S
-    while (broker_control.runtime_info(master)["commitLogMaxOffset"]
-           != broker_control.runtime_info(slave)["commitLogMaxOffset"]):
+    while (
+        broker_control.runtime_info(master)["commitLogMaxOffset"]
+        != broker_control.runtime_info(slave)["commitLogMaxOffset"]
+    ):
         assert time.monotonic() < deadline, "the slave did not catch up"
         time.sleep(0.1)
     broker_control.stop_broker(cluster.run_dir, "broker-a-0", kill=True)
@@ -296,19 +415,39 @@ def test_killing_a_master_lets_consumers_read_everything_from_the_slave(
         return bool(addrs) and master not in addrs[0].values() and slave in addrs[0].values()
 
     cluster.wait_route(topic, master_gone)
-    ali = run_ali(interop_clients, {
-        "namesrv": cluster.namesrv, "topic": topic, "group": f"after-kill-{cluster.mode}",
-        "send": 0, "prefix": "k", "consumers": ["c1"], "expect": 60, "timeoutMs": 60_000,
-        "holdMs": 2_000,
-    })  # fmt: skip
+    ali = run_ali(
+        interop_clients,
+        {
+            "namesrv": cluster.namesrv,
+            "topic": topic,
+            "group": f"after-kill-{cluster.mode}",
+            "send": 0,
+            "prefix": "k",
+            "consumers": ["c1"],
+            "expect": 60,
+            "timeoutMs": 60_000,
+            "holdMs": 2_000,
+        },
+    )
     ali_counts = Counter(e["body"] for e in events(ali, "received"))
     assert ali_counts == Counter({f"k-{i}": 1 for i in range(60)})
-    from_slave = {e["storeHost"] for e in events(ali, "received")
-                  if e["body"] in {s["body"] for s in sent if s["brokerName"] == "broker-a"}}
+    from_slave = {
+        e["storeHost"]
+        for e in events(ali, "received")
+        if e["body"] in {s["body"] for s in sent if s["brokerName"] == "broker-a"}
+    }
     assert from_slave == {slave}
-    cpp = run_cpp(interop_clients, {
-        "namesrv": ";".join(cluster.namesrv), "topic": topic,
-        "group": f"cpp-after-kill-{cluster.mode}", "send": 0, "prefix": "k", "expect": 60,
-        "timeout_s": 60, "hold_s": 2,
-    })  # fmt: skip
+    cpp = run_cpp(
+        interop_clients,
+        {
+            "namesrv": ";".join(cluster.namesrv),
+            "topic": topic,
+            "group": f"cpp-after-kill-{cluster.mode}",
+            "send": 0,
+            "prefix": "k",
+            "expect": 60,
+            "timeout_s": 60,
+            "hold_s": 2,
+        },
+    )
     assert Counter(e["body"] for e in events(cpp, "received")) == ali_counts

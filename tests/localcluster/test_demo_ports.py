@@ -11,15 +11,19 @@ from localcluster.lifecycle import demo_broker_specs
 
 
 def _plan(tmp_path: Path) -> ClusterPlan:
-    return plan_ports(tmp_path, nodes=1, base_port=0, web_base_port=0,
-                      internal_base_port=0, redis_port=0)  # fmt: skip
+    return plan_ports(
+        tmp_path, nodes=1, base_port=0, web_base_port=0, internal_base_port=0, redis_port=0
+    )
 
 
 def test_the_default_layout_is_upstreams_10911_step_10(tmp_path: Path) -> None:
     specs = demo_broker_specs(_plan(tmp_path), DEMO_BROKER_BASE_PORT)
     assert sorted((s.port, s.ha_port) for s in specs) == [
-        (10911, 10912), (10921, 10922), (10931, 10932), (10941, 10942)
-    ]  # fmt: skip
+        (10911, 10912),
+        (10921, 10922),
+        (10931, 10932),
+        (10941, 10942),
+    ]
 
 
 def test_base_port_zero_takes_distinct_free_ports_even_when_10911_is_taken(

@@ -21,8 +21,9 @@ from tests.broker_app.support import FakeNameServer, send, wait_until
 
 
 def _plan(run_dir: Path) -> ClusterPlan:
-    return plan_ports(run_dir, nodes=1, base_port=0, web_base_port=0,
-                      internal_base_port=0, redis_port=0)  # fmt: skip
+    return plan_ports(
+        run_dir, nodes=1, base_port=0, web_base_port=0, internal_base_port=0, redis_port=0
+    )
 
 
 @pytest.mark.parametrize("acl", [True, False], ids=["acl", "no-acl"])
@@ -69,20 +70,33 @@ def test_a_demo_master_and_slave_replicate_with_the_runs_settings(
     secrets = create_run_secrets(tmp_path)
     settings = {**DEMO_BROKER_SETTINGS, **secrets.broker_settings()}
     specs = [
-        BrokerSpec("broker-a", broker_id, free_port(), free_port(), (namesrv.addr,),
-                   settings=dict(settings))
+        BrokerSpec(
+            "broker-a",
+            broker_id,
+            free_port(),
+            free_port(),
+            (namesrv.addr,),
+            settings=dict(settings),
+        )
         for broker_id in (0, 1)
-    ]  # fmt: skip
+    ]
     try:
         for spec in specs:
             broker_control.start_broker(tmp_path, spec)
         master, slave = (spec.addr for spec in specs)
-        wait_until(lambda: broker_control.runtime_info(slave).get("haConnected") == "true",
-                   what="the demo slave's HA link")  # fmt: skip
+        wait_until(
+            lambda: broker_control.runtime_info(slave).get("haConnected") == "true",
+            what="the demo slave's HA link",
+        )
         assert send(master, "TopicA", b"replicated").code == 0
-        wait_until(lambda: broker_control.runtime_info(slave)["commitLogMaxOffset"]
-                   == broker_control.runtime_info(master)["commitLogMaxOffset"] != "0",
-                   what="the slave holding the master's log")  # fmt: skip
+        wait_until(
+            lambda: (
+                broker_control.runtime_info(slave)["commitLogMaxOffset"]
+                == broker_control.runtime_info(master)["commitLogMaxOffset"]
+                != "0"
+            ),
+            what="the slave holding the master's log",
+        )
         assert broker_control.runtime_info(master)["haRefusedConnections"] == "0"
     finally:
         for spec in specs:

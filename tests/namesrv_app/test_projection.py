@@ -39,7 +39,11 @@ def wrapper(*topics: str, counter: int = 1) -> TopicConfigSerializeWrapper:
 
 
 def register(
-    service: NameServerService, name: str, addr: str, broker_id: int, *topics: str,
+    service: NameServerService,
+    name: str,
+    addr: str,
+    broker_id: int,
+    *topics: str,
     filters: tuple[str, ...] = (),
 ) -> None:
     """Register ``name`` in DefaultCluster with ``topics`` (and filter servers)."""
@@ -73,8 +77,12 @@ def table_view(table: RouteTable) -> dict[str, Any]:
         "clusters": table.cluster_info().cluster_addr_table,
         "live": {
             (v.cluster_name, v.broker_addr): (
-                v.last_update_ms, v.heartbeat_timeout_ms, v.channel, v.ha_server_addr,
-                v.data_version.counter, v.data_version.timestamp,
+                v.last_update_ms,
+                v.heartbeat_timeout_ms,
+                v.channel,
+                v.ha_server_addr,
+                v.data_version.counter,
+                v.data_version.timestamp,
             )
             for v in table.live_brokers()
         },
@@ -113,8 +121,12 @@ def db_view() -> dict[str, Any]:
         "clusters": {c.name: c.broker_names for c in models.Cluster.objects.all()},
         "live": {
             (b.cluster_name, b.broker_addr): (
-                b.last_update_ms, b.heartbeat_timeout_ms, b.channel, b.ha_server_addr,
-                b.data_version_counter, b.data_version_timestamp,
+                b.last_update_ms,
+                b.heartbeat_timeout_ms,
+                b.channel,
+                b.ha_server_addr,
+                b.data_version_counter,
+                b.data_version_timestamp,
             )
             for b in models.LiveBroker.objects.all()
         },
@@ -275,6 +287,7 @@ def test_heartbeats_alone_do_not_recompute_the_digest_but_route_changes_do() -> 
         wait_until(lambda: writer.rebuilds == 1)
         register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
         wait_until(lambda: stored_digest() == replicator.read(lambda t: t.digest()))
+
         # The rebuild's digest, then the route change's. A batch the test database
         # refuses ("table is locked") is redone by a rebuild, which takes its own
         # digest: count the digests that were not a rebuild's.
@@ -291,8 +304,10 @@ def test_heartbeats_alone_do_not_recompute_the_digest_but_route_changes_do() -> 
             for _ in range(3):
                 heartbeat(service, clock, "127.0.0.1:10911")
             wait_until(
-                lambda: models.NodeState.objects.get(node_id="n1").applied_version
-                == replicator.read(lambda t: t.applied_version)
+                lambda: (
+                    models.NodeState.objects.get(node_id="n1").applied_version
+                    == replicator.read(lambda t: t.applied_version)
+                )
             )
             if writer.rebuilds == rebuilds_before:
                 break
@@ -345,9 +360,7 @@ def test_a_route_change_ends_the_liveness_wait() -> None:
         heartbeat(service, clock, "127.0.0.1:10911")
         run(service.wipe_write_perm("broker-a"))
         version = replicator.read(lambda t: t.applied_version)
-        wait_until(
-            lambda: models.NodeState.objects.get(node_id="n1").applied_version == version
-        )
+        wait_until(lambda: models.NodeState.objects.get(node_id="n1").applied_version == version)
         assert db_view() == replicator.read(table_view)
     finally:
         writer.stop()
@@ -384,8 +397,9 @@ def test_a_big_batch_keeps_the_writer_to_its_share_unless_a_flush_waits() -> Non
         assert paced_cpu_s > 4 * DUTY_FREE_S, "the batch was too cheap to say anything"
         # Its debt was slept off between chunks, before the rows were committed.
         assert paced_wall_s >= 0.5 * (paced_cpu_s - DUTY_FREE_S) / DUTY_MAX, (
-            paced_wall_s, paced_cpu_s,
-        )  # fmt: skip
+            paced_wall_s,
+            paced_cpu_s,
+        )
 
         cpu_before, started = writer_cpu_s(writer), time.monotonic()
         register(service, "broker-b", "10.0.0.2:10911", 0, *topics)

@@ -67,10 +67,15 @@ def write_configs(
     for index, host in enumerate(hosts):
         node_id = f"n{index + 1}"
         peers = tuple(
-            Peer(f"n{i + 1}", Endpoint(h.address, h.remoting), Endpoint(h.address, h.raft),
-                 Endpoint(h.address, h.web))
-            for i, h in enumerate(hosts) if i != index
-        )  # fmt: skip
+            Peer(
+                f"n{i + 1}",
+                Endpoint(h.address, h.remoting),
+                Endpoint(h.address, h.raft),
+                Endpoint(h.address, h.web),
+            )
+            for i, h in enumerate(hosts)
+            if i != index
+        )
         config = NodeConfig(
             source=folder / node_id / "node.toml",
             node_id=node_id,
@@ -107,16 +112,25 @@ class NodeProcess:
         return self.config_path.parent / "run_node.log"
 
     def start(self) -> NodeProcess:
-        argv = [sys.executable, str(PROJECT_DIR / "manage.py"), "run_node",
-                "--config", str(self.config_path)]  # fmt: skip
+        argv = [
+            sys.executable,
+            str(PROJECT_DIR / "manage.py"),
+            "run_node",
+            "--config",
+            str(self.config_path),
+        ]
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen(
-                argv, cwd=PROJECT_DIR, env={**os.environ, **self.env},
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                argv,
+                cwd=PROJECT_DIR,
+                env={**os.environ, **self.env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         return self
 
     def log(self) -> str:
@@ -150,8 +164,9 @@ def http_status(url: str) -> int:
         return 0
 
 
-def wait_for(predicate: object, what: str, timeout_s: float = 90.0,
-             processes: Sequence[NodeProcess] = ()) -> None:  # fmt: skip
+def wait_for(
+    predicate: object, what: str, timeout_s: float = 90.0, processes: Sequence[NodeProcess] = ()
+) -> None:
     """Poll ``predicate`` until true; fail with the nodes' logs when it never is."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

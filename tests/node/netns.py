@@ -28,8 +28,9 @@ def unavailable_reason() -> str | None:
     if shutil.which("ip") is None:
         return "iproute2's `ip` is not installed"
     probe = f"nsprobe{os.getpid() % 100000}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    made = subprocess.run(
+        ["ip", "netns", "add", probe], capture_output=True, text=True, check=False
+    )
     if made.returncode != 0:
         return f"`ip netns add` failed: {made.stderr.strip()}"
     subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
@@ -71,8 +72,20 @@ class Network:
             _ip("netns", "add", namespace)
             _ip("-n", namespace, "link", "set", "lo", "up")
             port = self._switch_port(name)
-            _ip("-n", self.switch, "link", "add", port, "type", "veth", "peer", "name", "eth0",
-                "netns", namespace)  # fmt: skip
+            _ip(
+                "-n",
+                self.switch,
+                "link",
+                "add",
+                port,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                namespace,
+            )
             _ip("-n", self.switch, "link", "set", port, "master", "br0")
             _ip("-n", self.switch, "link", "set", port, "up")
             _ip("-n", namespace, "addr", "add", f"{address}/24", "dev", "eth0")
@@ -99,8 +112,12 @@ class Network:
         """Run ``python ARGS`` inside ``host``; its standard output."""
         done = subprocess.run(
             ["ip", "netns", "exec", self.namespace(host), sys.executable, *args],
-            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=timeout_s, check=False,
-        )  # fmt: skip
+            cwd=PROJECT_DIR,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"python {' '.join(args)} in {host}: {done.stderr[-2000:]}")
         return done.stdout

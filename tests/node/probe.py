@@ -39,8 +39,9 @@ WRITER_NAMESPACE = "rolling"
 
 
 def _admin() -> Credentials:
-    return Credentials(ADMIN_ACCESS_KEY, read_secret_file(os.environ["PROBE_ADMIN_SECRET_FILE"],
-                                                          "admin secret"))  # fmt: skip
+    return Credentials(
+        ADMIN_ACCESS_KEY, read_secret_file(os.environ["PROBE_ADMIN_SECRET_FILE"], "admin secret")
+    )
 
 
 def _invoke(addr: str, request: RemotingCommand) -> RemotingCommand:
@@ -73,8 +74,12 @@ def route(addr: str, topic: str) -> dict[str, object]:
 
 
 def put(addr: str, namespace: str, key: str, value: str) -> dict[str, object]:
-    request = sign(RemotingCommand.request(RequestCode.PUT_KV_CONFIG,
-                   {"namespace": namespace, "key": key, "value": value}), _admin())  # fmt: skip
+    request = sign(
+        RemotingCommand.request(
+            RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value}
+        ),
+        _admin(),
+    )
     started = time.monotonic()
     try:
         answer = _invoke(addr, request)
@@ -84,8 +89,10 @@ def put(addr: str, namespace: str, key: str, value: str) -> dict[str, object]:
 
 
 def kv(addr: str, namespace: str) -> dict[str, object]:
-    request = sign(RemotingCommand.request(RequestCode.GET_KVLIST_BY_NAMESPACE,
-                                           {"namespace": namespace}), _admin())  # fmt: skip
+    request = sign(
+        RemotingCommand.request(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace}),
+        _admin(),
+    )
     try:
         answer = _invoke(addr, request)
     except RemotingClientError as exc:

@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (the table of bad edits reads best one case per line)
 """The node config file: every problem is one line naming the key; a written file reads back."""
 
 from __future__ import annotations
@@ -100,23 +99,51 @@ BAD_EDITS = [
     ('id = "n1"', 'id = "n 1"', "id: 'n 1' is not a node id"),
     ('id = "n1"\n', "", "id: is required"),
     ('mode = "raft"', 'mode = "paxos"', "mode: must be one of eventual, raft"),
-    ('listen = "10.0.0.1:9876"', 'listen = "10.0.0.1"', "[remoting] listen: '10.0.0.1' is not host:port"),
+    (
+        'listen = "10.0.0.1:9876"',
+        'listen = "10.0.0.1"',
+        "[remoting] listen: '10.0.0.1' is not host:port",
+    ),
     ('listen = "10.0.0.1:9876"', 'listen = "10.0.0.1:99999"', "[remoting] listen: port 99999"),
-    ('listen = "10.0.0.1:9876"', 'listen = 9876', "[remoting] listen: must be a string"),
-    ('listen = "10.0.0.1:9876"', 'listen = "0.0.0.0:9876"', "[remoting] advertise: is required when listen binds every interface"),
-    ('advertise = "10.0.0.1:7101"', 'advertise = "0.0.0.0:7101"', "[raft] advertise: must be an address others can reach"),
+    ('listen = "10.0.0.1:9876"', "listen = 9876", "[remoting] listen: must be a string"),
+    (
+        'listen = "10.0.0.1:9876"',
+        'listen = "0.0.0.0:9876"',
+        "[remoting] advertise: is required when listen binds every interface",
+    ),
+    (
+        'advertise = "10.0.0.1:7101"',
+        'advertise = "0.0.0.0:7101"',
+        "[raft] advertise: must be an address others can reach",
+    ),
     ("port = 19876", "port = 0", "[internal] port: must be a whole number from 1 to 65535"),
-    ("below_front_nice = 3", "below_front_nice = 20", "[remoting] below_front_nice: must be a whole number from 0 to 19"),
-    ("below_front_nice = 3", "below_front_nice = -1", "[remoting] below_front_nice: must be a whole number"),
+    (
+        "below_front_nice = 3",
+        "below_front_nice = 20",
+        "[remoting] below_front_nice: must be a whole number from 0 to 19",
+    ),
+    (
+        "below_front_nice = 3",
+        "below_front_nice = -1",
+        "[remoting] below_front_nice: must be a whole number",
+    ),
     ("port = 19876", "port = 8080", "[internal] port and [web] listen: both use one port"),
     ("port = 19876", 'port = "19876"', "[internal] port: must be a whole number"),
-    ('raft_file = "/etc/namesrv/raft.secret"\n', "", "[secrets] raft_file: is required in raft mode"),
-    ('file = "/etc/namesrv/plain_acl.yml"\n', "", "[acl] file: is required unless [acl] enabled = false"),
+    (
+        'raft_file = "/etc/namesrv/raft.secret"\n',
+        "",
+        "[secrets] raft_file: is required in raft mode",
+    ),
+    (
+        'file = "/etc/namesrv/plain_acl.yml"\n',
+        "",
+        "[acl] file: is required unless [acl] enabled = false",
+    ),
     ('[database]\nurl = "postgresql://', '[database]\nurl = "postgresql:', "[database] url:"),
     ("[internal]", "[internl]", "[internl]: unknown section"),
     ("port = 19876", "port = 19876\nprot = 1", "[internal] prot: unknown key"),
     ('raft = "10.0.0.3:7101"\n', "", "[peers.n3] raft: is required"),
-    ('[peers.n2]', '[peers."n 2"]', "[peers.n 2]: 'n 2' is not a node id"),
+    ("[peers.n2]", '[peers."n 2"]', "[peers.n 2]: 'n 2' is not a node id"),
     ('id = "n1"', 'id = "n1"\nid = "n2"', "not valid TOML"),
 ]
 
@@ -152,8 +179,15 @@ def test_an_unreadable_or_binary_file_is_refused_clearly(tmp_path: Path) -> None
 
 def test_an_eventual_node_needs_no_raft_section(tmp_path: Path) -> None:
     config = parse_node_config(
-        {"id": "a", "mode": "eventual", "data_dir": "/d", "remoting": {"listen": "127.0.0.1:1"},
-         "web": {"listen": "127.0.0.1:2"}, "internal": {"port": 3}, "acl": {"enabled": False}},
+        {
+            "id": "a",
+            "mode": "eventual",
+            "data_dir": "/d",
+            "remoting": {"listen": "127.0.0.1:1"},
+            "web": {"listen": "127.0.0.1:2"},
+            "internal": {"port": 3},
+            "acl": {"enabled": False},
+        },
         tmp_path / "x.toml",
-    )  # fmt: skip
+    )
     assert config.raft is None and "--raft-port" not in gateway_argv(config)

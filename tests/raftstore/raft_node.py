@@ -319,9 +319,13 @@ class InProcessCluster:
         from raftstore.raft import RaftReplicator
 
         return RaftReplicator(
-            f"n{index}", self.addrs[index], self.addrs, self.root / f"n{index}",
-            secret=CLUSTER_SECRET, **self._options,
-        )  # fmt: skip
+            f"n{index}",
+            self.addrs[index],
+            self.addrs,
+            self.root / f"n{index}",
+            secret=CLUSTER_SECRET,
+            **self._options,
+        )
 
     async def start(self) -> None:
         """Start every node."""

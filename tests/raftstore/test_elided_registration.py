@@ -33,6 +33,7 @@ from tests.raftstore.commands_strategy import (
 EXAMPLES = 300
 TAKEN: list[int] = []  # elided registrations applied per example (see the last test)
 
+
 # Masters registering tables of two or more topics without queue mappings: the
 # registrations that get recorded, mixed into otherwise random histories.
 def _as_master(
@@ -58,9 +59,13 @@ def _with_digest(command: RegisterBroker) -> RegisterBroker:
     wrapper = command.topic_config_wrapper
     if wrapper is None:
         return command
-    named = repr((sorted(wrapper.topic_config_table.items()),
-                  sorted(wrapper.topic_queue_mapping_info_map.items()),
-                  command.filter_server_list))  # fmt: skip
+    named = repr(
+        (
+            sorted(wrapper.topic_config_table.items()),
+            sorted(wrapper.topic_queue_mapping_info_map.items()),
+            command.filter_server_list,
+        )
+    )
     return dataclasses.replace(
         command, topics_digest=hashlib.blake2b(named.encode(), digest_size=16).digest()
     )
@@ -68,9 +73,11 @@ def _with_digest(command: RegisterBroker) -> RegisterBroker:
 
 def _elided(command: RegisterBroker, dv: DataVersion, now_ms: int) -> RegisterBroker:
     return dataclasses.replace(
-        command, now_ms=now_ms, topics_elided=True,
+        command,
+        now_ms=now_ms,
+        topics_elided=True,
         topic_config_wrapper=TopicConfigSerializeWrapper(data_version=dv),
-    )  # fmt: skip
+    )
 
 
 def _whole(command: RegisterBroker, dv: DataVersion, now_ms: int) -> RegisterBroker:
@@ -122,15 +129,19 @@ def _master(topics: dict[str, TopicConfig] | None = None, counter: int = 1) -> R
     table = cast.topics("T1", "T2", "T3") if topics is None else topics
     return _with_digest(
         RegisterBroker(
-            cluster_name=cast.DEFAULT_CLUSTER, broker_addr=cast.ADDR_A0,
-            broker_name=cast.BROKER_A, broker_id=0, ha_server_addr=cast.HA_A0,
+            cluster_name=cast.DEFAULT_CLUSTER,
+            broker_addr=cast.ADDR_A0,
+            broker_name=cast.BROKER_A,
+            broker_id=0,
+            ha_server_addr=cast.HA_A0,
             now_ms=cast.NOW_MS,
             topic_config_wrapper=cast.wrapper(
                 table, DataVersion(timestamp=cast.NOW_MS, counter=counter)
             ),
-            filter_server_list=(), enable_acting_master=False,
+            filter_server_list=(),
+            enable_acting_master=False,
         )
-    )  # fmt: skip
+    )
 
 
 def _outcome(table: RouteTable, command: RegisterBroker) -> RegisterBrokerOutcome:

@@ -14,13 +14,26 @@ NOW_MS = 1_700_000_000_000
 def test_failover_fields_survive_a_round_trip() -> None:
     commands = [
         RegisterBroker(
-            "DefaultCluster", "127.0.0.1:10911", "broker-a", 0, "127.0.0.1:10912", NOW_MS,
-            max_offset=4096, confirm_offset=4000, enable_raft_failover=True,
+            "DefaultCluster",
+            "127.0.0.1:10911",
+            "broker-a",
+            0,
+            "127.0.0.1:10912",
+            NOW_MS,
+            max_offset=4096,
+            confirm_offset=4000,
+            enable_raft_failover=True,
         ),
         BrokerHeartbeat("DefaultCluster", "127.0.0.1:10911", NOW_MS, 4096, 4000),
         QueryDataVersion(
-            "DefaultCluster", "127.0.0.1:10911", "broker-a", 0, DataVersion(1, 2, 3), NOW_MS,
-            max_offset=4096, confirm_offset=4000,
+            "DefaultCluster",
+            "127.0.0.1:10911",
+            "broker-a",
+            0,
+            DataVersion(1, 2, 3),
+            NOW_MS,
+            max_offset=4096,
+            confirm_offset=4000,
         ),
         ExpireBrokers(NOW_MS, 1_000, failover_lag_bytes_max=1 << 28),
     ]

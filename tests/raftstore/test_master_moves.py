@@ -50,12 +50,18 @@ def test_a_raft_failover_promotion_is_a_move() -> None:
     for addr, broker_id, offset in ((ADDR_A0, 0, 5_000), (ADDR_A1, 1, 4_900)):
         table.apply(
             RegisterBroker(
-                cluster_name=DEFAULT_CLUSTER, broker_addr=addr, broker_name=BROKER_A,
-                broker_id=broker_id, ha_server_addr="", now_ms=NOW_MS,
-                topic_config_wrapper=wrapper(TABLE), heartbeat_timeout_ms=3_000,
-                max_offset=offset, enable_raft_failover=True,
+                cluster_name=DEFAULT_CLUSTER,
+                broker_addr=addr,
+                broker_name=BROKER_A,
+                broker_id=broker_id,
+                ha_server_addr="",
+                now_ms=NOW_MS,
+                topic_config_wrapper=wrapper(TABLE),
+                heartbeat_timeout_ms=3_000,
+                max_offset=offset,
+                enable_raft_failover=True,
             )
-        )  # fmt: skip
+        )
     later_ms = NOW_MS + 3_001
     table.apply(BrokerHeartbeat(DEFAULT_CLUSTER, ADDR_A1, later_ms, 4_900, 4_900))
 

@@ -60,9 +60,14 @@ async def test_verification_alarms_when_a_command_differs_from_its_decode(
         # every other node decodes as a tuple, so the proposer's object is not what
         # they apply.
         odd = RegisterBroker(
-            "DefaultCluster", "10.0.0.1:10911", "broker-a", 0, "", 1_700_000_000_000,
+            "DefaultCluster",
+            "10.0.0.1:10911",
+            "broker-a",
+            0,
+            "",
+            1_700_000_000_000,
             filter_server_list=["fs1"],  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
         await leader.propose(odd)
         statuses = await cluster.converged()
 
@@ -81,12 +86,19 @@ async def test_only_the_leader_announces_commits_before_applying_them(tmp_path: 
         await cluster.converged()
         assert leader._require_started()._announced_commit == 0
         # One entry above ANNOUNCE_MIN_BYTES: announced before the leader applies it.
-        big = {f"AnnouncedTopic{i:05d}": TopicConfig(f"AnnouncedTopic{i:05d}", 8, 8)
-               for i in range(1000)}  # fmt: skip
+        big = {
+            f"AnnouncedTopic{i:05d}": TopicConfig(f"AnnouncedTopic{i:05d}", 8, 8)
+            for i in range(1000)
+        }
         register = RegisterBroker(
-            "DefaultCluster", "10.0.0.2:10911", "broker-b", 0, "", 1_700_000_000_000,
+            "DefaultCluster",
+            "10.0.0.2:10911",
+            "broker-b",
+            0,
+            "",
+            1_700_000_000_000,
             topic_config_wrapper=cast.wrapper(big),
-        )  # fmt: skip
+        )
         await leader.propose(register)
         statuses = await cluster.converged()
 

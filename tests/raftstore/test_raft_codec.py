@@ -57,8 +57,20 @@ WRAPPER = TopicConfigSerializeWrapper(
 )
 
 EVERY_COMMAND: list[Command] = [
-    RegisterBroker("DefaultCluster", "10.0.0.1:10911", "broker-a", 0, "10.0.0.1:10912",
-                   1_700_000_000_000, WRAPPER, ("fs1",), "zone-a", 30_000, True, "chan-1"),
+    RegisterBroker(
+        "DefaultCluster",
+        "10.0.0.1:10911",
+        "broker-a",
+        0,
+        "10.0.0.1:10912",
+        1_700_000_000_000,
+        WRAPPER,
+        ("fs1",),
+        "zone-a",
+        30_000,
+        True,
+        "chan-1",
+    ),
     RegisterBroker("DefaultCluster", "10.0.0.2:10911", "broker-b", 1, "", 5),
     UnregisterBrokers((UnregisterRequest("DefaultCluster", "10.0.0.1:10911", "broker-a", 0),)),
     BrokerHeartbeat("DefaultCluster", "10.0.0.1:10911", 7),
@@ -103,8 +115,14 @@ def test_a_large_registration_is_compressed() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"XX{}", b"RQj{}", b'RQj{"v":99,"id":"","t":"Barrier","c":{}}',
-     b'RQj{"v":1,"id":"","t":"os.system","c":{}}', b'RQq{"v":1}'],
+    [
+        b"",
+        b"XX{}",
+        b"RQj{}",
+        b'RQj{"v":99,"id":"","t":"Barrier","c":{}}',
+        b'RQj{"v":1,"id":"","t":"os.system","c":{}}',
+        b'RQq{"v":1}',
+    ],
 )
 def test_it_refuses_bytes_it_does_not_know(data: bytes) -> None:
     with pytest.raises((CodecError, ValueError)):
@@ -117,9 +135,21 @@ def test_it_refuses_a_field_of_the_wrong_type() -> None:
     with pytest.raises(CodecError, match="namespace"):
         decode_entry(_msgpack_entry(1, "", "PutKV", {"namespace": 1, "key": "k", "value": "v"}))
     with pytest.raises(CodecError, match="broker_id"):
-        decode_entry(_msgpack_entry(1, "", "RegisterBroker", {
-            "cluster_name": "c", "broker_addr": "a:1", "broker_name": "b", "broker_id": True,
-            "ha_server_addr": "", "now_ms": 1}))
+        decode_entry(
+            _msgpack_entry(
+                1,
+                "",
+                "RegisterBroker",
+                {
+                    "cluster_name": "c",
+                    "broker_addr": "a:1",
+                    "broker_name": "b",
+                    "broker_id": True,
+                    "ha_server_addr": "",
+                    "now_ms": 1,
+                },
+            )
+        )
 
 
 def _msgpack_entry(*envelope: object) -> bytes:
@@ -128,8 +158,14 @@ def _msgpack_entry(*envelope: object) -> bytes:
 
 @pytest.mark.parametrize(
     "envelope",
-    [(2, "", "Barrier", {}), (1, "", "os.system", {}), (1, "", "UnregisterRequest", {}),
-     (1, "", "PutKV", {"namespace": "n"}), (1, "", "Barrier"), ("x",)],
+    [
+        (2, "", "Barrier", {}),
+        (1, "", "os.system", {}),
+        (1, "", "UnregisterRequest", {}),
+        (1, "", "PutKV", {"namespace": "n"}),
+        (1, "", "Barrier"),
+        ("x",),
+    ],
     ids=["version", "unknown-type", "not-top-level", "missing-field", "short", "garbage"],
 )
 def test_it_refuses_a_msgpack_entry_it_does_not_know(envelope: tuple[object, ...]) -> None:
@@ -175,8 +211,13 @@ def test_a_plain_entry_decodes_as_a_list_of_one() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"RQb", b"RQb\x00\x00\x00\x00", b"RQb\x00\x00\x00\x01\x00\x00\x00\x09RQj{}",
-     b"RQb\x00\x00\x00\x01\x00\x00\x00\x03RQbXX", b"RQb\x00\x00\x00\x02\x00\x00\x00\x00"],
+    [
+        b"RQb",
+        b"RQb\x00\x00\x00\x00",
+        b"RQb\x00\x00\x00\x01\x00\x00\x00\x09RQj{}",
+        b"RQb\x00\x00\x00\x01\x00\x00\x00\x03RQbXX",
+        b"RQb\x00\x00\x00\x02\x00\x00\x00\x00",
+    ],
     ids=["no-count", "empty", "truncated", "nested", "short-part"],
 )
 def test_it_refuses_a_malformed_batch(data: bytes) -> None:

@@ -88,18 +88,24 @@ async def test_brokers_registering_through_the_service_share_log_entries(tmp_pat
         before = leader.status().commit_index
         tasks = []
         for index in range(6):
-            tasks.append(asyncio.ensure_future(service.register_broker(
-                cluster_name="DefaultCluster", broker_addr=f"10.0.0.{index}:10911",
-                broker_name=f"broker-{index}", broker_id=0,
-                ha_server_addr=f"10.0.0.{index}:10912",
-                topic_config_wrapper=TopicConfigSerializeWrapper(
-                    data_version=DataVersion(timestamp=1_000, counter=1),
-                    topic_config_table={
-                        name: TopicConfig(name) for name in (f"T{index}", f"U{index}")
-                    },
-                ),
-                enable_acting_master=False,
-            )))  # fmt: skip
+            tasks.append(
+                asyncio.ensure_future(
+                    service.register_broker(
+                        cluster_name="DefaultCluster",
+                        broker_addr=f"10.0.0.{index}:10911",
+                        broker_name=f"broker-{index}",
+                        broker_id=0,
+                        ha_server_addr=f"10.0.0.{index}:10912",
+                        topic_config_wrapper=TopicConfigSerializeWrapper(
+                            data_version=DataVersion(timestamp=1_000, counter=1),
+                            topic_config_table={
+                                name: TopicConfig(name) for name in (f"T{index}", f"U{index}")
+                            },
+                        ),
+                        enable_acting_master=False,
+                    )
+                )
+            )
             await asyncio.sleep(0.01)
         outcomes = await asyncio.gather(*tasks)
         assert not any(outcome.failed for outcome in outcomes)

@@ -61,8 +61,9 @@ async def test_the_skew_allowance_keeps_a_broker_alive_against_a_fast_clock(
     assert gone is not None and isinstance(gone.outcome, ExpireOutcome)
     assert [key.broker_addr for key in gone.outcome.expired] == [BROKER]
     statuses = await cluster.converged()
-    assert all(n.read(lambda t: t.live_broker("DefaultCluster", BROKER)) is None
-               for n in cluster.nodes)
+    assert all(
+        n.read(lambda t: t.live_broker("DefaultCluster", BROKER)) is None for n in cluster.nodes
+    )
     assert len({s.digest for s in statuses}) == 1
 
 

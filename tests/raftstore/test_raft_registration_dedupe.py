@@ -35,14 +35,18 @@ def _wrapper(index: int, counter: int) -> TopicConfigSerializeWrapper:
     )
 
 
-async def _register(service: NameServerService, index: int, counter: int,
-                    broker_id: int = 0) -> RegisterBrokerOutcome:  # fmt: skip
+async def _register(
+    service: NameServerService, index: int, counter: int, broker_id: int = 0
+) -> RegisterBrokerOutcome:
     return await service.register_broker(
-        cluster_name=CLUSTER, broker_addr=f"10.0.{broker_id}.{index}:10911",
-        broker_name=f"broker-{index}", broker_id=broker_id,
+        cluster_name=CLUSTER,
+        broker_addr=f"10.0.{broker_id}.{index}:10911",
+        broker_name=f"broker-{index}",
+        broker_id=broker_id,
         ha_server_addr=f"10.0.{broker_id}.{index}:10912",
-        topic_config_wrapper=_wrapper(index, counter), enable_acting_master=False,
-    )  # fmt: skip
+        topic_config_wrapper=_wrapper(index, counter),
+        enable_acting_master=False,
+    )
 
 
 @pytest.fixture
@@ -83,9 +87,7 @@ async def test_every_members_copy_of_a_registration_is_one_log_entry(
     rounds = 4
     for counter in range(1, rounds + 1):
         # Each broker sends its (new) table to every member at the same moment.
-        await asyncio.gather(
-            *(_register(m, i, counter) for i in range(BROKERS) for m in members)
-        )
+        await asyncio.gather(*(_register(m, i, counter) for i in range(BROKERS) for m in members))
     await cluster.converged()
     real = BROKERS * rounds
     deduper = [m.registrations for m in members if m.registrations is not None]
@@ -96,9 +98,7 @@ async def test_every_members_copy_of_a_registration_is_one_log_entry(
     assert entries["RegisterBroker"] == sum(d.proposed for d in deduper), entries
     assert real <= entries["RegisterBroker"] <= real * 2, (entries, timeouts)
     for index in range(BROKERS):
-        live = cluster.nodes[2].read(
-            lambda t, i=index: t.live_broker(CLUSTER, f"10.0.0.{i}:10911")
-        )
+        live = cluster.nodes[2].read(lambda t, i=index: t.live_broker(CLUSTER, f"10.0.0.{i}:10911"))
         assert live is not None and live.data_version.counter == rounds
 
     # The next periodic registrations carry the same tables: no RegisterBroker entry
@@ -156,10 +156,13 @@ async def test_copies_known_by_their_digest_are_answered_without_decoding(
     rounds = 3
     for counter in range(1, rounds + 1):
         frames = [
-            register_request(b, topic_table([f"D{i}-{j}" for j in range(TOPICS_PER_BROKER)]),
-                             DataVersion(timestamp=1, counter=counter))
+            register_request(
+                b,
+                topic_table([f"D{i}-{j}" for j in range(TOPICS_PER_BROKER)]),
+                DataVersion(timestamp=1, counter=counter),
+            )
             for i, b in enumerate(brokers)
-        ]  # fmt: skip
+        ]
         answers = await asyncio.gather(
             *(d.register_broker(frame, None) for frame in frames for d in dispatchers)
         )

@@ -124,9 +124,17 @@ async def test_a_fast_heartbeat_broker_is_touched_within_its_own_short_timeout(
         data_version=VERSION, topic_config_table={t: TopicConfig(t) for t in ("TopicA", "TopicB")}
     )
     await cluster.nodes[0].propose(
-        RegisterBroker(CLUSTER, addr, "broker-fast", 0, addr, START_MS, wrapper,
-                       heartbeat_timeout_ms=FAST_TIMEOUT_MS)
-    )  # fmt: skip
+        RegisterBroker(
+            CLUSTER,
+            addr,
+            "broker-fast",
+            0,
+            addr,
+            START_MS,
+            wrapper,
+            heartbeat_timeout_ms=FAST_TIMEOUT_MS,
+        )
+    )
     coalescers = [TouchCoalescer(node) for node in cluster.nodes]
     for tick in range(1, 11):
         now = START_MS + tick * FAST_HEARTBEAT_MS

@@ -232,8 +232,10 @@ def test_the_same_address_in_two_clusters_has_two_live_entries(table: RouteTable
 def test_topics_of_one_shape_share_one_queue_data(table: RouteTable) -> None:
     """A broker's thousands of topics mostly have a handful of queue shapes: the table
     keeps one frozen QueueData per shape and registration, not one per topic."""
-    table_of = {**topics(*(f"T{i}" for i in range(1000))),
-                **topics(*(f"R{i}" for i in range(500)), queues=4, perm=4)}  # fmt: skip
+    table_of = {
+        **topics(*(f"T{i}" for i in range(1000))),
+        **topics(*(f"R{i}" for i in range(500)), queues=4, perm=4),
+    }
     register(table, addr=ADDR_A0, name=BROKER_A, broker_id=0, topic_table=table_of)
     queues = [table.topic_queues(t)[BROKER_A] for t in table_of]
     assert len({id(q) for q in queues}) == 2

@@ -30,8 +30,15 @@ def _without_channel(table: RouteTable) -> list[object]:
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(command_lists, register_brokers, st.lists(register_brokers, max_size=3), times,
-       offsets, offsets, st.booleans())  # fmt: skip
+@given(
+    command_lists,
+    register_brokers,
+    st.lists(register_brokers, max_size=3),
+    times,
+    offsets,
+    offsets,
+    st.booleans(),
+)
 def test_a_registration_answered_as_a_heartbeat_changes_only_liveness(
     commands: list[Command],
     first: RegisterBroker,
@@ -61,17 +68,23 @@ def test_a_registration_answered_as_a_heartbeat_changes_only_liveness(
     assert result.outcome == answer
     changes = result.changes
     assert not (
-        changes.topics or changes.broker_names or changes.clusters or changes.kv
-        or changes.kv_namespaces or changes.config
-    ), changes  # fmt: skip
+        changes.topics
+        or changes.broker_names
+        or changes.clusters
+        or changes.kv
+        or changes.kv_namespaces
+        or changes.config
+    ), changes
     touched = RouteTable.restore(table.snapshot())
     touched.apply(
         BrokerHeartbeat(
-            cluster_name=candidate.cluster_name, broker_addr=candidate.broker_addr,
-            now_ms=candidate.now_ms, max_offset=candidate.max_offset,
+            cluster_name=candidate.cluster_name,
+            broker_addr=candidate.broker_addr,
+            now_ms=candidate.now_ms,
+            max_offset=candidate.max_offset,
             confirm_offset=candidate.confirm_offset,
         )
-    )  # fmt: skip
+    )
     assert touched.digests().client_view == applied.digests().client_view
     assert _without_channel(touched) == _without_channel(applied)
 
@@ -84,10 +97,16 @@ def test_a_repeated_registration_is_recognised() -> None:
         topic_config_table={t: TopicConfig(topic_name=t) for t in ("T1", "T2")},
     )
     first = RegisterBroker(
-        cluster_name="c1", broker_addr="10.0.0.1:10911", broker_name="a", broker_id=0,
-        ha_server_addr="10.0.0.1:10912", now_ms=BASE_MS, topic_config_wrapper=wrapper,
-        enable_acting_master=False, channel="ch1",
-    )  # fmt: skip
+        cluster_name="c1",
+        broker_addr="10.0.0.1:10911",
+        broker_name="a",
+        broker_id=0,
+        ha_server_addr="10.0.0.1:10912",
+        now_ms=BASE_MS,
+        topic_config_wrapper=wrapper,
+        enable_acting_master=False,
+        channel="ch1",
+    )
     slave = dataclasses.replace(first, broker_addr="10.0.0.2:10911", broker_id=1)
     table = RouteTable()
     table.apply(first)

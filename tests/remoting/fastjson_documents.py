@@ -13,9 +13,26 @@ from hypothesis import strategies as st
 
 SPACES = st.sampled_from(["", "", "", " ", "\t", "\n", "\r", "\f", "\b", "  "])
 ESCAPES = st.sampled_from(
-    ["\\x41", "\\v", "\\0", "\\7", "\\'", '\\"', "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r",
-     "\\t", "\\u00e9", "\\uD83D\\uDE00", "\\uDE00", "\\F"]
-)  # fmt: skip
+    [
+        "\\x41",
+        "\\v",
+        "\\0",
+        "\\7",
+        "\\'",
+        '\\"',
+        "\\\\",
+        "\\/",
+        "\\b",
+        "\\f",
+        "\\n",
+        "\\r",
+        "\\t",
+        "\\u00e9",
+        "\\uD83D\\uDE00",
+        "\\uDE00",
+        "\\F",
+    ]
+)
 # Characters that matter to the reader, and any other (but lone surrogates, which no
 # UTF-8 text holds).
 CHARACTERS = st.sampled_from(list("ab ,:{}[]'\"0-é😀\x01\x7f\u2028\t")) | st.characters(

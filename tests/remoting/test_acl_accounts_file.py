@@ -74,8 +74,10 @@ def test_an_account_names_the_brokers_it_may_register(tmp_path: Path) -> None:
     assert config.accounts["broker-b-key"].broker_names == frozenset({"broker-b"})
     assert config.accounts["shared"].broker_names is None
     assert config.bindings == {
-        "broker-a": ("broker-a-key",), "broker-a2": ("broker-a-key",), "broker-b": ("broker-b-key",)
-    }  # fmt: skip
+        "broker-a": ("broker-a-key",),
+        "broker-a2": ("broker-a-key",),
+        "broker-b": ("broker-b-key",),
+    }
 
 
 def test_per_broker_accounts_and_the_mode_switch_read_back_as_written(tmp_path: Path) -> None:

@@ -124,8 +124,10 @@ def test_a_header_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(
     value = "x" * (HEADER_BYTES_MAX - overhead)
 
     assert decode(encode_frame(kv_put(value), kind)).ext_fields == {
-        "namespace": "ns", "key": "k", "value": value,
-    }  # fmt: skip
+        "namespace": "ns",
+        "key": "k",
+        "value": value,
+    }
     with pytest.raises(ProtocolError, match="exceeds the limit"):
         decode(encode_frame(kv_put(value + "x"), kind))
 
@@ -133,8 +135,10 @@ def test_a_header_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(
 def test_the_console_s_longest_kv_value_fits_in_a_header() -> None:
     value = "é" * 65_536  # namesrv_app.web.forms.KV_VALUE_CHARS_MAX characters
     assert decode(encode_frame(kv_put(value))).ext_fields == {
-        "namespace": "ns", "key": "k", "value": value,
-    }  # fmt: skip
+        "namespace": "ns",
+        "key": "k",
+        "value": value,
+    }
 
 
 def test_a_json_header_holds_as_many_ext_fields_as_the_limit_and_no_more() -> None:
@@ -157,8 +161,10 @@ def test_a_binary_header_holds_as_many_ext_fields_as_the_limit_and_no_more() -> 
 def test_separators_inside_a_long_value_are_no_structure() -> None:
     value = "broker-a:8;{b},[c]," * 10_000
     assert decode(encode_frame(kv_put(value))).ext_fields == {
-        "namespace": "ns", "key": "k", "value": value,
-    }  # fmt: skip
+        "namespace": "ns",
+        "key": "k",
+        "value": value,
+    }
 
 
 def test_it_refuses_more_separators_outside_strings_than_the_limit() -> None:
@@ -172,8 +178,9 @@ def test_a_long_header_may_not_hold_an_integer_longer_than_a_long_could_need() -
     longest, pad = "9" * HEADER_INT_DIGITS_MAX, "p" * 16 * 1024
     header = '{"code":105,"extFields":{"n":%s,"pad":"%s"}}'
     assert decode(frame_of((header % (longest, pad)).encode())).ext_fields == {
-        "n": longest, "pad": pad,
-    }  # fmt: skip
+        "n": longest,
+        "pad": pad,
+    }
     with pytest.raises(ProtocolError, match=f"more than {HEADER_INT_DIGITS_MAX}"):
         decode(frame_of((header % (longest + "9", pad)).encode()))
 

@@ -73,21 +73,32 @@ def test_the_memo_hands_out_its_own_ext_fields_to_no_one() -> None:
     (first,) = decoder.feed(encode_frame(request))
     assert first.ext_fields is not None
     first.ext_fields["topic"] = "changed"
-    (second,) = decoder.feed(encode_frame(RemotingCommand.request(
-        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "A"}, opaque=2)))  # fmt: skip
+    (second,) = decoder.feed(
+        encode_frame(
+            RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "A"}, opaque=2)
+        )
+    )
     assert second.ext_fields == {"topic": "A"}
     assert second.ext_fields is not None
     second.ext_fields["topic"] = "again"
-    (third,) = decoder.feed(encode_frame(RemotingCommand.request(
-        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "A"}, opaque=3)))  # fmt: skip
+    (third,) = decoder.feed(
+        encode_frame(
+            RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "A"}, opaque=3)
+        )
+    )
     assert third.ext_fields == {"topic": "A"} and third.opaque == 3
 
 
 def test_the_memo_keeps_a_bounded_number_of_headers() -> None:
     decoder = FrameDecoder()
     for index in range(frame.HEADER_MEMO_ENTRIES * 3):
-        decoder.feed(encode_frame(RemotingCommand.request(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": f"T{index}"}, opaque=index)))  # fmt: skip
+        decoder.feed(
+            encode_frame(
+                RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": f"T{index}"}, opaque=index
+                )
+            )
+        )
     assert len(decoder._memo._entries) == frame.HEADER_MEMO_ENTRIES
 
 
@@ -144,15 +155,19 @@ HEADER_TEXT = st.text(
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(HEADER_TEXT, st.builds(lambda a, b: '{"code":1,' + a + '"opaque":@' + b,
-                                        HEADER_TEXT, HEADER_TEXT)))  # fmt: skip
+@given(
+    st.one_of(
+        HEADER_TEXT,
+        st.builds(lambda a, b: '{"code":1,' + a + '"opaque":@' + b, HEADER_TEXT, HEADER_TEXT),
+    )
+)
 def test_fuzzed_headers_decode_as_the_full_decode_does(text: str) -> None:
     full, memo = both_ways(text.encode())
     assert memo == full
 
 
 CRC_TEXT = st.lists(
-    st.sampled_from(['{', '}', '"', ":", ",", '"bodyCrc32"', ':"#"', "#", '"x"', "1", " ", "\\"]),
+    st.sampled_from(["{", "}", '"', ":", ",", '"bodyCrc32"', ':"#"', "#", '"x"', "1", " ", "\\"]),
     max_size=10,
 ).map("".join)
 
@@ -170,8 +185,9 @@ def test_an_answer_without_ext_fields_encodes_as_fastjson_writes_it() -> None:
     for opaque in (9, -3):
         answer = make_response(
             RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {}, opaque=opaque),
-            ResponseCode.TOPIC_NOT_EXIST, remark='No topic route info in name server "T" é',
-        )  # fmt: skip
+            ResponseCode.TOPIC_NOT_EXIST,
+            remark='No topic route info in name server "T" é',
+        )
         header = frame.encode_frame_prefix(answer)[8:]
         assert header == (
             b'{"code":17,"flag":1,"language":"JAVA","opaque":%d,'

@@ -283,9 +283,15 @@ def _run_limits(soft: int, hard: int, env: dict[str, str]) -> subprocess.Complet
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
-        timeout=30, check=False, preexec_fn=limit, env={**os.environ, **env},
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        preexec_fn=limit,
+        env={**os.environ, **env},
+    )
 
 
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_one_and_sizes_the_cap() -> None:

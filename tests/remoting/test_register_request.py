@@ -20,9 +20,12 @@ WRAPPER = TopicConfigSerializeWrapper(
     topic_config_table={f"T{i}": TopicConfig(f"T{i}", read_queue_nums=2) for i in range(40)},
 )
 IDENTITY = {
-    "cluster_name": "DefaultCluster", "broker_name": "broker-a", "broker_id": 1,
-    "broker_addr": "10.0.0.1:10911", "ha_server_addr": "10.0.0.1:10912",
-}  # fmt: skip
+    "cluster_name": "DefaultCluster",
+    "broker_name": "broker-a",
+    "broker_id": 1,
+    "broker_addr": "10.0.0.1:10911",
+    "ha_server_addr": "10.0.0.1:10912",
+}
 
 
 def test_the_header_names_the_broker_and_checks_the_body() -> None:
@@ -30,11 +33,15 @@ def test_the_header_names_the_broker_and_checks_the_body() -> None:
     fields = request.ext_fields or {}
     assert request.code == RequestCode.REGISTER_BROKER and request.version == CURRENT_VERSION
     assert fields == {
-        "brokerAddr": "10.0.0.1:10911", "brokerId": "1", "brokerName": "broker-a",
-        "clusterName": "DefaultCluster", "haServerAddr": "10.0.0.1:10912",
-        "compressed": "false", "enableActingMaster": "false",
+        "brokerAddr": "10.0.0.1:10911",
+        "brokerId": "1",
+        "brokerName": "broker-a",
+        "clusterName": "DefaultCluster",
+        "haServerAddr": "10.0.0.1:10912",
+        "compressed": "false",
+        "enableActingMaster": "false",
         "bodyCrc32": str(zlib.crc32(request.body or b"") & 0x7FFFFFFF),
-    }  # fmt: skip
+    }
     body = decode_register_broker_request_body(
         request.body, compressed=False, version=request.version
     )
@@ -57,9 +64,12 @@ def test_optional_fields_appear_only_when_given() -> None:
     assert "enableActingMaster" not in (old.ext_fields or {})
     assert "heartbeatTimeoutMillis" not in (old.ext_fields or {})
     new = register_broker_request(
-        **IDENTITY, wrapper=WRAPPER, enable_acting_master=True, heartbeat_timeout_ms=9000,
+        **IDENTITY,
+        wrapper=WRAPPER,
+        enable_acting_master=True,
+        heartbeat_timeout_ms=9000,
         extra_fields={"enableRaftFailover": "true"},
-    )  # fmt: skip
+    )
     fields = new.ext_fields or {}
     assert fields["enableActingMaster"] == "true"
     assert fields["heartbeatTimeoutMillis"] == "9000"

@@ -54,16 +54,25 @@ def server_config(
     run_tls: RunTls, mode: TlsMode, auth: ClientAuth = ClientAuth.NONE
 ) -> TlsServerConfig:
     node = run_tls.nodes["n1"]
-    return TlsServerConfig(mode=mode, cert_path=node.cert, key_path=node.key,
-                           trust_cert_path=run_tls.ca.cert, need_client_auth=auth)  # fmt: skip
+    return TlsServerConfig(
+        mode=mode,
+        cert_path=node.cert,
+        key_path=node.key,
+        trust_cert_path=run_tls.ca.cert,
+        need_client_auth=auth,
+    )
 
 
 def trusting(run_tls: RunTls, own: CertFiles | None = None) -> ssl.SSLContext:
     """A client context that checks the server against the run's CA."""
-    return client_context(TlsClientConfig(
-        enabled=True, trust_cert_path=run_tls.ca.cert,
-        cert_path=None if own is None else own.cert, key_path=None if own is None else own.key,
-    ))  # fmt: skip
+    return client_context(
+        TlsClientConfig(
+            enabled=True,
+            trust_cert_path=run_tls.ca.cert,
+            cert_path=None if own is None else own.cert,
+            key_path=None if own is None else own.key,
+        )
+    )
 
 
 def echo(request: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -46,10 +46,10 @@ def test_the_same_table_with_another_data_version_has_the_same_digest() -> None:
     assert later.data_version == DataVersion(1, 1_700_000_999_999, 123_456)
 
 
-
 def test_the_request_digest_built_on_it_tells_requests_apart_as_the_body_does() -> None:
     """A copy of the same request (another opaque) has the same digest; another
     DataVersion, header field or table does not."""
+
     def request_digest(request: RemotingCommand) -> bytes:
         return register_body.registration_digest(request, register_body.topics_digest(request))
 

@@ -32,26 +32,62 @@ ROUTE_AB = "a:h1:10911:4:4:6,b:h2:10911:4:4:6"
 ROUTE_A = "a:h1:10911:4:4:6"
 
 
-def _op(op_id: int, process: str, kind: str, node: str, topic: str, invoke: int, latency: int,
-        outcome: str = "ok", value: str = "", broker: str = "") -> tuple[Any, ...]:
-    return (op_id, process, kind, node, topic, invoke, invoke + latency, outcome, value, -1,
-            broker, "{}")
+def _op(
+    op_id: int,
+    process: str,
+    kind: str,
+    node: str,
+    topic: str,
+    invoke: int,
+    latency: int,
+    outcome: str = "ok",
+    value: str = "",
+    broker: str = "",
+) -> tuple[Any, ...]:
+    return (
+        op_id,
+        process,
+        kind,
+        node,
+        topic,
+        invoke,
+        invoke + latency,
+        outcome,
+        value,
+        -1,
+        broker,
+        "{}",
+    )
 
 
-def _write_run(root: Path, mode: str, read_latency: list[int], beat_latency: list[int],
-               dropped_at: int, leader_kill: bool) -> None:
-    meta = RunMeta(run_id=f"real-{mode}", scenario="calibration", mode=mode, seed=0,
-                   nodes=["n0", "n1"], params=dict(PARAMS))
+def _write_run(
+    root: Path,
+    mode: str,
+    read_latency: list[int],
+    beat_latency: list[int],
+    dropped_at: int,
+    leader_kill: bool,
+) -> None:
+    meta = RunMeta(
+        run_id=f"real-{mode}",
+        scenario="calibration",
+        mode=mode,
+        seed=0,
+        nodes=["n0", "n1"],
+        params=dict(PARAMS),
+    )
     with HistoryWriter(root / meta.run_id, meta) as out:
         op_id = 0
         for k, latency in enumerate(read_latency):
             op_id += 1
-            out.operation(_op(op_id, "p1", "route_read", "n0", "T", 1000 * k, latency,
-                              value=ROUTE_AB))
+            out.operation(
+                _op(op_id, "p1", "route_read", "n0", "T", 1000 * k, latency, value=ROUTE_AB)
+            )
         for k, latency in enumerate(beat_latency):
             op_id += 1
-            out.operation(_op(op_id, "b", "heartbeat", "n0", "", 1000 * k + 500, latency,
-                              broker="b"))
+            out.operation(
+                _op(op_id, "b", "heartbeat", "n0", "", 1000 * k + 500, latency, broker="b")
+            )
         out.fault((10_000, -1, "kill_broker", "b", "{}"))
         for ts in range(10_000, 20_000, 250):
             value = ROUTE_AB if ts < dropped_at else ROUTE_A
@@ -59,22 +95,37 @@ def _write_run(root: Path, mode: str, read_latency: list[int], beat_latency: lis
                 out.node_state((ts, node, "T", value, -1))
         if leader_kill:
             out.fault((30_000, 40_000, "leader_kill", "n1", "{}"))
-            for invoke, node, outcome in ((30_100, "n0", "error"), (31_700, "n0", "timeout"),
-                                          (33_000, "n1", "timeout"), (45_000, "n0", "error")):
+            for invoke, node, outcome in (
+                (30_100, "n0", "error"),
+                (31_700, "n0", "timeout"),
+                (33_000, "n1", "timeout"),
+                (45_000, "n0", "error"),
+            ):
                 op_id += 1
-                out.operation(_op(op_id, "b", "heartbeat", node, "", invoke, 900, outcome,
-                                  broker="b"))
+                out.operation(
+                    _op(op_id, "b", "heartbeat", node, "", invoke, 900, outcome, broker="b")
+                )
 
 
 @pytest.fixture(scope="module")
 def real_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("real-runs")
     _write_run(root, "eventual", [10 * k for k in range(21)], [2] * 21, 14_500, False)
-    _write_run(root, "raft", [5] * 21, [2] * 10 + [2 + 10 * k for k in range(1, 11)],
-               15_000, True)
+    _write_run(root, "raft", [5] * 21, [2] * 10 + [2 + 10 * k for k in range(1, 11)], 15_000, True)
     # A simulated run in the same root is not a measurement and must be left out.
-    simulate(SimConfig(brokers=4, topics=4, reads=40, duration_ms=60_000, fault_start_ms=0,
-                       fault_end_ms=0, sample_topics=4, consumer_groups=1), root)
+    simulate(
+        SimConfig(
+            brokers=4,
+            topics=4,
+            reads=40,
+            duration_ms=60_000,
+            fault_start_ms=0,
+            fault_end_ms=0,
+            sample_topics=4,
+            consumer_groups=1,
+        ),
+        root,
+    )
     return root
 
 
@@ -105,7 +156,10 @@ def test_periods_detection_and_election_are_the_known_ones(calibration: Calibrat
     eventual, raft = calibration.modes["eventual"], calibration.modes["raft"]
     for mode in (eventual, raft):
         assert (mode.poll_interval_ms, mode.broker_timeout_ms, mode.scan_interval_ms) == (
-            1000, 4000, 1000)
+            1000,
+            4000,
+            1000,
+        )
     assert (eventual.heartbeat_interval_ms, eventual.sample_interval_ms) == (1000, 250)
     assert (eventual.expiry_extra_ms, raft.expiry_extra_ms) == (500, 1000)
     assert (raft.election_ms, raft.samples["leader_kills"]) == (1700, 1)
@@ -113,7 +167,8 @@ def test_periods_detection_and_election_are_the_known_ones(calibration: Calibrat
 
 
 def test_the_calibration_survives_json_and_refuses_a_foreign_file(
-    calibration: Calibration, tmp_path: Path,
+    calibration: Calibration,
+    tmp_path: Path,
 ) -> None:
     path = tmp_path / "calibration.json"
     path.write_text(calibration.to_json())
@@ -130,19 +185,34 @@ def test_apply_sets_latencies_always_and_periods_on_request(calibration: Calibra
     assert raft.commit_latency_quantiles_ms[0] == 10
     assert (raft.poll_interval_ms, raft.broker_timeout_ms) == (30_000, 120_000)
     timed = calibration.apply(SimConfig(mode="raft"), timings=True)
-    assert (timed.poll_interval_ms, timed.heartbeat_interval_ms, timed.broker_timeout_ms,
-            timed.scan_interval_ms, timed.sample_interval_ms) == (1000, 1000, 4000, 1000, 250)
+    assert (
+        timed.poll_interval_ms,
+        timed.heartbeat_interval_ms,
+        timed.broker_timeout_ms,
+        timed.scan_interval_ms,
+        timed.sample_interval_ms,
+    ) == (1000, 1000, 4000, 1000, 250)
     only_raft = Calibration({"raft": calibration.modes["raft"]}, ["real-raft"])
     with pytest.raises(ValueError, match="no eventual run"):
         only_raft.apply(SimConfig(mode="eventual"))
 
 
 def test_the_calibrated_simulation_shows_the_measured_timings(
-    calibration: Calibration, tmp_path: Path,
+    calibration: Calibration,
+    tmp_path: Path,
 ) -> None:
-    base = SimConfig(brokers=10, topics=20, reads=4000, seed=5, scenario="broker_kill",
-                     fault_share=0.1, duration_ms=60_000, fault_start_ms=20_000,
-                     fault_end_ms=60_000, sample_topics=20)
+    base = SimConfig(
+        brokers=10,
+        topics=20,
+        reads=4000,
+        seed=5,
+        scenario="broker_kill",
+        fault_share=0.1,
+        duration_ms=60_000,
+        fault_start_ms=20_000,
+        fault_end_ms=60_000,
+        sample_topics=20,
+    )
     eventual = calibration.apply(replace(base, mode="eventual"), timings=True)
     meta = simulate(eventual, tmp_path)
     ops = read_table(tmp_path / meta.run_id, "operations").to_pylist()

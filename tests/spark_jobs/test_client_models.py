@@ -35,7 +35,10 @@ def ids(mqs):
 def test_averagely_gives_contiguous_blocks_with_the_extra_queues_first():
     mqs = queues(8)
     assert [ids(allocate_averagely("g", c, mqs, CIDS)) for c in CIDS] == [
-        [0, 1, 2], [3, 4, 5], [6, 7]]
+        [0, 1, 2],
+        [3, 4, 5],
+        [6, 7],
+    ]
 
 
 def test_averagely_leaves_consumers_past_the_queue_count_empty():
@@ -45,7 +48,10 @@ def test_averagely_leaves_consumers_past_the_queue_count_empty():
 
 def test_by_circle_deals_queues_round_robin():
     assert [ids(allocate_by_circle("g", c, queues(8), CIDS)) for c in CIDS] == [
-        [0, 3, 6], [1, 4, 7], [2, 5]]
+        [0, 3, 6],
+        [1, 4, 7],
+        [2, 5],
+    ]
 
 
 def test_consistent_hash_uses_the_md5_ring_and_covers_every_queue_once():
@@ -72,10 +78,14 @@ def test_machine_room_nearby_keeps_local_queues_and_shares_orphan_rooms():
     mqs = sorted(queues(2, "r1@b1") + queues(2, "r2@b2") + queues(2, "r3@b3"))
     rooms = {"r1-c": "r1", "r2-c": "r2"}
     strategy = allocate_machine_room_nearby(
-        allocate_averagely, lambda mq: mq.broker_name.split("@")[0], rooms.__getitem__)
+        allocate_averagely, lambda mq: mq.broker_name.split("@")[0], rooms.__getitem__
+    )
     mine = strategy("g", "r1-c", mqs, sorted(rooms))
     assert [(mq.broker_name, mq.queue_id) for mq in mine] == [
-        ("r1@b1", 0), ("r1@b1", 1), ("r3@b3", 0)]
+        ("r1@b1", 0),
+        ("r1@b1", 1),
+        ("r3@b3", 0),
+    ]
 
 
 def test_rebalance_sorts_queues_and_consumers_before_allocating():
@@ -92,7 +102,9 @@ def test_publish_info_needs_a_writable_master_and_subscribe_info_only_readabilit
     route = route_from_value("a:h1:1:2:2:6,b:-:2:2:6,c:h3:1:2:2:4")
     publish = topic_route_to_publish_info("T", route)
     assert [(mq.broker_name, mq.queue_id) for mq in publish.message_queue_list] == [
-        ("a", 0), ("a", 1)]
+        ("a", 0),
+        ("a", 1),
+    ]
     assert {mq.broker_name for mq in topic_route_to_subscribe_info("T", route)} == {"a", "b", "c"}
 
 
@@ -112,7 +124,9 @@ def test_latency_fault_tolerance_isolates_a_slow_broker_for_a_while():
     strategy = MQFaultStrategy(send_latency_fault_enable=True)
     strategy.update_fault_item("a", 600, isolation=False, reachable=True, now_ms=1000)
     assert not_available_duration_ms(600) == 2000
-    assert {strategy.select_one_message_queue(info, None, False, 1500).broker_name
-            for _ in range(6)} == {"b"}
-    assert {strategy.select_one_message_queue(info, None, False, 3000).broker_name
-            for _ in range(6)} == {"a", "b"}
+    assert {
+        strategy.select_one_message_queue(info, None, False, 1500).broker_name for _ in range(6)
+    } == {"b"}
+    assert {
+        strategy.select_one_message_queue(info, None, False, 3000).broker_name for _ in range(6)
+    } == {"a", "b"}

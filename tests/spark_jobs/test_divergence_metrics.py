@@ -13,7 +13,10 @@ pytestmark = pytest.mark.slow
 def test_it_measures_the_diverged_share_and_longest_window_per_topic(history):
     rows = {r["topic"]: r for r in rows_of(divergence_by_topic(history), "fresh")}
     assert (rows["T"]["rounds"], rows["T"]["diverged_fraction"], rows["T"]["longest_ms"]) == (
-        5, pytest.approx(0.6), 10000)
+        5,
+        pytest.approx(0.6),
+        10000,
+    )
     assert (rows["U"]["diverged_fraction"], rows["U"]["longest_ms"]) == (0.0, 0)
 
 

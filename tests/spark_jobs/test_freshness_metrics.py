@@ -13,8 +13,7 @@ pytestmark = pytest.mark.slow
 def test_it_measures_staleness_of_each_read_in_versions(history):
     rows = {r["op_id"]: r for r in rows_of(read_freshness(history), "fresh")}
     assert {i: rows[i]["staleness"] for i in rows} == {1: 0, 2: 1, 3: 0, 4: 0, 5: None, 6: 2}
-    assert {i: rows[i]["t_ms"] for i in rows} == {1: 500, 2: 50, 3: 200, 4: 2000, 5: 2500,
-                                                  6: 3000}
+    assert {i: rows[i]["t_ms"] for i in rows} == {1: 500, 2: 50, 3: 200, 4: 2000, 5: 2500, 6: 3000}
 
 
 def test_it_buckets_fresh_reads_by_time_since_the_write(history):
@@ -26,7 +25,8 @@ def test_it_buckets_fresh_reads_by_time_since_the_write(history):
 def test_it_gives_the_share_of_reads_within_k_versions(history):
     rows = rows_of(k_staleness(read_freshness(history), ks=(0, 1, 2, 3)), "fresh")
     assert {r["k"]: r["p_within_k"] for r in rows} == pytest.approx(
-        {0: 3 / 6, 1: 4 / 6, 2: 5 / 6, 3: 5 / 6})
+        {0: 3 / 6, 1: 4 / 6, 2: 5 / 6, 3: 5 / 6}
+    )
 
 
 def test_it_counts_topic_not_exist_answers_for_a_live_topic(history):

@@ -31,9 +31,22 @@ def test_the_writer_streams_row_groups_and_writes_run_metadata(tmp_path):
     meta = RunMeta(run_id="r", scenario="s", mode="raft", seed=3, nodes=["n0"])
     with HistoryWriter(tmp_path / "r", meta, chunk_rows=2) as out:
         for i in range(5):
-            out.operation({"op_id": i, "process": "p", "kind": "route_read", "node": "n0",
-                           "topic": "T", "invoke_ms": i, "complete_ms": i + 1, "outcome": "ok",
-                           "value": "", "version": -1, "broker": "", "extra": "{}"})
+            out.operation(
+                {
+                    "op_id": i,
+                    "process": "p",
+                    "kind": "route_read",
+                    "node": "n0",
+                    "topic": "T",
+                    "invoke_ms": i,
+                    "complete_ms": i + 1,
+                    "outcome": "ok",
+                    "value": "",
+                    "version": -1,
+                    "broker": "",
+                    "extra": "{}",
+                }
+            )
     assert pq.ParquetFile(table_path(tmp_path / "r", "operations")).num_row_groups == 3
     assert read_table(tmp_path / "r", "operations").num_rows == 5
     assert read_table(tmp_path / "r", "faults").num_rows == 0

@@ -33,8 +33,15 @@ def test_it_accepts_a_read_overlapping_a_write_returning_either_value():
 
 
 def test_it_rejects_the_classic_stale_read_with_a_minimal_counterexample():
-    history = [w(1, "a", 0, 10), w(2, "b", 20, 30), r(3, "a", 40, 50),
-               r(4, "a", 12, 15), r(5, "b", 32, 35), w(6, "c", 60, 70), r(7, "c", 80, 90)]
+    history = [
+        w(1, "a", 0, 10),
+        w(2, "b", 20, 30),
+        r(3, "a", 40, 50),
+        r(4, "a", 12, 15),
+        r(5, "b", 32, 35),
+        w(6, "c", 60, 70),
+        r(7, "c", 80, 90),
+    ]
     result = check_register(history)
     assert result.verdict == NOT_LINEARIZABLE
     assert result.counterexample == (1, 2, 3)
@@ -59,8 +66,13 @@ def test_it_orders_concurrent_overlapping_writes_either_way():
 
 
 def test_it_rejects_reads_that_see_overlapping_writes_flip_back():
-    history = [w(1, "a", 0, 100), w(2, "b", 10, 90), r(3, "a", 20, 30), r(4, "b", 40, 50),
-               r(5, "a", 60, 70)]
+    history = [
+        w(1, "a", 0, 100),
+        w(2, "b", 10, 90),
+        r(3, "a", 20, 30),
+        r(4, "b", 40, 50),
+        r(5, "a", 60, 70),
+    ]
     result = check_register(history)
     assert result.verdict == NOT_LINEARIZABLE
     assert result.counterexample == (1, 2, 3, 4, 5)
@@ -73,12 +85,30 @@ def test_a_write_that_timed_out_may_take_effect_late():
 
 def test_it_reads_operation_rows_with_outcomes():
     rows = [
-        {"op_id": 1, "kind": "register", "invoke_ms": 0, "complete_ms": 5, "outcome": "ok",
-         "value": "a"},
-        {"op_id": 2, "kind": "route_read", "invoke_ms": 10, "complete_ms": 12,
-         "outcome": "not_found", "value": None},
-        {"op_id": 3, "kind": "route_read", "invoke_ms": 20, "complete_ms": 22,
-         "outcome": "timeout", "value": ""},
+        {
+            "op_id": 1,
+            "kind": "register",
+            "invoke_ms": 0,
+            "complete_ms": 5,
+            "outcome": "ok",
+            "value": "a",
+        },
+        {
+            "op_id": 2,
+            "kind": "route_read",
+            "invoke_ms": 10,
+            "complete_ms": 12,
+            "outcome": "not_found",
+            "value": None,
+        },
+        {
+            "op_id": 3,
+            "kind": "route_read",
+            "invoke_ms": 20,
+            "complete_ms": 22,
+            "outcome": "timeout",
+            "value": "",
+        },
     ]
     result = check_rows(rows)
     assert (result.verdict, result.counterexample) == (NOT_LINEARIZABLE, (1, 2))
@@ -101,11 +131,29 @@ def test_the_overall_verdict_is_the_worst_topic():
 def test_an_operation_stamped_as_completing_before_its_invocation_is_instantaneous():
     """Recorders on parallel probes can stamp such a row; the checker must not crash."""
     rows = [
-        {"op_id": 1, "kind": "register", "outcome": "ok", "value": "A", "invoke_ms": 10,
-         "complete_ms": 12},
-        {"op_id": 2, "kind": "register", "outcome": "ok", "value": "B", "invoke_ms": 30,
-         "complete_ms": 29},
-        {"op_id": 3, "kind": "route_read", "outcome": "ok", "value": "B", "invoke_ms": 40,
-         "complete_ms": 39},
+        {
+            "op_id": 1,
+            "kind": "register",
+            "outcome": "ok",
+            "value": "A",
+            "invoke_ms": 10,
+            "complete_ms": 12,
+        },
+        {
+            "op_id": 2,
+            "kind": "register",
+            "outcome": "ok",
+            "value": "B",
+            "invoke_ms": 30,
+            "complete_ms": 29,
+        },
+        {
+            "op_id": 3,
+            "kind": "route_read",
+            "outcome": "ok",
+            "value": "B",
+            "invoke_ms": 40,
+            "complete_ms": 39,
+        },
     ]
     assert check_rows(rows).verdict == LINEARIZABLE

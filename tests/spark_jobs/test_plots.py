@@ -24,8 +24,10 @@ from spark_jobs.plots import FIGURE_NAMES, build_figures, write_plots
 MODES = ("eventual", "raft")
 SCENARIO = "asymmetric_partition"
 EDGES = (0, 100, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 300_000)
-P_FRESH = {"eventual": (1.0, 1.0, 0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.93, 0.95, 0.96, 0.97),
-           "raft": (1.0,) * len(EDGES)}
+P_FRESH = {
+    "eventual": (1.0, 1.0, 0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.93, 0.95, 0.96, 0.97),
+    "raft": (1.0,) * len(EDGES),
+}
 FAULT_S = (0.0, 360.0)
 SPARSE_BUCKET_MS, SPARSE_READS = 5_000, 4
 
@@ -33,30 +35,92 @@ SPARSE_BUCKET_MS, SPARSE_READS = 5_000, 4
 def _tables() -> dict[str, list[dict[str, Any]]]:
     """One report of the eventual and the raft run of one scenario, all values >= 0.9."""
     runs = {mode: f"sim-{mode}-s1" for mode in MODES}
-    t_vis = [{"mode": m, "scenario": SCENARIO, "t_bucket_ms": t, "p_fresh": p,
-              "reads": SPARSE_READS if t == SPARSE_BUCKET_MS else 200}
-             for m in MODES for t, p in zip(EDGES, P_FRESH[m], strict=True)]
-    k_stale = [{"mode": m, "scenario": SCENARIO, "reads": 100, "k": k,
-                "p_within_k": 1.0 if m == "raft" else 0.95 + 0.01 * i}
-               for m in MODES for i, k in enumerate((0, 1, 2, 3, 5, 10))]
-    timeline = [{"run_id": runs[m], "mode": m, "scenario": SCENARIO, "node": f"ns{n}",
-                 "t_ms": t, "topics": 100,
-                 "diverged_share": 0.13 if m == "eventual" and n == 0 and 110_000 <= t < 380_000
-                 else 0.0}
-                for m in MODES for n in range(3) for t in range(-60_000, 540_000, 5_000)]
-    windows = [{"run_id": runs[m], "mode": m, "scenario": SCENARIO,
-                "kind": "asymmetric_partition", "target": f"ns{n}", "start_ms": 0,
-                "end_ms": 360_000, "open_end": False} for m in MODES for n in (0, 1)]
-    cdf = [{"mode": m, "scenario": SCENARIO, "reads": 500, "quantile": q / 100,
-            "latency_ms": (1 + q // 10) * (3 if m == "raft" else 1)}
-           for m in MODES for q in range(1, 101)]
-    stale = [{"run_id": runs[m], "mode": m, "scenario": SCENARIO, "target": "broker-00002",
-              "start_ms": 60_000, "node": f"ns{n}", "observed_ms": 535_000,
-              "window_ms": None if (m, n) == ("eventual", 2) else 95_000 + 5_000 * n}
-             for m in MODES for n in range(3)]
-    return {"t_visibility": t_vis, "k_staleness": k_stale, "divergence_timeline": timeline,
-            "fault_windows": windows, "read_latency_cdf": cdf, "stale_route_by_node": stale,
-            "divergence": [{"mode": "raft", "scenario": SCENARIO, "topics": 1}]}
+    t_vis = [
+        {
+            "mode": m,
+            "scenario": SCENARIO,
+            "t_bucket_ms": t,
+            "p_fresh": p,
+            "reads": SPARSE_READS if t == SPARSE_BUCKET_MS else 200,
+        }
+        for m in MODES
+        for t, p in zip(EDGES, P_FRESH[m], strict=True)
+    ]
+    k_stale = [
+        {
+            "mode": m,
+            "scenario": SCENARIO,
+            "reads": 100,
+            "k": k,
+            "p_within_k": 1.0 if m == "raft" else 0.95 + 0.01 * i,
+        }
+        for m in MODES
+        for i, k in enumerate((0, 1, 2, 3, 5, 10))
+    ]
+    timeline = [
+        {
+            "run_id": runs[m],
+            "mode": m,
+            "scenario": SCENARIO,
+            "node": f"ns{n}",
+            "t_ms": t,
+            "topics": 100,
+            "diverged_share": 0.13
+            if m == "eventual" and n == 0 and 110_000 <= t < 380_000
+            else 0.0,
+        }
+        for m in MODES
+        for n in range(3)
+        for t in range(-60_000, 540_000, 5_000)
+    ]
+    windows = [
+        {
+            "run_id": runs[m],
+            "mode": m,
+            "scenario": SCENARIO,
+            "kind": "asymmetric_partition",
+            "target": f"ns{n}",
+            "start_ms": 0,
+            "end_ms": 360_000,
+            "open_end": False,
+        }
+        for m in MODES
+        for n in (0, 1)
+    ]
+    cdf = [
+        {
+            "mode": m,
+            "scenario": SCENARIO,
+            "reads": 500,
+            "quantile": q / 100,
+            "latency_ms": (1 + q // 10) * (3 if m == "raft" else 1),
+        }
+        for m in MODES
+        for q in range(1, 101)
+    ]
+    stale = [
+        {
+            "run_id": runs[m],
+            "mode": m,
+            "scenario": SCENARIO,
+            "target": "broker-00002",
+            "start_ms": 60_000,
+            "node": f"ns{n}",
+            "observed_ms": 535_000,
+            "window_ms": None if (m, n) == ("eventual", 2) else 95_000 + 5_000 * n,
+        }
+        for m in MODES
+        for n in range(3)
+    ]
+    return {
+        "t_visibility": t_vis,
+        "k_staleness": k_stale,
+        "divergence_timeline": timeline,
+        "fault_windows": windows,
+        "read_latency_cdf": cdf,
+        "stale_route_by_node": stale,
+        "divergence": [{"mode": "raft", "scenario": SCENARIO, "topics": 1}],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -91,17 +155,24 @@ def _probability_axis_ok(ax: Axes, lowest: float) -> None:
 
 
 def test_it_builds_every_figure_by_name(figures):
-    assert list(figures) == list(FIGURE_NAMES) == [
-        "t_visibility", "k_staleness", "divergence_timeline", "read_latency_cdf",
-        "stale_route_window"]
+    assert (
+        list(figures)
+        == list(FIGURE_NAMES)
+        == [
+            "t_visibility",
+            "k_staleness",
+            "divergence_timeline",
+            "read_latency_cdf",
+            "stale_route_window",
+        ]
+    )
 
 
 def test_it_leaves_out_figures_without_data():
     tables = _tables()
     tables["stale_route_by_node"] = []  # no broker kill in the history
     del tables["read_latency_cdf"]
-    assert list(build_figures(tables)) == ["t_visibility", "k_staleness",
-                                           "divergence_timeline"]
+    assert list(build_figures(tables)) == ["t_visibility", "k_staleness", "divergence_timeline"]
     assert build_figures({}) == {}
 
 
@@ -125,8 +196,10 @@ def test_t_visibility_notes_the_read_count_of_sparse_buckets(figures):
     [ax] = figures["t_visibility"].axes
     notes = sorted((t.get_text(), t.xy) for t in ax.texts if t.get_text().startswith("n="))
     # 5000 is the lower edge of [5000, 10000), drawn at 10000; one note per mode's point.
-    assert notes == [("n=4 reads", (10_000.0, P_FRESH[m][EDGES.index(SPARSE_BUCKET_MS)]))
-                     for m in sorted(MODES, key=lambda m: P_FRESH[m][5])]
+    assert notes == [
+        ("n=4 reads", (10_000.0, P_FRESH[m][EDGES.index(SPARSE_BUCKET_MS)]))
+        for m in sorted(MODES, key=lambda m: P_FRESH[m][5])
+    ]
 
 
 def test_t_visibility_legend_is_outside_the_data_area(figures):
@@ -167,7 +240,10 @@ def test_divergence_timeline_has_a_row_per_mode_a_line_per_node_and_the_fault_sh
     assert [ax.get_title(loc="left") for ax in axes] == list(MODES)
     for ax in axes:
         assert sorted(line.get_label() for line in ax.get_lines()) == [
-            "node ns0", "node ns1", "node ns2"]
+            "node ns0",
+            "node ns1",
+            "node ns2",
+        ]
         # Both cut-off nodes share one window: one span, not two stacked ones.
         assert _span_x_ranges(ax) == [FAULT_S]
     assert "s)" in axes[-1].get_xlabel() and "fault" in axes[-1].get_xlabel()
@@ -247,43 +323,62 @@ def test_write_plots_can_run_in_several_threads_at_once(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_new_tables_from_the_hand_built_runs_and_their_plots(spark, history_root,
-                                                                  tmp_path):
+def test_the_new_tables_from_the_hand_built_runs_and_their_plots(spark, history_root, tmp_path):
     from spark_jobs.metrics import analyze
 
     tables, seconds = analyze(spark, history_root)
-    for name in ("divergence_timeline", "fault_windows", "read_latency_cdf",
-                 "stale_route_by_node"):
+    for name in ("divergence_timeline", "fault_windows", "read_latency_cdf", "stale_route_by_node"):
         assert name in seconds
 
     # r2 ("kill"): b is killed at 10000 with an open end; nodes n0/n1 answer for T:
     # 10000 B/B, 15000 A/B (1:1, no majority: both diverged), 20000 A/A, 25000 A/A.
-    kill = {(r["node"], r["t_ms"]): (r["topics"], r["diverged_share"])
-            for r in tables["divergence_timeline"] if r["scenario"] == "kill"}
-    assert kill == {(n, t): (1, 1.0 if t == 5000 else 0.0)
-                    for n in ("n0", "n1") for t in (0, 5000, 10000, 15000)}
+    kill = {
+        (r["node"], r["t_ms"]): (r["topics"], r["diverged_share"])
+        for r in tables["divergence_timeline"]
+        if r["scenario"] == "kill"
+    }
+    assert kill == {
+        (n, t): (1, 1.0 if t == 5000 else 0.0)
+        for n in ("n0", "n1")
+        for t in (0, 5000, 10000, 15000)
+    }
     # r1 ("fresh"): first fault at 1000; rounds every 5000 from 0; T splits 1:1 in the
     # rounds 5000, 10000 and 20000, U never: half of each node's two topics then.
-    fresh = {(r["node"], r["t_ms"]): r["diverged_share"]
-             for r in tables["divergence_timeline"] if r["scenario"] == "fresh"}
-    assert fresh == {(n, ts - 1000): 0.5 if ts in (5000, 10000, 20000) else 0.0
-                     for n in ("n0", "n1") for ts in (0, 5000, 10000, 15000, 20000)}
+    fresh = {
+        (r["node"], r["t_ms"]): r["diverged_share"]
+        for r in tables["divergence_timeline"]
+        if r["scenario"] == "fresh"
+    }
+    assert fresh == {
+        (n, ts - 1000): 0.5 if ts in (5000, 10000, 20000) else 0.0
+        for n in ("n0", "n1")
+        for ts in (0, 5000, 10000, 15000, 20000)
+    }
 
-    windows = {r["scenario"]: (r["kind"], r["target"], r["start_ms"], r["end_ms"], r["open_end"])
-               for r in tables["fault_windows"]}
+    windows = {
+        r["scenario"]: (r["kind"], r["target"], r["start_ms"], r["end_ms"], r["open_end"])
+        for r in tables["fault_windows"]
+    }
     # r2's open kill ends at the run's last timestamp: read 5 completes at 40002.
-    assert windows == {"fresh": ("asymmetric_partition", "n0", 0, 2200, False),
-                       "kill": ("kill_broker", "b", 0, 30002, True)}
+    assert windows == {
+        "fresh": ("asymmetric_partition", "n0", 0, 2200, False),
+        "kill": ("kill_broker", "b", 0, 30002, True),
+    }
 
     # n0 routes to b last in the kill's round (10000) and drops it at 15000; n1 still at
     # 15000, dropped at 20000; the last round in the window is 25000.
-    by_node = {r["node"]: (r["target"], r["start_ms"], r["window_ms"], r["observed_ms"])
-               for r in tables["stale_route_by_node"]}
+    by_node = {
+        r["node"]: (r["target"], r["start_ms"], r["window_ms"], r["observed_ms"])
+        for r in tables["stale_route_by_node"]
+    }
     assert by_node == {"n0": ("b", 10000, 5000, 15000), "n1": ("b", 10000, 10000, 15000)}
 
     # r5 ("lin"): three route reads taking 10, 10 and 2 ms.
-    lin = {r["quantile"]: (r["reads"], r["latency_ms"]) for r in tables["read_latency_cdf"]
-           if r["scenario"] == "lin"}
+    lin = {
+        r["quantile"]: (r["reads"], r["latency_ms"])
+        for r in tables["read_latency_cdf"]
+        if r["scenario"] == "lin"
+    }
     assert len(lin) == 100
     assert lin[0.01] == lin[0.33] == (3, 2)
     assert lin[0.34] == lin[1.0] == (3, 10)
@@ -295,10 +390,13 @@ def test_the_new_tables_from_the_hand_built_runs_and_their_plots(spark, history_
 def _three_node_run(root: Path) -> None:
     """Three nodes, two topics, two rounds, no fault: a 2:1 split, then a 1:1:1 split of
     T while n2 skips U."""
-    meta = RunMeta(run_id="m1", scenario="majority", mode="raft", seed=0,
-                   nodes=["n0", "n1", "n2"])
-    values = {(0, "T"): ("A", "A", "B"), (0, "U"): ("C", "C", "C"),
-              (5000, "T"): ("A", "B", ""), (5000, "U"): ("C", "C", None)}
+    meta = RunMeta(run_id="m1", scenario="majority", mode="raft", seed=0, nodes=["n0", "n1", "n2"])
+    values = {
+        (0, "T"): ("A", "A", "B"),
+        (0, "U"): ("C", "C", "C"),
+        (5000, "T"): ("A", "B", ""),
+        (5000, "U"): ("C", "C", None),
+    }
     with HistoryWriter(root / "m1", meta) as out:
         for (ts, topic), answers in values.items():
             for node, value in enumerate(answers):
@@ -307,12 +405,17 @@ def _three_node_run(root: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_node_is_diverged_when_it_differs_from_the_majority_or_there_is_none(spark,
-                                                                                 tmp_path):
+def test_a_node_is_diverged_when_it_differs_from_the_majority_or_there_is_none(spark, tmp_path):
     from spark_jobs.metrics import divergence_timeline, load_history
 
     _three_node_run(tmp_path)
     rows = divergence_timeline(load_history(spark, tmp_path)).collect()
     got = {(r["node"], r["t_ms"]): (r["topics"], r["diverged_share"]) for r in rows}
-    assert got == {("n0", 0): (2, 0.0), ("n1", 0): (2, 0.0), ("n2", 0): (2, 0.5),
-                   ("n0", 5000): (2, 0.5), ("n1", 5000): (2, 0.5), ("n2", 5000): (1, 1.0)}
+    assert got == {
+        ("n0", 0): (2, 0.0),
+        ("n1", 0): (2, 0.0),
+        ("n2", 0): (2, 0.5),
+        ("n0", 5000): (2, 0.5),
+        ("n1", 5000): (2, 0.5),
+        ("n2", 5000): (1, 1.0),
+    }

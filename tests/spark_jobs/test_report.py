@@ -27,12 +27,30 @@ ROUTE_AB = "broker-a:h1:10911:4:4:6,broker-b:h2:10911:4:4:6"
 def _availability() -> list[dict[str, Any]]:
     """Eventual has a write row inside the window, raft none (no write was attempted)."""
     return [
-        {"mode": "eventual", "scenario": "s1", "op_class": "read", "ops": 100, "ok_share": 0.9,
-         "answered_share": 0.95},
-        {"mode": "eventual", "scenario": "s1", "op_class": "write", "ops": 4, "ok_share": 0.5,
-         "answered_share": 0.5},
-        {"mode": "raft", "scenario": "s1", "op_class": "read", "ops": 98, "ok_share": 1.0,
-         "answered_share": 1.0},
+        {
+            "mode": "eventual",
+            "scenario": "s1",
+            "op_class": "read",
+            "ops": 100,
+            "ok_share": 0.9,
+            "answered_share": 0.95,
+        },
+        {
+            "mode": "eventual",
+            "scenario": "s1",
+            "op_class": "write",
+            "ops": 4,
+            "ok_share": 0.5,
+            "answered_share": 0.5,
+        },
+        {
+            "mode": "raft",
+            "scenario": "s1",
+            "op_class": "read",
+            "ops": 98,
+            "ok_share": 1.0,
+            "answered_share": 1.0,
+        },
     ]
 
 
@@ -62,19 +80,37 @@ def test_an_empty_table_says_what_its_emptiness_means() -> None:
 
 
 def test_verdicts_count_topics_with_fewer_than_two_writes_as_not_exercised() -> None:
-    rows = [{"run_id": "e", "mode": "eventual", "scenario": "s1", "linearizable": 5,
-             "not_linearizable": 2, "unknown": 0, "not_exercised": 1},
-            {"run_id": "r", "mode": "raft", "scenario": "s1", "linearizable": 0,
-             "not_linearizable": 0, "unknown": 0, "not_exercised": 8}]
+    rows = [
+        {
+            "run_id": "e",
+            "mode": "eventual",
+            "scenario": "s1",
+            "linearizable": 5,
+            "not_linearizable": 2,
+            "unknown": 0,
+            "not_exercised": 1,
+        },
+        {
+            "run_id": "r",
+            "mode": "raft",
+            "scenario": "s1",
+            "linearizable": 0,
+            "not_linearizable": 0,
+            "unknown": 0,
+            "not_exercised": 8,
+        },
+    ]
     assert linearizability_verdict(rows, "eventual") == (
         "not linearizable",
-        "2 of 7 exercised topics not linearizable; 1 of 8 not exercised (fewer than two "
-        "writes)")
+        "2 of 7 exercised topics not linearizable; 1 of 8 not exercised (fewer than two writes)",
+    )
     assert linearizability_verdict(rows, "raft")[0] == "not exercised"
     table = markdown_verdicts({"linearizability": rows, "availability": _availability()})
     assert table.splitlines()[0] == "|  | eventual | raft |"
-    assert "| writes acknowledged in the fault window | 50.0 % of 4 | no write in a " \
-           "partition window |" in table
+    assert (
+        "| writes acknowledged in the fault window | 50.0 % of 4 | no write in a "
+        "partition window |" in table
+    )
 
 
 def _history(root: Path) -> str:
@@ -86,10 +122,8 @@ def _history(root: Path) -> str:
         for op in (
             (1, "warmup", "register", "", "T", 0, 10, "ok", ROUTE_A, -1, "", "{}"),
             (2, "ns-n2", "register", "n2", "T", 10, 1_500, "ok", ROUTE_AB, -1, "", "{}"),
-            (3, "producer-0", "route_read", "n1", "T", 1_600, 1_610, "ok", ROUTE_A, -1, "",
-             "{}"),
-            (4, "producer-1", "route_read", "n2", "T", 1_620, 1_625, "ok", ROUTE_AB, -1, "",
-             "{}"),
+            (3, "producer-0", "route_read", "n1", "T", 1_600, 1_610, "ok", ROUTE_A, -1, "", "{}"),
+            (4, "producer-1", "route_read", "n2", "T", 1_620, 1_625, "ok", ROUTE_AB, -1, "", "{}"),
         ):
             out.operation(op)
     return run_id
@@ -103,12 +137,23 @@ def test_counterexamples_are_listed_as_their_operations_in_ms_since_the_fault(
 
     result = check_rows(list(iter_rows(tmp_path / run_id, "operations")))
     assert result.verdict == "not_linearizable"
-    ops = counterexample_operations(tmp_path, [
-        {"run_id": run_id, "topic": "T", "counterexample": list(result.counterexample)}])
+    ops = counterexample_operations(
+        tmp_path, [{"run_id": run_id, "topic": "T", "counterexample": list(result.counterexample)}]
+    )
     stale = next(o for o in ops if o["op_id"] == 3)
-    assert stale == {"mode": "eventual", "run_id": run_id, "topic": "T", "op_id": 3,
-                     "node": "n1", "client": "producer-0", "operation": "route_read",
-                     "outcome": "ok", "value": "broker-a", "invoke_ms": 600, "complete_ms": 610}
+    assert stale == {
+        "mode": "eventual",
+        "run_id": run_id,
+        "topic": "T",
+        "op_id": 3,
+        "node": "n1",
+        "client": "producer-0",
+        "operation": "route_read",
+        "outcome": "ok",
+        "value": "broker-a",
+        "invoke_ms": 600,
+        "complete_ms": 610,
+    }
     assert [o["invoke_ms"] for o in ops] == sorted(o["invoke_ms"] for o in ops)
 
 
@@ -116,8 +161,9 @@ def test_summary_md_puts_verdicts_first_and_embeds_the_plots(tmp_path: Path) -> 
     plot = tmp_path / "t_visibility.png"
     plot.write_bytes(b"")
     tables = {"availability": _availability(), COUNTEREXAMPLE_OPS: []}
-    text = write_markdown(tmp_path, tables, {"availability": 1.5}, [plot], "s1: eventual vs "
-                          "raft (seed 7)").read_text()
+    text = write_markdown(
+        tmp_path, tables, {"availability": 1.5}, [plot], "s1: eventual vs raft (seed 7)"
+    ).read_text()
     assert text.startswith("# s1: eventual vs raft (seed 7)\n\n## Verdicts\n")
     assert "![t_visibility](t_visibility.png)" in text
     assert "there is no counterexample" in text

@@ -19,8 +19,7 @@ def test_it_gives_a_verdict_and_counterexample_per_topic(history):
     assert rows["Y"]["counterexample"] == [3, 4, 5]
 
 
-def test_the_cli_writes_tables_plots_and_an_overall_verdict(spark, history_root, tmp_path,
-                                                           capsys):
+def test_the_cli_writes_tables_plots_and_an_overall_verdict(spark, history_root, tmp_path, capsys):
     run_dir = history_root / "r5"
     assert cli.main(["analyze", "--history", str(run_dir), "--out", str(tmp_path)]) == 0
     captured = capsys.readouterr()
@@ -29,8 +28,15 @@ def test_the_cli_writes_tables_plots_and_an_overall_verdict(spark, history_root,
     assert "Spark job 1 of 16: t_visibility ..." in captured.err
     assert "Spark job 16 of 16: counterexamples done in" in captured.err
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert {"t_visibility", "k_staleness", "divergence", "ownership", "latency",
-            "route_changes", "counterexample_operations"} <= set(summary)
+    assert {
+        "t_visibility",
+        "k_staleness",
+        "divergence",
+        "ownership",
+        "latency",
+        "route_changes",
+        "counterexample_operations",
+    } <= set(summary)
     assert summary["linearizability"][0]["not_linearizable"] == 1
     assert (tmp_path / "k_staleness.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "k_staleness.svg").read_text().lstrip().startswith("<?xml")

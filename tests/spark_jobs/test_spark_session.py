@@ -26,25 +26,32 @@ def _names(paths: list[Path], root: Path) -> set[str]:
 
 def test_the_zip_holds_spark_jobs_and_the_project_modules_it_imports(tmp_path):
     names = _names(shipped_sources(cache_dir=tmp_path), PROJECT_ROOT)
-    own = {p.relative_to(PROJECT_ROOT).as_posix()
-           for p in (PROJECT_ROOT / "spark_jobs").glob("*.py")}
+    own = {
+        p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "spark_jobs").glob("*.py")
+    }
     assert own <= names
     # spark_jobs.schema/clients import remoting.model, spark_jobs.simulate raftstore.vocab.
-    assert {"remoting/__init__.py", "remoting/model.py",
-            "raftstore/__init__.py", "raftstore/vocab.py"} <= names
+    assert {
+        "remoting/__init__.py",
+        "remoting/model.py",
+        "raftstore/__init__.py",
+        "raftstore/vocab.py",
+    } <= names
     # Only what is imported: not the rest of those packages, no tests, no caches.
     assert "raftstore/commands.py" not in names
     assert "remoting/server.py" not in names
-    assert not any(name.startswith(("tests/", ".venv/", "run/")) or "__pycache__" in name
-                   for name in names)
+    assert not any(
+        name.startswith(("tests/", ".venv/", "run/")) or "__pycache__" in name for name in names
+    )
     assert {name.split("/")[0] for name in names} == {"spark_jobs", "remoting", "raftstore"}
 
 
 def test_every_analysis_module_imports_from_the_zip_alone(tmp_path):
     """What an executor does: import the jobs with only the zip (and site-packages)."""
     code = build_code_zip(cache_dir=tmp_path)
-    modules = sorted(p.stem for p in (PROJECT_ROOT / "spark_jobs").glob("*.py")
-                     if p.stem != "__init__")
+    modules = sorted(
+        p.stem for p in (PROJECT_ROOT / "spark_jobs").glob("*.py") if p.stem != "__init__"
+    )
     script = (
         "import sys\n"
         f"sys.path.insert(0, {str(code)!r})\n"
@@ -58,8 +65,14 @@ def test_every_analysis_module_imports_from_the_zip_alone(tmp_path):
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -102,8 +115,10 @@ def _write(path: Path, text: str) -> None:
 def test_imports_are_followed_transitively_and_a_changed_import_rebuilds_the_zip(tmp_path):
     root, cache = tmp_path / "proj", tmp_path / "cache"
     _write(root / "app" / "__init__.py", "")
-    _write(root / "app" / "jobs.py", "import json\nfrom .parts import helper\n"
-                                     "def late():\n    import lib.used\n")
+    _write(
+        root / "app" / "jobs.py",
+        "import json\nfrom .parts import helper\ndef late():\n    import lib.used\n",
+    )
     _write(root / "app" / "parts.py", "from lib import deep\nhelper = 1\n")
     _write(root / "lib" / "__init__.py", "")
     _write(root / "lib" / "used.py", "")
@@ -112,8 +127,15 @@ def test_imports_are_followed_transitively_and_a_changed_import_rebuilds_the_zip
     _write(root / "lib" / "unused.py", "")
     _write(root / "tests" / "__init__.py", "")
     _write(root / "tests" / "test_app.py", "import app.jobs\n")
-    expected = {"app/__init__.py", "app/jobs.py", "app/parts.py", "lib/__init__.py",
-                "lib/used.py", "lib/deep.py", "lib/deeper.py"}
+    expected = {
+        "app/__init__.py",
+        "app/jobs.py",
+        "app/parts.py",
+        "lib/__init__.py",
+        "lib/used.py",
+        "lib/deep.py",
+        "lib/deeper.py",
+    }
     assert _names(shipped_sources(root, "app", cache_dir=cache), root) == expected
 
     before = build_code_zip(root=root, cache_dir=cache, sources=None)
@@ -123,9 +145,12 @@ def test_imports_are_followed_transitively_and_a_changed_import_rebuilds_the_zip
 
     _write(root / "app" / "parts.py", "from lib import deep, unused\nhelper = 2\n")
     assert _names(shipped_sources(root, "app", cache_dir=cache), root) == expected | {
-        "lib/unused.py"}
-    assert build_code_zip(shipped_sources(root, "app", cache_dir=cache), root=root,
-                          cache_dir=cache) != before
+        "lib/unused.py"
+    }
+    assert (
+        build_code_zip(shipped_sources(root, "app", cache_dir=cache), root=root, cache_dir=cache)
+        != before
+    )
     assert "lib/unused.py" not in before_names
 
 

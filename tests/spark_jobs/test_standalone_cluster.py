@@ -95,9 +95,15 @@ class Cluster:
 
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
-        return subprocess.Popen([str(SPARK_CLASS), *args], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, cwd=log.parent,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [str(SPARK_CLASS), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=log.parent,
+            start_new_session=True,
+        )
 
 
 def _wait_for(what: str, check: Any, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -142,19 +148,47 @@ def standalone_cluster(tmp_path: Path) -> Iterator[Cluster]:
     started: list[subprocess.Popen[bytes]] = []
     try:
         master_log = logs / "master.log"
-        master = _spawn(["org.apache.spark.deploy.master.Master", "--host", HOST,
-                         "--port", str(port), "--webui-port", str(webui_port)], master_log, env)
+        master = _spawn(
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                HOST,
+                "--port",
+                str(port),
+                "--webui-port",
+                str(webui_port),
+            ],
+            master_log,
+            env,
+        )
         started.append(master)
-        _wait_for("master up", lambda: _master_state(webui_port) is not None, master,
-                  master_log)
+        _wait_for("master up", lambda: _master_state(webui_port) is not None, master, master_log)
         worker_log = logs / "worker.log"
-        worker = _spawn(["org.apache.spark.deploy.worker.Worker", "--host", HOST,
-                         "--cores", "2", "--memory", "1g", "--webui-port", str(worker_webui),
-                         "--work-dir", str(work_dir), url], worker_log, env)
+        worker = _spawn(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                HOST,
+                "--cores",
+                "2",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(worker_webui),
+                "--work-dir",
+                str(work_dir),
+                url,
+            ],
+            worker_log,
+            env,
+        )
         started.append(worker)
-        _wait_for("worker registered",
-                  lambda: (_master_state(webui_port) or {}).get("aliveworkers", 0) >= 1,
-                  worker, worker_log)
+        _wait_for(
+            "worker registered",
+            lambda: (_master_state(webui_port) or {}).get("aliveworkers", 0) >= 1,
+            worker,
+            worker_log,
+        )
         yield Cluster(url=url, webui_port=webui_port, work_dir=work_dir, logs=logs)
     finally:
         for process in reversed(started):
@@ -175,10 +209,24 @@ class Analyze:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env["SPARK_LOCAL_IP"] = HOST
         process = subprocess.Popen(
-            [sys.executable, "-m", "spark_jobs.cli", "analyze", "--history", str(history),
-             "--out", str(out), "--spark-master", master],
-            cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+            [
+                sys.executable,
+                "-m",
+                "spark_jobs.cli",
+                "analyze",
+                "--history",
+                str(history),
+                "--out",
+                str(out),
+                "--spark-master",
+                master,
+            ],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         return cls(master, out, process, time.monotonic())
 
     def finish(self) -> tuple[str, str, float]:
@@ -188,43 +236,52 @@ class Analyze:
         except subprocess.TimeoutExpired:
             self.process.kill()
             stdout, stderr = self.process.communicate()
-            pytest.fail(f"analyze on {self.master}: not done in {ANALYZE_TIMEOUT_S} s\n"
-                        f"{stderr[-4000:]}")
+            pytest.fail(
+                f"analyze on {self.master}: not done in {ANALYZE_TIMEOUT_S} s\n{stderr[-4000:]}"
+            )
         wall = time.monotonic() - self.began
-        assert self.process.returncode == 0, (
-            f"analyze on {self.master} failed:\n{stderr[-4000:]}")
+        assert self.process.returncode == 0, f"analyze on {self.master} failed:\n{stderr[-4000:]}"
         return stdout, stderr, wall
 
 
 def _tables(out: Path) -> dict[str, list[str]]:
     """summary.json's tables, each row canonical JSON, rows sorted (order may differ)."""
     tables = json.loads((out / "summary.json").read_text())
-    return {name: sorted(json.dumps(row, sort_keys=True) for row in rows)
-            for name, rows in tables.items()}
+    return {
+        name: sorted(json.dumps(row, sort_keys=True) for row in rows)
+        for name, rows in tables.items()
+    }
 
 
-def test_analyze_on_a_standalone_cluster_matches_local(standalone_cluster: Cluster,
-                                                       history_root: Path, spark: Any,
-                                                       tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str],
-                                                       ) -> None:
+def test_analyze_on_a_standalone_cluster_matches_local(
+    standalone_cluster: Cluster,
+    history_root: Path,
+    spark: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     cluster = standalone_cluster
     # One after the other: on a small machine two drivers side by side save little time
     # and make the printed wall times meaningless.
     cluster_out, cluster_err, cluster_s = Analyze.start(
-        history_root, tmp_path / "cluster", cluster.url).finish()
+        history_root, tmp_path / "cluster", cluster.url
+    ).finish()
     # The local[2] run of the same history: this process's own (already started) local
     # session, through the same command line.
     began = time.monotonic()
-    assert cli.main(["analyze", "--history", str(history_root), "--out",
-                     str(tmp_path / "local")]) == 0
+    assert (
+        cli.main(["analyze", "--history", str(history_root), "--out", str(tmp_path / "local")]) == 0
+    )
     local_s = time.monotonic() - began
     local_out = capsys.readouterr().out
     print(f"\nanalyze wall time: standalone {cluster_s:.1f} s, local[2] {local_s:.1f} s")
 
     # Spark's JVM logging is quiet by default: not one WARN line reached the terminal.
-    noise = [line for line in cluster_err.splitlines()
-             if " WARN " in line or "Setting default log level" in line]
+    noise = [
+        line
+        for line in cluster_err.splitlines()
+        if " WARN " in line or "Setting default log level" in line
+    ]
     assert not noise, "\n".join(noise)
 
     # The work ran in an executor of the worker, which fetched the code zip from the driver.
@@ -233,11 +290,13 @@ def test_analyze_on_a_standalone_cluster_matches_local(standalone_cluster: Clust
     executors = [d for d in app_dirs[0].iterdir() if d.is_dir()]
     assert executors, f"no executor directory in {app_dirs[0]}"
     assert any(list(d.glob(f"{ZIP_PREFIX}*.zip")) for d in executors), (
-        f"no shipped code zip in {executors}")
+        f"no shipped code zip in {executors}"
+    )
     deadline = time.monotonic() + 15
     while True:
-        completed = [app for app in cluster.state().get("completedapps", [])
-                     if app.get("name") == APP_NAME]
+        completed = [
+            app for app in cluster.state().get("completedapps", []) if app.get("name") == APP_NAME
+        ]
         if completed or time.monotonic() > deadline:
             break
         time.sleep(0.25)

@@ -10,8 +10,14 @@ from namesrv_app.live import divergence_event
 
 def panel(node_id: str, view: str, live: list[str], *, reachable: bool = True) -> dict[str, Any]:
     # The full digests always differ (each node stamps heartbeats with its own clock).
-    return {"node_id": node_id, "reachable": reachable, "digest": f"full-{node_id}",
-            "view_digest": view, "live_brokers": live, "applied_version": 7}  # fmt: skip
+    return {
+        "node_id": node_id,
+        "reachable": reachable,
+        "digest": f"full-{node_id}",
+        "view_digest": view,
+        "live_brokers": live,
+        "applied_version": 7,
+    }
 
 
 def test_equal_client_views_agree_whatever_the_heartbeat_times() -> None:
@@ -28,8 +34,12 @@ def test_liveness_is_compared_apart_and_never_counts_as_disagreement() -> None:
 
 
 def test_a_different_view_marks_every_reachable_node_and_names_the_groups() -> None:
-    panels = [panel("n3", "v", []), panel("n2", "w", []), panel("n1", "v", []),
-              panel("n4", "x", [], reachable=False)]  # fmt: skip
+    panels = [
+        panel("n3", "v", []),
+        panel("n2", "w", []),
+        panel("n1", "v", []),
+        panel("n4", "x", [], reachable=False),
+    ]
     event = divergence_event(panels)
     assert event is not None and event["kind"] == "divergence"
     assert event["groups"] == [["n1", "n3"], ["n2"]]  # the largest group first

@@ -79,14 +79,19 @@ def test_a_broken_multipart_body_is_refused_and_415_is_documented(
     media type at all, 415: schemathesis found that one), and every status a write can
     answer is in the schema."""
     answer = operator_api.generic(
-        "POST", "/api/v1/namesrv-config/", b"--x\r\n\xf1garbage--x--\r\n",
+        "POST",
+        "/api/v1/namesrv-config/",
+        b"--x\r\n\xf1garbage--x--\r\n",
         content_type="multipart/form-data; boundary=",
     )
     assert answer.status_code in (400, 415)
     client = Client()
     client.force_login(viewer)
     documented = client.get("/api/v1/schema/?format=json").json()
-    for path, verbs in (("/api/v1/namesrv-config/", ("post",)), ("/api/v1/topics/", ("post",)),
-                        ("/api/v1/kv/", ("post", "delete"))):
+    for path, verbs in (
+        ("/api/v1/namesrv-config/", ("post",)),
+        ("/api/v1/topics/", ("post",)),
+        ("/api/v1/kv/", ("post", "delete")),
+    ):
         for verb in verbs:
             assert "415" in documented["paths"][path][verb]["responses"], (path, verb)

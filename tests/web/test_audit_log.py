@@ -21,10 +21,12 @@ def known_brokers(db: Any) -> None:
 def test_api_writes_are_recorded_with_who_what_where_and_the_result(
     wired: RunningGateway, known_brokers: None, operator_api: APIClient, operator: User
 ) -> None:
-    created = operator_api.post("/api/v1/kv/", {"namespace": "audit", "key": "k", "value": "v"},
-                                format="json")  # fmt: skip
-    refused = operator_api.post("/api/v1/kv/", {"namespace": "audit", "key": "", "value": "v"},
-                                format="json")  # fmt: skip
+    created = operator_api.post(
+        "/api/v1/kv/", {"namespace": "audit", "key": "k", "value": "v"}, format="json"
+    )
+    refused = operator_api.post(
+        "/api/v1/kv/", {"namespace": "audit", "key": "", "value": "v"}, format="json"
+    )
 
     assert created.status_code == 200 and refused.status_code == 400
     first, second = AuditEntry.objects.order_by("id")
@@ -60,11 +62,16 @@ def test_reads_and_anonymous_requests_are_not_recorded(
 
 
 def test_viewers_read_the_log_in_the_console_and_the_api(
-    wired: RunningGateway, known_brokers: None, operator_api: APIClient, viewer_api: APIClient,
-    client: Client, viewer: User,
-) -> None:  # fmt: skip
-    operator_api.post("/api/v1/kv/", {"namespace": "audit", "key": "k", "value": "v"},
-                      format="json")  # fmt: skip
+    wired: RunningGateway,
+    known_brokers: None,
+    operator_api: APIClient,
+    viewer_api: APIClient,
+    client: Client,
+    viewer: User,
+) -> None:
+    operator_api.post(
+        "/api/v1/kv/", {"namespace": "audit", "key": "k", "value": "v"}, format="json"
+    )
     listed = viewer_api.get("/api/v1/audit/").json()
     assert listed["count"] == 1 and listed["results"][0]["action"] == "kv POST"
     assert log_in(client, viewer.username)

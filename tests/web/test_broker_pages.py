@@ -59,8 +59,14 @@ def logged_in(username: str) -> Client:
 def run_dir(tmp_path: Path, gateway: RunningGateway) -> Iterator[Path]:
     """A run folder holding one real broker registered with the test gateway."""
     # The broker's port checks the test accounts: the console signs as the test admin.
-    spec = BrokerSpec("broker-a", 0, free_port(), free_port(), (gateway.addr,),
-                      settings={"aclFile": str(write_test_acl(tmp_path))})
+    spec = BrokerSpec(
+        "broker-a",
+        0,
+        free_port(),
+        free_port(),
+        (gateway.addr,),
+        settings={"aclFile": str(write_test_acl(tmp_path))},
+    )
     broker_control.start_broker(tmp_path, spec)
     (tmp_path / "cluster.json").write_text(json.dumps({"nodes": []}), encoding="utf-8")
     try:
@@ -76,10 +82,15 @@ def broker(run_dir: Path, settings: Any, gateway: RunningGateway, db: Any) -> Lo
     (local,) = broker_control.local_brokers(run_dir)
     replicator = LocalReplicator("n1")
     service = NameServerService(replicator, ManualClock(int(time.time() * 1000)))
-    asyncio.run(service.register_broker(
-        cluster_name="DefaultCluster", broker_addr=local.spec.addr, broker_name="broker-a",
-        broker_id=0, ha_server_addr=f"127.0.0.1:{local.spec.ha_port}",
-    ))  # fmt: skip
+    asyncio.run(
+        service.register_broker(
+            cluster_name="DefaultCluster",
+            broker_addr=local.spec.addr,
+            broker_name="broker-a",
+            broker_id=0,
+            ha_server_addr=f"127.0.0.1:{local.spec.ha_port}",
+        )
+    )
     write_full_state(replicator.read(read_full_state), "n1", "eventual")
     return local
 
@@ -96,16 +107,23 @@ def test_the_page_shows_the_brokers_role_and_offsets(broker: LocalBroker, viewer
 
 def heart_beat_body(group: str, topic: str) -> bytes:
     """A consumer's HEART_BEAT body: one clustering group subscribed to ``topic``."""
-    return fastjson.dumps({
-        "clientID": CLIENT_ID,
-        "consumerDataSet": [{
-            "groupName": group, "consumeType": "CONSUME_PASSIVELY",
-            "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-            "subscriptionDataSet": [{"topic": topic, "subString": "*", "subVersion": 1,
-                                     "expressionType": "TAG"}],
-        }],
-        "producerDataSet": [],
-    }).encode()  # fmt: skip
+    return fastjson.dumps(
+        {
+            "clientID": CLIENT_ID,
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "subscriptionDataSet": [
+                        {"topic": topic, "subString": "*", "subVersion": 1, "expressionType": "TAG"}
+                    ],
+                }
+            ],
+            "producerDataSet": [],
+        }
+    ).encode()
 
 
 @pytest.fixture
@@ -113,22 +131,34 @@ def consumer_group(broker: LocalBroker) -> Iterator[BlockingClient]:
     """GROUP on the broker: its client connected (the open connection), SENT messages
     on TOPIC and COMMITTED offsets, plus an idle commit on the group's retry topic."""
     with BlockingClient(broker.spec.addr, timeout_s=5.0) as client:
-        beat = RemotingCommand.request(RequestCode.HEART_BEAT, body=heart_beat_body(GROUP, TOPIC),
-                                       language=LanguageCode.PYTHON)  # fmt: skip
+        beat = RemotingCommand.request(
+            RequestCode.HEART_BEAT, body=heart_beat_body(GROUP, TOPIC), language=LanguageCode.PYTHON
+        )
         assert client.invoke(beat).code == ResponseCode.SUCCESS
         for queue_id, count in SENT.items():
             for n in range(count):
                 request = build_send_request(
-                    TOPIC, f"m{n}".encode(), queue_id=queue_id, producer_group="PG", tags=None,
+                    TOPIC,
+                    f"m{n}".encode(),
+                    queue_id=queue_id,
+                    producer_group="PG",
+                    tags=None,
                     born_timestamp_ms=int(time.time() * 1000),
-                )  # fmt: skip
+                )
                 assert client.invoke(request).code == ResponseCode.SUCCESS
-        for topic, queue_id, offset in [*((TOPIC, q, o) for q, o in COMMITTED.items()),
-                                        (RETRY_TOPIC, 0, 0)]:  # fmt: skip
-            commit = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                "consumerGroup": GROUP, "topic": topic, "queueId": str(queue_id),
-                "commitOffset": str(offset),
-            })  # fmt: skip
+        for topic, queue_id, offset in [
+            *((TOPIC, q, o) for q, o in COMMITTED.items()),
+            (RETRY_TOPIC, 0, 0),
+        ]:
+            commit = RemotingCommand.request(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {
+                    "consumerGroup": GROUP,
+                    "topic": topic,
+                    "queueId": str(queue_id),
+                    "commitOffset": str(offset),
+                },
+            )
             assert client.invoke(commit).code == ResponseCode.SUCCESS
         yield client
 
@@ -141,9 +171,10 @@ def test_the_page_shows_a_consumer_group_its_client_and_its_lag(
     assert [c.client_id for c in group.clients] == [CLIENT_ID]
     assert group.subscriptions == ((TOPIC, "*"),)
     assert group.queues == (
-        QueueProgress(TOPIC, 0, 5, 2), QueueProgress(TOPIC, 1, 3, 3),
+        QueueProgress(TOPIC, 0, 5, 2),
+        QueueProgress(TOPIC, 1, 3, 3),
         QueueProgress(RETRY_TOPIC, 0, 0, 0),
-    )  # fmt: skip
+    )
     assert group.total_lag == 3
 
     page = logged_in("vera").get("/brokers/").content.decode()
@@ -152,14 +183,16 @@ def test_the_page_shows_a_consumer_group_its_client_and_its_lag(
     client_addr = group.clients[0].addr
     assertInHTML(
         f"<tr><td>broker-a</td><td><code>{CLIENT_ID}</code></td>"
-        f"<td><code>{client_addr}</code></td><td>PYTHON</td></tr>", page,
-    )  # fmt: skip
+        f"<td><code>{client_addr}</code></td><td>PYTHON</td></tr>",
+        page,
+    )
     for queue_id, (sent, committed) in enumerate(((5, 2), (3, 3))):
         assertInHTML(
             f'<tr><td>broker-a</td><td><code>{TOPIC}</code></td><td class="num">{queue_id}</td>'
             f'<td class="num">{sent}</td><td class="num">{committed}</td>'
-            f'<td class="num">{sent - committed}</td></tr>', page,
-        )  # fmt: skip
+            f'<td class="num">{sent - committed}</td></tr>',
+            page,
+        )
     # The retry queue has no lag: counted, not listed.
     assert "1 idle retry queue not listed" in page
     assert f"<code>{RETRY_TOPIC}</code>" not in page
@@ -200,24 +233,29 @@ class FakeBrokerClient:
         return self.ANSWERS[request.code]
 
 
-def answer(body: str | None, code: int = ResponseCode.SUCCESS,
-           ext_fields: dict[str, str] | None = None) -> RemotingCommand:  # fmt: skip
+def answer(
+    body: str | None, code: int = ResponseCode.SUCCESS, ext_fields: dict[str, str] | None = None
+) -> RemotingCommand:
     """A broker's answer with ``body``."""
     request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
-    return request.make_response(code, None, ext_fields=ext_fields,
-                                 body=None if body is None else body.encode())  # fmt: skip
+    return request.make_response(
+        code, None, ext_fields=ext_fields, body=None if body is None else body.encode()
+    )
 
 
 GOOD_ANSWERS = {
-    RequestCode.GET_ALL_CONSUMER_OFFSET:
-        '{"dataVersion":{"counter":1,"timestamp":1},"offsetTable":{"T@g":{0:5,1:7}}}',
-    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG:
-        '{"dataVersion":{"counter":1,"timestamp":1},"subscriptionGroupTable":{"g":{}}}',
-    RequestCode.GET_CONSUMER_CONNECTION_LIST:
+    RequestCode.GET_ALL_CONSUMER_OFFSET: (
+        '{"dataVersion":{"counter":1,"timestamp":1},"offsetTable":{"T@g":{0:5,1:7}}}'
+    ),
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: (
+        '{"dataVersion":{"counter":1,"timestamp":1},"subscriptionGroupTable":{"g":{}}}'
+    ),
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: (
         '{"connectionSet":[{"clientId":"c1","clientAddr":"127.0.0.1:5","language":"JAVA",'
         '"version":1}],"consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING",'
-        '"subscriptionTable":{"T":{"subString":"a || b"}}}',
-}  # fmt: skip
+        '"subscriptionTable":{"T":{"subString":"a || b"}}}'
+    ),
+}
 
 
 @pytest.fixture
@@ -244,22 +282,47 @@ def test_consumer_groups_parses_what_a_broker_answers(
     assert not offline.online and offline.clients == () and offline.total_lag == 6
 
 
-@pytest.mark.parametrize(("code", "body", "why"), [
-    (RequestCode.GET_ALL_CONSUMER_OFFSET, "not json", "bad GET_ALL_CONSUMER_OFFSET body"),
-    (RequestCode.GET_ALL_CONSUMER_OFFSET, '{"offsetTable":[]}', "offsetTable is not a JSON object"),
-    (RequestCode.GET_ALL_CONSUMER_OFFSET, '{"offsetTable":{"T":{0:1}}}',
-     "key 'T' is not topic@group"),
-    (RequestCode.GET_ALL_CONSUMER_OFFSET, '{"offsetTable":{"T@g":{"x":1}}}',
-     "the offsets of 'T@g' are not integers by queue id"),
-    (RequestCode.GET_ALL_CONSUMER_OFFSET, '{"offsetTable":{"T@g":{0:"1"}}}',
-     "the offsets of 'T@g' are not integers by queue id"),
-    (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "[]",
-     "bad GET_ALL_SUBSCRIPTIONGROUP_CONFIG body: not a JSON object"),
-    (RequestCode.GET_CONSUMER_CONNECTION_LIST, '{"connectionSet":[{}],"subscriptionTable":{}}',
-     "a connection without a clientId"),
-    (RequestCode.GET_CONSUMER_CONNECTION_LIST, '{"connectionSet":[]}',
-     "subscriptionTable is not a JSON object"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("code", "body", "why"),
+    [
+        (RequestCode.GET_ALL_CONSUMER_OFFSET, "not json", "bad GET_ALL_CONSUMER_OFFSET body"),
+        (
+            RequestCode.GET_ALL_CONSUMER_OFFSET,
+            '{"offsetTable":[]}',
+            "offsetTable is not a JSON object",
+        ),
+        (
+            RequestCode.GET_ALL_CONSUMER_OFFSET,
+            '{"offsetTable":{"T":{0:1}}}',
+            "key 'T' is not topic@group",
+        ),
+        (
+            RequestCode.GET_ALL_CONSUMER_OFFSET,
+            '{"offsetTable":{"T@g":{"x":1}}}',
+            "the offsets of 'T@g' are not integers by queue id",
+        ),
+        (
+            RequestCode.GET_ALL_CONSUMER_OFFSET,
+            '{"offsetTable":{"T@g":{0:"1"}}}',
+            "the offsets of 'T@g' are not integers by queue id",
+        ),
+        (
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+            "[]",
+            "bad GET_ALL_SUBSCRIPTIONGROUP_CONFIG body: not a JSON object",
+        ),
+        (
+            RequestCode.GET_CONSUMER_CONNECTION_LIST,
+            '{"connectionSet":[{}],"subscriptionTable":{}}',
+            "a connection without a clientId",
+        ),
+        (
+            RequestCode.GET_CONSUMER_CONNECTION_LIST,
+            '{"connectionSet":[]}',
+            "subscriptionTable is not a JSON object",
+        ),
+    ],
+)
 def test_consumer_groups_refuses_a_bad_body(
     fake_broker: dict[int, RemotingCommand], code: int, body: str, why: str
 ) -> None:
@@ -279,18 +342,29 @@ def test_consumer_groups_refuses_a_max_offset_without_its_field(
 
 
 def test_an_operator_creates_a_topic_on_the_broker(broker: LocalBroker, operator: User) -> None:
-    response = logged_in("otto").post("/brokers/topic/", {
-        "broker_addr": broker.spec.addr, "topic": TOPIC, "read_queue_nums": 4,
-        "write_queue_nums": 4, "perm": 6,
-    })  # fmt: skip
+    response = logged_in("otto").post(
+        "/brokers/topic/",
+        {
+            "broker_addr": broker.spec.addr,
+            "topic": TOPIC,
+            "read_queue_nums": 4,
+            "write_queue_nums": 4,
+            "perm": 6,
+        },
+    )
     assert response.status_code == 200
     assert f"topic {TOPIC} created or updated" in response.content.decode()
 
 
 def test_an_operator_sends_a_test_message(broker: LocalBroker, operator: User) -> None:
-    response = logged_in("otto").post("/brokers/send/", {
-        "broker_addr": broker.spec.addr, "topic": TOPIC, "body": "hello",
-    })  # fmt: skip
+    response = logged_in("otto").post(
+        "/brokers/send/",
+        {
+            "broker_addr": broker.spec.addr,
+            "topic": TOPIC,
+            "body": "hello",
+        },
+    )
     assert "sent: code 0, msgId" in response.content.decode()
     info = broker_control.runtime_info(broker.spec.addr)
     assert int(info["commitLogMaxOffset"]) > 0
@@ -299,9 +373,14 @@ def test_an_operator_sends_a_test_message(broker: LocalBroker, operator: User) -
 def test_a_bad_topic_name_is_refused_before_reaching_the_broker(
     broker: LocalBroker, operator: User
 ) -> None:
-    response = logged_in("otto").post("/brokers/send/", {
-        "broker_addr": broker.spec.addr, "topic": "bad topic!", "body": "x",
-    })  # fmt: skip
+    response = logged_in("otto").post(
+        "/brokers/send/",
+        {
+            "broker_addr": broker.spec.addr,
+            "topic": "bad topic!",
+            "body": "x",
+        },
+    )
     assert "Please correct the form." in response.content.decode()
 
 
@@ -318,8 +397,7 @@ def test_stopping_needs_a_confirmation_then_start_brings_it_back(
     refused = client.post("/brokers/control/", {"label": LABEL, "action": "stop"})
     assert "Tick the confirmation" in refused.content.decode()
     assert broker_control.local_brokers(run_dir)[0].running
-    stopped = client.post("/brokers/control/", {"label": LABEL, "action": "stop",
-                                                "confirm": "on"})
+    stopped = client.post("/brokers/control/", {"label": LABEL, "action": "stop", "confirm": "on"})
     assert f"{LABEL} stopped" in stopped.content.decode()
     assert not broker_control.local_brokers(run_dir)[0].running
     started = client.post("/brokers/control/", {"label": LABEL, "action": "start"})
@@ -330,19 +408,28 @@ def test_stopping_needs_a_confirmation_then_start_brings_it_back(
 @pytest.mark.parametrize(
     ("broker_id", "info", "shown"),
     [
-        (0, {"haAuth": "authenticated", "haConnections": "1", "haRefusedConnections": "0"},
-         "authenticated · 1 slave connected"),
-        (0, {"haAuth": "authenticated", "haConnections": "2", "haRefusedConnections": "7"},
-         "authenticated · 2 slaves connected · 7 peers refused"),
+        (
+            0,
+            {"haAuth": "authenticated", "haConnections": "1", "haRefusedConnections": "0"},
+            "authenticated · 1 slave connected",
+        ),
+        (
+            0,
+            {"haAuth": "authenticated", "haConnections": "2", "haRefusedConnections": "7"},
+            "authenticated · 2 slaves connected · 7 peers refused",
+        ),
         (1, {"haAuth": "authenticated", "haConnected": "false"}, "authenticated · not connected"),
-        (1, {"haAuth": "classic (haAuthEnable=false)", "haConnected": "true"},
-         "classic (haAuthEnable=false) · connected"),
+        (
+            1,
+            {"haAuth": "classic (haAuthEnable=false)", "haConnected": "true"},
+            "classic (haAuthEnable=false) · connected",
+        ),
         # A stock broker says nothing of authentication; nonsense counts are left out.
         (0, {"haConnections": "x", "haRefusedConnections": "-3"}, ""),
         (1, {}, ""),
         (0, None, ""),
     ],
-)  # fmt: skip
+)
 def test_the_ha_link_column_says_what_the_broker_reports(
     broker_id: int, info: dict[str, str] | None, shown: str
 ) -> None:

@@ -80,12 +80,20 @@ def second_node(wired: RunningGateway, settings: Any, tmp_path: Path) -> Iterato
         # Two topics: a one-topic registration cannot create a broker (5.x's guard).
         assert other.register(BROKERS[0], ("TopicTest", "OnlyOnN2")) == 0
         nodes = [
-            {"id": "n1", "host": "127.0.0.1", "remoting_port": wired.port,
-             "internal_port": wired.internal_port},
-            {"id": "n2", "host": "127.0.0.1", "remoting_port": other.port,
-             "internal_port": other.internal_port},
+            {
+                "id": "n1",
+                "host": "127.0.0.1",
+                "remoting_port": wired.port,
+                "internal_port": wired.internal_port,
+            },
+            {
+                "id": "n2",
+                "host": "127.0.0.1",
+                "remoting_port": other.port,
+                "internal_port": other.internal_port,
+            },
             {"id": "n3", "host": "127.0.0.1", "remoting_port": 1, "internal_port": 1},
-        ]  # fmt: skip
+        ]
         cluster_file = tmp_path / "cluster.json"
         cluster_file.write_text(json.dumps({"nodes": nodes}))
         settings.NAMESRV = node_settings(wired, cluster_file=str(cluster_file))
@@ -206,13 +214,31 @@ def test_the_overview_explains_expiring(cast: Any, viewer: User, settings: Any) 
 
 def _panel(node_id: str, state: str, match: int, next_index: int) -> dict[str, Any]:
     return {
-        "node_id": node_id, "reachable": True, "local": node_id == "n1", "mode": "raft",
-        "state": state, "leader": "127.0.0.1:7001", "term": 3, "commit_index": 42,
-        "applied_index": 42, "log_length": 43, "has_quorum": True, "applied_version": 9,
-        "digest": "d", "view_digest": "v", "disagrees": False, "alarms": [],
-        "peers": [{"address": "127.0.0.1:7003", "connected": True,
-                   "match_index": match, "next_index": next_index}],
-    }  # fmt: skip
+        "node_id": node_id,
+        "reachable": True,
+        "local": node_id == "n1",
+        "mode": "raft",
+        "state": state,
+        "leader": "127.0.0.1:7001",
+        "term": 3,
+        "commit_index": 42,
+        "applied_index": 42,
+        "log_length": 43,
+        "has_quorum": True,
+        "applied_version": 9,
+        "digest": "d",
+        "view_digest": "v",
+        "disagrees": False,
+        "alarms": [],
+        "peers": [
+            {
+                "address": "127.0.0.1:7003",
+                "connected": True,
+                "match_index": match,
+                "next_index": next_index,
+            }
+        ],
+    }
 
 
 def test_follower_indexes_say_they_are_known_on_the_leader() -> None:
@@ -261,9 +287,11 @@ def test_heartbeat_ages_are_taken_at_the_projections_last_write_while_it_writes(
     now = reads.now_ms()
     written = now - 1_500
     models.NodeState.objects.filter(node_id="n1").update(
-        updated_at=dt.datetime.fromtimestamp(written / 1000, tz=dt.UTC))
+        updated_at=dt.datetime.fromtimestamp(written / 1000, tz=dt.UTC)
+    )
     assert abs(reads.liveness_now_ms() - written) <= 1
     stale = now - int(reads.PROJECTION_WRITING_S * 1000) - 5_000
     models.NodeState.objects.filter(node_id="n1").update(
-        updated_at=dt.datetime.fromtimestamp(stale / 1000, tz=dt.UTC))
+        updated_at=dt.datetime.fromtimestamp(stale / 1000, tz=dt.UTC)
+    )
     assert reads.liveness_now_ms() >= now

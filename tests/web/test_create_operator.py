@@ -14,9 +14,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct horse battery staple"
 
 
-def create_operator(db_url: str, *args: str, env: dict[str, str] | None = None) -> (
-    subprocess.CompletedProcess[str]
-):
+def create_operator(
+    db_url: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the command the way a script does: stdin is not a terminal."""
     return subprocess.run(
         [sys.executable, "manage.py", "create_operator", *args],
@@ -33,8 +33,10 @@ def migrated(url: str) -> str:
     """``url`` after ``manage.py migrate`` (the shared database's tables)."""
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=REPO_ROOT, env={**os.environ, "DATABASE_URL": url}, check=True,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env={**os.environ, "DATABASE_URL": url},
+        check=True,
+    )
     return url
 
 
@@ -67,19 +69,29 @@ def test_password_env_and_token_together_and_a_second_token_replaces_the_first(
     db_path: str,
 ) -> None:
     done = create_operator(
-        db_path, "otto", "--password-env", "OTTO_PASSWORD", "--token",
+        db_path,
+        "otto",
+        "--password-env",
+        "OTTO_PASSWORD",
+        "--token",
         env={"OTTO_PASSWORD": PASSWORD},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     token = done.stdout.strip().splitlines()[-1]
     again = create_operator(
-        db_path, "otto", "--password-env", "OTTO_PASSWORD", "--token",
+        db_path,
+        "otto",
+        "--password-env",
+        "OTTO_PASSWORD",
+        "--token",
         env={"OTTO_PASSWORD": PASSWORD},
-    )  # fmt: skip
+    )
     lines = again.stdout.strip().splitlines()
     # Only the hash is stored, so the key cannot be shown again: a new one replaces it.
-    assert lines[:2] == ["updated otto with role operator",
-                         "the previous API token of otto no longer works"]  # fmt: skip
+    assert lines[:2] == [
+        "updated otto with role operator",
+        "the previous API token of otto no longer works",
+    ]
     assert lines[2].startswith("API token of otto, valid until ") and "shown only now" in lines[2]
     assert len(lines[-1]) == 40 and lines[-1] != token
 
@@ -98,8 +110,7 @@ def test_run_dir_writes_to_the_local_clusters_shared_database(tmp_path: Path) ->
     migrated(f"sqlite:///{run_dir / 'shared.sqlite3'}")
     elsewhere = tmp_path / "elsewhere.sqlite3"  # what the shell would otherwise use
 
-    done = create_operator(f"sqlite:///{elsewhere}", "carol", "--token", "--run-dir",
-                           str(run_dir))  # fmt: skip
+    done = create_operator(f"sqlite:///{elsewhere}", "carol", "--token", "--run-dir", str(run_dir))
 
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(run_dir / "shared.sqlite3") as shared:

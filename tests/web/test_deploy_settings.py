@@ -47,8 +47,12 @@ def manage(folder: Path, env: dict[str, str], *args: str) -> subprocess.Complete
     }
     return subprocess.run(
         [sys.executable, "manage.py", *args],
-        cwd=REPO_ROOT, env=clean, capture_output=True, text=True, timeout=TIMEOUT_S,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
 
 
 def settings_of(folder: Path, env: dict[str, str]) -> dict[str, object]:
@@ -147,8 +151,11 @@ def test_the_local_profile_is_plain_http_and_production_is_https_only(
     }
     production = settings_of(tmp_path, behind_proxy)
     assert (local["debug"], local["redirect"], local["hsts"], local["proxy"]) == (
-        False, False, 0, None,
-    )  # fmt: skip
+        False,
+        False,
+        0,
+        None,
+    )
     assert (local["limit"], local["cool_off_s"]) == (5, 15 * 60)
     assert (production["redirect"], production["hsts"]) == (True, 31_536_000)
     assert production["proxy"] == ["HTTP_X_FORWARDED_PROTO", "https"]

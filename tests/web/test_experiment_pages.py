@@ -37,28 +37,60 @@ def _client(user: User) -> Client:
 
 
 def _history(run_dir: Path, mode: str, ops: int) -> None:
-    meta = RunMeta(run_id=run_dir.name, scenario=SCENARIO, mode=mode, seed=SEED,
-                   nodes=["n1", "n2", "n3"])
+    meta = RunMeta(
+        run_id=run_dir.name, scenario=SCENARIO, mode=mode, seed=SEED, nodes=["n1", "n2", "n3"]
+    )
     with HistoryWriter(run_dir, meta, chunk_rows=500) as writer:
         for i in range(ops):
-            writer.operation((i, f"producer-{i % 3}", "route_read", f"n{i % 3 + 1}",
-                              "topic-000", i * OP_MS, i * OP_MS + 5,
-                              "ok" if i % 2 else "not_found", "", -1, "", "{}"))
+            writer.operation(
+                (
+                    i,
+                    f"producer-{i % 3}",
+                    "route_read",
+                    f"n{i % 3 + 1}",
+                    "topic-000",
+                    i * OP_MS,
+                    i * OP_MS + 5,
+                    "ok" if i % 2 else "not_found",
+                    "",
+                    -1,
+                    "",
+                    "{}",
+                )
+            )
         writer.fault((OP_MS * 3, OP_MS * 9, "kill_broker", "broker-00001", "{}"))
 
 
 def _report(batch: Path) -> None:
     """The report of both runs, as ``run_experiment --mode both --analyze`` writes it."""
     tables = {
-        "divergence": [{"mode": m, "scenario": SCENARIO, "topics": 8,
-                        "topics_diverged_share": share, "longest_ms": longest}
-                       for m, share, longest in (("eventual", 0.625, 4200), ("raft", 0.0, 0))],
-        "linearizability": [{"run_id": r, "mode": m, "scenario": SCENARIO, "linearizable": 8 - n,
-                             "not_linearizable": n, "unknown": 0}
-                            for (m, r), n in zip(RUN_IDS.items(), (5, 0), strict=True)],
+        "divergence": [
+            {
+                "mode": m,
+                "scenario": SCENARIO,
+                "topics": 8,
+                "topics_diverged_share": share,
+                "longest_ms": longest,
+            }
+            for m, share, longest in (("eventual", 0.625, 4200), ("raft", 0.0, 0))
+        ],
+        "linearizability": [
+            {
+                "run_id": r,
+                "mode": m,
+                "scenario": SCENARIO,
+                "linearizable": 8 - n,
+                "not_linearizable": n,
+                "unknown": 0,
+            }
+            for (m, r), n in zip(RUN_IDS.items(), (5, 0), strict=True)
+        ],
         "stale_route": [],
-        "t_visibility": [{"mode": m, "scenario": SCENARIO, "t_bucket_ms": t, "p_fresh": p}
-                         for m in RUN_IDS for t, p in ((0, 0.5), (1000, 0.9))],
+        "t_visibility": [
+            {"mode": m, "scenario": SCENARIO, "t_bucket_ms": t, "p_fresh": p}
+            for m in RUN_IDS
+            for t, p in ((0, 0.5), (1000, 0.9))
+        ],
     }
     write_tables(batch / "report", tables)
     assert [p.name for p in write_plots(batch / "report", tables)] == ["t_visibility.png"]
@@ -72,11 +104,25 @@ def runs(db: Any, tmp_path: Path) -> dict[str, ExperimentRun]:
     for mode, run_id in RUN_IDS.items():
         _history(batch / "runs" / run_id, mode, ops=12)
         rows[mode] = ExperimentRun.objects.create(
-            run_id=run_id, scenario=SCENARIO, mode=mode, seed=SEED, started=STARTED,
-            finished=STARTED + dt.timedelta(seconds=42), status=ExperimentRun.Status.FINISHED,
+            run_id=run_id,
+            scenario=SCENARIO,
+            mode=mode,
+            seed=SEED,
+            started=STARTED,
+            finished=STARTED + dt.timedelta(seconds=42),
+            status=ExperimentRun.Status.FINISHED,
             out_dir=str(batch / "runs" / run_id),
-            summary={"analysis": {"divergence": [{"mode": mode, "topics_diverged_share":
-                                                  0.625 if mode == "eventual" else 0.0}]}})
+            summary={
+                "analysis": {
+                    "divergence": [
+                        {
+                            "mode": mode,
+                            "topics_diverged_share": 0.625 if mode == "eventual" else 0.0,
+                        }
+                    ]
+                }
+            },
+        )
     _report(batch)
     return rows
 
@@ -89,8 +135,11 @@ def test_the_pages_need_a_login(runs: Any) -> None:
 
 def test_a_user_without_a_role_sees_no_experiment(runs: Any, nobody: User) -> None:
     client = _client(nobody)
-    for url in ("/experiments/", f"/experiments/{RUN_IDS['raft']}/",
-                f"/experiments/{RUN_IDS['raft']}/timeline/"):
+    for url in (
+        "/experiments/",
+        f"/experiments/{RUN_IDS['raft']}/",
+        f"/experiments/{RUN_IDS['raft']}/timeline/",
+    ):
         assert client.get(url).status_code == 403
 
 
@@ -143,15 +192,23 @@ def test_only_the_report_plots_are_served(runs: Any, viewer: User) -> None:
 
 def test_unknown_runs_are_404(runs: Any, viewer: User) -> None:
     client = _client(viewer)
-    for url in ("/experiments/nope/", "/experiments/nope/timeline/",
-                "/experiments/nope/plot/t_visibility.png"):
+    for url in (
+        "/experiments/nope/",
+        "/experiments/nope/timeline/",
+        "/experiments/nope/plot/t_visibility.png",
+    ):
         assert client.get(url).status_code == 404
 
 
 def test_a_run_without_analysis_says_so(runs: Any, viewer: User, tmp_path: Path) -> None:
-    ExperimentRun.objects.create(run_id="leader-kill-raft-s1-5", scenario="leader-kill",
-                                 mode="raft", seed=1, started=STARTED,
-                                 out_dir=str(tmp_path / "elsewhere" / "leader-kill-raft-s1-5"))
+    ExperimentRun.objects.create(
+        run_id="leader-kill-raft-s1-5",
+        scenario="leader-kill",
+        mode="raft",
+        seed=1,
+        started=STARTED,
+        out_dir=str(tmp_path / "elsewhere" / "leader-kill-raft-s1-5"),
+    )
     page = _client(viewer).get("/experiments/leader-kill-raft-s1-5/").content.decode()
     assert "No analysis report found" in page
 
@@ -169,12 +226,17 @@ def test_the_timeline_can_lane_by_node(runs: Any, viewer: User) -> None:
     assert b">n3</text>" in page and b">producer-0</text>" not in page
 
 
-def test_the_timeline_draws_a_bounded_number_of_ops(db: Any, viewer: User,
-                                                    tmp_path: Path) -> None:
+def test_the_timeline_draws_a_bounded_number_of_ops(db: Any, viewer: User, tmp_path: Path) -> None:
     run_id = "big-raft-s1-1"
     _history(tmp_path / run_id, "raft", ops=experiments.TIMELINE_OPS_MAX + 5)
-    ExperimentRun.objects.create(run_id=run_id, scenario=SCENARIO, mode="raft", seed=1,
-                                 started=STARTED, out_dir=str(tmp_path / run_id))
+    ExperimentRun.objects.create(
+        run_id=run_id,
+        scenario=SCENARIO,
+        mode="raft",
+        seed=1,
+        started=STARTED,
+        out_dir=str(tmp_path / run_id),
+    )
     page = _client(viewer).get(f"/experiments/{run_id}/timeline/").content.decode()
     assert page.count('class="op"') == experiments.TIMELINE_OPS_MAX
     assert f"Showing {experiments.TIMELINE_OPS_MAX} of {experiments.TIMELINE_OPS_MAX + 5}" in page
@@ -185,23 +247,34 @@ def launches(monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Path) -> 
     """Record launches instead of starting a real cluster in the background."""
     settings.NAMESRV_EXPERIMENTS_DIR = str(tmp_path / "console-runs")
     calls: list[Any] = []
-    monkeypatch.setattr(experiments, "start_detached",
-                        lambda argv, log_path: calls.append((argv, log_path)))
+    monkeypatch.setattr(
+        experiments, "start_detached", lambda argv, log_path: calls.append((argv, log_path))
+    )
     return calls
 
 
 def test_a_viewer_may_not_start_an_experiment(viewer: User, launches: list[Any]) -> None:
-    response = _client(viewer).post("/experiments/launch/", {
-        "scenario": SCENARIO, "mode": "both", "seed": 1, "duration_s": 15})
+    response = _client(viewer).post(
+        "/experiments/launch/", {"scenario": SCENARIO, "mode": "both", "seed": 1, "duration_s": 15}
+    )
     assert response.status_code == 403
     assert launches == []
 
 
-@pytest.mark.parametrize("field, value", [("seed", -1), ("seed", "x"), ("duration_s", 9),
-                                          ("duration_s", 601), ("scenario", "nope"),
-                                          ("mode", "strong")])
-def test_the_launch_form_refuses_bad_input(operator: User, launches: list[Any], field: str,
-                                           value: Any) -> None:
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("seed", -1),
+        ("seed", "x"),
+        ("duration_s", 9),
+        ("duration_s", 601),
+        ("scenario", "nope"),
+        ("mode", "strong"),
+    ],
+)
+def test_the_launch_form_refuses_bad_input(
+    operator: User, launches: list[Any], field: str, value: Any
+) -> None:
     data = {"scenario": SCENARIO, "mode": "both", "seed": 1, "duration_s": 15, field: value}
     response = _client(operator).post("/experiments/launch/", data)
     assert response.status_code == 400
@@ -209,16 +282,29 @@ def test_the_launch_form_refuses_bad_input(operator: User, launches: list[Any], 
     assert launches == []
 
 
-def test_a_valid_launch_starts_the_command_detached(operator: User, launches: list[Any],
-                                                    tmp_path: Path) -> None:
-    response = _client(operator).post("/experiments/launch/", {
-        "scenario": "raft-leader-kill", "mode": "raft", "seed": 0, "duration_s": 10})
+def test_a_valid_launch_starts_the_command_detached(
+    operator: User, launches: list[Any], tmp_path: Path
+) -> None:
+    response = _client(operator).post(
+        "/experiments/launch/",
+        {"scenario": "raft-leader-kill", "mode": "raft", "seed": 0, "duration_s": 10},
+    )
     assert response.status_code == 302
     assert response["Location"].startswith("/experiments/?launched=console-raft-leader-kill-raft")
     [(argv, log_path)] = launches
-    assert argv[2:] == ["run_experiment", "raft-leader-kill", "--mode", "raft", "--seed", "0",
-                        "--duration-s", "10", "--out", str(tmp_path / "console-runs"),
-                        "--analyze"]
+    assert argv[2:] == [
+        "run_experiment",
+        "raft-leader-kill",
+        "--mode",
+        "raft",
+        "--seed",
+        "0",
+        "--duration-s",
+        "10",
+        "--out",
+        str(tmp_path / "console-runs"),
+        "--analyze",
+    ]
     assert argv[1].endswith("manage.py")
     assert log_path.parent == tmp_path / "console-runs"
 
@@ -226,7 +312,8 @@ def test_a_valid_launch_starts_the_command_detached(operator: User, launches: li
 def test_the_launcher_really_runs_the_command_in_the_background(tmp_path: Path) -> None:
     marker = tmp_path / "out" / "marker"
     proc = experiments.start_detached(
-        ["/bin/sh", "-c", f"echo started; touch {marker}"], tmp_path / "out" / "x.log")
+        ["/bin/sh", "-c", f"echo started; touch {marker}"], tmp_path / "out" / "x.log"
+    )
     assert proc.wait(10) == 0
     assert marker.exists()
     assert (tmp_path / "out" / "x.log").read_text() == "started\n"

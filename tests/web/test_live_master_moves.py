@@ -28,11 +28,15 @@ def register(table: RouteTable, addr: str) -> ApplyResult:
     topics = {t: TopicConfig(t, 4, 4) for t in ("TopicTest", "Other")}
     return table.apply(
         RegisterBroker(
-            cluster_name="DefaultCluster", broker_addr=addr, broker_name="broker-a",
-            broker_id=0, ha_server_addr="", now_ms=1_700_000_000_000,
+            cluster_name="DefaultCluster",
+            broker_addr=addr,
+            broker_name="broker-a",
+            broker_id=0,
+            ha_server_addr="",
+            now_ms=1_700_000_000_000,
             topic_config_wrapper=TopicConfigSerializeWrapper(topic_config_table=topics),
         )
-    )  # fmt: skip
+    )
 
 
 def test_the_projection_event_of_a_moved_master_names_both_addresses() -> None:
@@ -71,9 +75,12 @@ async def test_the_stock_publisher_carries_the_move_to_the_console(
     await communicator.connect()
     await communicator.receive_json_from(RECEIVE_TIMEOUT_S)  # hello
     change = ChangeEvent(
-        node_id="n2", applied_version=9, routes_version=4,
-        broker_names=frozenset({"broker-a"}), master_moves=(MOVE,),
-    )  # fmt: skip
+        node_id="n2",
+        applied_version=9,
+        routes_version=4,
+        broker_names=frozenset({"broker-a"}),
+        master_moves=(MOVE,),
+    )
 
     await sync_to_async(channel_layer_publisher, thread_sensitive=False)(change)
     event = await communicator.receive_json_from(RECEIVE_TIMEOUT_S)

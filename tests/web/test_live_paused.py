@@ -144,7 +144,8 @@ def fallback_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runni
     """A gateway with the default fallback of a 1 s scan period and no Celery at all:
     it takes over after 3 s."""
     running = start_gateway(
-        tmp_path_factory.mktemp("fallback"), extra_env={"NAMESRV_SCAN_INTERVAL_S": "1"},
+        tmp_path_factory.mktemp("fallback"),
+        extra_env={"NAMESRV_SCAN_INTERVAL_S": "1"},
         scan_fallback_s=None,
     )
     try:
@@ -197,5 +198,6 @@ def test_run_gateway_defaults_the_fallback_to_the_scan_interval_in_eventual_mode
 @pytest.mark.parametrize("given", ["-1", "nan"])
 def test_run_gateway_refuses_a_negative_fallback(given: str) -> None:
     with pytest.raises(CommandError, match="--scan-fallback-s must be 0"):
-        call_command("run_gateway", "--port", "0", "--internal-port", "0",
-                     f"--scan-fallback-s={given}")  # fmt: skip
+        call_command(
+            "run_gateway", "--port", "0", "--internal-port", "0", f"--scan-fallback-s={given}"
+        )

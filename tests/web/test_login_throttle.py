@@ -155,11 +155,19 @@ async def asgi_call(
             (b"content-length", str(len(body)).encode()),
         ]
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "headers": headers, "client": (address, 50000),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": (address, 50000),
         "server": ("127.0.0.1", 8000),
-    }  # fmt: skip
+    }
     sent: list[dict[str, Any]] = []
     delivered = asyncio.Event()
 

@@ -33,8 +33,12 @@ def test_the_api_reads_and_updates_the_config(
     answer = operator_api.post("/api/v1/namesrv-config/", body, format="json")
     assert answer.status_code == 200, answer.content
     assert gateway_client.namesrv_config()["orderMessageEnable"] == flipped
-    assert viewer_api.post("/api/v1/namesrv-config/", {"properties": {"x": "1"}},
-                           format="json").status_code == 403  # fmt: skip
+    assert (
+        viewer_api.post(
+            "/api/v1/namesrv-config/", {"properties": {"x": "1"}}, format="json"
+        ).status_code
+        == 403
+    )
 
 
 @pytest.mark.parametrize(
@@ -48,11 +52,12 @@ def test_the_api_reads_and_updates_the_config(
     ],
 )
 def test_bad_updates_are_refused_and_change_nothing(
-    config_restored: dict[str, str], operator_api: APIClient, properties: dict[str, str],
+    config_restored: dict[str, str],
+    operator_api: APIClient,
+    properties: dict[str, str],
     message: str,
-) -> None:  # fmt: skip
-    answer = operator_api.post("/api/v1/namesrv-config/", {"properties": properties},
-                               format="json")  # fmt: skip
+) -> None:
+    answer = operator_api.post("/api/v1/namesrv-config/", {"properties": properties}, format="json")
     assert answer.status_code == 400 and message in answer.content.decode()
     assert gateway_client.namesrv_config() == config_restored
 
@@ -65,6 +70,7 @@ def test_the_console_page_shows_each_node_and_the_form(
     assert "orderMessageEnable" in page and "the same on every node" in page
     assert "blacklisted" in page and 'action="/ops/namesrv-config/"' in page
 
-    refused = client.post("/ops/namesrv-config/", {"key": "kvConfigPath", "value": "/x",
-                                                    "confirm": "on"})  # fmt: skip
+    refused = client.post(
+        "/ops/namesrv-config/", {"key": "kvConfigPath", "value": "/x", "confirm": "on"}
+    )
     assert refused.status_code == 400 and "blacklisted" in refused.content.decode()

@@ -18,12 +18,28 @@ def test_a_member_on_another_host_is_remote_not_down(
     settings: Any, gateway: RunningGateway, tmp_path: Path, client: Client, viewer: User
 ) -> None:
     cluster_file = tmp_path / "cluster.json"
-    cluster_file.write_text(json.dumps({"mode": "eventual", "nodes": [
-        {"id": "n1", "host": "127.0.0.1", "remoting_port": gateway.port,
-         "internal_port": gateway.internal_port},
-        {"id": "n2", "host": "10.0.0.2", "remoting_port": 9876,
-         "console_url": "http://10.0.0.2:8080/"},
-    ]}), encoding="utf-8")  # fmt: skip
+    cluster_file.write_text(
+        json.dumps(
+            {
+                "mode": "eventual",
+                "nodes": [
+                    {
+                        "id": "n1",
+                        "host": "127.0.0.1",
+                        "remoting_port": gateway.port,
+                        "internal_port": gateway.internal_port,
+                    },
+                    {
+                        "id": "n2",
+                        "host": "10.0.0.2",
+                        "remoting_port": 9876,
+                        "console_url": "http://10.0.0.2:8080/",
+                    },
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     settings.NAMESRV = node_settings(gateway, cluster_file=str(cluster_file))
 
     local, remote = reads.node_panels()

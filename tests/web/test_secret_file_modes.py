@@ -92,11 +92,17 @@ def test_migrate_refuses_to_start_with_a_readable_secret_key_in_one_clear_line(
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("NAMESRV_", "DJANGO_"))}
     done = subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
-        env={**clean, "DJANGO_SECRET_KEY_FILE": str(key_file),
-             "DATABASE_URL": f"sqlite:///{tmp_path / 'shared.sqlite3'}",
-             "NAMESRV_DB_PATH": str(tmp_path / "projection.sqlite3")},
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={
+            **clean,
+            "DJANGO_SECRET_KEY_FILE": str(key_file),
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'shared.sqlite3'}",
+            "NAMESRV_DB_PATH": str(tmp_path / "projection.sqlite3"),
+        },
+    )
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     [line] = [row for row in done.stderr.splitlines() if "namesrv.E022" in row]

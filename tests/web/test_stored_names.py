@@ -87,9 +87,29 @@ def project_names(names: Names) -> None:
 
 
 SPECIAL = st.sampled_from(
-    [SCRIPT_TOPIC, SLASH_TOPIC, "a/b", "..", ".", "/", "//", "~", "~7E", "~zz", "%2F", "%",
-     "a%41", "?x=1", "#top", " padded ", "", "x/compare", "TopicTest", "it's \"quoted\""]
-)  # fmt: skip
+    [
+        SCRIPT_TOPIC,
+        SLASH_TOPIC,
+        "a/b",
+        "..",
+        ".",
+        "/",
+        "//",
+        "~",
+        "~7E",
+        "~zz",
+        "%2F",
+        "%",
+        "a%41",
+        "?x=1",
+        "#top",
+        " padded ",
+        "",
+        "x/compare",
+        "TopicTest",
+        'it\'s "quoted"',
+    ]
+)
 MARKUP = st.builds(
     lambda tag, inner: f'<{tag} data-probe="{inner}">{inner}</{tag}>',
     st.sampled_from(["script", "b", "img", "svg", "a"]),
@@ -118,8 +138,9 @@ NAME = TOPIC.filter(_storable)
 NAMES = st.builds(
     Names,
     # Never PLAIN_TOPIC itself: with it the table could hold one topic only.
-    topics=st.lists(TOPIC.filter(lambda t: t != PLAIN_TOPIC), min_size=1, max_size=3, unique=True)
-    .map(tuple),
+    topics=st.lists(
+        TOPIC.filter(lambda t: t != PLAIN_TOPIC), min_size=1, max_size=3, unique=True
+    ).map(tuple),
     broker=NAME,
     cluster=NAME,
     namespace=NAME,

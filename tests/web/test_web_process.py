@@ -20,8 +20,9 @@ def _option(argv: list[str], name: str) -> str:
 
 
 def _node(folder: Path) -> NodePlan:
-    plan = plan_ports(folder, nodes=1, base_port=0, web_base_port=0,
-                      internal_base_port=0, redis_port=0)  # fmt: skip
+    plan = plan_ports(
+        folder, nodes=1, base_port=0, web_base_port=0, internal_base_port=0, redis_port=0
+    )
     return plan.nodes[0]
 
 

@@ -34,18 +34,28 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """The command's flags."""
-        parser.add_argument("--namesrv", default="127.0.0.1:9876",
-                            help="NameServer addresses, ';'-separated")
+        parser.add_argument(
+            "--namesrv", default="127.0.0.1:9876", help="NameServer addresses, ';'-separated"
+        )
         parser.add_argument("--topic", required=True)
         parser.add_argument("--group", default="CLI_CONSUMER", help="consumer group")
         parser.add_argument("--tags", default="*", help="'*' or 'TagA || TagB'")
         parser.add_argument("--count", type=int, default=0, help="stop after N messages (0: no)")
-        parser.add_argument("--idle", type=float, default=10.0,
-                            help="stop after this many seconds without a message (0: never)")
+        parser.add_argument(
+            "--idle",
+            type=float,
+            default=10.0,
+            help="stop after this many seconds without a message (0: never)",
+        )
         parser.add_argument("--client-id", dest="client_id", default=None)
-        parser.add_argument("--fail", action="append", default=[], metavar="BODY",
-                            help="answer 'reconsume later' for this body (it comes back from "
-                            "the retry topic); repeatable")
+        parser.add_argument(
+            "--fail",
+            action="append",
+            default=[],
+            metavar="BODY",
+            help="answer 'reconsume later' for this body (it comes back from "
+            "the retry topic); repeatable",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Consume until the count or the idle time is reached."""
@@ -68,13 +78,20 @@ class Command(BaseCommand):
         async def handler(message: MessageExt) -> bool:
             nonlocal received
             body = message.body.decode("utf-8", errors="replace")
-            self.stdout.write(json.dumps({
-                "topic": message.topic, "queueId": message.queue_id,
-                "queueOffset": message.queue_offset, "msgId": message.msg_id,
-                "broker": message.store_host,
-                "tags": parse_properties(message.properties).get(TAGS_PROPERTY),
-                "reconsumeTimes": message.reconsume_times, "body": body,
-            }))  # fmt: skip
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "topic": message.topic,
+                        "queueId": message.queue_id,
+                        "queueOffset": message.queue_offset,
+                        "msgId": message.msg_id,
+                        "broker": message.store_host,
+                        "tags": parse_properties(message.properties).get(TAGS_PROPERTY),
+                        "reconsumeTimes": message.reconsume_times,
+                        "body": body,
+                    }
+                )
+            )
             if body in fail and body not in failed:
                 failed.add(body)
                 return False
@@ -85,27 +102,34 @@ class Command(BaseCommand):
             return True
 
         consumer = PushConsumer(
-            namesrv, options["group"], options["topic"], handler, expression=options["tags"],
+            namesrv,
+            options["group"],
+            options["topic"],
+            handler,
+            expression=options["tags"],
             client_id=options["client_id"] or default_client_id(),
         )
         await consumer.start()
         if not consumer.routes.get(options["topic"]):
             await consumer.stop()
-            raise CommandError(f"no NameServer at {';'.join(namesrv)} has a route for "
-                               f"{options['topic']}")
+            raise CommandError(
+                f"no NameServer at {';'.join(namesrv)} has a route for {options['topic']}"
+            )
         try:
             while not done.is_set():
                 arrived.clear()
                 idle = options["idle"] or None
                 waiter = asyncio.ensure_future(arrived.wait())
                 finished = asyncio.ensure_future(done.wait())
-                got, _ = await asyncio.wait({waiter, finished}, timeout=idle,
-                                            return_when=asyncio.FIRST_COMPLETED)
+                got, _ = await asyncio.wait(
+                    {waiter, finished}, timeout=idle, return_when=asyncio.FIRST_COMPLETED
+                )
                 for task in (waiter, finished):
                     task.cancel()
                 if not got:
                     break
         finally:
             await consumer.stop()
-        self.stderr.write(f"consumed {received} message(s) of {options['topic']} as "
-                          f"{options['group']}")
+        self.stderr.write(
+            f"consumed {received} message(s) of {options['topic']} as {options['group']}"
+        )

@@ -84,11 +84,18 @@ class Command(BaseCommand):
         parser.add_argument("--register-period-ms", dest="register_period_ms", type=int)
         parser.add_argument("--slave-timeout-ms", dest="slave_timeout_ms", type=int)
         parser.add_argument("--ready-file", dest="ready_file")
-        parser.add_argument("--fast-heartbeat", dest="fast_heartbeat",
-                            action=argparse.BooleanOptionalAction, default=None)
+        parser.add_argument(
+            "--fast-heartbeat",
+            dest="fast_heartbeat",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+        )
         parser.add_argument("--set", action="append", metavar="KEY=VALUE")
-        parser.add_argument("--migrate", action="store_true",
-                            help="apply broker_app migrations to the database first")
+        parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="apply broker_app migrations to the database first",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Build the config, then serve until a signal arrives."""
@@ -98,8 +105,9 @@ class Command(BaseCommand):
             config.ha_auth()
         except (ConfigError, OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
-        logging.basicConfig(level=logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )
         try:
             raise_open_files_limit()  # and size the connection cap from it
         except ValueError as exc:
@@ -107,8 +115,9 @@ class Command(BaseCommand):
         if options["migrate"]:
             # skip_checks: a broker needs its own tables only, not the web stack checked.
             # Its tables live in the node-local database (namesrv_app.db_router).
-            call_command("migrate", "broker_app", database=PROJECTION_DB, verbosity=0,
-                         skip_checks=True)  # fmt: skip
+            call_command(
+                "migrate", "broker_app", database=PROJECTION_DB, verbosity=0, skip_checks=True
+            )
         asyncio.run(serve(config))
 
 

@@ -37,17 +37,26 @@ class Command(BaseCommand):
         with BlockingClient(options["broker"], timeout_s=SEND_TIMEOUT_S) as client:
             for index in range(options["count"]):
                 request = build_send_request(
-                    options["topic"], options["body"].encode("utf-8"),
-                    queue_id=options["queue_id"], producer_group=options["producer_group"],
-                    tags=options["tags"], born_timestamp_ms=time.time_ns() // 1_000_000,
+                    options["topic"],
+                    options["body"].encode("utf-8"),
+                    queue_id=options["queue_id"],
+                    producer_group=options["producer_group"],
+                    tags=options["tags"],
+                    born_timestamp_ms=time.time_ns() // 1_000_000,
                 )
                 try:
                     response = client.invoke(request)
                 except RemotingClientError as exc:
                     raise CommandError(f"message {index}: {exc}") from exc
                 ext = response.ext_fields or {}
-                self.stdout.write(json.dumps({
-                    "code": response.code, "remark": response.remark,
-                    "msgId": ext.get("msgId"), "queueId": ext.get("queueId"),
-                    "queueOffset": ext.get("queueOffset"),
-                }))
+                self.stdout.write(
+                    json.dumps(
+                        {
+                            "code": response.code,
+                            "remark": response.remark,
+                            "msgId": ext.get("msgId"),
+                            "queueId": ext.get("queueId"),
+                            "queueOffset": ext.get("queueOffset"),
+                        }
+                    )
+                )

@@ -183,13 +183,16 @@ class Command(BaseCommand):
 
     def _status(self, run_dir: Path, as_json: bool) -> None:
         status = launcher.cluster_status(run_dir)
-        panels = [{"node_id": n["id"], "reachable": n["status"] is not None, **(n["status"] or {})}
-                  for n in status["nodes"]]  # fmt: skip
+        panels = [
+            {"node_id": n["id"], "reachable": n["status"] is not None, **(n["status"] or {})}
+            for n in status["nodes"]
+        ]
         if panels:
             # What clients can see, as the consoles compare it (namesrv_app.agreement).
             status["agree"] = mark_agreement(panels)
-            status["live_missing"] = {p["node_id"]: p["live_missing"] for p in panels
-                                      if p["live_missing"]}  # fmt: skip
+            status["live_missing"] = {
+                p["node_id"]: p["live_missing"] for p in panels if p["live_missing"]
+            }
         self._emit(status, as_json, self._status_text)
         if not status["running"]:
             raise SystemExit(STATUS_EXIT_DEAD)
@@ -259,10 +262,12 @@ class Command(BaseCommand):
             # Raft safety alarms, the scan fallback, a Raft port that is not listening.
             rows.extend(f"{node['id']} ALARM: {alarm}" for alarm in facts.get("alarms", ()))
         if "agree" in status:
-            rows.append("the nodes agree on what clients see (routes, cluster info, topics, KV, "
-                        "config)" if status["agree"] else
-                        "THE NODES DISAGREE on what clients see (routes, cluster info, topics, "
-                        "KV or config)")  # fmt: skip
+            rows.append(
+                "the nodes agree on what clients see (routes, cluster info, topics, KV, config)"
+                if status["agree"]
+                else "THE NODES DISAGREE on what clients see (routes, cluster info, topics, "
+                "KV or config)"
+            )
             for node_id, missing in sorted(status.get("live_missing", {}).items()):
                 rows.append(f"{node_id} does not (yet) count as alive: {', '.join(missing)}")
         return "\n".join([f"cluster in {status['run_dir']}:", *rows])

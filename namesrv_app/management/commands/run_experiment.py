@@ -47,9 +47,12 @@ class Command(BaseCommand):
         parser.add_argument("--mode", choices=(*MODES, MODE_BOTH), default=MODE_BOTH)
         parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
         parser.add_argument(
-            "--out", type=Path, required=True,
+            "--out",
+            type=Path,
+            required=True,
             help="parent folder: each invocation writes <scenario>-s<seed>-<time>/ in it, "
-                 "with runs/<run_id> per mode and report/")
+            "with runs/<run_id> per mode and report/",
+        )
         parser.add_argument("--nodes", type=int, choices=(3, 5), default=DEFAULTS.nodes)
         parser.add_argument("--duration-s", type=float, default=DEFAULTS.duration_s)
         parser.add_argument("--brokers", type=int, default=DEFAULTS.brokers)
@@ -59,34 +62,59 @@ class Command(BaseCommand):
         parser.add_argument("--expiry-ms", type=int, default=DEFAULTS.expiry_ms)
         parser.add_argument("--clock-skew-ms", type=int, default=DEFAULTS.clock_skew_ms)
         parser.add_argument(
-            "--skew-allowance-ms", type=int, default=None,
+            "--skew-allowance-ms",
+            type=int,
+            default=None,
             help="raft mode's expiry allowance for clock skew (default: 0, the same rule as "
-                 "eventual mode; clock-skew keeps the gateway's 5000)")
-        parser.add_argument("--read-consistency", choices=("local", "linearizable"),
-                            default=DEFAULTS.read_consistency)
-        parser.add_argument("--analyze", action="store_true",
-                            help="run the Spark analysis and print the summary table")
+            "eventual mode; clock-skew keeps the gateway's 5000)",
+        )
+        parser.add_argument(
+            "--read-consistency",
+            choices=("local", "linearizable"),
+            default=DEFAULTS.read_consistency,
+        )
+        parser.add_argument(
+            "--analyze",
+            action="store_true",
+            help="run the Spark analysis and print the summary table",
+        )
         parser.add_argument("--spark-master", default=None)
-        parser.add_argument("--spark-verbose", action="store_true",
-                            help="show Spark's own logging (quiet by default)")
+        parser.add_argument(
+            "--spark-verbose",
+            action="store_true",
+            help="show Spark's own logging (quiet by default)",
+        )
         add_run_dir_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run each requested mode in turn, then analyze when asked."""
         run_dir = options["run_dir"] or default_run_dir()
         if run_dir is not None and options["run_dir"] is None:
-            self.stdout.write(f"recording the run in {run_dir}'s shared database, so its "
-                              "consoles list it (--run-dir chooses another cluster)")  # fmt: skip
+            self.stdout.write(
+                f"recording the run in {run_dir}'s shared database, so its "
+                "consoles list it (--run-dir chooses another cluster)"
+            )
         apply_run_dir(run_dir)
         modes = MODES if options["mode"] == MODE_BOTH else (options["mode"],)
-        batch = batch_dir(options["out"], options["scenario"], options["seed"],
-                          timezone.now().strftime("%Y%m%d-%H%M%S"))
+        batch = batch_dir(
+            options["out"],
+            options["scenario"],
+            options["seed"],
+            timezone.now().strftime("%Y%m%d-%H%M%S"),
+        )
         base = ExperimentConfig(
-            scenario=options["scenario"], mode=modes[0], out_dir=batch / RUNS_DIR_NAME,
-            seed=options["seed"], nodes=options["nodes"], duration_s=options["duration_s"],
-            brokers=options["brokers"], topics=options["topics"],
-            heartbeat_ms=options["heartbeat_ms"], poll_ms=options["poll_ms"],
-            expiry_ms=options["expiry_ms"], clock_skew_ms=options["clock_skew_ms"],
+            scenario=options["scenario"],
+            mode=modes[0],
+            out_dir=batch / RUNS_DIR_NAME,
+            seed=options["seed"],
+            nodes=options["nodes"],
+            duration_s=options["duration_s"],
+            brokers=options["brokers"],
+            topics=options["topics"],
+            heartbeat_ms=options["heartbeat_ms"],
+            poll_ms=options["poll_ms"],
+            expiry_ms=options["expiry_ms"],
+            clock_skew_ms=options["clock_skew_ms"],
             skew_allowance_ms=options["skew_allowance_ms"],
             read_consistency=options["read_consistency"],
         )
@@ -100,8 +128,9 @@ class Command(BaseCommand):
         self.stdout.write(f"writing into {batch}")
         outcomes = [self._run_one(replace(base, mode=mode), progress) for mode in modes]
         if options["analyze"]:
-            self._analyze(batch, outcomes, options["spark_master"], progress,
-                          options["spark_verbose"])
+            self._analyze(
+                batch, outcomes, options["spark_master"], progress, options["spark_verbose"]
+            )
 
     def _say(self, text: str) -> None:
         self.stdout.write(text)
@@ -111,8 +140,12 @@ class Command(BaseCommand):
         run_id = config.effective_run_id()
         config = replace(config, run_id=run_id)
         row = ExperimentRun.objects.create(
-            run_id=run_id, scenario=config.scenario, mode=config.mode, seed=config.seed,
-            started=timezone.now(), out_dir=str(Path(config.out_dir).resolve() / run_id),
+            run_id=run_id,
+            scenario=config.scenario,
+            mode=config.mode,
+            seed=config.seed,
+            started=timezone.now(),
+            out_dir=str(Path(config.out_dir).resolve() / run_id),
         )
         progress.line(f"{run_id}: {config.scenario} in {config.mode} mode")
         try:
@@ -127,21 +160,34 @@ class Command(BaseCommand):
         row.finished = timezone.now()
         row.summary = {**outcome.summary, "timings": outcome.meta.timings}
         row.save()
-        progress.line(f"{run_id}: recorded in {outcome.run_dir} "
-                      f"({json.dumps(outcome.meta.timings, default=str)})")
+        progress.line(
+            f"{run_id}: recorded in {outcome.run_dir} "
+            f"({json.dumps(outcome.meta.timings, default=str)})"
+        )
         return outcome
 
-    def _analyze(self, batch: Path, outcomes: list[RunOutcome], spark_master: str | None,
-                 progress: Progress, spark_verbose: bool) -> None:
+    def _analyze(
+        self,
+        batch: Path,
+        outcomes: list[RunOutcome],
+        spark_master: str | None,
+        progress: Progress,
+        spark_verbose: bool,
+    ) -> None:
         report = batch / REPORT_DIR_NAME
-        tables = analyze_runs(batch / RUNS_DIR_NAME, report, spark_master, progress,
-                              spark_verbose=spark_verbose)
+        tables = analyze_runs(
+            batch / RUNS_DIR_NAME, report, spark_master, progress, spark_verbose=spark_verbose
+        )
         for outcome in outcomes:
             row = ExperimentRun.objects.get(run_id=outcome.run_id)
-            row.summary = {**row.summary, "report_dir": str(report), "analysis": {
-                name: [r for r in tables.get(name, []) if r.get("mode") in (None, row.mode)]
-                for name in ("divergence", "linearizability", "not_exist_live")
-            }}
+            row.summary = {
+                **row.summary,
+                "report_dir": str(report),
+                "analysis": {
+                    name: [r for r in tables.get(name, []) if r.get("mode") in (None, row.mode)]
+                    for name in ("divergence", "linearizability", "not_exist_live")
+                },
+            }
             row.save()
         self.stdout.write("\n" + summary_text(tables))
         self.stdout.write(f"report: {report / 'summary.md'}")

@@ -166,18 +166,24 @@ class Command(BaseCommand):
             help='every member\'s Raft address, "h:p,h:p,..." (self may be listed)',
         )
         raft.add_argument(
-            "--raft-host", default=None, metavar="HOST",
+            "--raft-host",
+            default=None,
+            metavar="HOST",
             help="the host of this node's Raft identity (default: --host)",
-        )  # fmt: skip
+        )
         raft.add_argument("--raft-dir", type=Path, default=conf.RAFT_DIR or None)
         raft.add_argument(
-            "--raft-secret-file", default=conf.RAFT_SECRET_FILE or None, metavar="FILE",
+            "--raft-secret-file",
+            default=conf.RAFT_SECRET_FILE or None,
+            metavar="FILE",
             help="the cluster secret every Raft peer must prove (mode 0600)",
-        )  # fmt: skip
+        )
         raft.add_argument(
-            "--raft-bind-host", default=conf.RAFT_BIND_HOST or None, metavar="HOST",
+            "--raft-bind-host",
+            default=conf.RAFT_BIND_HOST or None,
+            metavar="HOST",
             help="where the Raft port listens (default: the host of this node's identity)",
-        )  # fmt: skip
+        )
         raft.add_argument(
             "--raft-dial",
             default=conf.RAFT_DIAL,
@@ -190,77 +196,115 @@ class Command(BaseCommand):
             help="bound on a write without quorum before SYSTEM_ERROR",
         )
         raft.add_argument(
-            "--skew-allowance-ms", type=int, default=int(conf.SKEW_ALLOWANCE_MS),
+            "--skew-allowance-ms",
+            type=int,
+            default=int(conf.SKEW_ALLOWANCE_MS),
             help="extra silence the replicated expiry allows for clock skew",
-        )  # fmt: skip
+        )
         raft.add_argument(
-            "--failover-lag-bytes-max", type=int, default=DEFAULT_FAILOVER_LAG_BYTES_MAX,
+            "--failover-lag-bytes-max",
+            type=int,
+            default=DEFAULT_FAILOVER_LAG_BYTES_MAX,
             help="raft failover: an elected slave is at most this many bytes behind",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--config", type=Path, default=None, metavar="FILE",
+            "--config",
+            type=Path,
+            default=None,
+            metavar="FILE",
             help="NamesrvConfig properties (Java names, e.g. orderMessageEnable=true), as -c",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--tls-config", type=Path, default=None, metavar="FILE",
+            "--tls-config",
+            type=Path,
+            default=None,
+            metavar="FILE",
             help="tls.properties for the public port (tls.server.mode disabled | permissive | "
             "enforcing, tls.server.certPath ...; docs/SECURITY.md, TLS)",
-        )  # fmt: skip
+        )
         acl = parser.add_argument_group("remoting ACL (docs/SECURITY.md)")
         acl.add_argument(
-            "--acl-file", type=Path, default=Path(conf.ACL_FILE) if conf.ACL_FILE else None,
+            "--acl-file",
+            type=Path,
+            default=Path(conf.ACL_FILE) if conf.ACL_FILE else None,
             metavar="FILE",
             help="accounts in plain_acl.yml style; without one, admin codes are refused",
-        )  # fmt: skip
+        )
         acl.add_argument(
-            "--no-acl", action="store_false", dest="acl_enabled", default=conf.ACL_ENABLED,
+            "--no-acl",
+            action="store_false",
+            dest="acl_enabled",
+            default=conf.ACL_ENABLED,
             help="turn the remoting ACL off: ANY peer may then change routes and config",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--scan-interval-ms", type=int, default=0,
+            "--scan-interval-ms",
+            type=int,
+            default=0,
             help="also scan for silent brokers this often (0: only the Celery scan)",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--scan-fallback-s", type=float, default=None, metavar="SECONDS",
+            "--scan-fallback-s",
+            type=float,
+            default=None,
+            metavar="SECONDS",
             help="eventual mode: the Celery scan period; after three periods without a scan "
             "the gateway scans itself this often and raises an alarm (default: "
             "NAMESRV['SCAN_INTERVAL_S']; 0: off; ignored in raft mode)",
-        )  # fmt: skip
+        )
         metrics = parser.add_argument_group("Prometheus metrics (docs/DEPLOY.md, Metrics)")
         metrics.add_argument(
-            "--metrics-port", type=int, default=0, metavar="PORT",
+            "--metrics-port",
+            type=int,
+            default=0,
+            metavar="PORT",
             help="serve GET /metrics on this port (0: no metrics port)",
-        )  # fmt: skip
+        )
         metrics.add_argument(
-            "--metrics-host", default=None, metavar="HOST",
+            "--metrics-host",
+            default=None,
+            metavar="HOST",
             help="where the metrics port listens (default: --host)",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--read-front", action=argparse.BooleanOptionalAction, default=conf.READ_FRONT,
+            "--read-front",
+            action=argparse.BooleanOptionalAction,
+            default=conf.READ_FRONT,
             help="serve the public port from a read front process that answers route "
             "queries from copies of this process's answers (docs/ARCHITECTURE.md)",
-        )  # fmt: skip
+        )
         parser.add_argument(
-            "--below-front-nice", type=int, choices=range(NICE_STEPS_MAX + 1),
-            default=conf.BELOW_FRONT_NICE, metavar=f"0-{NICE_STEPS_MAX}",
+            "--below-front-nice",
+            type=int,
+            choices=range(NICE_STEPS_MAX + 1),
+            default=conf.BELOW_FRONT_NICE,
+            metavar=f"0-{NICE_STEPS_MAX}",
             help="with a read front, run this process this many nice steps below it, so "
             "route reads get the larger share of busy cores (0: same priority)",
-        )  # fmt: skip
+        )
         limits = parser.add_argument_group("public port limits against hostile peers")
         limits.add_argument(
-            "--unfinished-frames-bytes-max", type=int, default=conf.UNFINISHED_FRAMES_BYTES_MAX,
+            "--unfinished-frames-bytes-max",
+            type=int,
+            default=conf.UNFINISHED_FRAMES_BYTES_MAX,
             metavar="BYTES",
             help="bytes of unfinished frames held over all connections; past it the "
             "connection growing is closed",
-        )  # fmt: skip
+        )
         limits.add_argument(
-            "--frame-deadline-s", type=float, default=conf.FRAME_DEADLINE_S, metavar="SECONDS",
+            "--frame-deadline-s",
+            type=float,
+            default=conf.FRAME_DEADLINE_S,
+            metavar="SECONDS",
             help="a frame not complete this long after it started closes its connection",
-        )  # fmt: skip
+        )
         limits.add_argument(
-            "--connections-per-address-max", type=int, default=conf.CONNECTIONS_PER_ADDRESS_MAX,
-            metavar="N", help="connections one remote address may hold; past it they are refused",
-        )  # fmt: skip
+            "--connections-per-address-max",
+            type=int,
+            default=conf.CONNECTIONS_PER_ADDRESS_MAX,
+            metavar="N",
+            help="connections one remote address may hold; past it they are refused",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Build the options and run until a stop signal."""
@@ -270,8 +314,9 @@ class Command(BaseCommand):
             raise CommandError("\n".join(f"{e.id}: {e.msg}" for e in errors))
         if options["migrate"]:
             for database in ("default", "projection"):  # shared, then this node's own
-                call_command("migrate", interactive=False, verbosity=0, skip_checks=True,
-                             database=database)  # fmt: skip
+                call_command(
+                    "migrate", interactive=False, verbosity=0, skip_checks=True, database=database
+                )
         gateway_options = GatewayOptions(
             node_id=options["node"],
             host=options["host"],

@@ -26,12 +26,18 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--config", type=Path, required=True, metavar="FILE",
-                            help="the node's config file (TOML, see docs/DEPLOY.md)")  # fmt: skip
         parser.add_argument(
-            "--check", action="store_true",
+            "--config",
+            type=Path,
+            required=True,
+            metavar="FILE",
+            help="the node's config file (TOML, see docs/DEPLOY.md)",
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
             help="check the file, print the processes it starts, and exit",
-        )  # fmt: skip
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
