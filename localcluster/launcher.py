@@ -40,169 +40,74 @@ from __future__ import annotations
 
 from localcluster.argv import (
     ASGI_APP as ASGI_APP,
-)
-from localcluster.argv import (
     LIVE_EVENT_PUBLISHER as LIVE_EVENT_PUBLISHER,
-)
-from localcluster.argv import (
     WEB_WORKERS_ENV as WEB_WORKERS_ENV,
-)
-from localcluster.argv import (
     ClusterEnv as ClusterEnv,
-)
-from localcluster.argv import (
     asgi_server_argv as asgi_server_argv,
-)
-from localcluster.argv import (
     gateway_argv as gateway_argv,
-)
-from localcluster.argv import (
     web_argv as web_argv,
 )
 from localcluster.lifecycle import (
+    STOPPING_FILE as STOPPING_FILE,
     _node_summary as _node_summary,
-)
-from localcluster.lifecycle import (
     cluster_down as cluster_down,
-)
-from localcluster.lifecycle import (
     cluster_status as cluster_status,
-)
-from localcluster.lifecycle import (
     cluster_up as cluster_up,
-)
-from localcluster.lifecycle import (
     record_foreground as record_foreground,
-)
-from localcluster.lifecycle import (
+    refuse_running as refuse_running,
+    stopping as stopping,
     write_cluster_file as write_cluster_file,
 )
 from localcluster.membership import (
     cluster_add_node as cluster_add_node,
-)
-from localcluster.membership import (
     cluster_remove_node as cluster_remove_node,
-)
-from localcluster.membership import (
     plan_from_cluster_file as plan_from_cluster_file,
 )
 from localcluster.plan import (
     CLUSTER_FILE_NAME as CLUSTER_FILE_NAME,
-)
-from localcluster.plan import (
     DEFAULT_BASE_PORT as DEFAULT_BASE_PORT,
-)
-from localcluster.plan import (
     DEFAULT_INTERNAL_BASE_PORT as DEFAULT_INTERNAL_BASE_PORT,
-)
-from localcluster.plan import (
     DEFAULT_METRICS_BASE_PORT as DEFAULT_METRICS_BASE_PORT,
-)
-from localcluster.plan import (
     DEFAULT_MODE as DEFAULT_MODE,
-)
-from localcluster.plan import (
     DEFAULT_NODES as DEFAULT_NODES,
-)
-from localcluster.plan import (
     DEFAULT_RAFT_BASE_PORT as DEFAULT_RAFT_BASE_PORT,
-)
-from localcluster.plan import (
     DEFAULT_REDIS_PORT as DEFAULT_REDIS_PORT,
-)
-from localcluster.plan import (
     DEFAULT_WEB_BASE_PORT as DEFAULT_WEB_BASE_PORT,
-)
-from localcluster.plan import (
     DEMO_BROKER_BASE_PORT as DEMO_BROKER_BASE_PORT,
-)
-from localcluster.plan import (
     LOOPBACK as LOOPBACK,
-)
-from localcluster.plan import (
     MODE_RAFT as MODE_RAFT,
-)
-from localcluster.plan import (
     NODE_DB_FILE_NAME as NODE_DB_FILE_NAME,
-)
-from localcluster.plan import (
     ClusterPlan as ClusterPlan,
-)
-from localcluster.plan import (
     LauncherError as LauncherError,
-)
-from localcluster.plan import (
     NodePlan as NodePlan,
-)
-from localcluster.plan import (
     PortInUseError as PortInUseError,
-)
-from localcluster.plan import (
     free_port as free_port,
-)
-from localcluster.plan import (
     parse_node_raft_dial as parse_node_raft_dial,
-)
-from localcluster.plan import (
     parse_node_skew_allowance as parse_node_skew_allowance,
-)
-from localcluster.plan import (
     plan_ports as plan_ports,
-)
-from localcluster.plan import (
     with_gateway_options as with_gateway_options,
 )
 from localcluster.processes import (
     PidRecord as PidRecord,
-)
-from localcluster.processes import (
     is_alive as is_alive,
-)
-from localcluster.processes import (
     process_start_ticks as process_start_ticks,
-)
-from localcluster.processes import (
     read_pid_file as read_pid_file,
-)
-from localcluster.processes import (
     reap_children as reap_children,
-)
-from localcluster.processes import (
     start_process as start_process,
-)
-from localcluster.processes import (
     write_pid_file as write_pid_file,
 )
 from localcluster.readiness import (
     accepts_connections as accepts_connections,
-)
-from localcluster.readiness import (
     gateway_ready as gateway_ready,
-)
-from localcluster.readiness import (
     redis_answers as redis_answers,
-)
-from localcluster.readiness import (
     wait_until as wait_until,
 )
 from localcluster.run_folder import (
     ProcessSlot as ProcessSlot,
-)
-from localcluster.run_folder import (
     cluster_node as cluster_node,
-)
-from localcluster.run_folder import (
     find_redis_server as find_redis_server,
-)
-from localcluster.run_folder import (
     process_slots as process_slots,
-)
-from localcluster.run_folder import (
     read_secret as read_secret,
-)
-from localcluster.run_folder import (
     read_secrets as read_secrets,
-)
-from localcluster.run_folder import (
     write_redis_config as write_redis_config,
 )

@@ -272,18 +272,22 @@ def write_cluster_file(plan: ClusterPlan, pids: Mapping[str, int | None]) -> Pat
     return path
 
 
-def _prepare_run_dir(plan: ClusterPlan) -> None:
-    """Refuse to start over a live cluster; clear what a dead one left behind."""
-    node_ids = [n.node_id for n in plan.nodes]
-    leftover = running_processes(
-        plan.run_dir, sorted(set(node_ids) | set(known_node_ids(plan.run_dir)))
-    )
+def refuse_running(run_dir: Path, node_ids: Sequence[str] = ()) -> None:
+    """LauncherError naming the live processes when a cluster runs in ``run_dir`` (its
+    recorded nodes and ``node_ids``); checked before ports, the clearer reason."""
+    leftover = running_processes(run_dir, sorted(set(node_ids) | set(known_node_ids(run_dir))))
     if leftover:
         names = ", ".join(f"{r.name} (pid {r.pid})" for r in leftover)
         raise LauncherError(
-            f"a cluster is already running in {plan.run_dir}: {names}. "
-            f"Run `manage.py cluster down --run-dir {plan.run_dir}` first."
+            f"a cluster is already running in {run_dir}: {names}. "
+            f"Run `manage.py cluster down --run-dir {run_dir}` first."
         )
+
+
+def _prepare_run_dir(plan: ClusterPlan) -> None:
+    """Refuse to start over a live cluster; clear what a dead one left behind."""
+    node_ids = [n.node_id for n in plan.nodes]
+    refuse_running(plan.run_dir, node_ids)
     # Owner only: the folder holds the secrets and the shared database (password hashes,
     # API tokens), whatever the umask.
     plan.run_dir.mkdir(parents=True, exist_ok=True)
@@ -548,20 +552,40 @@ def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]
     """
     run_dir = Path(run_dir).resolve()
     slots = process_slots(run_dir, known_node_ids(run_dir))
-    # Brokers first, while the gateways still hear their UNREGISTER_BROKER.
-    stopped: list[str] = stop_brokers(run_dir)
-    killed: list[str] = []
-    for kind in PROCESS_ORDER:
-        kind_slots = [s for s in slots if s.kind == kind]
-        records = [r for s in kind_slots if (r := read_pid_file(s.pid_path)) is not None]
-        live = [r for r in records if is_alive(r)]
-        killed += [r.name for r in stop_processes(live, grace_s)]
-        stopped += [r.name for r in live]
-        for slot in kind_slots:
-            slot.pid_path.unlink(missing_ok=True)
-    if _end_foreground(run_dir):
-        stopped.append("foreground")
+    marker = run_dir / STOPPING_FILE
+    # The foreground `up` reads this and does not report the exits as deaths.
+    marker.write_text(str(os.getpid()))
+    try:
+        # Brokers first, while the gateways still hear their UNREGISTER_BROKER.
+        stopped: list[str] = stop_brokers(run_dir)
+        killed: list[str] = []
+        for kind in PROCESS_ORDER:
+            kind_slots = [s for s in slots if s.kind == kind]
+            records = [r for s in kind_slots if (r := read_pid_file(s.pid_path)) is not None]
+            live = [r for r in records if is_alive(r)]
+            killed += [r.name for r in stop_processes(live, grace_s)]
+            stopped += [r.name for r in live]
+            for slot in kind_slots:
+                slot.pid_path.unlink(missing_ok=True)
+        if _end_foreground(run_dir):
+            stopped.append("foreground")
+    finally:
+        marker.unlink(missing_ok=True)
     return {"run_dir": str(run_dir), "stopped": stopped, "killed": killed}
+
+
+STOPPING_FILE = "stopping"
+"""Present while a ``down`` stops the run folder's processes; it holds that ``down``'s pid."""
+
+
+def stopping(run_dir: Path) -> bool:
+    """True while a ``down`` (of a live process) is stopping ``run_dir``'s processes."""
+    try:
+        pid = int((Path(run_dir).resolve() / STOPPING_FILE).read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 FOREGROUND_PID_FILE = "foreground.pid"

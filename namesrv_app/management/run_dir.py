@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from django.core.management.base import CommandError, CommandParser
@@ -33,6 +34,35 @@ def default_run_dir() -> Path | None:
 
     folder = Path(settings.BASE_DIR) / MAKE_RUN_DIR
     return folder if (folder / SHARED_DB_FILE_NAME).exists() else None
+
+
+def chosen_run_dir(given: Path | None, say: Callable[[str], None], what: str) -> Path | None:
+    """``--run-dir`` when given, else ``make run``'s cluster when it exists (``say``
+    tells the user which, naming ``what`` is written there); None: this shell's own."""
+    if given is not None:
+        return given
+    found = default_run_dir()
+    if found is not None:
+        say(
+            f"writing {what} to {found}'s shared database, so every node sees it "
+            "(--run-dir chooses another cluster)"
+        )
+    return found
+
+
+def require_shared_tables(table: str) -> None:
+    """CommandError, one line, when the shared database was never migrated (the command
+    was run outside a cluster's run folder), instead of a traceback from the query."""
+    from django.db import connection
+
+    if table in connection.introspection.table_names():
+        return
+    name = connection.settings_dict["NAME"]
+    raise CommandError(
+        f"{name} is not a cluster's database (it has no {table} table): start a cluster "
+        "(make run) and give its folder with --run-dir, e.g. --run-dir run/local, or set "
+        "DATABASE_URL to the shared database"
+    )
 
 
 def add_run_dir_argument(parser: CommandParser) -> None:

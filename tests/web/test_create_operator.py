@@ -122,3 +122,12 @@ def test_run_dir_without_a_cluster_says_so(db_path: str, tmp_path: Path) -> None
     done = create_operator(db_path, "dave", "--token", "--run-dir", str(tmp_path / "none"))
     assert done.returncode != 0
     assert "has no cluster database" in done.stderr and "cluster up" in done.stderr
+
+
+def test_a_database_that_is_no_clusters_says_to_give_run_dir_in_one_line(tmp_path: Path) -> None:
+    done = create_operator(f"sqlite:///{tmp_path / 'empty.sqlite3'}", "alice", "--token")
+    assert done.returncode != 0
+    assert "has no auth_user table" in done.stderr
+    assert "--run-dir run/local" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -18,10 +18,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from localcluster import launcher
 from namesrv_app.agreement import mark_agreement
+from namesrv_app.management.command import ProjectCommand
 from raftstore import vocab
 from remoting.tls import TlsMode
 
@@ -34,14 +35,19 @@ def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     """Start, inspect or stop the gateways, web processes, Redis and Celery of a local cluster."""
 
     help = "Start (up), inspect (status) or stop (down) a local NameServer cluster."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         """The verbs and the port layout."""
-        parser.add_argument("action", choices=["up", "down", "status", "add-node", "remove-node"])
+        parser.add_argument(
+            "action",
+            choices=["up", "down", "status", "add-node", "remove-node"],
+            help="up: start a cluster; status: what runs and how the nodes agree; down: stop "
+            "it; add-node / remove-node ID: change a raft cluster's membership",
+        )
         parser.add_argument("node_id", nargs="?", default=None, help="remove-node: the node id")
         parser.add_argument(
             "--raft-base-port",
@@ -49,20 +55,51 @@ class Command(BaseCommand):
             default=launcher.DEFAULT_RAFT_BASE_PORT,
             help="raft mode: first Raft port (7101 + i by default; 0 = any free port)",
         )
-        parser.add_argument("--nodes", type=int, default=launcher.DEFAULT_NODES)
-        parser.add_argument("--mode", choices=list(vocab.MODES), default=launcher.DEFAULT_MODE)
-        parser.add_argument("--run-dir", default="run/local", help="folder for logs, DBs, pids")
+        parser.add_argument(
+            "--nodes",
+            type=int,
+            default=launcher.DEFAULT_NODES,
+            help=f"up: how many NameServer nodes (default {launcher.DEFAULT_NODES})",
+        )
+        parser.add_argument(
+            "--mode",
+            choices=list(vocab.MODES),
+            default=launcher.DEFAULT_MODE,
+            help="up: eventual (each node applies what it hears, as upstream) or raft "
+            f"(every write through a Raft log); default {launcher.DEFAULT_MODE}",
+        )
+        parser.add_argument(
+            "--run-dir",
+            default="run/local",
+            help="the cluster's folder: config, logs, databases, secrets, pids (default run/local)",
+        )
         parser.add_argument(
             "--base-port",
             type=int,
             default=launcher.DEFAULT_BASE_PORT,
-            help="first remoting port (0 = any free port)",
+            help=f"first remoting port, one per node (default {launcher.DEFAULT_BASE_PORT}; "
+            "0 = free ports)",
         )
-        parser.add_argument("--web-base-port", type=int, default=launcher.DEFAULT_WEB_BASE_PORT)
         parser.add_argument(
-            "--internal-base-port", type=int, default=launcher.DEFAULT_INTERNAL_BASE_PORT
+            "--web-base-port",
+            type=int,
+            default=launcher.DEFAULT_WEB_BASE_PORT,
+            help="first console/API port, one per node "
+            f"(default {launcher.DEFAULT_WEB_BASE_PORT}; 0 = free ports)",
         )
-        parser.add_argument("--redis-port", type=int, default=launcher.DEFAULT_REDIS_PORT)
+        parser.add_argument(
+            "--internal-base-port",
+            type=int,
+            default=launcher.DEFAULT_INTERNAL_BASE_PORT,
+            help="first internal port (scan, status), one per node "
+            f"(default {launcher.DEFAULT_INTERNAL_BASE_PORT}; 0 = free ports)",
+        )
+        parser.add_argument(
+            "--redis-port",
+            type=int,
+            default=launcher.DEFAULT_REDIS_PORT,
+            help=f"the cluster's Redis (default {launcher.DEFAULT_REDIS_PORT}; 0 = a free port)",
+        )
         parser.add_argument(
             "--metrics-base-port",
             type=int,
@@ -107,7 +144,9 @@ class Command(BaseCommand):
             "clients, enforcing TLS only; makes a CA and certificates in the run folder "
             "(tls/), the web ports then serve HTTPS and every internal client speaks TLS",
         )
-        parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
+        parser.add_argument(
+            "--json", action="store_true", help="print a machine-readable summary (JSON)"
+        )
         parser.add_argument(
             "--demo",
             action="store_true",
@@ -146,6 +185,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
 
     def _up(self, run_dir: Path, options: dict[str, Any]) -> None:
+        launcher.refuse_running(run_dir.resolve())
         plan = launcher.plan_ports(
             run_dir,
             nodes=options["nodes"],
@@ -307,8 +347,14 @@ class Command(BaseCommand):
             self.stdout.flush()
 
     def _report_deaths(self, run_dir: Path, reported: set[str]) -> set[str]:
-        """Say once per process when one died while attached; return the names reported."""
+        """Say once per process when one died while attached; return the names reported.
+        Exits during a ``down`` from another shell are a stop, not deaths."""
         launcher.reap_children()
+        if launcher.stopping(run_dir):
+            if "(down)" not in reported:
+                self.stdout.write("`cluster down` from another shell is stopping the cluster ...")
+                self.stdout.flush()
+            return reported | {"(down)"}
         dead = {
             p["name"]: p
             for p in launcher.cluster_status(run_dir, ask_nodes=False)["processes"]

@@ -34,10 +34,16 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
-from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir
+from namesrv_app.management.command import ProjectCommand
+from namesrv_app.management.run_dir import (
+    add_run_dir_argument,
+    apply_run_dir,
+    chosen_run_dir,
+    require_shared_tables,
+)
 from namesrv_app.models import ApiToken
 from namesrv_app.roles import OPERATOR_GROUP, ROLE_GROUPS
 from namesrv_app.tokens import (
@@ -48,7 +54,7 @@ from namesrv_app.tokens import (
 )
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     """Create or update a user and put it in one console role."""
 
     help = "Create a console user with the operator (default) or viewer role."
@@ -78,7 +84,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Create (or update) the user, set the password, set the role, issue a token."""
-        apply_run_dir(options["run_dir"])
+        apply_run_dir(chosen_run_dir(options["run_dir"], self.stdout.write, "the account"))
+        require_shared_tables(get_user_model()._meta.db_table)
         token_days = self._token_days(options["token"], options["token_days"])
         api_only = options["token"] and not options["password_env"]
         password = None if api_only else self._password(options["password_env"])

@@ -12,14 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from namesrv_app.management.command import ProjectCommand
 from node import processes
 from node.config import NodeConfigError, load_node_config, node_config_document
 from node.supervise import SupervisorError, run_node
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     """Run one node (gateway + web + scan) from its config file."""
 
     help = "Run one NameServer node on this host from its config file (node.toml)."
