@@ -43,8 +43,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m tools.import_cycles
 	$(VENV)/bin/mypy remoting raftstore gateway node localcluster experiments namesrv_app namesrv_site \
-		broker_app spark_jobs tools bench
+		broker_app spark_jobs experiment_history tools bench
 
 bench: setup
 	$(PY) -m bench.cores

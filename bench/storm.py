@@ -50,7 +50,7 @@ from typing import Any
 
 from bench import _util
 from bench.route_query import LoadConnection, LoadStats, request_frames
-from gateway.internal import InternalCode
+from gateway.private_codes import InternalCode
 from remoting import register_body
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode

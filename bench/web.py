@@ -84,7 +84,8 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
 
     from gateway.clock import ManualClock
     from gateway.services import NameServerService
-    from namesrv_app.projection import read_full_state, write_full_state
+    from namesrv_app.projection.delta import read_full_state
+    from namesrv_app.projection.rows import write_full_state
     from namesrv_app.tokens import issue_token
     from raftstore.replicator import LocalReplicator
     from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper

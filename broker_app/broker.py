@@ -39,10 +39,12 @@ from broker_app.clients import (
     retry_topic,
 )
 from broker_app.config import BrokerConfig, BrokerRole
+from broker_app.core import PutOutcome
 from broker_app.ha.client import HAClient
 from broker_app.ha.service import HAService
 from broker_app.long_polling import PullHold
 from broker_app.metadata import (
+    SUBSCRIPTION_GROUP_DEFAULTS,
     BrokerMetadata,
     MetadataRepository,
     MetadataSnapshot,
@@ -69,6 +71,7 @@ from broker_app.store.record import parse_properties
 from remoting.client import RemotingClient
 from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.connection import Connection
 from remoting.model import (
     PERM_READ,
     PERM_WRITE,
@@ -76,7 +79,7 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
     is_writeable,
 )
-from remoting.server import Connection, RemotingServer
+from remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +89,6 @@ CLIENT_SCAN_INTERVAL_MS = 10_000
 """How often silent clients are looked for (``ClientHousekeepingService``: every 10 s)."""
 SCHEDULE_TICK_MS = 100
 """How often due delayed messages (and retries) are moved to their real queues."""
-SUBSCRIPTION_GROUP_DEFAULTS: dict[str, object] = {
-    "consumeEnable": True,
-    "consumeFromMinEnable": True,
-    "consumeBroadcastEnable": True,
-    "retryQueueNums": 1,
-    "retryMaxTimes": 16,
-    "brokerId": 0,
-    "whichBrokerWhenConsumeSlowly": 1,
-    "notifyConsumerIdsChangedEnable": True,
-}
-"""A subscription group created on first sight (``autoCreateSubscriptionGroup``)."""
 DELETE_REGISTER_WAIT_S = 2.0
 """How long DELETE_TOPIC_IN_BROKER waits for the re-registration before it answers (the
 registration goes on after that, bounded by the register timeout)."""
@@ -105,15 +97,6 @@ registration goes on after that, bounded by the register timeout)."""
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch (DataVersion timestamps, store timestamps)."""
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class PutOutcome:
-    """A stored message and the answer code SEND_MESSAGE gives for it."""
-
-    result: PutResult
-    code: int
-    remark: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -712,23 +695,7 @@ class BrokerController:
             self.metadata.set_delay_offsets(after)
             self._persist()
 
-    # -- metadata bodies, notifications, status ------------------------------
-
-    def metadata_body_topics(self) -> bytes:
-        """GET_ALL_TOPIC_CONFIG body."""
-        return self.metadata.encode_topics()
-
-    def metadata_body_offsets(self) -> bytes:
-        """GET_ALL_CONSUMER_OFFSET body."""
-        return self.metadata.encode_consumer_offsets()
-
-    def metadata_body_delay(self) -> bytes:
-        """GET_ALL_DELAY_OFFSET body."""
-        return self.metadata.encode_delay_offsets()
-
-    def metadata_body_groups(self) -> bytes:
-        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG body."""
-        return self.metadata.encode_subscription_groups()
+    # -- notifications, status ----------------------------------------------
 
     async def on_min_broker_id_change(
         self,
@@ -819,18 +786,3 @@ def write_ready_file(path: Path, controller: BrokerController) -> None:
     temporary = path.with_suffix(path.suffix + ".tmp")
     temporary.write_text(json.dumps(payload), encoding="utf-8")
     temporary.replace(path)
-
-
-async def run_broker(
-    config: BrokerConfig, repository: MetadataRepository, stop: asyncio.Event
-) -> BrokerController:
-    """Start a broker, write the ready file, serve until ``stop`` is set, shut down."""
-    controller = BrokerController(config, repository)
-    await controller.start()
-    if config.ready_file is not None:
-        write_ready_file(config.ready_file, controller)
-    try:
-        await stop.wait()
-    finally:
-        await controller.stop(unregister=True)
-    return controller

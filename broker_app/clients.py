@@ -44,7 +44,7 @@ def dlq_topic(group: str) -> str:
 
 
 class ClientConnection(Protocol):
-    """What the managers need of a connection (``remoting.server.Connection`` has it)."""
+    """What the managers need of a connection (``remoting.connection.Connection`` has it)."""
 
     id: str
     peer_host: str

@@ -29,6 +29,7 @@ from broker_app.clients import (
     encode_queue_set,
 )
 from broker_app.config import BrokerRole
+from broker_app.core import BrokerCore
 from broker_app.redelivery import DEFAULT_MAX_RECONSUME_TIMES, reconsume_times, send_back
 from broker_app.store.message_store import GetResult, GetStatus
 from broker_app.store.record import MessageRecord, parse_properties
@@ -41,8 +42,7 @@ from remoting.message_codec import MessageExt, encode_message_ext, message_id
 from remoting.model import PERM_READ, TopicConfig, is_readable
 
 if TYPE_CHECKING:
-    from broker_app.broker import BrokerController
-    from remoting.server import Connection
+    from remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class PullHeader:
 class ConsumeProcessor:
     """Handlers of the consumer-side codes; each takes the request and its connection."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
 
     # -- clients ---------------------------------------------------------------

@@ -57,6 +57,17 @@ SYSTEM_TOPICS = frozenset(
 )
 """``TopicValidator.SYSTEM_TOPIC_SET`` (4.9.7 / 5.x)."""
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+SUBSCRIPTION_GROUP_DEFAULTS: dict[str, object] = {
+    "consumeEnable": True,
+    "consumeFromMinEnable": True,
+    "consumeBroadcastEnable": True,
+    "retryQueueNums": 1,
+    "retryMaxTimes": 16,
+    "brokerId": 0,
+    "whichBrokerWhenConsumeSlowly": 1,
+    "notifyConsumerIdsChangedEnable": True,
+}
+"""A subscription group created on first sight (``autoCreateSubscriptionGroup``)."""
 
 
 def is_system_topic(topic: str) -> bool:

@@ -3,7 +3,7 @@
 Upstream's ``SendMessageProcessor`` and ``AdminBrokerProcessor`` in one module.
 
 Thin by design: each handler reads its header, calls the broker core
-(:class:`~broker_app.broker.BrokerController`) and writes the answer. The
+(:class:`~broker_app.core.BrokerCore`) and writes the answer. The
 domain rules (SYNC_MASTER waiting, topic creation, metadata versions) live in
 the core, so the same calls serve tests and other front ends.
 """
@@ -15,22 +15,19 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from broker_app.config import DELETE_TOPIC_IN_BROKER
 from broker_app.consume_processor import ConsumeProcessor
+from broker_app.core import BrokerCore
 from broker_app.metadata import is_system_topic
 from broker_app.store.message_store import MessageInput, MessageRejected
 from remoting.bodies import encode_kv_table
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.connection import Connection
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_bool, header_int, header_str, require_str
 from remoting.model import DEFAULT_TOPIC_FILTER_TYPE, PERM_READ, PERM_WRITE, KVTable, TopicConfig
-from remoting.server import Connection
-
-if TYPE_CHECKING:
-    from broker_app.broker import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -134,19 +131,22 @@ class BrokerProcessor:
     port answers; anything else gets REQUEST_CODE_NOT_SUPPORTED (3), as upstream.
     """
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
         self._unsupported_seen: set[int] = set()
         consume = ConsumeProcessor(broker)
+        metadata = broker.metadata  # the controller's one BrokerMetadata, never replaced
         self._routes: dict[int, Route] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             DELETE_TOPIC_IN_BROKER: self.delete_topic,
-            RequestCode.GET_ALL_TOPIC_CONFIG: self._body(broker.metadata_body_topics),
-            RequestCode.GET_ALL_CONSUMER_OFFSET: self._body(broker.metadata_body_offsets),
-            RequestCode.GET_ALL_DELAY_OFFSET: self._body(broker.metadata_body_delay),
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self._body(broker.metadata_body_groups),
+            RequestCode.GET_ALL_TOPIC_CONFIG: self._body(metadata.encode_topics),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self._body(metadata.encode_consumer_offsets),
+            RequestCode.GET_ALL_DELAY_OFFSET: self._body(metadata.encode_delay_offsets),
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self._body(
+                metadata.encode_subscription_groups
+            ),
             RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: self.notify_min_broker_id_change,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
         }

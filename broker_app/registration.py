@@ -27,13 +27,12 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.model import DataVersion, KVTable, TopicConfigSerializeWrapper
-from remoting.register_body import register_broker_request
+from remoting.register_body import RAFT_FAILOVER_FIELD, register_broker_request
 
 log = logging.getLogger(__name__)
 
 ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
 """Response ext field of raft failover: the broker id the NameServers ask this broker to take."""
-RAFT_FAILOVER_FIELD = "enableRaftFailover"
 """Request header field opting the broker's group into raft failover."""
 
 Offsets = Callable[[], tuple[int, int]]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.internal import InternalCode
+from gateway.private_codes import InternalCode
 from localcluster import launcher
 from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import ResponseCode

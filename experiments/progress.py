@@ -102,12 +102,12 @@ class Progress:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
+            Progress as RichProgress,
             SpinnerColumn,
             TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
-        from rich.progress import Progress as RichProgress
 
         columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
         if total_s:

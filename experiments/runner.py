@@ -3,7 +3,7 @@
 :func:`run_experiment` boots a cluster with ``localcluster.launcher`` (real gateways,
 Redis, Celery scans, web processes on loopback, free ports, under ``out/<run_id>/cluster``),
 runs the workload and the scenario's fault on a compressed timeline, records the history
-under ``out/<run_id>/`` with :class:`spark_jobs.history.HistoryWriter`, and tears the
+under ``out/<run_id>/`` with :class:`experiment_history.runs.HistoryWriter`, and tears the
 cluster down whatever happens. Timeline (fractions of ``duration_s``, after warm-up)::
 
     0 ........ fault_at (0.25) ........ heal_at (0.65) ........ 1.0
@@ -17,21 +17,22 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from experiment_history.runs import HistoryWriter, RunMeta
+from experiment_history.schema import KIND_REGISTER, KIND_UNREGISTER
+from experiments.config import ExperimentConfig
+from experiments.context import ExperimentContext
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
 from experiments.progress import Progress, silent
 from experiments.scenarios import FaultSpec, Scenario, scenario
+from experiments.traffic import ClientTiming, ConsumerGroup, Prober, Producer
 from experiments.workload import (
     CLUSTER_NAME,
     BrokerFleet,
-    ClientTiming,
-    ConsumerGroup,
-    Prober,
-    Producer,
     ReadResult,
     Recorder,
     SimBroker,
@@ -41,9 +42,6 @@ from experiments.workload import (
 from localcluster import launcher
 from localcluster.demo import topic_table
 from raftstore import vocab
-from remoting.client import RemotingClient
-from spark_jobs.history import HistoryWriter, RunMeta
-from spark_jobs.schema import KIND_REGISTER, KIND_UNREGISTER
 
 MODES = vocab.MODES
 CHURN_BROKER = "broker-churn"
@@ -54,72 +52,6 @@ WARMUP_TIMEOUT_S = 30.0
 CLUSTER_DIR_NAME = "cluster"
 
 
-@dataclass(frozen=True, slots=True)
-class ExperimentConfig:
-    """Everything one run needs; times are compressed (RocketMQ: 30 s / 120 s / 30 s)."""
-
-    scenario: str
-    mode: str
-    out_dir: Path
-    seed: int = 1
-    nodes: int = 3
-    duration_s: float = 30.0
-    brokers: int = 12
-    topics: int = 8
-    brokers_per_topic: int = 2
-    queues: int = 4
-    producers: int = 3
-    consumer_groups: int = 2
-    consumers_per_group: int = 3
-    heartbeat_ms: int = 1_000
-    expiry_ms: int = 4_000
-    poll_ms: int = 1_000
-    rebalance_ms: int = 2_000
-    sample_ms: int = 250
-    scan_interval_s: int = 1
-    request_timeout_s: float = 1.0
-    send_timeout_ms: int = 1_000
-    clock_skew_ms: int = 0
-    skew_allowance_ms: int | None = None
-    """Raft mode's expiry allowance; None: the scenario's (0, or the gateway's 5 s for
-    clock-skew). Eventual mode has none."""
-    read_consistency: str = "local"
-    churn_ms: int = 3_000
-    """Inside the fault window a spare broker holding every topic registers and
-    unregisters in turn, every ``churn_ms`` (0: never), so each topic's route changes
-    while the fault lasts in both modes and the linearizability check has writes to
-    order. A topic with fewer than two writes is reported as not exercised."""
-    run_id: str = ""
-
-    def validate(self) -> None:
-        """Refuse settings the runner cannot honour."""
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        scenario(self.scenario)
-        if self.nodes < 3:
-            raise ValueError("experiments need at least 3 nodes (S1 cuts two of them)")
-        if self.brokers < self.brokers_per_topic or self.brokers_per_topic < 2:
-            raise ValueError("need brokers >= brokers_per_topic >= 2")
-        if self.topics < 2 or self.duration_s <= 0:
-            raise ValueError("need topics >= 2 and a positive duration")
-        if self.expiry_ms <= self.heartbeat_ms:
-            raise ValueError("expiry_ms must exceed heartbeat_ms")
-        if self.skew_allowance_ms is not None and self.skew_allowance_ms < 0:
-            raise ValueError("skew_allowance_ms must be >= 0")
-        if self.churn_ms < 0:
-            raise ValueError("churn_ms must be >= 0 (0: no route churn)")
-
-    def effective_skew_allowance(self) -> int | None:
-        """The raft gateways' --skew-allowance-ms (None: the gateway's default)."""
-        if self.skew_allowance_ms is not None:
-            return self.skew_allowance_ms
-        return scenario(self.scenario).skew_allowance_ms
-
-    def effective_run_id(self) -> str:
-        """The run id: given, or ``<scenario>-<mode>-s<seed>-<unix seconds>``."""
-        return self.run_id or f"{self.scenario}-{self.mode}-s{self.seed}-{int(time.time())}"
-
-
 @dataclass(slots=True)
 class RunOutcome:
     """What a finished run produced."""
@@ -128,75 +60,6 @@ class RunOutcome:
     run_dir: Path
     meta: RunMeta
     summary: dict[str, Any]
-
-
-@dataclass(slots=True)
-class ExperimentContext:
-    """What scenarios see: the cluster, the proxies, the fleet and the truth model."""
-
-    config: ExperimentConfig
-    cluster: ClusterHandle
-    mesh: ProxyMesh
-    fleet: BrokerFleet
-    recorder: Recorder
-    rng: random.Random
-    topics: list[str]
-    admin: RemotingClient
-    raft_mesh: RaftMesh | None = None
-    progress: Progress = field(default_factory=silent)
-    lane_brokers: dict[str, list[str]] = field(default_factory=dict)
-    truth_overrides: dict[str, str] = field(default_factory=dict)
-    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    notes: dict[str, Any] = field(default_factory=dict)
-    _truth: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def raft(self) -> bool:
-        """True in raft mode."""
-        return self.config.mode == "raft"
-
-    @property
-    def nodes(self) -> dict[str, str]:
-        """Node id to remoting address."""
-        return self.cluster.remoting_addrs()
-
-    @property
-    def timeout_s(self) -> float:
-        """The request timeout of admin calls."""
-        return self.config.request_timeout_s
-
-    @property
-    def focus_topic(self) -> str:
-        """The topic the faults aim at (the first consumer group reads it too)."""
-        return self.topics[0]
-
-    def brokers_of(self, topic: str) -> list[str]:
-        """The brokers that hold ``topic``, by name."""
-        return sorted(n for n, b in self.fleet.brokers.items() if topic in b.topics)
-
-    def truth_of(self, topic: str) -> str:
-        """The route ``topic`` should have now."""
-        if topic in self.truth_overrides:
-            return self.truth_overrides[topic]
-        return self.fleet.truth(topic)
-
-    def record_truth(self, broker: str, kind: str) -> None:
-        """Append a ground-truth write for every topic whose true route changed."""
-        stamp = now_ms()
-        for topic in self.topics:
-            value = self.truth_of(topic)
-            if self._truth.get(topic) != value:
-                self._truth[topic] = value
-                self.recorder.truth(stamp, topic, broker, kind, value)
-
-    def truth_changed(self, broker: str, kind: str) -> None:
-        """The fleet model changed (a broker died or left): update the ground truth."""
-        self.record_truth(broker, kind)
-
-    def truth_topic(self, topic: str, value: str, kind: str) -> None:
-        """A topic's true route is now ``value`` (created or deleted by an admin)."""
-        self.truth_overrides[topic] = value
-        self.record_truth("", kind)
 
 
 def _dialer(ctx_ref: list[ExperimentContext]) -> Callable[[str, str], str]:
@@ -213,6 +76,14 @@ def _dialer(ctx_ref: list[ExperimentContext]) -> Callable[[str, str], str]:
     return dial
 
 
+def effective_skew_allowance(config: ExperimentConfig) -> int | None:
+    """The raft gateways' --skew-allowance-ms: the config's, else the scenario's (None:
+    the gateway's default)."""
+    if config.skew_allowance_ms is not None:
+        return config.skew_allowance_ms
+    return scenario(config.scenario).skew_allowance_ms
+
+
 def plan_cluster(config: ExperimentConfig, run_dir: Path) -> launcher.ClusterPlan:
     """The launcher plan of one run: free ports, and in raft mode the skew allowance."""
     plan = launcher.plan_ports(
@@ -227,7 +98,7 @@ def plan_cluster(config: ExperimentConfig, run_dir: Path) -> launcher.ClusterPla
     )
     if config.mode != "raft":
         return plan
-    allowance = config.effective_skew_allowance()
+    allowance = effective_skew_allowance(config)
     ids = [n.node_id for n in plan.nodes]
     return launcher.with_gateway_options(
         plan,
@@ -246,6 +117,7 @@ def run_experiment(config: ExperimentConfig, progress: Progress | None = None) -
     """Boot, drive, record, tear down; returns the run's outcome (see the module doc).
     ``progress`` hears of every phase (nothing is printed without one)."""
     config.validate()
+    scenario(config.scenario)  # an unknown name is refused before anything is written
     run_id = config.effective_run_id()
     run_dir = Path(config.out_dir).resolve() / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -274,7 +146,7 @@ async def _run(
             params={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()}
             | {
                 "effective_skew_allowance_ms": (
-                    config.effective_skew_allowance() if config.mode == "raft" else 0
+                    effective_skew_allowance(config) if config.mode == "raft" else 0
                 ),
                 "raft_proxied": raft_mesh is not None,
             },
@@ -592,8 +464,8 @@ def analyze_runs(
 ) -> dict[str, list[dict[str, Any]]]:
     """Run every Spark job of ``spark_jobs.metrics`` over the runs under ``history_root``;
     write the report (tables, plots, ``summary.md``) to ``out_dir``; return the tables."""
-    from spark_jobs.metrics import JOBS_TOTAL, analyze
-    from spark_jobs.report import write_report
+    from spark_jobs.analysis import JOBS_TOTAL, analyze
+    from spark_jobs.report_folder import write_report
     from spark_jobs.session import get_spark
 
     progress = progress or silent()

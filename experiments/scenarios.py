@@ -13,16 +13,9 @@ import asyncio
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from experiments.workload import (
-    SimBroker,
-    delete_topic_on,
-    now_ms,
-    register_topic_on,
-)
-from remoting.model import DataVersion
-from spark_jobs.schema import (
+from experiment_history.schema import (
     FAULT_ASYMMETRIC_PARTITION,
     FAULT_KILL_BROKER,
     FAULT_KILL_NAMESRV,
@@ -32,10 +25,15 @@ from spark_jobs.schema import (
     KIND_CREATE_TOPIC,
     KIND_DELETE_TOPIC,
 )
+from experiments.context import ExperimentContext
+from experiments.workload import (
+    SimBroker,
+    delete_topic_on,
+    now_ms,
+    register_topic_on,
+)
+from remoting.model import DataVersion
 from tools.faultproxy import LinkMode
-
-if TYPE_CHECKING:
-    from experiments.runner import ExperimentContext
 
 FAULT_STOP_BROKER = "stop_broker"
 FAULT_PARTIAL_DELETE = "partial_topic_delete"

@@ -7,18 +7,9 @@
   compressed expiry. A hard kill stops the rounds and keeps the sockets open (no FIN reaches
   the nodes, as when a machine dies); a graceful stop sends UNREGISTER_BROKER and closes.
   The brokers store no messages: a send "succeeds" when the broker is alive in the model.
-- :class:`Producer`: polls each topic's route from a random node every ``poll_ms``
-  (``updateTopicRouteInfoFromNameServer``; a failed query keeps the old route), then sends
-  through ``MQFaultStrategy`` with up to three attempts avoiding the last failed broker.
-- :class:`ConsumerGroup`: every consumer polls on its own (random node) and rebalances every
-  ``rebalance_ms`` with ``AllocateMessageQueueAveragely`` over its own route view.
-- :class:`Prober`: every ``sample_ms`` asks every node for every watched topic
-  (``node_states``) and turns each first-seen route change into a register write of the
-  per-topic register (see docs/EXPERIMENTS.md "Running an experiment").
 
-Why one module of ~670 lines: the four actors share one model of time, one
-random generator per run and the history writer; apart, each would need the
-others' internals to stay reproducible for a given seed.
+The clients that read routes from the nodes (producers, consumer groups, the prober) are in
+:mod:`experiments.traffic`; they record through this module's :class:`Recorder`.
 """
 
 from __future__ import annotations
@@ -32,32 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from localcluster.demo import DemoBroker, register_request, topic_table
-from remoting.bodies import decode_topic_route_data, encode_topic_route_data
-from remoting.client import RemotingClient, RemotingClientError
-from remoting.codes import STANDARD_JSON_VERSION, RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import BodyDecodeError
-from remoting.model import MASTER_ID, DataVersion, QueueData, TopicConfig, TopicRouteData
-from spark_jobs.clients import (
-    JavaRandom,
-    MQFaultStrategy,
-    ThreadLocalIndex,
-    allocate_averagely,
-    rebalance_allocate,
-    route_from_value,
-    topic_route_to_publish_info,
-    topic_route_to_subscribe_info,
-)
-from spark_jobs.history import HistoryWriter
-from spark_jobs.schema import (
-    KIND_CONSUME_ALLOC,
-    KIND_CREATE_TOPIC,
-    KIND_DELETE_TOPIC,
-    KIND_EXPIRE,
-    KIND_REGISTER,
-    KIND_ROUTE_READ,
-    KIND_SEND,
+from experiment_history.runs import HistoryWriter
+from experiment_history.schema import (
     NO_MASTER_ADDR,
     NO_VERSION,
     OUTCOME_ERROR,
@@ -65,10 +32,16 @@ from spark_jobs.schema import (
     OUTCOME_OK,
     OUTCOME_TIMEOUT,
     RouteItem,
-    canonical_queues,
     canonical_route,
-    route_brokers,
 )
+from localcluster.demo import DemoBroker, register_request, topic_table
+from remoting.bodies import decode_topic_route_data, encode_topic_route_data
+from remoting.client import RemotingClient, RemotingClientError
+from remoting.codes import STANDARD_JSON_VERSION, RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
+from remoting.errors import BodyDecodeError
+from remoting.model import MASTER_ID, DataVersion, QueueData, TopicConfig, TopicRouteData
 
 CLUSTER_NAME = "DefaultCluster"
 BROKER_HOST = "127.0.0.1"
@@ -76,12 +49,9 @@ FIRST_BROKER_PORT = 30911
 BROKER_PORT_STEP = 2
 KIND_HEARTBEAT = "heartbeat"
 """Broker registrations: recorded for availability, not a register write (they do not
-say which route value they produce); route changes come from :class:`Prober`."""
+say which route value they produce); route changes come from
+:class:`~experiments.traffic.Prober`."""
 KIND_UNREGISTER_CALL = "unregister_call"
-SEND_ATTEMPTS_MAX = 3
-"""``retryTimesWhenSendFailed`` = 2: three attempts in the sync send loop."""
-CONSISTENCY_LINEARIZABLE = "linearizable"
-CONSISTENCY_LOCAL = "local"
 
 
 def now_ms() -> int:
@@ -180,7 +150,7 @@ class Recorder:
 
 
 def route_value(route: TopicRouteData) -> str:
-    """The canonical value (spark_jobs.schema) of a decoded GET_ROUTEINFO_BY_TOPIC body."""
+    """The canonical value (experiment_history.schema) of a decoded GET_ROUTEINFO_BY_TOPIC body."""
     brokers = {b.broker_name: b for b in route.broker_datas}
     items = []
     for queue in route.queue_datas:
@@ -218,7 +188,7 @@ async def read_route(
     """Ask ``addr`` for the route of ``topic``; never raises for network trouble."""
     ext = {"topic": topic}
     if consistency == CONSISTENCY_LINEARIZABLE:
-        ext["consistency"] = CONSISTENCY_LINEARIZABLE
+        ext[CONSISTENCY_FIELD] = CONSISTENCY_LINEARIZABLE
     request = RemotingCommand.request(
         RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, version=STANDARD_JSON_VERSION
     )
@@ -507,353 +477,3 @@ async def delete_topic_on(client: RemotingClient, addr: str, topic: str, timeout
     except RemotingClientError:
         return False
     return answer.code == ResponseCode.SUCCESS
-
-
-# ---------------------------------------------------------------------------- clients
-
-
-@dataclass(frozen=True, slots=True)
-class ClientTiming:
-    """The compressed client-side periods and timeouts of one run."""
-
-    poll_ms: int
-    rebalance_ms: int
-    send_timeout_ms: int
-    request_timeout_s: float
-    consistency: str = CONSISTENCY_LOCAL
-
-
-class RouteView:
-    """One client's route table: a random node per poll, old route kept on failure."""
-
-    def __init__(
-        self,
-        name: str,
-        topics: Sequence[str],
-        nodes: dict[str, str],
-        recorder: Recorder,
-        timing: ClientTiming,
-        rng: random.Random,
-    ) -> None:
-        self.name = name
-        self.topics = list(topics)
-        self.nodes = nodes
-        self.recorder = recorder
-        self.timing = timing
-        self.rng = rng
-        self.views: dict[str, str] = {}
-        self.client = RemotingClient()
-
-    async def poll(self) -> None:
-        """``updateTopicRouteInfoFromNameServer`` for every topic, from one random node."""
-        node = self.rng.choice(sorted(self.nodes))
-        for topic in self.topics:
-            result = await read_route(
-                self.client,
-                self.nodes[node],
-                topic,
-                self.timing.request_timeout_s,
-                self.timing.consistency,
-            )
-            self.recorder.operation(
-                process=self.name,
-                kind=KIND_ROUTE_READ,
-                node=node,
-                topic=topic,
-                invoke_ms=result.invoke_ms,
-                complete_ms=result.complete_ms,
-                outcome=result.outcome,
-                value=result.value,
-            )
-            # topicRouteDataChanged: only a successful answer replaces the route.
-            if result.outcome == OUTCOME_OK:
-                self.views[topic] = result.value
-
-    async def close(self) -> None:
-        """Close the client's connections."""
-        await self.client.close()
-
-
-class Producer(RouteView):
-    """A producer: polls routes, sends one message per topic per poll as RocketMQ picks."""
-
-    def __init__(
-        self,
-        name: str,
-        topics: Sequence[str],
-        nodes: dict[str, str],
-        recorder: Recorder,
-        timing: ClientTiming,
-        rng: random.Random,
-        fleet: BrokerFleet,
-        seed: int,
-    ) -> None:
-        super().__init__(name, topics, nodes, recorder, timing, rng)
-        self.fleet = fleet
-        self.index = ThreadLocalIndex(JavaRandom(seed))
-        self.strategy = MQFaultStrategy()
-
-    def send(self, topic: str) -> list[tuple[str, int, bool]]:
-        """One ``sendDefaultImpl`` loop; records and returns (broker, queue, ok) per attempt.
-
-        An attempt on a dead broker costs ``send_timeout_ms`` and is retried on another
-        broker (``selectOneMessageQueue(lastBrokerName)``), as the sync send does.
-        """
-        info = topic_route_to_publish_info(
-            topic, route_from_value(self.views.get(topic)), self.index
-        )
-        attempts: list[tuple[str, int, bool]] = []
-        last: str | None = None
-        start = now_ms()
-        for attempt in range(SEND_ATTEMPTS_MAX):
-            mq = self.strategy.select_one_message_queue(info, last, attempt > 0, start)
-            if mq is None:
-                self.recorder.operation(
-                    process=self.name,
-                    kind=KIND_SEND,
-                    node="",
-                    topic=topic,
-                    invoke_ms=start,
-                    complete_ms=start,
-                    outcome=OUTCOME_NOT_FOUND,
-                    extra={"attempt": attempt},
-                )
-                break
-            ok = self.fleet.accepts(mq.broker_name)
-            done = start + (0 if ok else self.timing.send_timeout_ms)
-            self.recorder.operation(
-                process=self.name,
-                kind=KIND_SEND,
-                node="",
-                topic=topic,
-                invoke_ms=start,
-                complete_ms=done,
-                outcome=OUTCOME_OK if ok else OUTCOME_ERROR,
-                value=str(mq.queue_id),
-                broker=mq.broker_name,
-                extra={"attempt": attempt},
-            )
-            attempts.append((mq.broker_name, mq.queue_id, ok))
-            if ok:
-                break
-            last, start = mq.broker_name, done
-        return attempts
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Poll and send every ``poll_ms`` until ``stop``."""
-        await asyncio.sleep(self.rng.random() * self.timing.poll_ms / 1000)
-        while not stop.is_set():
-            await self.poll()
-            for topic in self.topics:
-                self.send(topic)
-            await _wait(stop, self.timing.poll_ms)
-
-
-class Consumer(RouteView):
-    """One member of a consumer group with its own route view."""
-
-    def __init__(
-        self,
-        name: str,
-        group: ConsumerGroup,
-        topic: str,
-        nodes: dict[str, str],
-        recorder: Recorder,
-        timing: ClientTiming,
-        rng: random.Random,
-    ) -> None:
-        super().__init__(name, [topic], nodes, recorder, timing, rng)
-        self.group = group
-
-    def rebalance(self) -> list[tuple[str, int]]:
-        """``RebalanceImpl`` with AllocateMessageQueueAveragely over this consumer's view."""
-        topic = self.topics[0]
-        mq_set = topic_route_to_subscribe_info(topic, route_from_value(self.views.get(topic)))
-        if not mq_set:
-            return []
-        mine = rebalance_allocate(
-            allocate_averagely, self.group.name, self.name, mq_set, self.group.member_names()
-        )
-        queues = [(mq.broker_name, mq.queue_id) for mq in mine]
-        stamp = now_ms()
-        self.recorder.operation(
-            process=self.name,
-            kind=KIND_CONSUME_ALLOC,
-            node="",
-            topic=topic,
-            invoke_ms=stamp,
-            complete_ms=stamp,
-            outcome=OUTCOME_OK,
-            value=canonical_queues(queues),
-            extra={"group": self.group.name},
-        )
-        return queues
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Poll every ``poll_ms`` and rebalance every ``rebalance_ms`` until ``stop``."""
-        await asyncio.sleep(self.rng.random() * self.timing.poll_ms / 1000)
-        next_rebalance = 0.0
-        loop = asyncio.get_running_loop()
-        while not stop.is_set():
-            await self.poll()
-            if loop.time() >= next_rebalance:
-                self.rebalance()
-                next_rebalance = loop.time() + self.timing.rebalance_ms / 1000
-            await _wait(stop, self.timing.poll_ms)
-
-
-class ConsumerGroup:
-    """A consumer group subscribed to one topic; members share the group's member list."""
-
-    def __init__(
-        self,
-        name: str,
-        topic: str,
-        members: int,
-        nodes: dict[str, str],
-        recorder: Recorder,
-        timing: ClientTiming,
-        rng: random.Random,
-    ) -> None:
-        self.name = name
-        self.topic = topic
-        self.consumers = [
-            Consumer(
-                f"{name}-c{i}", self, topic, nodes, recorder, timing, random.Random(rng.random())
-            )
-            for i in range(members)
-        ]
-
-    def member_names(self) -> list[str]:
-        """The client ids the broker would report (every member is online)."""
-        return [c.name for c in self.consumers]
-
-
-async def _wait(stop: asyncio.Event, period_ms: int) -> None:
-    """Sleep ``period_ms`` or until ``stop`` is set, whichever comes first."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), period_ms / 1000)
-
-
-# ----------------------------------------------------------------------------- probe
-
-
-def change_kind(old: str, new: str) -> str:
-    """The write kind that turned route ``old`` into ``new``."""
-    if not old:
-        return KIND_CREATE_TOPIC
-    if not new:
-        return KIND_DELETE_TOPIC
-    if route_brokers(new) - route_brokers(old):
-        return KIND_REGISTER
-    return KIND_EXPIRE
-
-
-class Prober:
-    """Samples every node's route of every watched topic; infers the register's writes.
-
-    A node's route for a topic changes only through a write applied there (a
-    registration, an expiry, an unregister, a delete). The first time any node shows a
-    value that differs from the latest inferred write, that is a new write: it completes
-    when the probe that saw it completes, and it may have taken effect any time after the
-    previous write of the topic completed (a deliberately loose window, so a reported
-    violation is never an artefact of the window).
-    """
-
-    def __init__(
-        self,
-        nodes: dict[str, str],
-        topics: Sequence[str],
-        recorder: Recorder,
-        *,
-        sample_ms: int,
-        timeout_s: float,
-        process: Callable[[str], str],
-    ) -> None:
-        self.nodes = dict(nodes)
-        self.topics = list(topics)
-        self.recorder = recorder
-        self.sample_ms = sample_ms
-        self.timeout_s = timeout_s
-        self.process = process
-        self.client = RemotingClient()
-        self.latest: dict[str, str] = {}
-        self.latest_complete_ms: dict[str, int] = {}
-        self.last_seen: dict[tuple[str, str], str] = {}
-        self.writes = 0
-
-    async def sample(self) -> dict[tuple[str, str], ReadResult]:
-        """One round: every (node, topic) read in parallel; records and returns them."""
-        keys = [(n, t) for n in sorted(self.nodes) for t in self.topics]
-        results = await asyncio.gather(
-            *(read_route(self.client, self.nodes[n], t, self.timeout_s) for n, t in keys)
-        )
-        round_ms = min(r.invoke_ms for r in results) if results else now_ms()
-        answers = {}
-        for (node, topic), result in zip(keys, results, strict=True):
-            if result.outcome not in (OUTCOME_OK, OUTCOME_NOT_FOUND):
-                continue
-            answers[(node, topic)] = result
-            self.recorder.node_state(round_ms, node, topic, result.value, NO_VERSION)
-            self._observe(node, topic, result)
-        return answers
-
-    def baseline(self, answers: dict[tuple[str, str], ReadResult], since_ms: int) -> None:
-        """Record the agreed value of every topic as its initial write at recording start."""
-        start = self.recorder.started_ms
-        self.writes = 0
-        for topic in self.topics:
-            values = [r.value for (n, t), r in answers.items() if t == topic]
-            value = values[0] if values else ""
-            self.latest[topic] = value
-            self.latest_complete_ms[topic] = start
-            for node in self.nodes:
-                self.last_seen[(node, topic)] = value
-            if value:
-                self.recorder.operation(
-                    process="warmup",
-                    kind=KIND_REGISTER,
-                    node="",
-                    topic=topic,
-                    invoke_ms=since_ms,
-                    complete_ms=start,
-                    outcome=OUTCOME_OK,
-                    value=value,
-                )
-
-    def _observe(self, node: str, topic: str, result: ReadResult) -> None:
-        previous = self.last_seen.get((node, topic))
-        self.last_seen[(node, topic)] = result.value
-        if previous is None or previous == result.value:
-            return
-        latest = self.latest.get(topic, "")
-        if result.value == latest:
-            return
-        self.writes += 1
-        # The previous write's probe may have completed after this one started (probes of
-        # a round run in parallel): the window then opens at this probe's start, so a
-        # write never completes before it is invoked.
-        since = self.latest_complete_ms.get(topic, self.recorder.started_ms)
-        self.recorder.operation(
-            process=self.process(node),
-            kind=change_kind(latest, result.value),
-            node=node,
-            topic=topic,
-            invoke_ms=min(since, result.invoke_ms),
-            complete_ms=result.complete_ms,
-            outcome=OUTCOME_OK,
-            value=result.value,
-            extra={"inferred": True},
-        )
-        self.latest[topic] = result.value
-        self.latest_complete_ms[topic] = result.complete_ms
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Sample every ``sample_ms`` until ``stop``."""
-        while not stop.is_set():
-            await self.sample()
-            await _wait(stop, self.sample_ms)
-
-    async def close(self) -> None:
-        """Close the probe's connections."""
-        await self.client.close()

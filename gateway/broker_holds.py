@@ -52,14 +52,14 @@ from raftstore.route_table import RouteTable
 from remoting.acl_policy import RemotingAcl
 from remoting.command import RemotingCommand
 from remoting.headers import header_bool
+from remoting.limits import RefusalLog
 from remoting.model import MASTER_ID
-from remoting.server import RefusalLog
+from remoting.register_body import RAFT_FAILOVER_FIELD
 
 log = logging.getLogger(__name__)
 
 HOLDS_MAX = 65_536
 """Entries one node tracks holds for; past it a new entry is served but not held (logged)."""
-RAFT_FAILOVER_FIELD = "enableRaftFailover"
 REASON_REGISTER = "register"
 REASON_UNREGISTER = "unregister"
 

@@ -21,20 +21,15 @@ the answer; every rule lives in ``raftstore`` and every write goes through
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from gateway import selectors
 from gateway.clock import Clock
+from gateway.registration import CONFIRM_OFFSET_FIELD, MAX_OFFSET_FIELD, Refused, Registrar
 from gateway.route_cache import RouteCache
-from gateway.route_request import (
-    CONSISTENCY_FIELD,
-    CONSISTENCY_LINEARIZABLE,
-    is_linearizable,
-    wants_standard_json,
-)
+from gateway.route_request import is_linearizable, wants_standard_json
 from gateway.services import NameServerService, ServiceError
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import NoQuorumError, ReplicationError
@@ -45,15 +40,16 @@ from raftstore.zone import (
     filter_route_by_zone,
     zone_filter_requested,
 )
-from remoting import bodies, register_body
+from remoting import bodies
 from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
+from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from remoting.errors import BodyDecodeError, HeaderFieldError
-from remoting.headers import header_bool, header_int, header_str, require_int, require_str
-from remoting.model import TopicConfigSerializeWrapper, TopicList
+from remoting.headers import header_int, header_str, require_int, require_str
+from remoting.model import TopicList
 
 if TYPE_CHECKING:
-    from remoting.server import Connection
+    from remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +68,8 @@ PENDING = Pending.PENDING
 SyncHandler = Callable[[RemotingCommand], "RemotingCommand | Pending"]
 
 ROUTE_FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
-# Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
-MAX_OFFSET_FIELD = "maxOffset"
-CONFIRM_OFFSET_FIELD = "confirmOffset"
-RAFT_FAILOVER_FIELD = "enableRaftFailover"
+# Raft failover: the broker id a registrant is told to take (docs/RAFT.md, "Failover").
 ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
-"""Upstream masks the body CRC to a non-negative Java int (``UtilAll.crc32``)."""
 
 _SUCCESS = int(ResponseCode.SUCCESS)
 """Route bodies use quoted keys from this request version on. Plain ints: the route
@@ -85,7 +77,6 @@ query path uses both per query, and an IntEnum member lookup costs a descriptor 
 
 REMARK_NOT_READY = "name server not ready"
 REMARK_DISABLE = "disable"
-REMARK_CRC_MISMATCH = "crc32 not match"
 REMARK_REGISTER_FAILED = "register broker failed"
 REMARK_BLACKLISTED = "Can not update config in black list."
 
@@ -141,6 +132,7 @@ class RequestDispatcher:
         # from the processor's construction.
         self.started_ms = self.clock.now_ms()
         self.route_cache = route_cache if route_cache is not None else RouteCache(self.replicator)
+        self.registrar = Registrar(service)
         # Requests answered without waiting for anything: the remoting server
         # writes their answer from answer_now without creating a Task.
         self.sync_handlers: dict[int, SyncHandler] = {
@@ -284,108 +276,22 @@ class RequestDispatcher:
     async def register_broker(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
-        """103: crc check, version-dependent body, master/HA address for slaves;
-        16 when it would move an entry another connection holds."""
-        crc = header_int(request, "bodyCrc32", bits=32) or 0
-        if crc != 0 and crc != register_body.body_crc32(request.body):
-            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_CRC_MISMATCH)
-        cluster_name = require_str(request, "clusterName")
-        broker_addr = require_str(request, "brokerAddr")
-        broker_name = require_str(request, "brokerName")
-        broker_id = require_int(request, "brokerId")
-        channel = None if conn is None else conn.id
-        holds = self.service.holds
-        refusal = holds.check_register(
-            request,
-            channel=channel,
-            peer_host=_peer_host(conn),
-            name=broker_name,
-            broker_id=broker_id,
-            addr=broker_addr,
+        """103: one decision (:class:`gateway.registration.Registrar`), then its answer:
+        1 "crc32 not match", 16 when it would move an entry another connection holds,
+        1 "register broker failed", else the master/HA address for slaves."""
+        decided = await self.registrar.register(
+            request, channel=None if conn is None else conn.id, peer_host=_peer_host(conn)
         )
-        if refusal is not None:
-            return make_response(request, ResponseCode.NO_PERMISSION, remark=refusal.remark)
-        hold = functools.partial(
-            holds.registered,
-            cluster=cluster_name,
-            name=broker_name,
-            addr=broker_addr,
-            channel=channel,
-        )
-        max_offset = header_int(request, MAX_OFFSET_FIELD)
-        confirm_offset = header_int(request, CONFIRM_OFFSET_FIELD)
-        digest = topics = None
-        if self.service.registrations is not None:
-            # Raft mode: a copy of a registration already applied (the leader's, or
-            # the broker's last one) is answered without decoding its body.
-            topics = register_body.topics_digest(request)
-            digest = register_body.registration_digest(request, topics)
-            seen = await self.service.register_seen(
-                digest,
-                cluster_name=cluster_name,
-                broker_addr=broker_addr,
-                max_offset=max_offset,
-                confirm_offset=confirm_offset,
-            )
-            if seen is not None:
-                return self._registered(request, seen, broker_id, hold)
-        register = functools.partial(
-            self.service.register_broker,
-            cluster_name=cluster_name,
-            broker_addr=broker_addr,
-            broker_name=broker_name,
-            broker_id=broker_id,
-            ha_server_addr=header_str(request, "haServerAddr"),
-            zone_name=header_str(request, ZONE_NAME_EXT_FIELD),
-            heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
-            enable_acting_master=header_bool(request, "enableActingMaster"),
-            # Another connection's registration of the held address names the holder.
-            channel=holds.channel_for(broker_name, broker_id, broker_addr, channel),
-            max_offset=max_offset,
-            confirm_offset=confirm_offset,
-            enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
-            request_digest=digest,
-        )
-        if topics is not None:
-            # Raft mode: the same topic table as the broker's last registration, with
-            # a new DataVersion, is replicated without the table (and not decoded).
-            outcome = await register(
-                topic_config_wrapper=TopicConfigSerializeWrapper(data_version=topics.data_version),
-                topics_digest=topics.topics,
-                topics_elided=True,
-            )
-            if not outcome.needs_full:
-                return self._registered(request, outcome, broker_id, hold)
-        body = register_body.decode_register_broker_request_body(
-            request.body,
-            compressed=bool(header_bool(request, "compressed")),
-            version=request.version,
-        )
-        wrapper = body.topic_config_wrapper
-        topics_digest = None
-        if topics is not None and wrapper is not None:
-            # The digest names this table only if the cut DataVersion is the decoded one.
-            topics_digest = topics.topics if wrapper.data_version == topics.data_version else None
-        outcome = await register(
-            topic_config_wrapper=wrapper,
-            filter_server_list=body.filter_server_list,
-            topics_digest=topics_digest,
-        )
-        return self._registered(request, outcome, broker_id, hold)
+        if isinstance(decided, Refused):
+            return make_response(request, decided.code, remark=decided.remark)
+        if decided.outcome.failed:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
+        return self._registered(request, decided.outcome)
 
     def _registered(
-        self,
-        request: RemotingCommand,
-        outcome: RegisterBrokerOutcome,
-        broker_id: int,
-        hold: Callable[..., None],
+        self, request: RemotingCommand, outcome: RegisterBrokerOutcome
     ) -> RemotingCommand:
-        """The answer to a REGISTER_BROKER whose outcome is ``outcome``; ``hold`` records
-        the entry (under the id the table assigned, if it did) for the connection."""
-        if outcome.failed:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
-        assigned = outcome.assigned_broker_id
-        hold(broker_id=broker_id if assigned is None else assigned)
+        """The answer to a REGISTER_BROKER accepted with ``outcome``."""
         ext = {
             name: value
             for name, value in (

@@ -11,12 +11,12 @@ Here route reads run under their own interpreter lock and never wait for an appl
 
 How it stays correct (a front never serves an answer older than the gateway's):
 
-* The gateway bumps a per-topic counter in shared memory whenever its route cache drops
-  a topic's body, before the write that caused it is acknowledged
-  (:mod:`gateway.route_versions`).
-* The front keeps each answer with the counter it read *before* asking the gateway for
-  it, and serves it again only while the counter is unchanged. An answer fetched
-  across a change carries the older counter, so the next read fetches it again.
+* The front keeps the gateway's answers in the same store as the gateway keeps its own
+  (:class:`~gateway.route_answers.RouteAnswers`), versioned by the same per-topic
+  counters, which the gateway bumps in shared memory before the write that changed a
+  topic's route is acknowledged. The front reads the counter *before* asking the
+  gateway, so an answer fetched across a change carries the older counter and is
+  fetched again at the next read.
 * Requests whose answer is more than the cached body (linearizable reads, zone
   filtering, no topic) and every other request code go to the gateway.
 * A broker's connection is not relayed for long: at its first request that only
@@ -26,12 +26,13 @@ How it stays correct (a front never serves an answer older than the gateway's):
 
 The link: each client connection gets its own connection to the gateway's Unix socket
 (a folder only this user can enter), opened at its first forwarded request. Its first
-frame, :data:`FRONT_PEER_CODE`, tells the gateway the client's address, so the ACL's
-white list, logs and a broker channel's close (which unregisters the broker in
-eventual mode) work as if the client were connected to the gateway itself. The client's
-opaques are renumbered on the link and restored on the answers. Limits, idle timeouts
-and bad frames are the front's :class:`~remoting.server.RemotingServer`'s, so a bad
-peer is cut here and the gateway never sees it.
+frame (``FRONT_PEER_CODE``, :mod:`gateway.private_codes`) tells the gateway the client's
+address, so the ACL's white list, logs and a broker channel's close (which unregisters
+the broker in eventual mode) work as if the client were connected to the gateway
+itself. The client's opaques are renumbered on the link and restored on the answers.
+Limits, idle timeouts and bad frames are the front's
+:class:`~remoting.server.RemotingServer`'s, so a bad peer is cut here and the gateway
+never sees it.
 
 The gateway starts the front (:class:`FrontProcess` in :mod:`gateway.server`), passes
 it the listening socket, restarts it if it dies, and stops it first on shutdown; a
@@ -59,37 +60,33 @@ from typing import Any
 
 from gateway import handoff
 from gateway.acl import namesrv_acl
+from gateway.private_codes import (
+    FRONT_PEER_CODE,
+    FRONT_STATS_CODE,
+    PEER_FIELD,
+    ROUTE_ANSWERS_FIELD,
+)
+from gateway.route_answers import RouteAnswers, RouteVersions, Version
 from gateway.route_request import RouteKey, shared_route_key
-from gateway.route_versions import RouteVersions
 from remoting.acl_policy import RemotingAcl
 from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
+from remoting.connection import Connection
 from remoting.errors import ProtocolError
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
-from remoting.listener import connect_unix, raise_open_files_limit
-from remoting.server import (
-    ACCEPT_BACKLOG,
+from remoting.limits import (
     CONNECTIONS_PER_ADDRESS_MAX,
     FRAME_DEADLINE_S,
     IDLE_TIMEOUT_S,
     UNFINISHED_FRAMES_BYTES_MAX,
-    Connection,
     RefusalLog,
-    RemotingServer,
 )
+from remoting.listener import connect_unix, raise_open_files_limit
+from remoting.server import ACCEPT_BACKLOG, RemotingServer
 from remoting.tls import ServerTls, read_tls_properties
 
 log = logging.getLogger(__name__)
 
-FRONT_PEER_CODE = 99_876
-"""Private request code, the first frame on a link: ``extFields.peer`` = the client's
-``host:port``. Accepted only on the gateway's Unix socket, and only once per link; on
-the public port it is an unknown code like any other."""
-PEER_FIELD = "peer"
-FRONT_STATS_CODE = 99_877
-"""Private one-way request on the front's own link: ``extFields.routeAnswers`` = route
-queries answered from copies since the last report (the gateway's metrics count them)."""
-ROUTE_ANSWERS_FIELD = "routeAnswers"
 STATS_PERIOD_S = 1.0
 FRONT_PEER = ("read-front", 0)
 ROUTE_ANSWERS_MAX = 65_536
@@ -107,9 +104,8 @@ NICE_STEPS_MAX = 19
 _CACHEABLE = frozenset({int(ResponseCode.SUCCESS), int(ResponseCode.TOPIC_NOT_EXIST)})
 _ROUTE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 
-_Version = tuple[int, int]
-_Answer = tuple[_Version, int, str | None, bytes | None]
-"""(counter when fetched, code, remark, body)."""
+_Answer = tuple[int, str | None, bytes | None]
+"""(code, remark, body) of a gateway's route answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +256,9 @@ class ReadFront:
             frame_deadline_s=options.frame_deadline_s,
             connections_per_address_max=options.connections_per_address_max,
         )
-        self._answers: dict[RouteKey, _Answer] = {}
+        self.answers: RouteAnswers[RouteKey, Version, _Answer] = RouteAnswers(
+            options.route_answers_max
+        )
         self._links: dict[Connection, asyncio.Future[Link]] = {}
         self.hits = 0
         self.fetches = 0
@@ -283,10 +281,10 @@ class ReadFront:
             key = shared_route_key(request)
             if key is not None:
                 version = self.versions.version(key[0])
-                answer = self._answers.get(key)
-                if answer is not None and answer[0] == version:
+                answer = self.answers.get(key, version)
+                if answer is not None:
                     self.hits += 1
-                    return make_response(request, answer[1], remark=answer[2], body=answer[3])
+                    return make_response(request, answer[0], remark=answer[1], body=answer[2])
                 return self._fetch_route(request, conn, key, version)
         if (
             request.code in handoff.BROKER_CODES
@@ -318,15 +316,12 @@ class ReadFront:
             self._refusals.warning(now_s, "%s not handed over: %s", conn.id, exc)
 
     async def _fetch_route(
-        self, request: RemotingCommand, conn: Connection, key: RouteKey, version: _Version
+        self, request: RemotingCommand, conn: Connection, key: RouteKey, version: Version
     ) -> RemotingCommand | None:
         self.fetches += 1
         answer = await self._forward(request, conn)
         if answer is not None and answer.code in _CACHEABLE:
-            answers = self._answers
-            if key not in answers and len(answers) >= self.options.route_answers_max:
-                del answers[next(iter(answers))]  # the oldest
-            answers[key] = (version, answer.code, answer.remark, answer.body)
+            self.answers.put(key, version, (answer.code, answer.remark, answer.body))
         return answer
 
     async def _forward(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:

@@ -12,7 +12,7 @@ So at a connection's first request that only a broker sends (:data:`BROKER_CODES
 front gives the connection itself to the gateway:
 
 1. the front stops reading the client, lets the answers of earlier requests leave, and
-   takes the frames it read but did not handle (:meth:`remoting.server.Connection.detach`);
+   takes the frames it read but did not handle (:meth:`remoting.connection.Connection.detach`);
 2. it connects to the gateway's hand-over socket (a Unix socket in the folder only this
    user can enter, beside the relay socket) and sends one message (:func:`send`):
    :data:`MAGIC`, the length of those bytes, and the socket's descriptor as ancillary
@@ -57,7 +57,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from remoting.codes import RequestCode
+from remoting.connection import describe_exception
 from remoting.frame import FRAME_BYTES_MAX
+from remoting.limits import RefusalLog
 from remoting.listener import (
     BudgetExhausted,
     ConnectionBudget,
@@ -66,7 +68,7 @@ from remoting.listener import (
     bind_unix,
     connect_unix,
 )
-from remoting.server import ACCEPT_BACKLOG, RefusalLog, describe_exception
+from remoting.server import ACCEPT_BACKLOG
 
 log = logging.getLogger(__name__)
 

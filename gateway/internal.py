@@ -1,10 +1,9 @@
-"""Internal request codes, served on the gateway's loopback-only second port.
+"""Internal requests, served on the gateway's loopback-only second port.
 
 Other processes of the same node (the Celery scan task, the web process, the
-launcher) reach the gateway through these. Every request must come from a
-loopback peer and carry the node's secret in ext ``secret``; anything else gets
-NO_PERMISSION. The codes sit far above RocketMQ's so a misdirected client cannot
-hit them by accident.
+launcher) reach the gateway through these (the codes: :class:`InternalCode` in
+:mod:`gateway.private_codes`). Every request must come from a loopback peer and carry
+the node's secret in ext ``secret``; anything else gets NO_PERMISSION.
 """
 
 from __future__ import annotations
@@ -12,53 +11,28 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Awaitable, Callable
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from gateway import selectors
 from gateway.dispatch import replication_remark
-from gateway.route_request import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
+from gateway.private_codes import InternalCode
 from gateway.services import ROLE_STANDALONE, NameServerService, ScanFallback, ServiceError
 from raftstore.raft import MembershipError
 from raftstore.replicator import ReplicationError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, make_response
+from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from remoting.errors import HeaderFieldError
 from remoting.headers import header_int, header_str
 
 if TYPE_CHECKING:
-    from remoting.server import Connection
+    from remoting.connection import Connection
 
 SECRET_FIELD = "secret"
 ADDR_FIELDS = ("addr", "address")
 """The member address of RAFT_ADD_NODE / RAFT_REMOVE_NODE (``address`` is accepted too)."""
 REMARK_FORBIDDEN = "internal request refused"
 REMARK_ADDR_MISSING = "ext addr (host:port of the Raft member) is missing"
-
-
-class InternalCode(IntEnum):
-    """Requests only the node's own processes send."""
-
-    SCAN_NOT_ACTIVE_BROKER = 40001
-    """The liveness scan at ext ``now_ms`` (default: the gateway's clock). Answers the
-    number of expired live entries in ext ``expired``; in raft mode also ext ``role``
-    (``leader`` proposed the one ExpireBrokers, ``follower`` skipped and says 0).
-    Each one tells the scan fallback that the external scans still arrive."""
-    NODE_STATUS = 40002
-    """A JSON body: the replicator status (raft: RaftStatus, members, peers with match
-    index) plus ``routes_version``, ``alarms`` (raft safety alarms, and the scan
-    fallback's while this node scans itself) and ``scan_fallback`` (its state). Ext
-    ``consistency=linearizable`` commits a barrier first, so applied_index covers
-    everything committed before the call."""
-    RAFT_ADD_NODE = 40003
-    """Add the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
-    RAFT_REMOVE_NODE = 40004
-    """Remove the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
-    DIGEST_CHECKPOINTS = 40005
-    """A JSON body ``{"<log index>": "<digest>"}`` (raft only): compare across nodes."""
-    RAFT_COMPACT_LOG = 40006
-    """Raft only: snapshot the table and compact the log at the next tick (operators,
-    and tests that need a restart to go through a snapshot)."""
 
 
 InternalHandler = Callable[[RemotingCommand], Awaitable[RemotingCommand]]

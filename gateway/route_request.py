@@ -7,10 +7,7 @@ from __future__ import annotations
 from raftstore.zone import ZONE_MODE_EXT_FIELD, ZONE_NAME_EXT_FIELD, zone_filter_requested
 from remoting.codes import STANDARD_JSON_VERSION
 from remoting.command import RemotingCommand
-
-CONSISTENCY_FIELD = "consistency"
-"""Our extension: ``consistency=linearizable`` makes a raft route read wait for a barrier."""
-CONSISTENCY_LINEARIZABLE = "linearizable"
+from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 
 RouteKey = tuple[str, bool]
 """(topic, standard JSON): requests with equal keys get the same answer body."""

@@ -24,334 +24,74 @@ replicated decision taken from one node's local observation, so the service
 only logs it and leaves liveness to the replicated expiry (docs/RAFT.md,
 "Liveness in raft mode").
 
-Why one module of ~650 lines: it is the process's wiring, read top to bottom as the
-start and stop order above; the options it takes, the ``Mirror`` it is given and the
-loops it owns (leadership, scan, scan fallback, metrics) are started and stopped in
-one place so their order cannot drift. The request handling itself lives elsewhere
-(``dispatch.py``, ``services.py``, ``internal.py``, ``metrics.py``).
+The parts are built by small functions in ``parts.py`` from ``options.py``; the
+loops beside the servers are ``loops.py``'s; the request handling lives in
+``dispatch.py``, ``services.py``, ``internal.py`` and ``metrics.py``. This module is
+the process's wiring, read top to bottom as the start and stop order above.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
-import math
 import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from gateway.acl import namesrv_acl
 from gateway.clock import Clock, SystemClock
 from gateway.dispatch import PENDING, RequestDispatcher
 from gateway.front import (
     FRONT_PEER,
-    FRONT_PEER_CODE,
-    FRONT_STATS_CODE,
-    ROUTE_ANSWERS_FIELD,
     FrontOptions,
     FrontProcess,
     lower_priority,
     parse_peer,
 )
-from gateway.handoff import HandoffServer
 from gateway.internal import InternalDispatcher
 from gateway.kv_file import KvConfigFile
-from gateway.metrics import (
-    GatewayMetrics,
-    MetricsHttpServer,
-    ScanCountingService,
-    metrics_bind_host,
+from gateway.loops import LeaderPublisher, scan_fallback_loop, scan_loop, watch_leadership
+from gateway.mirror import Mirror, MirrorFactory, NoMirror
+from gateway.options import GatewayConfigError, GatewayOptions, scan_fallback_period_s
+from gateway.parts import (
+    FRONT_SOCKET_NAME,
+    INTERNAL_HOST,
+    PublicPorts,
+    build_acl,
+    build_metrics,
+    build_replicator,
+    build_service,
+    build_tls,
+    direct_ports,
+    fronted_ports,
+    initial_config,
+    internal_server,
 )
-from gateway.route_versions import RouteVersions
+from gateway.private_codes import FRONT_PEER_CODE, FRONT_STATS_CODE, ROUTE_ANSWERS_FIELD
+from gateway.route_answers import RouteVersions
 from gateway.services import ScanFallback
 from raftstore.commands import Command, PutKV
-from raftstore.config import NamesrvConfig
-from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
-from raftstore.raft import (
-    DEFAULT_PROPOSE_TIMEOUT_S,
-    DEFAULT_SKEW_ALLOWANCE_MS,
-    RaftReplicator,
-    RaftSettings,
-)
-from raftstore.replicator import MODE_EVENTUAL, MODE_RAFT, LocalReplicator, Replicator
+from raftstore.raft import RaftReplicator
+from raftstore.replicator import MODE_EVENTUAL, Replicator
 from raftstore.results import ApplyResult, MinBrokerIdChange
-from raftstore.route_table import RouteTable
-from remoting.acl_policy import RemotingAcl
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
-from remoting.listener import ConnectionBudget, raise_open_files_limit
-from remoting.server import (
-    CANCEL_GRACE_S,
-    CONNECTIONS_PER_ADDRESS_MAX,
-    FRAME_DEADLINE_S,
-    UNFINISHED_FRAMES_BYTES_MAX,
-    Connection,
-    RemotingServer,
-)
-from remoting.tls import ServerTls, TlsConfigError, read_tls_properties
+from remoting.connection import Connection
+from remoting.listener import raise_open_files_limit
+from remoting.server import CANCEL_GRACE_S
 
 log = logging.getLogger(__name__)
 
-DRAIN_TIMEOUT_S = 5.0
 PROJECTION_FLUSH_TIMEOUT_S = 30.0
 NOTIFICATIONS_PENDING_MAX = 1024
-LEADERSHIP_POLL_S = 0.5
-"""How often a raft gateway looks for a leader or term change to tell the consoles."""
 """In-flight NOTIFY_MIN_BROKER_ID_CHANGE sends; beyond this new ones are dropped."""
-INTERNAL_HOST = "127.0.0.1"
-FRONTED_IDLE_TIMEOUT_S = 24 * 3600.0
-FRONTED_CONNECTIONS_MAX = 1 << 20
-INTERNAL_CONNECTIONS_MAX = 64
-"""The internal port's connections (web workers, scan worker, status calls)."""
-
-
-LeaderPublisher = Callable[[str, str | None, int], None]
-"""Told (node id, leader address or None, term) when a raft node sees leadership change."""
-
-
-class Mirror(Protocol):
-    """What keeps a copy of the table outside the gateway (the Django projection).
-
-    The gateway knows only this shape: ``manage.py run_gateway`` injects
-    ``namesrv_app.projection.ProjectionWriter``, so this package never imports Django.
-    """
-
-    def start(self, *, rebuild: bool = True) -> None:
-        """Subscribe to the replicator; rebuild the whole copy first when asked."""
-
-    def flush(self, timeout_s: float = 10.0) -> bool:
-        """Wait until everything applied so far is mirrored; False on timeout."""
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop mirroring."""
-
-    def request_rebuild(self) -> None:
-        """Rebuild the whole copy (a snapshot replaced the table); any thread."""
-
-    def lag_versions(self) -> int | None:
-        """Table changes not yet in the copy (the projection-lag metric); None: no copy."""
-
-
-MirrorFactory = Callable[[Replicator], Mirror]
-
-
-class NoMirror:
-    """The mirror of a gateway without a console: nothing to keep."""
-
-    def __init__(self, replicator: Replicator) -> None:
-        self.replicator = replicator
-
-    def start(self, *, rebuild: bool = True) -> None:
-        """Nothing to start."""
-
-    def flush(self, timeout_s: float = 10.0) -> bool:
-        """Always up to date."""
-        return True
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Nothing to stop."""
-
-    def request_rebuild(self) -> None:
-        """Nothing to rebuild."""
-
-    def lag_versions(self) -> int | None:
-        """No copy, so no lag."""
-        return None
-
-
-class GatewayConfigError(ValueError):
-    """The gateway cannot start with the given options."""
-
-
-@dataclass(frozen=True, slots=True)
-class RaftOptions:
-    """Raft mode's part of the options.
-
-    ``port`` with the gateway's host is this node's Raft identity
-    (``host:port``); ``peers`` are every member's identities (self may be
-    listed); ``dial`` maps a peer identity to the address actually dialled
-    (tests route every link through ``tools/faultproxy.py``).
-    """
-
-    port: int
-    peers: tuple[str, ...]
-    data_dir: Path
-    secret: str = field(repr=False)
-    """The cluster secret every Raft peer proves (docs/SECURITY.md, "Raft port")."""
-    dial: Mapping[str, str] = field(default_factory=dict)
-    bind_host: str | None = None
-    """Where the Raft port listens; None: the host of this node's Raft identity."""
-    host: str | None = None
-    """The host of this node's Raft identity (what its peers dial); None: the gateway's
-    remoting host. A node on its own host advertises its routable address here."""
-    propose_timeout_s: float = DEFAULT_PROPOSE_TIMEOUT_S
-    skew_allowance_ms: int = DEFAULT_SKEW_ALLOWANCE_MS
-    settings: RaftSettings = field(default_factory=RaftSettings)
-    failover_lag_bytes_max: int = DEFAULT_FAILOVER_LAG_BYTES_MAX
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayOptions:
-    """Everything a gateway needs to start (the command line and settings, merged)."""
-
-    node_id: str
-    host: str = "127.0.0.1"
-    port: int = 9876
-    internal_port: int = 0
-    mode: str = MODE_EVENTUAL
-    internal_secret: str = ""
-    idle_timeout_s: float = 120.0
-    unfinished_frames_bytes_max: int = UNFINISHED_FRAMES_BYTES_MAX
-    """Public port: bytes of unfinished frames held over all connections."""
-    frame_deadline_s: float = FRAME_DEADLINE_S
-    """Public port: how long a started frame may take to arrive."""
-    connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX
-    """Public port: connections one remote address may hold."""
-    notify_min_broker_id_changed: bool = False
-    clock_offset_ms: int = 0
-    """Shifts this node's wall clock (experiments give nodes skewed clocks)."""
-    ready_file: Path | None = None
-    drain_timeout_s: float = DRAIN_TIMEOUT_S
-    raft: RaftOptions | None = None
-    scan_interval_ms: int = 0
-    """0: scans come from Celery beat; > 0: the gateway also scans itself this often
-    (fast failure detection; in raft mode only the leader's scan proposes)."""
-    scan_fallback_s: float = 0
-    """Eventual mode: the period of the external (Celery beat) scans. When none has
-    arrived for three such periods, the gateway scans itself every ``scan_fallback_s``
-    and raises an alarm until one arrives again. 0: off. Ignored in raft mode and
-    with ``scan_interval_ms`` (the gateway scans itself anyway)."""
-    kv_config_file: Path | None = None
-    """Eventual mode: where KV config is persisted across restarts (None: not at all)."""
-    namesrv_properties: Mapping[str, str] = field(default_factory=dict)
-    """NamesrvConfig properties by their Java names (upstream's ``-c`` file)."""
-    acl_enabled: bool = True
-    """False only when an operator turns the remoting ACL off (``--no-acl``)."""
-    acl_file: Path | None = None
-    """The accounts file (plain_acl.yml style); None: no accounts, so admin codes are
-    refused and only loopback peers may send broker codes unsigned."""
-    metrics_port: int = 0
-    """The Prometheus metrics port (``GET /metrics``, gateway/metrics.py); 0: no metrics."""
-    metrics_host: str | None = None
-    """Where the metrics port listens; None: ``host`` (loopback if ``host`` is a wildcard)."""
-    read_front: bool = False
-    """Serve the public port from a read front process (gateway/front.py): route reads
-    then never wait for the apply path. False: this process serves the port itself."""
-    tls_config_file: Path | None = None
-    """The public port's TLS (a tls.properties, remoting/tls.py); None: plain only."""
-    below_front_nice: int = 0
-    """With a read front: how many steps of nice value this process runs below it once
-    the front is up (0: the same priority). When the host's cores are all busy, the
-    kernel then gives route reads the larger share (5 steps: about three to one), so
-    a registration storm or a large table's first registration slows route answers
-    less; registrations and Raft still get a quarter of a busy core, never nothing
-    (docs/BENCHMARKS.md, "registration storm")."""
-
-    def raft_addr(self) -> str | None:
-        """This node's Raft identity, None outside raft mode."""
-        return None if self.raft is None else f"{self.raft.host or self.host}:{self.raft.port}"
-
-
-def scan_fallback_period_s(options: GatewayOptions, mode: str) -> float:
-    """The scan fallback's period for a gateway in ``mode``: 0 (off) in raft mode and
-    when the gateway scans itself anyway (``scan_interval_ms``); GatewayConfigError
-    when ``scan_fallback_s`` is negative or not a number."""
-    period = options.scan_fallback_s
-    if not isinstance(period, int | float) or not math.isfinite(period) or period < 0:
-        raise GatewayConfigError(f"scan_fallback_s must be >= 0 seconds (0: off), got {period}")
-    if mode != MODE_EVENTUAL or options.scan_interval_ms > 0:
-        return 0.0
-    return float(period)
-
-
-def seeded_table_class(config: NamesrvConfig) -> type[RouteTable]:
-    """A RouteTable class whose fresh tables start with ``config``.
-
-    RaftReplicator builds its table from a class (it also restores snapshots
-    through it); a restored table keeps the snapshot's own config.
-    """
-    if config == NamesrvConfig():
-        return RouteTable
-
-    class SeededRouteTable(RouteTable):
-        """A route table whose default config is the node's configured one."""
-
-        def __init__(self, initial: NamesrvConfig | None = None) -> None:
-            super().__init__(config if initial is None else initial)
-
-    return SeededRouteTable
-
-
-def build_replicator(
-    node_id: str,
-    mode: str,
-    config: NamesrvConfig | None = None,
-    *,
-    raft: RaftOptions | None = None,
-    host: str = "127.0.0.1",
-) -> Replicator:
-    """The replicator for ``mode`` over a table starting with ``config``."""
-    if mode == MODE_EVENTUAL:
-        return LocalReplicator(node_id, RouteTable(config))
-    if mode != MODE_RAFT:
-        raise GatewayConfigError(f"unknown mode {mode!r}")
-    if raft is None or raft.port <= 0:
-        raise GatewayConfigError("raft mode needs --raft-port (this node's Raft identity)")
-    self_addr = f"{raft.host or host}:{raft.port}"
-    if not raft.peers:
-        raise GatewayConfigError("raft mode needs --raft-peers (every member's host:port)")
-    if raft.propose_timeout_s <= 0 or raft.skew_allowance_ms < 0:
-        raise GatewayConfigError("propose timeout must be > 0 and skew allowance >= 0")
-    try:
-        return RaftReplicator(
-            node_id=node_id,
-            self_addr=self_addr,
-            peers=[p for p in raft.peers if p != self_addr],
-            data_dir=raft.data_dir,
-            propose_timeout_s=raft.propose_timeout_s,
-            settings=raft.settings,
-            dial=dict(raft.dial),
-            table_factory=seeded_table_class(config or NamesrvConfig()),
-            secret=raft.secret,
-            bind_host=raft.bind_host,
-        )
-    except ValueError as exc:
-        raise GatewayConfigError(str(exc)) from exc
-
-
-def build_acl(options: GatewayOptions) -> RemotingAcl | None:
-    """The remoting ACL of the options (None when turned off); AclConfigError if bad."""
-    if not options.acl_enabled:
-        log.warning("remoting ACL is OFF: any peer may change routes, KV and config")
-        return None
-    if options.acl_file is None:
-        log.warning(
-            "no ACL file: admin request codes are refused and only loopback peers "
-            "may register brokers unsigned (give --acl-file to add accounts)"
-        )
-        return namesrv_acl(None)
-    return namesrv_acl(options.acl_file)
-
-
-def build_tls(options: GatewayOptions) -> ServerTls | None:
-    """The public port's TLS from ``options.tls_config_file``; GatewayConfigError when the
-    file or the certificates it names do not load. Checked here even with a read front
-    (which loads the file itself), so a bad file stops the node at once."""
-    if options.tls_config_file is None:
-        return None
-    try:
-        return ServerTls(read_tls_properties(options.tls_config_file)[0])
-    except TlsConfigError as exc:
-        raise GatewayConfigError(str(exc)) from exc
+ROUTE_VERSIONS_FILE = "route-versions"
 
 
 def notify_request(change: MinBrokerIdChange) -> RemotingCommand:
@@ -392,28 +132,12 @@ class Gateway:
         self.options = options
         self._leader_publisher = leader_publisher
         self.clock: Clock = clock if clock is not None else SystemClock(options.clock_offset_ms)
-        # The setting seeds the replicated notifyMinBrokerIdChanged; UPDATE_NAMESRV_CONFIG
-        # can still change it at run time, and the table decides what to notify.
-        initial = NamesrvConfig(
-            notify_min_broker_id_changed=options.notify_min_broker_id_changed
-        ).updated(options.namesrv_properties)
+        initial = initial_config(options)
         self.replicator = replicator or build_replicator(
             options.node_id, options.mode, initial, raft=options.raft, host=options.host
         )
         self.client = RemotingClient()
-        self.service = ScanCountingService(
-            self.replicator,
-            self.clock,
-            self._notify,
-            skew_allowance_ms=(
-                DEFAULT_SKEW_ALLOWANCE_MS
-                if options.raft is None
-                else options.raft.skew_allowance_ms
-            ),
-            failover_lag_bytes_max=(
-                None if options.raft is None else options.raft.failover_lag_bytes_max
-            ),
-        )
+        self.service = build_service(options, self.replicator, self.clock, self._notify)
         self.dispatcher = RequestDispatcher(self.service, clock=self.clock)
         self._answer_now = self.dispatcher.answer_now
         self.scan_fallback = ScanFallback(scan_fallback_period_s(options, self.replicator.mode))
@@ -426,82 +150,21 @@ class Gateway:
         self.acl = build_acl(options)
         self.service.holds.acl = self.acl  # who signed, for gateway/broker_holds.py
         self.tls = build_tls(options)
-        # Metrics only when asked for: without them the public handler is _handle itself.
-        self.metrics: GatewayMetrics | None = None
-        self.metrics_server: MetricsHttpServer | None = None
-        handler = self._handle
-        if options.metrics_port > 0:
-            self.metrics = GatewayMetrics(
-                self.replicator,
-                self.acl,
-                self.scan_fallback,
-                mirror=self.projection,
-                registrations=self.service.registrations,
-            )
-            self.service.metrics = self.metrics
-            handler = self._handle_metered
-            self.metrics_server = MetricsHttpServer(
-                self.metrics,
-                metrics_bind_host(options.metrics_host, options.host),
-                options.metrics_port,
-            )
-        self._public_handler = handler
+        self.metrics, self.metrics_server = build_metrics(
+            options, self.service, self.acl, self.scan_fallback, self.projection
+        )
+        # Without metrics the public handler is _handle itself.
+        self._public_handler = self._handle if self.metrics is None else self._handle_metered
         self.front: FrontProcess | None = None
         self._front_dir: Path | None = None
         self.route_versions: RouteVersions | None = None
-        public_server = functools.partial(
-            RemotingServer,
-            on_connection_closed=self._connection_closed,
-            unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
-            frame_deadline_s=options.frame_deadline_s,
-        )
-        if options.read_front:
-            # The front owns the public port; clients reach this process through it,
-            # over a Unix socket in a folder only this user can enter.
-            self._front_dir = Path(tempfile.mkdtemp(prefix=f"namesrv-{options.node_id}-"))
-            self.route_versions = RouteVersions(self._front_dir / "route-versions", writable=True)
-            self.dispatcher.route_cache.versions = self.route_versions
-            self.server = public_server(
-                self._handle_fronted,
-                unix_path=str(self._front_dir / "gateway.sock"),
-                # The front times idle clients out and closes their links.
-                idle_timeout_s=FRONTED_IDLE_TIMEOUT_S,
-                # Every link comes from the front; it caps each client address.
-                connections_per_address_max=FRONTED_CONNECTIONS_MAX,
-            )
-            # Brokers' connections are handed over by the front and served here
-            # directly, with the public port's limits (gateway/handoff.py).
-            self.adopted_server: RemotingServer | None = public_server(
-                handler,
-                listen=False,
-                host=options.host,
-                idle_timeout_s=options.idle_timeout_s,
-                connections_per_address_max=options.connections_per_address_max,
-            )
-            self.handoff: HandoffServer | None = HandoffServer(
-                self._front_dir / "handoff.sock", self.adopted_server.adopt
-            )
-            if self.metrics is not None:
-                self.metrics.collector.handoff = self.handoff
-        else:
-            self.adopted_server = None
-            self.handoff = None
-            self.server = public_server(
-                handler,
-                prepare=None if self.tls is None else self.tls.prepare,
-                host=options.host,
-                port=options.port,
-                idle_timeout_s=options.idle_timeout_s,
-                connections_per_address_max=options.connections_per_address_max,
-            )
-        self.internal_server = RemotingServer(
-            self.internal.handle,
-            host=INTERNAL_HOST,
-            port=options.internal_port,
-            # Its own budget: a flood of the public ports must not lock out the scan
-            # and the status (remoting/listener.py).
-            budget=ConnectionBudget(INTERNAL_CONNECTIONS_MAX),
-        )
+        ports = self._public_ports()
+        self.server = ports.server
+        self.adopted_server = ports.adopted_server
+        self.handoff = ports.handoff
+        if self.metrics is not None and self.handoff is not None:
+            self.metrics.collector.handoff = self.handoff
+        self.internal_server = internal_server(self.internal.handle, options.internal_port)
         # Connections that carried a REGISTER_BROKER: only their closing can
         # unregister anything, so other clients' closes cost nothing.
         self._broker_channels: set[str] = set()
@@ -510,6 +173,22 @@ class Gateway:
         self._fallback_task: asyncio.Task[None] | None = None
         self._leader_task: asyncio.Task[None] | None = None
         self._stopping = False
+
+    def _public_ports(self) -> PublicPorts:
+        """The servers behind the public port: this process's own, or a read front's
+        links and hand-overs (whose folder also holds the front's answer store)."""
+        options = self.options
+        if not options.read_front:
+            return direct_ports(options, self._public_handler, self._connection_closed, self.tls)
+        self._front_dir = Path(tempfile.mkdtemp(prefix=f"namesrv-{options.node_id}-"))
+        self._share_route_answers(self._front_dir)
+        return fronted_ports(
+            options,
+            self._front_dir,
+            self._public_handler,
+            self._handle_fronted,
+            self._connection_closed,
+        )
 
     async def start(self) -> None:
         """Start replicating, rebuild the projection, then listen on both ports."""
@@ -525,31 +204,11 @@ class Gateway:
             await self.adopted_server.start()
             await self.handoff.start()
         if self._front_dir is not None:
-            self.front = FrontProcess(self._front_options(self._front_dir))
-            await self.front.start()
-            if self.options.below_front_nice > 0:
-                changed = lower_priority(self.options.below_front_nice)
-                log.info(
-                    "gateway threads (%d) run %d nice steps below the read front",
-                    changed,
-                    self.options.below_front_nice,
-                )
+            await self._start_front(self._front_dir)
         await self.internal_server.start()
         if self.metrics_server is not None:
             await self.metrics_server.start()
-        if self.options.scan_interval_ms > 0:
-            self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
-        if self.scan_fallback.enabled:
-            # The silence is counted from now: a node that never hears a scan takes over
-            # three periods after it started listening.
-            self.scan_fallback.restart()
-            self._fallback_task = asyncio.get_running_loop().create_task(
-                self._scan_fallback_loop(self.scan_fallback)
-            )
-        if self._leader_publisher is not None and isinstance(self.replicator, RaftReplicator):
-            self._leader_task = asyncio.get_running_loop().create_task(
-                self._watch_leadership(self.replicator, self._leader_publisher)
-            )
+        self._start_loops()
         log.info(
             "gateway %s (%s) listening on %s:%d, internal %s:%d",
             self.options.node_id,
@@ -559,6 +218,37 @@ class Gateway:
             INTERNAL_HOST,
             self.internal_server.port,
         )
+
+    async def _start_front(self, folder: Path) -> None:
+        """Start the read front on the public port, then step below it (if asked)."""
+        self.front = FrontProcess(self._front_options(folder))
+        await self.front.start()
+        if self.options.below_front_nice > 0:
+            changed = lower_priority(self.options.below_front_nice)
+            log.info(
+                "gateway threads (%d) run %d nice steps below the read front",
+                changed,
+                self.options.below_front_nice,
+            )
+
+    def _start_loops(self) -> None:
+        """Start the loops the options ask for (gateway/loops.py)."""
+        loop = asyncio.get_running_loop()
+        if self.options.scan_interval_ms > 0:
+            self._scan_task = loop.create_task(
+                scan_loop(self.service, self.options.scan_interval_ms / 1000)
+            )
+        if self.scan_fallback.enabled:
+            # The silence is counted from now: a node that never hears a scan takes over
+            # three periods after it started listening.
+            self.scan_fallback.restart()
+            self._fallback_task = loop.create_task(
+                scan_fallback_loop(self.service, self.scan_fallback)
+            )
+        if self._leader_publisher is not None and isinstance(self.replicator, RaftReplicator):
+            self._leader_task = loop.create_task(
+                watch_leadership(self.replicator, self.options.node_id, self._leader_publisher)
+            )
 
     async def _load_kv_config(self) -> None:
         """Eventual mode: replay the saved KV table, then save it after every KV change."""
@@ -588,13 +278,21 @@ class Gateway:
             return self.front.port
         return self.server.port
 
+    # -- the read front and its answer store ------------------------------------------
+
+    def _share_route_answers(self, folder: Path) -> None:
+        """Share the route answers' version with the read front, through a file in
+        ``folder`` the front maps (its cached answers go stale when it moves)."""
+        self.route_versions = RouteVersions(folder / ROUTE_VERSIONS_FILE, writable=True)
+        self.dispatcher.route_cache.share_versions(self.route_versions)
+
     def _front_options(self, folder: Path) -> FrontOptions:
         options = self.options
         return FrontOptions(
             listen_fd=-1,  # FrontProcess binds the port and fills it in
-            upstream_path=str(folder / "gateway.sock"),
+            upstream_path=str(folder / FRONT_SOCKET_NAME),
             handoff_path=None if self.handoff is None else str(self.handoff.path),
-            versions_path=str(folder / "route-versions"),
+            versions_path=str(folder / ROUTE_VERSIONS_FILE),
             parent_pid=os.getpid(),
             host=options.host,
             port=options.port,
@@ -663,54 +361,6 @@ class Gateway:
             if self.route_versions is not None:
                 self.route_versions.close()
             shutil.rmtree(self._front_dir, ignore_errors=True)
-
-    async def _watch_leadership(
-        self, replicator: RaftReplicator, publisher: LeaderPublisher
-    ) -> None:
-        """Tell the consoles when this node sees a new leader or term (or loses the leader).
-
-        Polled off the apply thread: the Raft view is refreshed every 50 ms and
-        reading it costs nothing, while a callback on PySyncObj's tick thread could
-        stall replication behind a slow channel layer.
-        """
-        seen: tuple[str | None, int] | None = None
-        while True:
-            current = replicator.leadership()
-            if current != seen:
-                seen = current
-                try:
-                    await asyncio.to_thread(publisher, self.options.node_id, *current)
-                except Exception:
-                    log.exception("leader-change publisher failed")
-            await asyncio.sleep(LEADERSHIP_POLL_S)
-
-    async def _scan_loop(self) -> None:
-        """The gateway's own liveness scan (``scan_interval_ms``); failures only logged."""
-        while True:
-            await asyncio.sleep(self.options.scan_interval_ms / 1000)
-            try:
-                await self.service.scan()
-            except Exception as exc:
-                # No quorum or a leadership change: the next round tries again.
-                log.info("liveness scan failed: %s", exc)
-
-    async def _scan_fallback_loop(self, fallback: ScanFallback) -> None:
-        """Scan here every period while no external scan arrives (``scan_fallback_s``).
-
-        The same :meth:`NameServerService.scan` as the internal request, stamped by this
-        gateway's clock; failures are only logged, as the scan loop's are.
-        """
-        while True:
-            wait_s = fallback.seconds_until_due()
-            if wait_s > 0:
-                await asyncio.sleep(wait_s)
-                continue
-            fallback.begin_run()
-            try:
-                await self.service.scan()
-            except Exception as exc:
-                log.info("fallback liveness scan failed: %s", exc)
-            await asyncio.sleep(fallback.period_s)
 
     # -- callbacks ------------------------------------------------------------------
 

@@ -285,20 +285,58 @@ class NameServerService:
         max_offset: int | None = None,
         confirm_offset: int | None = None,
         enable_raft_failover: bool | None = None,
+    ) -> RegisterBrokerOutcome:
+        """REGISTER_BROKER of a decoded table (the console, tests): add or refresh a broker
+        and its topics, as :meth:`register` registers it. The gateway's requests go
+        through :class:`gateway.registration.Registrar`."""
+        outcome, _ = await self.register(
+            self.registration_command(
+                cluster_name=cluster_name,
+                broker_addr=broker_addr,
+                broker_name=broker_name,
+                broker_id=broker_id,
+                ha_server_addr=ha_server_addr,
+                topic_config_wrapper=topic_config_wrapper,
+                filter_server_list=filter_server_list,
+                zone_name=zone_name,
+                heartbeat_timeout_ms=heartbeat_timeout_ms,
+                enable_acting_master=enable_acting_master,
+                channel=channel,
+                max_offset=max_offset,
+                confirm_offset=confirm_offset,
+                enable_raft_failover=enable_raft_failover,
+            )
+        )
+        return outcome
+
+    def registration_command(
+        self,
+        *,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str | None = None,
+        topic_config_wrapper: TopicConfigSerializeWrapper | None = None,
+        filter_server_list: Iterable[str] | None = None,
+        zone_name: str | None = None,
+        heartbeat_timeout_ms: int | None = None,
+        enable_acting_master: bool | None = None,
+        channel: str | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        enable_raft_failover: bool | None = None,
         request_digest: bytes | None = None,
         topics_digest: bytes | None = None,
         topics_elided: bool = False,
-    ) -> RegisterBrokerOutcome:
-        """REGISTER_BROKER: add or refresh a broker and its topics.
+    ) -> cmd.RegisterBroker:
+        """A validated REGISTER_BROKER command stamped now.
 
-        ``enable_raft_failover`` is honoured only where failover runs (raft mode).
-        ``request_digest`` (raft mode) lets the other members recognize their copies
-        of the same request (:meth:`register_seen`). ``topics_digest`` names the topic
-        table; with ``topics_elided`` (raft mode) ``topic_config_wrapper`` holds only
-        the DataVersion and the table is the broker's last one with that digest; the
-        outcome is ``needs_full`` when that cannot be used (send the table).
+        ``enable_raft_failover`` is honoured only where failover runs, the digests
+        (:class:`~raftstore.commands.RegisterBroker`) only in raft mode.
         """
-        command = cmd.RegisterBroker(
+        raft = self.registrations is not None
+        return cmd.RegisterBroker(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),
             broker_name=_check_text("brokerName", broker_name),
@@ -322,25 +360,26 @@ class NameServerService:
             enable_raft_failover=(
                 enable_raft_failover if self.failover_lag_bytes_max is not None else None
             ),
-            request_digest=request_digest if self.registrations is not None else None,
-            topics_digest=topics_digest if self.registrations is not None else None,
-            topics_elided=topics_elided,
+            request_digest=request_digest if raft else None,
+            topics_digest=topics_digest if raft else None,
+            topics_elided=topics_elided and raft,
         )
-        if self.registrations is None:
-            if topics_elided:
-                return RegisterBrokerOutcome(needs_full=True)
-            result = await self._propose(command)
+
+    async def register(self, command: cmd.RegisterBroker) -> tuple[RegisterBrokerOutcome, bool]:
+        """Register ``command``: its outcome, and True when raft mode answered it from the
+        applied state (its plan held only liveness edits) instead of proposing it."""
+        deduper = self.registrations
+        from_state = None if deduper is None else await deduper.answer_from_state(command)
+        if from_state is not None:
+            result = from_state
+        elif deduper is None:
+            result = await self.replicator.propose(command)
         else:
-            if topics_elided:
-                elided = self.registrations.elided(command)
-                if elided is None:
-                    return RegisterBrokerOutcome(needs_full=True)
-                command = elided
-            result = await self.registrations.register(command)
-            self._notify(result)
+            result = await deduper.propose(command)
+        self._notify(result)
         outcome = result.outcome
         assert isinstance(outcome, RegisterBrokerOutcome)
-        return outcome
+        return outcome, from_state is not None
 
     async def register_seen(
         self,
@@ -353,7 +392,7 @@ class NameServerService:
     ) -> RegisterBrokerOutcome | None:
         """Raft mode: the outcome of a REGISTER_BROKER known by its request digest
         (an applied copy of the same request changes nothing but liveness, which is
-        touched), or None: decode the body and call :meth:`register_broker`."""
+        touched), or None (see :class:`gateway.registration.Registrar`)."""
         if self.registrations is None:
             return None
         heartbeat = cmd.BrokerHeartbeat(

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gateway.internal import InternalCode
+from gateway.private_codes import InternalCode
 from localcluster.argv import (
     ClusterEnv,
     gateway_argv,

@@ -87,7 +87,7 @@ def node_status(
     internal_port: int, secret: str, timeout_s: float = NODE_STATUS_TIMEOUT_S
 ) -> dict[str, Any]:
     """Ask a gateway's internal port for NODE_STATUS; the decoded JSON body."""
-    from gateway.internal import InternalCode
+    from gateway.private_codes import InternalCode
     from remoting.blocking import BlockingClient
     from remoting.codes import ResponseCode
     from remoting.command import RemotingCommand

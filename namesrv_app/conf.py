@@ -17,7 +17,7 @@ from gateway.front import BELOW_FRONT_NICE
 from gateway.services import NAME_CHARS_MAX as NAME_CHARS_MAX
 from raftstore import vocab
 from remoting.acl import read_secret_file
-from remoting.server import (
+from remoting.limits import (
     CONNECTIONS_PER_ADDRESS_MAX,
     FRAME_DEADLINE_S,
     UNFINISHED_FRAMES_BYTES_MAX,

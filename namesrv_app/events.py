@@ -16,7 +16,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from gateway.server import LeaderPublisher
+from gateway.loops import LeaderPublisher
 from raftstore.results import MasterMove
 
 log = logging.getLogger(__name__)

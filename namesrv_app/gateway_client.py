@@ -27,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.internal import InternalCode
+from gateway.private_codes import InternalCode
 from namesrv_app.conf import namesrv_settings
 from raftstore import vocab
 from raftstore.config import NamesrvConfig
@@ -37,6 +37,7 @@ from remoting.blocking import BlockingClient
 from remoting.client import RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from remoting.errors import BodyDecodeError
 from remoting.model import QueueData, TopicRouteData
 from remoting.tls import ClientTls
@@ -260,7 +261,7 @@ def topic_route(
     """
     fields = {"topic": topic, "acceptStandardJsonOnly": "true"}
     if linearizable:
-        fields["consistency"] = "linearizable"
+        fields[CONSISTENCY_FIELD] = CONSISTENCY_LINEARIZABLE
     request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, fields)
     response = invoke(addr or local_node().remoting_addr, request, timeout_s)
     if response.code == ResponseCode.TOPIC_NOT_EXIST:

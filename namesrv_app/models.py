@@ -1,7 +1,7 @@
 """The persisted projection of ONE node's route tables (``RouteInfoManager``'s maps).
 
 These rows are a queryable copy of the in-memory ``RouteTable``; they are
-written only by :class:`namesrv_app.projection.ProjectionWriter` and never read
+written only by :class:`namesrv_app.projection.writer.ProjectionWriter` and never read
 back to answer the wire protocol. Every row carries ``applied_version``: the
 table version after the command that last wrote it, so a reader can tell how
 fresh each row is and the writer can be checked to touch only changed rows.

@@ -45,7 +45,7 @@ def scan_node_once(
     timeout_s: float = SCAN_TIMEOUT_S,
 ) -> ScanResult:
     """Ask the gateway at ``internal_addr`` to expire brokers silent at ``now_ms``."""
-    from gateway.internal import InternalCode
+    from gateway.private_codes import InternalCode
     from remoting.blocking import BlockingClient
     from remoting.codes import ResponseCode
     from remoting.command import RemotingCommand

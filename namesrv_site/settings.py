@@ -394,7 +394,8 @@ NAMESRV_WEB: dict[str, Any] = {
     # Local route reads (namesrv_app.api.fast_routes): an answer may lag the
     # projection by this much (it reports the applied_version it reflects) ...
     "ROUTE_VERSION_TTL_MS": env_int("NAMESRV_WEB_ROUTE_VERSION_TTL_MS", 200),
-    # ... and a revoked token or role still reads routes for at most this long.
+    # ... and a revoked token or role still reads routes for at most this long (its
+    # grant is held in the "api_tokens" cache below).
     "TOKEN_CACHE_TTL_MS": env_int("NAMESRV_WEB_TOKEN_CACHE_TTL_MS", 5000),
     # How long a new API token lives (create_operator --token-days overrides it).
     "TOKEN_DAYS": env_int("NAMESRV_WEB_TOKEN_DAYS", 90),
@@ -407,6 +408,17 @@ NAMESRV_WEB: dict[str, Any] = {
 # First, so the common route read skips the stack's thread hops (it applies the
 # security and frame headers itself and falls through for everything else).
 MIDDLEWARE = ["namesrv_app.api.fast_routes.RouteReadFastPath", *MIDDLEWARE]
+# Per worker process: "api_tokens" holds the route lane's token grants
+# (namesrv_app.api.authentication.RouteReadTokenAuthentication), keyed by the token's
+# digest, at most 4096 of them.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "api_tokens": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "api-tokens",
+        "OPTIONS": {"MAX_ENTRIES": 4096},
+    },
+}
 
 # --- login throttling (django-axes) ---
 # Every password check (the console's login, the admin's) goes through

@@ -36,7 +36,7 @@ class RegisterBroker:
     ``topics_elided``: the topic table is left out because it is the one the broker
     registered last (same ``topics_digest``); ``topic_config_wrapper`` then carries
     only the new DataVersion. Apply checks that the recorded table is still what the
-    state holds for the broker (see :func:`raftstore.rules.elided_topics_hold`) and
+    state holds for the broker (see :func:`raftstore.registration.elided_topics_hold`) and
     otherwise changes nothing and answers ``needs_full``, so the proposer sends the
     whole table.
     """

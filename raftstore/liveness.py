@@ -6,10 +6,9 @@ In raft mode each copy would be a log entry on every node:
 * :class:`TouchCoalescer` lets one designated member (rendezvous hash) propose a
   touch once per interval and the others only when the designated one is silent;
 * :class:`RegistrationDeduper` lets the leader propose a registration; a follower
-  first waits briefly for it and, when the applied state then already says what
-  its own copy says, answers from it and refreshes liveness as a heartbeat does.
-  A registration whose topic table did not change since the broker's last one is
-  answered that way on every member, leader included.
+  first waits briefly for it and, when the registration's plan on the applied state
+  holds only liveness edits, answers from it and refreshes liveness as a heartbeat
+  does. Such a registration is answered that way on every member, leader included.
 
 Eventual mode proposes every touch and every registration (each is a local apply).
 """
@@ -138,48 +137,21 @@ REGISTRATION_WAIT_MIN_S = 0.1
 REGISTRATION_WAIT_MAX_S = 3.0
 REGISTRATION_WAIT_FACTOR = 4.0
 """A follower waits for the leader's copy of a registration about four times the
-recent commit latency (within the bounds above) before it proposes its own. The upper
-bound is the default propose timeout: under a registration storm commits took over a
-second, followers that waited at most 1 s proposed their own copies, and the extra
-entries deepened the overload (bench/storm.py); a broker waits 24 s for its answer."""
+recent commit latency (within the bounds above) before it proposes its own; the upper
+bound is the default propose timeout, since extra copies deepen an overload (see
+docs/BENCHMARKS.md, "registration storm")."""
 _LATENCY_WEIGHT = 0.2
 
 
 class RegistrationDeduper:
-    """Raft mode: one log entry per broker registration, not one per member.
-
-    A broker sends the same REGISTER_BROKER (same DataVersion) to every member.
-    The leader proposes its copy. A follower watches for a registration of that
-    broker with the same DataVersion to be applied, for a bounded wait that
-    follows the recent commit latency; the apply listener then checks
-    :meth:`RouteTable.unchanged_registration` on the applied state: when it
-    already says everything the follower's copy says, the follower answers from
-    it and hands a heartbeat to the :class:`TouchCoalescer`. Otherwise (the leader
-    never got the broker's copy, or the copies differ) the follower proposes its
-    own, so a broker that reaches only some members is registered as before, a
-    little later.
-
-    The same check runs first on every member when the broker's last applied
-    registration carried the same DataVersion: a periodic registration whose topic
-    table did not change costs a heartbeat, not an entry of the whole table.
-    Skipping is safe because the answer is read from applied (committed) state,
-    and what the skipped entry would have changed, liveness, is what the touch
-    refreshes.
-
-    **Known requests are not even decoded** (:meth:`register_seen`). Every copy of
-    a broker's request is byte for byte the same, so its digest (header fields and
-    body, :func:`registration_digest`) travels in the proposed command. Before decoding
-    a REGISTER_BROKER body, a member looks the digest up: equal to the broker's last
-    applied registration, the request is answered as above; on a follower, it waits
-    (the same bounded wait) for the leader's entry with that digest. Only when neither
-    settles it is the 15 KB body decoded and the slow path above taken. The answer is
-    still checked against the applied state (``unchanged_registration`` of the applied
-    command), so a stale digest can only cost a decode, never a wrong answer.
-
-    The event loop takes the apply lock only for that last check: a new
-    DataVersion is told apart by :attr:`_last_applied` (written by the apply
-    listener, read without a lock; a hint, never the decision), and a waiting
-    follower gets its answer computed by the listener, under the lock it holds.
+    """Raft mode: one log entry per broker registration, not one per member, and none
+    for a registration whose plan holds only liveness edits (answered from the applied
+    state, liveness refreshed as a heartbeat). A broker sends the same request to every
+    member: the leader proposes its copy, a follower waits briefly for it to be applied
+    (known by its DataVersion, or undecoded by its digest) and answers from the state.
+    Skipping is safe: the answer comes from committed state, and what the skipped entry
+    would have changed, liveness, the touch refreshes. Why each shortcut exists, with its
+    figures: docs/BENCHMARKS.md, "registration storm"; the rules: docs/RAFT.md.
     """
 
     def __init__(self, replicator: RaftReplicator, touches: TouchCoalescer) -> None:
@@ -187,7 +159,8 @@ class RegistrationDeduper:
         self._touches = touches
         self._lock = threading.Lock()
         self._watching: dict[tuple[str, str], list[_Watch]] = {}
-        # (cluster, addr) -> the broker's last applied registration.
+        # (cluster, addr) -> the broker's last applied registration. Written by the apply
+        # listener, read on the loop without a lock: a hint, never the decision.
         self._last_applied: dict[tuple[str, str], RegisterBroker] = {}
         self._latency_s = REGISTRATION_WAIT_MIN_S  # a guess until commits are seen
         # Watches to wake, filled on the apply thread and drained on their loop by
@@ -208,28 +181,32 @@ class RegistrationDeduper:
             max(REGISTRATION_WAIT_MIN_S, REGISTRATION_WAIT_FACTOR * self._latency_s),
         )
 
-    async def register(self, command: RegisterBroker) -> ApplyResult:
-        """Answer ``command`` from the applied state when it changes only liveness,
-        else propose it (followers first give the leader's copy a chance). A command
-        with its table elided comes from :meth:`elided`; apply answers ``needs_full``
-        when the state no longer holds that table."""
-        loop = asyncio.get_running_loop()
-        answer = await self._settle(command, loop)
-        if answer is not None:
-            self.answered_as_touch += 1
-            await self._touches.refresh(
-                BrokerHeartbeat(
-                    cluster_name=command.cluster_name,
-                    broker_addr=command.broker_addr,
-                    now_ms=command.now_ms,
-                    max_offset=command.max_offset,
-                    confirm_offset=command.confirm_offset,
-                )
+    async def answer_from_state(self, command: RegisterBroker) -> ApplyResult | None:
+        """The answer to ``command`` from the applied state when its plan there holds only
+        liveness edits (followers first give the leader's copy a chance), liveness
+        refreshed as a heartbeat does; None: propose it."""
+        answer = await self._settle(command, asyncio.get_running_loop())
+        if answer is None:
+            return None
+        self.answered_as_touch += 1
+        await self._touches.refresh(
+            BrokerHeartbeat(
+                cluster_name=command.cluster_name,
+                broker_addr=command.broker_addr,
+                now_ms=command.now_ms,
+                max_offset=command.max_offset,
+                confirm_offset=command.confirm_offset,
             )
-            return answer
+        )
+        return answer
+
+    async def propose(self, command: RegisterBroker) -> ApplyResult:
+        """Propose ``command``; a command with its table elided comes from :meth:`elided`,
+        and apply answers ``needs_full`` when the state no longer holds that table."""
         self.proposed += 1
         if command.topics_elided:
             self.proposed_elided += 1
+        loop = asyncio.get_running_loop()
         proposed_at = loop.time()
         result = await self._replicator.propose(command, linger=True)
         self._observe(loop.time() - proposed_at)
@@ -395,7 +372,8 @@ def _data_version(command: RegisterBroker) -> DataVersion | None:
 
 
 def _unchanged_answer(table: RouteTable, command: RegisterBroker) -> ApplyResult | None:
-    outcome: RegisterBrokerOutcome | None = table.unchanged_registration(command)
+    """The answer of ``command`` when applying it would change only liveness, else None."""
+    outcome = table.liveness_only_answer(command)
     if outcome is None:
         return None
     return ApplyResult(applied_version=table.applied_version, outcome=outcome)

@@ -24,8 +24,7 @@ from raftstore import snapshot
 from raftstore.commands import Command
 from raftstore.results import ApplyResult
 from raftstore.route_table import RouteTable
-from raftstore.vocab import MODE_EVENTUAL as MODE_EVENTUAL
-from raftstore.vocab import MODE_RAFT as MODE_RAFT
+from raftstore.vocab import MODE_EVENTUAL as MODE_EVENTUAL, MODE_RAFT as MODE_RAFT
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from raftstore import rules, snapshot
+from raftstore import registration, rules, snapshot
 from raftstore.commands import (
     AddWritePerm,
     Barrier,
@@ -105,13 +105,14 @@ class RouteTable:
                 self.routes_version += 1
         return ApplyResult(self.applied_version, changes, outcome, notifications)
 
-    def unchanged_registration(self, cmd: RegisterBroker) -> RegisterBrokerOutcome | None:
-        """The answer of a registration that would change only liveness, else None
-        (:func:`raftstore.rules.unchanged_registration`); reads, changes nothing."""
-        return rules.unchanged_registration(self._t, self.config, cmd)
+    def liveness_only_answer(self, cmd: RegisterBroker) -> RegisterBrokerOutcome | None:
+        """The answer of ``cmd`` when its plan holds only liveness edits
+        (:func:`raftstore.registration.liveness_only`), else None; reads, changes nothing."""
+        plan = registration.plan(self._t, self.config, cmd)
+        return plan.outcome if registration.liveness_only(self._t, plan) else None
 
     def _register_broker(self, cmd: RegisterBroker, cs: rules.ChangeSet) -> _Handled:
-        return rules.register_broker(self._t, self.config, cmd, cs)
+        return registration.apply(self._t, registration.plan(self._t, self.config, cmd), cs)
 
     def _unregister(self, cmd: UnregisterBrokers, cs: rules.ChangeSet) -> _Handled:
         return None, rules.unregister_batch(self._t, self.config, cmd.requests, cs)

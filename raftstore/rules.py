@@ -6,10 +6,8 @@ it started records nothing, so the applied version stays put. Time comes only
 from the command (``now_ms``); iteration that could decide an outcome runs in
 sorted order, so the same commands give the same state on every node.
 
-Why one module of ~730 lines: these rules are one state machine. They read and
-write the same tables in ways that must be checked together (a registration
-touches topics, groups, liveness and filter servers); a reader comparing them with
-upstream's ``RouteInfoManager`` finds them in the same order in one file.
+REGISTER_BROKER, the one rule that plans its edits before it makes them, lives in
+:mod:`raftstore.registration`; the rules here read and write the same tables.
 """
 
 from __future__ import annotations
@@ -22,11 +20,10 @@ from raftstore import failover
 from raftstore.commands import (
     ExpireBrokers,
     QueryDataVersion,
-    RegisterBroker,
     RegisterTopic,
     UnregisterRequest,
 )
-from raftstore.config import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS, NamesrvConfig
+from raftstore.config import NamesrvConfig
 from raftstore.results import (
     BrokerAddrInfo,
     Changes,
@@ -36,19 +33,13 @@ from raftstore.results import (
     MasterMove,
     MinBrokerIdChange,
     QueryDataVersionOutcome,
-    RegisterBrokerOutcome,
 )
-from raftstore.tables import BrokerGroup, BrokerLiveView, RegisteredTopics, Tables
+from raftstore.tables import BrokerGroup, Tables
 from remoting.model import (
     MASTER_ID,
-    NAMESPACE_ORDER_TOPIC_CONFIG,
     PERM_READ,
     PERM_WRITE,
-    DataVersion,
-    KVTable,
     QueueData,
-    TopicConfig,
-    TopicConfigSerializeWrapper,
 )
 
 
@@ -79,390 +70,7 @@ class ChangeSet:
         )
 
 
-# ---------------------------------------------------------------- registration
-
-
-def register_broker(
-    t: Tables, config: NamesrvConfig, cmd: RegisterBroker, cs: ChangeSet
-) -> tuple[RegisterBrokerOutcome, tuple[MinBrokerIdChange, ...]]:
-    """REGISTER_BROKER, 5.x ``registerBroker`` steps in upstream's order,
-    plus the two raft-failover rules (:func:`_failover_role`)."""
-    key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
-    if cmd.topics_elided and not elided_topics_hold(t, config, cmd):
-        return RegisterBrokerOutcome(needs_full=True), ()
-    wrapper = cmd.topic_config_wrapper
-    data_version = wrapper.data_version if wrapper is not None else DataVersion()
-    _join_cluster(t, cmd.cluster_name, cmd.broker_name, cs)
-    group, register_first = _group_for(t, cmd, cs)
-    refused, elected = _failover_role(t, group, cmd)
-    if refused is not None:
-        return refused, ()
-    if elected:
-        cmd = dataclasses.replace(cmd, broker_id=MASTER_ID)
-    prev_min = group.min_broker_id()
-    min_id_changed = cmd.broker_id < (prev_min if prev_min is not None else MASTER_ID)
-    _drop_addr_under_other_ids(group, cmd.broker_addr, cmd.broker_id, cs)
-    if _rejected_by_state_version(t, group, cmd, data_version):
-        # The slot belongs to a live broker with a newer state: this one is stale.
-        if t.live.pop(key, None) is not None:
-            cs.live_brokers.add(key)
-        return RegisterBrokerOutcome(), ()
-    topic_count = len(wrapper.topic_config_table) if wrapper is not None else 0
-    if cmd.broker_id not in group.broker_addrs and topic_count == 1:
-        # An incremental one-topic registration cannot create a broker.
-        return RegisterBrokerOutcome(failed=True), ()
-    old_addr = group.broker_addrs.get(cmd.broker_id)
-    if old_addr != cmd.broker_addr:
-        group.broker_addrs[cmd.broker_id] = cmd.broker_addr
-        cs.broker_names.add(group.broker_name)
-        if cmd.broker_id == MASTER_ID and old_addr is not None:
-            cs.master_moves.append(
-                MasterMove(group.cluster, group.broker_name, old_addr, cmd.broker_addr)
-            )
-    register_first = register_first or not old_addr
-    is_master = cmd.broker_id == MASTER_ID
-    is_prime_slave = (
-        cmd.enable_acting_master is not None
-        and not is_master
-        and cmd.broker_id == group.min_broker_id()
-    )
-    # An elided table is the recorded one (elided_topics_hold): writing it again would
-    # change nothing, and the wrapper holds only the DataVersion.
-    if not cmd.topics_elided and wrapper is not None and (is_master or is_prime_slave):
-        _write_topics(t, config, cmd, group, wrapper, register_first, is_prime_slave, cs)
-    _store_live(t, cmd, key, data_version, cs)
-    _store_filter_servers(t, cmd, key, group.broker_name, cs)
-    outcome = RegisterBrokerOutcome(
-        *_master_of(t, cmd, group),
-        order_topic_config=_order_topic_config(t, config),
-        assigned_broker_id=MASTER_ID if elected else None,
-    )
-    notes: tuple[MinBrokerIdChange, ...] = ()
-    if min_id_changed and config.notify_min_broker_id_changed:
-        notes = _notification(group, None, cmd.ha_server_addr)
-    return outcome, notes
-
-
-def elided_topics_hold(t: Tables, config: NamesrvConfig, cmd: RegisterBroker) -> bool:
-    """Whether a registration whose topic table is elided (``cmd.topics_elided``) may
-    be applied without it: the broker is this group's registered master at this
-    address, its last whole table had the same ``topics_digest``, and no queue of the
-    broker changed since (any change drops the record, see ``Tables.registered``), under
-    the same ``deleteTopicWithBrokerRegistration``. Writing that table again with a
-    new DataVersion (``_write_topics`` with ``rewrite_all``) would then store only
-    values already stored and drop nothing, so leaving it out gives the same state."""
-    if cmd.broker_id != MASTER_ID or cmd.topics_digest is None:
-        return False
-    record = t.registered.get(cmd.broker_name)
-    group = t.broker_addr.get(cmd.broker_name)
-    return (
-        record is not None
-        and group is not None
-        and group.broker_addrs.get(MASTER_ID) == cmd.broker_addr
-        and record.cluster_name == cmd.cluster_name
-        and record.broker_addr == cmd.broker_addr
-        and record.topics_digest == cmd.topics_digest
-        and record.delete_dropped == config.delete_topic_with_broker_registration
-    )
-
-
-def unchanged_registration(
-    t: Tables, config: NamesrvConfig, cmd: RegisterBroker
-) -> RegisterBrokerOutcome | None:
-    """The answer of ``cmd`` when applying it would change nothing but the broker's
-    liveness (last-update time, offsets moving forward); None when it would
-    change anything else, or when that cannot be told cheaply.
-
-    Raft mode answers such a registration from the applied state and refreshes
-    liveness as a heartbeat does (see :class:`raftstore.liveness.TouchCoalescer`),
-    instead of appending the whole topic table to the log again. Every check
-    mirrors a step of :func:`register_broker` that would otherwise record a change.
-    The channel is not compared: raft mode never acts on it.
-    """
-    wrapper = cmd.topic_config_wrapper
-    group = t.broker_addr.get(cmd.broker_name)
-    live = t.live.get(BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr))
-    if wrapper is None or group is None or live is None:
-        return None
-    timeout = cmd.heartbeat_timeout_ms
-    if (
-        live.data_version != wrapper.data_version
-        or live.ha_server_addr != cmd.ha_server_addr
-        or live.heartbeat_timeout_ms
-        != (timeout if timeout is not None else DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS)
-        or not _moves_forward(live.max_offset, cmd.max_offset)
-        or not _moves_forward(live.confirm_offset, cmd.confirm_offset)
-        or group.cluster != cmd.cluster_name
-        or cmd.broker_name not in t.cluster_addr.get(cmd.cluster_name, ())
-        or group.enable_acting_master != bool(cmd.enable_acting_master)
-        or group.zone_name != cmd.zone_name
-        or group.raft_failover != bool(cmd.enable_raft_failover)
-        or group.broker_addrs.get(cmd.broker_id) != cmd.broker_addr
-        or sum(1 for addr in group.broker_addrs.values() if addr == cmd.broker_addr) != 1
-    ):
-        return None
-    if cmd.broker_id == MASTER_ID and failover.live_master_holder(t, group, cmd.broker_addr):
-        return None
-    servers = cmd.filter_server_list
-    if servers is not None and t.filter_servers.get(
-        BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr), ()
-    ) != tuple(servers):
-        return None
-    is_prime_slave = (
-        cmd.enable_acting_master is not None
-        and cmd.broker_id != MASTER_ID
-        and cmd.broker_id == group.min_broker_id()
-    )
-    if cmd.topics_elided:
-        if not elided_topics_hold(t, config, cmd):
-            return None
-    elif cmd.broker_id == MASTER_ID or is_prime_slave:
-        known = t.topics_of_broker.get(cmd.broker_name, set())
-        table = wrapper.topic_config_table
-        if any((tc.topic_name or key) not in known for key, tc in table.items()):
-            return None
-        if (
-            config.delete_topic_with_broker_registration
-            and not wrapper.topic_queue_mapping_info_map
-            and not known <= table.keys()
-        ):
-            return None
-    return RegisterBrokerOutcome(
-        *_master_of(t, cmd, group), order_topic_config=_order_topic_config(t, config)
-    )
-
-
-def _moves_forward(old: int | None, new: int | None) -> bool:
-    """A touch keeps the larger offset, a registration the reported one: they agree
-    unless the report goes backwards."""
-    return new is None or old is None or new >= old
-
-
-def _failover_role(
-    t: Tables, group: BrokerGroup, cmd: RegisterBroker
-) -> tuple[RegisterBrokerOutcome | None, bool]:
-    """Raft failover groups only, before any upstream step changes the group:
-
-    * a broker registering as master while another live broker holds id 0 is a
-      returning old master: nothing is stored, the answer names the current
-      master and assigns it a slave id;
-    * a broker registering as a slave whose address holds id 0 was elected
-      while it had not yet heard of it: it registers as the master and is told
-      to take id 0 (so a lost notification heals at its next registration).
-
-    Returns the refusal answer (or None) and whether the registrant was elected.
-    """
-    if not group.raft_failover:
-        return None, False
-    if cmd.broker_id == MASTER_ID:
-        holder = failover.live_master_holder(t, group, cmd.broker_addr)
-        if holder is None:
-            return None, False
-        refusal = RegisterBrokerOutcome(
-            master_addr=holder.broker_addr,
-            ha_server_addr=holder.ha_server_addr,
-            assigned_broker_id=failover.slave_id_for(group, cmd.broker_addr),
-        )
-        return refusal, False
-    return None, group.broker_addrs.get(MASTER_ID) == cmd.broker_addr
-
-
-def _join_cluster(t: Tables, cluster: str, broker_name: str, cs: ChangeSet) -> None:
-    members = t.cluster_addr.setdefault(cluster, set())
-    if broker_name not in members:
-        members.add(broker_name)
-        cs.clusters.add(cluster)
-
-
-def _group_for(t: Tables, cmd: RegisterBroker, cs: ChangeSet) -> tuple[BrokerGroup, bool]:
-    """Get or create the BrokerData; the last registrant sets zone and acting mode."""
-    group = t.broker_addr.get(cmd.broker_name)
-    created = group is None
-    if group is None:
-        group = BrokerGroup(cluster=cmd.cluster_name, broker_name=cmd.broker_name)
-        t.broker_addr[cmd.broker_name] = group
-        cs.broker_names.add(cmd.broker_name)
-    acting = bool(cmd.enable_acting_master)
-    raft_failover = bool(cmd.enable_raft_failover)
-    if (
-        group.enable_acting_master != acting
-        or group.zone_name != cmd.zone_name
-        or group.raft_failover != raft_failover
-    ):
-        group.enable_acting_master = acting
-        group.zone_name = cmd.zone_name
-        group.raft_failover = raft_failover
-        cs.broker_names.add(cmd.broker_name)
-    return group, created
-
-
-def _drop_addr_under_other_ids(
-    group: BrokerGroup, addr: str, broker_id: int, cs: ChangeSet
-) -> None:
-    """Slave→master switch: an address appears under one broker id only."""
-    stale = [bid for bid, a in group.broker_addrs.items() if a == addr and bid != broker_id]
-    for bid in stale:
-        del group.broker_addrs[bid]
-        cs.broker_names.add(group.broker_name)
-
-
-def _rejected_by_state_version(
-    t: Tables, group: BrokerGroup, cmd: RegisterBroker, data_version: DataVersion
-) -> bool:
-    old_addr = group.broker_addrs.get(cmd.broker_id)
-    if old_addr is None or old_addr == cmd.broker_addr:
-        return False
-    old_live = t.live.get(BrokerAddrInfo(cmd.cluster_name, old_addr))
-    return old_live is not None and old_live.data_version.state_version > data_version.state_version
-
-
-def _write_topics(
-    t: Tables,
-    config: NamesrvConfig,
-    cmd: RegisterBroker,
-    group: BrokerGroup,
-    wrapper: TopicConfigSerializeWrapper,
-    register_first: bool,
-    is_prime_slave: bool,
-    cs: ChangeSet,
-) -> None:
-    """Step 10: delete dropped topics (if configured), (re)write changed ones, mappings."""
-    name = group.broker_name
-    if config.delete_topic_with_broker_registration and not wrapper.topic_queue_mapping_info_map:
-        dropped = t.topics_of(name) - wrapper.topic_config_table.keys()
-        for topic in sorted(dropped):
-            if t.remove_queue(topic, name):
-                cs.topics.add(topic)
-    live = t.live.get(BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr))
-    version_changed = live is None or live.data_version != wrapper.data_version
-    wipe_write = is_prime_slave and group.enable_acting_master
-    rewrite_all = register_first or version_changed
-    known = t.topics_of_broker.get(name, set())
-    # One QueueData per distinct queue shape: a broker's thousands of topics mostly
-    # share a handful, and a frozen value may be shared (memory, and the apply
-    # thread's time: it also sends the heartbeats).
-    shapes: dict[tuple[int, int, int, int], QueueData] = {}
-    for table_key, topic_config in wrapper.topic_config_table.items():
-        topic = topic_config.topic_name or table_key
-        # With an unchanged DataVersion only topics missing for this broker are
-        # (re)created: a plain membership test, no rewrite of the rest.
-        if rewrite_all or topic not in known:
-            shape = (
-                topic_config.read_queue_nums,
-                topic_config.write_queue_nums,
-                topic_config.perm,
-                topic_config.topic_sys_flag,
-            )
-            queue = shapes.get(shape)
-            if queue is None:
-                queue = shapes[shape] = _queue_data(name, topic_config, wipe_write)
-            if t.put_queue(topic, queue):
-                cs.topics.add(topic)
-            known = t.topics_of_broker.get(name, set())
-    if rewrite_all:
-        for topic, info in wrapper.topic_queue_mapping_info_map.items():
-            bname = info.bname if info.bname is not None else name
-            infos = t.mapping_infos.setdefault(topic, {})
-            if infos.get(bname) != info:
-                infos[bname] = info
-                cs.topics.add(topic)
-    if (
-        rewrite_all
-        and cmd.broker_id == MASTER_ID
-        and not wipe_write
-        and cmd.topics_digest is not None
-        and not wrapper.topic_queue_mapping_info_map
-    ):
-        # Every queue of the broker is now what this table says (and, with the
-        # flag, nothing else): a later registration of the same table may elide it.
-        t.registered[name] = RegisteredTopics(
-            cmd.cluster_name,
-            cmd.broker_addr,
-            cmd.topics_digest,
-            config.delete_topic_with_broker_registration,
-        )
-
-
-def _queue_data(broker_name: str, tc: TopicConfig, wipe_write: bool) -> QueueData:
-    perm = tc.perm & ~PERM_WRITE if wipe_write else tc.perm
-    return QueueData(
-        broker_name=broker_name,
-        read_queue_nums=tc.read_queue_nums,
-        write_queue_nums=tc.write_queue_nums,
-        perm=perm,
-        topic_sys_flag=tc.topic_sys_flag,
-    )
-
-
-def _store_live(
-    t: Tables, cmd: RegisterBroker, key: BrokerAddrInfo, dv: DataVersion, cs: ChangeSet
-) -> None:
-    previous = t.live.get(key)
-    last = cmd.now_ms if previous is None else max(previous.last_update_ms, cmd.now_ms)
-    timeout = cmd.heartbeat_timeout_ms
-    entry = BrokerLiveView(
-        cluster_name=cmd.cluster_name,
-        broker_addr=cmd.broker_addr,
-        last_update_ms=last,
-        heartbeat_timeout_ms=timeout
-        if timeout is not None
-        else DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS,
-        data_version=dv,
-        ha_server_addr=cmd.ha_server_addr,
-        channel=cmd.channel,
-        # A registration without offsets keeps the last reported ones.
-        max_offset=_reported(cmd.max_offset, previous.max_offset if previous else None),
-        confirm_offset=_reported(cmd.confirm_offset, previous.confirm_offset if previous else None),
-    )
-    if entry != previous:
-        t.live[key] = entry
-        cs.live_brokers.add(key)
-
-
-def _reported(new: int | None, old: int | None) -> int | None:
-    return old if new is None else new
-
-
-def _store_filter_servers(
-    t: Tables, cmd: RegisterBroker, key: BrokerAddrInfo, broker_name: str, cs: ChangeSet
-) -> None:
-    """None leaves the filter list alone; empty removes it; otherwise it is stored."""
-    if cmd.filter_server_list is None:
-        return
-    if not cmd.filter_server_list:
-        if t.filter_servers.pop(key, None) is not None:
-            cs.broker_names.add(broker_name)
-            cs.live_brokers.add(key)
-        return
-    servers = tuple(cmd.filter_server_list)
-    if t.filter_servers.get(key) != servers:
-        t.filter_servers[key] = servers
-        # The route answers (by broker name) and the filter row (by key) both move.
-        cs.broker_names.add(broker_name)
-        cs.live_brokers.add(key)
-
-
-def _master_of(t: Tables, cmd: RegisterBroker, group: BrokerGroup) -> tuple[str | None, str | None]:
-    """Step 13: a slave learns its master's address and HA address, if the master is live."""
-    if cmd.broker_id == MASTER_ID:
-        return None, None
-    master_addr = group.broker_addrs.get(MASTER_ID)
-    if master_addr is None:
-        return None, None
-    master_live = t.live.get(BrokerAddrInfo(cmd.cluster_name, master_addr))
-    if master_live is None:
-        return None, None
-    return master_addr, master_live.ha_server_addr
-
-
-def _order_topic_config(t: Tables, config: NamesrvConfig) -> KVTable | None:
-    if not config.return_order_topic_config_to_broker:
-        return None
-    namespace = t.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG)
-    return None if namespace is None else KVTable(table=dict(sorted(namespace.items())))
-
-
-def _notification(
+def min_broker_id_notification(
     group: BrokerGroup, offline_addr: str | None, ha_addr: str | None
 ) -> tuple[MinBrokerIdChange, ...]:
     """5.x ``notifyMinBrokerIdChanged`` for the group's current members."""
@@ -523,7 +131,7 @@ def unregister_batch(
             continue
         group = t.broker_addr.get(name)
         if group is not None and group.enable_acting_master:
-            notes.extend(_notification(group, offline_addr, None))
+            notes.extend(min_broker_id_notification(group, offline_addr, None))
     return tuple(notes)
 
 
@@ -550,7 +158,7 @@ def _election_notes(t: Tables, promoted: Sequence[MasterElection]) -> tuple[MinB
     notes: list[MinBrokerIdChange] = []
     for election in promoted:
         notes.extend(
-            _notification(
+            min_broker_id_notification(
                 t.broker_addr[election.broker_name],
                 election.old_master_addr,
                 election.new_master_ha_addr,

@@ -46,8 +46,10 @@ from remoting.model import (
     TopicQueueMappingInfo,
     TopicRouteData,
 )
-from remoting.properties import decode_properties as decode_properties
-from remoting.properties import encode_properties as encode_properties
+from remoting.properties import (
+    decode_properties as decode_properties,
+    encode_properties as encode_properties,
+)
 
 TOPIC_FILTER_TYPES = frozenset({"SINGLE_TAG", "MULTI_TAG"})
 

@@ -77,8 +77,6 @@ HEADER_MEMO_ENTRIES = 32
 HEADER_MEMO_BYTES_MAX = 1024
 # An opaque written as JSON writes an integer (no leading zero), then , or }.
 _OPAQUE_VALUE = re.compile(rb'"opaque":(-?(?:0|[1-9][0-9]{0,9}))(?=[,}])')
-_CRC_KEY = b'"bodyCrc32"'
-_CRC_VALUE = re.compile(rb'"bodyCrc32":"([0-9]{1,10})"')
 
 
 # ------------------------------------------------------------------------------ encode
@@ -379,13 +377,7 @@ class _HeaderMemo:
     closes a string) and exactly one ``"opaque":`` followed by a plain integer: in
     JSON that parsed, that is then the top-level opaque key, so two headers that
     differ only in those digits decode to the same command but for its opaque.
-    Anything else takes the full decode, as does every header the first time.
-
-    A broker's REGISTER_BROKER differs from its last one in ``bodyCrc32`` too (the
-    body's DataVersion moved), so that value is cut out as well, under the same kind
-    of guard: ``"bodyCrc32"`` occurs once, followed by ``:"``, digits and a quote, and
-    the full decode found the ext field ``bodyCrc32`` with those digits; with one
-    occurrence and no escapes, that occurrence is then the ext field's key."""
+    Anything else takes the full decode, as does every header the first time."""
 
     __slots__ = ("_entries",)
 
@@ -398,29 +390,14 @@ class _HeaderMemo:
         found = _OPAQUE_VALUE.search(raw)
         if found is None or raw.count(b'"opaque":') != 1:
             return _decode_json_header(raw)
-        cuts = [found.span(1)]
-        crc: str | None = None
-        if _CRC_KEY in raw:
-            crc_found = _CRC_VALUE.search(raw)
-            if crc_found is None or raw.count(_CRC_KEY) != 1:
-                return _decode_json_header(raw)
-            crc = crc_found.group(1).decode("ascii")
-            cuts.append(crc_found.span(1))
-        # The header's bytes without the cut values, in order.
-        kept, position = [], 0
-        for start, end in sorted(cuts):
-            kept.append(raw[position:start])
-            position = end
-        kept.append(raw[position:])
-        key = b"".join(kept)
+        start, end = found.span(1)
+        key = raw[:start] + raw[end:]
         opaque = int(found.group(1))
         entries = self._entries
         known = entries.get(key)
         if known is not None and _INT32_MIN <= opaque <= _INT32_MAX:
             code, language, version, flag, remark, ext_fields = known
             ext = None if ext_fields is None else dict(ext_fields)
-            if crc is not None and ext is not None:
-                ext["bodyCrc32"] = crc
             return RemotingCommand(
                 code=code,
                 language=language,
@@ -433,11 +410,8 @@ class _HeaderMemo:
             )
         header = _json_header_object(raw)
         cmd = _json_command(header)
-        crc_is_ext_field = crc is None or (
-            cmd.ext_fields is not None and cmd.ext_fields.get("bodyCrc32") == crc
-        )
-        # The one "opaque": is the top-level key; the one "bodyCrc32" the ext field's.
-        if "opaque" in header and crc_is_ext_field:
+        # The one "opaque": is the top-level key.
+        if "opaque" in header:
             if len(entries) >= HEADER_MEMO_ENTRIES:
                 del entries[next(iter(entries))]  # the oldest
             # A copy of the ext fields: the caller may change its command's.

@@ -18,7 +18,7 @@ to stop accepting):
   ENOBUFS, ENOMEM) or for any other reason, it pauses too, and resumes when a
   connection closes or after a backoff (``ACCEPT_BACKOFF_MIN_S``, doubling up to
   ``ACCEPT_BACKOFF_MAX_S``);
-* every pause is logged through a rate-limited log (``remoting.server.RefusalLog``),
+* every pause is logged through a rate-limited log (``remoting.limits.RefusalLog``),
   never a traceback per accept.
 
 An accepted socket holds its :class:`Slot` from ``accept`` until its connection
@@ -96,7 +96,7 @@ class BudgetExhausted(ConnectionError):
 
 
 class RateLimitedLog(Protocol):
-    """A log that writes at most so many lines per interval (``remoting.server.RefusalLog``)."""
+    """A log that writes at most so many lines per interval (``remoting.limits.RefusalLog``)."""
 
     def warning(self, now_s: float, message: str, *args: object) -> bool:
         """Log ``message % args`` unless the allowance is spent; True if logged."""

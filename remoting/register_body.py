@@ -35,7 +35,7 @@ from remoting.bodies import (
 from remoting.codes import CURRENT_VERSION, MQVersion, RequestCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
-from remoting.headers import header_bool
+from remoting.headers import header_bool, header_int
 from remoting.model import (
     DataVersion,
     RegisterBrokerBody,
@@ -43,6 +43,9 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
     TopicQueueMappingInfo,
 )
+
+RAFT_FAILOVER_FIELD = "enableRaftFailover"
+"""REGISTER_BROKER header field of a broker whose master the NameServer elects."""
 
 # A compressed REGISTER_BROKER body may not inflate beyond this (zip-bomb guard).
 REGISTER_BODY_INFLATED_BYTES_MAX = 64 * 1024 * 1024
@@ -123,11 +126,20 @@ class _PayloadReader:
 # ------------------------------------------------------------- the request (103)
 
 CRC32_MASK = 0x7FFFFFFF
+"""Upstream masks the body CRC to a non-negative Java int (``UtilAll.crc32``)."""
+BODY_CRC32_FIELD = "bodyCrc32"
 
 
 def body_crc32(body: bytes | None) -> int:
     """The ``bodyCrc32`` header value: ``UtilAll.crc32`` of the body, 0 for none."""
     return zlib.crc32(body) & CRC32_MASK if body else 0
+
+
+def crc_matches(request: RemotingCommand) -> bool:
+    """Whether a REGISTER_BROKER's ``bodyCrc32`` matches its body; 0 means "not
+    computed" upstream and matches any body."""
+    crc = header_int(request, BODY_CRC32_FIELD, bits=32) or 0
+    return crc == 0 or crc == body_crc32(request.body)
 
 
 def register_broker_request(
@@ -161,7 +173,7 @@ def register_broker_request(
         "clusterName": cluster_name,
         "haServerAddr": ha_server_addr,
         "compressed": "true" if compressed else "false",
-        "bodyCrc32": str(body_crc32(body)),
+        BODY_CRC32_FIELD: str(body_crc32(body)),
     }
     if enable_acting_master is not None:
         fields["enableActingMaster"] = "true" if enable_acting_master else "false"

@@ -43,18 +43,17 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession, Window, functions as F
 
-from spark_jobs.history import find_runs, read_meta
-from spark_jobs.metrics import PERCENTILE_ACCURACY, History, load_history, stale_route_windows
-from spark_jobs.schema import (
+from experiment_history.runs import find_runs, read_meta
+from experiment_history.schema import (
     FAULT_KILL_BROKER,
     FAULT_LEADER_KILL,
     KIND_ROUTE_READ,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
 )
+from spark_jobs.metrics import PERCENTILE_ACCURACY, History, load_history, stale_route_windows
 from spark_jobs.simulate import MODE_EVENTUAL, MODE_RAFT, SimConfig
 
 KIND_HEARTBEAT = "heartbeat"

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_jobs.schema import (
+from experiment_history.schema import (
     OUTCOME_ERROR,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,

@@ -103,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
 def run_analyze(args: argparse.Namespace) -> int:
     """Analyze, write the report (tables, plots, ``summary.md``); print a line per Spark
     job on stderr and, last on stdout, each mode's verdict as JSON."""
-    from spark_jobs.metrics import analyze
-    from spark_jobs.report import write_report
+    from spark_jobs.analysis import analyze
+    from spark_jobs.report_folder import write_report
     from spark_jobs.session import get_spark
 
     began = time.monotonic()

@@ -2,31 +2,20 @@
 
 Every job takes a :class:`History` of DataFrames (all runs under a root, each row tagged
 with ``run_id``, ``mode`` and ``scenario``) and returns a small DataFrame grouped by mode and
-scenario (or per topic / per fault). ``analyze`` runs them all and collects plain rows.
+scenario (or per topic / per fault). :func:`spark_jobs.analysis.analyze` runs them all,
+with the plot series of :mod:`spark_jobs.plot_series`, and collects plain rows.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F
 
-from spark_jobs.checker import (
-    LINEARIZABLE,
-    NOT_EXERCISED,
-    NOT_LINEARIZABLE,
-    UNKNOWN,
-    CheckBudget,
-    check_topics,
-    overall_verdict,
-)
-from spark_jobs.history import find_runs, read_meta, table_path
-from spark_jobs.schema import (
+from experiment_history.runs import find_runs, read_meta, table_path
+from experiment_history.schema import (
     FAULT_KILL_BROKER,
     FAULTS,
     KIND_CONSUME_ALLOC,
@@ -41,6 +30,14 @@ from spark_jobs.schema import (
     SCHEMAS,
     WRITE_KINDS,
     WRITES,
+)
+from spark_jobs.checker import (
+    LINEARIZABLE,
+    NOT_EXERCISED,
+    NOT_LINEARIZABLE,
+    UNKNOWN,
+    CheckBudget,
+    check_topics,
 )
 
 GROUP = ("mode", "scenario")
@@ -105,13 +102,13 @@ def load_history(spark: SparkSession, root: Path | str) -> History:
     return History(frames[OPERATIONS], frames[WRITES], frames[FAULTS], frames[NODE_STATES])
 
 
-def _brokers_of(value: Column) -> Column:
+def brokers_of(value: Column) -> Column:
     """Broker names in a canonical route value (the first field of each item)."""
     items = F.filter(F.split(F.coalesce(value, F.lit("")), ","), lambda x: x != "")
     return F.transform(items, lambda x: F.split(x, ":").getItem(0))
 
 
-def _fault_windows(faults: DataFrame, kinds: Sequence[str]) -> DataFrame:
+def faults_of_kinds(faults: DataFrame, kinds: Sequence[str]) -> DataFrame:
     """Faults of the given kinds with an open end (end_ms < start_ms) made explicit."""
     return faults.filter(F.col("kind").isin(list(kinds))).select(
         "run_id",
@@ -290,7 +287,7 @@ def divergence_summary(by_topic: DataFrame) -> DataFrame:
 def stale_route_windows(history: History) -> DataFrame:
     """Per hard broker kill: ms until no node routes to it, ms until every client that
     knew it has a route without it, and sends routed to it while dead."""
-    kills = _fault_windows(history.faults, [FAULT_KILL_BROKER])
+    kills = faults_of_kinds(history.faults, [FAULT_KILL_BROKER])
     nodes = _node_drop(history.node_states, kills)
     clients = _client_drop(history.operations, kills)
     sends = _dead_sends(history.operations, kills)
@@ -307,7 +304,7 @@ def stale_route_windows(history: History) -> DataFrame:
 
 def _node_drop(node_states: DataFrame, kills: DataFrame) -> DataFrame:
     rounds = node_states.groupBy("run_id", "ts_ms").agg(
-        F.flatten(F.collect_list(_brokers_of(F.col("value")))).alias("brokers")
+        F.flatten(F.collect_list(brokers_of(F.col("value")))).alias("brokers")
     )
     window = (
         kills.select("run_id", "target", "start_ms", "end_ms")
@@ -341,7 +338,7 @@ def _client_drop(operations: DataFrame, kills: DataFrame) -> DataFrame:
         "topic",
         "invoke_ms",
         "complete_ms",
-        _brokers_of(F.col("value")).alias("brokers"),
+        brokers_of(F.col("value")).alias("brokers"),
     )
     joined = (
         kills.select("run_id", "target", "start_ms", "end_ms")
@@ -391,7 +388,7 @@ def _dead_sends(operations: DataFrame, kills: DataFrame) -> DataFrame:
 
 def dead_sends_summary(history: History) -> DataFrame:
     """Per mode and scenario: all sends, and those routed to a broker while it was dead."""
-    kills = _fault_windows(history.faults, [FAULT_KILL_BROKER])
+    kills = faults_of_kinds(history.faults, [FAULT_KILL_BROKER])
     sends = history.operations.filter(F.col("kind") == KIND_SEND)
     dead = (
         sends.alias("s")
@@ -520,7 +517,7 @@ def ownership_summary(per_checkpoint: DataFrame) -> DataFrame:
 def availability(history: History) -> DataFrame:
     """Inside partition windows: share of reads and of writes answered ``ok``."""
     windows = (
-        _fault_windows(history.faults, sorted(PARTITION_FAULTS))
+        faults_of_kinds(history.faults, sorted(PARTITION_FAULTS))
         .select("run_id", "start_ms", "end_ms")
         .distinct()
     )
@@ -634,258 +631,3 @@ def linearizability_summary(verdicts: DataFrame, runs: DataFrame) -> DataFrame:
     run_id to mode and scenario."""
     counts = verdicts.groupBy("run_id").pivot("verdict", list(SHOWN_VERDICTS)).count().na.fill(0)
     return runs.join(counts, "run_id", "left").na.fill(0).orderBy("run_id")
-
-
-# ------------------------------------------------------------------------------ driver
-
-
-def _rows(frame: DataFrame) -> list[dict[str, Any]]:
-    return [row.asDict(recursive=True) for row in frame.collect()]
-
-
-JOBS_TOTAL = 16
-"""The Spark jobs ``analyze`` runs (for its "job k of n" lines)."""
-
-
-def analyze(
-    spark: SparkSession,
-    root: Path | str,
-    budget: CheckBudget | None = None,
-    on_job: Callable[[str, bool], None] | None = None,
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, float]]:
-    """Run every job over the runs under ``root``; return (tables of plain rows, seconds
-    per job). ``on_job(text, finished)`` hears "Spark job k of n: name" before each job
-    (``finished`` False) and its time after it (True)."""
-    history = load_history(spark, root)
-    tables: dict[str, list[dict[str, Any]]] = {}
-    seconds: dict[str, float] = {}
-
-    def timed(name: str, job: Callable[[], DataFrame]) -> None:
-        number = len(seconds) + 1
-        if on_job is not None:
-            on_job(f"Spark job {number} of {JOBS_TOTAL}: {name} ...", False)
-        began = time.monotonic()
-        tables[name] = _rows(job())
-        seconds[name] = round(time.monotonic() - began, 3)
-        if on_job is not None:
-            on_job(
-                f"Spark job {number} of {JOBS_TOTAL}: {name} done in {seconds[name]:.1f} s", True
-            )
-
-    freshness = read_freshness(history).cache()
-    timed("t_visibility", lambda: t_visibility(freshness))
-    timed("k_staleness", lambda: k_staleness(freshness))
-    timed("not_exist_live", lambda: not_exist_for_live_topics(freshness))
-    freshness.unpersist()
-    timed("divergence", lambda: divergence_summary(divergence_by_topic(history)))
-    timed("stale_route", lambda: stale_route_windows(history))
-    timed("dead_sends", lambda: dead_sends_summary(history))
-    timed("ownership", lambda: ownership_summary(queue_ownership(history)))
-    timed("availability", lambda: availability(history))
-    timed("latency", lambda: latency_percentiles(history))
-    timed("divergence_timeline", lambda: divergence_timeline(history))
-    timed("fault_windows", lambda: fault_windows(history))
-    timed("read_latency_cdf", lambda: read_latency_cdf(history))
-    timed("stale_route_by_node", lambda: stale_route_by_node(history))
-    verdicts = linearizability(history, budget).cache()
-    runs = history.operations.select("run_id", *GROUP).distinct()
-    shown = topic_verdicts(verdicts, route_changes(history), runs).cache()
-    timed("route_changes", lambda: shown)
-    timed("linearizability", lambda: linearizability_summary(shown, runs))
-    timed(
-        "counterexamples",
-        lambda: (
-            verdicts.filter(F.col("verdict") == "not_linearizable")
-            .orderBy("run_id", "topic")
-            .limit(20)
-        ),
-    )
-    by_mode: dict[str, list[str]] = {}
-    for row in tables["route_changes"]:
-        by_mode.setdefault(row["mode"], []).append(row["verdict"])
-    # One verdict per mode: the modes answer different questions and are never mixed.
-    tables["overall"] = [
-        {"mode": mode, "verdict": overall_verdict(found)} for mode, found in sorted(by_mode.items())
-    ]
-    verdicts.unpersist()
-    shown.unpersist()
-    return tables, seconds
-
-
-# ------------------------------------------------------------- series for the report plots
-
-CDF_QUANTILE_STEPS = 100  # read_latency_cdf: quantiles 0.01, 0.02, ..., 1.0
-
-
-def _run_last_ms(history: History) -> DataFrame:
-    """Per run: its latest timestamp in any table (where an open fault window ends)."""
-    stamps = [
-        history.operations.select("run_id", F.greatest("invoke_ms", "complete_ms").alias("ts")),
-        history.writes.select("run_id", F.col("ts_ms").alias("ts")),
-        history.node_states.select("run_id", F.col("ts_ms").alias("ts")),
-        history.faults.select("run_id", F.greatest("start_ms", "end_ms").alias("ts")),
-    ]
-    union = stamps[0]
-    for part in stamps[1:]:
-        union = union.unionByName(part)
-    return union.groupBy("run_id").agg(F.max("ts").alias("last_ms"))
-
-
-def _fault_origin(faults: DataFrame) -> DataFrame:
-    """Per run with faults: the start of its first fault (time 0 of the plots)."""
-    return faults.groupBy("run_id").agg(F.min("start_ms").alias("origin_ms"))
-
-
-def divergence_timeline(history: History) -> DataFrame:
-    """One row per node and sampling round of ``node_states``: how far the node strayed.
-
-    Columns: ``run_id, mode, scenario, node``; ``t_ms``, the round's ``ts_ms`` minus the
-    start of the run's first fault (minus 0, the run start, when the run has no fault);
-    ``topics``, the sampled topics the node answered in that round; ``diverged_share``, the
-    share of them on which the node's value differed from the round's majority. A node is
-    diverged on a topic when its value is not the single most common value among the nodes
-    that answered; when two or more values tie for most common there is no majority and
-    every node is diverged (it differs from some other node: with two nodes, a 1:1 split
-    marks both).
-    """
-    states = history.node_states.select(
-        "run_id",
-        "mode",
-        "scenario",
-        "ts_ms",
-        "node",
-        "topic",
-        F.coalesce(F.col("value"), F.lit("")).alias("value"),
-    )
-    keys = ["run_id", "ts_ms", "topic"]
-    per_topic = Window.partitionBy(*keys)
-    votes = (
-        states.groupBy(*keys, "value")
-        .agg(F.count("*").alias("votes"))
-        .withColumn("top", F.max("votes").over(per_topic))
-    )
-    votes = votes.withColumn(
-        "tied_top", F.sum((F.col("votes") == F.col("top")).cast("int")).over(per_topic)
-    )
-    marked = states.join(votes, [*keys, "value"]).withColumn(
-        "diverged", ((F.col("votes") < F.col("top")) | (F.col("tied_top") > 1)).cast("double")
-    )
-    per_round = marked.groupBy("run_id", "mode", "scenario", "node", "ts_ms").agg(
-        F.count("*").alias("topics"), F.avg("diverged").alias("diverged_share")
-    )
-    return (
-        per_round.join(_fault_origin(history.faults), "run_id", "left")
-        .select(
-            "run_id",
-            "mode",
-            "scenario",
-            "node",
-            (F.col("ts_ms") - F.coalesce(F.col("origin_ms"), F.lit(0))).alias("t_ms"),
-            "topics",
-            "diverged_share",
-        )
-        .orderBy("run_id", "node", "t_ms")
-    )
-
-
-def fault_windows(history: History) -> DataFrame:
-    """One row per fault of a run, on the plots' clock.
-
-    Columns: ``run_id, mode, scenario, kind, target``; ``start_ms`` and ``end_ms`` relative
-    to the start of the run's first fault (so the first fault starts at 0); ``open_end``,
-    true when the fault lasted until the end of the run (``end_ms < start_ms`` in the
-    history), whose ``end_ms`` is then the run's latest timestamp in any table.
-    """
-    faults = history.faults
-    is_open = F.col("end_ms") < F.col("start_ms")
-    end = F.when(is_open, F.greatest(F.col("last_ms"), F.col("start_ms"))).otherwise(
-        F.col("end_ms")
-    )
-    return (
-        faults.join(_fault_origin(faults), "run_id")
-        .join(_run_last_ms(history), "run_id", "left")
-        .select(
-            "run_id",
-            "mode",
-            "scenario",
-            "kind",
-            "target",
-            (F.col("start_ms") - F.col("origin_ms")).alias("start_ms"),
-            (end - F.col("origin_ms")).alias("end_ms"),
-            is_open.alias("open_end"),
-        )
-        .orderBy("run_id", "start_ms", "kind", "target")
-    )
-
-
-def read_latency_cdf(history: History, steps: int = CDF_QUANTILE_STEPS) -> DataFrame:
-    """One row per mode, scenario and quantile q = 1/steps, 2/steps, ..., 1.0.
-
-    Columns: ``mode, scenario``; ``reads``, the route reads that completed (any outcome but
-    ``timeout``, as in ``latency_percentiles``); ``quantile``, q; ``latency_ms``, the
-    (approximate) q-quantile of their ``complete_ms - invoke_ms``, so a share q of the reads
-    took at most ``latency_ms``. The rows of one mode are the points of its latency CDF.
-    """
-    reads = history.operations.filter(
-        (F.col("kind") == KIND_ROUTE_READ)
-        & (F.col("outcome") != OUTCOME_TIMEOUT)
-        & (F.col("complete_ms") >= F.col("invoke_ms"))
-    ).withColumn("latency_ms", F.col("complete_ms") - F.col("invoke_ms"))
-    levels = [round(i / steps, 6) for i in range(1, steps + 1)]
-    wide = reads.groupBy(*GROUP).agg(
-        F.count("*").alias("reads"),
-        F.percentile_approx("latency_ms", levels, PERCENTILE_ACCURACY).alias("q"),
-    )
-    return (
-        wide.select(*GROUP, "reads", F.posexplode("q").alias("i", "latency_ms"))
-        .select(
-            *GROUP,
-            "reads",
-            F.round((F.col("i") + 1) / steps, 6).alias("quantile"),
-            "latency_ms",
-        )
-        .orderBy(*GROUP, "quantile")
-    )
-
-
-def stale_route_by_node(history: History) -> DataFrame:
-    """One row per hard broker kill and node: how long that node kept routing to it.
-
-    Columns: ``run_id, mode, scenario, target`` (the killed broker), ``start_ms`` (the kill,
-    run clock), ``node``; ``window_ms``, ms from the kill to the node's first sampling round
-    after which none of its sampled answers includes the broker (all topics of a round
-    together, as ``stale_route_windows`` does over all nodes), null when its last round
-    inside the kill window still included it; ``observed_ms``, ms from the kill to the node's
-    last round inside the window (how long it was watched: a null ``window_ms`` means "at
-    least this long").
-    """
-    kills = _fault_windows(history.faults, [FAULT_KILL_BROKER]).select(
-        "run_id", "mode", "scenario", "target", "start_ms", "end_ms"
-    )
-    rounds = history.node_states.groupBy("run_id", "node", "ts_ms").agg(
-        F.flatten(F.collect_list(_brokers_of(F.col("value")))).alias("brokers")
-    )
-    window = kills.join(rounds, "run_id").filter(
-        (F.col("ts_ms") >= F.col("start_ms")) & (F.col("ts_ms") < F.col("end_ms"))
-    )
-    keys = ["run_id", "mode", "scenario", "target", "start_ms", "node"]
-    routed = F.array_contains(F.col("brokers"), F.col("target"))
-    per_node = window.groupBy(*keys).agg(
-        F.max(F.when(routed, F.col("ts_ms"))).alias("last_routed_ms"),
-        F.max("ts_ms").alias("last_round_ms"),
-    )
-    dropped = (
-        window.join(per_node, keys)
-        .filter(F.col("ts_ms") > F.coalesce(F.col("last_routed_ms"), F.col("start_ms") - 1))
-        .groupBy(*keys)
-        .agg(F.min("ts_ms").alias("drop_ms"))
-    )
-    return (
-        per_node.join(dropped, keys, "left")
-        .select(
-            *keys,
-            (F.col("drop_ms") - F.col("start_ms")).alias("window_ms"),
-            (F.col("last_round_ms") - F.col("start_ms")).alias("observed_ms"),
-        )
-        .orderBy("run_id", "start_ms", "target", "node")
-    )

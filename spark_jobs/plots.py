@@ -3,7 +3,7 @@
 Every figure compares the consistency modes of the runs in a report: one colour and line
 style per mode (``eventual`` red and solid, ``raft`` blue and dashed, drawn on top so equal
 curves stay visible), and the series are named ``mode`` or, when the tables hold several
-scenarios, ``mode/scenario``. The input is the ``tables`` of ``spark_jobs.metrics.analyze``
+scenarios, ``mode/scenario``. The input is the ``tables`` of ``spark_jobs.analysis.analyze``
 (plain rows); a figure whose table is missing or empty is left out.
 
 No pyplot: figures are plain :class:`~matplotlib.figure.Figure` objects on their own
@@ -32,9 +32,9 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
+from experiment_history.schema import FAULT_KILL_BROKER
 from spark_jobs.metrics import T_BUCKET_EDGES_MS
 from spark_jobs.report import PLOT_NAMES
-from spark_jobs.schema import FAULT_KILL_BROKER
 
 Row = Mapping[str, Any]
 Tables = Mapping[str, Sequence[Row]]

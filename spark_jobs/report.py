@@ -1,5 +1,8 @@
-"""Write analysis results: JSON and CSV tables, plots, and a Markdown summary that puts the
-modes side by side (``summary.md``). The console's experiment page shows the same sections.
+"""The analysis report: its sections, the modes side by side, the verdicts, and the files
+that carry them (JSON and CSV tables, ``summary.md``).
+
+The console's experiment page renders the same sections from these functions, so this module
+imports neither Spark nor matplotlib; :mod:`spark_jobs.report_folder` adds the plots.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.history import find_runs, iter_rows, read_meta
-from spark_jobs.schema import FAULTS, OPERATIONS
+from experiment_history.runs import find_runs, iter_rows, read_meta
+from experiment_history.schema import FAULTS, OPERATIONS
 
 Row = Mapping[str, Any]
 
@@ -398,21 +401,3 @@ def report_title(history_root: Path | str) -> str:
     modes = modes_in({"runs": [{"mode": m.mode} for m in metas]})
     seeds = sorted({m.seed for m in metas})
     return f"{', '.join(scenarios)}: {' vs '.join(modes)} (seed {', '.join(str(s) for s in seeds)})"
-
-
-def write_report(
-    out_dir: Path | str,
-    tables: dict[str, list[dict[str, Any]]],
-    seconds: Mapping[str, float],
-    history_root: Path | str,
-) -> Path:
-    """Everything of one report folder: tables (CSV, ``summary.json``), plots (PNG, SVG)
-    and ``summary.md``; returns the Markdown file."""
-    from spark_jobs.plots import write_plots  # matplotlib: only where a report is written
-
-    tables[COUNTEREXAMPLE_OPS] = counterexample_operations(
-        history_root, tables.get("counterexamples", [])
-    )
-    write_tables(out_dir, tables)
-    plots = write_plots(out_dir, tables)
-    return write_markdown(out_dir, tables, seconds, plots, report_title(history_root))

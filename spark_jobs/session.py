@@ -85,10 +85,11 @@ def shipped_sources(
     root: Path = PROJECT_ROOT, package: str = ROOT_PACKAGE, cache_dir: Path | None = None
 ) -> list[Path]:
     """The source files executors need: every module of ``package`` plus, transitively,
-    every project module they import (``remoting.model`` and ``raftstore.vocab`` today),
-    each with its packages' ``__init__.py``. Found by reading the import statements, so an
-    ``importlib.import_module`` of a project module would not be seen. Tests, ``.venv``,
-    ``run/`` and ``__pycache__`` are never part of it (they are not imported packages).
+    every project module they import (``experiment_history``, ``remoting.model`` and
+    ``raftstore.vocab`` today), each with its packages' ``__init__.py``. Found by reading
+    the import statements, so an ``importlib.import_module`` of a project module would not
+    be seen. Tests, ``.venv``, ``run/`` and ``__pycache__`` are never part of it (they
+    are not imported packages).
 
     Parsing takes tens of milliseconds, so each file's imports are cached in
     ``cache_dir`` under its path, mtime and size; a warm call only stats the files.

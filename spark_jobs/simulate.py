@@ -32,8 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raftstore import vocab
-from spark_jobs.clients import (
+from experiment_history.clients import (
     JavaRandom,
     MQFaultStrategy,
     ThreadLocalIndex,
@@ -43,8 +42,8 @@ from spark_jobs.clients import (
     topic_route_to_publish_info,
     topic_route_to_subscribe_info,
 )
-from spark_jobs.history import HistoryWriter, RunMeta
-from spark_jobs.schema import (
+from experiment_history.runs import HistoryWriter, RunMeta
+from experiment_history.schema import (
     FAULT_ASYMMETRIC_PARTITION,
     FAULT_KILL_BROKER,
     FAULT_KILL_NAMESRV,
@@ -62,6 +61,7 @@ from spark_jobs.schema import (
     RouteItem,
     canonical_queues,
 )
+from raftstore import vocab
 
 MODE_EVENTUAL = vocab.MODE_EVENTUAL
 MODE_RAFT = vocab.MODE_RAFT

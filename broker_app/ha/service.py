@@ -49,7 +49,7 @@ from broker_app.ha.auth import (
 from broker_app.ha.config import READ_CHUNK_BYTES, HAConfig
 from broker_app.ha.protocol import HAProtocolError, ReportDecoder, encode_transfer
 from broker_app.store.message_store import MessageStore
-from remoting.server import RefusalLog
+from remoting.limits import RefusalLog
 
 log = logging.getLogger(__name__)
 

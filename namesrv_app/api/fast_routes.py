@@ -4,38 +4,37 @@ Producers and dashboards poll this endpoint; through Django's full middleware
 stack, token and role lookups and DRF it cost about 6-9 ms a request, almost
 all of it thread hops and queries that do not depend on the topic. This module
 answers the common request, a token- (or anonymously-, when allowed) authorised
-GET asking for JSON, from three small per-process caches:
+GET asking for JSON, without a thread hop when it can:
 
-* route JSON per (node, ``routes_version``, topic), a bounded LRU. The projection's
-  ``routes_version`` moves on every change that may alter a route answer (never
-  on heartbeats), so an entry is never wrong for its key;
-* the projection's versions (:class:`~namesrv_app.web.reads.ProjectionStamp`),
-  re-read at most every ``ROUTE_VERSION_TTL_MS`` (200 ms). An answer may thus
-  lag the projection by that much, and it says exactly which ``applied_version``
-  it reflects, as every local answer does;
-* token key -> role for ``TOKEN_CACHE_TTL_MS`` (5 s), and never past the token's
-  expiry. Only grants are cached: a deleted token, a deactivated user or a lost
-  role takes effect within that bound; an unknown or expired token is never
-  cached and always reaches the slow path. The grant is decided by the one token
-  check, :func:`namesrv_app.tokens.authenticate_token`, as the DRF view's is.
+* the route JSON comes from the one route-answer store
+  (:class:`~gateway.route_answers.RouteAnswers`), keyed by topic and this answer
+  style, versioned by the projection's ``(node_id, routes_version)``, which moves on
+  every change that may alter a route answer (never on heartbeats);
+* that version (:class:`~namesrv_app.web.reads.ProjectionStamp`) is re-read at most
+  every ``ROUTE_VERSION_TTL_MS`` (200 ms). An answer may thus lag the projection by
+  that much, and it says exactly which ``applied_version`` it reflects, as every local
+  answer does;
+* the token is checked by a DRF authentication class
+  (:class:`~namesrv_app.api.authentication.RouteReadTokenAuthentication`) whose grants
+  Django's cache holds for ``TOKEN_CACHE_TTL_MS`` (5 s);
+* the Host header is checked by Django's ``HttpRequest.get_host`` (ALLOWED_HOSTS), and
+  the security and frame headers are set by Django's own middlewares.
 
 Anything else (another method, query, Accept, a session cookie, an invalid
 topic, a refused token, an unknown topic) falls through to the DRF view, which
 keeps every error answer and the browsable API exactly as they were. The
 answer bytes and headers equal the DRF view's (tested).
 
-Why one module of ~630 lines: the request lane and the ASGI scope lane must answer
-byte for byte what the DRF view answers; they share the caches, the header template
-and the candidate test, and are tested against the view together.
+Why one module of ~600 lines: the request lane and the ASGI scope lane must answer
+byte for byte what the DRF view answers; they share the route answers, the header
+template and the candidate test, and are tested against the view together.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -49,21 +48,23 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import get_script_prefix, reverse
+from rest_framework.exceptions import AuthenticationFailed
 
+from gateway.route_answers import RouteAnswers
+from namesrv_app.api.authentication import RouteReadTokenAuthentication
 from namesrv_app.gateway_client import web_setting
-from namesrv_app.roles import role_of
 from namesrv_app.web import reads
 from namesrv_app.web.forms import validate_topic
+from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LOCAL
 
 ROUTE_ANSWERS_MAX = 16_384
-TOKENS_MAX = 4_096
-HOSTS_MAX = 256
 ROUTE_VERSION_TTL_MS = 200
-TOKEN_CACHE_TTL_MS = 5_000
+HOSTS_MAX = 256
 JSON_ACCEPTS = frozenset({"", "*/*", "application/json"})
 TOKEN_KEYWORD = b"token"
 ALLOW_HEADER = "GET, HEAD, OPTIONS"
-GRANTED_ROLES = frozenset({"viewer", "operator"})
+REST_STYLE = "rest"
+"""The answer style of this lane's route JSON in the route-answer store."""
 
 T = TypeVar("T")
 
@@ -71,44 +72,6 @@ T = TypeVar("T")
 def _dumps(value: Any) -> bytes:
     """JSON exactly as DRF's JSONRenderer writes it (compact, UTF-8, strict)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-class _Lru:
-    """A bounded, thread-safe LRU map (workers answer on the loop and in threads).
-
-    Not Django's cache framework: its local-memory backend pickles every value on
-    set and get, and a hit here is the whole cost of an answer (tenths of a ms).
-    """
-
-    def __init__(self, entries_max: int) -> None:
-        assert entries_max > 0
-        self.entries_max = entries_max
-        self._entries: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        """The value, or None; a hit becomes the most recent entry."""
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: Any, value: Any) -> None:
-        """Store, evicting the least recent entry beyond the bound."""
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.entries_max:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        """Forget everything."""
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,33 +82,27 @@ class _Stamp:
     expires_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class _Grant:
-    """A token's role and when it must be looked up again (monotonic seconds)."""
-
-    user_id: int
-    role: str
-    expires_at: float
+_RouteKey = tuple[str, str]
+_RouteVersion = tuple[str, int]
+"""(node_id, routes_version) of the projection."""
 
 
 class RouteAnswerCache:
-    """The three caches of one worker process; see the module docstring for the bounds."""
+    """What the lane keeps in one worker process: its route answers and the projection
+    version it last read (see the module docstring for the bounds)."""
 
     def __init__(self) -> None:
-        self.routes = _Lru(ROUTE_ANSWERS_MAX)
-        self.grants = _Lru(TOKENS_MAX)
+        self.routes: RouteAnswers[_RouteKey, _RouteVersion, bytes] = RouteAnswers(ROUTE_ANSWERS_MAX)
         self._stamp: _Stamp | None = None
         self.hits = 0
         self.misses = 0
 
     def clear(self) -> None:
-        """Forget everything and zero the counters (tests)."""
+        """Forget everything, token grants included, and zero the counters (tests)."""
         self.routes.clear()
-        self.grants.clear()
+        AUTHENTICATION.grants.clear()
         self._stamp = None
         self.hits = self.misses = 0
-
-    # ------------------------------------------------------------ the three lookups
 
     def cached_stamp(self, now_s: float) -> reads.ProjectionStamp | None:
         """The projection stamp while it is fresh enough, else None."""
@@ -162,20 +119,13 @@ class RouteAnswerCache:
             self.routes.clear()
         self._stamp = _Stamp(stamp, now_s + ttl_s)
 
-    def cached_grant(self, key: str, now_s: float) -> _Grant | None:
-        """The role granted to token ``key`` while the grant is fresh, else None."""
-        grant: _Grant | None = self.grants.get(key)
-        if grant is None or now_s >= grant.expires_at:
-            return None
-        return grant
+    def route(self, topic: str, stamp: reads.ProjectionStamp) -> bytes | None:
+        """The route JSON of ``topic`` held at the stamp's routes version, else None."""
+        return self.routes.get((topic, REST_STYLE), (stamp.node_id, stamp.routes_version))
 
-    def keep_grant(
-        self, key: str, user_id: int, role: str, now_s: float, valid_s: float = float("inf")
-    ) -> None:
-        """Trust a granted role for TOKEN_CACHE_TTL_MS, or the ``valid_s`` the token
-        has left if that is shorter."""
-        ttl_s = web_setting("TOKEN_CACHE_TTL_MS", TOKEN_CACHE_TTL_MS) / 1000
-        self.grants.put(key, _Grant(user_id, role, now_s + min(ttl_s, valid_s)))
+    def keep_route(self, topic: str, node_id: str, routes_version: int, body: bytes) -> None:
+        """Hold the route JSON of ``topic`` read at ``routes_version``."""
+        self.routes.put((topic, REST_STYLE), (node_id, routes_version), body)
 
 
 def _rewound(before: reads.ProjectionStamp, after: reads.ProjectionStamp) -> bool:
@@ -194,26 +144,24 @@ CACHE = RouteAnswerCache()
 # ------------------------------------------------------------------- DB reads (sync)
 
 
-def _lookup_grant(key: str) -> tuple[int, str, float] | None:
-    """(user id, role, seconds the token has left) of an active user's unexpired token
-    holding a console role, else None.
+AUTHENTICATION = RouteReadTokenAuthentication()
 
-    The API's own token check decides (unknown or expired key, inactive user), so
-    this lane grants exactly what the view's authentication would.
-    """
-    from django.utils import timezone
-    from rest_framework.exceptions import AuthenticationFailed
 
-    from namesrv_app.tokens import authenticate_token
-
-    now = timezone.now()
+def _role(key: str) -> str | None:
+    """The role of token ``key`` (a database read when none is held), None when refused:
+    the DRF view then answers 401 or 403."""
     try:
-        user, token = authenticate_token(key, now)
+        role, _ = AUTHENTICATION.authenticate_credentials(key)
     except AuthenticationFailed:
         return None
-    role = role_of(user)
-    valid_s = (token.expires - now).total_seconds()
-    return (user.pk, role, valid_s) if role in GRANTED_ROLES else None
+    return role
+
+
+async def _granted(key: str, run: Runner[Any]) -> bool:
+    """True when token ``key`` may read routes (checked in a thread when no grant is held)."""
+    if AUTHENTICATION.held_role(key) is not None:
+        return True
+    return await run(lambda: _role(key)) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +194,9 @@ def _stamp_part(node_id: str, applied_version: int) -> bytes:
     """The body between the topic and the route: the same for every topic of a stamp."""
     return b"".join(
         (
-            b',"consistency":"local","node_id":',
+            b',"consistency":',
+            _dumps(CONSISTENCY_LOCAL),
+            b',"node_id":',
             _dumps(node_id),
             b',"applied_version":',
             str(applied_version).encode(),
@@ -282,7 +232,7 @@ def _candidate(request: HttpRequest, prefix: str) -> _Candidate | None:
     if not topic or "/" in topic:
         return None
     query = request.GET
-    if query and (len(query) != 1 or query.getlist("consistency") != ["local"]):
+    if query and (len(query) != 1 or query.getlist(CONSISTENCY_FIELD) != [CONSISTENCY_LOCAL]):
         return None
     if request.META.get("HTTP_ACCEPT", "").strip() not in JSON_ACCEPTS:
         return None
@@ -338,18 +288,14 @@ class _FastPath:
         if candidate is None or self._security.process_request(request) is not None:
             return None
         now_s = time.monotonic()
-        if candidate.token is not None and CACHE.cached_grant(candidate.token, now_s) is None:
-            key = candidate.token
-            grant = await run(lambda: _lookup_grant(key))
-            if grant is None:
-                return None  # the DRF view answers 401 or 403
-            CACHE.keep_grant(key, grant[0], grant[1], now_s, grant[2])
+        if candidate.token is not None and not await _granted(candidate.token, run):
+            return None  # the DRF view answers 401 or 403
         stamp = CACHE.cached_stamp(now_s)
         if stamp is None:
             stamp = await run(reads.projection_stamp)
             CACHE.keep_stamp(stamp, now_s)
         topic = candidate.topic
-        route = CACHE.routes.get((stamp.node_id, stamp.routes_version, topic))
+        route = CACHE.route(topic, stamp)
         if route is not None:
             CACHE.hits += 1
             return self.finish(
@@ -360,7 +306,7 @@ class _FastPath:
         if read.body is None:
             return None  # the DRF view answers 404 (and logs it)
         # Keyed by the versions of the read itself: the stamp may be older.
-        CACHE.routes.put((read.node_id, read.routes_version, topic), read.body)
+        CACHE.keep_route(topic, read.node_id, read.routes_version, read.body)
         return self.finish(
             request, _route_body(topic, read.node_id, read.applied_version, read.body)
         )
@@ -388,7 +334,7 @@ class _FastPath:
 
 Headers = list[tuple[bytes, bytes]]
 
-_LOCAL_QUERIES = frozenset({b"", b"consistency=local"})
+_LOCAL_QUERIES = frozenset({b"", f"{CONSISTENCY_FIELD}={CONSISTENCY_LOCAL}".encode()})
 _JSON_ACCEPTS_RAW = frozenset(a.encode() for a in JSON_ACCEPTS)
 _READ_HEADERS = frozenset({b"host", b"accept", b"authorization"})
 _LANE_REFUSED = frozenset({b"cookie", b"content-length", b"transfer-encoding"})
@@ -407,17 +353,18 @@ class _Template:
 
 
 class _HitLane:
-    """Cache hits answered from the ASGI scope alone, without building a request.
+    """Held answers given from the ASGI scope alone, without building a request.
 
     A strict subset of what :meth:`_FastPath.answer` answers: the plainest request
     (no cookie, body, root path, proxy-set scheme or forwarded host; a single
     Host, Accept and Authorization; no query but ``consistency=local``) whose
     grant, stamp and route are all cached. Anything else returns None and takes
     the request path, which answers or declines exactly as before. The headers
-    are those :meth:`_FastPath.finish` builds, taken once per scheme from a real
-    request; they depend on settings only, as the middlewares' own do. Those
-    headers, the Host checks and the settings test are remembered until a
-    setting changes (Django's ``setting_changed`` signal).
+    are those :meth:`_FastPath.finish` builds (Django's security and frame
+    middlewares), taken once per scheme from a real request; they depend on settings
+    only, as the middlewares' own do. Those headers, Django's Host verdicts and the
+    settings test are remembered until a setting changes (Django's ``setting_changed``
+    signal).
     """
 
     def __init__(self, path: _FastPath) -> None:
@@ -464,7 +411,7 @@ class _HitLane:
         if header:
             if len(header) != 2 or header[0].lower() != TOKEN_KEYWORD:
                 return None
-            if CACHE.cached_grant(header[1].decode("latin-1"), now_s) is None:
+            if AUTHENTICATION.held_role(header[1].decode("latin-1")) is None:
                 return None
         elif not web_setting("ALLOW_ANONYMOUS_ROUTE_READS", False):
             return None
@@ -473,7 +420,7 @@ class _HitLane:
             return None
         # Only topics that passed validate_topic on their miss are ever cached, and
         # such a segment decodes to itself in the DRF route too (see _candidate).
-        route = CACHE.routes.get((stamp.node_id, stamp.routes_version, topic))
+        route = CACHE.route(topic, stamp)
         if route is None:
             return None
         CACHE.hits += 1
@@ -496,6 +443,8 @@ class _HitLane:
         return self._plain
 
     def _host_allowed(self, raw: bytes) -> bool:
+        """Django's verdict on a Host value, remembered: building the request that asks
+        it costs more than the rest of a hit."""
         allowed = self._hosts.get(raw)
         if allowed is None:
             if len(self._hosts) >= HOSTS_MAX:
@@ -518,8 +467,7 @@ class _HitLane:
 
 
 def _host_allowed(raw: bytes) -> bool:
-    """Django's own ``HttpRequest.get_host`` check of a Host header (ALLOWED_HOSTS);
-    the lane caches its verdict per header value."""
+    """Django's own ``HttpRequest.get_host`` check of a Host header (ALLOWED_HOSTS)."""
     request = HttpRequest()
     request.META["HTTP_HOST"] = raw.decode("latin-1")
     try:

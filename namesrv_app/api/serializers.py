@@ -22,6 +22,7 @@ from namesrv_app.web.forms import (
     validate_perm,
     validate_topic,
 )
+from remoting.consistency import CONSISTENCY_LEVELS, CONSISTENCY_LOCAL
 
 BROKERS_PER_TOPIC_MAX = 1024
 
@@ -46,7 +47,7 @@ class RouteQuerySerializer(Serializer):
     """``?consistency=local|linearizable``."""
 
     consistency = serializers.ChoiceField(
-        choices=("local", "linearizable"), default="local", required=False
+        choices=CONSISTENCY_LEVELS, default=CONSISTENCY_LOCAL, required=False
     )
 
 

@@ -22,8 +22,7 @@ from rest_framework.exceptions import NotAuthenticated, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
-from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import APIView, exception_handler as drf_exception_handler
 
 from namesrv_app import gateway_client, topic_types
 from namesrv_app.api import serializers as s
@@ -32,6 +31,7 @@ from namesrv_app.gateway_client import GatewayError, PartialWrite, WriteOutcome
 from namesrv_app.models import AuditEntry
 from namesrv_app.web import reads
 from namesrv_app.web.forms import validate_deletable_topic
+from remoting.consistency import CONSISTENCY_LINEARIZABLE
 from remoting.model import QueueData
 
 ERRORS = {
@@ -157,7 +157,7 @@ class RouteView(APIView):
         Any name: a producer may ask the wire for any topic, and so may this read.
         """
         query = _valid(s.RouteQuerySerializer, request.query_params)
-        if query["consistency"] == "linearizable":
+        if query["consistency"] == CONSISTENCY_LINEARIZABLE:
             route = gateway_client.topic_route(topic, linearizable=True)
             state = gateway_client.node_status()
             node_id, version = str(state.get("node_id", "")), int(state["applied_version"])

@@ -24,14 +24,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from experiment_history.runs import read_table, table_path
+from experiment_history.schema import FAULTS, OPERATIONS
 from experiments.runner import MODES, REPORT_DIR_NAME, RUNS_DIR_NAME
 from experiments.scenarios import SCENARIOS
 from namesrv_app.models import ExperimentRun
 from namesrv_app.roles import is_operator
 from namesrv_app.web.views import _context, console_view
 from spark_jobs import report
-from spark_jobs.history import read_table, table_path
-from spark_jobs.schema import FAULTS, OPERATIONS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODE_BOTH = "both"

@@ -23,7 +23,7 @@ from django.db.models.lookups import Exact
 from namesrv_app import gateway_client, models, topic_types
 from namesrv_app.agreement import mark_agreement
 from namesrv_app.db_router import PROJECTION_DB
-from namesrv_app.projection import LIVENESS_LINGER_S
+from namesrv_app.projection.writer import LIVENESS_LINGER_S
 from remoting import bodies
 from remoting.model import TopicRouteData
 

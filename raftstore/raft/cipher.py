@@ -9,10 +9,9 @@ has the same three, so PySyncObj's connections use it unchanged
 timestamp PySyncObj checks for order is authenticated with the message.
 
 Why not Fernet: it is AES-128-CBC plus HMAC-SHA256 in Python-level steps with the token
-base64-encoded, about 24 us per small message and 2.9 ms per 256 KiB batch, on every
-send and every receive of PySyncObj's one thread. An AEAD call costs about 1.4 us and
-56 us for the same sizes (``bench/raft_write.py``: light commit p50 2.3 -> 1.9 ms,
-heavy writes +15%).
+base64-encoded, on every send and every receive of PySyncObj's one thread; one AEAD
+call costs a small fraction of that (see docs/BENCHMARKS.md, "Tables left out of the
+log, the leader's flush overlapped").
 
 Token: version byte ``0x01`` + timestamp (8 bytes, big-endian) + nonce (12 random
 bytes) + ciphertext and tag; the first 9 bytes are the associated data. GCM-SIV is

@@ -26,24 +26,23 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pysyncobj import SyncObj, replicated
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _RAFT_STATE, SyncObjExceptionWrongVer
 
-from raftstore.raft import codec
 from raftstore.raft.append import PySyncObjLogView, trim_append_entries
 from raftstore.raft.cipher import RaftCipher
+from raftstore.raft.codec import FORMAT_JSON, FORMAT_MSGPACK
+from raftstore.raft.settings import RaftSettings
 from raftstore.raft.transport import PORT_LISTENING, PORT_NOT_LISTENING, RaftTransport
-
-if TYPE_CHECKING:
-    from raftstore.raft.replicator import RaftReplicator
 
 logger = logging.getLogger("raftstore.raft")
 
@@ -70,7 +69,7 @@ ALARM_MARKERS = ("truncating already-applied", "exceeds journal end")
 # only when applying it takes a while: more than one entry, a batch or compressed
 # entry, or a plain one this big.
 ANNOUNCE_MIN_BYTES = 32 * 1024
-PLAIN_FORMATS = (codec.FORMAT_MSGPACK, codec.FORMAT_JSON)  # one uncompressed command
+PLAIN_FORMATS = (FORMAT_MSGPACK, FORMAT_JSON)  # one uncompressed command
 
 
 # Dial overrides are per process: PySyncObj pickles node objects into membership
@@ -105,9 +104,8 @@ class Durability:
     with ``fdatasync`` of the file, not ``mmap.flush``: both write back the same dirty
     pages of the page cache (on Linux ``msync(MS_SYNC)`` is an fsync of the mapped
     range), but CPython's ``mmap.flush`` keeps the interpreter lock for the whole
-    disk wait, and in a gateway that stalled the event loop (and the projection
-    writer) for every flush, 0.1-1 ms each, hundreds of times a second during a
-    registration storm. ``os.fdatasync`` lets them run meanwhile."""
+    disk wait, stalling the event loop; ``os.fdatasync`` releases it (see
+    docs/BENCHMARKS.md, "Reads first, the writer's share held, fewer Raft messages")."""
 
     def __init__(self, journal_path: Path, enabled: bool) -> None:
         self._journal_path = journal_path
@@ -167,11 +165,13 @@ def _fsync_dir(path: Path) -> None:
 
 
 class RouteLog(SyncObj):  # type: ignore[misc]
-    """The one PySyncObj object of a node; its replicated method only delegates."""
+    """The one PySyncObj object of a node; its replicated method only delegates to
+    ``apply(entry, index)``, which returns True when this node proposed the entry."""
 
     def __init__(
         self,
-        owner: RaftReplicator,
+        apply: Callable[[bytes, int], bool],
+        settings: RaftSettings,
         self_addr: str,
         peers: list[str],
         conf: Any,
@@ -179,15 +179,14 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         durability: Durability,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread may apply at once.
-        self.owner = owner
+        self._apply_to_state = apply
         self.durability = durability
         self.resends_trimmed = 0
-        self.announce_commit_first = owner._settings.announce_commit_first
+        self.announce_commit_first = settings.announce_commit_first
         # Mid-apply heartbeats only once the normal one is a third of the shortest
-        # election timeout late: ordinary applies keep PySyncObj's own timing (sending
-        # from inside every apply longer than the 50 ms period cost 60% of the heavy
-        # write throughput of bench/raft_write.py).
-        self._apply_heartbeat_slack_s = owner._settings.raft_min_timeout_s / 3
+        # election timeout late: ordinary applies keep PySyncObj's own timing (see
+        # docs/BENCHMARKS.md, "The read front, registrations known by digest").
+        self._apply_heartbeat_slack_s = settings.raft_min_timeout_s / 3
         self._announced_commit = 0
         # The commit notice (see _SyncObj__sendAppendEntries): ticks are numbered;
         # a notice may wait when this tick applied only the leader's own entries.
@@ -198,7 +197,7 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         self.notices_held = 0
         # Bounded applies (see _SyncObj__applyLogEntries): committed entries left for
         # the next tick, which then polls without waiting.
-        self._apply_slice_s = owner._settings.apply_slice_s
+        self._apply_slice_s = settings.apply_slice_s
         self._apply_backlog = False
         self.apply_slices_cut = 0
         # Our cipher in place of the Fernet PySyncObj would make from the password
@@ -254,14 +253,13 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         left wait for the next tick.
 
         PySyncObj applies every newly committed entry in one tick, and the tick is
-        also what sends a leader's heartbeats and reads a follower's sockets. During a
-        fleet restart's registrations of large topic tables (772 KB bodies, 5,000
-        topics each) one entry could take 100-350 ms of wall time on a busy node, and
-        a tick that found several committed held them all. Sliced, a tick applies for
-        about one heartbeat period plus at most one entry, sends its round and reads
-        its sockets, and carries on at once (the poll does not wait while a backlog
-        is left). Which entries apply, and in which order, is unchanged; only the tick
-        they apply in moves."""
+        also what sends a leader's heartbeats and reads a follower's sockets: a tick
+        that found several large registrations committed held them all (see
+        docs/BENCHMARKS.md, "Shorter Raft ticks in the large-table phase"). Sliced, a
+        tick applies for about one heartbeat period plus at most one entry, sends its
+        round and reads its sockets, and carries on at once (the poll does not wait
+        while a backlog is left). Which entries apply, and in which order, is
+        unchanged; only the tick they apply in moves."""
         commit = self._SyncObj__raftCommitIndex
         applied = self._SyncObj__raftLastApplied
         self._apply_backlog = False
@@ -303,11 +301,11 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         copy; nobody else waits on it), that notice is held: the next round carries
         the commit index anyway, whether it brings the next entries or is released by
         :meth:`release_commit_notice` at the end of the following tick, at most one
-        tick period later. During the storm bench, at 200 registrations/s, a notice
-        per entry was half the rounds the leader sent and half the messages each
-        follower handled. An entry a follower proposed (its proposer waits for it
-        there) gets its notice at once, and so does any round due as a heartbeat.
-        Only when a message leaves changes, never what it says."""
+        tick period later (a notice per entry doubled the rounds; see docs/BENCHMARKS.md,
+        "Reads first, the writer's share held, fewer Raft messages"). An entry a
+        follower proposed (its proposer waits for it there) gets its notice at once,
+        and so does any round due as a heartbeat. Only when a message leaves changes,
+        never what it says."""
         if (
             self._notice_may_wait_tick == self._tick_no
             and monotonic() <= self._SyncObj__newAppendEntriesTime
@@ -354,7 +352,7 @@ class RouteLog(SyncObj):  # type: ignore[misc]
             or self._SyncObj__raftCommitIndex > self.raftLastApplied + 1
         ):
             self._announce_commit()
-        own = self.owner._apply_entry(entry, self.raftLastApplied + 1)
+        own = self._apply_to_state(entry, self.raftLastApplied + 1)
         if not own:
             # Its proposer (or nobody we know of) waits elsewhere: no holding this tick.
             self._foreign_applied_tick = self._tick_no
@@ -366,10 +364,9 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         """Leader, inside a long apply: send the AppendEntries round that is due.
 
         PySyncObj sends heartbeats from its tick, after applying every newly committed
-        entry. On a busy machine (the apply thread sharing the interpreter lock with the
-        event loop and the projection writer, and two cores with other nodes) applying a
-        batch of registrations took up to a second of wall time, longer than the
-        followers' election timeout, and they started elections against a live leader.
+        entry. On a busy machine applying a batch of registrations can outlast the
+        followers' election timeout, and they would start elections against a live
+        leader (see docs/BENCHMARKS.md, "registration storm").
         Called between the commands of an entry; due means PySyncObj's own heartbeat
         time has passed, so the rounds are those it would have sent. The clock decides
         only when a message leaves, never what is applied."""
@@ -388,47 +385,31 @@ class RouteLog(SyncObj):  # type: ignore[misc]
             self._send_round()
 
 
-class SnapshotHooks:
-    """PySyncObj serializer/deserializer: the table's codec plus raft bookkeeping."""
-
-    def __init__(self, owner: RaftReplicator) -> None:
-        self._owner = weakref.ref(owner)
-
-    def _get(self) -> RaftReplicator:
-        owner = self._owner()
-        assert owner is not None, "snapshot hook outlived its replicator"
-        return owner
-
-    def serialize(self, file_name: str, data: Any) -> None:
-        """Write (table, dedupe window, last two entries, cluster) to ``file_name``."""
-        last, prev, cluster = data
-        self._get()._write_snapshot(Path(file_name), last, prev, [n.id for n in cluster])
-
-    def deserialize(self, file_name: str) -> tuple[Any, Any, list[Any]]:
-        """Install the snapshot; return what PySyncObj needs back."""
-        return self._get()._read_snapshot(Path(file_name))
-
-
 # ------------------------------------------------------------------ log alarms
 
 
 class AlarmHandler(logging.Handler):
-    """Routes PySyncObj's divergence warnings to the replicator whose tick thread
-    logged them (several nodes may share a process in tests)."""
+    """Routes PySyncObj's divergence warnings to the node whose tick thread logged
+    them (several nodes may share a process in tests)."""
 
     def __init__(self) -> None:
         super().__init__(level=logging.WARNING)
-        self.by_thread: dict[int, weakref.ref[RaftReplicator]] = {}
+        self.by_thread: dict[int, weakref.WeakMethod[Callable[[str], None]]] = {}
+
+    def register(self, raise_alarm: Callable[[str], None]) -> None:
+        """Tick thread: route this thread's warnings to ``raise_alarm`` (a bound
+        method, held weakly: a stopped node is not kept alive)."""
+        self.by_thread[threading.get_ident()] = weakref.WeakMethod(raise_alarm)
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Record the message on the owning replicator, if any."""
+        """Record the message on the owning node's alarms, if any."""
         message = record.getMessage()
         if not any(marker in message for marker in ALARM_MARKERS):
             return
         ref = self.by_thread.get(record.thread or 0)
-        owner = ref() if ref is not None else None
-        if owner is not None:
-            owner._raise_alarm(message)
+        raise_alarm = ref() if ref is not None else None
+        if raise_alarm is not None:
+            raise_alarm(message)
 
 
 ALARMS = AlarmHandler()

@@ -7,15 +7,12 @@ them into PySyncObj's ``SyncObjConf`` (its public configuration API).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pysyncobj import SyncObjConf
-
-if TYPE_CHECKING:
-    from raftstore.raft.glue import SnapshotHooks
 
 DEFAULT_PROPOSE_TIMEOUT_S = 3.0
 VERIFY_OWN_ENTRIES_ENV = "NAMESRV_RAFT_VERIFY_OWN_ENTRIES"
@@ -28,39 +25,18 @@ BATCH_ANSWER_TIMEOUT_S = 1.0
 """A batch PySyncObj has not answered for this long (its node lost track of it, e.g. a
 snapshot replaced the entries) frees its in-flight slot and its proposals are retried."""
 STATUS_REFRESH_S = 0.05
-DEDUPE_WINDOW_ENTRIES = 8192
-CHECKPOINT_EVERY_ENTRIES = 1024
-"""A checkpoint digests the whole table on the apply thread, under the apply lock
-(0.09 s at 30k topics on the benchmark machine). Every 128 entries, a registration
-storm spent half the apply thread on digests. This is the interval for tables of up
-to :data:`CHECKPOINT_ROWS_PER_STEP` queue entries; see :func:`checkpoint_due`."""
-CHECKPOINT_ROWS_PER_STEP = 8192
-"""Each time the table doubles past this many queue entries (a topic on a broker),
-checkpoints come half as often: a digest's cost grows with the table (0.4 s at 100k
-entries), and at 30k entries one every 1,024 log entries still took a sixth of a
-gateway's interpreter time during the storm bench."""
-
-
-def checkpoint_due(index: int, rows: Callable[[], int]) -> bool:
-    """Whether the state after log index ``index``, holding ``rows()`` queue entries
-    (counted only at a multiple of :data:`CHECKPOINT_EVERY_ENTRIES`), is digested as
-    a checkpoint. Deterministic (the state is the same on every node at
-    the same index), and the intervals are powers of two times
-    :data:`CHECKPOINT_EVERY_ENTRIES`, so two nodes that disagree on the table's size
-    still share every checkpoint of the longer interval."""
-    interval = CHECKPOINT_EVERY_ENTRIES
-    if index % interval:
-        return False
-    count = rows()
-    while count > CHECKPOINT_ROWS_PER_STEP * (interval // CHECKPOINT_EVERY_ENTRIES):
-        interval *= 2
-    return index % interval == 0
-
-
-CHECKPOINTS_KEPT = 256
-ALARMS_KEPT = 32
 START_REPLAY_TIMEOUT_S = 30.0
-SNAPSHOT_MAGIC = b"RQSNAP1\n"
+
+
+class SnapshotSerializer(Protocol):
+    """What PySyncObj calls to write and install a snapshot file
+    (:class:`raftstore.raft.snapshots.SnapshotHooks`)."""
+
+    def serialize(self, file_name: str, data: Any) -> None:
+        """Write PySyncObj's ``data`` and the applied state to ``file_name``."""
+
+    def deserialize(self, file_name: str) -> tuple[Any, Any, list[Any]]:
+        """Install the snapshot in ``file_name``; return what PySyncObj needs back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,27 +51,25 @@ class RaftSettings:
     follower, so it no longer does. Group commit bounds the entries anyway: at most
     ``max_batches_in_flight`` log entries per node are pending, each holding up to
     ``max_batch_commands`` commands and at most ``max_batch_bytes`` (a batch is applied
-    in one tick of PySyncObj's thread, which also sends the heartbeats: 4 MiB batches
-    of 15 KB registrations stalled a leader's ticks for a second during a registration
-    storm, and the followers started elections).
+    in one tick of PySyncObj's thread, which also sends the heartbeats; see
+    docs/BENCHMARKS.md, "registration storm").
 
     ``announce_commit_first``: PySyncObj's leader tells the followers a new commit
     index only after it has applied every newly committed entry; with this on it
     tells them before applying, so the followers apply alongside the leader instead
     of after it (and are free to acknowledge the next batch sooner). Only for a run
     worth it (more than one entry, a batch or compressed entry, or a plain one of
-    ``ANNOUNCE_MIN_BYTES`` or more, ``raftstore.raft.glue``): for
-    a lone small entry the extra round cost the proposer 0.3 ms of commit latency
-    (light p50 2.2-2.3 ms without it, 2.5-2.7 ms with, ``bench/raft_write.py``) and
-    bought nothing, its apply being short.
+    ``ANNOUNCE_MIN_BYTES`` or more, ``raftstore.raft.glue``): for a lone small entry
+    the extra round costs commit latency and buys nothing, its apply being short (see
+    docs/BENCHMARKS.md, "Tables left out of the log, the leader's flush overlapped").
 
     Election timeouts are drawn from [``raft_min_timeout_s``, ``raft_max_timeout_s``].
-    The minimum is what keeps a busy leader leading (its ticks stalled up to about
-    0.5 s during the registration storm, see ``RouteLog.heartbeat_if_due``); the
-    maximum only spreads the candidates. Failover takes about the earlier of the two
-    followers' timeouts after the last heartbeat, 0.6 + 0.4 / 3 = 0.73 s on average with
-    1.0 s (0.9 s with the earlier 1.5 s); 0.4 s of spread still makes two followers'
-    candidacies hundreds of times longer apart than a vote round trip.
+    The minimum is what keeps a busy leader leading (see ``RouteLog.heartbeat_if_due``);
+    the maximum only spreads the candidates. Failover takes about the earlier of the
+    two followers' timeouts after the last heartbeat (0.73 s on average); 0.4 s of
+    spread still makes two followers' candidacies hundreds of times longer apart than
+    a vote round trip (see docs/BENCHMARKS.md, "Tables left out of the log, the
+    leader's flush overlapped").
 
     ``apply_slice_s``: a tick applies committed entries for about this long (plus the
     entry it is in), then sends its round and reads its sockets before the next tick
@@ -106,9 +80,9 @@ class RaftSettings:
     ``linger_s``: a proposal made with ``linger`` (a broker's registrations and
     heartbeats, which it sends every 30 s and waits seconds for) may wait this long
     for others to share its log entry, unless one that may not wait joins the
-    queue first. During a registration storm each registration was a log entry of
-    its own, and every entry costs each member a journal flush and a round of
-    messages; the answer comes at most one tick later.
+    queue first: every entry costs each member a journal flush and a round of
+    messages, and the answer comes at most one tick later (see docs/BENCHMARKS.md,
+    "Reads decoded from memory, registrations sharing log entries").
 
     A node applies the entries it proposed from the command objects it encoded
     rather than decoding its own bytes again. That equals the decode as long as
@@ -151,7 +125,7 @@ class RaftSettings:
         self,
         journal: Path,
         dump: Path,
-        hooks: SnapshotHooks,
+        hooks: SnapshotSerializer,
         security: Mapping[str, str],
     ) -> Any:
         """The SyncObjConf for one node; ``security`` binds the port and sets the

@@ -78,7 +78,7 @@ from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.tcp_server import SERVER_STATE, TcpServer
 from pysyncobj.transport import TCPTransport
 
-from remoting.server import RefusalLog
+from remoting.limits import RefusalLog
 
 log = logging.getLogger(__name__)
 
@@ -135,11 +135,11 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
     unauthenticated and gets at most :data:`PRE_AUTH_BYTES_MAX` of buffer.
 
     PySyncObj deflates every message at level 3. For the small messages of light load
-    (a heartbeat, an acknowledgement, one command) that cost more than sending the
-    bytes: the light commit p50 of ``bench/raft_write.py`` went from 1.9 to 1.5 ms
-    without it. Messages of :data:`COMPRESS_MIN_BYTES` or more (batches of entries) are
-    deflated at level 1: sent raw, a 256 KiB batch made PySyncObj's receive buffer,
-    which grows by concatenation, the bottleneck. The receiver inflates either.
+    (a heartbeat, an acknowledgement, one command) that costs more than sending the
+    bytes (see docs/BENCHMARKS.md, "Tables left out of the log, the leader's flush
+    overlapped"). Messages of :data:`COMPRESS_MIN_BYTES` or more (batches of entries)
+    are deflated at level 1: sent raw, a 256 KiB batch made PySyncObj's receive
+    buffer, which grows by concatenation, the bottleneck. The receiver inflates either.
     """
 
     def send(self, message: Any) -> None:

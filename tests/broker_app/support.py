@@ -33,9 +33,10 @@ from remoting.blocking import BlockingClient
 from remoting.bodies import decode_data_version, encode_data_version
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.connection import Connection
 from remoting.model import DataVersion, RegisterBrokerBody
 from remoting.register_body import decode_register_broker_request_body
-from remoting.server import Connection, RemotingServer
+from remoting.server import RemotingServer
 from tests.integration.gateway_harness import write_test_acl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """The console's experiment report in Chromium: verdicts of both modes side by side, every
 table with both modes or a sentence for its emptiness, counterexamples, and the PNG plots.
 
-The report is written by ``spark_jobs.report.write_report`` (real files, real matplotlib
+The report is written by ``spark_jobs.report_folder.write_report`` (real files, real matplotlib
 plots) from two small recorded histories and hand-made analysis tables, so no Spark runs
 here; the runs are indexed in the console node's own shared database.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.history import HistoryWriter, RunMeta
-from spark_jobs.report import write_report
+from experiment_history.runs import HistoryWriter, RunMeta
+from spark_jobs.report_folder import write_report
 
 from .conftest import REPO_ROOT, ConsoleNode, screenshot, settle
 

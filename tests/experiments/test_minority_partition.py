@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments.runner import ExperimentConfig, RunOutcome, run_experiment
+from experiment_history.runs import iter_rows
+from experiment_history.schema import WRITE_KINDS
+from experiments.config import ExperimentConfig
+from experiments.runner import RunOutcome, run_experiment
 from spark_jobs.checker import LINEARIZABLE, check_rows
-from spark_jobs.history import iter_rows
-from spark_jobs.schema import WRITE_KINDS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -5,15 +5,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from experiments.workload import (
-    BrokerFleet,
-    ClientTiming,
-    ConsumerGroup,
-    Producer,
-    Recorder,
-    make_brokers,
-)
-from spark_jobs.history import HistoryWriter, RunMeta, iter_rows
+from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
+from experiments.traffic import ClientTiming, ConsumerGroup, Producer
+from experiments.workload import BrokerFleet, Recorder, make_brokers
 
 TOPIC = "topic-000"
 TIMING = ClientTiming(poll_ms=1000, rebalance_ms=1000, send_timeout_ms=500, request_timeout_s=1.0)

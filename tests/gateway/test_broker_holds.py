@@ -16,15 +16,21 @@ import pytest
 
 from gateway.broker_holds import BrokerHolds, HoldRefusal
 from gateway.clock import ManualClock
-from gateway.server import Gateway, GatewayOptions
+from gateway.options import GatewayOptions
+from gateway.server import Gateway
 from localcluster.demo import DemoBroker, register_request, topic_table
 from node.files import write_secret_file
 from raftstore import commands as cmd
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable
 from remoting.acl import Credentials
-from remoting.acl_policy import LOOPBACK_WHITE_LIST, Account, AclConfig, dump_acl
-from remoting.acl_policy import parse_address_pattern as network
+from remoting.acl_policy import (
+    LOOPBACK_WHITE_LIST,
+    Account,
+    AclConfig,
+    dump_acl,
+    parse_address_pattern as network,
+)
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand

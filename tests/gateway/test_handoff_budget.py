@@ -18,9 +18,10 @@ from gateway import handoff
 from gateway.handoff import HandoffServer
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, make_response
+from remoting.connection import Connection
 from remoting.frame import FrameDecoder, encode_frame
 from remoting.listener import ConnectionBudget
-from remoting.server import Connection, RemotingServer
+from remoting.server import RemotingServer
 
 BURST = 300
 ECHO_CODE = 9001

@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.internal import InternalCode
 from gateway.metrics import (
     KNOWN_CODES,
     OTHER_CODE,
     GatewayMetrics,
     metrics_bind_host,
 )
-from gateway.server import Gateway, GatewayOptions
+from gateway.options import GatewayOptions
+from gateway.private_codes import InternalCode
+from gateway.server import Gateway
 from localcluster.demo import DemoBroker, register_request, topic_table
 from raftstore.replicator import LocalReplicator
 from raftstore.vocab import MODE_RAFT

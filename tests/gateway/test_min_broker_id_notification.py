@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.server import Gateway, GatewayOptions
+from gateway.options import GatewayOptions
+from gateway.server import Gateway
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
+from remoting.connection import Connection
 from remoting.model import TopicConfig, TopicConfigSerializeWrapper
-from remoting.server import Connection, RemotingServer
+from remoting.server import RemotingServer
 
 RECEIVE_TIMEOUT_S = 5.0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.dispatch import RequestDispatcher
+from gateway.registration import Kind, Refused, Registered, Registrar
 from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
@@ -175,3 +176,19 @@ async def test_an_empty_broker_name_is_refused_with_a_clear_remark(node: Node) -
     response = await node[2].handle(request)
     assert response is not None
     assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, "brokerName is missing")
+
+
+def _kind(decided: Registered | Refused) -> Kind | None:
+    return decided.kind if isinstance(decided, Registered) else None
+
+
+async def test_eventual_mode_registers_every_request_whole(node: Node) -> None:
+    """Eventual mode has no raft shortcut: each registration, even a repeat, is FULL."""
+    registrar = Registrar(node[1])
+    request = register_request(0, MASTER_ADDR, MASTER_HA, "T1", "T2")
+    kinds = [
+        _kind(await registrar.register(request, channel=None, peer_host="127.0.0.1"))
+        for _ in range(2)
+    ]
+    assert kinds == [Kind.FULL, Kind.FULL]
+    assert node[0].read(lambda t: t.pickup_topic_route("T2")) is not None

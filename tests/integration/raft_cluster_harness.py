@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.internal import InternalCode
+from gateway.private_codes import InternalCode
 from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode

@@ -20,8 +20,13 @@ import pytest
 from localcluster.demo import DemoBroker, register_request, topic_table
 from node.files import write_secret_file
 from remoting.acl import Credentials
-from remoting.acl_policy import LOOPBACK_WHITE_LIST, Account, AclConfig, dump_acl
-from remoting.acl_policy import parse_address_pattern as network
+from remoting.acl_policy import (
+    LOOPBACK_WHITE_LIST,
+    Account,
+    AclConfig,
+    dump_acl,
+    parse_address_pattern as network,
+)
 from remoting.blocking import BlockingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, load_command_class
 
-from gateway.server import GatewayOptions
+from gateway.options import GatewayOptions
 from namesrv_app.management.commands.run_gateway import positive
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.server import (
+from remoting.limits import (
     CONNECTIONS_PER_ADDRESS_MAX,
     FRAME_DEADLINE_S,
     UNFINISHED_FRAMES_BYTES_MAX,

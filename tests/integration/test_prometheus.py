@@ -6,7 +6,7 @@ in a temporary folder on a free loopback port and scrapes every second.
 
 The three raft gateways run in this test's event loop (real Raft ports, real
 remoting and metrics ports, one RaftReplicator each), since the metrics port is an
-option of :class:`~gateway.server.GatewayOptions`.
+option of :class:`~gateway.options.GatewayOptions`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from gateway.server import Gateway, GatewayOptions
+from gateway.options import GatewayOptions
+from gateway.server import Gateway
 from localcluster.demo import DemoBroker, register_request, topic_table
 from raftstore.vocab import MODE_RAFT
 from remoting.client import RemotingClient

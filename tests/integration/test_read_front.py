@@ -24,6 +24,7 @@ import pytest
 from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
+from remoting.client import RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import FrameDecoder, encode_frame
@@ -296,7 +297,8 @@ def wait_for_a_new_front(gateway: GatewayProcess, old: int) -> None:
         try:
             with gateway.client(timeout_s=1.0) as client:
                 answer = route(client, "FrontTopic")
-        except OSError:
+        except (OSError, RemotingClientError):
+            # Not up yet, or slow to answer on a loaded machine: ask again.
             return False
         served = answer.code in (0, ResponseCode.TOPIC_NOT_EXIST)
         return served and front_pid(gateway.info["pid"]) != old

@@ -13,7 +13,8 @@ from django.db import OperationalError
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from namesrv_app import models
-from namesrv_app.projection import ProjectionWriter
+from namesrv_app.projection.pacing import DUTY_FREE_S, DUTY_MAX
+from namesrv_app.projection.writer import ProjectionWriter
 from raftstore.commands import BrokerHeartbeat
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable
@@ -377,8 +378,6 @@ def test_a_big_batch_keeps_the_writer_to_its_share_unless_a_flush_waits() -> Non
     batches: a table of thousands of topics is written at that pace, sleeping between
     chunks, so it never holds the interpreter for its whole cost at once. A flush
     makes it catch up at full speed, with no debt kept for later."""
-    from namesrv_app.projection import DUTY_FREE_S, DUTY_MAX
-
     replicator = LocalReplicator("n1")
     service = NameServerService(replicator, ManualClock())
     writer = ProjectionWriter(replicator)

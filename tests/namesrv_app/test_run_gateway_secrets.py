@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 
-from gateway.server import GatewayConfigError, build_replicator
+from gateway.options import GatewayConfigError
+from gateway.parts import build_replicator
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.management.commands.run_gateway import raft_options
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raftstore.raft.settings import (
+from raftstore.raft.checkpoints import (
     CHECKPOINT_EVERY_ENTRIES,
     CHECKPOINT_ROWS_PER_STEP,
     checkpoint_due,

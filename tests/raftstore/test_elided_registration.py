@@ -4,7 +4,7 @@ exactly the state the whole registration gives, or changes nothing and asks for 
 Raft mode replicates a broker's registration without its topic table when the table is
 the one the broker registered last (same ``topics_digest``) and only the DataVersion
 moved. Apply trusts that only while ``Tables.registered`` still records the table:
-``raftstore.rules.elided_topics_hold``. The property test runs random command histories
+``raftstore.registration.elided_topics_hold``. The property test runs random command histories
 on two tables, one given the elided form and one the whole registration, and checks
 they never differ.
 """
@@ -14,8 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from raftstore.commands import Command, DeleteTopic, RegisterBroker, UpdateNamesrvConfig
 from raftstore.results import RegisterBrokerOutcome
@@ -161,14 +160,14 @@ def test_the_common_case_and_each_reason_to_ask_for_the_table() -> None:
     live = table.live_broker(cast.DEFAULT_CLUSTER, cast.ADDR_A0)
     assert live is not None and live.data_version == dv2
     assert not result.changes.topics
-    assert table.unchanged_registration(_elided(first, dv2, cast.NOW_MS + 2)) is not None
+    assert table.liveness_only_answer(_elided(first, dv2, cast.NOW_MS + 2)) is not None
 
     # An operator deleted a topic: the broker's next registration must bring it back,
     # so the elided form is refused and the whole table is needed.
     table.apply(DeleteTopic("T2"))
     dv3 = DataVersion(timestamp=cast.NOW_MS, counter=3)
     assert _outcome(table, _elided(first, dv3, cast.NOW_MS + 3)).needs_full
-    assert table.unchanged_registration(_elided(first, dv3, cast.NOW_MS + 3)) is None
+    assert table.liveness_only_answer(_elided(first, dv3, cast.NOW_MS + 3)) is None
     table.apply(_whole(first, dv3, cast.NOW_MS + 3))
     assert table.pickup_topic_route("T2") is not None
     # Recorded again by the whole registration.

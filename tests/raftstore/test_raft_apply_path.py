@@ -20,13 +20,13 @@ from tests.raftstore.raft_node import InProcessCluster
 
 def _count_decodes(node: RaftReplicator) -> list[int]:
     calls = [0]
-    decode: Callable[..., Any] = node._decode
+    decode: Callable[..., Any] = node._applied.decode
 
     def counting(*args: Any) -> Any:
         calls[0] += 1
         return decode(*args)
 
-    node._decode = counting  # type: ignore[method-assign]
+    node._applied.decode = counting  # type: ignore[method-assign]
     return calls
 
 
@@ -45,7 +45,7 @@ async def test_the_proposer_applies_its_own_entries_without_decoding_them(
 
         assert leader_decodes == [0]
         assert follower_decodes[0] >= 1
-        assert leader._own_entries == {}
+        assert leader._commits.own_entries == {}
         assert all(s.alarms == () for s in statuses)
         assert {n.read(lambda t: t.kv_get("own", "k39")) for n in cluster.nodes} == {"39"}
 

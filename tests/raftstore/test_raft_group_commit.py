@@ -33,7 +33,7 @@ async def test_concurrent_proposals_share_log_entries_and_each_gets_its_own_answ
     cluster: InProcessCluster,
 ) -> None:
     follower = await cluster.follower()
-    before = follower.batches_submitted
+    before = follower._commits.batches_submitted
     results = await asyncio.gather(
         *(follower.propose(PutKV("gc", f"k{i}", str(i))) for i in range(CONCURRENT))
     )
@@ -42,7 +42,7 @@ async def test_concurrent_proposals_share_log_entries_and_each_gets_its_own_answ
         frozenset({("gc", f"k{i}")}) for i in range(CONCURRENT)
     ]
     assert len({r.applied_version for r in results}) == CONCURRENT
-    assert follower.batches_submitted - before < CONCURRENT / 4
+    assert follower._commits.batches_submitted - before < CONCURRENT / 4
     statuses = await cluster.converged()
     assert statuses[0].applied_version == CONCURRENT
     for node in cluster.nodes:

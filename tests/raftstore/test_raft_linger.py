@@ -10,7 +10,7 @@ from pathlib import Path
 from gateway.services import NameServerService
 from raftstore.commands import PutKV
 from raftstore.raft import RaftSettings
-from raftstore.raft.replicator import LINGER_BATCH_COMMANDS
+from raftstore.raft.batching import LINGER_BATCH_COMMANDS
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from tests.raftstore.raft_node import InProcessCluster
 

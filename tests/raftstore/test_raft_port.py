@@ -29,7 +29,7 @@ from raftstore.raft.transport import (
     UNAUTHENTICATED_MAX,
     RaftPortServer,
 )
-from remoting.server import RefusalLog
+from remoting.limits import RefusalLog
 from tests.descriptors import descriptors_left
 from tests.raftstore.raft_node import InProcessCluster
 

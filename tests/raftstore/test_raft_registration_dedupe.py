@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gateway.dispatch import RequestDispatcher
+from gateway.registration import Kind, Registered, Registrar
 from gateway.services import NameServerService
 from localcluster.demo import DemoBroker, register_request, topic_table
 from raftstore.commands import Command, RegisterBroker
@@ -232,3 +233,36 @@ async def test_a_table_left_out_of_the_log_is_sent_whole_once_the_state_moved(
     await register_everywhere(6)
     assert sum(d.proposed_elided for d in deduper) > elided_before
     assert decodes["body"] == decoded_before
+
+
+async def test_each_copy_is_decided_once_and_answered_its_way(
+    services: tuple[InProcessCluster, list[NameServerService]],
+    decodes: Counter[str],
+) -> None:
+    """A broker's first registration is decoded and logged whole; the same request
+    again is known by its digest everywhere; the same table with a new DataVersion is
+    logged without the table and decoded nowhere."""
+    cluster, members = services
+    registrars = [Registrar(m) for m in members]
+    broker = DemoBroker(CLUSTER, "broker-k", 0, "10.3.0.1:10911", "10.3.0.1:10912")
+    table = topic_table([f"K-{j}" for j in range(TOPICS_PER_BROKER)])
+
+    async def decided(counter: int) -> Counter[Kind]:
+        frame = register_request(broker, table, DataVersion(timestamp=1, counter=counter))
+        answers = await asyncio.gather(
+            *(r.register(frame, channel=None, peer_host="127.0.0.1") for r in registrars)
+        )
+        await asyncio.gather(*(m.replicator.barrier() for m in members))
+        assert all(isinstance(a, Registered) for a in answers)
+        decided = [a for a in answers if isinstance(a, Registered)]
+        assert not any(a.outcome.failed or a.outcome.needs_full for a in decided)
+        return Counter(a.kind for a in decided)
+
+    first = await decided(1)
+    assert first[Kind.FULL] >= 1 and first[Kind.TOPICS_UNCHANGED] == 0, first
+    decoded = decodes["body"]
+    assert await decided(1) == Counter({Kind.SEEN: len(members)})
+    moved = await decided(2)
+    assert moved[Kind.TOPICS_UNCHANGED] >= 1 and moved[Kind.FULL] == 0, moved
+    assert decodes["body"] == decoded
+    await cluster.converged()

@@ -5,8 +5,7 @@ Hypothesis prints the falsifying command sequence (and its seed) on failure.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from raftstore.commands import Command
 from raftstore.route_table import RouteTable

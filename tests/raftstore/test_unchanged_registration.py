@@ -1,8 +1,8 @@
 """Property test: a registration answered as a heartbeat is one that changes nothing else.
 
 Raft mode answers a REGISTER_BROKER from the applied state when
-``RouteTable.unchanged_registration`` says applying it would change only the
-broker's liveness (``raftstore.liveness.RegistrationDeduper``). Here every such
+the plan of the registration holds only liveness edits
+(``RouteTable.liveness_only_answer``) (``raftstore.liveness.RegistrationDeduper``). Here every such
 answer is checked against really applying the registration to a copy of the
 table: same answer, only liveness changed, and the same state as a heartbeat.
 """
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from raftstore.commands import BrokerHeartbeat, Command, RegisterBroker
 from raftstore.route_table import RouteTable
@@ -60,7 +59,7 @@ def test_a_registration_answered_as_a_heartbeat_changes_only_liveness(
         if again
         else dataclasses.replace(between[0] if between else first, now_ms=now_ms)
     )
-    answer = table.unchanged_registration(candidate)
+    answer = table.liveness_only_answer(candidate)
     applied = RouteTable.restore(table.snapshot())
     result = applied.apply(candidate)
     if answer is None:
@@ -111,9 +110,9 @@ def test_a_repeated_registration_is_recognised() -> None:
     table = RouteTable()
     table.apply(first)
     table.apply(slave)
-    again = table.unchanged_registration(dataclasses.replace(slave, now_ms=BASE_MS + 30_000))
+    again = table.liveness_only_answer(dataclasses.replace(slave, now_ms=BASE_MS + 30_000))
     assert again is not None and again.master_addr == "10.0.0.1:10911"
-    assert table.unchanged_registration(dataclasses.replace(first, channel="ch2")) is not None
+    assert table.liveness_only_answer(dataclasses.replace(first, channel="ch2")) is not None
     newer = dataclasses.replace(wrapper, data_version=DataVersion(timestamp=BASE_MS, counter=2))
     more = dataclasses.replace(
         wrapper, topic_config_table={**wrapper.topic_config_table, "T3": TopicConfig("T3")}
@@ -125,4 +124,19 @@ def test_a_repeated_registration_is_recognised() -> None:
         dataclasses.replace(first, broker_id=2),
         dataclasses.replace(first, topic_config_wrapper=None),
     ):
-        assert table.unchanged_registration(changed) is None, changed
+        assert table.liveness_only_answer(changed) is None, changed
+
+
+@settings(max_examples=100, deadline=None)
+@given(command_lists, register_brokers)
+def test_planning_a_registration_changes_nothing(
+    commands: list[Command], candidate: RegisterBroker
+) -> None:
+    table = RouteTable()
+    for command in commands:
+        table.apply(command)
+    before = table.snapshot()
+    answer = table.liveness_only_answer(candidate)
+    assert table.snapshot() == before
+    # And applying it gives the same answer.
+    assert answer is None or table.apply(candidate).outcome == answer

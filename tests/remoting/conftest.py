@@ -19,8 +19,9 @@ import pytest
 
 from remoting.codes import ResponseCode, SerializeType
 from remoting.command import RemotingCommand, make_response
+from remoting.connection import Connection
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
-from remoting.server import Connection, RemotingServer
+from remoting.server import RemotingServer
 
 READ_TIMEOUT_S = 5.0
 

@@ -13,8 +13,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from remoting.bodies import decode_topic_config
 from remoting.errors import BodyDecodeError

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import zlib
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from remoting import bodies, fastjson, register_body
 from remoting.codes import LanguageCode, SerializeType

@@ -16,8 +16,7 @@ import tracemalloc
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from remoting import fastjson
 from remoting.errors import BodyDecodeError

@@ -15,8 +15,7 @@ import struct
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from remoting.codes import RequestCode, SerializeType
 from remoting.command import RemotingCommand, make_response

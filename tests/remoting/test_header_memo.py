@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from remoting import frame
 from remoting.codes import RequestCode, ResponseCode
@@ -53,9 +52,9 @@ def test_a_repeated_route_query_decodes_from_memory_and_equals_the_full_decode()
     assert len(decoder._memo._entries) == 1
 
 
-def test_a_broker_s_next_registration_decodes_from_memory_with_its_own_crc() -> None:
+def test_the_memo_keys_on_every_byte_but_the_opaque() -> None:
     decoder = FrameDecoder()
-    for opaque, crc in ((5, "1"), (6, "4294967295"), (7, "0"), (8, "123456")):
+    for opaque, crc in ((5, "1"), (6, "4294967295"), (7, "1"), (8, "123456")):
         request = RemotingCommand.request(
             RequestCode.REGISTER_BROKER,
             {"brokerName": "b", "brokerAddr": "127.0.0.1:10911", "bodyCrc32": crc},
@@ -64,7 +63,8 @@ def test_a_broker_s_next_registration_decodes_from_memory_with_its_own_crc() -> 
         data = encode_frame(request)
         (got,) = decoder.feed(data)
         assert got == decode_frame(data) == request
-    assert len(decoder._memo._entries) == 1
+    # Headers that differ in an ext field's value are different headers.
+    assert len(decoder._memo._entries) == 3
 
 
 def test_the_memo_hands_out_its_own_ext_fields_to_no_one() -> None:
@@ -131,17 +131,6 @@ def test_the_memo_keeps_a_bounded_number_of_headers() -> None:
         b'{"code":105,"opaque":@,}',
         b'{"code":105,"opaque":@',
         b'{"code":"x","opaque":@}',
-        # bodyCrc32: only the ext field's, once, digits in a string, is cut out
-        b'{"code":103,"extFields":{"bodyCrc32":"#"},"opaque":@}',
-        b'{"code":103,"bodyCrc32":"#","extFields":{"bodyCrc32": "12"},"opaque":@}',
-        b'{"code":103,"bodyCrc32":"#","extFields":{"bodyCrc32":"12"},"opaque":@}',
-        b'{"code":103,"extFields":{"bodyCrc32":"12","bodyCrc32":"#"},"opaque":@}',
-        b'{"code":103,"extFields":{"bodyCrc32":"#","x":"bodyCrc32"},"opaque":@}',
-        b'{"code":103,"extFields":{"bodyCrc32":#},"opaque":@}',
-        b'{"code":103,"extFields":{"bodyCrc32":"-#"},"opaque":@}',
-        b'{"code":103,"extFields":{"bodyCrc32":"#0000000000"},"opaque":@}',
-        b'{"code":103,"extFields":{"x":{"bodyCrc32":"#"}},"opaque":@}',
-        b'{"code":103,"remark":"#","extFields":{"bodyCrc32":"#"},"opaque":@}',
     ],
 )
 def test_every_odd_header_decodes_as_the_full_decode_does(header: bytes) -> None:
@@ -162,20 +151,6 @@ HEADER_TEXT = st.text(
     )
 )
 def test_fuzzed_headers_decode_as_the_full_decode_does(text: str) -> None:
-    full, memo = both_ways(text.encode())
-    assert memo == full
-
-
-CRC_TEXT = st.lists(
-    st.sampled_from(["{", "}", '"', ":", ",", '"bodyCrc32"', ':"#"', "#", '"x"', "1", " ", "\\"]),
-    max_size=10,
-).map("".join)
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(CRC_TEXT, CRC_TEXT, CRC_TEXT)
-def test_fuzzed_headers_with_a_crc_decode_as_the_full_decode_does(a: str, b: str, c: str) -> None:
-    text = '{"code":103,' + a + '"extFields":{' + b + '"bodyCrc32":"#"' + c + '},"opaque":@}'
     full, memo = both_ways(text.encode())
     assert memo == full
 

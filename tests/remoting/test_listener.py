@@ -27,6 +27,7 @@ import pytest
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import FrameDecoder, encode_frame
+from remoting.limits import REFUSAL_LOG_LINES_MAX
 from remoting.listener import (
     CONNECTIONS_MAX_ENV,
     PAUSE_AT_CAP,
@@ -36,7 +37,6 @@ from remoting.listener import (
     connect_unix,
     default_connections_max,
 )
-from remoting.server import REFUSAL_LOG_LINES_MAX
 from tests.descriptors import descriptors_left
 from tests.remoting.conftest import PeerFactory, ScriptedProcessor, ServerFactory
 

@@ -14,8 +14,9 @@ import pytest
 from remoting.client import RemotingClient
 from remoting.codes import FLAG_RESPONSE, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, make_response
+from remoting.connection import Connection, ready
 from remoting.frame import encode_frame
-from remoting.server import Connection, RemotingServer, ready
+from remoting.server import RemotingServer
 
 # Fixtures and their types come from tests/remoting/conftest.py.
 ServerFactory = Callable[..., Awaitable[RemotingServer]]

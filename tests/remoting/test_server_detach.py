@@ -14,8 +14,9 @@ import pytest
 
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, make_response
+from remoting.connection import Connection
 from remoting.frame import encode_frame
-from remoting.server import Connection, RemotingServer
+from remoting.server import RemotingServer
 
 # Fixtures and their types come from tests/remoting/conftest.py.
 ServerFactory = Callable[..., Awaitable[RemotingServer]]

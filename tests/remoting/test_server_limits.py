@@ -16,7 +16,8 @@ import pytest
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import encode_frame
-from remoting.server import REFUSAL_LOG_LINES_MAX, RefusalLog, RemotingServer
+from remoting.limits import REFUSAL_LOG_LINES_MAX
+from remoting.server import RemotingServer
 
 ServerFactory = Callable[..., Awaitable[RemotingServer]]
 PeerFactory = Callable[[int], Awaitable[Any]]
@@ -290,22 +291,6 @@ async def test_a_flood_of_bad_frames_logs_a_bounded_number_of_lines(
     bad_frames = [r for r in caplog.records if "bad frame" in r.getMessage()]
     assert len(bad_frames) == REFUSAL_LOG_LINES_MAX
     assert await echo_is_answered(good, scripted_processor, 7)
-
-
-def test_the_refusal_log_says_how_many_lines_it_left_out(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    refusal_log = RefusalLog(lines_max=2, interval_s=10.0)
-    caplog.set_level(logging.WARNING, logger="remoting.server")
-
-    written = [refusal_log.warning(t, "refusing peer %d", t) for t in (0.0, 1.0, 2.0, 3.0, 11.0)]
-
-    assert written == [True, True, False, False, True]
-    assert [r.getMessage() for r in caplog.records] == [
-        "refusing peer 0",
-        "refusing peer 1",
-        "refusing peer 11 (2 similar lines left out)",
-    ]
 
 
 # ---------------------------------------------------------------- arguments

@@ -27,8 +27,9 @@ from remoting.blocking import BlockingClient
 from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, make_response
+from remoting.connection import Connection
 from remoting.frame import encode_frame
-from remoting.server import Connection, RemotingServer
+from remoting.server import RemotingServer
 from remoting.tls import (
     ClientAuth,
     ClientTls,

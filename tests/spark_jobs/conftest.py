@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.history import HistoryWriter, RunMeta
+from experiment_history.runs import HistoryWriter, RunMeta
 
 ROUTE_A = "a:h1:10911:4:4:6"
 ROUTE_B = "a:h1:10911:4:4:6,b:h2:10911:4:4:6"

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from experiment_history.runs import HistoryWriter, RunMeta, read_table
 from spark_jobs.calibrate import Calibration, calibrate, load_calibration
-from spark_jobs.history import HistoryWriter, RunMeta, read_table
 from spark_jobs.simulate import SimConfig, simulate
 
 pytestmark = pytest.mark.slow

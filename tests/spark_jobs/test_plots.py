@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Polygon, Rectangle
 from PIL import Image
 
-from spark_jobs.history import HistoryWriter, RunMeta
+from experiment_history.runs import HistoryWriter, RunMeta
 from spark_jobs.plots import FIGURE_NAMES, build_figures, write_plots
 
 MODES = ("eventual", "raft")
@@ -324,7 +324,7 @@ def test_write_plots_can_run_in_several_threads_at_once(tmp_path):
 
 @pytest.mark.slow
 def test_the_new_tables_from_the_hand_built_runs_and_their_plots(spark, history_root, tmp_path):
-    from spark_jobs.metrics import analyze
+    from spark_jobs.analysis import analyze
 
     tables, seconds = analyze(spark, history_root)
     for name in ("divergence_timeline", "fault_windows", "read_latency_cdf", "stale_route_by_node"):
@@ -406,7 +406,8 @@ def _three_node_run(root: Path) -> None:
 
 @pytest.mark.slow
 def test_a_node_is_diverged_when_it_differs_from_the_majority_or_there_is_none(spark, tmp_path):
-    from spark_jobs.metrics import divergence_timeline, load_history
+    from spark_jobs.metrics import load_history
+    from spark_jobs.plot_series import divergence_timeline
 
     _three_node_run(tmp_path)
     rows = divergence_timeline(load_history(spark, tmp_path)).collect()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from experiment_history.runs import HistoryWriter, RunMeta
 from spark_jobs.checker import check_rows
-from spark_jobs.history import HistoryWriter, RunMeta
 from spark_jobs.report import (
     COUNTEREXAMPLE_OPS,
     SECTION_BY_NAME,
@@ -133,7 +133,7 @@ def test_counterexamples_are_listed_as_their_operations_in_ms_since_the_fault(
     tmp_path: Path,
 ) -> None:
     run_id = _history(tmp_path)
-    from spark_jobs.history import iter_rows
+    from experiment_history.runs import iter_rows
 
     result = check_rows(list(iter_rows(tmp_path / run_id, "operations")))
     assert result.verdict == "not_linearizable"

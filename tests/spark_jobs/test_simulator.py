@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from spark_jobs.history import read_table
+from experiment_history.runs import read_table
 from spark_jobs.simulate import SimConfig, simulate
 
 SMALL = SimConfig(

@@ -30,8 +30,13 @@ def test_the_zip_holds_spark_jobs_and_the_project_modules_it_imports(tmp_path):
         p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "spark_jobs").glob("*.py")
     }
     assert own <= names
-    # spark_jobs.schema/clients import remoting.model, spark_jobs.simulate raftstore.vocab.
+    # experiment_history.schema/clients import remoting.model, spark_jobs.simulate
+    # raftstore.vocab.
     assert {
+        "experiment_history/__init__.py",
+        "experiment_history/schema.py",
+        "experiment_history/runs.py",
+        "experiment_history/clients.py",
         "remoting/__init__.py",
         "remoting/model.py",
         "raftstore/__init__.py",
@@ -43,7 +48,12 @@ def test_the_zip_holds_spark_jobs_and_the_project_modules_it_imports(tmp_path):
     assert not any(
         name.startswith(("tests/", ".venv/", "run/")) or "__pycache__" in name for name in names
     )
-    assert {name.split("/")[0] for name in names} == {"spark_jobs", "remoting", "raftstore"}
+    assert {name.split("/")[0] for name in names} == {
+        "spark_jobs",
+        "experiment_history",
+        "remoting",
+        "raftstore",
+    }
 
 
 def test_every_analysis_module_imports_from_the_zip_alone(tmp_path):
@@ -56,9 +66,10 @@ def test_every_analysis_module_imports_from_the_zip_alone(tmp_path):
         "import sys\n"
         f"sys.path.insert(0, {str(code)!r})\n"
         + "".join(f"import spark_jobs.{name}\n" for name in modules)
-        + "import raftstore, remoting\n"
+        + "import experiment_history, raftstore, remoting\n"
         "outside = [m.__name__ for m in list(sys.modules.values())\n"
-        "           if m.__name__.split('.')[0] in ('spark_jobs', 'raftstore', 'remoting')\n"
+        "           if m.__name__.split('.')[0]\n"
+        "           in ('spark_jobs', 'experiment_history', 'raftstore', 'remoting')\n"
         "           and not (getattr(m, '__file__', '') or '').startswith(sys.path[0])]\n"
         "print(outside)\n"
     )

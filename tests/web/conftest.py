@@ -33,7 +33,8 @@ from rest_framework.test import APIClient
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from localcluster.demo import DemoBroker, register_request, topic_table
-from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.projection.delta import read_full_state
+from namesrv_app.projection.rows import write_full_state
 from namesrv_app.tokens import issue_token
 from raftstore.replicator import LocalReplicator
 from remoting.blocking import BlockingClient

@@ -8,16 +8,19 @@ from typing import Any
 
 from django.contrib.auth.models import Group, User
 from django.core.asgi import get_asgi_application
+from django.core.cache import caches
 from django.test import Client
 
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from namesrv_app import models
 from namesrv_app.api import fast_routes
+from namesrv_app.api.authentication import TOKEN_GRANTS_CACHE
 from namesrv_app.api.fast_routes import CACHE, RouteReadAsgi
 from namesrv_app.models import ApiToken
-from namesrv_app.projection import read_full_state, write_full_state
-from namesrv_app.tokens import issue_token
+from namesrv_app.projection.delta import read_full_state
+from namesrv_app.projection.rows import write_full_state
+from namesrv_app.tokens import issue_token, token_digest
 from raftstore.replicator import LocalReplicator
 from tests.web.conftest import START_MS, make_user, project_cast
 
@@ -123,11 +126,26 @@ def test_requests_it_does_not_answer_reach_the_drf_view(cast: Any, viewer: User)
     assert CACHE.hits == 0
 
 
-def test_the_route_cache_is_bounded() -> None:
-    cache = fast_routes._Lru(2)
-    for key in ("a", "b", "c"):
-        cache.put(key, key.encode())
-    assert len(cache) == 2 and cache.get("a") is None and cache.get("c") == b"c"
+def test_a_route_answer_is_held_in_the_one_route_answer_store(cast: Any, viewer: User) -> None:
+    """The lane keeps the route JSON by topic and style, versioned by the projection."""
+    headers = _token_headers(viewer)
+    assert Client().get(ROUTE, headers=headers).status_code == 200
+    stamp = models.NodeState.objects.get()
+    version = (stamp.node_id, stamp.routes_version)
+    held = CACHE.routes.get(("TopicTest", fast_routes.REST_STYLE), version)
+    assert held is not None and held in Client().get(ROUTE, headers=headers).content
+    assert CACHE.routes.entries_max == fast_routes.ROUTE_ANSWERS_MAX
+
+
+def test_a_token_grant_is_held_in_django_s_cache_under_the_token_s_digest(
+    cast: Any, viewer: User
+) -> None:
+    key, _ = issue_token(viewer)
+    headers = {"Authorization": f"Token {key}", "Accept": "application/json"}
+    assert Client().get(ROUTE, headers=headers).status_code == 200
+    grants = caches[TOKEN_GRANTS_CACHE]
+    assert grants.get(token_digest(key)) == "viewer"
+    assert grants.get(key) is None  # the cache never holds the key itself
 
 
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]

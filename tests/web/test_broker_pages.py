@@ -26,7 +26,8 @@ from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from localcluster import broker_control
 from localcluster.broker_control import BadBodyError, BrokerSpec, LocalBroker, QueueProgress
-from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.projection.delta import read_full_state
+from namesrv_app.projection.rows import write_full_state
 from namesrv_app.web import brokers as brokers_view
 from raftstore.replicator import LocalReplicator
 from remoting import fastjson

@@ -18,7 +18,8 @@ from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from namesrv_app.events import ChangeEvent
 from namesrv_app.live import change_event
-from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.projection.delta import read_full_state
+from namesrv_app.projection.rows import write_full_state
 from namesrv_app.web import reads
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper

@@ -15,9 +15,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from experiment_history.runs import HistoryWriter, RunMeta
 from namesrv_app.models import ExperimentRun
 from namesrv_app.web import experiments
-from spark_jobs.history import HistoryWriter, RunMeta
 from spark_jobs.plots import write_plots
 from spark_jobs.report import write_tables
 

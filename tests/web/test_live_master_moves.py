@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 
 from namesrv_app.events import MASTER_MOVES_MAX, ChangeEvent, channel_layer_publisher
 from namesrv_app.live import EventsConsumer, change_event
-from namesrv_app.projection import read_delta
+from namesrv_app.projection.delta import read_delta
 from raftstore.commands import RegisterBroker
 from raftstore.results import ApplyResult, MasterMove
 from raftstore.route_table import RouteTable

@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 from django.test import Client
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from gateway.clock import ManualClock
 from gateway.dispatch import PENDING, RequestDispatcher
 from gateway.services import NameServerService
 from namesrv_app import models
 from namesrv_app.api.fast_routes import CACHE
-from namesrv_app.projection import PROJECTION_MODELS, ProjectionWriter
+from namesrv_app.projection.rows import PROJECTION_MODELS
+from namesrv_app.projection.writer import ProjectionWriter
 from namesrv_app.tokens import issue_token
 from raftstore.replicator import LocalReplicator
 from remoting.codes import RequestCode, ResponseCode

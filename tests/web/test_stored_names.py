@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import resolve, reverse
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from localcluster.demo import DemoBroker
 from namesrv_app import gateway_client
 from namesrv_app.api.fast_routes import CACHE
-from namesrv_app.projection import read_full_state, write_full_state
+from namesrv_app.projection.delta import read_full_state
+from namesrv_app.projection.rows import write_full_state
 from namesrv_app.tokens import issue_token
 from namesrv_app.web.names import name_to_segment, segment_to_name
 from raftstore.replicator import LocalReplicator

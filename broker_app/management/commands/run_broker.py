@@ -18,7 +18,7 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from broker_app.broker import run_broker
+from broker_app.broker import BrokerController, write_ready_file
 from broker_app.config import (
     BrokerConfig,
     ConfigError,
@@ -26,6 +26,7 @@ from broker_app.config import (
     read_config_file,
     split_address,
 )
+from broker_app.metadata import MetadataRepository
 from broker_app.persistence import PROJECTION_DB, DjangoMetadataRepository
 from remoting.listener import raise_open_files_limit
 
@@ -131,3 +132,18 @@ async def serve(config: BrokerConfig) -> None:
         config.cluster_name, config.broker_name, config.broker_id, role=str(config.role)
     )
     await run_broker(config, repository, stop)
+
+
+async def run_broker(
+    config: BrokerConfig, repository: MetadataRepository, stop: asyncio.Event
+) -> BrokerController:
+    """Start a broker, write the ready file, serve until ``stop`` is set, shut down."""
+    controller = BrokerController(config, repository)
+    await controller.start()
+    if config.ready_file is not None:
+        write_ready_file(config.ready_file, controller)
+    try:
+        await stop.wait()
+    finally:
+        await controller.stop(unregister=True)
+    return controller

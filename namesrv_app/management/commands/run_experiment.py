@@ -12,15 +12,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
+from experiments.config import ExperimentConfig
 from experiments.progress import Progress
 from experiments.runner import (
     MODES,
     REPORT_DIR_NAME,
     RUNS_DIR_NAME,
-    ExperimentConfig,
     RunOutcome,
     analyze_runs,
     batch_dir,
@@ -28,14 +28,17 @@ from experiments.runner import (
     summary_text,
 )
 from experiments.scenarios import SCENARIOS
-from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir, default_run_dir
+from namesrv_app.management.command import ProjectCommand
+from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir, chosen_run_dir
 from namesrv_app.models import ExperimentRun
+from remoting.consistency import CONSISTENCY_LEVELS
 
 MODE_BOTH = "both"
 DEFAULTS = ExperimentConfig(scenario="broker-kill", mode="eventual", out_dir=Path("."))
+DEFAULT_OUT = Path("run/experiments")
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     """Boot a cluster per mode, run the workload and the fault, record the history."""
 
     help = "Run a consistency experiment (eventual vs raft) and record its history."
@@ -43,24 +46,52 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """The command line (times are compressed; see docs/EXPERIMENTS.md)."""
-        parser.add_argument("scenario", choices=sorted(SCENARIOS))
-        parser.add_argument("--mode", choices=(*MODES, MODE_BOTH), default=MODE_BOTH)
-        parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
+        parser.add_argument(
+            "scenario", choices=sorted(SCENARIOS), help="the fault to run (docs/EXPERIMENTS.md)"
+        )
+        parser.add_argument(
+            "--mode",
+            choices=(*MODES, MODE_BOTH),
+            default=MODE_BOTH,
+            help="which design to run, or both one after the other (default both)",
+        )
+        parser.add_argument(
+            "--seed",
+            type=int,
+            default=DEFAULTS.seed,
+            help=f"seeds the workload and the fault's timing (default {DEFAULTS.seed})",
+        )
         parser.add_argument(
             "--out",
             type=Path,
-            required=True,
+            default=DEFAULT_OUT,
             help="parent folder: each invocation writes <scenario>-s<seed>-<time>/ in it, "
-            "with runs/<run_id> per mode and report/",
+            f"with runs/<run_id> per mode and report/ (default {DEFAULT_OUT})",
         )
-        parser.add_argument("--nodes", type=int, choices=(3, 5), default=DEFAULTS.nodes)
-        parser.add_argument("--duration-s", type=float, default=DEFAULTS.duration_s)
-        parser.add_argument("--brokers", type=int, default=DEFAULTS.brokers)
-        parser.add_argument("--topics", type=int, default=DEFAULTS.topics)
-        parser.add_argument("--heartbeat-ms", type=int, default=DEFAULTS.heartbeat_ms)
-        parser.add_argument("--poll-ms", type=int, default=DEFAULTS.poll_ms)
-        parser.add_argument("--expiry-ms", type=int, default=DEFAULTS.expiry_ms)
-        parser.add_argument("--clock-skew-ms", type=int, default=DEFAULTS.clock_skew_ms)
+        numbers = (
+            ("--nodes", int, DEFAULTS.nodes, "NameServer nodes, 3 or 5"),
+            ("--duration-s", float, DEFAULTS.duration_s, "how long the workload runs, seconds"),
+            ("--brokers", int, DEFAULTS.brokers, "simulated brokers"),
+            ("--topics", int, DEFAULTS.topics, "topics spread over the brokers"),
+            ("--heartbeat-ms", int, DEFAULTS.heartbeat_ms, "brokers' registration period, ms"),
+            ("--poll-ms", int, DEFAULTS.poll_ms, "clients' route refresh period, ms"),
+            ("--expiry-ms", int, DEFAULTS.expiry_ms, "a silent broker's expiry, ms"),
+        )
+        for flag, kind, default, what in numbers:
+            parser.add_argument(
+                flag,
+                type=kind,
+                default=default,
+                choices=(3, 5) if flag == "--nodes" else None,
+                help=f"{what} (default {default})",
+            )
+        parser.add_argument(
+            "--clock-skew-ms",
+            type=int,
+            default=DEFAULTS.clock_skew_ms,
+            help="how far clock-skew sets one node's clock ahead, ms (default 0: as far as "
+            "--expiry-ms)",
+        )
         parser.add_argument(
             "--skew-allowance-ms",
             type=int,
@@ -70,15 +101,20 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--read-consistency",
-            choices=("local", "linearizable"),
+            choices=CONSISTENCY_LEVELS,
             default=DEFAULTS.read_consistency,
+            help=f"how the clients' route reads are asked (default {DEFAULTS.read_consistency})",
         )
         parser.add_argument(
             "--analyze",
             action="store_true",
             help="run the Spark analysis and print the summary table",
         )
-        parser.add_argument("--spark-master", default=None)
+        parser.add_argument(
+            "--spark-master",
+            default=None,
+            help="with --analyze: a Spark master URL (default: a local session)",
+        )
         parser.add_argument(
             "--spark-verbose",
             action="store_true",
@@ -88,13 +124,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run each requested mode in turn, then analyze when asked."""
-        run_dir = options["run_dir"] or default_run_dir()
-        if run_dir is not None and options["run_dir"] is None:
-            self.stdout.write(
-                f"recording the run in {run_dir}'s shared database, so its "
-                "consoles list it (--run-dir chooses another cluster)"
-            )
-        apply_run_dir(run_dir)
+        apply_run_dir(chosen_run_dir(options["run_dir"], self.stdout.write, "the run"))
         modes = MODES if options["mode"] == MODE_BOTH else (options["mode"],)
         batch = batch_dir(
             options["out"],

@@ -12,10 +12,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from gateway.front import NICE_STEPS_MAX
-from gateway.server import GatewayConfigError, GatewayOptions, RaftOptions, serve
+from gateway.options import GatewayConfigError, GatewayOptions, RaftOptions
+from gateway.server import serve
 from namesrv_app.checks import check_namesrv_settings
 from namesrv_app.conf import (
     MODES,
@@ -26,7 +27,8 @@ from namesrv_app.conf import (
     resolve_secret,
 )
 from namesrv_app.events import load_leader_publisher, load_publisher
-from namesrv_app.projection import ProjectionWriter
+from namesrv_app.management.command import ProjectCommand
+from namesrv_app.projection.writer import ProjectionWriter
 from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.replicator import MODE_RAFT
@@ -133,7 +135,7 @@ def raft_options(options: dict[str, Any], conf: NamesrvSettings) -> RaftOptions 
     )
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     """Start the remoting servers of a node; every option defaults to settings.NAMESRV."""
 
     help = "Run a NameServer node's gateway (RocketMQ remoting server + internal port)."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs.history import (
+from experiment_history.runs import (
     HistoryWriter,
     RunMeta,
     find_runs,
@@ -14,7 +14,7 @@ from spark_jobs.history import (
     read_table,
     table_path,
 )
-from spark_jobs.schema import RouteItem, canonical_route, parse_route, route_brokers
+from experiment_history.schema import RouteItem, canonical_route, parse_route, route_brokers
 
 
 def test_a_route_value_is_sorted_and_parses_back_with_colons_in_addresses():

@@ -1,4 +1,5 @@
-"""The shared route counters and the route request key a read front relies on."""
+"""The route-answer store, its per-topic versions and the route request key a read
+front relies on."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 
 from gateway.clock import ManualClock
 from gateway.dispatch import RequestDispatcher
+from gateway.route_answers import FILE_BYTES, RouteAnswers, RouteVersions
 from gateway.route_cache import RouteCache
 from gateway.route_request import shared_route_key
-from gateway.route_versions import FILE_BYTES, RouteVersions
 from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
@@ -85,7 +86,7 @@ async def test_every_route_change_bumps_the_topic_before_the_write_returns(
     cache = RouteCache(replicator, entries_max=1)
     dispatcher = RequestDispatcher(service, route_cache=cache)
     versions = RouteVersions(tmp_path / "v", writable=True)
-    cache.versions = versions
+    cache.share_versions(versions)
     try:
         first = versions.version(UNIT_TOPICS[0])
         await register_default_broker(service)
@@ -105,5 +106,35 @@ async def test_every_route_change_bumps_the_topic_before_the_write_returns(
             broker_id=DEFAULT_BROKER_ID,
         )
         assert versions.version(UNIT_TOPICS[0]) != cached
+    finally:
+        versions.close()
+
+
+def test_an_answer_is_served_only_at_the_version_it_was_held_at() -> None:
+    answers: RouteAnswers[tuple[str, bool], int, bytes] = RouteAnswers(4)
+    answers.put(("T", True), 1, b"route at 1")
+    assert answers.get(("T", True), 1) == b"route at 1"
+    assert answers.get(("T", True), 2) is None
+    assert answers.get(("T", False), 1) is None
+    answers.put(("T", True), 2, b"route at 2")
+    assert answers.get(("T", True), 2) == b"route at 2" and len(answers) == 1
+
+
+def test_the_store_is_bounded_and_gives_up_its_oldest_answer_first() -> None:
+    answers: RouteAnswers[str, int, bytes] = RouteAnswers(2)
+    assert answers.put("a", 0, b"a") is None and answers.put("b", 0, b"b") is None
+    assert answers.put("a", 1, b"a again") is None  # a held key is replaced in place
+    assert answers.put("c", 0, b"c") == "a"
+    assert len(answers) == 2 and answers.get("a", 1) is None and answers.get("c", 0) == b"c"
+
+
+def test_private_versions_start_equal_and_move_with_each_bump() -> None:
+    versions = RouteVersions.private()
+    try:
+        before = versions.version("T")
+        versions.bump("T")
+        assert versions.version("T") == (before[0], before[1] + 1)
+        versions.bump_all()
+        assert versions.version("Other")[0] == before[0] + 1
     finally:
         versions.close()

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_jobs.schema import (
+from experiment_history.schema import (
     FAULTS,
     NODE_STATES,
     OPERATIONS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_jobs.clients import (
+from experiment_history.clients import (
     JavaRandom,
     MessageQueue,
     MQFaultStrategy,

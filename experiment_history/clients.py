@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from experiment_history.schema import NO_MASTER_ADDR, RouteItem, parse_route
 from remoting.model import (
     MASTER_ID,
     BrokerData,
@@ -22,7 +23,6 @@ from remoting.model import (
     is_readable,
     is_writeable,
 )
-from spark_jobs.schema import NO_MASTER_ADDR, RouteItem, parse_route
 
 INT_MASK = 0xFFFFFFFF
 POSITIVE_MASK = 0x7FFFFFFF

@@ -1,0 +1,51 @@
+"""Every private request code in one place: far above RocketMQ's codes, so a misdirected
+client cannot hit one by accident, and answered only where they are meant to be.
+
+* :class:`InternalCode`: the node's own processes (the Celery scan, the web process, the
+  launcher) to their gateway, on its loopback-only internal port, with the node's secret
+  (:mod:`gateway.internal`).
+* :data:`FRONT_PEER_CODE` and :data:`FRONT_STATS_CODE`: the read front to its gateway, on
+  the gateway's Unix socket only (:mod:`gateway.front`); on the public port they are
+  unknown codes like any other.
+
+Kept free of other imports: the read front, a light process, imports it too.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class InternalCode(IntEnum):
+    """Requests only the node's own processes send (the internal port)."""
+
+    SCAN_NOT_ACTIVE_BROKER = 40001
+    """The liveness scan at ext ``now_ms`` (default: the gateway's clock). Answers the
+    number of expired live entries in ext ``expired``; in raft mode also ext ``role``
+    (``leader`` proposed the one ExpireBrokers, ``follower`` skipped and says 0).
+    Each one tells the scan fallback that the external scans still arrive."""
+    NODE_STATUS = 40002
+    """A JSON body: the replicator status (raft: RaftStatus, members, peers with match
+    index) plus ``routes_version``, ``alarms`` (raft safety alarms, and the scan
+    fallback's while this node scans itself) and ``scan_fallback`` (its state). Ext
+    ``consistency=linearizable`` commits a barrier first, so applied_index covers
+    everything committed before the call."""
+    RAFT_ADD_NODE = 40003
+    """Add the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
+    RAFT_REMOVE_NODE = 40004
+    """Remove the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
+    DIGEST_CHECKPOINTS = 40005
+    """A JSON body ``{"<log index>": "<digest>"}`` (raft only): compare across nodes."""
+    RAFT_COMPACT_LOG = 40006
+    """Raft only: snapshot the table and compact the log at the next tick (operators,
+    and tests that need a restart to go through a snapshot)."""
+
+
+FRONT_PEER_CODE = 99_876
+"""The first frame on a front's link: ``extFields.peer`` = the client's ``host:port``.
+Accepted only on the gateway's Unix socket, and only once per link."""
+PEER_FIELD = "peer"
+FRONT_STATS_CODE = 99_877
+"""One-way, on the front's own link: ``extFields.routeAnswers`` = route queries answered
+from copies since the last report (the gateway's metrics count them)."""
+ROUTE_ANSWERS_FIELD = "routeAnswers"

@@ -1,0 +1,220 @@
+"""One REGISTER_BROKER request, decided once: what it is, and so how it is answered.
+
+A broker sends the same registration to every member every 30 s. Raft mode tells
+four kinds apart, cheapest first, and each is answered one way:
+
+* ``SEEN``: the request (header fields and body, by digest) is one already applied,
+  the broker's last one or, on a follower, the leader's copy: answered from the
+  applied state without decoding the body.
+* ``LIVENESS_ONLY``: its plan on the applied state holds only liveness edits
+  (:func:`raftstore.registration.liveness_only`): answered from
+  the state, liveness refreshed as a heartbeat.
+* ``TOPICS_UNCHANGED``: the topic table of the broker's last registration with a new
+  DataVersion: logged without the table, and not decoded.
+* ``FULL``: decoded and logged whole (always, in eventual mode).
+
+Before any of them, a request whose body fails its ``bodyCrc32``, or that would move a
+broker entry another open connection holds (:mod:`gateway.broker_holds`), is
+:class:`Refused`; the entry an accepted one names is then held for its connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.services import NameServerService
+from raftstore.commands import RegisterBroker
+from raftstore.results import RegisterBrokerOutcome
+from raftstore.zone import ZONE_NAME_EXT_FIELD
+from remoting import register_body
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand
+from remoting.headers import header_bool, header_int, header_str, require_int, require_str
+from remoting.model import TopicConfigSerializeWrapper
+from remoting.register_body import RAFT_FAILOVER_FIELD
+
+# Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
+MAX_OFFSET_FIELD = "maxOffset"
+CONFIRM_OFFSET_FIELD = "confirmOffset"
+
+
+class Kind(enum.Enum):
+    """What a REGISTER_BROKER turned out to be (see the module docstring)."""
+
+    SEEN = "seen"
+    LIVENESS_ONLY = "liveness_only"
+    TOPICS_UNCHANGED = "topics_unchanged"
+    FULL = "full"
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """The decision and the answer it gave."""
+
+    kind: Kind
+    outcome: RegisterBrokerOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A REGISTER_BROKER answered ``code`` with ``remark`` before anything was proposed."""
+
+    code: ResponseCode
+    remark: str
+
+
+REMARK_CRC_MISMATCH = "crc32 not match"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEntry:
+    """The broker entry a registration names (its required header fields)."""
+
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int
+
+    @classmethod
+    def read(cls, request: RemotingCommand) -> BrokerEntry:
+        """The entry from the request's header; HeaderFieldError when one is missing."""
+        return cls(
+            cluster_name=require_str(request, "clusterName"),
+            broker_addr=require_str(request, "brokerAddr"),
+            broker_name=require_str(request, "brokerName"),
+            broker_id=require_int(request, "brokerId"),
+        )
+
+
+class Registrar:
+    """Decides what each REGISTER_BROKER is and answers it accordingly."""
+
+    def __init__(self, service: NameServerService) -> None:
+        self.service = service
+
+    async def register(
+        self, request: RemotingCommand, *, channel: str | None, peer_host: str
+    ) -> Registered | Refused:
+        """Decide what ``request``, received over ``channel`` from ``peer_host``, is and
+        answer it that way; an accepted entry is then held for ``channel``."""
+        if not register_body.crc_matches(request):
+            return Refused(ResponseCode.SYSTEM_ERROR, REMARK_CRC_MISMATCH)
+        entry = BrokerEntry.read(request)
+        holds = self.service.holds
+        refusal = holds.check_register(
+            request,
+            channel=channel,
+            peer_host=peer_host,
+            name=entry.broker_name,
+            broker_id=entry.broker_id,
+            addr=entry.broker_addr,
+        )
+        if refusal is not None:
+            return Refused(ResponseCode.NO_PERMISSION, refusal.remark)
+        # Another connection's registration of the held address names the holder.
+        holder = holds.channel_for(entry.broker_name, entry.broker_id, entry.broker_addr, channel)
+        registered = await self._decide(request, entry, holder)
+        if not registered.outcome.failed:
+            assigned = registered.outcome.assigned_broker_id
+            holds.registered(
+                cluster=entry.cluster_name,
+                name=entry.broker_name,
+                addr=entry.broker_addr,
+                channel=channel,
+                broker_id=entry.broker_id if assigned is None else assigned,
+            )
+        return registered
+
+    async def _decide(
+        self, request: RemotingCommand, entry: BrokerEntry, channel: str | None
+    ) -> Registered:
+        """The kinds, cheapest first; ``channel`` is the one the command names."""
+        raft = self.service.registrations is not None
+        topics = register_body.topics_digest(request) if raft else None
+        digest = register_body.registration_digest(request, topics) if raft else None
+        command = functools.partial(
+            self.service.registration_command,
+            cluster_name=entry.cluster_name,
+            broker_addr=entry.broker_addr,
+            broker_name=entry.broker_name,
+            broker_id=entry.broker_id,
+            ha_server_addr=header_str(request, "haServerAddr"),
+            zone_name=header_str(request, ZONE_NAME_EXT_FIELD),
+            heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
+            enable_acting_master=header_bool(request, "enableActingMaster"),
+            channel=channel,
+            max_offset=header_int(request, MAX_OFFSET_FIELD),
+            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
+            enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
+            request_digest=digest,
+        )
+        if digest is not None:
+            seen = await self._seen(digest, command())
+            if seen is not None:
+                return seen
+        if topics is not None:
+            unchanged = await self._topics_unchanged(topics, command)
+            if unchanged is not None:
+                return unchanged
+        return await self._full(request, topics, command)
+
+    async def _seen(self, digest: bytes, command: RegisterBroker) -> Registered | None:
+        """SEEN: an applied copy of this very request answers it, body undecoded."""
+        outcome = await self.service.register_seen(
+            digest,
+            cluster_name=command.cluster_name,
+            broker_addr=command.broker_addr,
+            max_offset=command.max_offset,
+            confirm_offset=command.confirm_offset,
+        )
+        return None if outcome is None else Registered(Kind.SEEN, outcome)
+
+    async def _topics_unchanged(
+        self, topics: register_body.BodyDigest, command: Callable[..., RegisterBroker]
+    ) -> Registered | None:
+        """TOPICS_UNCHANGED: the broker's last table with a new DataVersion, logged
+        without the table; None when that table is not (or no longer) recorded."""
+        deduper = self.service.registrations
+        assert deduper is not None
+        elided = deduper.elided(
+            command(
+                topic_config_wrapper=TopicConfigSerializeWrapper(data_version=topics.data_version),
+                topics_digest=topics.topics,
+                topics_elided=True,
+            )
+        )
+        if elided is None:
+            return None
+        outcome, from_state = await self.service.register(elided)
+        if outcome.needs_full:
+            return None
+        return Registered(Kind.LIVENESS_ONLY if from_state else Kind.TOPICS_UNCHANGED, outcome)
+
+    async def _full(
+        self,
+        request: RemotingCommand,
+        topics: register_body.BodyDigest | None,
+        command: Callable[..., RegisterBroker],
+    ) -> Registered:
+        """FULL: the body decoded and registered whole."""
+        body = register_body.decode_register_broker_request_body(
+            request.body,
+            compressed=bool(header_bool(request, "compressed")),
+            version=request.version,
+        )
+        wrapper = body.topic_config_wrapper
+        topics_digest = None
+        if topics is not None and wrapper is not None:
+            # The digest names this table only if the cut DataVersion is the decoded one.
+            topics_digest = topics.topics if wrapper.data_version == topics.data_version else None
+        outcome, from_state = await self.service.register(
+            command(
+                topic_config_wrapper=wrapper,
+                filter_server_list=body.filter_server_list,
+                topics_digest=topics_digest,
+            )
+        )
+        return Registered(Kind.LIVENESS_ONLY if from_state else Kind.FULL, outcome)

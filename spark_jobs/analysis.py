@@ -1,0 +1,116 @@
+"""The analysis driver: every Spark job over the runs under a root, as plain rows.
+
+``analyze`` loads the :class:`~spark_jobs.metrics.History` once, runs the metric jobs of
+:mod:`spark_jobs.metrics` and the plot series of :mod:`spark_jobs.plot_series`, and hands
+the tables to the report (:mod:`spark_jobs.report_folder`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from spark_jobs.checker import CheckBudget, overall_verdict
+from spark_jobs.metrics import (
+    GROUP,
+    availability,
+    dead_sends_summary,
+    divergence_by_topic,
+    divergence_summary,
+    k_staleness,
+    latency_percentiles,
+    linearizability,
+    linearizability_summary,
+    load_history,
+    not_exist_for_live_topics,
+    ownership_summary,
+    queue_ownership,
+    read_freshness,
+    route_changes,
+    stale_route_windows,
+    t_visibility,
+    topic_verdicts,
+)
+from spark_jobs.plot_series import (
+    divergence_timeline,
+    fault_windows,
+    read_latency_cdf,
+    stale_route_by_node,
+)
+
+
+def _rows(frame: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict(recursive=True) for row in frame.collect()]
+
+
+JOBS_TOTAL = 16
+"""The Spark jobs ``analyze`` runs (for its "job k of n" lines)."""
+
+
+def analyze(
+    spark: SparkSession,
+    root: Path | str,
+    budget: CheckBudget | None = None,
+    on_job: Callable[[str, bool], None] | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, float]]:
+    """Run every job over the runs under ``root``; return (tables of plain rows, seconds
+    per job). ``on_job(text, finished)`` hears "Spark job k of n: name" before each job
+    (``finished`` False) and its time after it (True)."""
+    history = load_history(spark, root)
+    tables: dict[str, list[dict[str, Any]]] = {}
+    seconds: dict[str, float] = {}
+
+    def timed(name: str, job: Callable[[], DataFrame]) -> None:
+        number = len(seconds) + 1
+        if on_job is not None:
+            on_job(f"Spark job {number} of {JOBS_TOTAL}: {name} ...", False)
+        began = time.monotonic()
+        tables[name] = _rows(job())
+        seconds[name] = round(time.monotonic() - began, 3)
+        if on_job is not None:
+            on_job(
+                f"Spark job {number} of {JOBS_TOTAL}: {name} done in {seconds[name]:.1f} s", True
+            )
+
+    freshness = read_freshness(history).cache()
+    timed("t_visibility", lambda: t_visibility(freshness))
+    timed("k_staleness", lambda: k_staleness(freshness))
+    timed("not_exist_live", lambda: not_exist_for_live_topics(freshness))
+    freshness.unpersist()
+    timed("divergence", lambda: divergence_summary(divergence_by_topic(history)))
+    timed("stale_route", lambda: stale_route_windows(history))
+    timed("dead_sends", lambda: dead_sends_summary(history))
+    timed("ownership", lambda: ownership_summary(queue_ownership(history)))
+    timed("availability", lambda: availability(history))
+    timed("latency", lambda: latency_percentiles(history))
+    timed("divergence_timeline", lambda: divergence_timeline(history))
+    timed("fault_windows", lambda: fault_windows(history))
+    timed("read_latency_cdf", lambda: read_latency_cdf(history))
+    timed("stale_route_by_node", lambda: stale_route_by_node(history))
+    verdicts = linearizability(history, budget).cache()
+    runs = history.operations.select("run_id", *GROUP).distinct()
+    shown = topic_verdicts(verdicts, route_changes(history), runs).cache()
+    timed("route_changes", lambda: shown)
+    timed("linearizability", lambda: linearizability_summary(shown, runs))
+    timed(
+        "counterexamples",
+        lambda: (
+            verdicts.filter(F.col("verdict") == "not_linearizable")
+            .orderBy("run_id", "topic")
+            .limit(20)
+        ),
+    )
+    by_mode: dict[str, list[str]] = {}
+    for row in tables["route_changes"]:
+        by_mode.setdefault(row["mode"], []).append(row["verdict"])
+    # One verdict per mode: the modes answer different questions and are never mixed.
+    tables["overall"] = [
+        {"mode": mode, "verdict": overall_verdict(found)} for mode, found in sorted(by_mode.items())
+    ]
+    verdicts.unpersist()
+    shown.unpersist()
+    return tables, seconds
