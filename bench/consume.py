@@ -61,6 +61,7 @@ from remoting.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import encode_frame
 from remoting.message_codec import decode_messages
+from tools.cli import ExactArgumentParser
 
 TOPIC = "BenchConsume"
 WARMUP_TOPIC = "BenchConsumeWarmup"
@@ -532,12 +533,12 @@ def report(shape: Shape, role: str, echo: RunResult, broker: RunResult, slave_la
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (also the echo server's, with ``--serve-echo``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=40_000, help="total messages sent")
-    parser.add_argument("--body-bytes", type=int, default=1024)
+    parser.add_argument("--body-bytes", type=int, default=1024, help="each message's body")
     parser.add_argument("--queues", type=int, default=4, help="queues of the topic (consumers)")
     parser.add_argument("--producers", type=int, default=4, help="producer coroutines")
-    parser.add_argument("--role", choices=ROLES, default="SYNC_MASTER")
+    parser.add_argument("--role", choices=ROLES, default="SYNC_MASTER", help="the broker's role")
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

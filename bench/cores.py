@@ -17,7 +17,6 @@ Run: ``.venv/bin/python -m bench.cores --scale full`` (``small`` takes seconds).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import itertools
 import json
@@ -35,6 +34,7 @@ from remoting import bodies, register_body
 from remoting.codes import CURRENT_VERSION, ResponseCode
 from remoting.frame import FrameDecoder, decode_frame, encode_frame
 from remoting.model import RegisterBrokerBody, TopicConfigSerializeWrapper
+from tools.cli import ExactArgumentParser
 
 _BYTES_PER_MIB = 1024 * 1024
 _BYTES_PER_KIB = 1024
@@ -399,8 +399,10 @@ def print_report(report: Report) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scale", choices=sorted(SCALES), default="full", help="small: a quick check run"
+    )
     args = parser.parse_args(argv)
     print(f"# bench/cores.py --scale {args.scale}\n{_util.machine_notes()}")
     print_report(run(SCALES[args.scale]))

@@ -30,6 +30,7 @@ from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from tools.cli import ExactArgumentParser
 
 NODES = 3
 BROKER_NAME = "broker-a"
@@ -143,11 +144,20 @@ def run(args: argparse.Namespace) -> dict[str, object]:
 
 def main() -> None:
     """Parse the options, run, print the summary and the JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--heartbeat-timeout-ms", type=int, default=3000)
-    parser.add_argument("--skew-allowance-ms", type=int, default=1000)
-    parser.add_argument("--scan-interval-ms", type=int, default=1000)
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="master kills, one per round")
+    parser.add_argument(
+        "--heartbeat-timeout-ms", type=int, default=3000, help="a silent broker's expiry"
+    )
+    parser.add_argument(
+        "--skew-allowance-ms",
+        type=int,
+        default=1000,
+        help="the replicated expiry's clock-skew allowance",
+    )
+    parser.add_argument(
+        "--scan-interval-ms", type=int, default=1000, help="the gateways' broker scan period"
+    )
     result = run(parser.parse_args())
     print(
         f"failover: min {result['min_s']} s, median {result['median_s']} s, "

@@ -16,7 +16,6 @@ run's folder), so the figures include the handshake as deployed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -35,6 +34,7 @@ from localcluster.run_secrets import ha_secret
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_kv_table
 from remoting.command import RemotingCommand
+from tools.cli import ExactArgumentParser
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -212,10 +212,12 @@ def latency_run(root: Path, role: str, messages: int, body_bytes: int) -> list[f
 
 def main() -> None:
     """Run both measurements and print the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--messages", type=int, default=2000)
-    parser.add_argument("--body-bytes", type=int, default=1024)
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=64, help="MiB the slave catches up on")
+    parser.add_argument(
+        "--messages", type=int, default=2000, help="sequential sends timed per role"
+    )
+    parser.add_argument("--body-bytes", type=int, default=1024, help="each message's body")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-ha-") as tmp:
         root = Path(tmp)

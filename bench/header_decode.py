@@ -17,7 +17,6 @@ Run: ``.venv/bin/python -m bench.header_decode --scale full`` (``small``: 1 MiB 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
 import json
@@ -41,6 +40,7 @@ from remoting.frame import (
     FrameDecoder,
     encode_frame,
 )
+from tools.cli import ExactArgumentParser
 
 _MS_PER_S = 1_000.0
 _BYTES_PER_MIB = 1024 * 1024
@@ -273,8 +273,10 @@ def print_report(report: Report) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scale", choices=sorted(SCALES), default="full", help="small: a quick check run"
+    )
     args = parser.parse_args(argv)
     print(f"# bench/header_decode.py --scale {args.scale}\n{_util.machine_notes()}")
     print_report(run(SCALES[args.scale]))

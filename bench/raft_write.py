@@ -45,6 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tools.cli import ExactArgumentParser
+
 ROOT = Path(__file__).resolve().parents[1]
 
 from bench import _util  # noqa: E402
@@ -510,16 +512,17 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def main() -> None:
     """Parse arguments; serve a node or run the whole comparison."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--serve", action="store_true")
-    parser.add_argument("--kind", default="replicator")
-    parser.add_argument("--addr", default="")
-    parser.add_argument("--peers", default="")
-    parser.add_argument("--data-dir", default="")
-    parser.add_argument("--settings", default="{}")
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    # The node processes' own options (the benchmark starts them), hidden from --help.
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--kind", default="replicator", help=argparse.SUPPRESS)
+    parser.add_argument("--addr", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--peers", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--data-dir", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--settings", default="{}", help=argparse.SUPPRESS)
     parser.add_argument("--light", type=int, default=200, help="sequential proposals")
     parser.add_argument("--heavy", type=int, default=20000, help="proposals, 256 in flight")
-    parser.add_argument("--no-etcd", action="store_true")
+    parser.add_argument("--no-etcd", action="store_true", help="skip the etcd comparison")
     parser.add_argument(
         "--kills",
         type=int,

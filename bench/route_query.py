@@ -54,6 +54,7 @@ from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.frame import FrameDecoder, encode_frame, encode_frame_prefix
+from tools.cli import ExactArgumentParser
 
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
@@ -161,8 +162,9 @@ def start_gateway(workdir: Path) -> ServerProcess:
         "NAMESRV_DEBUG": "false",
         "DJANGO_SECRET_KEY": "bench-only-secret-key",
         "NAMESRV_LOG_LEVEL": "WARNING",
-        "NAMESRV_IDLE_TIMEOUT_S": str(BENCH_IDLE_TIMEOUT_S),
     }
+    properties = workdir / "namesrv.properties"
+    properties.write_text(f"serverChannelMaxIdleTimeSeconds={BENCH_IDLE_TIMEOUT_S}\n")
     command = [
         sys.executable,
         "manage.py",
@@ -175,6 +177,8 @@ def start_gateway(workdir: Path) -> ServerProcess:
         "0",
         "--ready-file",
         str(ready_file),
+        "--config",
+        str(properties),
         "--migrate",
     ]
     with log_file.open("ab") as log:
@@ -761,9 +765,13 @@ def _cpu_row(result: CpuResult) -> tuple[object, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (also the bare server's, with ``--serve-bare``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
-    parser.add_argument("--connections", type=int, default=16)
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scale", choices=sorted(SCALES), default="full", help="small: a quick check run"
+    )
+    parser.add_argument(
+        "--connections", type=int, default=16, help="client connections of the load"
+    )
     parser.add_argument("--depths", default="1,8", help="comma-separated pipeline depths")
     parser.add_argument(
         "--phases",

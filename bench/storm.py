@@ -56,6 +56,7 @@ from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import FrameDecoder, encode_frame
+from tools.cli import ExactArgumentParser
 
 NODES = 3
 READ_TOPIC = "StormRead"
@@ -86,17 +87,13 @@ def cluster(
     root: Path, mode: str, profile: Path | None, front: bool
 ) -> Iterator[list[_util.BenchGateway]]:
     """Three gateways of ``mode`` (with read fronts if ``front``), ready; stopped afterwards."""
-    args = ("--read-front",) if front else ("--no-read-front",)
+    # The setup connection stays idle between phases; in eventual mode its close
+    # would unregister the read topic's broker.
+    properties = root / "namesrv.properties"
+    properties.write_text("serverChannelMaxIdleTimeSeconds=3600\n")
+    args = ("--read-front" if front else "--no-read-front", "--config", str(properties))
     gateways = _util.start_gateways(
-        root,
-        mode,
-        args=args,
-        env={
-            "NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET,
-            # The setup connection stays idle between phases; in eventual mode its close
-            # would unregister the read topic's broker.
-            "NAMESRV_IDLE_TIMEOUT_S": "3600",
-        },
+        root, mode, args=args, env={"NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET}
     )
     profiler = None
     try:
@@ -741,19 +738,32 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--brokers", type=int, default=300)
-    parser.add_argument("--topics-per-broker", type=int, default=100)
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--seconds", type=float, default=10.0, help="how long each storm phase runs"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=200.0, help="registrations per second in the storm"
+    )
+    parser.add_argument("--brokers", type=int, default=300, help="brokers registering")
+    parser.add_argument(
+        "--topics-per-broker", type=int, default=100, help="topics in each registration"
+    )
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help="comma-separated modes to run, in order"
+    )
     parser.add_argument(
         "--read-front",
         choices=("on", "off", "both"),
         default="both",
         help="run the gateways with read fronts, without, or both in turn",
     )
-    parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="write n1's folded py-spy profile of each mode into this folder (default: none)",
+    )
     parser.add_argument(
         "--keep", action="store_true", help="keep each cluster's folder (gateway logs, databases)"
     )
@@ -764,7 +774,9 @@ def main(argv: list[str] | None = None) -> None:
         help="then this many brokers register once with --large-topics each "
         "(0: skip); reads are measured meanwhile",
     )
-    parser.add_argument("--large-topics", type=int, default=5000)
+    parser.add_argument(
+        "--large-topics", type=int, default=5000, help="topics of each --large-brokers broker"
+    )
     parser.add_argument(
         "--idle-s",
         type=float,

@@ -20,7 +20,6 @@ Run: ``.venv/bin/python -m bench.tls [--connections 16] [--rounds 3] [--round-s 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import ssl
 import tempfile
@@ -35,6 +34,7 @@ from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.tls import ClientTls, ClientTlsChoice, TlsClientConfig, client_context
+from tools.cli import ExactArgumentParser
 
 BROKERS = 200
 TOPICS = 2_000
@@ -195,10 +195,12 @@ async def run(root: Path, connections: int, rounds: int, seconds: float) -> None
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its tables."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--round-s", type=float, default=3.0)
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--connections", type=int, default=16, help="connections per round")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of each kind, plain and TLS alternating"
+    )
+    parser.add_argument("--round-s", type=float, default=3.0, help="seconds each round runs")
     args = parser.parse_args(argv)
     print(_util.machine_notes())
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as folder:

@@ -27,7 +27,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import http.cookiejar
 import json
@@ -43,6 +42,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tools.cli import ExactArgumentParser
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = "BenchCluster"
@@ -401,13 +402,21 @@ def _load_average() -> str:
 
 def main() -> int:
     """Build, serve, load, report."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--brokers", type=int, default=1000)
-    parser.add_argument("--topics", type=int, default=10_000)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--load-processes", type=int, default=2)
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--brokers", type=int, default=1000, help="broker replicas in the projection"
+    )
+    parser.add_argument("--topics", type=int, default=10_000, help="topics in the projection")
+    parser.add_argument(
+        "--seconds", type=float, default=10.0, help="the timed run of random topics"
+    )
+    parser.add_argument(
+        "--connections", type=int, default=32, help="keep-alive connections of the load"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="web worker processes")
+    parser.add_argument(
+        "--load-processes", type=int, default=2, help="processes the connections are spread over"
+    )
     parser.add_argument(
         "--warm-passes",
         type=int,
@@ -420,7 +429,12 @@ def main() -> int:
         default="uvicorn",
         help="uvicorn: the launcher's web command (ships); daphne: one daphne process",
     )
-    parser.add_argument("--http", choices=("httptools", "h11"), default="httptools")
+    parser.add_argument(
+        "--http",
+        choices=("httptools", "h11"),
+        default="httptools",
+        help="uvicorn's HTTP parser (h11: the pure-Python one)",
+    )
     parser.add_argument(
         "--baseline-seconds",
         type=float,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from gateway import selectors
@@ -31,7 +31,7 @@ from gateway.registration import CONFIRM_OFFSET_FIELD, MAX_OFFSET_FIELD, Refused
 from gateway.route_cache import RouteCache
 from gateway.route_request import is_linearizable, wants_standard_json
 from gateway.services import NameServerService, ServiceError
-from raftstore.config import NamesrvConfig
+from raftstore.config import NODE_KEYS, NamesrvConfig
 from raftstore.replicator import NoQuorumError, ReplicationError
 from raftstore.results import RegisterBrokerOutcome
 from raftstore.zone import (
@@ -81,6 +81,12 @@ REMARK_REGISTER_FAILED = "register broker failed"
 REMARK_BLACKLISTED = "Can not update config in black list."
 
 
+def blacklisted_remark(key: str) -> str:
+    """Upstream's remark, then which key refused the update and why."""
+    why = "a start-time setting of each node" if key in NODE_KEYS else "in configBlackList"
+    return f"{REMARK_BLACKLISTED} {key} is {why}."
+
+
 def route_not_found_remark(topic: str | None) -> str:
     """The 5.x TOPIC_NOT_EXIST remark, FAQ link included."""
     shown = "null" if topic is None else topic
@@ -124,8 +130,11 @@ class RequestDispatcher:
         *,
         clock: Clock | None = None,
         route_cache: RouteCache | None = None,
+        node_properties: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.service = service
+        # The per-process keys (raftstore.config.NODE_KEYS) as this process runs them.
+        self.node_properties = node_properties
         self.replicator = service.replicator
         self.clock: Clock = clock if clock is not None else service.clock
         # The readiness window is measured from here, as upstream measures it
@@ -546,12 +555,16 @@ class RequestDispatcher:
                 bodies.decode_properties(request.body)
             )
             if rejected is not None:
-                return make_response(request, ResponseCode.NO_PERMISSION, remark=REMARK_BLACKLISTED)
+                return make_response(
+                    request, ResponseCode.NO_PERMISSION, remark=blacklisted_remark(rejected)
+                )
         return make_response(request, ResponseCode.SUCCESS)
 
     def get_namesrv_config(self, request: RemotingCommand) -> RemotingCommand:
-        """319: ``key=value`` lines, keys sorted."""
+        """319: ``key=value`` lines, keys sorted; the per-process keys as this node runs them."""
         props = self._config().to_properties()
+        if self.node_properties is not None:
+            props.update(self.node_properties())
         return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_properties(props))
 
     # ---------------------------------------------------------------- fallback

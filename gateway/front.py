@@ -41,7 +41,6 @@ front whose gateway is gone exits.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import ctypes
@@ -84,6 +83,7 @@ from remoting.limits import (
 from remoting.listener import connect_unix, raise_open_files_limit
 from remoting.server import ACCEPT_BACKLOG, RemotingServer
 from remoting.tls import ServerTls, read_tls_properties
+from tools.cli import ExactArgumentParser
 
 log = logging.getLogger(__name__)
 
@@ -601,7 +601,7 @@ def die_with_parent() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m gateway.front OPTIONS_JSON``: run a front (the gateway starts it)."""
-    parser = argparse.ArgumentParser(prog="python -m gateway.front", description=__doc__)
+    parser = ExactArgumentParser(prog="python -m gateway.front", description=__doc__)
     parser.add_argument("options", help="FrontOptions as JSON")
     args = parser.parse_args(argv)
     die_with_parent()

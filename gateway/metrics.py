@@ -84,7 +84,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -148,7 +148,7 @@ WRITE_TIMEOUT_S = 10.0
 _SUCCESS = int(ResponseCode.SUCCESS)
 
 C = TypeVar("C")
-Answer = RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None
+Answer = RemotingCommand | Awaitable[RemotingCommand | None] | None
 """What the gateway's public handler returns: an answer now, a pending one, or none."""
 
 
@@ -181,7 +181,7 @@ class CodeMeter:
             self.errors += 1
 
     async def timed(
-        self, pending: Coroutine[Any, Any, RemotingCommand | None], started: float
+        self, pending: Awaitable[RemotingCommand | None], started: float
     ) -> RemotingCommand | None:
         """Await a handler's pending answer, then record it."""
         answer: RemotingCommand | None = None

@@ -83,6 +83,12 @@ class GatewayOptions:
     with ``scan_interval_ms`` (the gateway scans itself anyway)."""
     kv_config_file: Path | None = None
     """Eventual mode: where KV config is persisted across restarts (None: not at all)."""
+    config_store_file: Path | None = None
+    """Eventual mode (``configStorePath``): where accepted UPDATE_NAMESRV_CONFIGs are
+    persisted and reloaded from at start (None: not at all)."""
+    beat_scan_period_ms: int = 0
+    """The period of the external (Celery beat) scans of this node, reported as its
+    ``scanNotActiveBrokerInterval`` when it does not scan itself (0: none)."""
     namesrv_properties: Mapping[str, str] = field(default_factory=dict)
     """NamesrvConfig properties by their Java names (upstream's ``-c`` file)."""
     acl_enabled: bool = True

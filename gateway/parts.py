@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gateway.acl import namesrv_acl
 from gateway.clock import Clock
+from gateway.config_store import ConfigStoreError, ConfigStoreFile
 from gateway.handoff import HandoffServer
 from gateway.metrics import (
     GatewayMetrics,
@@ -51,11 +52,53 @@ def initial_config(options: GatewayOptions) -> NamesrvConfig:
     """The table's config before anything is replicated.
 
     The setting seeds the replicated notifyMinBrokerIdChanged; UPDATE_NAMESRV_CONFIG
-    can still change it at run time, and the table decides what to notify.
+    can still change it at run time, and the table decides what to notify. In
+    eventual mode the updates accepted before a restart (``configStorePath``) come
+    last; GatewayConfigError when that file does not read.
     """
-    return NamesrvConfig(notify_min_broker_id_changed=options.notify_min_broker_id_changed).updated(
-        options.namesrv_properties
-    )
+    config = NamesrvConfig(
+        notify_min_broker_id_changed=options.notify_min_broker_id_changed
+    ).updated(options.namesrv_properties)
+    store = config_store(options)
+    if store is None:
+        return config
+    try:
+        return config.updated(store.load())
+    except ConfigStoreError as exc:
+        raise GatewayConfigError(str(exc)) from exc
+
+
+def config_store(options: GatewayOptions) -> ConfigStoreFile | None:
+    """Eventual mode's store of accepted config updates; None in raft mode (the log
+    is the store) or when no path is given."""
+    if options.mode != MODE_EVENTUAL or options.config_store_file is None:
+        return None
+    return ConfigStoreFile(options.config_store_file)
+
+
+def scan_period_ms(options: GatewayOptions) -> int:
+    """This node's real ``scanNotActiveBrokerInterval``: its own scans' period, else the
+    external scans' (0: nothing scans it)."""
+    return options.scan_interval_ms if options.scan_interval_ms > 0 else options.beat_scan_period_ms
+
+
+def node_properties(options: GatewayOptions, port: int) -> dict[str, str]:
+    """The per-process NamesrvConfig keys (``NODE_KEYS``) as this node really runs them,
+    with ``port`` its public remoting port."""
+    eventual = options.mode == MODE_EVENTUAL
+
+    def used_path(path: Path | None) -> str:
+        # Raft mode keeps both in the log: no file is used, so none is reported.
+        return str(path) if eventual and path is not None else ""
+
+    return {
+        "listenPort": str(port),
+        "serverChannelMaxIdleTimeSeconds": str(round(options.idle_timeout_s)),
+        "scanNotActiveBrokerInterval": str(scan_period_ms(options)),
+        "kvConfigPath": used_path(options.kv_config_file),
+        "configStorePath": used_path(options.config_store_file),
+        "rocketmqHome": NamesrvConfig().rocketmq_home,
+    }
 
 
 def seeded_table_class(config: NamesrvConfig) -> type[RouteTable]:

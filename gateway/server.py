@@ -40,11 +40,13 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Coroutine
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
+from gateway.backpressure import RequestQueues
 from gateway.clock import Clock, SystemClock
+from gateway.config_store import persist_config_updates
 from gateway.dispatch import PENDING, RequestDispatcher
 from gateway.front import (
     FRONT_PEER,
@@ -67,10 +69,12 @@ from gateway.parts import (
     build_replicator,
     build_service,
     build_tls,
+    config_store,
     direct_ports,
     fronted_ports,
     initial_config,
     internal_server,
+    node_properties,
 )
 from gateway.private_codes import FRONT_PEER_CODE, FRONT_STATS_CODE, ROUTE_ANSWERS_FIELD
 from gateway.route_answers import RouteVersions
@@ -138,8 +142,13 @@ class Gateway:
         )
         self.client = RemotingClient()
         self.service = build_service(options, self.replicator, self.clock, self._notify)
-        self.dispatcher = RequestDispatcher(self.service, clock=self.clock)
+        self.dispatcher = RequestDispatcher(
+            self.service,
+            clock=self.clock,
+            node_properties=lambda: node_properties(options, self.port),
+        )
         self._answer_now = self.dispatcher.answer_now
+        self.queues = RequestQueues(lambda: self.dispatcher.route_cache.config)
         self.scan_fallback = ScanFallback(scan_fallback_period_s(options, self.replicator.mode))
         self.internal = InternalDispatcher(
             self.service, options.internal_secret, self.scan_fallback
@@ -194,6 +203,9 @@ class Gateway:
         """Start replicating, rebuild the projection, then listen on both ports."""
         await self.replicator.start()
         await self._load_kv_config()
+        store = config_store(self.options)
+        if store is not None:
+            persist_config_updates(self.replicator, store)
         self.projection.start(rebuild=True)
         if not await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S):
             log.warning(
@@ -366,7 +378,7 @@ class Gateway:
 
     def _handle(
         self, request: RemotingCommand, conn: Connection
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """The public server's handler: reads that need no waiting (cached routes above
         all) are answered here, so the server writes them without creating a Task."""
         acl = self.acl
@@ -377,13 +389,16 @@ class Gateway:
         answer = self._answer_now(request)
         if answer is not PENDING:
             return answer
+        busy = self.queues.refusal(request)
+        if busy is not None:
+            return busy
         if request.code == RequestCode.REGISTER_BROKER:
             self._broker_channels.add(conn.id)
-        return self.dispatcher.handle_async(request, conn)
+        return self.queues.track(request, self.dispatcher.handle_async(request, conn))
 
     def _handle_fronted(
         self, request: RemotingCommand, conn: Connection
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """The handler behind a read front: a link's first frame names its client, whose
         address the ACL and the logs then see; the rest is the public handler's.
 
@@ -406,7 +421,7 @@ class Gateway:
 
     def _handle_metered(
         self, request: RemotingCommand, conn: Connection
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """The public handler with metrics on: :meth:`_handle`, counted per code."""
         assert self.metrics is not None
         return self.metrics.handle(self._handle, request, conn)

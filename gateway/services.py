@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from gateway.broker_holds import BrokerHolds
 from gateway.clock import Clock, SystemClock
 from raftstore import commands as cmd
+from raftstore.config import NamesrvConfig
 from raftstore.liveness import RegistrationDeduper, TouchCoalescer
 from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
 from raftstore.replicator import MODE_RAFT, Replicator
@@ -642,6 +643,7 @@ class NameServerService:
         try:
             # Parse the values here, before the command is logged: apply must not fail.
             self.replicator.read(lambda table: table.config.updated(dict(pairs)))
+            NamesrvConfig().updated(dict(pairs)).check_honoured()
         except ValueError as exc:
             raise ServiceError(str(exc)) from exc
         result = await self._propose(cmd.UpdateNamesrvConfig(properties=pairs))

@@ -120,7 +120,7 @@ def node_config(plan: ClusterPlan, node: NodePlan, env: ClusterEnv) -> NodeConfi
         remoting=endpoint(node.remoting_port),
         web=endpoint(node.web_port),
         web_workers=web_workers(),
-        web_profile="local",
+        web_profile="development",
         internal_port=node.internal_port,
         metrics=endpoint(node.metrics_port) if node.metrics_port else None,
         raft=endpoint(node.raft_port) if raft else None,

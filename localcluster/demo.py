@@ -16,7 +16,6 @@ Run: ``python -m localcluster.demo --cluster-file run/local/cluster.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import signal
@@ -41,6 +40,7 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
 )
 from remoting.register_body import register_broker_request
+from tools.cli import ExactArgumentParser
 
 log = logging.getLogger("localcluster.demo")
 
@@ -197,9 +197,13 @@ def namesrv_addrs_of(cluster_file: Path) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: register the demo fleet with every node of a cluster until SIGTERM."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cluster-file", type=Path, required=True)
-    parser.add_argument("--period-s", type=float, default=REGISTER_PERIOD_S)
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--cluster-file", type=Path, required=True, help="the cluster.json naming every node"
+    )
+    parser.add_argument(
+        "--period-s", type=float, default=REGISTER_PERIOD_S, help="how often each broker registers"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -4,7 +4,7 @@
 * namesrv.E002: INTERNAL_SECRET is empty (the internal port would refuse every caller).
 * namesrv.E003: MODE is not one of eventual / raft.
 * namesrv.E004: CLUSTER_FILE is set but cannot be read as a JSON object.
-* namesrv.E005: an interval (SCAN_INTERVAL_S, IDLE_TIMEOUT_S) is not a positive integer.
+* namesrv.E005: an interval (SCAN_INTERVAL_S) is not a positive integer.
 * namesrv.E006: NODE_ID is empty.
 * namesrv.E007: RAFT_PORT is not an integer in 0..65535 (0: given as run_gateway --raft-port).
 * namesrv.E008: PROPOSE_TIMEOUT_S is not positive, or SKEW_ALLOWANCE_MS is negative.
@@ -106,7 +106,7 @@ def _cluster_file_errors(conf: Any) -> list[CheckMessage]:
 
 def _interval_errors(conf: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
-    for name in ("SCAN_INTERVAL_S", "IDLE_TIMEOUT_S"):
+    for name in ("SCAN_INTERVAL_S",):
         value = getattr(conf, name)
         if not _is_int(value) or value <= 0:
             errors.append(

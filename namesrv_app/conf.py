@@ -35,7 +35,6 @@ DEFAULTS: dict[str, Any] = {
     "INTERNAL_PORT": 0,
     "INTERNAL_SECRET": "",
     "SCAN_INTERVAL_S": 10,
-    "IDLE_TIMEOUT_S": 120,
     "NOTIFY_MIN_BROKER_ID_CHANGED": False,
     "CLUSTER_FILE": "",
     "EVENT_PUBLISHER": "",
@@ -78,7 +77,6 @@ class NamesrvSettings:
     INTERNAL_PORT: int
     INTERNAL_SECRET: str
     SCAN_INTERVAL_S: int
-    IDLE_TIMEOUT_S: int
     NOTIFY_MIN_BROKER_ID_CHANGED: bool
     CLUSTER_FILE: str
     EVENT_PUBLISHER: str

@@ -16,6 +16,7 @@ from typing import Any
 VIEWER_GROUP = "viewer"
 OPERATOR_GROUP = "operator"
 ROLE_GROUPS = (VIEWER_GROUP, OPERATOR_GROUP)
+NO_ROLE = "none"
 
 
 def _group_names(user: Any) -> set[str]:
@@ -47,4 +48,12 @@ def role_of(user: Any) -> str:
         return OPERATOR_GROUP
     if is_viewer(user):
         return VIEWER_GROUP
-    return "none"
+    return NO_ROLE
+
+
+def denial(needed: str, user: Any) -> str:
+    """Why ``user`` is refused: the role the action needs and the one the user has, e.g.
+    "This needs the operator role; your account has the viewer role."."""
+    had = role_of(user)
+    has = "has no console role" if had == NO_ROLE else f"has the {had} role"
+    return f"This needs the {needed} role; your account {has}."

@@ -155,6 +155,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Inside CommonMiddleware: Django's own errors and the slash redirect under /api/ in JSON.
+    "namesrv_app.api.errors.ApiErrorAnswers",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -299,7 +301,6 @@ NAMESRV: dict[str, Any] = {
     # launcher starting several processes passes the same secret to all of them.
     "INTERNAL_SECRET": _CONFIGURED_INTERNAL_SECRET or secrets.token_hex(16),
     "SCAN_INTERVAL_S": env_int("NAMESRV_SCAN_INTERVAL_S", 10),
-    "IDLE_TIMEOUT_S": env_int("NAMESRV_IDLE_TIMEOUT_S", 120),
     "NOTIFY_MIN_BROKER_ID_CHANGED": env_bool("NAMESRV_NOTIFY_MIN_BROKER_ID_CHANGED", False),
     "CLUSTER_FILE": env_str("NAMESRV_CLUSTER_FILE", ""),
     # Dotted path of a callable taking a namesrv_app.events.ChangeEvent; empty = none.

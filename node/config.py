@@ -33,6 +33,7 @@ the address peers reach.
                 password_file = "/etc/namesrv/db.secret"
     [redis]     url = "redis://10.0.0.9:6379/0"  password_file = "..."   (optional)
     [scan]      interval_s = 10
+    [namesrv]   config_file = "/etc/namesrv/namesrv.properties"   NamesrvConfig, as -c
     [tls]       mode = "permissive"          remoting port: disabled | permissive | enforcing
                 cert_file = "/etc/namesrv/n1.pem"  key_file = "/etc/namesrv/n1.key"
                 key_password_file = "..."    (optional) the key's password
@@ -85,6 +86,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "database": ("url", "password_file"),
     "redis": ("url", "password_file"),
     "scan": ("interval_s",),
+    "namesrv": ("config_file",),
     "tls": (
         "mode",
         "cert_file",
@@ -190,6 +192,8 @@ class NodeConfig:
     redis_url: str = ""
     redis_password_file: Path | None = None
     scan_interval_s: int = DEFAULT_SCAN_INTERVAL_S
+    namesrv_config_file: Path | None = None
+    """The gateway's NamesrvConfig properties (``run_gateway --config``, upstream's -c)."""
     tls: NodeTls = NodeTls()
 
     @property
@@ -489,6 +493,7 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
         redis_url=redis_url,
         redis_password_file=reader.path("redis", "password_file"),
         scan_interval_s=reader.integer("scan", "interval_s", DEFAULT_SCAN_INTERVAL_S, 1, 3600),
+        namesrv_config_file=reader.path("namesrv", "config_file"),
         tls=_tls(reader),
     )
 
@@ -619,6 +624,8 @@ def node_config_document(config: NodeConfig) -> dict[str, Any]:
         if url:
             doc[section] = {"url": url, **({"password_file": str(password)} if password else {})}
     doc["scan"] = {"interval_s": config.scan_interval_s}
+    if config.namesrv_config_file:
+        doc["namesrv"] = {"config_file": str(config.namesrv_config_file)}
     tls = config.tls
     if tls != NodeTls():
         files = {

@@ -274,6 +274,8 @@ def gateway_argv(config: NodeConfig) -> list[str]:
     tls_file = tls_properties_file(config)
     if tls_file is not None:
         argv += ["--tls-config", str(tls_file)]
+    if config.namesrv_config_file is not None:
+        argv += ["--config", str(config.namesrv_config_file)]
     if config.mode != vocab.MODE_RAFT or config.raft is None:
         return argv + _metrics_args(config)
     argv += [

@@ -28,10 +28,22 @@ ordered topic) and a few operator settings: 4 MiB is tens of thousands of such
 entries, yet every node keeps it in memory and in every Raft snapshot, and eventual
 mode rewrites its whole file on each put. Upstream has no limit; neither had we."""
 
-# The keys UPDATE_NAMESRV_CONFIG may never change, whatever configBlackList says.
-FIXED_BLACKLISTED_KEYS = frozenset(
-    {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}
+NODE_KEYS = frozenset(
+    {
+        "rocketmqHome",
+        "kvConfigPath",
+        "configStorePath",
+        "listenPort",
+        "serverChannelMaxIdleTimeSeconds",
+        "scanNotActiveBrokerInterval",
+    }
 )
+"""Per-process keys: each node answers its own real value (its start config), never the
+replicated one, and UPDATE_NAMESRV_CONFIG refuses them."""
+
+# The keys UPDATE_NAMESRV_CONFIG may never change, whatever configBlackList says:
+# upstream's four, plus the start-time settings of each node.
+FIXED_BLACKLISTED_KEYS = frozenset({"configBlackList"}) | NODE_KEYS
 BLACKLIST_SEPARATOR = ";"
 PORT_MAX = 65_535
 
@@ -145,6 +157,18 @@ class NamesrvConfig:
         if not 0 <= self.listen_port <= PORT_MAX:
             raise ValueError("listenPort must be a TCP port")
 
+    def check_honoured(self) -> None:
+        """Raise ValueError, with a one-line reason, when a key this NameServer cannot
+        honour is not at its default (see :func:`key_notes`)."""
+        for java, reason in _MUST_STAY_DEFAULT.items():
+            name = JAVA_TO_FIELD[java]
+            value, default = getattr(self, name), getattr(_DEFAULTS, name)
+            if value != default:
+                raise ValueError(
+                    f"{java}={_format_value(value)} is refused: {reason} "
+                    f"(leave it at {_format_value(default)})"
+                )
+
 
 FIELD_TO_JAVA: dict[str, str] = {
     f.name: str(f.metadata["java"]) for f in dataclasses.fields(NamesrvConfig)
@@ -153,6 +177,19 @@ FIELD_TO_JAVA: dict[str, str] = {
 
 JAVA_TO_FIELD: dict[str, str] = {java: name for name, java in FIELD_TO_JAVA.items()}
 """Java property name → snake_case field name."""
+
+_DEFAULTS = NamesrvConfig()
+
+_MUST_STAY_DEFAULT: dict[str, str] = {
+    "rocketmqHome": "this NameServer reads nothing from a RocketMQ home",
+    "clusterTest": "there is no cluster-test request processor in this NameServer",
+    "productEnvName": "it only names the cluster-test environment, and clusterTest is refused",
+    "clientRequestThreadPoolNums": "requests run on one asyncio event loop, not a thread pool",
+    "defaultThreadPoolNums": "requests run on one asyncio event loop, not a thread pool",
+    "unRegisterBrokerQueueCapacity": "unregisters are applied as they arrive, never queued",
+    "enableControllerInNamesrv": "this NameServer embeds no controller",
+}
+"""Keys this NameServer cannot honour: refused unless left at the default, with why."""
 
 _FIELD_TYPES: dict[str, type] = {f.name: type(f.default) for f in dataclasses.fields(NamesrvConfig)}
 
@@ -178,3 +215,48 @@ def _parse_value(kind: type, raw: str, java: str) -> object:
         except ValueError:
             raise ValueError(f"{java} must be an integer, got {raw!r}") from None
     return raw
+
+
+_KEY_NOTES: dict[str, str] = {
+    "kvConfigPath": "start-time setting of each node: eventual mode's KV file",
+    "configStorePath": (
+        "start-time setting of each node: eventual mode saves accepted updates there "
+        "and reloads them at start (raft mode: the Raft log is the store)"
+    ),
+    "orderMessageEnable": "ORDER_TOPIC_CONFIG in routes and registration answers",
+    "returnOrderTopicConfigToBroker": "whether registration answers carry ORDER_TOPIC_CONFIG",
+    "clientRequestThreadPoolQueueCapacity": (
+        "route reads waiting past it answer SYSTEM_BUSY (code 2)"
+    ),
+    "defaultThreadPoolQueueCapacity": (
+        "requests other than route reads waiting past it answer SYSTEM_BUSY (code 2)"
+    ),
+    "scanNotActiveBrokerInterval": (
+        "start-time setting of each node: the period of its silent-broker scan"
+    ),
+    "supportActingMaster": "acting-master routes while a master is gone",
+    "enableAllTopicList": "whether GET_ALL_TOPIC_LIST_FROM_NAMESERVER answers",
+    "enableTopicList": "whether the topic-list requests answer",
+    "notifyMinBrokerIdChanged": "NOTIFY_MIN_BROKER_ID_CHANGE to the brokers of a group",
+    "needWaitForService": "route reads refused for waitSecondsForService after start",
+    "waitSecondsForService": "how long route reads are refused after start (needWaitForService)",
+    "deleteTopicWithBrokerRegistration": "topics a broker stops listing are deleted",
+    "configBlackList": "keys UPDATE_NAMESRV_CONFIG refuses (plus the fixed ones)",
+    "listenPort": "start-time setting of each node: the remoting port it really listens on",
+    "serverChannelMaxIdleTimeSeconds": (
+        "start-time setting of each node: idle connections are closed after it"
+    ),
+    "kvConfigBytesMax": "PUT_KV_CONFIG that would grow the KV config past it is refused",
+}
+
+
+def key_notes() -> dict[str, str]:
+    """Java key -> one short line saying what drives it, or why it is refused.
+
+    The single source the console's Config page and the docs use.
+    """
+    return {
+        java: _KEY_NOTES.get(java)
+        or f"refused unless left at the default: {_MUST_STAY_DEFAULT[java]}"
+        for java in JAVA_TO_FIELD
+    }

@@ -467,8 +467,9 @@ def update_config(
 ) -> tuple[NamesrvConfig, str | None]:
     """UPDATE_NAMESRV_CONFIG: refuse on any blacklisted key, else merge known keys.
 
-    A value that does not parse, or would make the config invalid, is skipped on
-    its own (Java ``properties2Object`` ignores such a field the same way).
+    A value that does not parse, would make the config invalid or is one this
+    NameServer cannot honour, is skipped on its own (Java ``properties2Object``
+    ignores such a field the same way; the gateway refuses these before logging).
     """
     blacklisted = config.blacklisted_keys()
     for key, _ in properties:
@@ -479,6 +480,7 @@ def update_config(
         try:
             candidate = merged.updated({key: value})
             candidate.validate()
+            candidate.check_honoured()
         except ValueError:
             continue
         merged = candidate

@@ -32,6 +32,7 @@ from spark_jobs.simulate import (
     SimConfig,
     simulate,
 )
+from tools.cli import ExactArgumentParser
 
 MODES_BOTH = "both"
 DEFAULTS = SimConfig()
@@ -52,7 +53,7 @@ def _spark_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spark_jobs.cli", description=__doc__)
+    parser = ExactArgumentParser(prog="spark_jobs.cli", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     analyze = commands.add_parser("analyze", help="run every Spark job over histories")
     analyze.add_argument(
@@ -61,19 +62,50 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="a run directory, or a directory of run directories",
     )
-    analyze.add_argument("--out", required=True, type=Path)
+    analyze.add_argument(
+        "--out", required=True, type=Path, help="the report folder to write (tables, plots)"
+    )
     _spark_arguments(analyze)
-    analyze.add_argument("--checker-max-ops", type=int, default=CheckBudget().max_ops)
-    analyze.add_argument("--checker-max-seconds", type=float, default=CheckBudget().max_seconds)
+    analyze.add_argument(
+        "--checker-max-ops",
+        type=int,
+        default=CheckBudget().max_ops,
+        help="the linearizability checker gives up on a topic past this many operations",
+    )
+    analyze.add_argument(
+        "--checker-max-seconds",
+        type=float,
+        default=CheckBudget().max_seconds,
+        help="... or past this many seconds on one topic (its verdict: unknown)",
+    )
     sim = commands.add_parser("simulate", help="write simulated histories")
-    sim.add_argument("--brokers", type=int, default=DEFAULTS.brokers)
-    sim.add_argument("--topics", type=int, default=DEFAULTS.topics)
-    sim.add_argument("--reads", type=int, default=DEFAULTS.reads)
-    sim.add_argument("--mode", choices=(MODE_EVENTUAL, MODE_RAFT, MODES_BOTH), default=MODES_BOTH)
-    sim.add_argument("--scenario", choices=SCENARIOS, default=SCENARIO_ASYMMETRIC)
-    sim.add_argument("--seed", type=int, default=DEFAULTS.seed)
-    sim.add_argument("--sample-topics", type=int, default=DEFAULTS.sample_topics)
-    sim.add_argument("--out", required=True, type=Path)
+    sim.add_argument("--brokers", type=int, default=DEFAULTS.brokers, help="simulated brokers")
+    sim.add_argument("--topics", type=int, default=DEFAULTS.topics, help="simulated topics")
+    sim.add_argument(
+        "--reads",
+        type=int,
+        default=DEFAULTS.reads,
+        help="route reads of all simulated clients over the run",
+    )
+    sim.add_argument(
+        "--mode",
+        choices=(MODE_EVENTUAL, MODE_RAFT, MODES_BOTH),
+        default=MODES_BOTH,
+        help="which design to simulate, or both",
+    )
+    sim.add_argument(
+        "--scenario", choices=SCENARIOS, default=SCENARIO_ASYMMETRIC, help="the fault to simulate"
+    )
+    sim.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seeds the whole run")
+    sim.add_argument(
+        "--sample-topics",
+        type=int,
+        default=DEFAULTS.sample_topics,
+        help="topics whose state on every node is sampled through the run",
+    )
+    sim.add_argument(
+        "--out", required=True, type=Path, help="the folder the run's history is written to"
+    )
     sim.add_argument(
         "--calibrate-from",
         type=Path,

@@ -24,12 +24,13 @@ As a CLI (control over a TCP port, one JSON object per line)::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from tools.cli import ExactArgumentParser
 
 CHUNK_BYTES = 64 * 1024
 CONTROL_LINE_BYTES_MAX = 4096
@@ -221,9 +222,17 @@ async def _serve(links: list[str], control_port: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """CLI entry point: ``--link name=listen_port:host:port`` (repeatable)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--link", action="append", default=[], required=True)
-    parser.add_argument("--control", type=int, default=0)
+    parser = ExactArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--link",
+        action="append",
+        default=[],
+        required=True,
+        help="name=listen_port:host:port, one link forwarding to host:port; repeatable",
+    )
+    parser.add_argument(
+        "--control", type=int, default=0, help="the control port (0 picks a free one)"
+    )
     args = parser.parse_args(argv)
     asyncio.run(_serve(args.link, args.control))
 

@@ -8,29 +8,42 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from namesrv_app.gateway_client import web_setting
-from namesrv_app.roles import is_operator, is_viewer
+from namesrv_app.roles import OPERATOR_GROUP, VIEWER_GROUP, denial, is_operator, is_viewer
+
+# What a read needs, as a denial names it: operators read too.
+READ_ROLE = f"{VIEWER_GROUP} (or {OPERATOR_GROUP})"
 
 
 class IsViewer(BasePermission):
-    """Safe methods for viewers (and operators); anything else for operators only."""
+    """Safe methods for viewers (and operators); anything else for operators only.
 
-    message = "A viewer or operator role is required."
+    A refusal names the role the request needs and the one the caller has (DRF makes a
+    permission object per request, so the message is this request's own)."""
+
+    message = denial(READ_ROLE, None)
 
     def has_permission(self, request: Request, view: Any) -> bool:
         """Reads need a role; writes need the operator role."""
         if request.method in SAFE_METHODS:
-            return is_viewer(request.user)
-        return is_operator(request.user)
+            allowed, needed = is_viewer(request.user), READ_ROLE
+        else:
+            allowed, needed = is_operator(request.user), OPERATOR_GROUP
+        if not allowed:
+            self.message = denial(needed, request.user)
+        return allowed
 
 
 class IsOperator(BasePermission):
     """Every method needs the operator role (superusers count)."""
 
-    message = "The operator role is required."
+    message = denial(OPERATOR_GROUP, None)
 
     def has_permission(self, request: Request, view: Any) -> bool:
         """Only operators."""
-        return is_operator(request.user)
+        allowed = is_operator(request.user)
+        if not allowed:
+            self.message = denial(OPERATOR_GROUP, request.user)
+        return allowed
 
 
 class RouteReadPermission(IsViewer):

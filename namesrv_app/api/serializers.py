@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
-from namesrv_app import topic_types
+from namesrv_app import topic_admin, topic_types
 from namesrv_app.models import AuditEntry
 from namesrv_app.web.forms import (
     BROKER_ID_MAX,
@@ -75,13 +75,24 @@ class QueueSpecSerializer(Serializer):
     perm = serializers.IntegerField(validators=[validate_perm], help_text="2, 4 or 6")
 
 
+def _method() -> serializers.ChoiceField:
+    return serializers.ChoiceField(
+        choices=topic_admin.METHODS,
+        default=topic_admin.METHOD_BROKERS,
+        required=False,
+        help_text=topic_admin.METHOD_HELP,
+    )
+
+
 class RegisterTopicSerializer(Serializer):
-    """REGISTER_TOPIC_IN_NAMESRV: a topic and its queues per broker group."""
+    """A topic and its queues per broker group, created through each group's master
+    (default) or registered on the NameServers only (``method=namesrv``)."""
 
     topic = serializers.CharField(max_length=TOPIC_CHARS_MAX, validators=[validate_topic])
     queue_datas: serializers.ListSerializer[Any] = serializers.ListSerializer(
         child=QueueSpecSerializer(), allow_empty=False, max_length=BROKERS_PER_TOPIC_MAX
     )
+    method = _method()
 
     def validate_queue_datas(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Every broker group must be known to this node, and named once."""
@@ -95,9 +106,10 @@ class RegisterTopicSerializer(Serializer):
 
 
 class DeleteTopicQuerySerializer(Serializer):
-    """``?cluster=`` limits a delete to one cluster."""
+    """``?cluster=`` limits a delete to one cluster; ``?method=namesrv`` skips the brokers."""
 
     cluster = serializers.CharField(required=False, allow_blank=True, max_length=NAME_CHARS_MAX)
+    method = _method()
 
 
 class BrokerNameSerializer(Serializer):
@@ -254,7 +266,29 @@ class ResultSerializer(Serializer):
         many=True,
         required=False,
         help_text="eventual mode: each node the write was sent to, and its result "
-        "(HTTP 207 when some node missed it)",
+        "(HTTP 207 when some node missed it); a topic created through the brokers: "
+        "each node's route, confirmed",
+    )
+
+
+class BrokerResultSerializer(Serializer):
+    """One broker's part of a topic change."""
+
+    addr = serializers.CharField(allow_null=True, help_text="null: the group has no master")
+    group = serializers.CharField(help_text="the broker group (brokerName)")
+    done = serializers.BooleanField()
+    error = serializers.CharField(allow_null=True, help_text="why it was not done")
+
+
+class TopicResultSerializer(ResultSerializer):
+    """The answer to a topic create or delete: every write's fields plus each broker's
+    result (HTTP 207, ``ok`` false and ``partial`` true, when some broker or node
+    missed it)."""
+
+    brokers = BrokerResultSerializer(
+        many=True,
+        help_text="method=brokers: each broker asked (the chosen groups' masters for a "
+        "create; every master and slave of the topic's clusters for a delete)",
     )
 
 

@@ -3,8 +3,9 @@
 Reads come from the node's projection (``namesrv_app.web.reads``), or over the
 wire for linearizable and cross-node reads. Every write validates its input
 (400 with field messages, nothing sent) and then calls ONE gateway client
-function. Gateway failures become 503 (unreachable), 502 (refused) or 409
-(not in raft mode) through :func:`exception_handler`.
+function (topics: the topic service, ``namesrv_app.topic_admin``, as the console
+and ``manage.py topic`` do). Gateway failures become 503 (unreachable), 502
+(refused) or 409 (not in raft mode) through :func:`exception_handler`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler as drf_exception_handler
 
-from namesrv_app import gateway_client, topic_types
+from namesrv_app import gateway_client, topic_admin, topic_types
 from namesrv_app.api import serializers as s
 from namesrv_app.api.permissions import ApiDocsPermission, IsOperator, RouteReadPermission
 from namesrv_app.gateway_client import GatewayError, PartialWrite, WriteOutcome
@@ -69,6 +70,9 @@ BROKER_PARAM = OpenApiParameter(
     description=f"broker group name. {NAME_IN_PATH}",
 )
 NOT_FOUND = {404: OpenApiResponse(s.ErrorSerializer, description="no such topic or path")}
+PARTLY_DONE = (
+    "partly done: some broker or node missed it; ``brokers`` and ``nodes`` say which, and why"
+)
 
 
 class ApiSchemaView(SpectacularAPIView):
@@ -137,6 +141,11 @@ def _done(
     if count is not None:
         body["count"] = count
     return Response(body, status=code)
+
+
+def _topic_change(change: topic_admin.TopicChange) -> Response:
+    """A topic create or delete: 201/200 done, 207 partly done, 502/503 done nowhere."""
+    return Response(change.body(), status=change.http_status)
 
 
 # ------------------------------------------------------------------- routes
@@ -216,17 +225,22 @@ class TopicListView(APIView):
 
     @extend_schema(
         request=s.RegisterTopicSerializer,
-        responses={201: s.ResultSerializer, **ERRORS, **WRITE_ERRORS},
+        responses={
+            201: s.TopicResultSerializer,
+            207: OpenApiResponse(s.TopicResultSerializer, description=PARTLY_DONE),
+            **ERRORS,
+            **WRITE_ERRORS,
+        },
     )
     def post(self, request: Request) -> Response:
-        """REGISTER_TOPIC_IN_NAMESRV (217) through the gateway (operators)."""
+        """Create a topic (operators): through each group's master, then confirmed in
+        every node's route; ``method=namesrv``: REGISTER_TOPIC_IN_NAMESRV (217) only."""
         data = _valid(s.RegisterTopicSerializer, request.data)
         queues = [
             QueueData(q["broker_name"], q["read_queue_nums"], q["write_queue_nums"], q["perm"])
             for q in data["queue_datas"]
         ]
-        outcome = gateway_client.register_topic(data["topic"], queues)
-        return _done(f"registered {data['topic']}", outcome, code=status.HTTP_201_CREATED)
+        return _topic_change(topic_admin.create_topic(data["topic"], queues, data["method"]))
 
 
 class TopicDetailView(APIView):
@@ -248,14 +262,25 @@ class TopicDetailView(APIView):
 
     @extend_schema(
         parameters=[TOPIC_PARAM, s.DeleteTopicQuerySerializer],
-        responses={200: s.ResultSerializer, **NOT_FOUND, **ERRORS, **WRITE_ERRORS},
+        responses={
+            200: s.TopicResultSerializer,
+            207: OpenApiResponse(s.TopicResultSerializer, description=PARTLY_DONE),
+            404: OpenApiResponse(
+                s.ErrorSerializer,
+                description="no node routes the topic and no broker holds it; nothing sent",
+            ),
+            **ERRORS,
+            **WRITE_ERRORS,
+        },
     )
     def delete(self, request: Request, topic: str) -> Response:
-        """DELETE_TOPIC_IN_NAMESRV (216) through the gateway."""
+        """Delete a topic (operators): DELETE_TOPIC_IN_BROKER (215) on every broker of its
+        clusters, then DELETE_TOPIC_IN_NAMESRV (216) on every node; ``method=namesrv``:
+        216 only."""
         topic = _deletable_topic(topic)
-        cluster = _valid(s.DeleteTopicQuerySerializer, request.query_params).get("cluster") or None
-        outcome = gateway_client.delete_topic(topic, cluster)
-        return _done(f"deleted {topic}" + (f" in {cluster}" if cluster else ""), outcome)
+        query = _valid(s.DeleteTopicQuerySerializer, request.query_params)
+        change = topic_admin.delete_topic(topic, query.get("cluster") or None, query["method"])
+        return _topic_change(change)
 
 
 # ------------------------------------------------------------------- clusters and brokers

@@ -36,13 +36,13 @@ from localcluster import broker_control
 from localcluster.broker_control import BrokerControlError, ConsumerGroupInfo
 from namesrv_app import audit, models
 from namesrv_app.conf import namesrv_settings
+from namesrv_app.topic_admin import create_topic_on_broker
 from namesrv_app.web import reads
 from namesrv_app.web.forms import (
     DEFAULT_QUEUE_NUMS,
     PERM_CHOICES,
     QUEUE_NUMS_MAX,
     QUEUE_NUMS_MIN,
-    create_topic_on_broker,
     validate_addr,
     validate_topic,
 )

@@ -24,12 +24,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from experiment_history.runs import read_table, table_path
+from experiment_history.runs import read_meta, read_table, table_path
 from experiment_history.schema import FAULTS, OPERATIONS
 from experiments.runner import MODES, REPORT_DIR_NAME, RUNS_DIR_NAME
 from experiments.scenarios import SCENARIOS
 from namesrv_app.models import ExperimentRun
 from namesrv_app.roles import is_operator
+from namesrv_app.web import units
 from namesrv_app.web.views import _context, console_view
 from spark_jobs import report
 
@@ -52,12 +53,13 @@ TIMELINE_BAR_MIN_PX = 1.0
 LANE_KEYS = ("process", "node")
 OUTCOME_COLORS = {"ok": "#2ca02c", "not_found": "#ff7f0e", "error": "#d62728", "timeout": "#7f7f7f"}
 OTHER_COLOR = "#1f77b4"
-# (analysis table, column, label) shown on the list for each run.
+MS_PER_S = 1000
+# (analysis table, column, how the value reads, the words after it) on the list per run.
 HEADLINES = (
-    ("divergence", "topics_diverged_share", "diverged topics"),
-    ("divergence", "longest_ms", "longest divergence ms"),
-    ("linearizability", "not_linearizable", "non-linearizable topics"),
-    ("not_exist_live", "not_exist_live", "TOPIC_NOT_EXIST for live topics"),
+    ("divergence", "topics_diverged_share", "share", "of topics diverged"),
+    ("divergence", "longest_ms", "ms", "longest divergence"),
+    ("linearizability", "not_linearizable", "count", "non-linearizable topics"),
+    ("not_exist_live", "not_exist_live", "count", "TOPIC_NOT_EXIST answers for live topics"),
 )
 
 
@@ -80,7 +82,8 @@ class ExperimentLaunchForm(forms.Form):
         min_value=DURATION_S_MIN,
         max_value=DURATION_S_MAX,
         initial=DURATION_S_DEFAULT,
-        label="Duration (s)",
+        label="Recording duration (s)",
+        help_text="the run's wall time adds its cluster's boot, the warm-up and the teardown",
     )
 
     def command(self, out_root: Path) -> list[str]:
@@ -129,25 +132,60 @@ def start_detached(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
 # ------------------------------------------------------------------- list
 
 
+def _headline_value(value: Any, kind: str) -> str:
+    """A headline number with its unit: a share as a percentage, ms as seconds."""
+    if kind == "share":
+        return units.percent(float(value))
+    if kind == "ms":
+        return f"{float(value) / MS_PER_S:.1f} s"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def headline(run: ExperimentRun) -> list[dict[str, Any]]:
-    """The run's headline numbers from its stored analysis (empty before analysis)."""
+    """The run's headline numbers from its stored analysis (empty before analysis), each
+    with its unit: ``{"value": "25 %", "label": "of topics diverged"}``."""
     analysis = (run.summary or {}).get("analysis") or {}
     out = []
-    for table, column, label in HEADLINES:
+    for table, column, kind, label in HEADLINES:
         rows = analysis.get(table) or []
         values = [r[column] for r in rows if isinstance(r, dict) and r.get(column) is not None]
         if values:
-            value = values[0]
-            out.append(
-                {"label": label, "value": f"{value:.3g}" if isinstance(value, float) else value}
-            )
+            out.append({"label": label, "value": _headline_value(values[0], kind)})
     return out
 
 
-def _duration_s(run: ExperimentRun) -> float | None:
-    if run.finished is None:
+def asked_duration_s(run: ExperimentRun) -> float | None:
+    """The recording time the run was asked for (``--duration-s``), from its ``run.json``;
+    None while it runs (the file is written at its end) or when the file is gone."""
+    try:
+        value = read_meta(run.out_dir).params.get("duration_s")
+    except (OSError, ValueError, TypeError):
         return None
-    return round((run.finished - run.started).total_seconds(), 1)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def run_times(run: ExperimentRun) -> dict[str, Any]:
+    """The asked duration and the actual wall time of a run, with what the wall time
+    spent on: the recording, the warm-up, and the rest (cluster boot and teardown).
+
+    The wall time runs from the row's start to its end, so it covers booting the run's
+    own cluster, the warm-up, the recording and the teardown; the Spark analysis of a
+    batch runs after its runs ended and is not in it.
+    """
+    wall_s = None if run.finished is None else (run.finished - run.started).total_seconds()
+    timings = (run.summary or {}).get("timings") or {}
+    parts = {
+        name: float(timings[key]) / MS_PER_S
+        for name, key in (("warm-up", "warmup_ms"), ("recording", "recorded_ms"))
+        if isinstance(timings.get(key), int | float)
+    }
+    if wall_s is not None and parts:
+        parts["cluster boot and teardown"] = max(0.0, wall_s - sum(parts.values()))
+    return {
+        "asked_s": asked_duration_s(run),
+        "wall_s": None if wall_s is None else round(wall_s, 1),
+        "parts": [(name, round(seconds, 1)) for name, seconds in parts.items()],
+    }
 
 
 def _list_context(
@@ -157,7 +195,7 @@ def _list_context(
     rows = [
         {
             "run": r,
-            "duration_s": _duration_s(r),
+            "times": run_times(r),
             "headline": headline(r),
             "error": (r.summary or {}).get("error", ""),
         }
@@ -268,9 +306,27 @@ def pair_tables(runs: list[tuple[ExperimentRun, Path | None]]) -> dict[str, list
     return merged
 
 
+def report_cell(value: Any, share: bool) -> str:
+    """One report table cell as text; a share as a percentage (``25 %``)."""
+    if share and isinstance(value, int | float) and not isinstance(value, bool):
+        return units.percent(float(value))
+    return report.cell(value)
+
+
 def _grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Columns and text cells; a column of shares, or a side-by-side row whose measure is
+    a share, shows percentages."""
     columns = list(dict.fromkeys(c for r in rows for c in r))
-    return {"columns": columns, "rows": [[report.cell(r.get(c)) for c in columns] for r in rows]}
+    return {
+        "columns": columns,
+        "rows": [
+            [
+                report_cell(r.get(c), units.is_share(c) or units.is_share(str(r.get("measure"))))
+                for c in columns
+            ]
+            for r in rows
+        ],
+    }
 
 
 def report_sections(
@@ -314,7 +370,7 @@ def experiment_report(request: HttpRequest, run_id: str) -> HttpResponse:
         request,
         "experiments",
         run=run,
-        pair=pair,
+        pair=[{"run": member, "times": run_times(member)} for member in pair],
         plots=plots,
         modes=modes,
         verdicts=[[r[""], *(r[m] for m in modes)] for r in verdict_rows],

@@ -1,8 +1,10 @@
 """Operation forms of the console, and the input rules the API serializers share.
 
 Each form validates in ``clean_*``/``clean`` and then ``execute()`` calls ONE
-gateway client function (the single web write path) and returns the result
-text shown to the operator. Destructive forms require an explicit ``confirm``.
+gateway client function (the single web write path), or for topics the topic
+service the API and the CLI share (:mod:`namesrv_app.topic_admin`), and returns
+the result text shown to the operator. Destructive forms require an explicit
+``confirm``.
 
 Input rules (the console's, checked before anything reaches the gateway):
 
@@ -20,17 +22,12 @@ Input rules (the console's, checked before anything reaches the gateway):
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
-from localcluster import broker_control
-from localcluster.broker_control import BrokerControlError
-from namesrv_app import gateway_client, models
+from namesrv_app import gateway_client, models, topic_admin
 from remoting.model import QueueData, has_control_characters
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -143,134 +140,10 @@ class OperationForm(forms.Form):
         raise TypeError(f"{type(self).__name__} defines no operation")
 
 
-# ------------------------------------------------------------------- topics on brokers
+# ------------------------------------------------------------------- topics
 #
-# RocketMQ's dashboard creates a topic on the brokers (UPDATE_AND_CREATE_TOPIC, 17, to
-# each chosen master, which then registers it with every NameServer) and deletes it on
-# the brokers first (DELETE_TOPIC_IN_BROKER, 215, to every master and slave of its
-# clusters), then on every NameServer (216): a topic deleted on the NameServers only comes
-# back with a broker's next full registration.
-
-METHOD_BROKERS = "brokers"
-METHOD_NAMESRV = "namesrv"
-METHOD_CHOICES = (
-    (METHOD_BROKERS, "through the brokers (recommended)"),
-    (
-        METHOD_NAMESRV,
-        "NameServer only (advanced: brokers will not know the topic and their "
-        "next registration may overwrite it)",
-    ),
-)
-ROUTE_WAIT_S = 5.0
-"""How long a topic created through the brokers may take to appear in this node's route."""
-ROUTE_POLL_S = 0.2
-BROKER_CALLS_MAX = 16
-"""Brokers asked in parallel by one topic operation."""
-REREGISTER_NOTE = (
-    "A broker that still holds the topic brings it back with its next full registration "
-    "(RocketMQ's brokers send one every 30 s): retry once it is reachable."
-)
-
-
-class BrokerStepIncomplete(gateway_client.GatewayError):
-    """A topic operation did not go through on every broker (or was not confirmed).
-
-    A warning, never shown as success: the message names the brokers it reached
-    and the ones it missed, with the reasons.
-    """
-
-    http_status = 207
-
-    def __init__(self, message: str, http_status: int | None = None) -> None:
-        super().__init__(message)
-        if http_status is not None:
-            self.http_status = http_status
-
-
-def create_topic_on_broker(
-    addr: str, topic: str, *, read_queue_nums: int, write_queue_nums: int, perm: int
-) -> None:
-    """UPDATE_AND_CREATE_TOPIC on one broker, signed as this node (the broker's ACL wants
-    an admin); BrokerControlError when it is unreachable or refuses."""
-    broker_control.create_topic(
-        addr,
-        topic,
-        read_queue_nums=read_queue_nums,
-        write_queue_nums=write_queue_nums,
-        perm=perm,
-        credentials=gateway_client.signing_credentials(),
-    )
-
-
-def on_brokers(addrs: list[str], call: Callable[[str], None]) -> dict[str, str | None]:
-    """``call`` on every address in parallel; address -> None (done) or why it failed."""
-
-    def one(addr: str) -> str | None:
-        try:
-            call(addr)
-        except (BrokerControlError, ValueError) as exc:
-            # ValueError: a registered address that is not host:port.
-            return str(exc)
-        return None
-
-    if not addrs:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(BROKER_CALLS_MAX, len(addrs))) as pool:
-        return dict(zip(addrs, pool.map(one, addrs), strict=True))
-
-
-def master_addrs(broker_names: list[str]) -> dict[str, str | None]:
-    """Each broker group's master address as this node knows it (None: no master)."""
-    found = dict(
-        models.BrokerAddress.objects.filter(
-            group__broker_name__in=broker_names, broker_id=0
-        ).values_list("group__broker_name", "addr")
-    )
-    return {name: found.get(name) for name in broker_names}
-
-
-def topic_broker_addrs(topic: str, cluster: str | None = None) -> list[str]:
-    """Every broker that may hold ``topic``, masters first, then slaves: every master
-    and slave of the topic's clusters, as RocketMQ's tools send DELETE_TOPIC_IN_BROKER.
-
-    The clusters are ``cluster`` when given, else those of this node's route
-    (linearizable), else every cluster this node knows (a topic already gone from
-    the NameServers may still be held by a broker, which would register it again).
-    The route's own addresses are always included; the rest come from the projection.
-    """
-    route = gateway_client.topic_route(topic, linearizable=True)
-    datas = [] if route is None else route.broker_datas
-    datas = [b for b in datas if cluster is None or b.cluster == cluster]
-    found = {(broker_id, addr) for b in datas for broker_id, addr in b.broker_addrs.items()}
-    rows = models.BrokerAddress.objects.all()
-    if cluster is not None:
-        rows = rows.filter(group__cluster=cluster)
-    elif route is not None:
-        rows = rows.filter(group__cluster__in={b.cluster for b in datas})
-    found.update(rows.values_list("broker_id", "addr"))
-    ordered = sorted(found, key=lambda item: (item[0] != 0, item[1]))
-    return list(dict.fromkeys(addr for _, addr in ordered))
-
-
-def wait_for_route(topic: str, expected: dict[str, tuple[int, int]]) -> list[str]:
-    """Poll this node's route until every broker group of ``expected`` serves ``topic``
-    with its (read, write) queue counts, for at most ROUTE_WAIT_S; the groups still
-    missing (empty when all arrived)."""
-    deadline = time.monotonic() + ROUTE_WAIT_S
-    while True:
-        route = gateway_client.topic_route(topic, linearizable=True)
-        served = {
-            q.broker_name: (q.read_queue_nums, q.write_queue_nums)
-            for q in (route.queue_datas if route is not None else [])
-        }
-        missing = [name for name, nums in expected.items() if served.get(name) != nums]
-        if not missing or time.monotonic() >= deadline:
-            return missing
-        time.sleep(ROUTE_POLL_S)
-
-
-def _failures(failed: dict[str, str]) -> str:
-    return "; ".join(f"{where}: {why}" for where, why in failed.items())
+# Both forms call namesrv_app.topic_admin, as the REST API and ``manage.py topic`` do:
+# through the brokers first by default, NameServer-only as an explicit option.
 
 
 class RegisterTopicForm(OperationForm):
@@ -292,8 +165,8 @@ class RegisterTopicForm(OperationForm):
     )
     perm = forms.TypedChoiceField(choices=PERM_CHOICES, coerce=int, initial=6)
     method = forms.ChoiceField(
-        choices=METHOD_CHOICES,
-        initial=METHOD_BROKERS,
+        choices=topic_admin.METHOD_CHOICES,
+        initial=topic_admin.METHOD_BROKERS,
         required=False,
         widget=forms.RadioSelect,
         help_text="through the brokers: UPDATE_AND_CREATE_TOPIC on each group's master, "
@@ -306,70 +179,22 @@ class RegisterTopicForm(OperationForm):
 
     def clean_method(self) -> str:
         """The chosen method; NameServer-only when the post has none (see the class)."""
-        return str(self.cleaned_data.get("method") or METHOD_NAMESRV)
+        return str(self.cleaned_data.get("method") or topic_admin.METHOD_NAMESRV)
 
     def execute(self) -> str:
-        """Create or register the topic; the answer names the topic and brokers."""
-        if self.cleaned_data["method"] == METHOD_BROKERS:
-            return self._through_brokers()
+        """Create or register the topic; the answer names the topic, brokers and nodes."""
         data = self.cleaned_data
         queues = [
             QueueData(name, data["read_queue_nums"], data["write_queue_nums"], data["perm"])
             for name in data["brokers"]
         ]
-        outcome = gateway_client.register_topic(data["topic"], queues)
-        return outcome.sentence(
-            f"Registered topic {data['topic']} on the NameServers only "
-            f"(queues on {', '.join(data['brokers'])})"
-        )
-
-    def _through_brokers(self) -> str:
-        data = self.cleaned_data
-        topic, names = data["topic"], list(data["brokers"])
-        masters = master_addrs(names)
-        failed = {name: "no master registered" for name, addr in masters.items() if addr is None}
-        targets = {addr: name for name, addr in masters.items() if addr is not None}
-        gateway_client.signing_credentials()  # fails here, once, when this node cannot sign
-        answers = on_brokers(
-            list(targets),
-            lambda addr: create_topic_on_broker(
-                addr,
-                topic,
-                read_queue_nums=data["read_queue_nums"],
-                write_queue_nums=data["write_queue_nums"],
-                perm=data["perm"],
-            ),
-        )
-        created = {targets[addr]: addr for addr, error in answers.items() if error is None}
-        failed.update({f"{targets[addr]} ({addr})": e for addr, e in answers.items() if e})
-        if not created:
-            raise BrokerStepIncomplete(
-                f"Topic {topic} was created on no broker: {_failures(failed)}.", 502
-            )
-        nums = (data["read_queue_nums"], data["write_queue_nums"])
-        missing = wait_for_route(topic, {name: nums for name in created})
-        done = ", ".join(f"{name} ({addr})" for name, addr in created.items())
-        what = f"Created topic {topic} on the masters of {done}"
-        if failed or missing:
-            unconfirmed = (
-                f" This node's route does not list it on {', '.join(missing)} after "
-                f"{ROUTE_WAIT_S:.0f} s (the brokers register asynchronously: check the "
-                "Topics page)."
-                if missing
-                else ""
-            )
-            it_failed = f"; it FAILED on {_failures(failed)}" if failed else ""
-            raise BrokerStepIncomplete(f"{what}{it_failed}.{unconfirmed}")
-        return (
-            f"{what}; the brokers registered it with the NameServers (this node's "
-            f"route lists it on {', '.join(created)})."
-        )
+        return _done(topic_admin.create_topic(data["topic"], queues, data["method"]))
 
 
 class DeleteTopicForm(OperationForm):
     """Delete a topic as RocketMQ's dashboard does: DELETE_TOPIC_IN_BROKER on every
-    broker of its clusters (masters, then slaves; see :func:`topic_broker_addrs`), then
-    DELETE_TOPIC_IN_NAMESRV on every NameServer; optionally limited to one cluster."""
+    broker of its clusters (masters, then slaves), then DELETE_TOPIC_IN_NAMESRV on every
+    NameServer; optionally limited to one cluster, or NameServer-only."""
 
     title = "Delete a topic"
     destructive = True
@@ -378,59 +203,39 @@ class DeleteTopicForm(OperationForm):
         max_length=KV_VALUE_CHARS_MAX, strip=False, validators=[validate_deletable_topic]
     )
     cluster = forms.ChoiceField(choices=(), required=False)
+    method = forms.ChoiceField(
+        choices=topic_admin.DELETE_METHOD_CHOICES,
+        initial=topic_admin.METHOD_BROKERS,
+        required=False,
+        widget=forms.RadioSelect,
+        help_text="through the brokers: DELETE_TOPIC_IN_BROKER on every broker of its "
+        "clusters first, so their next registration does not bring it back",
+    )
     confirm = _confirm_field()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _choice_field(self, "cluster").choices = cluster_choices()
 
+    def clean_method(self) -> str:
+        """The chosen method; through the brokers when the post has none."""
+        return str(self.cleaned_data.get("method") or topic_admin.METHOD_BROKERS)
+
     def execute(self) -> str:
         """Delete the topic (or one cluster's queues of it) on the brokers, then on the
-        NameServers; BrokerStepIncomplete when a broker or a NameServer missed it."""
-        topic, cluster = self.cleaned_data["topic"], self.cleaned_data["cluster"] or None
-        scope = f" in cluster {cluster}" if cluster else ""
-        on_brokers_text, failed = self._on_brokers(topic, cluster)
-        try:
-            namesrv_text = gateway_client.delete_topic(topic, cluster).sentence(
-                "on the NameServers"
-            )
-        except gateway_client.PartialWrite as exc:
-            raise BrokerStepIncomplete(
-                f"Deleted topic {topic}{scope} {on_brokers_text}"
-                + (f"; it FAILED on broker {_failures(failed)}" if failed else "")
-                + f". NameServers: {exc}"
-            ) from exc
-        except gateway_client.GatewayError as exc:
-            raise BrokerStepIncomplete(
-                f"Deleted topic {topic}{scope} {on_brokers_text}"
-                + (f"; it FAILED on broker {_failures(failed)}" if failed else "")
-                + f", but on NO NameServer: {exc}",
-                exc.http_status,
-            ) from exc
-        what = f"Deleted topic {topic}{scope} {on_brokers_text}, then {namesrv_text}"
-        if failed:
-            raise BrokerStepIncomplete(
-                f"{what.rstrip('.')}; it FAILED on broker {_failures(failed)}. {REREGISTER_NOTE}"
-            )
-        return what
-
-    def _on_brokers(self, topic: str, cluster: str | None) -> tuple[str, dict[str, str]]:
-        """215 to every broker that may hold the topic: the text of where it went, and
-        the brokers that failed with their reasons."""
-        try:
-            validate_topic(topic)
-        except ValidationError:
-            return "(no broker asked: no broker can hold a name outside the topic rule)", {}
-        addrs = topic_broker_addrs(topic, cluster)
-        if not addrs:
-            return "(no broker of its clusters is registered)", {}
-        credentials = gateway_client.signing_credentials()
-        answers = on_brokers(
-            addrs, lambda addr: broker_control.delete_topic(addr, topic, credentials)
+        NameServers; TopicChangeIncomplete when a broker or a NameServer missed it."""
+        data = self.cleaned_data
+        return _done(
+            topic_admin.delete_topic(data["topic"], data["cluster"] or None, data["method"])
         )
-        failed = {addr: error for addr, error in answers.items() if error is not None}
-        done = [addr for addr, error in answers.items() if error is None]
-        return f"on brokers {', '.join(done) or '(none)'}", failed
+
+
+def _done(change: topic_admin.TopicChange) -> str:
+    """The sentence of a topic change that went through everywhere; else its warning
+    (207) or error, raised."""
+    if not change.complete:
+        raise topic_admin.TopicChangeIncomplete(change)
+    return change.detail
 
 
 class WritePermForm(OperationForm):

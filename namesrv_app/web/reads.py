@@ -24,6 +24,7 @@ from namesrv_app import gateway_client, models, topic_types
 from namesrv_app.agreement import mark_agreement
 from namesrv_app.db_router import PROJECTION_DB
 from namesrv_app.projection.writer import LIVENESS_LINGER_S
+from raftstore.config import NODE_KEYS
 from remoting import bodies
 from remoting.model import TopicRouteData
 
@@ -574,7 +575,9 @@ def config_comparison() -> dict[str, Any]:
             configs[n["node_id"]].get(key) if n["node_id"] in configs else None for n in nodes
         ]
         seen = {configs[node].get(key) for node in configs}
-        rows.append({"key": key, "values": values, "differs": len(seen) > 1})
+        # Each node's own port, paths and scan period differ by design: no divergence.
+        differs = len(seen) > 1 and key not in NODE_KEYS
+        rows.append({"key": key, "values": values, "differs": differs})
     local_ids = [n["node_id"] for n in nodes if n["local"] and n["node_id"] in configs]
     local: dict[str, str] = configs[local_ids[0]] if local_ids else next(iter(configs.values()), {})
     blacklisted = sorted(gateway_client.blacklisted_config_keys(local))

@@ -24,7 +24,7 @@ from namesrv_app import audit, gateway_client, models, topic_types
 from namesrv_app.gateway_client import GatewayError
 from namesrv_app.models import AuditEntry
 from namesrv_app.roles import is_operator, is_viewer, role_of
-from namesrv_app.web import reads
+from namesrv_app.web import reads, units
 from namesrv_app.web.forms import (
     OPERATION_FORMS,
     KVDeleteForm,
@@ -33,9 +33,12 @@ from namesrv_app.web.forms import (
     NamesrvConfigForm,
     OperationForm,
 )
+from raftstore.config import key_notes
 
 View = Callable[..., HttpResponse]
 RECENT_ROWS = 10
+REFUSED_NOTE_PREFIX = "refused"
+"""How a ``key_notes()`` line starts for a key this NameServer refuses to change."""
 SVG_GROUP_WIDTH = 170
 SVG_ROW_HEIGHT = 26
 SVG_GROUPS_PER_ROW = 5
@@ -82,23 +85,45 @@ def _context(request: HttpRequest, section: str, **extra: Any) -> dict[str, Any]
 @console_view()
 def overview(request: HttpRequest) -> HttpResponse:
     """Cluster health: every node, broker liveness, topic count, recent changes."""
+    # One NODE_STATUS per node per render: the card and the table show the same answer.
     panels = reads.node_panels()
+    recent_heartbeats = list(models.LiveBroker.objects.order_by("-last_update_ms")[:RECENT_ROWS])
     context = _context(
         request,
         "overview",
         nodes=panels,
         disagree=any(p["disagrees"] for p in panels),
-        projection=reads.local_node_state(),
+        local_applied=local_applied_version(panels),
         liveness=reads.liveness_counts(),
         clusters=reads.cluster_summaries(),
         topic_count=reads.topic_count(),
-        recent_heartbeats=models.LiveBroker.objects.order_by("-last_update_ms")[:RECENT_ROWS],
+        recent_heartbeats=recent_heartbeats,
+        timing_note=units.demo_timing_note(b.heartbeat_timeout_ms for b in recent_heartbeats),
         recent_topics=models.QueueData.objects.order_by("-applied_version").values(
             "topic", "broker_name", "perm", "applied_version"
         )[:RECENT_ROWS],
         now_ms=reads.liveness_now_ms(),
     )
     return render(request, "console/overview.html", context)
+
+
+def local_applied_version(panels: list[dict[str, Any]]) -> dict[str, Any]:
+    """This node's applied version for the Overview's card, taken from the same status
+    answers as the nodes table; the projection's only when this node's gateway did not
+    answer (and labelled so)."""
+    for panel in panels:
+        if panel["local"] and panel["reachable"]:
+            return {
+                "node_id": panel["node_id"],
+                "version": panel.get("applied_version"),
+                "source": "status",
+            }
+    state = reads.local_node_state() or {}
+    return {
+        "node_id": state.get("node_id", ""),
+        "version": state.get("applied_version", 0),
+        "source": "projection",
+    }
 
 
 def _svg_layout(groups: list[dict[str, Any]]) -> dict[str, Any]:
@@ -139,6 +164,9 @@ def topology(request: HttpRequest) -> HttpResponse:
         page=page,
         groups=groups,
         svg=_svg_layout(groups),
+        timing_note=units.demo_timing_note(
+            r["heartbeat_timeout_ms"] for g in groups for r in g["replicas"]
+        ),
         clusters=reads.cluster_summaries(),
         search=search,
         cluster=cluster,
@@ -231,10 +259,15 @@ def nodes(request: HttpRequest) -> HttpResponse:
 @console_view()
 def namesrv_config(request: HttpRequest) -> HttpResponse:
     """Every node's NameServer config side by side, differences marked; the update form."""
+    comparison = reads.config_comparison()
+    notes = key_notes()
+    for row in comparison["rows"]:
+        row["note"] = notes.get(row["key"], "")
+        row["refused"] = row["note"].startswith(REFUSED_NOTE_PREFIX)
     context = _context(
         request,
         "config",
-        comparison=reads.config_comparison(),
+        comparison=comparison,
         form=NamesrvConfigForm(initial=request.GET.dict()),
     )
     return render(request, "console/config.html", context)

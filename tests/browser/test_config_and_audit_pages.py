@@ -30,7 +30,6 @@ def test_a_config_change_shows_on_the_config_and_audit_pages(
     page.goto(f"{console_node.url}/config/")
     row = page.locator("#config-table tr", has_text="orderMessageEnable")
     assert "true" in row.inner_text()
-    screenshot(page, "config.png")
 
     page.goto(f"{console_node.url}/audit/")
     first = page.locator("table.grid tbody tr").first.inner_text()

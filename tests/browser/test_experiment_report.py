@@ -30,9 +30,19 @@ ROUTE_A = "broker-a:h1:10911:4:4:6"
 ROUTE_AB = "broker-a:h1:10911:4:4:6,broker-b:h2:10911:4:4:6"
 
 
+ASKED_DURATION_S = 10.0
+WALL_TIME_S = 35.4
+TIMINGS = {"warmup_ms": 4_100, "recorded_ms": 10_200}
+
+
 def _history(run_dir: Path, mode: str) -> None:
     meta = RunMeta(
-        run_id=run_dir.name, scenario=SCENARIO, mode=mode, seed=SEED, nodes=["n1", "n2", "n3"]
+        run_id=run_dir.name,
+        scenario=SCENARIO,
+        mode=mode,
+        seed=SEED,
+        nodes=["n1", "n2", "n3"],
+        params={"duration_s": ASKED_DURATION_S},
     )
     with HistoryWriter(run_dir, meta) as out:
         out.fault((1_000, 5_000, "asymmetric_partition", "n1", "{}"))
@@ -158,21 +168,31 @@ def _tables() -> dict[str, list[dict[str, Any]]]:
 
 
 def _index_runs(node: ConsoleNode, batch: Path, report: Path) -> None:
-    """ExperimentRun rows in the console node's shared database (as run_experiment does)."""
+    """ExperimentRun rows in the console node's shared database (as run_experiment does):
+    a 10 s recording that took 35.4 s of wall time, and its stored headline analysis."""
     rows = [
-        {"run_id": run_id, "mode": mode, "out_dir": str(batch / "runs" / run_id)}
+        {
+            "run_id": run_id,
+            "mode": mode,
+            "out_dir": str(batch / "runs" / run_id),
+            "divergence": [r for r in _tables()["divergence"] if r["mode"] == mode],
+        }
         for mode, run_id in RUN_IDS.items()
     ]
     code = (
         "import json, sys, django\n"
         "django.setup()\n"
+        "import datetime as dt\n"
         "from django.utils import timezone\n"
         "from namesrv_app.models import ExperimentRun\n"
+        "now = timezone.now()\n"
         "for r in json.loads(sys.argv[1]):\n"
         "    ExperimentRun.objects.update_or_create(run_id=r['run_id'], defaults=dict(\n"
         f"        scenario={SCENARIO!r}, mode=r['mode'], seed={SEED}, out_dir=r['out_dir'],\n"
-        "        started=timezone.now(), finished=timezone.now(), status='finished',\n"
-        f"        summary={{'report_dir': {str(report)!r}}}))\n"
+        f"        started=now, finished=now + dt.timedelta(seconds={WALL_TIME_S}),\n"
+        "        status='finished',\n"
+        f"        summary={{'report_dir': {str(report)!r}, 'timings': {TIMINGS!r},\n"
+        "                 'analysis': {'divergence': r['divergence']}}))\n"
     )
     subprocess.run(
         [sys.executable, "-c", code, json.dumps(rows)],
@@ -202,6 +222,11 @@ def test_the_report_page_shows_both_modes_the_counterexample_and_the_plots(
     assert "not linearizable (2 of 8 exercised topics not linearizable)" in text
     assert "linearizable (8 of 8 exercised topics linearizable)" in text
     assert "25 % of topics, longest 9.0 s" in text
+    divergence = page.locator("#table-divergence").inner_text()
+    assert "25 %" in divergence and "7 %" in divergence and "0.25" not in divergence
+    runs = page.locator("#report-runs").inner_text()
+    assert "asked duration" in runs and "actual wall time" in runs
+    assert runs.count("10 s") == 2 and runs.count("35.4 s") == 2
     assert (
         "No broker was killed in this scenario" in page.locator("#empty-stale_route").inner_text()
     )
@@ -221,3 +246,28 @@ def test_the_report_page_shows_both_modes_the_counterexample_and_the_plots(
     page.locator("#report-plots").scroll_into_view_if_needed()
     settle()
     screenshot(page, "experiment-plots.png")
+
+
+def test_the_experiments_page_shows_shares_and_both_durations_with_units(
+    page: Any,
+    console_node: ConsoleNode,
+    tmp_path: Path,
+) -> None:
+    # The list reads the rows and each run's run.json; no report folder is needed.
+    batch = tmp_path / f"{SCENARIO}-s{SEED}-20261125-130000"
+    for mode, run_id in RUN_IDS.items():
+        _history(batch / "runs" / run_id, mode)
+    _index_runs(console_node, batch, batch / "report")
+
+    page.goto(f"{console_node.url}/experiments/")
+    heads = page.locator("#experiment-runs thead th").all_inner_texts()
+    assert "asked duration" in heads and "actual wall time" in heads
+    row = page.locator("#experiment-runs tr", has_text=RUN_IDS["eventual"])
+    assert row.locator("td.asked-duration").inner_text() == "10 s"
+    wall = row.locator("td.wall-time").inner_text()
+    assert wall.startswith("35.4 s") and "cluster boot and teardown 21.1 s" in wall
+    assert "25 % of topics diverged" in row.inner_text()
+    assert "longest divergence" in row.inner_text() and "9.0 s" in row.inner_text()
+    assert "0.25" not in page.inner_text("#experiment-runs")
+    settle()
+    screenshot(page, "experiments.png")

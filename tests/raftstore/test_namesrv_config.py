@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raftstore.commands import UpdateNamesrvConfig
-from raftstore.config import JAVA_TO_FIELD, NamesrvConfig
+from raftstore.config import JAVA_TO_FIELD, NamesrvConfig, key_notes
 from raftstore.results import ConfigOutcome
 from raftstore.route_table import RouteTable
 
@@ -49,9 +49,58 @@ def test_validate_rejects_out_of_range_values() -> None:
     NamesrvConfig().validate()
 
 
-def test_the_blacklist_is_the_fixed_four_plus_the_configured_keys() -> None:
+def test_the_blacklist_is_upstreams_four_the_start_settings_and_the_configured_keys() -> None:
     keys = NamesrvConfig(config_black_list="a; b;;").blacklisted_keys()
-    assert keys == {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "a", "b"}
+    assert keys == {
+        "configBlackList",
+        "configStorePath",
+        "kvConfigPath",
+        "rocketmqHome",
+        "listenPort",
+        "serverChannelMaxIdleTimeSeconds",
+        "scanNotActiveBrokerInterval",
+        "a",
+        "b",
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("clusterTest", "true"),
+        ("productEnvName", "test"),
+        ("enableControllerInNamesrv", "true"),
+        ("clientRequestThreadPoolNums", "4"),
+        ("defaultThreadPoolNums", "32"),
+        ("unRegisterBrokerQueueCapacity", "10"),
+        ("rocketmqHome", "/opt/rocketmq"),
+    ],
+)
+def test_a_key_it_cannot_honour_is_refused_with_its_reason_unless_left_at_the_default(
+    key: str, value: str
+) -> None:
+    with pytest.raises(ValueError, match=rf"^{key}={value} is refused: .+ \(leave it at "):
+        NamesrvConfig().updated({key: value}).check_honoured()
+    NamesrvConfig().updated({key: key_notes_default(key)}).check_honoured()
+
+
+def key_notes_default(key: str) -> str:
+    """The key's default, as GET_NAMESRV_CONFIG prints it."""
+    return NamesrvConfig().to_properties()[key]
+
+
+def test_every_key_has_one_note_and_every_refused_key_says_so() -> None:
+    notes = key_notes()
+    assert set(notes) == set(NamesrvConfig().to_properties())
+    assert all(note and "\n" not in note for note in notes.values())
+    assert notes["clusterTest"].startswith("refused unless left at the default: ")
+    assert notes["listenPort"].startswith("start-time setting of each node")
+
+
+def test_update_config_skips_a_value_it_cannot_honour() -> None:
+    table = RouteTable()
+    table.apply(UpdateNamesrvConfig((("clusterTest", "true"), ("enableTopicList", "false"))))
+    assert table.config == NamesrvConfig(enable_topic_list=False)
 
 
 @pytest.mark.parametrize(
@@ -75,7 +124,11 @@ def test_update_config_merges_and_reports_a_config_change() -> None:
 
 def test_update_config_skips_unparsable_or_invalid_values() -> None:
     table = RouteTable()
-    props = (("listenPort", "nope"), ("waitSecondsForService", "-1"), ("enableTopicList", "false"))
+    props = (
+        ("kvConfigBytesMax", "nope"),
+        ("waitSecondsForService", "-1"),
+        ("enableTopicList", "false"),
+    )
     table.apply(UpdateNamesrvConfig(props))
     assert table.config == NamesrvConfig(enable_topic_list=False)
 

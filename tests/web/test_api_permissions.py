@@ -63,3 +63,37 @@ def test_session_writes_need_the_csrf_token(cast: Any, operator: User) -> None:
     )
     assert response.status_code == 403
     assert "CSRF" in response.json()["detail"]
+
+
+def test_a_viewers_write_is_refused_naming_the_role_it_needs_and_the_one_it_has(
+    viewer_api: APIClient,
+) -> None:
+    response = viewer_api.post(
+        "/api/v1/kv/", {"namespace": "n", "key": "k", "value": "v"}, format="json"
+    )
+
+    assert response.status_code == 403
+    assert response.json()["detail"] == (
+        "This needs the operator role; your account has the viewer role."
+    )
+
+
+def test_an_operator_only_endpoint_names_the_operator_role_to_a_viewer(
+    viewer_api: APIClient,
+) -> None:
+    response = viewer_api.get("/api/v1/nodes/membership/")
+
+    assert response.status_code == 403
+    detail = response.json()["detail"]
+    assert "needs the operator role" in detail and "has the viewer role" in detail
+
+
+def test_a_user_without_a_role_is_told_what_a_read_needs_and_that_it_has_none(
+    nobody: User,
+) -> None:
+    response = token_client(nobody).get("/api/v1/topics/")
+
+    assert response.status_code == 403
+    assert response.json()["detail"] == (
+        "This needs the viewer (or operator) role; your account has no console role."
+    )

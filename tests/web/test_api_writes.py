@@ -22,24 +22,49 @@ def _route_perms(topic: str) -> dict[str, int]:
     return {} if route is None else {q.broker_name: q.perm for q in route.queue_datas}
 
 
-def test_an_operator_registers_a_topic_and_the_gateway_serves_it(
+def test_an_operator_registers_a_topic_on_the_nameservers_only_and_the_gateway_serves_it(
     wired: RunningGateway, known_brokers: None, operator_api: APIClient
 ) -> None:
+    # method=namesrv: this gateway's brokers are only registrations, no processes
+    # (tests/integration/test_topic_admin.py covers the default, through real brokers).
     body = {
         "topic": "ApiCreated",
+        "method": "namesrv",
         "queue_datas": [
             {"broker_name": "broker-a", "read_queue_nums": 3, "write_queue_nums": 2, "perm": 6},
         ],
     }
     response = operator_api.post("/api/v1/topics/", body, format="json")
     assert response.status_code == 201, response.content
+    assert response.json()["brokers"] == []
+    assert [n["ok"] for n in response.json()["nodes"]] == [True]
     route = gateway_client.topic_route("ApiCreated", linearizable=True)
     assert route is not None
     assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [
         ("broker-a", 3, 2)
     ]
-    assert operator_api.delete("/api/v1/topics/ApiCreated/").status_code == 200
+    deleted = operator_api.delete("/api/v1/topics/ApiCreated/?method=namesrv")
+    assert deleted.status_code == 200, deleted.content
+    assert "NameServer only" in deleted.json()["detail"]
     assert gateway_client.topic_route("ApiCreated", linearizable=True) is None
+
+
+def test_deleting_a_topic_no_nameserver_routes_answers_404_in_json(
+    wired: RunningGateway, known_brokers: None, operator_api: APIClient
+) -> None:
+    response = operator_api.delete("/api/v1/topics/NoSuchTopic/?method=namesrv")
+    assert response.status_code == 404, response.content
+    assert "No topic NoSuchTopic" in response.json()["detail"]
+    assert gateway_client.topic_route("TopicTest", linearizable=True) is not None
+
+
+def test_an_unknown_topic_method_is_refused(
+    wired: RunningGateway, known_brokers: None, operator_api: APIClient
+) -> None:
+    response = operator_api.delete("/api/v1/topics/TopicTest/?method=both")
+    assert response.status_code == 400
+    assert "method" in response.json()
+    assert gateway_client.topic_route("TopicTest", linearizable=True) is not None
 
 
 @pytest.mark.parametrize(

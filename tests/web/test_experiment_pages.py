@@ -146,9 +146,51 @@ def test_a_user_without_a_role_sees_no_experiment(runs: Any, nobody: User) -> No
 def test_the_list_shows_every_run_with_its_headline(runs: Any, viewer: User) -> None:
     page = _client(viewer).get("/experiments/").content.decode()
     assert RUN_IDS["eventual"] in page and RUN_IDS["raft"] in page
-    assert "diverged topics: <strong>0.625</strong>" in page
-    assert "42.0" in page
+    assert "<strong>62.5 %</strong> of topics diverged" in page
+    assert "42.0 s" in page
     assert 'id="launch"' not in page
+
+
+def test_the_list_shows_the_asked_duration_and_the_wall_time_with_its_parts(
+    db: Any, tmp_path: Path, viewer: User
+) -> None:
+    run_dir = tmp_path / "runs" / "s1-eventual-s1-1"
+    meta = RunMeta(
+        run_id=run_dir.name,
+        scenario=SCENARIO,
+        mode="eventual",
+        seed=1,
+        nodes=["n1"],
+        params={"duration_s": 10.0},
+    )
+    HistoryWriter(run_dir, meta).close()
+    ExperimentRun.objects.create(
+        run_id=run_dir.name,
+        scenario=SCENARIO,
+        mode="eventual",
+        seed=1,
+        started=STARTED,
+        finished=STARTED + dt.timedelta(seconds=35.4),
+        status=ExperimentRun.Status.FINISHED,
+        out_dir=str(run_dir),
+        summary={"timings": {"warmup_ms": 4_100, "recorded_ms": 10_200}},
+    )
+    page = _client(viewer).get("/experiments/").content.decode()
+    assert "<th" in page and ">asked duration</th>" in page and ">actual wall time</th>" in page
+    row = page.split(f">{run_dir.name}</code>", 1)[1].split("</tr>", 1)[0]
+    assert '<td class="num asked-duration">10 s</td>' in row
+    assert "35.4 s" in row
+    assert "warm-up 4.1 s, recording 10.2 s, cluster boot and teardown 21.1 s" in row
+    assert "the analysis runs after" in page
+
+
+def test_the_report_shows_every_share_as_a_percentage(runs: Any, viewer: User) -> None:
+    page = _client(viewer).get(f"/experiments/{RUN_IDS['raft']}/").content.decode()
+    divergence = page.split('id="table-divergence"')[1].split("</table>")[0]
+    assert "<td>topics_diverged_share</td><td>62.5 %</td><td>0 %</td>" in divergence
+    freshness = page.split('id="table-t_visibility"')[1].split("</table>")[0]
+    assert "<td>0</td><td>50 %</td><td>50 %</td>" in freshness
+    assert "0.625" not in divergence and "0.9<" not in freshness
 
 
 def test_an_operator_sees_the_launch_form(runs: Any, operator: User) -> None:

@@ -15,14 +15,15 @@ import json
 import logging
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from broker_app.consumer import PushConsumer, default_client_id
+from broker_app.management.command import ProjectCommand
 from broker_app.store.record import TAGS_PROPERTY, parse_properties
 from remoting.message_codec import MessageExt
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     """Consume messages of one topic and print each as JSON."""
 
     help = (
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--namesrv", default="127.0.0.1:9876", help="NameServer addresses, ';'-separated"
         )
-        parser.add_argument("--topic", required=True)
+        parser.add_argument("--topic", required=True, help="the topic to consume")
         parser.add_argument("--group", default="CLI_CONSUMER", help="consumer group")
         parser.add_argument("--tags", default="*", help="'*' or 'TagA || TagB'")
         parser.add_argument("--count", type=int, default=0, help="stop after N messages (0: no)")
@@ -47,7 +48,13 @@ class Command(BaseCommand):
             default=10.0,
             help="stop after this many seconds without a message (0: never)",
         )
-        parser.add_argument("--client-id", dest="client_id", default=None)
+        parser.add_argument(
+            "--client-id",
+            dest="client_id",
+            default=None,
+            help="this consumer's client id in its group "
+            "(default: this host's IP@pid, as RocketMQ builds it)",
+        )
         parser.add_argument(
             "--fail",
             action="append",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from broker_app.broker import BrokerController, write_ready_file
 from broker_app.config import (
@@ -26,6 +26,7 @@ from broker_app.config import (
     read_config_file,
     split_address,
 )
+from broker_app.management.command import ProjectCommand
 from broker_app.metadata import MetadataRepository
 from broker_app.persistence import PROJECTION_DB, DjangoMetadataRepository
 from remoting.listener import raise_open_files_limit
@@ -64,7 +65,7 @@ def settings_from_options(options: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     """Run a broker: store, HA, registration with the NameServers."""
 
     help = "Run a RocketMQ broker (master or slave) that registers with the NameServers."
@@ -73,25 +74,76 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """The broker's flags."""
-        parser.add_argument("--config", help="JSON or properties file (broker.conf names work)")
-        parser.add_argument("--cluster", help="brokerClusterName")
-        parser.add_argument("--broker-name", dest="broker_name")
-        parser.add_argument("--broker-id", dest="broker_id", type=int)
-        parser.add_argument("--address", help="host:port of the remoting server (port 0 = pick)")
-        parser.add_argument("--ha-port", dest="ha_port", type=int)
-        parser.add_argument("--role", choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"])
-        parser.add_argument("--namesrv", help="NameServer addresses, ';'-separated")
-        parser.add_argument("--store-dir", dest="store_dir")
-        parser.add_argument("--register-period-ms", dest="register_period_ms", type=int)
-        parser.add_argument("--slave-timeout-ms", dest="slave_timeout_ms", type=int)
-        parser.add_argument("--ready-file", dest="ready_file")
+        parser.add_argument(
+            "--config", help="a JSON or properties file (broker.conf names work); flags win over it"
+        )
+        parser.add_argument("--cluster", help="brokerClusterName (default: DefaultCluster)")
+        parser.add_argument(
+            "--broker-name", dest="broker_name", help="brokerName, the group (default: broker-a)"
+        )
+        parser.add_argument(
+            "--broker-id",
+            dest="broker_id",
+            type=int,
+            help="brokerId: 0 the master, 1 and up its slaves (default: 0)",
+        )
+        parser.add_argument(
+            "--address",
+            help="host:port of the remoting server; port 0 picks a free one (default: 127.0.0.1:0)",
+        )
+        parser.add_argument(
+            "--ha-port",
+            dest="ha_port",
+            type=int,
+            help="the master's HA port for its slaves; 0 picks a free one (default: 0)",
+        )
+        parser.add_argument(
+            "--role",
+            choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"],
+            help="brokerRole (default: ASYNC_MASTER)",
+        )
+        parser.add_argument(
+            "--namesrv",
+            help="NameServer addresses, ';'-separated "
+            "(default: none, the broker registers nowhere)",
+        )
+        parser.add_argument(
+            "--store-dir",
+            dest="store_dir",
+            help="storePathRootDir, the commit log's folder (required here or in --config)",
+        )
+        parser.add_argument(
+            "--register-period-ms",
+            dest="register_period_ms",
+            type=int,
+            help="how often the broker registers with every NameServer (default: 30000)",
+        )
+        parser.add_argument(
+            "--slave-timeout-ms",
+            dest="slave_timeout_ms",
+            type=int,
+            help="SYNC_MASTER: how long a send waits for a slave's ack (default: 3000)",
+        )
+        parser.add_argument(
+            "--ready-file",
+            dest="ready_file",
+            help="write the broker's ports to this JSON file once it serves (default: none)",
+        )
         parser.add_argument(
             "--fast-heartbeat",
             dest="fast_heartbeat",
             action=argparse.BooleanOptionalAction,
             default=None,
+            help="send a light heartbeat every heartbeatIntervalMs between the full "
+            "registrations (default: off)",
         )
-        parser.add_argument("--set", action="append", metavar="KEY=VALUE")
+        parser.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="any other setting, by field or RocketMQ name, e.g. "
+            "haSendHeartbeatInterval=200; repeatable, wins over the flags",
+        )
         parser.add_argument(
             "--migrate",
             action="store_true",

@@ -6,8 +6,9 @@ import json
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from broker_app.management.command import ProjectCommand
 from broker_app.messages import build_send_request
 from remoting.blocking import BlockingClient
 from remoting.client import RemotingClientError
@@ -15,7 +16,7 @@ from remoting.client import RemotingClientError
 SEND_TIMEOUT_S = 10.0
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     """Send messages to one broker over the remoting protocol."""
 
     help = "Send --count messages to --broker and print each SendResult as JSON."
@@ -24,13 +25,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """The command's flags."""
-        parser.add_argument("--broker", required=True, help="broker host:port")
-        parser.add_argument("--topic", required=True)
-        parser.add_argument("--count", type=int, default=1)
-        parser.add_argument("--body", default="hello")
-        parser.add_argument("--queue-id", dest="queue_id", type=int, default=0)
-        parser.add_argument("--tags", default=None)
-        parser.add_argument("--producer-group", dest="producer_group", default="CLI_PRODUCER")
+        parser.add_argument("--broker", required=True, help="the broker's host:port")
+        parser.add_argument("--topic", required=True, help="the topic to send to")
+        parser.add_argument("--count", type=int, default=1, help="how many messages to send")
+        parser.add_argument("--body", default="hello", help="each message's body (UTF-8)")
+        parser.add_argument(
+            "--queue-id", dest="queue_id", type=int, default=0, help="the queue to send to"
+        )
+        parser.add_argument(
+            "--tags", default=None, help="the messages' tag, e.g. TagA (default: no tag)"
+        )
+        parser.add_argument(
+            "--producer-group",
+            dest="producer_group",
+            default="CLI_PRODUCER",
+            help="the producer group named in each request",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Send and print."""

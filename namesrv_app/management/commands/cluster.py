@@ -20,9 +20,9 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from broker_app.management.command import ProjectCommand
 from localcluster import launcher
 from namesrv_app.agreement import mark_agreement
-from namesrv_app.management.command import ProjectCommand
 from raftstore import vocab
 from remoting.tls import TlsMode
 

@@ -37,7 +37,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
-from namesrv_app.management.command import ProjectCommand
+from broker_app.management.command import ProjectCommand
 from namesrv_app.management.run_dir import (
     add_run_dir_argument,
     apply_run_dir,
@@ -61,8 +61,13 @@ class Command(ProjectCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """username, role, where the password comes from, and whether to print a token."""
-        parser.add_argument("username")
-        parser.add_argument("--role", choices=ROLE_GROUPS, default=OPERATOR_GROUP)
+        parser.add_argument("username", help="the account's name (created, or updated)")
+        parser.add_argument(
+            "--role",
+            choices=ROLE_GROUPS,
+            default=OPERATOR_GROUP,
+            help="viewer reads; operator also writes",
+        )
         parser.add_argument(
             "--password-env", default="", help="read the password from this env var"
         )

@@ -15,6 +15,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
+from broker_app.management.command import ProjectCommand
 from experiments.config import ExperimentConfig
 from experiments.progress import Progress
 from experiments.runner import (
@@ -28,7 +29,6 @@ from experiments.runner import (
     summary_text,
 )
 from experiments.scenarios import SCENARIOS
-from namesrv_app.management.command import ProjectCommand
 from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir, chosen_run_dir
 from namesrv_app.models import ExperimentRun
 from remoting.consistency import CONSISTENCY_LEVELS

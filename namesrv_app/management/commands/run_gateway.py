@@ -7,6 +7,7 @@ import asyncio
 import functools
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError, CommandParser
 
+from broker_app.management.command import ProjectCommand
 from gateway.front import NICE_STEPS_MAX
 from gateway.options import GatewayConfigError, GatewayOptions, RaftOptions
+from gateway.parts import initial_config, node_properties
 from gateway.server import serve
 from namesrv_app.checks import check_namesrv_settings
 from namesrv_app.conf import (
@@ -27,7 +30,6 @@ from namesrv_app.conf import (
     resolve_secret,
 )
 from namesrv_app.events import load_leader_publisher, load_publisher
-from namesrv_app.management.command import ProjectCommand
 from namesrv_app.projection.writer import ProjectionWriter
 from raftstore.config import NamesrvConfig
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
@@ -49,6 +51,9 @@ def default_raft_dir(node_id: str) -> Path:
     return Path(settings.BASE_DIR) / "run" / f"raft-{node_id}"
 
 
+KV_FILE_SUFFIX = ".kvConfig.json"
+
+
 def kv_config_file(configured: str, node_id: str) -> Path:
     """Eventual mode's kvConfig.json: the setting, else beside the node's database."""
     if configured:
@@ -60,15 +65,76 @@ def kv_config_file(configured: str, node_id: str) -> Path:
 
 
 def namesrv_properties(path: Path | None) -> dict[str, str]:
-    """The properties of upstream's ``-c`` file, checked against NamesrvConfig."""
+    """The properties of upstream's ``-c`` file, checked against NamesrvConfig: a value
+    that does not parse, is out of range or cannot be honoured here is a one-line error."""
     if path is None:
         return {}
     try:
         properties = decode_properties(path.read_bytes())
-        NamesrvConfig().updated(properties).validate()
+        config = NamesrvConfig().updated(properties)
+        config.validate()
+        config.check_honoured()
     except (OSError, ValueError) as exc:
         raise CommandError(f"--config {path}: {exc}") from exc
     return properties
+
+
+def listen_port(
+    options: dict[str, Any], properties: Mapping[str, str], conf: NamesrvSettings
+) -> int:
+    """``--port``, else the file's ``listenPort``, else ``NAMESRV['PORT']``."""
+    if options["port"] is not None:
+        return int(options["port"])
+    if "listenPort" in properties:
+        return NamesrvConfig().updated(properties).listen_port
+    return int(conf.PORT)
+
+
+def idle_timeout_s(properties: Mapping[str, str]) -> float:
+    """The public port's idle timeout: the file's ``serverChannelMaxIdleTimeSeconds``
+    (upstream's default, 120 s, without one)."""
+    return float(NamesrvConfig().updated(properties).server_channel_max_idle_time_seconds)
+
+
+def scan_interval_ms(options: dict[str, Any], properties: Mapping[str, str]) -> int:
+    """``--scan-interval-ms``, else the file's ``scanNotActiveBrokerInterval`` (the
+    gateway then scans itself that often), else 0 (only the external scans)."""
+    if options["scan_interval_ms"] is not None:
+        return int(options["scan_interval_ms"])
+    if "scanNotActiveBrokerInterval" in properties:
+        return NamesrvConfig().updated(properties).scan_not_active_broker_interval_ms
+    return 0
+
+
+def store_paths(
+    properties: Mapping[str, str], conf: NamesrvSettings, node_id: str
+) -> tuple[Path, Path]:
+    """Eventual mode's KV file and config store: the file's ``kvConfigPath`` and
+    ``configStorePath``, else the KV setting's (or beside the node's database) and
+    ``<name>.namesrv.properties`` beside the KV file ``<name>.kvConfig.json``."""
+    kv_path = properties.get("kvConfigPath", "").strip()
+    kv_file = (
+        Path(kv_path).expanduser() if kv_path else kv_config_file(conf.KV_CONFIG_PATH, node_id)
+    )
+    store_path = properties.get("configStorePath", "").strip()
+    if store_path:
+        return kv_file, Path(store_path).expanduser()
+    stem = (
+        kv_file.name.removesuffix(KV_FILE_SUFFIX)
+        if kv_file.name.endswith(KV_FILE_SUFFIX)
+        else node_id
+    )
+    return kv_file, kv_file.with_name(f"{stem}.namesrv.properties")
+
+
+def print_config(options: GatewayOptions) -> str:
+    """The effective NamesrvConfig as upstream's ``-p`` prints it: ``key=value`` lines."""
+    try:
+        config = initial_config(options).to_properties()
+    except GatewayConfigError as exc:
+        raise CommandError(str(exc)) from exc
+    config.update(node_properties(options, options.port))
+    return "".join(f"{key}={config[key]}\n" for key in sorted(config))
 
 
 def metrics_port(port: int) -> int:
@@ -147,13 +213,40 @@ class Command(ProjectCommand):
         """The command line; defaults come from settings.NAMESRV."""
         conf = namesrv_settings()
         parser.add_argument("--node", default=conf.NODE_ID, help="node id, e.g. n1")
-        parser.add_argument("--host", default=conf.HOST)
-        parser.add_argument("--port", type=int, default=conf.PORT, help="0 picks a free port")
-        parser.add_argument("--internal-port", type=int, default=conf.INTERNAL_PORT)
-        parser.add_argument("--mode", choices=MODES, default=conf.MODE)
-        parser.add_argument("--ready-file", type=Path, default=None)
+        parser.add_argument("--host", default=conf.HOST, help="the address the ports listen on")
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=None,
+            help="the remoting port; 0 picks a free one (default: listenPort of --config, "
+            f"else NAMESRV['PORT'], now {conf.PORT})",
+        )
+        parser.add_argument(
+            "--internal-port",
+            type=int,
+            default=conf.INTERNAL_PORT,
+            help="the internal port (scan, status); 0 picks a free port",
+        )
+        parser.add_argument(
+            "--mode",
+            choices=MODES,
+            default=conf.MODE,
+            help="eventual (each node on its own, as upstream) or raft (writes through Raft)",
+        )
+        parser.add_argument(
+            "--ready-file",
+            type=Path,
+            default=None,
+            help="write the node's ports to this JSON file once it serves (default: none)",
+        )
         parser.add_argument(
             "--migrate", action="store_true", help="apply database migrations first"
+        )
+        parser.add_argument(
+            "-p",
+            "--print-config",
+            action="store_true",
+            help="print the effective NamesrvConfig (key=value lines) and exit",
         )
         raft = parser.add_argument_group("raft mode")
         raft.add_argument(
@@ -173,7 +266,12 @@ class Command(ProjectCommand):
             metavar="HOST",
             help="the host of this node's Raft identity (default: --host)",
         )
-        raft.add_argument("--raft-dir", type=Path, default=conf.RAFT_DIR or None)
+        raft.add_argument(
+            "--raft-dir",
+            type=Path,
+            default=conf.RAFT_DIR or None,
+            help="the Raft journal and snapshot folder (default: run/raft-<node>)",
+        )
         raft.add_argument(
             "--raft-secret-file",
             default=conf.RAFT_SECRET_FILE or None,
@@ -242,8 +340,9 @@ class Command(ProjectCommand):
         parser.add_argument(
             "--scan-interval-ms",
             type=int,
-            default=0,
-            help="also scan for silent brokers this often (0: only the Celery scan)",
+            default=None,
+            help="also scan for silent brokers this often (default: scanNotActiveBrokerInterval "
+            "of --config, else 0: only the Celery scan)",
         )
         parser.add_argument(
             "--scan-fallback-s",
@@ -314,19 +413,16 @@ class Command(ProjectCommand):
         errors = check_namesrv_settings()
         if errors:
             raise CommandError("\n".join(f"{e.id}: {e.msg}" for e in errors))
-        if options["migrate"]:
-            for database in ("default", "projection"):  # shared, then this node's own
-                call_command(
-                    "migrate", interactive=False, verbosity=0, skip_checks=True, database=database
-                )
+        properties = namesrv_properties(options["config"])
+        kv_file, config_store_file = store_paths(properties, conf, options["node"])
         gateway_options = GatewayOptions(
             node_id=options["node"],
             host=options["host"],
-            port=options["port"],
+            port=listen_port(options, properties, conf),
             internal_port=options["internal_port"],
             mode=options["mode"],
             internal_secret=conf.INTERNAL_SECRET,
-            idle_timeout_s=float(conf.IDLE_TIMEOUT_S),
+            idle_timeout_s=idle_timeout_s(properties),
             unfinished_frames_bytes_max=positive(options, "unfinished_frames_bytes_max"),
             frame_deadline_s=positive(options, "frame_deadline_s"),
             connections_per_address_max=positive(options, "connections_per_address_max"),
@@ -334,10 +430,12 @@ class Command(ProjectCommand):
             clock_offset_ms=int(conf.CLOCK_OFFSET_MS),
             ready_file=options["ready_file"],
             raft=raft_options(options, conf),
-            scan_interval_ms=options["scan_interval_ms"],
+            scan_interval_ms=scan_interval_ms(options, properties),
+            beat_scan_period_ms=int(conf.SCAN_INTERVAL_S) * 1000,
             scan_fallback_s=scan_fallback_s(options, conf),
-            kv_config_file=kv_config_file(conf.KV_CONFIG_PATH, options["node"]),
-            namesrv_properties=namesrv_properties(options["config"]),
+            kv_config_file=kv_file,
+            config_store_file=config_store_file,
+            namesrv_properties=properties,
             acl_enabled=options["acl_enabled"],
             acl_file=options["acl_file"],
             tls_config_file=options["tls_config"],
@@ -346,6 +444,14 @@ class Command(ProjectCommand):
             read_front=options["read_front"],
             below_front_nice=options["below_front_nice"],
         )
+        if options["print_config"]:
+            self.stdout.write(print_config(gateway_options), ending="")
+            return
+        if options["migrate"]:
+            for database in ("default", "projection"):  # shared, then this node's own
+                call_command(
+                    "migrate", interactive=False, verbosity=0, skip_checks=True, database=database
+                )
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         try:
             asyncio.run(
