@@ -30,7 +30,7 @@ from django.conf import settings
 from gateway.private_codes import InternalCode
 from namesrv_app.conf import namesrv_settings
 from raftstore import vocab
-from raftstore.config import NamesrvConfig
+from raftstore.config import NODE_KEYS, NamesrvConfig, value_refusal
 from remoting import bodies
 from remoting.acl import Credentials, load_credentials, sign
 from remoting.blocking import BlockingClient
@@ -452,13 +452,19 @@ def blacklisted_config_keys(config: Mapping[str, str]) -> frozenset[str]:
     return dataclasses.replace(NamesrvConfig(), config_black_list=black_list).blacklisted_keys()
 
 
-def config_key_refusal(key: str, config: Mapping[str, str]) -> str | None:
-    """Why ``key`` may not be updated on a node answering ``config``; None if it may."""
+def config_update_refusal(key: str, value: str, config: Mapping[str, str]) -> str | None:
+    """Why ``key=value`` may not be sent to a node answering ``config`` (the sentence
+    starts with the key); None if it may. The node would refuse it for the same reason."""
     if key not in config:
-        return "is not a NamesrvConfig property"
+        return f"{key} is not a NamesrvConfig property"
+    if key in NODE_KEYS:
+        return (
+            f"{key} is a start-time setting of each node: set it in the node's config file "
+            "and restart the node"
+        )
     if key in blacklisted_config_keys(config):
-        return "is blacklisted (configBlackList): it cannot be changed at run time"
-    return None
+        return f"{key} is blacklisted (configBlackList): it cannot be changed at run time"
+    return value_refusal(key, value)
 
 
 def every_node_config() -> list[NodeAnswer]:

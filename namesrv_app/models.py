@@ -225,6 +225,10 @@ class NodeState(models.Model):
         return f"{self.node_id} ({self.mode}) v{self.applied_version}"
 
 
+ASKED_DURATION_KEY = "asked_duration_s"
+"""``ExperimentRun.summary`` key: the recording time the run was asked for, in seconds."""
+
+
 class ExperimentRun(models.Model):
     """One consistency experiment run (``manage.py run_experiment``): what ran and its summary.
 

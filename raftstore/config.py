@@ -250,6 +250,17 @@ _KEY_NOTES: dict[str, str] = {
 }
 
 
+def value_refusal(java: str, raw: str) -> str | None:
+    """Why UPDATE_NAMESRV_CONFIG would refuse ``java=raw`` on its value alone (it does not
+    parse, or it is a key this NameServer cannot honour set away from its default); None
+    when the value may be sent. Start-time and blacklisted keys: see ``blacklisted_keys``."""
+    try:
+        _DEFAULTS.updated({java: raw}).check_honoured()
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def key_notes() -> dict[str, str]:
     """Java key -> one short line saying what drives it, or why it is refused.
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -67,6 +68,8 @@ REST_STYLE = "rest"
 """The answer style of this lane's route JSON in the route-answer store."""
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 def _dumps(value: Any) -> bytes:
@@ -283,7 +286,18 @@ class _FastPath:
         return bool(self._security.redirect)
 
     async def answer(self, request: HttpRequest, run: Runner[Any]) -> HttpResponse | None:
-        """The cached answer, or None when the DRF view must answer."""
+        """The cached answer, or None when the DRF view must answer.
+
+        A lane that fails (its database read, say) declines: the view then answers the
+        same request with the API's own error handling, so the caller still gets JSON.
+        """
+        try:
+            return await self._answer(request, run)
+        except Exception:
+            log.exception("the route read lane failed on %s; the API view answers", request.path)
+            return None
+
+    async def _answer(self, request: HttpRequest, run: Runner[Any]) -> HttpResponse | None:
         candidate = _candidate(request, self.prefix)
         if candidate is None or self._security.process_request(request) is not None:
             return None

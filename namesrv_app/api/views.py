@@ -450,13 +450,14 @@ class NamesrvConfigView(APIView):
         responses={200: s.ResultSerializer, **ERRORS, **WRITE_ERRORS},
     )
     def post(self, request: Request) -> Response:
-        """UPDATE_NAMESRV_CONFIG (318) where writes go; blacklisted or unknown keys: 400."""
+        """UPDATE_NAMESRV_CONFIG (318) where writes go; a key or value a node would refuse: 400
+        with the reason."""
         properties = _valid(s.NamesrvConfigUpdateSerializer, request.data)["properties"]
         known = gateway_client.namesrv_config()
         refusals = [
-            f"{key} {why}"
-            for key in properties
-            if (why := gateway_client.config_key_refusal(key, known)) is not None
+            why
+            for key, value in properties.items()
+            if (why := gateway_client.config_update_refusal(key, value, known)) is not None
         ]
         if refusals:
             raise ValidationError({"properties": refusals})

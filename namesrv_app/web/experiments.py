@@ -28,7 +28,7 @@ from experiment_history.runs import read_meta, read_table, table_path
 from experiment_history.schema import FAULTS, OPERATIONS
 from experiments.runner import MODES, REPORT_DIR_NAME, RUNS_DIR_NAME
 from experiments.scenarios import SCENARIOS
-from namesrv_app.models import ExperimentRun
+from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from namesrv_app.roles import is_operator
 from namesrv_app.web import units
 from namesrv_app.web.views import _context, console_view
@@ -155,8 +155,12 @@ def headline(run: ExperimentRun) -> list[dict[str, Any]]:
 
 
 def asked_duration_s(run: ExperimentRun) -> float | None:
-    """The recording time the run was asked for (``--duration-s``), from its ``run.json``;
-    None while it runs (the file is written at its end) or when the file is gone."""
+    """The recording time the run was asked for (``--duration-s``): stored on the row when
+    the run starts; for rows older than that, from the run's ``run.json`` (None while
+    such a run is going or when the file is gone)."""
+    stored = (run.summary or {}).get(ASKED_DURATION_KEY)
+    if isinstance(stored, int | float):
+        return float(stored)
     try:
         value = read_meta(run.out_dir).params.get("duration_s")
     except (OSError, ValueError, TypeError):

@@ -355,14 +355,18 @@ class NamesrvConfigForm(OperationForm):
     value = forms.CharField(max_length=CONFIG_VALUE_CHARS_MAX, strip=True)
     confirm = _confirm_field()
 
-    def clean_key(self) -> str:
-        """A key this node knows and may change (the blacklist is refused here already,
-        with the reason, instead of as a bare NO_PERMISSION from the gateway)."""
-        key = str(self.cleaned_data["key"])
-        refusal = gateway_client.config_key_refusal(key, gateway_client.namesrv_config())
-        if refusal is not None:
-            raise forms.ValidationError(f"{key} {refusal}")
-        return key
+    def clean(self) -> dict[str, Any]:
+        """A key this node knows and may change, to a value it can honour (refused here,
+        with the reason, instead of as a bare error code from the gateway)."""
+        data = super().clean() or {}
+        key, value = data.get("key"), data.get("value")
+        if key is not None and value is not None:
+            refusal = gateway_client.config_update_refusal(
+                str(key), str(value), gateway_client.namesrv_config()
+            )
+            if refusal is not None:
+                raise forms.ValidationError(refusal)
+        return data
 
     def execute(self) -> str:
         """Send the update; where it landed."""

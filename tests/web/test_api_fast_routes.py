@@ -276,3 +276,19 @@ def test_the_asgi_hit_lane_leaves_everything_unusual_to_the_request_path(
     assert {why: lane.answer(scope) for why, scope in unusual.items()} == dict.fromkeys(unusual)
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     assert lane.answer(_scope(ROUTE, auth)) is None
+
+
+def test_a_route_read_whose_database_fails_answers_json(cast: Any, viewer: User) -> None:
+    """The lane declines on a failed read, and the view's own error answer is JSON."""
+    from django.db import connections
+
+    from namesrv_app.db_router import PROJECTION_DB
+
+    table = models.NodeState._meta.db_table
+    with connections[PROJECTION_DB].cursor() as cursor:
+        # Rolled back with the test's transaction.
+        cursor.execute(f'ALTER TABLE "{table}" RENAME TO "{table}_gone"')
+    answer = Client(raise_request_exception=False).get(ROUTE, headers=_token_headers(viewer))
+    assert answer.status_code == 500
+    assert answer["Content-Type"].startswith("application/json")
+    assert "detail" in answer.json()

@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from experiment_history.runs import HistoryWriter, RunMeta
-from namesrv_app.models import ExperimentRun
+from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from namesrv_app.web import experiments
 from spark_jobs.plots import write_plots
 from spark_jobs.report import write_tables
@@ -182,6 +182,22 @@ def test_the_list_shows_the_asked_duration_and_the_wall_time_with_its_parts(
     assert "35.4 s" in row
     assert "warm-up 4.1 s, recording 10.2 s, cluster boot and teardown 21.1 s" in row
     assert "the analysis runs after" in page
+
+
+def test_a_running_run_shows_the_duration_it_was_asked_for(db: Any, viewer: User) -> None:
+    """run_experiment stores the asked duration on the row as the run starts."""
+    ExperimentRun.objects.create(
+        run_id="s1-raft-s2-running",
+        scenario=SCENARIO,
+        mode="raft",
+        seed=2,
+        started=STARTED,
+        out_dir="/nonexistent/s1-raft-s2-running",
+        summary={ASKED_DURATION_KEY: 20.0},
+    )
+    page = _client(viewer).get("/experiments/").content.decode()
+    row = page.split(">s1-raft-s2-running</code>", 1)[1].split("</tr>", 1)[0]
+    assert '<td class="num asked-duration">20 s</td>' in row
 
 
 def test_the_report_shows_every_share_as_a_percentage(runs: Any, viewer: User) -> None:

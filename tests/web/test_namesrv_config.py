@@ -44,7 +44,8 @@ def test_the_api_reads_and_updates_the_config(
 @pytest.mark.parametrize(
     ("properties", "message"),
     [
-        ({"kvConfigPath": "/tmp/x"}, "kvConfigPath is blacklisted"),
+        ({"kvConfigPath": "/tmp/x"}, "kvConfigPath is a start-time setting of each node"),
+        ({"clusterTest": "true"}, "clusterTest=true is refused"),
         ({"configBlackList": ""}, "configBlackList is blacklisted"),
         ({"noSuchKey": "1"}, "noSuchKey is not a NamesrvConfig property"),
         ({"bad key": "1"}, "not a property name"),
@@ -73,4 +74,10 @@ def test_the_console_page_shows_each_node_and_the_form(
     refused = client.post(
         "/ops/namesrv-config/", {"key": "kvConfigPath", "value": "/x", "confirm": "on"}
     )
-    assert refused.status_code == 400 and "blacklisted" in refused.content.decode()
+    assert refused.status_code == 400 and "start-time setting" in refused.content.decode()
+    unhonoured = client.post(
+        "/ops/namesrv-config/",
+        {"key": "enableControllerInNamesrv", "value": "true", "confirm": "on"},
+    )
+    assert unhonoured.status_code == 400
+    assert "enableControllerInNamesrv=true is refused" in unhonoured.content.decode()

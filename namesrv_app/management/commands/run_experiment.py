@@ -30,7 +30,7 @@ from experiments.runner import (
 )
 from experiments.scenarios import SCENARIOS
 from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir, chosen_run_dir
-from namesrv_app.models import ExperimentRun
+from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from remoting.consistency import CONSISTENCY_LEVELS
 
 MODE_BOTH = "both"
@@ -176,6 +176,8 @@ class Command(ProjectCommand):
             seed=config.seed,
             started=timezone.now(),
             out_dir=str(Path(config.out_dir).resolve() / run_id),
+            # Known from the start, so the console shows it while the run is going.
+            summary={ASKED_DURATION_KEY: config.duration_s},
         )
         progress.line(f"{run_id}: {config.scenario} in {config.mode} mode")
         try:
@@ -183,12 +185,12 @@ class Command(ProjectCommand):
         except Exception as exc:
             row.status = ExperimentRun.Status.FAILED
             row.finished = timezone.now()
-            row.summary = {"error": str(exc)[:2000]}
+            row.summary = {**row.summary, "error": str(exc)[:2000]}
             row.save()
             raise CommandError(f"{run_id} failed: {exc}") from exc
         row.status = ExperimentRun.Status.FINISHED
         row.finished = timezone.now()
-        row.summary = {**outcome.summary, "timings": outcome.meta.timings}
+        row.summary = {**row.summary, **outcome.summary, "timings": outcome.meta.timings}
         row.save()
         progress.line(
             f"{run_id}: recorded in {outcome.run_dir} "
