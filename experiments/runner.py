@@ -199,7 +199,7 @@ async def _drive(
         fleet,
         recorder,
         rng,
-        topics + list(the_scenario.subset_topics),
+        topics + list(the_scenario.subset_topics) + list(the_scenario.fault_topics),
         cluster.admin_client(),
         raft_mesh=raft_mesh,
         progress=progress,

@@ -24,14 +24,20 @@ from experiment_history.schema import (
     KIND_BROKER_DOWN,
     KIND_CREATE_TOPIC,
     KIND_DELETE_TOPIC,
+    KIND_REGISTER,
+    KIND_UNREGISTER,
+    route_brokers,
 )
 from experiments.context import ExperimentContext
+from experiments.faults import FaultError
 from experiments.workload import (
     SimBroker,
     delete_topic_on,
     now_ms,
+    read_route,
     register_topic_on,
 )
+from raftstore.raft.settings import DEFAULT_SKEW_ALLOWANCE_MS
 from remoting.model import DataVersion
 from tools.faultproxy import LinkMode
 
@@ -48,6 +54,15 @@ NEW_TOPIC = "topic-subset-new"
 STORM_BROKERS = 16
 STORM_TOPICS_EACH = 400
 STORM_FIRST_PORT = 40911
+STORM_WATCH_EVERY = 2
+"""The clients and the prober watch the first topic of every second storm broker: enough
+topics to check, few enough that the probes do not add a storm of their own."""
+MEMBERSHIP_SETTLE_S = 10.0
+"""How long s6 asks the remaining members to remove the node and waits for them to stop
+listing it."""
+MEMBERSHIP_RETRY_S = 0.5
+SKEW_MARGIN_MS = 1_000
+"""clock-skew-within-allowance stays this far under raft's allowance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +82,9 @@ class Scenario:
     heals: ClassVar[bool] = True
     subset_topics: ClassVar[tuple[str, ...]] = ()
     """Topics the clients use that no broker announces at start (S5)."""
+    fault_topics: ClassVar[tuple[str, ...]] = ()
+    """Topics of brokers the fault adds (S8): read and probed from the start like the
+    others, their truth the fleet's."""
     raft_proxied: ClassVar[bool] = False
     """Raft mode: the gateways dial their peers through a :class:`RaftMesh` from boot."""
     skew_allowance_ms: ClassVar[int | None] = 0
@@ -247,41 +265,104 @@ class LeaderKill(Scenario):
 
 
 class MembershipChange(Scenario):
-    """S6: the operator drops n(last) from the brokers' NameServer list (and, in raft
-    mode, from the Raft membership); clients keep asking the removed-but-alive node."""
+    """S6: the operator drops the last node (raft: the last follower) from the brokers'
+    NameServer list (and, in raft mode, from the Raft membership); clients keep asking
+    the removed-but-alive node.
+
+    Raft mode: a removal that no member acknowledged, or that the remaining members do
+    not show, stops the run with :class:`FaultError` (a run without the fault would be
+    reported as if it had one). The fault row records what the removed node answers to
+    a route query of the focus topic right after, and its own Raft view."""
 
     name = "s6-membership-change"
     summary = "last node removed from brokers' list (raft: and membership); clients keep it"
     heals = False
 
     async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
-        leaving = ctx.cluster.node_ids[-1]
-        detail: dict[str, Any] = {"brokers_dropped_node": True}
+        # PySyncObj's leader refuses to remove itself: in raft mode the last follower goes.
+        leader = await ctx.cluster.leader() if ctx.raft else None
+        leaving = [n for n in ctx.cluster.node_ids if n != leader][-1]
+        detail: dict[str, Any] = {"brokers_dropped_node": True, "leader": leader}
         if ctx.raft:
-            refusals = []
-            for via in ctx.cluster.node_ids[:-1]:
-                remark = await ctx.cluster.remove_member(via, ctx.cluster.raft_addr(leaving))
-                if not remark:
-                    detail["removed_via"] = via
-                    break
-                refusals.append(remark)
-            detail["refusals"] = refusals
+            detail.update(await remove_raft_member(ctx, leaving))
         for broker in ctx.fleet.brokers.values():
             broker.namesrv = [n for n in broker.namesrv if n != leaving]
+        detail["removed_node_answer"] = await _removed_node_answer(ctx, leaving)
         return [FaultSpec(FAULT_MEMBERSHIP, leaving, detail)]
 
 
+async def remove_raft_member(ctx: ExperimentContext, leaving: str) -> dict[str, Any]:
+    """Remove ``leaving`` through the first member that accepts, asking again while they
+    refuse (a change may still be pending on a fresh leader); raise unless one accepts
+    and then stops listing it within :data:`MEMBERSHIP_SETTLE_S`."""
+    member = ctx.cluster.raft_addr(leaving)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + MEMBERSHIP_SETTLE_S
+    refusals: list[str] = []
+    via = await _first_accepting(ctx, member, refusals)
+    while via is None and loop.time() < deadline:
+        await asyncio.sleep(MEMBERSHIP_RETRY_S)
+        via = await _first_accepting(ctx, member, refusals)
+    if via is None:
+        raise FaultError(
+            f"s6: no member removed {leaving} ({member}) in {MEMBERSHIP_SETTLE_S:g} s: "
+            + "; ".join(refusals[-2:])
+        )
+    while True:
+        status = await ctx.cluster.status(via)
+        members = [] if status is None else list(status.get("members") or [])
+        if status is not None and member not in members:
+            return {"removed_via": via, "refusals": refusals, "members_after": members}
+        if loop.time() > deadline:
+            raise FaultError(
+                f"s6: {via} acknowledged removing {leaving} ({member}) but still lists "
+                f"members {members or 'unknown (no status)'} after {MEMBERSHIP_SETTLE_S:g} s"
+            )
+        await asyncio.sleep(MEMBERSHIP_RETRY_S)
+
+
+async def _first_accepting(ctx: ExperimentContext, member: str, refusals: list[str]) -> str | None:
+    """The first remaining node that removes ``member`` (None: all refused, noted)."""
+    for via in ctx.cluster.node_ids:
+        if ctx.cluster.raft_addr(via) == member:
+            continue
+        remark = await ctx.cluster.remove_member(via, member)
+        if not remark:
+            return via
+        refusals.append(f"{via}: {remark}")
+    return None
+
+
+async def _removed_node_answer(ctx: ExperimentContext, node: str) -> dict[str, Any]:
+    """The removed node's route of the focus topic (outcome, brokers, whether it is the
+    true route) and its own Raft view (state, leader, members; None in eventual mode)."""
+    topic = ctx.focus_topic
+    answer = await read_route(ctx.admin, ctx.nodes[node], topic, ctx.timeout_s)
+    status = await ctx.cluster.status(node) if ctx.raft else None
+    return {
+        "topic": topic,
+        "outcome": answer.outcome,
+        "brokers": sorted(route_brokers(answer.value)),
+        "true_route": answer.value == ctx.truth_of(topic),
+        "raft": None
+        if status is None
+        else {k: status.get(k) for k in ("state", "leader", "members", "has_quorum")},
+    }
+
+
 class ClockSkew(Scenario):
-    """One node's clock runs ``clock_skew_ms`` ahead for its liveness scans.
+    """One node's clock runs ahead for its liveness scans, past raft's allowance.
 
     The gateway stamps scans from its own clock and reads no offset, so the skew is
     applied where the time enters: the runner sends that node SCAN_NOT_ACTIVE_BROKER
     with ``now_ms`` = real time + skew every scan period (raft: to the leader, the only
-    node whose scan proposes).
+    node whose scan proposes). The skew is ``--clock-skew-ms`` or, by default, the
+    allowance plus one expiry: even a broker heard from a moment ago looks expired to the
+    skewed scan in both modes. :class:`ClockSkewWithinAllowance` is the other value.
     """
 
     name = "clock-skew"
-    summary = "skewed liveness scans on one node (raft: the leader) during the fault window"
+    summary = "liveness scans of one node (raft: the leader) skewed past raft's allowance"
     skew_allowance_ms = None
     """The allowance is the defence this scenario tests: keep the gateway's default."""
 
@@ -289,12 +370,24 @@ class ClockSkew(Scenario):
         self.task: asyncio.Task[None] | None = None
         self.stop = asyncio.Event()
 
+    def default_skew_ms(self, allowance_ms: int, expiry_ms: int) -> int:
+        """The skew when ``--clock-skew-ms`` is 0: past the allowance by one expiry."""
+        return allowance_ms + expiry_ms
+
     async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
         target = (await ctx.cluster.leader()) or ctx.cluster.node_ids[0]
-        skew_ms = ctx.config.clock_skew_ms or ctx.config.expiry_ms
+        allowance_ms = _raft_allowance_ms(ctx)
+        skew_ms = ctx.config.clock_skew_ms or self.default_skew_ms(
+            allowance_ms, ctx.config.expiry_ms
+        )
         self.stop = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._scan(ctx, target, skew_ms))
-        return [FaultSpec(FAULT_CLOCK_SKEW, target, {"skew_ms": skew_ms})]
+        detail = {
+            "skew_ms": skew_ms,
+            "raft_allowance_ms": allowance_ms,
+            "past_allowance": skew_ms > allowance_ms,
+        }
+        return [FaultSpec(FAULT_CLOCK_SKEW, target, detail)]
 
     async def _scan(self, ctx: ExperimentContext, target: str, skew_ms: int) -> None:
         while not self.stop.is_set():
@@ -306,6 +399,26 @@ class ClockSkew(Scenario):
         self.stop.set()
         if self.task is not None:
             await self.task
+
+
+class ClockSkewWithinAllowance(ClockSkew):
+    """The same skewed scans, :data:`SKEW_MARGIN_MS` under raft's allowance: raft's
+    defence should hold, eventual mode (which has none) expires live brokers once the
+    skew passes its expiry minus a heartbeat."""
+
+    name = "clock-skew-within-allowance"
+    summary = "liveness scans of one node (raft: the leader) skewed just under raft's allowance"
+
+    def default_skew_ms(self, allowance_ms: int, expiry_ms: int) -> int:
+        """Just under the allowance (never negative)."""
+        return max(0, allowance_ms - SKEW_MARGIN_MS)
+
+
+def _raft_allowance_ms(ctx: ExperimentContext) -> int:
+    """Raft mode's allowance in this batch: ``--skew-allowance-ms`` or the gateway's
+    default. Both modes of a batch get the same skew, whatever mode runs."""
+    given = ctx.config.skew_allowance_ms
+    return DEFAULT_SKEW_ALLOWANCE_MS if given is None else given
 
 
 # ------------------------------------------------------------------------------ topics
@@ -370,15 +483,21 @@ class TopicSubset(Scenario):
 
 
 class RegistrationStorm(Scenario):
-    """S8: many extra brokers with large topic tables register at once, every period."""
+    """S8: many extra brokers with large topic tables register at once, every period.
+
+    The storm brokers are in the fleet from the start but silent (so the clients know
+    their topics have brokers, and no consumer group is made for them); the fault starts
+    them and the heal unregisters them. Every second storm broker's first topic is a
+    :attr:`fault_topics` entry, so its creation and deletion are checked like any route."""
 
     name = "s8-registration-storm"
     summary = "16 extra brokers x 400 topics re-register with every node each period"
+    fault_topics = tuple(f"storm-{i:03d}-t0000" for i in range(0, STORM_BROKERS, STORM_WATCH_EVERY))
 
     def __init__(self) -> None:
         self.names: list[str] = []
 
-    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+    async def prepare(self, ctx: ExperimentContext) -> None:
         from localcluster.demo import topic_table
 
         version = DataVersion(timestamp=now_ms(), counter=1)
@@ -392,16 +511,30 @@ class RegistrationStorm(Scenario):
                 list(ctx.cluster.node_ids),
                 version,
             )
+            broker.alive = broker.heartbeating = False
             self.names.append(name)
-            ctx.fleet.add(broker)
+            ctx.fleet.brokers[name] = broker
+
+    async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
+        for name in self.names:
+            ctx.fleet.start_broker(name)
+            ctx.truth_changed(name, KIND_REGISTER)
         return [
             FaultSpec(
-                FAULT_STORM, "all", {"brokers": STORM_BROKERS, "topics_each": STORM_TOPICS_EACH}
+                FAULT_STORM,
+                "all",
+                {
+                    "brokers": STORM_BROKERS,
+                    "topics_each": STORM_TOPICS_EACH,
+                    "topics_checked": list(self.fault_topics),
+                },
             )
         ]
 
     async def heal(self, ctx: ExperimentContext) -> None:
         await asyncio.gather(*(ctx.fleet.stop_graceful(n) for n in self.names))
+        for name in self.names:
+            ctx.truth_changed(name, KIND_UNREGISTER)
 
 
 SCENARIOS: dict[str, type[Scenario]] = {
@@ -418,6 +551,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
         LeaderKill,
         MinorityPartition,
         ClockSkew,
+        ClockSkewWithinAllowance,
     )
 }
 

@@ -60,7 +60,8 @@ Read at scrape time, with nothing added to the request path:
   ``namesrv_topics`` and, in raft mode only, ``namesrv_raft_term``,
   ``namesrv_raft_is_leader``, ``namesrv_raft_leader_known``,
   ``namesrv_raft_commit_index``, ``namesrv_raft_applied_index`` and
-  ``namesrv_raft_apply_lag`` (commit - applied).
+  ``namesrv_raft_apply_lag`` (commit - applied), ``namesrv_raft_quorum`` (0 while
+  the node has no contact with a quorum and refuses writes).
 
 The gauges come from the replicator when Prometheus asks (a custom collector, no
 polling thread). In raft mode that is ``RaftReplicator.status()``, which also
@@ -242,6 +243,8 @@ class NodeSample:
     """Raft mode: (term, is leader, leader known, commit index, applied index)."""
     raft_port: tuple[bool, int] | None = None
     """Raft mode: (the Raft port accepts, times it paused accepting)."""
+    raft_quorum: bool | None = None
+    """Raft mode: this node has contact with a quorum (else it refuses writes)."""
 
 
 def sample_node(replicator: Replicator) -> NodeSample:
@@ -249,7 +252,7 @@ def sample_node(replicator: Replicator) -> NodeSample:
     live, topics = replicator.read(
         lambda table: (len(table.live_brokers()), len(table.all_topic_list().topic_list))
     )
-    raft = raft_port = None
+    raft = raft_port = quorum = None
     if replicator.mode == MODE_RAFT:
         status = replicator.status()
         raft = (
@@ -261,7 +264,8 @@ def sample_node(replicator: Replicator) -> NodeSample:
         )
         port = getattr(status, "raft_port", "listening")
         raft_port = (port == "listening", int(getattr(status, "raft_accept_pauses", 0)))
-    return NodeSample(replicator.node_id, replicator.mode, live, topics, raft, raft_port)
+        quorum = bool(getattr(status, "quorum_contact", True))
+    return NodeSample(replicator.node_id, replicator.mode, live, topics, raft, raft_port, quorum)
 
 
 class NodeCollector:
@@ -463,6 +467,12 @@ def node_families(sample: NodeSample) -> Iterator[Metric]:
         ),
     ):
         yield GaugeMetricFamily(name, doc, value)
+    if sample.raft_quorum is not None:
+        yield GaugeMetricFamily(
+            "namesrv_raft_quorum",
+            "1 while this node has contact with a quorum; 0: it refuses every write.",
+            int(sample.raft_quorum),
+        )
     if sample.raft_port is not None:
         listening, pauses = sample.raft_port
         yield GaugeMetricFamily(

@@ -16,6 +16,8 @@ four kinds apart, cheapest first, and each is answered one way:
 Before any of them, a request whose body fails its ``bodyCrc32``, or that would move a
 broker entry another open connection holds (:mod:`gateway.broker_holds`), is
 :class:`Refused`; the entry an accepted one names is then held for its connection.
+In raft mode a node without contact with a quorum answers every kind with
+NoQuorumError (the service checks, docs/RAFT.md "A node without a quorum says so").
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ touches (BROKER_HEARTBEAT, QUERY_DATA_VERSION) go through a
 :class:`~raftstore.liveness.TouchCoalescer`; a closed broker connection is only
 logged; the liveness scan is one ExpireBrokers proposed by the leader; and that
 scan elects new masters for groups that opted into raft failover (the flag is
-dropped in eventual mode, which keeps the original behaviour).
+dropped in eventual mode, which keeps the original behaviour). And a raft node
+without contact with a quorum refuses every write, those answered from the applied
+state included (NoQuorumError: SYSTEM_ERROR "no raft quorum: ...").
 
 ``holds`` (:mod:`gateway.broker_holds`) knows which connection holds which broker
 entry on this node; the dispatcher asks it before a registration or an
@@ -256,7 +258,17 @@ class NameServerService:
         self.holds = BrokerHolds(replicator, failover=self.failover_lag_bytes_max is not None)
         replicator.subscribe(self.holds.on_applied)
 
+    def _require_quorum(self, *, starting_may_wait: bool = False) -> None:
+        """Raft mode: raise NoQuorumError while this node has no contact with a quorum
+        (docs/RAFT.md, "A node without a quorum says so"); a clock read and a comparison.
+        ``starting_may_wait``: a proposal on a node that never had contact waits for one."""
+        if isinstance(self.replicator, RaftReplicator):
+            refusal = self.replicator.quorum_refusal(starting_may_wait=starting_may_wait)
+            if refusal is not None:
+                raise refusal
+
     async def _propose(self, command: cmd.Command) -> ApplyResult:
+        self._require_quorum(starting_may_wait=True)
         result = await self.replicator.propose(command)
         self._notify(result)
         return result
@@ -370,8 +382,13 @@ class NameServerService:
         """Register ``command``: its outcome, and True when raft mode answered it from the
         applied state (its plan held only liveness edits) instead of proposing it."""
         deduper = self.registrations
+        if deduper is not None:
+            self._require_quorum(starting_may_wait=True)
         from_state = None if deduper is None else await deduper.answer_from_state(command)
         if from_state is not None:
+            # Answered from state only while in contact: the broker is told nothing
+            # a cut-off node cannot stand behind.
+            self._require_quorum()
             result = from_state
         elif deduper is None:
             result = await self.replicator.propose(command)
@@ -396,6 +413,7 @@ class NameServerService:
         touched), or None (see :class:`gateway.registration.Registrar`)."""
         if self.registrations is None:
             return None
+        self._require_quorum(starting_may_wait=True)
         heartbeat = cmd.BrokerHeartbeat(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),
@@ -406,6 +424,7 @@ class NameServerService:
         result = await self.registrations.register_seen(digest, heartbeat)
         if result is None:
             return None
+        self._require_quorum()
         self._notify(result)
         outcome = result.outcome
         assert isinstance(outcome, RegisterBrokerOutcome)
@@ -431,7 +450,9 @@ class NameServerService:
         max_offset: int | None = None,
         confirm_offset: int | None = None,
     ) -> None:
-        """BROKER_HEARTBEAT: refresh the broker's last-heard time (and offsets) if live."""
+        """BROKER_HEARTBEAT: refresh the broker's last-heard time (and offsets) if live;
+        raft mode refuses it (NoQuorumError) while this node has no contact with a quorum."""
+        self._require_quorum()
         await self.touches.refresh(
             cmd.BrokerHeartbeat(
                 cluster_name=_check_text("clusterName", cluster_name),

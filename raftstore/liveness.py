@@ -150,7 +150,9 @@ class RegistrationDeduper:
     member: the leader proposes its copy, a follower waits briefly for it to be applied
     (known by its DataVersion, or undecoded by its digest) and answers from the state.
     Skipping is safe: the answer comes from committed state, and what the skipped entry
-    would have changed, liveness, the touch refreshes. Why each shortcut exists, with its
+    would have changed, liveness, the touch refreshes; the service gives such an answer
+    only while the node has contact with a quorum (docs/RAFT.md, "A node without a
+    quorum says so"). Why each shortcut exists, with its
     figures: docs/BENCHMARKS.md, "registration storm"; the rules: docs/RAFT.md.
     """
 

@@ -41,13 +41,14 @@ from spark_jobs.plot_series import (
     read_latency_cdf,
     stale_route_by_node,
 )
+from spark_jobs.power import stale_read_power
 
 
 def _rows(frame: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in frame.collect()]
 
 
-JOBS_TOTAL = 16
+JOBS_TOTAL = 17
 """The Spark jobs ``analyze`` runs (for its "job k of n" lines)."""
 
 
@@ -96,6 +97,7 @@ def analyze(
     shown = topic_verdicts(verdicts, route_changes(history), runs).cache()
     timed("route_changes", lambda: shown)
     timed("linearizability", lambda: linearizability_summary(shown, runs))
+    timed("checker_power", lambda: stale_read_power(history.operations, runs))
     timed(
         "counterexamples",
         lambda: (

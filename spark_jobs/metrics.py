@@ -39,22 +39,9 @@ from spark_jobs.checker import (
     CheckBudget,
     check_topics,
 )
+from spark_jobs.t_buckets import T_BUCKET_EDGES_MS
 
 GROUP = ("mode", "scenario")
-T_BUCKET_EDGES_MS = (
-    0,
-    100,
-    500,
-    1_000,
-    2_000,
-    5_000,
-    10_000,
-    30_000,
-    60_000,
-    120_000,
-    180_000,
-    300_000,
-)
 K_VALUES = (0, 1, 2, 3, 5, 10)
 LATENCY_QUANTILES = (0.5, 0.95, 0.99)
 PERCENTILE_ACCURACY = 10_000
@@ -497,15 +484,23 @@ def _truth_queues(writes: DataFrame, checkpoints: DataFrame) -> DataFrame:
 
 
 def ownership_summary(per_checkpoint: DataFrame) -> DataFrame:
-    """Per mode and scenario: share of checkpoints with orphaned / doubly owned queues."""
+    """Per mode and scenario: share of checkpoints with orphaned / doubly owned queues, and
+    ``double_ms``: ms from each checkpoint with a doubly owned queue to its group's next
+    checkpoint, summed over groups and topics (the last checkpoint adds 0: not seen after)."""
+    group_topic = Window.partitionBy("run_id", "grp", "topic").orderBy("at_ms")
+    held = F.coalesce(F.lead("at_ms").over(group_topic) - F.col("at_ms"), F.lit(0))
     return (
-        per_checkpoint.groupBy(*GROUP)
+        per_checkpoint.withColumn("held_ms", held)
+        .groupBy(*GROUP)
         .agg(
             F.count("*").alias("checkpoints"),
             F.avg((F.col("orphan_queues") > 0).cast("double")).alias("orphan_share"),
             F.avg((F.col("double_queues") > 0).cast("double")).alias("double_share"),
             F.max("orphan_queues").alias("max_orphan_queues"),
             F.max("double_queues").alias("max_double_queues"),
+            F.sum(F.when(F.col("double_queues") > 0, F.col("held_ms")).otherwise(0)).alias(
+                "double_ms"
+            ),
         )
         .orderBy(*GROUP)
     )

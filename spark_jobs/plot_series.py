@@ -19,6 +19,8 @@ from spark_jobs.metrics import (
 )
 
 CDF_QUANTILE_STEPS = 100  # read_latency_cdf: quantiles 0.01, 0.02, ..., 1.0
+MICRO_STAMPS = ("invoke_us", "complete_us", "latency_us")
+MILLI_STAMPS = ("invoke_ms", "complete_ms", "latency_ms")
 
 
 def _run_last_ms(history: History) -> DataFrame:
@@ -129,25 +131,25 @@ def read_latency_cdf(history: History, steps: int = CDF_QUANTILE_STEPS) -> DataF
     ``timeout``, as in ``latency_percentiles``); ``quantile``, q; ``latency_ms``, the
     (approximate) q-quantile of their ``complete_ms - invoke_ms``, so a share q of the reads
     took at most ``latency_ms``. The rows of one mode are the points of its latency CDF.
+    When the operations carry monotonic microsecond stamps (``invoke_us``, ``complete_us``)
+    the column is ``latency_us`` from those instead: whole-ms wall-clock stamps put most
+    loopback reads at 0.
     """
+    stamps = MICRO_STAMPS if set(MICRO_STAMPS) <= set(history.operations.columns) else MILLI_STAMPS
+    invoke, complete, column = stamps
     reads = history.operations.filter(
         (F.col("kind") == KIND_ROUTE_READ)
         & (F.col("outcome") != OUTCOME_TIMEOUT)
-        & (F.col("complete_ms") >= F.col("invoke_ms"))
-    ).withColumn("latency_ms", F.col("complete_ms") - F.col("invoke_ms"))
+        & (F.col(complete) >= F.col(invoke))
+    ).withColumn(column, F.col(complete) - F.col(invoke))
     levels = [round(i / steps, 6) for i in range(1, steps + 1)]
     wide = reads.groupBy(*GROUP).agg(
         F.count("*").alias("reads"),
-        F.percentile_approx("latency_ms", levels, PERCENTILE_ACCURACY).alias("q"),
+        F.percentile_approx(column, levels, PERCENTILE_ACCURACY).alias("q"),
     )
     return (
-        wide.select(*GROUP, "reads", F.posexplode("q").alias("i", "latency_ms"))
-        .select(
-            *GROUP,
-            "reads",
-            F.round((F.col("i") + 1) / steps, 6).alias("quantile"),
-            "latency_ms",
-        )
+        wide.select(*GROUP, "reads", F.posexplode("q").alias("i", column))
+        .select(*GROUP, "reads", F.round((F.col("i") + 1) / steps, 6).alias("quantile"), column)
         .orderBy(*GROUP, "quantile")
     )
 

@@ -29,12 +29,11 @@ from matplotlib.ticker import (
     FuncFormatter,
     LogLocator,
     NullLocator,
-    PercentFormatter,
 )
 
 from experiment_history.schema import FAULT_KILL_BROKER
-from spark_jobs.metrics import T_BUCKET_EDGES_MS
 from spark_jobs.report import PLOT_NAMES
+from spark_jobs.t_buckets import t_bucket_label
 
 Row = Mapping[str, Any]
 Tables = Mapping[str, Sequence[Row]]
@@ -73,11 +72,11 @@ FAULT_COLORS = {
     "leader_kill": "#8c564b",
 }
 FAULT_ALPHA = 0.18
-NODE_WIDTH_MAX, NODE_WIDTH_MIN = 4.0, 1.2
+NODE_LINE_WIDTH = 1.8
+NODE_PANEL_WIDTH_IN = 2.6  # divergence: one panel per node, at least this wide
 PROBABILITY_PAD = 0.15  # y axes of probabilities: 15% of (1 - lowest value) below it
 PROBABILITY_MIN_SPAN = 0.02
-OPEN_BUCKET_FACTOR = 2  # the open last t bucket [e, inf) is drawn at 2 e
-ZERO_LATENCY_MS = 0.5  # 0 ms (under the 1 ms clock tick) on a log axis
+MS_TICK = 1  # a millisecond stamp difference d means the read took less than d + 1 ms
 LEGEND_FONT = 9
 SPARSE_READS = 30  # t-visibility buckets with fewer reads get an n= note
 MINUS = "\N{MINUS SIGN}"
@@ -202,15 +201,14 @@ def _probability_axis(ax: Axes, label: str, values: Sequence[float]) -> None:
     span = max((1.0 - low) * (1 + PROBABILITY_PAD), PROBABILITY_MIN_SPAN)
     bottom = max(0.0, 1.0 - span)
     ax.set_ylim(bottom, 1.0 + (1.0 - bottom) * 0.04)
-    cut = f"\n(axis starts at {bottom:.3g}, not 0)" if bottom > 0 else ""
-    ax.set_ylabel(label + cut)
+    ax.yaxis.set_major_formatter(_percent_formatter())
+    cut = f"\n(axis starts at {100 * bottom:.3g} %, not 0)" if bottom > 0 else ""
+    ax.set_ylabel(f"{label} (%){cut}")
 
 
-def _ms_text(ms: float) -> str:
-    """Compact millisecond tick text: 500, 1k, 2.5k, 300k."""
-    if ms >= 1000:
-        return f"{ms / 1000:g}k"
-    return f"{ms:g}"
+def _percent_formatter() -> FuncFormatter:
+    """Shares on an axis as whole-looking percentages: 0%, 12.5%, 100% (never -0%)."""
+    return FuncFormatter(lambda v, _pos: f"{round(100 * v, 6) + 0.0:g}%")  # + 0.0: no -0
 
 
 # ------------------------------------------------------------------------------ figures
@@ -220,55 +218,57 @@ def _t_visibility(rows: Sequence[Row]) -> Figure | None:
     series = _series(rows, "t_bucket_ms", "p_fresh")
     if not series:
         return None
+    # One slot per bucket that holds reads, named as the report's table names it.
     lowers = sorted({x for points in series.values() for x, _ in points})
-    edges = sorted(set(T_BUCKET_EDGES_MS) | set(lowers))
-
-    def upper(lower: float) -> float:
-        later = [e for e in edges if e > lower]
-        return float(later[0]) if later else max(lower, 1.0) * OPEN_BUCKET_FACTOR
-
-    last = edges[-1]
+    slot = {lower: float(index) for index, lower in enumerate(lowers)}
+    labels = [t_bucket_label(lower) for lower in lowers]
     figure, (ax,) = _new_figure()
     scenarios = _scenarios(rows)
     for (mode, scenario), points in series.items():
         ax.plot(
-            [upper(x) for x, _ in points],
+            [slot[x] for x, _ in points],
             [y for _, y in points],
             label=_label(mode, scenario, len(scenarios) > 1),
             **_mode_style(mode, scenario, scenarios),
         )
-    _mark_sparse_points(ax, rows, upper)
-    ax.set_xscale("log")
-    ticks = sorted({upper(x) for x in lowers})
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    _mark_sparse_points(ax, rows, slot)
+    ax.xaxis.set_major_locator(FixedLocator(list(slot.values())))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(
-        FuncFormatter(lambda v, _pos: f"≥{_ms_text(last)}" if v > last else _ms_text(v))
-    )
-    ax.tick_params(axis="x", labelrotation=45, labelsize=8)
-    ax.set_xlim(min(ticks) / 1.4, max(ticks) * 1.4)
-    first, second = edges[0], edges[1] if len(edges) > 1 else upper(edges[0])
-    ax.set_xlabel(
-        f"t = read start {MINUS} latest write (ms, log scale); each point is a bucket drawn at its "
-        f"upper edge\n(the first, {_ms_text(first)} ≤ t < {_ms_text(second)}, at "
-        f"{_ms_text(second)}; the open last one, t ≥ {_ms_text(last)}, at "
-        f"{_ms_text(upper(last))})"
-    )
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _slot_label(labels, v)))
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    ax.set_xlim(-0.5, len(lowers) - 0.5)
+    ax.set_xlabel(t_visibility_caption(labels))
     ax.set_title("t-visibility: share of route reads returning the latest write")
-    _probability_axis(ax, "P(read is fresh)", [y for points in series.values() for _, y in points])
+    _probability_axis(
+        ax, "reads returning the latest write", [y for points in series.values() for _, y in points]
+    )
     ax.grid(True, which="major", alpha=0.3)
     _legend_below(figure, ax)
     return figure
 
 
-def _mark_sparse_points(ax: Axes, rows: Sequence[Row], upper: Any) -> None:
+def t_visibility_caption(labels: Sequence[str]) -> str:
+    """The x label of t-visibility, naming the first and last bucket actually drawn."""
+    span = labels[0] if len(labels) == 1 else f"{labels[0]} to {labels[-1]}"
+    return (
+        f"time from the write to the read's start, in buckets (lower edge included, upper "
+        f"excluded;\none slot per bucket with reads, not to scale): {span}"
+    )
+
+
+def _slot_label(labels: Sequence[str], position: float) -> str:
+    index = round(position)
+    return labels[index] if 0 <= index < len(labels) else ""
+
+
+def _mark_sparse_points(ax: Axes, rows: Sequence[Row], slot: Mapping[float, float]) -> None:
     """Write ``n=<reads>`` under buckets with few reads (a share of 4 reads is noise)."""
     seen = set()
     for row in rows:
         reads, share = row.get("reads"), row.get("p_fresh")
         if reads is None or share is None or reads >= SPARSE_READS:
             continue
-        spot = (upper(float(row["t_bucket_ms"])), float(share), int(reads))
+        spot = (slot[float(row["t_bucket_ms"])], float(share), int(reads))
         if spot not in seen:  # equal points of two modes: one note
             seen.add(spot)
             ax.annotate(
@@ -300,7 +300,7 @@ def _k_staleness(rows: Sequence[Row]) -> Figure | None:
     ax.set_xlabel("k (versions behind the latest write; linear)")
     ax.set_title("k-staleness: share of route reads at most k versions old")
     _probability_axis(
-        ax, "P(read within k versions)", [y for points in series.values() for _, y in points]
+        ax, "reads at most k versions old", [y for points in series.values() for _, y in points]
     )
     ax.grid(True, alpha=0.3)
     _legend_below(figure, ax)
@@ -308,6 +308,8 @@ def _k_staleness(rows: Sequence[Row]) -> Figure | None:
 
 
 def _divergence_timeline(rows: Sequence[Row], faults: Sequence[Row]) -> Figure | None:
+    """Small multiples: a row per run, a column per node, so no node's line can hide
+    another's (equal shares of two nodes would draw one line over the other)."""
     if not rows:
         return None
     runs = sorted({(str(r["mode"]), str(r["scenario"]), str(r["run_id"])) for r in rows})
@@ -320,41 +322,16 @@ def _divergence_timeline(rows: Sequence[Row], faults: Sequence[Row]) -> Figure |
     nodes = sorted({str(r["node"]) for r in rows})
     top = max(float(r["diverged_share"] or 0.0) for r in rows)
     y_top = min(1.05, max(top * 1.15, 0.05))
-    figure, axes = _new_figure(len(runs), height_in=1.0 + 1.9 * len(runs))
-    for ax, (_mode, _scenario, run_id), title in zip(axes, runs, titles, strict=True):
-        _shade_faults(ax, [f for f in faults if f.get("run_id") == run_id])
+    figure, grid = _grid_figure(len(runs), len(nodes))
+    for axes, (_mode, _scenario, run_id), title in zip(grid, runs, titles, strict=True):
         mine = [r for r in rows if r["run_id"] == run_id]
-        for index, node in enumerate(nodes):
-            points = sorted(
-                (float(r["t_ms"]) / 1000, float(r["diverged_share"] or 0.0))
-                for r in mine
-                if r["node"] == node
-            )
-            if points:
-                ax.plot(
-                    [t for t, _ in points],
-                    [s for _, s in points],
-                    label=f"node {node}",
-                    drawstyle="steps-post",
-                    color=NODE_COLORS[index % len(NODE_COLORS)],
-                    linewidth=_node_width(index, len(nodes)),
-                    zorder=3,
-                )
-        if not any(float(r["diverged_share"] or 0.0) > 0 for r in mine):
-            ax.text(
-                0.5,
-                0.5,
-                "no node ever differed from the majority",
-                ha="center",
-                va="center",
-                transform=ax.transAxes,
-                fontsize=9,
-                color="0.3",
-            )
-        ax.set_title(title, loc="left", fontsize=10)
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylim(-0.03 * y_top, y_top)
-    axes[0].yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+        for index, (ax, node) in enumerate(zip(axes, nodes, strict=True)):
+            _shade_faults(ax, [f for f in faults if f.get("run_id") == run_id])
+            _node_panel(ax, [r for r in mine if r["node"] == node], node, index)
+            ax.set_title(f"{title} · node {node}", loc="left", fontsize=9)
+            ax.grid(True, alpha=0.3)
+    grid[0][0].set_ylim(-0.03 * y_top, y_top)
+    grid[0][0].yaxis.set_major_formatter(_percent_formatter())
     with_faults = {str(f.get("run_id")) for f in faults} & {run_id for _, _, run_id in runs}
     origin = (
         "the run's first fault started"
@@ -363,8 +340,11 @@ def _divergence_timeline(rows: Sequence[Row], faults: Sequence[Row]) -> Figure |
         if not with_faults
         else "the run's first fault started (runs without faults: since they started)"
     )
-    axes[-1].set_xlabel(f"time since {origin} (s); one sample per sampling round")
-    figure.supylabel("sampled topics where the node\ndiffers from the majority", fontsize=10)
+    # Under the middle panel, not a figure-wide label: that one collides with the legend.
+    grid[-1][len(nodes) // 2].set_xlabel(
+        f"time since {origin} (s); one sample per sampling round", fontsize=10
+    )
+    figure.supylabel("sampled topics where the node\ndiffers from the majority (%)", fontsize=10)
     figure.suptitle(
         "Divergence: per node, share of topics answered differently than the majority", fontsize=11
     )
@@ -372,12 +352,38 @@ def _divergence_timeline(rows: Sequence[Row], faults: Sequence[Row]) -> Figure |
     return figure
 
 
-def _node_width(index: int, count: int) -> float:
-    """Line widths from thick (first node) to thin (last), so nodes with equal shares stay
-    visible as nested stripes instead of hiding each other."""
-    if count <= 1:
-        return NODE_WIDTH_MAX
-    return NODE_WIDTH_MAX - (NODE_WIDTH_MAX - NODE_WIDTH_MIN) * index / (count - 1)
+def _grid_figure(rows: int, columns: int) -> tuple[Figure, list[list[Axes]]]:
+    width = max(FIGSIZE_IN[0], NODE_PANEL_WIDTH_IN * columns)
+    figure = Figure(figsize=(width, 1.2 + 1.9 * rows), layout="constrained")
+    FigureCanvasAgg(figure)  # attaches itself: savefig draws with Agg
+    axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)
+    return figure, [list(row) for row in axes]
+
+
+def _node_panel(ax: Axes, rows: Sequence[Row], node: str, index: int) -> None:
+    """One node's divergence over time in its own panel; a note when it never diverged."""
+    points = sorted((float(r["t_ms"]) / 1000, float(r["diverged_share"] or 0.0)) for r in rows)
+    if points:
+        ax.plot(
+            [t for t, _ in points],
+            [s for _, s in points],
+            label=f"node {node}",
+            drawstyle="steps-post",
+            color=NODE_COLORS[index % len(NODE_COLORS)],
+            linewidth=NODE_LINE_WIDTH,
+            zorder=3,
+        )
+    if not any(s > 0 for _, s in points):
+        ax.text(
+            0.5,
+            0.55,
+            "never differed\nfrom the majority",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=8,
+            color="0.3",
+        )
 
 
 def _shade_faults(ax: Axes, faults: Sequence[Row]) -> None:
@@ -406,58 +412,88 @@ def _shade_faults(ax: Axes, faults: Sequence[Row]) -> None:
 
 
 def _read_latency_cdf(rows: Sequence[Row]) -> Figure | None:
-    series = _series(rows, "latency_ms", "quantile")
+    """Microseconds when the history has monotonic microsecond stamps (``latency_us``);
+    otherwise the whole-millisecond wall-clock difference ``d``, drawn honestly as "took
+    less than d + 1 ms" (a read inside one clock tick is "< 1 ms", never a made-up 0.5)."""
+    micro = any(r.get("latency_us") is not None for r in rows)
+    series = _series(rows, "latency_us" if micro else "latency_ms", "quantile")
     if not series:
         return None
     figure, (ax,) = _new_figure()
     scenarios = _scenarios(rows)
-    clipped = False
     lows, highs = [], []
     for (mode, scenario), points in series.items():
-        xs = []
-        for latency, _ in points:
-            clipped = clipped or latency <= 0
-            xs.append(max(latency, ZERO_LATENCY_MS))
-        # A right-continuous step: 0 below the fastest read, then up at each quantile.
+        steps = _cdf_steps(points, micro)
         style = _mode_style(mode, scenario, scenarios)
-        style.update(marker=None, drawstyle="steps-post")
-        summary = ", ".join(
-            f"p{round(level * 100)} {_quantile(points, level):g} ms" for level in (0.5, 0.99)
-        )
-        reads = next(
-            (
-                r.get("reads")
-                for r in rows
-                if (r.get("mode"), r.get("scenario")) == (mode, scenario)
-            ),
-            None,
-        )
-        count = f", {reads} reads" if reads is not None else ""
+        style.update(drawstyle="steps-post", markersize=3)
         ax.plot(
-            [xs[0], *xs],
-            [0.0, *(q for _, q in points)],
-            label=f"{_label(mode, scenario, len(scenarios) > 1)} ({summary}{count})",
+            [steps[0][0], *(x for x, _ in steps)],
+            [0.0, *(q for _, q in steps)],
+            label=_cdf_label(rows, mode, scenario, len(scenarios) > 1, steps, micro),
             **style,
         )
-        lows.append(xs[0])
-        highs.append(xs[-1])
-    ax.set_xscale("log")
-    low, high = min(lows), max(highs)
-    if high / low < 100:  # a narrow spread: still show at least two decades around it
-        middle = (low * high) ** 0.5
-        low, high = min(low, middle / 10), max(high, middle * 10)
-    ax.set_xlim(low / 1.5, high * 1.5)
-    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_minor_locator(LogLocator(subs=(3.0, 4.0, 6.0, 7.0, 8.0, 9.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    note = f"; 0 ms (under the clock's 1 ms) drawn at {ZERO_LATENCY_MS:g}" if clipped else ""
-    ax.set_xlabel(f"route read latency, complete {MINUS} invoke (ms, log scale{note})")
-    ax.set_ylabel("cumulative share of reads")
+        lows.append(steps[0][0])
+        highs.append(steps[-1][0])
+    _latency_axis(ax, min(lows), max(highs), micro)
+    ax.set_ylabel("cumulative share of reads (%)")
     ax.set_ylim(0, 1.02)
+    ax.yaxis.set_major_formatter(_percent_formatter())
     ax.set_title("Route read latency CDF (reads that completed, timeouts excluded)")
     ax.grid(True, which="both", alpha=0.3)
     _legend_below(figure, ax)
     return figure
+
+
+def _cdf_steps(points: Sequence[tuple[float, float]], micro: bool) -> list[tuple[float, float]]:
+    """(x, share) corners of the step CDF: per distinct latency its highest quantile; with
+    millisecond stamps x is the bound d + 1 ms the reads stayed under."""
+    top: dict[float, float] = {}
+    for latency, quantile in points:
+        x = max(latency, 1.0) if micro else latency + MS_TICK
+        top[x] = max(top.get(x, 0.0), quantile)
+    return sorted(top.items())
+
+
+def _cdf_label(
+    rows: Sequence[Row],
+    mode: str,
+    scenario: str,
+    many: bool,
+    steps: Sequence[tuple[float, float]],
+    micro: bool,
+) -> str:
+    unit, bound = ("µs", "") if micro else ("ms", "< ")
+    summary = ", ".join(
+        f"p{round(level * 100)} {bound}{_quantile(steps, level):g} {unit}" for level in (0.5, 0.99)
+    )
+    reads = next(
+        (r.get("reads") for r in rows if (r.get("mode"), r.get("scenario")) == (mode, scenario)),
+        None,
+    )
+    count = f", {reads} reads" if reads is not None else ""
+    return f"{_label(mode, scenario, many)} ({summary}{count})"
+
+
+def _latency_axis(ax: Axes, low: float, high: float, micro: bool) -> None:
+    ax.set_xscale("log")
+    if high / low < 100:  # a narrow spread: still show at least two decades around it
+        middle = (low * high) ** 0.5
+        low, high = min(low, middle / 10), max(high, middle * 10)
+    # With ms stamps nothing is below "< 1 ms": the axis does not offer a finer tick.
+    ax.set_xlim(low / 1.5 if micro else MS_TICK / 1.2, high * 1.5)
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_minor_locator(LogLocator(subs=(3.0, 4.0, 6.0, 7.0, 8.0, 9.0)))
+    if micro:
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.set_xlabel(
+            f"route read latency, complete {MINUS} invoke (µs, monotonic clock, log scale)"
+        )
+        return
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"< {v:g}"))
+    ax.set_xlabel(
+        f"route read latency, complete {MINUS} invoke (ms, log scale): the history has whole-ms\n"
+        'wall-clock stamps only, so a step at "< x" counts the reads that took less than x ms'
+    )
 
 
 def _quantile(points: Sequence[tuple[float, float]], level: float) -> float:

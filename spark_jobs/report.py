@@ -16,6 +16,8 @@ from typing import Any
 
 from experiment_history.runs import find_runs, iter_rows, read_meta
 from experiment_history.schema import FAULTS, OPERATIONS
+from spark_jobs.report_text import client_markdown, shares_as_percent
+from spark_jobs.t_buckets import t_bucket_label
 
 Row = Mapping[str, Any]
 
@@ -57,6 +59,16 @@ SECTIONS = (
         "No topic had operations to check.",
     ),
     Section(
+        "checker_power",
+        "Checker power: stale reads injected / caught",
+        "Stale reads injected into each run's own history, one at a time (a read replaced "
+        "by the route an acknowledged write had just replaced, called 1 ms after its ack), "
+        "and the share the checker found not linearizable. A stale read is missed when the "
+        "history cannot place the next write of that route (a write that timed out, or "
+        "one only inferred between two samples); unknown: the search budget ran out.",
+        "No run had a topic with two writes and a read to inject at.",
+    ),
+    Section(
         "route_changes",
         "Route changes per topic",
         "Acknowledged route writes of each topic, in all and inside the fault window, "
@@ -89,8 +101,10 @@ SECTIONS = (
     Section(
         "t_visibility",
         "Freshness by time since the write",
-        "Share of route reads that returned the latest committed route, by time since "
-        "that route was written (bucket lower edge, ms).",
+        "Share of route reads that returned the latest committed route, by the time from "
+        "that route's write to the read's start; a bucket such as 100-500 ms holds the "
+        "reads that started at least 100 and less than 500 ms after the write (the plot "
+        "uses the same buckets).",
         "No route read followed a write, so freshness was not measured.",
         keys=("t_bucket_ms",),
     ),
@@ -143,6 +157,10 @@ PLOT_NAMES = (
 MODE_ORDER = ("eventual", "raft")
 MISSING = "—"
 BYLINE_KEYS = ("mode", "scenario", "run_id")
+KEY_TEXT: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "t_bucket_ms": ("after the write", t_bucket_label),
+}
+"""Key columns shown under another name, their values as text (sorted by the raw value)."""
 
 
 def modes_in(tables: Mapping[str, Sequence[Row]]) -> list[str]:
@@ -191,11 +209,20 @@ def side_by_side(
         return [{"measure": m, **{mode: value((), mode, m) for mode in modes}} for m in measures]
     return [
         {
-            **dict(zip(keys, group, strict=True)),
+            **_key_cells(keys, group),
             **{f"{m} {mode}": value(group, mode, m) for m in measures for mode in modes},
         }
         for group in groups
     ]
+
+
+def _key_cells(keys: Sequence[str], group: Sequence[Any]) -> dict[str, Any]:
+    """The key columns of one side-by-side row, renamed and as text per :data:`KEY_TEXT`."""
+    cells: dict[str, Any] = {}
+    for key, value in zip(keys, group, strict=True):
+        name, text = KEY_TEXT.get(key, (key, None))
+        cells[name] = text(value) if text is not None and value is not None else value
+    return cells
 
 
 def _count(rows: Sequence[Row], mode: str, column: str) -> int:
@@ -344,9 +371,9 @@ def section_markdown(section: Section, rows: Sequence[Row], modes: Sequence[str]
     if not rows:
         return "".join(parts) + f"_{section.empty}_\n"
     if section.per_event:
-        parts.append(markdown_table(rows))
+        parts.append(markdown_table(shares_as_percent(rows)))
     else:
-        parts.append(markdown_table(side_by_side(rows, modes, section.keys)))
+        parts.append(markdown_table(shares_as_percent(side_by_side(rows, modes, section.keys))))
     absent = [m for m in modes if not any(r.get("mode") == m for r in rows)]
     parts += [f"\n_{mode}: {section.empty[0].lower()}{section.empty[1:]}_\n" for mode in absent]
     return "".join(parts)
@@ -369,6 +396,7 @@ def write_markdown(
     counterexamples as operations, the plots, and the seconds of each Spark job."""
     modes = modes_in(tables)
     parts = [f"# {title}\n\n## Verdicts\n\n", markdown_verdicts(tables)]
+    parts.append(client_markdown(tables, modes))
     for section in SECTIONS:
         parts.append(section_markdown(section, tables.get(section.name, []), modes))
     parts.append(

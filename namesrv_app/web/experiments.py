@@ -30,9 +30,8 @@ from experiments.runner import MODES, REPORT_DIR_NAME, RUNS_DIR_NAME
 from experiments.scenarios import SCENARIOS
 from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from namesrv_app.roles import is_operator
-from namesrv_app.web import units
 from namesrv_app.web.views import _context, console_view
-from spark_jobs import report
+from spark_jobs import report, report_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODE_BOTH = "both"
@@ -135,7 +134,7 @@ def start_detached(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
 def _headline_value(value: Any, kind: str) -> str:
     """A headline number with its unit: a share as a percentage, ms as seconds."""
     if kind == "share":
-        return units.percent(float(value))
+        return report_text.percent(float(value))
     if kind == "ms":
         return f"{float(value) / MS_PER_S:.1f} s"
     return f"{value:.3g}" if isinstance(value, float) else str(value)
@@ -313,7 +312,7 @@ def pair_tables(runs: list[tuple[ExperimentRun, Path | None]]) -> dict[str, list
 def report_cell(value: Any, share: bool) -> str:
     """One report table cell as text; a share as a percentage (``25 %``)."""
     if share and isinstance(value, int | float) and not isinstance(value, bool):
-        return units.percent(float(value))
+        return report_text.percent(float(value))
     return report.cell(value)
 
 
@@ -325,7 +324,9 @@ def _grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "columns": columns,
         "rows": [
             [
-                report_cell(r.get(c), units.is_share(c) or units.is_share(str(r.get("measure"))))
+                report_cell(
+                    r.get(c), report_text.is_share(c) or report_text.is_share(str(r.get("measure")))
+                )
                 for c in columns
             ]
             for r in rows

@@ -1,7 +1,8 @@
-"""Numbers as the console shows them: shares as percentages, the demo brokers' timings.
+"""The demo brokers' timings as the console explains them.
 
-One place decides how a share reads ("25 %") and when the short heartbeat timeouts of
-``make run``'s demo brokers get a sentence next to them, so every page says it the same way.
+One place decides when the short heartbeat timeouts of ``make run``'s demo brokers get a
+sentence next to them, so every page says it the same way. Shares read as the experiment
+report writes them (:mod:`spark_jobs.report_text`).
 """
 
 from __future__ import annotations
@@ -14,29 +15,12 @@ from localcluster.plan import DEMO_BROKER_SETTINGS
 from raftstore.config import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS
 
 MS_PER_S = 1000
-PERCENT_DIGITS = 3
-"""Significant digits of a percentage: 25 %, 62.5 %, 33.3 %, 0.04 %."""
-SHARE_SUFFIXES = ("_share", "_fraction")
-SHARE_NAMES = frozenset({"p_fresh", "p_within_k"})
-"""Report measures that are shares without saying so in their suffix."""
 
 DEMO_HEARTBEAT_MS = int(DEMO_BROKER_SETTINGS["heartbeat_interval_ms"])
 DEMO_TIMEOUT_MS = int(DEMO_BROKER_SETTINGS["heartbeat_timeout_ms"])
 # A broker's defaults are RocketMQ's: its registerNameServerPeriod, the NameServer's timeout.
 ROCKETMQ_REGISTER_PERIOD_MS = BrokerConfig(store_dir=Path(".")).register_period_ms
 ROCKETMQ_TIMEOUT_MS = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS
-
-
-def percent(share: float) -> str:
-    """A share in [0, 1] as a percentage with its sign: ``0.25`` -> ``25 %``."""
-    return f"{100 * share:.{PERCENT_DIGITS}g} %"
-
-
-def is_share(column: str) -> bool:
-    """Whether a report column (or measure) holds a share; a side-by-side column is
-    ``<measure> <mode>``, so only its first word is looked at."""
-    measure = column.split(" ", 1)[0]
-    return measure in SHARE_NAMES or measure.endswith(SHARE_SUFFIXES)
 
 
 def _s(ms: int | float) -> str:

@@ -11,6 +11,8 @@ checked in one file. Private names used, each checked against 0.3.17:
   ``SyncObj._SyncObj__raftCommitIndex``, ``SyncObj._SyncObj__sendAppendEntries``,
   ``SyncObj._isLeader``: in :class:`RouteLog` and :func:`journal_of` / :func:`is_leader`;
 * ``SyncObj._SyncObj__transport`` (our :class:`RaftTransport`): in :func:`raft_port`;
+* ``SyncObj._SyncObj__raftState``, ``__otherNodes``, ``__lastResponseTime``,
+  ``__raftLeader``, ``__raftElectionDeadline``: in :meth:`RouteLog.quorum_contact_at`;
 * the transport (``raftstore.raft.transport``): ``TcpConnection._TcpConnection__processRead``,
   ``TcpConnection._TcpConnection__readBuffer``, ``TcpConnection.sendRandKey``,
   ``TCPTransport._unknownConnections``, ``TCPTransport._onNewIncomingConnection``,
@@ -359,6 +361,32 @@ class RouteLog(SyncObj):  # type: ignore[misc]
             self._notice_may_wait_tick = -1
         elif self._foreign_applied_tick != self._tick_no and self._isLeader():
             self._notice_may_wait_tick = self._tick_no
+
+    def quorum_contact_at(self) -> float | None:
+        """Tick thread: the monotonic time at which this node last knew it was in
+        contact with a quorum, or None when it is not now.
+
+        A leader: the time by which a majority (itself included) had last answered
+        its AppendEntries. A follower: now, while it knows a leader whose messages
+        keep its election deadline ahead (an isolated follower keeps naming its old
+        leader, but its deadline passes). A candidate: None."""
+        state = self._SyncObj__raftState
+        now = monotonic()
+        if state == _RAFT_STATE.LEADER:
+            others = self._SyncObj__otherNodes
+            needed = (len(others) + 1) // 2
+            if needed == 0:
+                return now
+            answered = self._SyncObj__lastResponseTime
+            times = sorted((answered.get(node, 0.0) for node in others), reverse=True)
+            return float(times[needed - 1])
+        if (
+            state == _RAFT_STATE.FOLLOWER
+            and self._SyncObj__raftLeader is not None
+            and self._SyncObj__raftElectionDeadline > now
+        ):
+            return now
+        return None
 
     def heartbeat_if_due(self) -> None:
         """Leader, inside a long apply: send the AppendEntries round that is due.

@@ -53,9 +53,16 @@ from raftstore.raft.settings import (
     RaftSettings,
 )
 from raftstore.raft.snapshots import SnapshotHooks
-from raftstore.raft.status import Alarms, RaftStatus, RaftView, TickGaps, read_view
+from raftstore.raft.status import (
+    Alarms,
+    QuorumContact,
+    RaftStatus,
+    RaftView,
+    TickGaps,
+    read_view,
+)
 from raftstore.raft.transport import conf_security
-from raftstore.replicator import MODE_RAFT, ApplyListener, ReplicationError
+from raftstore.replicator import MODE_RAFT, ApplyListener, NoQuorumError, ReplicationError
 from raftstore.results import ApplyResult
 from raftstore.route_table import RouteTable
 
@@ -97,6 +104,7 @@ class RaftReplicator:
         self._view = RaftView()
         self._alarms = Alarms(node_id)
         self._tick_gaps = TickGaps()
+        self._quorum = QuorumContact(self._settings.raft_max_timeout_s)
         self._applied = AppliedState(
             node_id,
             table_factory,
@@ -226,6 +234,7 @@ class RaftReplicator:
         sync = self._sync
         if sync is not None:
             sync.release_commit_notice()
+            self._quorum.observe(sync.quorum_contact_at())
             if time.monotonic() - self._view.at >= STATUS_REFRESH_S:
                 self._view = read_view(
                     sync, self.self_addr, self._view, self.node_id, self._tick_gaps.max_s
@@ -261,6 +270,11 @@ class RaftReplicator:
         sync = self._sync
         return sync is not None and is_leader(sync)
 
+    def quorum_refusal(self, *, starting_may_wait: bool = False) -> NoQuorumError | None:
+        """The error a write gets while this node has no contact with a quorum, else
+        None; a clock read and a comparison (:class:`~raftstore.raft.status.QuorumContact`)."""
+        return self._quorum.refusal(time.monotonic(), starting_may_wait=starting_may_wait)
+
     def leadership(self) -> tuple[str | None, int]:
         """(leader address, term) as last observed; refreshed every 50 ms, costs no digest."""
         view = self._view
@@ -288,6 +302,10 @@ class RaftReplicator:
             document = state.table.state_document()
         digests = snapshot.digests_of(document)
         port, accept_pauses, port_alarms = raft_port(sync, self.self_addr)
+        now_s = time.monotonic()
+        contact = sync is not None and self._quorum.has_contact(now_s)
+        silence_s = self._quorum.silence_s(now_s)
+        quorum_alarms = () if sync is None else self._quorum.alarms(now_s)
         return RaftStatus(
             node_id=self.node_id,
             mode=self.mode,
@@ -297,7 +315,7 @@ class RaftReplicator:
             commit_index=max(view.commit_index, applied),
             applied_index=applied,
             log_length=view.log_length,
-            has_quorum=view.has_quorum,
+            has_quorum=view.has_quorum and contact,
             applied_version=applied_version,
             digest=digests.full,
             view_digest=digests.client_view,
@@ -307,13 +325,15 @@ class RaftReplicator:
             members=self.members(),
             ready=view.ready,
             membership_pending=self._membership.pending,
-            alarms=(*self._alarms.current(), *port_alarms),
+            alarms=(*self._alarms.current(), *port_alarms, *quorum_alarms),
             resends_trimmed=self.resends_trimmed,
             tick_gap_max_ms=round(self._tick_gaps.max_s * 1000.0, 1),
             long_tick_gaps=self._tick_gaps.long_gaps,
             apply_slices_cut=0 if self._sync is None else self._sync.apply_slices_cut,
             raft_port=port,
             raft_accept_pauses=accept_pauses,
+            quorum_contact=contact,
+            quorum_silence_ms=None if silence_s is None else round(silence_s * 1000.0, 1),
         )
 
     # -------------------------------------------------------------- membership

@@ -1,5 +1,6 @@
 """What a raft node tells about itself: its status fields, the view of PySyncObj it
-refreshes on the tick thread, the gaps between its ticks and its safety alarms."""
+refreshes on the tick thread, the gaps between its ticks, its contact with a quorum
+and its safety alarms."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from raftstore.raft.glue import STATE_NAMES, RouteLog
 from raftstore.raft.transport import PORT_LISTENING
-from raftstore.replicator import PeerStatus, ReplicatorStatus
+from raftstore.replicator import NoQuorumError, PeerStatus, ReplicatorStatus
 
 logger = logging.getLogger("raftstore.raft")
 
@@ -44,6 +45,11 @@ class RaftStatus(ReplicatorStatus):
     connect; the node binds it again every ``bind_retry_s``). Alarmed unless listening."""
     raft_accept_pauses: int = 0
     """Times the Raft port stopped accepting for a while after a failed accept."""
+    quorum_contact: bool = False
+    """This node has heard from a quorum within the election timeout
+    (:class:`QuorumContact`); without it every write is refused."""
+    quorum_silence_ms: float | None = None
+    """Time since it last had that contact; None: never since it started."""
 
 
 @dataclass(slots=True)
@@ -145,3 +151,56 @@ class Alarms:
         """The alarms kept, oldest first."""
         with self._lock:
             return tuple(self._messages)
+
+
+REMARK_NO_QUORUM = "no quorum: this node has not heard from a majority"
+
+
+class QuorumContact:
+    """When this node last had contact with a quorum (docs/RAFT.md, "A node without a
+    quorum says so").
+
+    The tick thread writes one float per tick (:meth:`observe`); the request path
+    compares it with the clock (:meth:`refusal`): no lock, no call into PySyncObj.
+    Contact is lost once ``window_s`` has passed since the leader last heard from a
+    majority, or since a follower's election deadline last lay ahead.
+    """
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._at_s = 0.0  # 0: never since this node started
+
+    def observe(self, contact_at_s: float | None) -> None:
+        """Tick thread: record what :meth:`RouteLog.quorum_contact_at` said."""
+        if contact_at_s is not None and contact_at_s > self._at_s:
+            self._at_s = contact_at_s
+
+    def silence_s(self, now_s: float) -> float | None:
+        """Seconds since the last contact; None when there never was one."""
+        at_s = self._at_s
+        return None if at_s == 0.0 else max(0.0, now_s - at_s)
+
+    def has_contact(self, now_s: float) -> bool:
+        """True while the last contact is at most ``window_s`` old."""
+        at_s = self._at_s
+        return at_s != 0.0 and now_s - at_s <= self.window_s
+
+    def refusal(self, now_s: float, *, starting_may_wait: bool = False) -> NoQuorumError | None:
+        """The error a write gets now, or None while in contact. ``starting_may_wait``: a
+        node that never had contact (still starting) is let through, to wait."""
+        at_s = self._at_s
+        if at_s == 0.0:
+            return (
+                None if starting_may_wait else NoQuorumError(f"{REMARK_NO_QUORUM} since it started")
+            )
+        silence_s = now_s - at_s
+        if silence_s <= self.window_s:
+            return None
+        return NoQuorumError(f"{REMARK_NO_QUORUM} for {silence_s * 1000.0:.0f} ms")
+
+    def alarms(self, now_s: float) -> tuple[str, ...]:
+        """The status alarm while out of contact."""
+        refusal = self.refusal(now_s)
+        if refusal is None:
+            return ()
+        return ("no raft quorum: " + str(refusal).removeprefix("no quorum: "),)

@@ -38,3 +38,4 @@ def test_it_finds_queues_owned_twice_and_queues_owned_by_nobody(history):
     assert summary["checkpoints"] == 3
     assert summary["orphan_share"] == pytest.approx(1 / 3)
     assert summary["double_share"] == pytest.approx(1 / 3)
+    assert summary["double_ms"] == 100  # owned twice from the checkpoint at 300 until 400

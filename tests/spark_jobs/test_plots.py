@@ -20,6 +20,7 @@ from PIL import Image
 
 from experiment_history.runs import HistoryWriter, RunMeta
 from spark_jobs.plots import FIGURE_NAMES, build_figures, write_plots
+from spark_jobs.report import side_by_side
 
 MODES = ("eventual", "raft")
 SCENARIO = "asymmetric_partition"
@@ -148,7 +149,10 @@ def _probability_axis_ok(ax: Axes, lowest: float) -> None:
     bottom, top = ax.get_ylim()
     assert 0 < bottom < lowest
     assert top >= 1.0
-    assert "not 0" in ax.get_ylabel()  # the label admits the cut axis
+    assert "%, not 0" in ax.get_ylabel()  # the label admits the cut axis, in per cent
+    _drawn(ax.figure)
+    ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert ticks and all(t.endswith("%") for t in ticks)
 
 
 # ----------------------------------------------------------------------- unit tests
@@ -176,28 +180,45 @@ def test_it_leaves_out_figures_without_data():
     assert build_figures({}) == {}
 
 
-def test_t_visibility_has_a_log_time_axis_with_buckets_at_their_upper_edge(figures):
+def _tick_texts(figure: Figure, ax: Axes) -> list[str]:
+    _drawn(figure)
+    return [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+
+
+def test_t_visibility_names_its_buckets_as_the_report_table_does(figures):
     figure = figures["t_visibility"]
     [ax] = figure.axes
-    assert ax.get_xscale() == "log"
-    assert "ms" in ax.get_xlabel() and "upper edge" in ax.get_xlabel()
-    assert ax.get_ylabel().startswith("P(read is fresh)")
+    table = side_by_side(_tables()["t_visibility"], list(MODES), ("t_bucket_ms",))
+    # One definition: the plot's ticks are the table's bucket cells, in the same order.
+    assert _tick_texts(figure, ax) == [row["after the write"] for row in table]
+    assert _tick_texts(figure, ax)[:3] == ["0-100 ms", "100-500 ms", "0.5-1 s"]
+    assert _tick_texts(figure, ax)[-1] == "≥ 300 s"
     lines = {line.get_label(): line for line in ax.get_lines()}
     assert set(lines) == set(MODES)
-    uppers = [*EDGES[1:], 2 * EDGES[-1]]  # bucket 0 at 100, ..., the open last one at 600k
     for mode, line in lines.items():
-        assert list(line.get_xdata()) == uppers
         assert list(line.get_ydata()) == list(P_FRESH[mode])
         assert line.get_marker() not in (None, "None", "")
     _probability_axis_ok(ax, lowest=0.93)
 
 
+def test_t_visibility_caption_names_only_buckets_on_its_axis():
+    tables = _tables()
+    tables["t_visibility"] = [r for r in tables["t_visibility"] if r["t_bucket_ms"] <= 2_000]
+    figure = build_figures(tables)["t_visibility"]
+    [ax] = figure.axes
+    ticks = _tick_texts(figure, ax)
+    assert ticks == ["0-100 ms", "100-500 ms", "0.5-1 s", "1-2 s", "2-5 s"]
+    caption = ax.get_xlabel()
+    assert caption.endswith("0-100 ms to 2-5 s")
+    assert "300" not in caption and "600" not in caption
+
+
 def test_t_visibility_notes_the_read_count_of_sparse_buckets(figures):
     [ax] = figures["t_visibility"].axes
     notes = sorted((t.get_text(), t.xy) for t in ax.texts if t.get_text().startswith("n="))
-    # 5000 is the lower edge of [5000, 10000), drawn at 10000; one note per mode's point.
+    slot = EDGES.index(SPARSE_BUCKET_MS)  # the 5-10 s bucket, its own slot on the axis
     assert notes == [
-        ("n=4 reads", (10_000.0, P_FRESH[m][EDGES.index(SPARSE_BUCKET_MS)]))
+        ("n=4 reads", (float(slot), P_FRESH[m][slot]))
         for m in sorted(MODES, key=lambda m: P_FRESH[m][5])
     ]
 
@@ -210,7 +231,7 @@ def test_k_staleness_zooms_on_the_probabilities_and_labels_k(figures):
     figure = figures["k_staleness"]
     [ax] = figure.axes
     assert "k" in ax.get_xlabel() and "linear" in ax.get_xlabel()
-    assert ax.get_ylabel().startswith("P(read within k versions)")
+    assert ax.get_ylabel().startswith("reads at most k versions old (%)")
     assert [t for t in ax.get_xticks()] == [0, 1, 2, 3, 5, 10]
     _probability_axis_ok(ax, lowest=0.95)
     _legend_clear_of_axes(figure, ax)
@@ -234,39 +255,80 @@ def _span_x_ranges(ax: Axes) -> list[tuple[float, float]]:
     return spans
 
 
-def test_divergence_timeline_has_a_row_per_mode_a_line_per_node_and_the_fault_shaded(figures):
+def test_divergence_timeline_gives_every_node_of_every_run_its_own_panel(figures):
     figure = figures["divergence_timeline"]
     axes = figure.axes
-    assert [ax.get_title(loc="left") for ax in axes] == list(MODES)
+    nodes = ["ns0", "ns1", "ns2"]
+    assert [ax.get_title(loc="left") for ax in axes] == [
+        f"{mode} · node {node}" for mode in MODES for node in nodes
+    ]
     for ax in axes:
-        assert sorted(line.get_label() for line in ax.get_lines()) == [
-            "node ns0",
-            "node ns1",
-            "node ns2",
-        ]
+        # One line per panel: a node whose shares equal another's cannot be drawn over.
+        [line] = ax.get_lines()
+        assert ax.get_title(loc="left").endswith(line.get_label())
+        assert len(line.get_xdata()) > 1
         # Both cut-off nodes share one window: one span, not two stacked ones.
         assert _span_x_ranges(ax) == [FAULT_S]
-    assert "s)" in axes[-1].get_xlabel() and "fault" in axes[-1].get_xlabel()
-    eventual_ns0 = next(line for line in axes[0].get_lines() if line.get_label() == "node ns0")
+    xlabel = axes[-2].get_xlabel()  # under the bottom row's middle panel
+    assert "s)" in xlabel and "fault" in xlabel
+    [eventual_ns0] = axes[0].get_lines()
     assert max(eventual_ns0.get_ydata()) == pytest.approx(0.13)
     assert axes[0].get_ylim()[1] < 0.5  # zoomed on the data, not 0..1 with a flat line
+    _drawn(figure)
+    assert [t.get_text() for t in axes[0].get_yticklabels() if t.get_text()][-1].endswith("%")
+    quiet = [ax for ax in axes if ax.texts]  # the flat nodes say so in their panel
+    assert len(quiet) == 5 and all("never differed" in ax.texts[0].get_text() for ax in quiet)
     _legend_clear_of_axes(figure, axes[-1])
     _legend_clear_of_axes(figure, axes[0])
 
 
-def test_read_latency_cdf_is_a_log_scale_cdf_per_mode(figures):
+def _cdf_rows(column: str, latencies: list[int]) -> list[dict[str, Any]]:
+    """One mode's CDF rows: quantile i/len of ``latencies`` (sorted) at each value."""
+    steps = len(latencies)
+    return [
+        {"mode": "raft", "scenario": SCENARIO, "reads": 500, "quantile": (i + 1) / steps, column: v}
+        for i, v in enumerate(sorted(latencies))
+    ]
+
+
+def test_read_latency_cdf_from_millisecond_stamps_is_a_step_of_upper_bounds(figures):
     [ax] = figures["read_latency_cdf"].axes
     assert ax.get_xscale() == "log"
-    assert "ms" in ax.get_xlabel()
+    assert "whole-ms" in ax.get_xlabel() and "less than x ms" in ax.get_xlabel()
     assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] >= 1.0
     lines = ax.get_lines()
     assert sorted(line.get_label().split(" ")[0] for line in lines) == list(MODES)
     for line in lines:
         ys = list(line.get_ydata())
         assert ys[0] == 0.0 and ys[-1] == pytest.approx(1.0) and ys == sorted(ys)
+        assert line.get_drawstyle() == "steps-post"
     raft = next(line for line in lines if line.get_label().startswith("raft"))
-    assert "p50 18 ms" in raft.get_label() and "p99 30 ms" in raft.get_label()
+    # Stamps 3, 6, ..., 33 ms apart: the reads took less than 4, 7, ..., 34 ms.
+    assert "p50 < 19 ms" in raft.get_label() and "p99 < 31 ms" in raft.get_label()
+    assert list(raft.get_xdata())[:3] == [4.0, 4.0, 7.0]
     _legend_clear_of_axes(figures["read_latency_cdf"], ax)
+
+
+def test_reads_inside_one_clock_tick_are_drawn_as_under_one_ms():
+    rows = _cdf_rows("latency_ms", [0] * 60 + [1] * 30 + [2] * 10)
+    figure = build_figures({"read_latency_cdf": rows})["read_latency_cdf"]
+    [ax] = figure.axes
+    [line] = ax.get_lines()
+    assert list(line.get_xdata()) == [1.0, 1.0, 2.0, 3.0]
+    assert list(line.get_ydata()) == pytest.approx([0.0, 0.6, 0.9, 1.0])
+    assert "p50 < 1 ms" in line.get_label()
+    assert "< 1" in _tick_texts(figure, ax) and "0.5" not in _tick_texts(figure, ax)
+    assert all(t.endswith("%") for t in (x.get_text() for x in ax.get_yticklabels()) if t)
+
+
+def test_read_latency_cdf_uses_microseconds_when_the_history_has_them():
+    rows = _cdf_rows("latency_us", [180] * 50 + [420] * 49 + [2_500])
+    figure = build_figures({"read_latency_cdf": rows})["read_latency_cdf"]
+    [ax] = figure.axes
+    [line] = ax.get_lines()
+    assert "µs" in ax.get_xlabel() and "monotonic" in ax.get_xlabel()
+    assert list(line.get_xdata()) == [180.0, 180.0, 420.0, 2_500.0]
+    assert "p50 180 µs" in line.get_label() and "p99 420 µs" in line.get_label()
 
 
 def test_stale_route_window_has_a_bar_per_node_and_mode_and_marks_never_dropped(figures):

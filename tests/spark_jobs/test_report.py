@@ -18,6 +18,7 @@ from spark_jobs.report import (
     side_by_side,
     write_markdown,
 )
+from spark_jobs.report_text import client_markdown, client_paragraph, percent
 
 MODES = ["eventual", "raft"]
 ROUTE_A = "broker-a:h1:10911:4:4:6"
@@ -168,3 +169,103 @@ def test_summary_md_puts_verdicts_first_and_embeds_the_plots(tmp_path: Path) -> 
     assert "![t_visibility](t_visibility.png)" in text
     assert "there is no counterexample" in text
     assert "No broker was killed" in text
+    prose = text.index("## What this means for a client")
+    assert text.index("## Verdicts") < prose < text.index("## Availability inside")
+
+
+def _t_visibility() -> list[dict[str, Any]]:
+    return [
+        {"mode": m, "scenario": "s1", "t_bucket_ms": t, "reads": n, "p_fresh": p}
+        for m, points in (
+            ("eventual", ((0, 20, 0.5), (500, 55, 0.8), (300_000, 4, 1.0))),
+            ("raft", ((0, 17, 0.8823529411764706), (500, 42, 1.0))),
+        )
+        for t, n, p in points
+    ]
+
+
+def test_freshness_buckets_are_named_by_both_edges_in_summary_md() -> None:
+    text = section_markdown(SECTION_BY_NAME["t_visibility"], _t_visibility(), MODES)
+    header = next(line for line in text.splitlines() if line.startswith("| after the write"))
+    assert "t_bucket_ms" not in text
+    assert header.startswith("| after the write | reads eventual | reads raft |")
+    rows = [
+        line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ") and "%" in line
+    ]
+    assert rows == ["| 0-100 ms", "| 0.5-1 s", "| ≥ 300 s"]
+
+
+def test_summary_md_shows_shares_as_percentages() -> None:
+    text = section_markdown(SECTION_BY_NAME["availability"], _availability(), MODES)
+    assert "| read | 100 | 98 | 90 % | 100 % | 95 % | 100 % |" in text
+    assert "0.9 " not in text and "0.95" not in text
+    freshness = section_markdown(SECTION_BY_NAME["t_visibility"], _t_visibility(), MODES)
+    assert "| 0-100 ms | 20 | 17 | 50 % | 88.2 % |" in freshness
+    assert percent(0.0004) == "0.04 %" and percent(1.0) == "100 %"
+
+
+def _harm_tables(killed: bool) -> dict[str, list[dict[str, Any]]]:
+    kills = [
+        {
+            "mode": "eventual",
+            "scenario": "s2",
+            "target": "broker-b",
+            "nodes_window_ms": 31_000,
+            "clients_window_ms": 62_500,
+            "client_topics_never_dropped": 0,
+        },
+        {
+            "mode": "raft",
+            "scenario": "s2",
+            "target": "broker-b",
+            "nodes_window_ms": 3_000,
+            "clients_window_ms": 33_000,
+            "client_topics_never_dropped": 2,
+        },
+    ]
+    return {
+        "t_visibility": _t_visibility(),
+        "dead_sends": [
+            {"mode": "eventual", "scenario": "s2", "sends": 400, "sends_to_dead": 37},
+            {"mode": "raft", "scenario": "s2", "sends": 380, "sends_to_dead": 12},
+        ],
+        "stale_route": kills if killed else [],
+        "ownership": [
+            {
+                "mode": "eventual",
+                "scenario": "s2",
+                "checkpoints": 80,
+                "orphan_share": 0.0,
+                "double_share": 0.125,
+                "max_orphan_queues": 0,
+                "max_double_queues": 3,
+                "double_ms": 4_200,
+            }
+        ],
+    }
+
+
+def test_the_client_prose_is_built_from_the_tables_of_each_mode() -> None:
+    tables = _harm_tables(killed=True)
+    eventual, raft = (client_paragraph(tables, mode) for mode in MODES)
+    assert eventual.startswith("**eventual.** Of the 20 route reads that started 0-100 ms ")
+    assert "after a write, 10 of 20 (50 %) still returned an older route." in eventual
+    assert "37 of 400 (9.25 %) sends went to a broker while it was dead" in eventual
+    assert "clients kept routing to the killed broker for up to 62.5 s after the kill" in eventual
+    assert "the NameServer nodes answered with it for up to 31.0 s" in eventual
+    assert "owned the same queue for 4.2 s (summed over groups), at 12.5 % of the 80" in eventual
+    assert "up to 3 queues at once" in eventual
+    assert "2 of 17 (11.8 %) still returned an older route" in raft
+    assert "12 of 380 (3.16 %) sends" in raft and "up to 33.0 s" in raft
+    assert "2 client routes still named it when the run ended" in raft
+    assert "queue ownership was not measured" in raft
+
+
+def test_the_client_prose_says_when_no_broker_was_killed() -> None:
+    text = client_markdown(_harm_tables(killed=False), MODES)
+    assert text.startswith("\n## What this means for a client\n")
+    assert "No broker was killed, so none of the 400 sends could go to a dead broker." in text
+    assert "No broker was killed, so none of the 380 sends could go to a dead broker." in text
+    assert "No queue was owned" not in text  # eventual has doubles; raft has no rows
+    empty = client_paragraph({}, "raft")
+    assert "freshness was not measured" in empty and "No send was recorded" in empty

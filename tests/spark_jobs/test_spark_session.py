@@ -48,11 +48,17 @@ def test_the_zip_holds_spark_jobs_and_the_project_modules_it_imports(tmp_path):
     assert not any(
         name.startswith(("tests/", ".venv/", "run/")) or "__pycache__" in name for name in names
     )
+    # spark_jobs.cli parses its arguments with tools.cli: that module alone.
+    assert {name for name in names if name.startswith("tools/")} <= {
+        "tools/__init__.py",
+        "tools/cli.py",
+    }
     assert {name.split("/")[0] for name in names} == {
         "spark_jobs",
         "experiment_history",
         "remoting",
         "raftstore",
+        "tools",
     }
 
 

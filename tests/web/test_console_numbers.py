@@ -21,6 +21,7 @@ from namesrv_app.web import units
 from raftstore.config import key_notes
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from spark_jobs import report_text
 from tests.web.conftest import BROKERS, START_MS, TOPICS, RunningGateway, log_in
 
 DEMO_NOTE = (
@@ -111,16 +112,16 @@ def test_brokers_with_rocketmqs_timeout_get_no_demo_note(
 
 
 def test_a_share_reads_as_a_percentage() -> None:
-    assert [units.percent(s) for s in (0.25, 0.625, 0.0, 1.0, 0.0004)] == [
+    assert [report_text.percent(s) for s in (0.25, 0.625, 0.0, 1.0, 0.0004)] == [
         "25 %",
         "62.5 %",
         "0 %",
         "100 %",
         "0.04 %",
     ]
-    assert units.is_share("topics_diverged_share")
-    assert units.is_share("ok_share raft") and units.is_share("p_fresh eventual")
-    assert not units.is_share("longest_ms") and not units.is_share("reads")
+    assert report_text.is_share("topics_diverged_share")
+    assert report_text.is_share("ok_share raft") and report_text.is_share("p_fresh eventual")
+    assert not report_text.is_share("longest_ms") and not report_text.is_share("reads")
 
 
 def test_the_config_page_says_what_drives_each_key(wired: RunningGateway, viewer: User) -> None:

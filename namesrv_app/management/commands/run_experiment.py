@@ -89,8 +89,9 @@ class Command(ProjectCommand):
             "--clock-skew-ms",
             type=int,
             default=DEFAULTS.clock_skew_ms,
-            help="how far clock-skew sets one node's clock ahead, ms (default 0: as far as "
-            "--expiry-ms)",
+            help="how far the clock-skew scenarios set one node's clock ahead, ms (default 0: "
+            "clock-skew goes past raft's allowance by one --expiry-ms, "
+            "clock-skew-within-allowance stays 1000 under it)",
         )
         parser.add_argument(
             "--skew-allowance-ms",
