@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import random
@@ -46,14 +45,15 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench import _util
+from bench.load import LoadStats, close_load, open_load, request_frames
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, make_response
-from remoting.frame import FrameDecoder, encode_frame, encode_frame_prefix
+from remoting.frame import encode_frame_prefix
 from tools.cli import ExactArgumentParser
 
 READY_TIMEOUT_S = 120.0
@@ -225,71 +225,6 @@ def bare_answer(body: bytes) -> _util.FrameAnswer:
 # ---------------------------------------------------------------------- load generator
 
 
-@dataclass
-class LoadStats:
-    """What the connections of one run recorded inside the measured window."""
-
-    latencies_s: list[float] = field(default_factory=list)
-    errors: int = 0
-    measuring: bool = False
-    running: bool = True
-
-
-class LoadConnection(asyncio.Protocol):
-    """Keeps ``depth`` route requests in flight: each answer sends the next request.
-
-    Frames are encoded once up front, opaque i asking for topic i, so the
-    generator's own cost per request is one write and one header decode.
-    """
-
-    def __init__(self, frames: Sequence[bytes], offset: int, depth: int, stats: LoadStats) -> None:
-        self._frames = frames
-        self._next = offset
-        self._depth = depth
-        self._stats = stats
-        self._sent_at: dict[int, float] = {}
-        self._decoder = FrameDecoder()
-        self._transport: asyncio.Transport | None = None
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Fill the pipeline."""
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        for _ in range(self._depth):
-            self._send()
-
-    def _send(self) -> None:
-        assert self._transport is not None
-        opaque = self._next % len(self._frames)
-        self._next += 1
-        self._sent_at[opaque] = time.perf_counter()
-        self._transport.write(self._frames[opaque])
-
-    def data_received(self, data: bytes) -> None:
-        """Record each answer's latency and keep the pipeline full while running."""
-        now = time.perf_counter()
-        stats = self._stats
-        for response in self._decoder.feed(data):
-            sent = self._sent_at.pop(response.opaque)
-            if stats.measuring:
-                stats.latencies_s.append(now - sent)
-                if response.code != ResponseCode.SUCCESS:
-                    stats.errors += 1
-            if stats.running:
-                self._send()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Let the runner know."""
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-    def close(self) -> None:
-        """Close the socket."""
-        if self._transport is not None:
-            self._transport.close()
-
-
 @dataclass(frozen=True, slots=True)
 class LoadResult:
     """One (server, depth) run."""
@@ -306,16 +241,6 @@ class LoadResult:
     round: int = 1
 
 
-def request_frames(topics: Sequence[str]) -> list[bytes]:
-    """One encoded route request per topic, opaque = the topic's index."""
-    frames = []
-    for opaque, topic in enumerate(topics):
-        request = _util.route_request(topic)
-        request.opaque = opaque
-        frames.append(encode_frame(request))
-    return frames
-
-
 async def run_load(
     server: ServerProcess,
     frames: Sequence[bytes],
@@ -324,20 +249,10 @@ async def run_load(
     scale: Scale,
 ) -> LoadResult:
     """Open ``connections`` connections, warm up, measure for ``scale.measure_s``."""
-    loop = asyncio.get_running_loop()
     stats = LoadStats()
-    spread = len(frames) // connections
-    opened: list[LoadConnection] = []
-    for index in range(connections):
-        _, conn = await asyncio.wait_for(
-            loop.create_connection(
-                functools.partial(LoadConnection, frames, index * spread, depth, stats),
-                "127.0.0.1",
-                server.port,
-            ),
-            CONNECT_TIMEOUT_S,
-        )
-        opened.append(conn)
+    opened = await open_load(
+        "127.0.0.1", server.port, frames, connections, depth, stats, spread=True
+    )
     await asyncio.sleep(scale.warmup_s)
     server_cpu, client_cpu, start = server.cpu_s(), _util.own_cpu_s(), time.perf_counter()
     stats.measuring = True
@@ -345,10 +260,7 @@ async def run_load(
     stats.measuring = False
     elapsed_s = time.perf_counter() - start
     server_cpu, client_cpu = server.cpu_s() - server_cpu, _util.own_cpu_s() - client_cpu
-    stats.running = False
-    for conn in opened:
-        conn.close()
-    await asyncio.gather(*(conn.closed for conn in opened))
+    await close_load(opened, stats)
     latencies = stats.latencies_s
     return LoadResult(
         server=server.name,

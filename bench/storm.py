@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _util
-from bench.route_query import LoadConnection, LoadStats, request_frames
+from bench.load import LoadStats, close_load, open_load, request_frames
 from gateway.private_codes import InternalCode
 from remoting import register_body
 from remoting.client import RemotingClient
@@ -383,18 +383,12 @@ class ReadResult:
 
 async def reader(addr: str, seconds: float) -> ReadResult:
     """READ_CONNECTIONS x READ_DEPTH route reads of READ_TOPIC for ``seconds``."""
-    loop = asyncio.get_running_loop()
     host, _, port = addr.rpartition(":")
     # One frame per opaque (the connection matches answers to requests by opaque),
     # all asking for the same topic.
     frames = request_frames([READ_TOPIC] * 4 * READ_DEPTH)
     stats = LoadStats()
-    connections = []
-    for _ in range(READ_CONNECTIONS):
-        _, conn = await loop.create_connection(
-            functools.partial(LoadConnection, frames, 0, READ_DEPTH, stats), host, int(port)
-        )
-        connections.append(conn)
+    connections = await open_load(host, int(port), frames, READ_CONNECTIONS, READ_DEPTH, stats)
     await asyncio.sleep(WARMUP_S)
     stats.measuring = True
     start = time.perf_counter()
@@ -403,10 +397,7 @@ async def reader(addr: str, seconds: float) -> ReadResult:
     stats.measuring = False
     elapsed = time.perf_counter() - start
     cpu_cores = (_util.own_cpu_s() - cpu_before) / elapsed
-    stats.running = False
-    for conn in connections:
-        conn.close()
-    await asyncio.gather(*(conn.closed for conn in connections))
+    await close_load(connections, stats)
     lat = stats.latencies_s
     return ReadResult(
         len(lat) / elapsed,
