@@ -229,6 +229,9 @@ class BrokerController:
             self._topic_wrapper,
             timeout_s=self.config.register_timeout_ms / 1000,
             compress_over_bytes=self.config.compress_register_bytes,
+            split_size=self.config.split_registration_size
+            if self.config.split_registration
+            else None,
             heartbeat_timeout_ms=self.config.heartbeat_timeout_ms
             if self.config.fast_heartbeat
             else None,

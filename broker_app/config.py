@@ -83,6 +83,11 @@ class BrokerConfig:
     # the broker's topics without noticing (a restart from an old snapshot).
     force_register: bool = True
     compress_register_bytes: int = 64 * 1024
+    # enableSplitRegistration / splitRegistrationSize (5.x): a table of more topics than
+    # the size is registered in parts of that many, so it never needs a frame past
+    # 16 MiB; the NameServer registers the merged table at the last part.
+    split_registration: bool = False
+    split_registration_size: int = 800
     fast_heartbeat: bool = False
     heartbeat_interval_ms: int = 1_000
     heartbeat_timeout_ms: int = 10_000
@@ -215,6 +220,8 @@ class BrokerConfig:
             raise ConfigError("ports must be within 0..65535")
         if min(self.heartbeat_interval_ms, self.slave_timeout_ms, self.flush_interval_ms) <= 0:
             raise ConfigError("intervals and timeouts must be positive")
+        if self.split_registration_size < 1:
+            raise ConfigError("splitRegistrationSize must be at least 1 topic")
         if self.record_bytes_max + 8 > self.segment_bytes:
             raise ConfigError("mappedFileSizeCommitLog must exceed the largest record")
         if self.failover_master_role is BrokerRole.SLAVE:
@@ -262,6 +269,8 @@ ALIASES: dict[str, str] = {
     "registerNameServerPeriod": "register_period_ms",
     "registerBrokerTimeoutMills": "register_timeout_ms",
     "forceRegister": "force_register",
+    "enableSplitRegistration": "split_registration",
+    "splitRegistrationSize": "split_registration_size",
     "slaveTimeout": "slave_timeout_ms",
     "haMasterAddress": "ha_master_address",
     "autoCreateTopicEnable": "auto_create_topic",

@@ -11,7 +11,12 @@ Plays RocketMQ's ``BrokerOuterAPI`` plus the ``needRegister`` decision of
 * the body is a RegisterBrokerBody, zlib-compressed (header ``compressed=true``)
   when its JSON form exceeds the configured size; ``bodyCrc32`` is
   ``zlib.crc32(body) & 0x7FFFFFFF``; the version is ``CURRENT_VERSION``;
-* the first answer carrying ``masterAddr`` tells a slave whom to follow.
+* the first answer carrying ``masterAddr`` tells a slave whom to follow;
+* with ``enableSplitRegistration``, a table of more than ``splitRegistrationSize``
+  topics goes in parts of that many, one after the other to each NameServer, every
+  part with the same DataVersion and naming its place (``splitRegistrationPart`` of
+  ``splitRegistrationParts``, :mod:`gateway.split_registration`); the last part's
+  answer is the registration's.
 """
 
 from __future__ import annotations
@@ -27,7 +32,12 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.model import DataVersion, KVTable, TopicConfigSerializeWrapper
-from remoting.register_body import RAFT_FAILOVER_FIELD, register_broker_request
+from remoting.register_body import (
+    RAFT_FAILOVER_FIELD,
+    SPLIT_PART_FIELD,
+    SPLIT_PARTS_FIELD,
+    register_broker_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -166,10 +176,12 @@ class Registrar:
         *,
         timeout_s: float,
         compress_over_bytes: int,
+        split_size: int | None = None,
         heartbeat_timeout_ms: int | None = None,
         offsets: Offsets | None = None,
     ) -> None:
         self.client = client
+        self.split_size = split_size
         self.offsets = offsets
         self.namesrv_addrs = namesrv_addrs
         self.identity = identity
@@ -189,22 +201,35 @@ class Registrar:
         return await self.register_with(self.wrapper())
 
     async def register_with(self, wrapper: TopicConfigSerializeWrapper) -> list[RegisterResult]:
-        """Send ``wrapper`` (a full or a one-topic table) to every NameServer in parallel."""
+        """Send ``wrapper`` (a full or a one-topic table) to every NameServer in parallel,
+        in parts when it is larger than the split size."""
         extra = self._offset_fields()
         if self.offsets is not None:
             extra[RAFT_FAILOVER_FIELD] = "true"
-        request = build_register_request(
-            self.identity(),
-            wrapper,
-            compress_over_bytes=self.compress_over_bytes,
-            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
-            extra_fields=extra,
-        )
+        identity = self.identity()
+        requests = [
+            build_register_request(
+                identity,
+                part,
+                compress_over_bytes=self.compress_over_bytes,
+                heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+                extra_fields={**extra, **fields},
+            )
+            for part, fields in split_table(wrapper, self.split_size)
+        ]
         return list(
             await asyncio.gather(
-                *(self._register_one(addr, request) for addr in self.namesrv_addrs)
+                *(self._register_parts(addr, requests) for addr in self.namesrv_addrs)
             )
         )
+
+    async def _register_parts(self, addr: str, requests: list[RemotingCommand]) -> RegisterResult:
+        """The parts in order to one NameServer; the first refusal ends the round there."""
+        for request in requests[:-1]:
+            result = await self._register_one(addr, request)
+            if not result.ok:
+                return result
+        return await self._register_one(addr, requests[-1])
 
     async def _register_one(self, addr: str, request: RemotingCommand) -> RegisterResult:
         try:
@@ -259,6 +284,31 @@ class Registrar:
                 await asyncio.wait_for(self.client.invoke_oneway(addr, request), self.timeout_s)
             except (RemotingClientError, TimeoutError) as exc:
                 log.debug("heartbeat to namesrv %s failed: %s", addr, exc)
+
+
+def split_table(
+    wrapper: TopicConfigSerializeWrapper, size: int | None
+) -> list[tuple[TopicConfigSerializeWrapper, dict[str, str]]]:
+    """The table as it is sent: whole (no header fields) when ``size`` is None or it
+    has at most ``size`` topics, else parts of ``size`` topics, each with the table's
+    DataVersion and its place; the static-topic mappings ride on the last part."""
+    topics = list(wrapper.topic_config_table.items())
+    if size is None or len(topics) <= size:
+        return [(wrapper, {})]
+    count = -(-len(topics) // size)
+    parts = []
+    for index in range(count):
+        last = index == count - 1
+        part = TopicConfigSerializeWrapper(
+            data_version=wrapper.data_version,
+            topic_config_table=dict(topics[index * size : (index + 1) * size]),
+            mapping_data_version=wrapper.mapping_data_version if last else None,
+            topic_queue_mapping_info_map=wrapper.topic_queue_mapping_info_map if last else {},
+            topic_queue_mapping_detail_map=(wrapper.topic_queue_mapping_detail_map if last else {}),
+        )
+        fields = {SPLIT_PART_FIELD: str(index), SPLIT_PARTS_FIELD: str(count)}
+        parts.append((part, fields))
+    return parts
 
 
 def offset_fields(offsets: Offsets | None) -> dict[str, str]:

@@ -31,6 +31,7 @@ from gateway.registration import CONFIRM_OFFSET_FIELD, MAX_OFFSET_FIELD, Refused
 from gateway.route_cache import RouteCache
 from gateway.route_request import is_linearizable, wants_standard_json
 from gateway.services import NameServerService, ServiceError
+from gateway.split_registration import PartHeld
 from raftstore.config import NODE_KEYS, NamesrvConfig
 from raftstore.replicator import NoQuorumError, ReplicationError
 from raftstore.results import RegisterBrokerOutcome
@@ -287,12 +288,15 @@ class RequestDispatcher:
     ) -> RemotingCommand:
         """103: one decision (:class:`gateway.registration.Registrar`), then its answer:
         1 "crc32 not match", 16 when it would move an entry another connection holds,
-        1 "register broker failed", else the master/HA address for slaves."""
+        1 "register broker failed", else the master/HA address for slaves. A part of
+        a split table before its last is answered 0 with a remark saying it is held."""
         decided = await self.registrar.register(
             request, channel=None if conn is None else conn.id, peer_host=_peer_host(conn)
         )
         if isinstance(decided, Refused):
             return make_response(request, decided.code, remark=decided.remark)
+        if isinstance(decided, PartHeld):
+            return make_response(request, ResponseCode.SUCCESS, remark=decided.remark)
         if decided.outcome.failed:
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
         return self._registered(request, decided.outcome)

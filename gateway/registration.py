@@ -12,6 +12,8 @@ four kinds apart, cheapest first, and each is answered one way:
 * ``TOPICS_UNCHANGED``: the topic table of the broker's last registration with a new
   DataVersion: logged without the table, and not decoded.
 * ``FULL``: decoded and logged whole (always, in eventual mode).
+* ``SPLIT``: the last part of a table a broker split (:mod:`gateway.split_registration`):
+  the parts merged and registered whole; the parts before it are held, not applied.
 
 Before any of them, a request whose body fails its ``bodyCrc32``, or that would move a
 broker entry another open connection holds (:mod:`gateway.broker_holds`), is
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.services import NameServerService
+from gateway.split_registration import PartHeld, PartRefused, SplitTables, split_fields
 from raftstore.commands import RegisterBroker
 from raftstore.results import RegisterBrokerOutcome
 from raftstore.zone import ZONE_NAME_EXT_FIELD
@@ -35,7 +38,7 @@ from remoting import register_body
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import header_bool, header_int, header_str, require_int, require_str
-from remoting.model import TopicConfigSerializeWrapper
+from remoting.model import RegisterBrokerBody, TopicConfigSerializeWrapper
 from remoting.register_body import RAFT_FAILOVER_FIELD
 
 # Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
@@ -50,6 +53,7 @@ class Kind(enum.Enum):
     LIVENESS_ONLY = "liveness_only"
     TOPICS_UNCHANGED = "topics_unchanged"
     FULL = "full"
+    SPLIT = "split"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +100,11 @@ class Registrar:
 
     def __init__(self, service: NameServerService) -> None:
         self.service = service
+        self.splits = SplitTables()
 
     async def register(
         self, request: RemotingCommand, *, channel: str | None, peer_host: str
-    ) -> Registered | Refused:
+    ) -> Registered | Refused | PartHeld:
         """Decide what ``request``, received over ``channel`` from ``peer_host``, is and
         answer it that way; an accepted entry is then held for ``channel``."""
         if not register_body.crc_matches(request):
@@ -118,7 +123,16 @@ class Registrar:
             return Refused(ResponseCode.NO_PERMISSION, refusal.remark)
         # Another connection's registration of the held address names the holder.
         holder = holds.channel_for(entry.broker_name, entry.broker_id, entry.broker_addr, channel)
-        registered = await self._decide(request, entry, holder)
+        split = split_fields(request.ext_fields)
+        if isinstance(split, PartRefused):
+            return Refused(ResponseCode.SYSTEM_ERROR, split.remark)
+        if split is None:
+            registered = await self._decide(request, entry, holder)
+        else:
+            part = await self._split_part(request, entry, holder, *split)
+            if not isinstance(part, Registered):
+                return part
+            registered = part
         if not registered.outcome.failed:
             assigned = registered.outcome.assigned_broker_id
             holds.registered(
@@ -137,7 +151,26 @@ class Registrar:
         raft = self.service.registrations is not None
         topics = register_body.topics_digest(request) if raft else None
         digest = register_body.registration_digest(request, topics) if raft else None
-        command = functools.partial(
+        command = self._command(request, entry, channel, digest)
+        if digest is not None:
+            seen = await self._seen(digest, command())
+            if seen is not None:
+                return seen
+        if topics is not None:
+            unchanged = await self._topics_unchanged(topics, command)
+            if unchanged is not None:
+                return unchanged
+        return await self._full(request, topics, command)
+
+    def _command(
+        self,
+        request: RemotingCommand,
+        entry: BrokerEntry,
+        channel: str | None,
+        digest: bytes | None,
+    ) -> Callable[..., RegisterBroker]:
+        """The request's RegisterBroker, its table (and digests) still to give."""
+        return functools.partial(
             self.service.registration_command,
             cluster_name=entry.cluster_name,
             broker_addr=entry.broker_addr,
@@ -153,15 +186,39 @@ class Registrar:
             enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
             request_digest=digest,
         )
-        if digest is not None:
-            seen = await self._seen(digest, command())
-            if seen is not None:
-                return seen
-        if topics is not None:
-            unchanged = await self._topics_unchanged(topics, command)
-            if unchanged is not None:
-                return unchanged
-        return await self._full(request, topics, command)
+
+    async def _split_part(
+        self,
+        request: RemotingCommand,
+        entry: BrokerEntry,
+        channel: str | None,
+        index: int,
+        parts: int,
+    ) -> Registered | Refused | PartHeld:
+        """SPLIT: part ``index`` of ``parts`` held, or the last one and the merged
+        table registered whole (no digest names a merged table, so none is kept)."""
+        body = self._decode_body(request)
+        key = (entry.cluster_name, entry.broker_addr, entry.broker_name, entry.broker_id)
+        taken = self.splits.add(
+            key, index, parts, body.topic_config_wrapper, len(request.body or b"")
+        )
+        if isinstance(taken, PartRefused):
+            return Refused(ResponseCode.SYSTEM_ERROR, taken.remark)
+        if isinstance(taken, PartHeld):
+            return taken
+        command = self._command(request, entry, channel, None)
+        outcome, from_state = await self.service.register(
+            command(topic_config_wrapper=taken, filter_server_list=body.filter_server_list)
+        )
+        return Registered(Kind.LIVENESS_ONLY if from_state else Kind.SPLIT, outcome)
+
+    @staticmethod
+    def _decode_body(request: RemotingCommand) -> RegisterBrokerBody:
+        return register_body.decode_register_broker_request_body(
+            request.body,
+            compressed=bool(header_bool(request, "compressed")),
+            version=request.version,
+        )
 
     async def _seen(self, digest: bytes, command: RegisterBroker) -> Registered | None:
         """SEEN: an applied copy of this very request answers it, body undecoded."""
@@ -202,11 +259,7 @@ class Registrar:
         command: Callable[..., RegisterBroker],
     ) -> Registered:
         """FULL: the body decoded and registered whole."""
-        body = register_body.decode_register_broker_request_body(
-            request.body,
-            compressed=bool(header_bool(request, "compressed")),
-            version=request.version,
-        )
+        body = self._decode_body(request)
         wrapper = body.topic_config_wrapper
         topics_digest = None
         if topics is not None and wrapper is not None:

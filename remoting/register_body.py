@@ -46,6 +46,10 @@ from remoting.model import (
 
 RAFT_FAILOVER_FIELD = "enableRaftFailover"
 """REGISTER_BROKER header field of a broker whose master the NameServer elects."""
+SPLIT_PART_FIELD = "splitRegistrationPart"
+"""REGISTER_BROKER header field: which part of a split table this is, from 0."""
+SPLIT_PARTS_FIELD = "splitRegistrationParts"
+"""REGISTER_BROKER header field: how many parts the split table has."""
 
 # A compressed REGISTER_BROKER body may not inflate beyond this (zip-bomb guard).
 REGISTER_BODY_INFLATED_BYTES_MAX = 64 * 1024 * 1024

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import consume, cores, route_query, storm
+from bench import consume, cores, route_query, split_registration, storm
 
 TINY_QUERY_SCALE = dataclasses.replace(
     route_query.SCALES["small"], warmup_s=0.1, measure_s=0.3, paced_s=0.2, idle_sample_s=0.1
@@ -138,3 +138,23 @@ def test_storm_registrations_spliced_from_a_template_equal_encoded_ones() -> Non
         assert spliced.body == encoded.body
         assert spliced.ext_fields == encoded.ext_fields
         assert (spliced.code, spliced.version) == (encoded.code, encoded.version)
+
+
+@pytest.mark.integration
+def test_split_registration_bench_times_a_split_table_against_a_whole_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = split_registration.run_mode("eventual", 1_700, 100, 1)
+
+    assert [row[:2] for row in rows] == [["eventual", "changed"], ["eventual", "same"]]
+    for row in rows:
+        base_ms, base_cpu, large_ms, large_cpu, ratio, topics = (float(str(c)) for c in row[2:])
+        assert min(base_ms, large_ms, ratio) > 0 and min(base_cpu, large_cpu) >= 0, row
+        assert topics == 17
+    assert (
+        split_registration.main(
+            ["--modes", "eventual", "--topics", "900", "--baseline-topics", "100", "--rounds", "1"]
+        )
+        == 0
+    )
+    assert "900 topics in parts of 800 against 100 whole" in capsys.readouterr().out

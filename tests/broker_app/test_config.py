@@ -48,6 +48,15 @@ def test_periodic_registrations_are_forced_unless_force_register_is_off() -> Non
     assert build_config({"store_dir": "/tmp/s", "forceRegister": "false"}).force_register is False
 
 
+def test_split_registration_is_off_by_default_with_upstreams_size() -> None:
+    default = build_config({"store_dir": "/tmp/s"})
+    assert (default.split_registration, default.split_registration_size) == (False, 800)
+    split = build_config(
+        {"store_dir": "/tmp/s", "enableSplitRegistration": "true", "splitRegistrationSize": "50"}
+    )
+    assert (split.split_registration, split.split_registration_size) == (True, 50)
+
+
 def test_the_register_period_is_clamped_to_sixty_seconds() -> None:
     config = build_config({"store_dir": "/tmp/s", "registerNameServerPeriod": "600000"})
     assert config.effective_register_period_ms == 60_000
@@ -58,6 +67,7 @@ def test_the_register_period_is_clamped_to_sixty_seconds() -> None:
     [
         {"store_dir": "/tmp/s", "brokerRole": "SLAVE", "brokerId": "0"},
         {"store_dir": "/tmp/s", "brokerRole": "BOSS"},
+        {"store_dir": "/tmp/s", "splitRegistrationSize": "0"},
         {"store_dir": "/tmp/s", "haSendHeartbeatInterval": "30000"},
         {"store_dir": "/tmp/s", "noSuchKey": "1"},
         {"brokerName": "no-store"},

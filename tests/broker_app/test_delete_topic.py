@@ -236,3 +236,35 @@ def test_an_unsigned_delete_is_refused_while_the_acl_is_on(
         broker_control.delete_topic(master.addr, TOPIC)
     assert TOPIC in broker_topics(master.addr)
     wait_until(lambda: route_code(gateway, TOPIC) == ResponseCode.SUCCESS)
+
+
+def test_a_broker_that_splits_its_registration_keeps_every_other_topic_routed(
+    tmp_path: Path, gateway: GatewayProcess
+) -> None:
+    """``enableSplitRegistration`` with parts of 2 topics: the gateway registers the
+    merged table at the last part, so the deleted topic goes and every topic of the
+    other parts stays (registered part by part, each would delete the others')."""
+    split = BrokerProcess(
+        tmp_path,
+        "split",
+        role="ASYNC_MASTER",
+        broker_id=0,
+        namesrv=gateway.addr,
+        extra={"enableSplitRegistration": "true", "splitRegistrationSize": "2"},
+    )
+    try:
+        create(split.addr)
+        kept = broker_topics(split.addr) - {TOPIC}
+        assert len(kept) >= 4, "the broker's table spans several parts"
+        wait_until(
+            lambda: route_code(gateway, TOPIC) == ResponseCode.SUCCESS,
+            what="the created topic routed",
+        )
+        broker_control.delete_topic(split.addr, TOPIC, ADMIN)
+        wait_until(
+            lambda: route_code(gateway, TOPIC) == ResponseCode.TOPIC_NOT_EXIST,
+            what="the route gone after the split re-registration",
+        )
+        assert {t for t in kept if route_code(gateway, t) != ResponseCode.SUCCESS} == set()
+    finally:
+        split.terminate()

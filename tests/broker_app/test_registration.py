@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from broker_app.metadata import BrokerMetadata, MetadataSnapshot, default_topics
-from broker_app.registration import BrokerIdentity, Registrar, first_master
+from broker_app.registration import BrokerIdentity, Registrar, first_master, split_table
 from remoting.client import RemotingClient
 from remoting.codes import CURRENT_VERSION, RequestCode
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -161,3 +161,25 @@ def test_an_incremental_wrapper_holds_only_the_created_topic() -> None:
     assert isinstance(wrapper, TopicConfigSerializeWrapper)
     assert list(wrapper.topic_config_table) == ["Only"]
     assert wrapper.data_version.counter == 2
+
+
+def test_a_table_past_the_split_size_goes_in_numbered_parts_of_one_version() -> None:
+    """enableSplitRegistration: ceil(n / size) parts, every one with the table's
+    DataVersion, the last carrying the static-topic mappings; a table of at most
+    ``size`` topics (or no size) goes whole, without the part fields."""
+    version = DataVersion(1, 2, 3)
+    wrapper = TopicConfigSerializeWrapper(
+        data_version=version,
+        topic_config_table={f"T{i}": TopicConfig(f"T{i}", 4, 4) for i in range(7)},
+        topic_queue_mapping_detail_map={"T1": {"bname": "broker-a"}},
+    )
+    parts = split_table(wrapper, 3)
+    assert [len(p.topic_config_table) for p, _ in parts] == [3, 3, 1]
+    assert [f["splitRegistrationPart"] for _, f in parts] == ["0", "1", "2"]
+    assert {f["splitRegistrationParts"] for _, f in parts} == {"3"}
+    assert {p.data_version for p, _ in parts} == {version}
+    assert [bool(p.topic_queue_mapping_detail_map) for p, _ in parts] == [False, False, True]
+    merged = {name for p, _ in parts for name in p.topic_config_table}
+    assert merged == set(wrapper.topic_config_table)
+    assert split_table(wrapper, 7) == [(wrapper, {})]
+    assert split_table(wrapper, None) == [(wrapper, {})]
