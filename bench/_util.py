@@ -7,6 +7,7 @@ with a baseline measured in the same run; only the ratio travels between runs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -17,8 +18,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from remoting import register_body
 from remoting.codes import CURRENT_VERSION, RequestCode
@@ -143,10 +145,52 @@ class BenchGateway:
     proc: subprocess.Popen[bytes]
     port: int
     internal_port: int
+    command: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    ready: Path = Path()
+    log: Path = Path()
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+
+def _launch(command: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(command, cwd=REPO_ROOT, env=dict(env), stdout=log, stderr=log)
+
+
+def _wait_ready(node: str, proc: subprocess.Popen[bytes], ready: Path, log: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + GATEWAY_READY_TIMEOUT_S
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{node} did not start; see {log}")
+        time.sleep(0.1)
+    info: dict[str, Any] = json.loads(ready.read_text())
+    return info
+
+
+def restart_stopped(gateways: list[BenchGateway]) -> list[BenchGateway]:
+    """The gateways, each that has exited started again with its own command (same
+    Raft port and folders; new public and internal ports), once ready."""
+    restarted = []
+    for gateway in gateways:
+        if gateway.proc.poll() is None:
+            restarted.append(gateway)
+            continue
+        gateway.ready.unlink(missing_ok=True)
+        proc = _launch(gateway.command, gateway.env, gateway.log)
+        info = _wait_ready(gateway.node_id, proc, gateway.ready, gateway.log)
+        restarted.append(
+            dataclasses.replace(
+                gateway,
+                proc=proc,
+                port=int(info["port"]),
+                internal_port=int(info["internal_port"]),
+                command=[c for c in gateway.command if c != "--migrate"],
+            )
+        )
+    return restarted
 
 
 def start_gateways(
@@ -166,7 +210,7 @@ def start_gateways(
     environment. The caller terminates the processes.
     """
     raft = [f"127.0.0.1:{free_port()}" for _ in range(nodes)]
-    started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+    started: list[tuple[str, subprocess.Popen[bytes], Path, list[str], dict[str, str]]] = []
     try:
         for index in range(nodes):
             node = f"n{index + 1}"
@@ -205,23 +249,26 @@ def start_gateways(
                     "--raft-dir",
                     str(root / f"raft-{node}"),
                 ]
-            with (root / f"{node}.log").open("ab") as log:
-                proc = subprocess.Popen(
-                    command, cwd=REPO_ROOT, env=node_env, stdout=log, stderr=log
-                )
-            started.append((node, proc, ready))
+            proc = _launch(command, node_env, root / f"{node}.log")
+            started.append((node, proc, ready, command, node_env))
         gateways = []
-        for node, proc, ready in started:
-            deadline = time.monotonic() + GATEWAY_READY_TIMEOUT_S
-            while not ready.exists():
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"{node} did not start; see {root}/{node}.log")
-                time.sleep(0.1)
-            info = json.loads(ready.read_text())
-            gateways.append(BenchGateway(node, proc, int(info["port"]), int(info["internal_port"])))
+        for node, proc, ready, command, node_env in started:
+            info = _wait_ready(node, proc, ready, root / f"{node}.log")
+            gateways.append(
+                BenchGateway(
+                    node,
+                    proc,
+                    int(info["port"]),
+                    int(info["internal_port"]),
+                    command,
+                    node_env,
+                    ready,
+                    root / f"{node}.log",
+                )
+            )
         return gateways
     except BaseException:
-        for _, proc, _ in started:
+        for _, proc, *_ in started:
             proc.kill()
             proc.wait()
         raise

@@ -20,7 +20,8 @@ VERIFY_OWN_ENTRIES_ENV = "NAMESRV_RAFT_VERIFY_OWN_ENTRIES"
 test suite does, for every node it starts)."""
 DEFAULT_READY_TIMEOUT_S = 5.0
 DEFAULT_SKEW_ALLOWANCE_MS = 5_000
-RETRY_BACKOFF_S = 0.1
+RETRY_BACKOFF_S = 0.05
+"""A proposal PySyncObj refused (no leader yet) is offered again after this long."""
 BATCH_ANSWER_TIMEOUT_S = 1.0
 """A batch PySyncObj has not answered for this long (its node lost track of it, e.g. a
 snapshot replaced the entries) frees its in-flight slot and its proposals are retried."""
@@ -66,10 +67,11 @@ class RaftSettings:
     Election timeouts are drawn from [``raft_min_timeout_s``, ``raft_max_timeout_s``].
     The minimum is what keeps a busy leader leading (see ``RouteLog.heartbeat_if_due``);
     the maximum only spreads the candidates. Failover takes about the earlier of the
-    two followers' timeouts after the last heartbeat (0.73 s on average); 0.4 s of
-    spread still makes two followers' candidacies hundreds of times longer apart than
-    a vote round trip (see docs/BENCHMARKS.md, "Tables left out of the log, the
-    leader's flush overlapped").
+    two followers' timeouts after the last heartbeat (0.68 s on average, 0.85 s at
+    most), then one vote round trip and the forwarded write's commit: under the
+    1.0 s a failover may take. 0.25 s of spread still puts two followers' candidacies
+    about 80 ms apart on average, against a vote round trip of a few milliseconds
+    (see docs/BENCHMARKS.md, "The first failover").
 
     ``apply_slice_s``: a tick applies committed entries for about this long (plus the
     entry it is in), then sends its round and reads its sockets before the next tick
@@ -97,7 +99,7 @@ class RaftSettings:
     max_batch_commands: int = 1024
     max_batch_bytes: int = 256 * 1024
     raft_min_timeout_s: float = 0.6
-    raft_max_timeout_s: float = 1.0
+    raft_max_timeout_s: float = 0.85
     connection_timeout_s: float = 3.0
     connection_retry_s: float = 0.5
     leader_fallback_timeout_s: float = 2.0

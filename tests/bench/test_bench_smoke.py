@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import consume, cores, route_query, split_registration, storm
+from bench import consume, cores, first_failover, route_query, split_registration, storm
 
 TINY_QUERY_SCALE = dataclasses.replace(
     route_query.SCALES["small"], warmup_s=0.1, measure_s=0.3, paced_s=0.2, idle_sample_s=0.1
@@ -158,3 +158,13 @@ def test_split_registration_bench_times_a_split_table_against_a_whole_one(
         == 0
     )
     assert "900 topics in parts of 800 against 100 whole" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_first_failover_bench_times_a_leader_kill_on_a_fresh_cluster(tmp_path: Path) -> None:
+    (result,) = first_failover.run_cluster(tmp_path, kills=1, settle_s=1.0)
+
+    assert result["failover_s"] is not None and 0 < result["failover_s"] < 10, result
+    assert result["term"] is not None and result["term"] >= 2, result
+    assert len(result["leader_seen_s"]) == 2, result
