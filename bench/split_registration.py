@@ -12,8 +12,9 @@ baseline broker's table goes whole. Each size is timed in two rounds kinds:
 
 Printed per mode and kind: the median wall time of a round as the broker sees it
 (encoding, every part to every node, the last part's answer), the gateways' CPU per
-round, and the ratio of the large broker's time to the baseline's, beside the ratio
-of their topic counts (50: time growing no faster than the table).
+round, the ratio of the large broker's time to the baseline's, beside the ratio of
+their topic counts (50: time growing no faster than the table), and the Raft terms
+that began during the run (0: no election).
 
 Run: ``.venv/bin/python -m bench.split_registration [--modes eventual,raft]
 [--topics 50000] [--baseline-topics 1000] [--rounds 5]``.
@@ -28,7 +29,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import _util
+from bench import _util, storm
 from broker_app.registration import BrokerIdentity, Registrar
 from remoting.client import RemotingClient
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -92,13 +93,21 @@ async def _rounds(
 def run_mode(mode: str, topics: int, baseline_topics: int, rounds: int) -> list[list[object]]:
     """The table rows of one mode."""
     with tempfile.TemporaryDirectory(prefix=f"bench-split-{mode}-") as folder:
-        gateways = _util.start_gateways(Path(folder), mode, nodes=1 if mode == "eventual" else 3)
+        gateways = _util.start_gateways(
+            Path(folder),
+            mode,
+            nodes=1 if mode == "eventual" else 3,
+            env={"NAMESRV_INTERNAL_SECRET": storm.INTERNAL_SECRET},
+        )
         try:
             addrs = [g.addr for g in gateways]
             if mode == "raft":
                 time.sleep(3.0)  # a leader elected before the first proposal
+            before = asyncio.run(storm.terms(gateways))
             base = asyncio.run(_rounds(addrs, gateways, baseline_topics, rounds, "base"))
             large = asyncio.run(_rounds(addrs, gateways, topics, rounds, "large"))
+            after = asyncio.run(storm.terms(gateways))
+            term_changes = max(after[n] - before[n] for n in before)
         finally:
             for gateway in gateways:
                 gateway.proc.terminate()
@@ -116,6 +125,7 @@ def run_mode(mode: str, topics: int, baseline_topics: int, rounds: int) -> list[
                 f"{large_cpu:.1f}",
                 f"{large_ms / base_ms:.1f}",
                 f"{topics / baseline_topics:.0f}",
+                term_changes,
             ]
         )
     return rows
@@ -145,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             "gateway CPU ms",
             "time ratio",
             "topic ratio",
+            "term changes",
         ],
         rows,
     )

@@ -104,7 +104,7 @@ class RaftReplicator:
         self._view = RaftView()
         self._alarms = Alarms(node_id)
         self._tick_gaps = TickGaps()
-        self._quorum = QuorumContact(self._settings.raft_max_timeout_s)
+        self._quorum = QuorumContact(self._settings.quorum_window_s)
         self._applied = AppliedState(
             node_id,
             table_factory,

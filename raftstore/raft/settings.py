@@ -73,6 +73,9 @@ class RaftSettings:
     about 80 ms apart on average, against a vote round trip of a few milliseconds
     (see docs/BENCHMARKS.md, "The first failover").
 
+    ``quorum_window_s``: how long a node keeps its contact with a quorum after the
+    last sign of one (docs/RAFT.md, "A node without a quorum says so").
+
     ``apply_slice_s``: a tick applies committed entries for about this long (plus the
     entry it is in), then sends its round and reads its sockets before the next tick
     applies the rest (``RouteLog._SyncObj__applyLogEntries``). One heartbeat period:
@@ -100,6 +103,7 @@ class RaftSettings:
     max_batch_bytes: int = 256 * 1024
     raft_min_timeout_s: float = 0.6
     raft_max_timeout_s: float = 0.85
+    quorum_window_s: float = 1.0
     connection_timeout_s: float = 3.0
     connection_retry_s: float = 0.5
     leader_fallback_timeout_s: float = 2.0

@@ -56,3 +56,21 @@ async def test_followers_keep_their_link_read_and_a_request_vote_reaches_it(
 
 def _peer(transport: Any, other: Any) -> Any:
     return next(p for p in transport._connections if p.address == other.self_addr)
+
+
+async def test_each_member_draws_its_election_timeout_from_its_own_slot(tmp_path: Path) -> None:
+    """Ordered by address, member r of n draws within the first half of slot r of
+    [raftMinTimeout, raftMaxTimeout]: two members' candidacies after one heartbeat
+    are at least half a slot apart, so the first RequestVote arrives before the
+    second member stands."""
+    settings = RaftSettings()
+    async with InProcessCluster(tmp_path, settings=settings) as cluster:
+        await cluster.leader()
+        order = sorted(node.self_addr for node in cluster.nodes)
+        slot = (settings.raft_max_timeout_s - settings.raft_min_timeout_s) / len(order)
+        for node in cluster.nodes:
+            rank = order.index(node.self_addr)
+            low = settings.raft_min_timeout_s + rank * slot
+            draws = [node._require_started()._SyncObj__generateRaftTimeout() for _ in range(200)]
+            assert low <= min(draws) and max(draws) <= low + slot / 2, (rank, min(draws))
+            assert max(draws) - min(draws) > slot / 4, "still drawn at random within the slot"
