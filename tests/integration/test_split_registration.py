@@ -11,7 +11,8 @@ part delete the topics of the others.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -40,6 +41,7 @@ TOPICS = 50_000
 SPLIT_SIZE = 800  # upstream's default splitRegistrationSize
 NAME_LENGTH = 110  # long names: the whole table is past one 16 MiB frame
 NEVER_COMPRESS = 1 << 40
+RETRY_S = 60.0
 IDENTITY = BrokerIdentity("SplitCluster", "broker-big", 0, "127.0.0.1:30911", "127.0.0.1:30912")
 
 
@@ -99,6 +101,17 @@ def route_code(addr: str, topic: str) -> int:
         return client.invoke(route_request(topic, 479)).code
 
 
+async def until_accepted(attempt: Callable[[], Awaitable[bool]]) -> None:
+    """Repeat ``attempt`` (a broker's registration round) until it is accepted, as a
+    broker's next round does. On a loaded machine a raft node may refuse a round with
+    "no raft quorum" while the leader's tick thread applies three 50,000-topic entries
+    (docs/BENCHMARKS.md, "split registrations"); any other refusal fails the test."""
+    deadline = time.monotonic() + RETRY_S
+    while not await attempt():
+        assert time.monotonic() < deadline, "not accepted within the retries"
+        await asyncio.sleep(1.0)
+
+
 def test_a_50000_topic_broker_registers_in_parts_and_loses_exactly_a_removed_topic(
     namesrvs: list[str],
 ) -> None:
@@ -140,8 +153,18 @@ async def _register_remove_unregister(addrs: list[str]) -> None:
             assert await asyncio.to_thread(route_code, addr, names[0]) == TOPIC_NOT_EXIST
             assert await asyncio.to_thread(topic_list, addr) == set()
         for addr in addrs:
-            answer = await client.invoke(addr, requests[-1], 30.0)
-            assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+            async def last_part(addr: str = addr) -> bool:
+                answer = await client.invoke(addr, requests[-1], 30.0)
+                if answer.code == SUCCESS:
+                    return True
+                assert "no raft quorum" in (answer.remark or ""), answer.remark
+                # The table went with its refused last part: the broker's next round.
+                for request in requests[:-1]:
+                    assert (await client.invoke(addr, request, 30.0)).code == SUCCESS
+                return False
+
+            await until_accepted(last_part)
         for addr in addrs:
             assert await asyncio.to_thread(topic_list, addr) == set(names)
             assert await asyncio.to_thread(route_code, addr, names[0]) == SUCCESS
@@ -151,8 +174,14 @@ async def _register_remove_unregister(addrs: list[str]) -> None:
         # broker_app, registers the merged table: exactly that topic goes.
         gone = names[TOPICS // 2]
         current[0] = table([n for n in names if n != gone], 2)
-        results = await registrar.register_all(force=True)
-        assert [r.ok for r in results] == [True] * len(addrs), results
+
+        async def round_accepted() -> bool:
+            results = await registrar.register_all(force=True)
+            refused = [r for r in results if not r.ok]
+            assert all("no raft quorum" in (r.error or "") for r in refused), refused
+            return not refused
+
+        await until_accepted(round_accepted)
         for addr in addrs:
             assert await asyncio.to_thread(topic_list, addr) == set(names) - {gone}
             assert await asyncio.to_thread(route_code, addr, gone) == TOPIC_NOT_EXIST
@@ -168,7 +197,7 @@ async def _register_remove_unregister(addrs: list[str]) -> None:
 def test_parts_out_of_order_or_of_another_version_are_refused_and_nothing_applies(
     namesrvs: list[str],
 ) -> None:
-    names = [topic_name(i) for i in range(3 * 10)]
+    names = [topic_name(TOPICS + i) for i in range(3 * 10)]  # none of the other test's
     parts = split_table(table(names, 5), 10)
     other = split_table(table(names, 6), 10)
     requests = [
