@@ -197,7 +197,7 @@ async def _register_remove_unregister(addrs: list[str]) -> None:
 def test_parts_out_of_order_or_of_another_version_are_refused_and_nothing_applies(
     namesrvs: list[str],
 ) -> None:
-    names = [topic_name(TOPICS + i) for i in range(3 * 10)]  # none of the other test's
+    names = [topic_name(TOPICS + i) for i in range(3 * 10)]  # not the other test's names
     parts = split_table(table(names, 5), 10)
     other = split_table(table(names, 6), 10)
     requests = [
