@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.services import NameServerService
-from gateway.split_registration import PartHeld, PartRefused, SplitTables, split_fields
+from gateway.split_registration import Part, PartHeld, PartRefused, SplitTables, split_fields
 from raftstore.commands import RegisterBroker
 from raftstore.results import RegisterBrokerOutcome
 from raftstore.zone import ZONE_NAME_EXT_FIELD
@@ -195,20 +195,37 @@ class Registrar:
         index: int,
         parts: int,
     ) -> Registered | Refused | PartHeld:
-        """SPLIT: part ``index`` of ``parts`` held, or the last one and the merged
-        table registered whole (no digest names a merged table, so none is kept)."""
-        body = self._decode_body(request)
+        """SPLIT: part ``index`` of ``parts`` held, or the last one and the whole table
+        registered. In raft mode the parts are held undecoded with their digests, and a
+        table whose digest is the broker's last one is answered as TOPICS_UNCHANGED
+        (or from state), without decoding a part or logging the table again."""
+        raft = self.service.registrations is not None
+        cut = register_body.topics_digest(request) if raft else None
+        if cut is not None:
+            part = Part(request, cut.data_version, cut.topics)
+        else:
+            body = self._decode_body(request)
+            part = Part(request, body.topic_config_wrapper.data_version, None, body)
         key = (entry.cluster_name, entry.broker_addr, entry.broker_name, entry.broker_id)
-        taken = self.splits.add(
-            key, index, parts, body.topic_config_wrapper, len(request.body or b"")
-        )
+        taken = self.splits.add(key, index, parts, part)
         if isinstance(taken, PartRefused):
             return Refused(ResponseCode.SYSTEM_ERROR, taken.remark)
         if isinstance(taken, PartHeld):
             return taken
         command = self._command(request, entry, channel, None)
+        digest = taken.digest
+        if digest is not None:
+            whole = register_body.BodyDigest(digest, taken.data_version, b"")
+            unchanged = await self._topics_unchanged(whole, command)
+            if unchanged is not None:
+                return unchanged
+        merged = taken.merge(self._decode_body)
         outcome, from_state = await self.service.register(
-            command(topic_config_wrapper=taken, filter_server_list=body.filter_server_list)
+            command(
+                topic_config_wrapper=merged.topic_config_wrapper,
+                filter_server_list=merged.filter_server_list,
+                topics_digest=digest,
+            )
         )
         return Registered(Kind.LIVENESS_ONLY if from_state else Kind.SPLIT, outcome)
 

@@ -9,10 +9,14 @@ each part delete the topics of the others.
 
 Our brokers also name each part, in two header fields that upstream NameServers
 ignore: ``splitRegistrationPart`` (0-based) and ``splitRegistrationParts`` (how many).
-The gateway holds the parts of one broker entry here and registers the merged table
-once, when the last part arrives: in raft mode as one Raft entry, in eventual mode
-as one apply, so no reader ever sees a table half registered, and a topic missing
-from the merged table is missing from the broker. Parts without the fields (a real
+The gateway holds the parts of one broker entry here, undecoded, and registers the
+merged table once, when the last part arrives: in raft mode as one Raft entry, in
+eventual mode as one apply, so no reader ever sees a table half registered, and a
+topic missing from the merged table is missing from the broker. In raft mode each
+part's table digest (``register_body.topics_digest``) is kept, and the parts' digests
+together name the whole table (:attr:`SplitTable.digest`): a broker's periodic round
+of an unchanged table is then answered by that digest, as an unsplit one is, without
+decoding a part or logging the table again. Parts without the fields (a real
 5.x broker) stay registrations of their own, as upstream treats them.
 
 What a sender can make the gateway hold is bounded: at most ``PARTS_MAX`` parts per
@@ -24,12 +28,16 @@ broker's next round starts over.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from remoting.command import RemotingCommand
+from remoting.errors import BodyDecodeError
 from remoting.model import (
     DataVersion,
+    RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
     TopicQueueMappingInfo,
@@ -71,17 +79,82 @@ class PartRefused:
     remark: str
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One part as received: its request (body undecoded), the DataVersion it carries
+    and, in raft mode, the digest of its table (None: not digestible, or eventual mode)."""
+
+    request: RemotingCommand
+    data_version: DataVersion
+    digest: bytes | None
+    decoded: RegisterBrokerBody | None = None
+    """The body, when it was decoded on arrival (no digest could be cut from it)."""
+
+    @property
+    def body_bytes(self) -> int:
+        return len(self.request.body or b"")
+
+
+@dataclass(frozen=True, slots=True)
+class SplitTable:
+    """Every part of one table, in order, once the last has come."""
+
+    data_version: DataVersion
+    parts: tuple[Part, ...]
+
+    @property
+    def digest(self) -> bytes | None:
+        """A digest of the whole table (the parts' digests in order, and how many), the
+        same on every node the broker sent the same parts to; None when a part had none."""
+        digests = [part.digest for part in self.parts]
+        if any(d is None for d in digests):
+            return None
+        hasher = hashlib.sha256(b"split:%d:" % len(digests))
+        for digest in digests:
+            assert digest is not None
+            hasher.update(digest)
+        return hasher.digest()
+
+    def merge(self, decode: Callable[[RemotingCommand], RegisterBrokerBody]) -> RegisterBrokerBody:
+        """The parts' bodies as one: their topics (a later part wins a repeated name),
+        static-topic mappings and filter servers. BodyDecodeError when a part does not
+        decode or carries another DataVersion than its digest said."""
+        topics: dict[str, TopicConfig] = {}
+        mappings: dict[str, TopicQueueMappingInfo] = {}
+        details: dict[str, object] = {}
+        mapping_version: DataVersion | None = None
+        filters: list[str] = []
+        for index, part in enumerate(self.parts):
+            body = part.decoded if part.decoded is not None else decode(part.request)
+            wrapper = body.topic_config_wrapper
+            if wrapper.data_version != self.data_version:
+                raise BodyDecodeError(
+                    f"split registration part {index + 1} of {len(self.parts)} decodes to "
+                    "another DataVersion than the table's"
+                )
+            topics.update(wrapper.topic_config_table)
+            mappings.update(wrapper.topic_queue_mapping_info_map)
+            details.update(wrapper.topic_queue_mapping_detail_map)
+            if wrapper.mapping_data_version is not None:
+                mapping_version = wrapper.mapping_data_version
+            filters = body.filter_server_list or filters
+        merged = TopicConfigSerializeWrapper(
+            data_version=self.data_version,
+            topic_config_table=topics,
+            mapping_data_version=mapping_version,
+            topic_queue_mapping_info_map=mappings,
+            topic_queue_mapping_detail_map=details,
+        )
+        return RegisterBrokerBody(topic_config_wrapper=merged, filter_server_list=filters)
+
+
 @dataclass(slots=True)
 class _Table:
     parts: int
     data_version: DataVersion
-    next_index: int = 0
+    held: list[Part] = field(default_factory=list)
     held_bytes: int = 0
     last_part_at: float = 0.0
-    topics: dict[str, TopicConfig] = field(default_factory=dict)
-    mappings: dict[str, TopicQueueMappingInfo] = field(default_factory=dict)
-    mapping_details: dict[str, object] = field(default_factory=dict)
-    mapping_data_version: DataVersion | None = None
 
 
 def split_fields(ext_fields: dict[str, str] | None) -> tuple[int, int] | PartRefused | None:
@@ -126,40 +199,35 @@ class SplitTables:
         return len(self._tables)
 
     def add(
-        self,
-        key: EntryKey,
-        index: int,
-        parts: int,
-        wrapper: TopicConfigSerializeWrapper,
-        body_bytes: int,
-    ) -> TopicConfigSerializeWrapper | PartHeld | PartRefused:
-        """Take part ``index`` of ``parts`` of ``key``'s table: the merged table once
-        it is the last, PartHeld before, PartRefused when it does not follow."""
+        self, key: EntryKey, index: int, parts: int, part: Part
+    ) -> SplitTable | PartHeld | PartRefused:
+        """Take ``part``, number ``index`` of ``parts`` of ``key``'s table: the whole
+        table once it is the last, PartHeld before, PartRefused when it does not follow."""
         now = self._clock()
         self._drop_idle(now)
         table = self._tables.get(key)
         if index == 0:
             if table is not None:
                 self._drop(key)  # the broker started over: its last round was cut short
-            table = _Table(parts=parts, data_version=wrapper.data_version)
-        elif table is None or table.next_index != index or table.parts != parts:
+            table = _Table(parts=parts, data_version=part.data_version)
+        elif table is None or len(table.held) != index or table.parts != parts:
             expected = (
                 "no part of it is held"
                 if table is None
-                else f"part {table.next_index + 1} of {table.parts} was expected"
+                else f"part {len(table.held) + 1} of {table.parts} was expected"
             )
             self._drop(key)
             return PartRefused(
                 f"split registration part {index + 1} of {parts} out of order: {expected}; "
                 "the table is dropped, register it again from its first part"
             )
-        elif wrapper.data_version != table.data_version:
+        elif part.data_version != table.data_version:
             self._drop(key)
             return PartRefused(
                 f"split registration part {index + 1} of {parts} carries another "
                 "DataVersion than part 1; the table is dropped"
             )
-        full = self.held_bytes + body_bytes > self._held_bytes_max
+        full = self.held_bytes + part.body_bytes > self._held_bytes_max
         if full or (key not in self._tables and len(self._tables) >= TABLES_MAX):
             self._drop(key)
             return PartRefused(
@@ -168,27 +236,16 @@ class SplitTables:
                 "dropped, register it again later"
             )
         self._tables[key] = table
-        table.topics.update(wrapper.topic_config_table)
-        table.mappings.update(wrapper.topic_queue_mapping_info_map)
-        table.mapping_details.update(wrapper.topic_queue_mapping_detail_map)
-        if wrapper.mapping_data_version is not None:
-            table.mapping_data_version = wrapper.mapping_data_version
-        table.held_bytes += body_bytes
-        self.held_bytes += body_bytes
-        table.next_index = index + 1
+        table.held.append(part)
+        table.held_bytes += part.body_bytes
+        self.held_bytes += part.body_bytes
         table.last_part_at = now
-        if table.next_index < parts:
+        if len(table.held) < parts:
             return PartHeld(index, parts)
         del self._tables[key]
         self.held_bytes -= table.held_bytes
         self.merged += 1
-        return TopicConfigSerializeWrapper(
-            data_version=table.data_version,
-            topic_config_table=table.topics,
-            mapping_data_version=table.mapping_data_version,
-            topic_queue_mapping_info_map=table.mappings,
-            topic_queue_mapping_detail_map=table.mapping_details,
-        )
+        return SplitTable(table.data_version, tuple(table.held))
 
     def _drop(self, key: EntryKey) -> None:
         table = self._tables.pop(key, None)

@@ -266,3 +266,59 @@ async def test_each_copy_is_decided_once_and_answered_its_way(
     assert moved[Kind.TOPICS_UNCHANGED] >= 1 and moved[Kind.FULL] == 0, moved
     assert decodes["body"] == decoded
     await cluster.converged()
+
+
+async def test_an_unchanged_split_table_is_known_by_its_digest_and_never_decoded(
+    services: tuple[InProcessCluster, list[NameServerService]],
+    decodes: Counter[str],
+) -> None:
+    """A table split in parts (gateway.split_registration) is held undecoded: its
+    first registration decodes and logs it whole (SPLIT); the same table again, or
+    with a new DataVersion, is known by the parts' digests and decoded nowhere; a
+    table with one topic fewer is decoded and logged whole, and the topic goes."""
+    from broker_app.registration import BrokerIdentity, build_register_request, split_table
+
+    cluster, members = services
+    await members[0].update_namesrv_config({"deleteTopicWithBrokerRegistration": "true"})
+    registrars = [Registrar(m) for m in members]
+    identity = BrokerIdentity(CLUSTER, "broker-s", 0, "10.4.0.1:10911", "10.4.0.1:10912")
+    names = [f"S-{j}" for j in range(TOPICS_PER_BROKER)]
+
+    async def decided(topics: list[str], counter: int) -> Counter[Kind]:
+        wrapper = TopicConfigSerializeWrapper(
+            data_version=DataVersion(timestamp=1, counter=counter),
+            topic_config_table={n: TopicConfig(n, 4, 4) for n in topics},
+        )
+        requests = [
+            build_register_request(identity, part, compress_over_bytes=1 << 40, extra_fields=f)
+            for part, f in split_table(wrapper, 20)
+        ]
+        kinds: Counter[Kind] = Counter()
+        for registrar in registrars:
+            for request in requests:
+                answer = await registrar.register(request, channel=None, peer_host="127.0.0.1")
+                if isinstance(answer, Registered):
+                    assert not (answer.outcome.failed or answer.outcome.needs_full)
+                    kinds[answer.kind] += 1
+        await asyncio.gather(*(m.replicator.barrier() for m in members))
+        return kinds
+
+    first = await decided(names, 1)
+    assert first[Kind.SPLIT] >= 1 and sum(first.values()) == len(members), first
+    decoded = decodes["body"]
+    again = await decided(names, 1)
+    assert again[Kind.SPLIT] == 0 and sum(again.values()) == len(members), again
+    moved = await decided(names, 2)
+    assert moved[Kind.SPLIT] == 0, moved
+    assert decodes["body"] == decoded, "an unchanged split table was decoded"
+    for node in cluster.nodes:
+        live = node.read(lambda t: t.live_broker(CLUSTER, "10.4.0.1:10911"))
+        assert live is not None and live.data_version.counter == 2
+
+    smaller = await decided(names[1:], 3)
+    assert smaller[Kind.SPLIT] >= 1, smaller
+    assert decodes["body"] > decoded
+    await cluster.converged()
+    for node in cluster.nodes:
+        assert node.read(lambda t: t.pickup_topic_route("S-0")) is None
+        assert node.read(lambda t: t.pickup_topic_route("S-1")) is not None
