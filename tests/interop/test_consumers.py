@@ -196,7 +196,12 @@ def test_rocketmq_cpp_producer_and_push_consumer(
     sent = events(out, "sent")
     assert len(sent) == 50 and {e["status"] for e in sent} == {0}, "SEND_OK"
     counts = Counter(e["body"] for e in events(out, "received"))
-    assert counts == Counter({f"c-{i}": 1 for i in range(50)})
+    assert set(counts) == {f"c-{i}" for i in range(50)}, "every message arrives"
+    # A send the client gave up on and the driver sent again (rare, seen once under
+    # load) may arrive twice; every other message arrives exactly once.
+    retried = {e["body"] for e in events(out, "send_retry")}
+    assert len(retried) <= 2, f"sends retried: {sorted(retried)}"
+    assert {body for body, n in counts.items() if n != 1} <= retried, counts
     assert {e["topic"] for e in events(out, "received")} == {topic}
 
 
