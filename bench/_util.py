@@ -179,7 +179,8 @@ def restart_stopped(gateways: list[BenchGateway]) -> list[BenchGateway]:
             restarted.append(gateway)
             continue
         gateway.ready.unlink(missing_ok=True)
-        proc = _launch(gateway.command, gateway.env, gateway.log)
+        command = [c for c in gateway.command if c != "--migrate"]  # migrated at start
+        proc = _launch(command, gateway.env, gateway.log)
         info = _wait_ready(gateway.node_id, proc, gateway.ready, gateway.log)
         restarted.append(
             dataclasses.replace(
@@ -187,7 +188,6 @@ def restart_stopped(gateways: list[BenchGateway]) -> list[BenchGateway]:
                 proc=proc,
                 port=int(info["port"]),
                 internal_port=int(info["internal_port"]),
-                command=[c for c in gateway.command if c != "--migrate"],
             )
         )
     return restarted

@@ -15,6 +15,7 @@ Run: ``.venv/bin/python -m bench.first_failover [--clusters 5] [--kills 3]
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import statistics
@@ -72,13 +73,14 @@ def _register_until_acknowledged(addr: str, index: int, done: threading.Event) -
     request = _util.register_request(index, _util.topic_wrapper(topics))
     while not done.is_set():
         sent = time.monotonic()
-        try:
-            with BlockingClient(addr, timeout_s=5.0) as client:
-                fresh = RemotingCommand.request(request.code, request.ext_fields, request.body)
-                if client.invoke(fresh).code == ResponseCode.SUCCESS:
-                    return time.monotonic()
-        except (OSError, RemotingClientError):
-            pass
+        # A refused connection (the node being killed) is one more unanswered try.
+        with (
+            contextlib.suppress(OSError, RemotingClientError),
+            BlockingClient(addr, timeout_s=5.0) as client,
+        ):
+            fresh = RemotingCommand.request(request.code, request.ext_fields, request.body)
+            if client.invoke(fresh).code == ResponseCode.SUCCESS:
+                return time.monotonic()
         done.wait(max(0.0, SEND_EVERY_S - (time.monotonic() - sent)))
     return None
 
@@ -87,7 +89,7 @@ def _kill_and_time(gateways: list[_util.BenchGateway]) -> dict[str, Any]:
     """SIGKILL the leader; seconds to the first acknowledged registration, and to
     each survivor seeing a new leader."""
     leader = _leader(gateways)
-    before = _status(gateways[leader])
+    old_leader = (_status(gateways[leader]) or {}).get("self_addr")
     survivors = [g for i, g in enumerate(gateways) if i != leader]
     broker = 1000 + next(_brokers)
     done = threading.Event()
@@ -113,7 +115,7 @@ def _kill_and_time(gateways: list[_util.BenchGateway]) -> dict[str, Any]:
             if (
                 status is not None
                 and gateway.node_id not in seen
-                and status["leader"] not in (None, "", before and before["self_addr"])
+                and status["leader"] not in (None, "", old_leader)
                 and status["has_quorum"]
             ):
                 seen[gateway.node_id] = time.monotonic() - killed_at

@@ -29,7 +29,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion, TopicConfig
 from tests.broker_app.support import BrokerProcess, send, wait_until
-from tests.integration.gateway_harness import ADMIN, GatewayProcess, route_request
+from tests.integration.gateway_harness import ADMIN, GatewayProcess, config_args, route_request
 
 pytestmark = pytest.mark.integration
 
@@ -111,14 +111,12 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     ``deleteTopicWithBrokerRegistration``), so the broker's own re-registration is seen."""
     folder = tmp_path / "gateway"
     folder.mkdir()
-    config = folder / "namesrv.properties"
-    config.write_text("deleteTopicWithBrokerRegistration=true\n", encoding="utf-8")
     process = GatewayProcess(
         "n1",
         folder / "db.sqlite3",
         folder / "ready.json",
         folder / "gateway.log",
-        extra_args=("--config", str(config)),
+        extra_args=config_args(folder, deleteTopicWithBrokerRegistration="true"),
     ).start()
     yield process
     process.terminate()

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.raft_cluster_harness import RaftGatewayCluster
+from tests.integration.raft_cluster_harness import RaftGatewayCluster, running_cluster
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +15,5 @@ def cluster(
 ) -> Iterator[RaftGatewayCluster]:
     """Three raft-mode gateway processes with an agreed leader, one cluster per module."""
     module = request.module.__name__.rsplit(".", 1)[-1]
-    nodes = RaftGatewayCluster(tmp_path_factory.mktemp(module))
-    try:
-        nodes.start()
-        nodes.leader()
+    with running_cluster(tmp_path_factory.mktemp(module)) as nodes:
         yield nodes
-    finally:
-        nodes.stop()

@@ -50,6 +50,14 @@ BROKER_ACCOUNT = Credentials("test-broker", "test-broker-secret-key")
 ACL_FILE_NAME = "plain_acl.yml"
 
 
+def config_args(folder: Path, **properties: str) -> tuple[str, str]:
+    """``--config`` with a NameServer properties file of ``properties`` in ``folder``
+    (e.g. ``deleteTopicWithBrokerRegistration="true"``)."""
+    path = folder / "namesrv.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()), encoding="utf-8")
+    return ("--config", str(path))
+
+
 def write_test_acl(folder: Path) -> Path:
     """The tests' accounts file: an admin and a broker account, loopback white-listed."""
     accounts = (

@@ -11,12 +11,14 @@ ports are fixed per node so a restarted node keeps its identity.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -330,6 +332,18 @@ class RaftGatewayCluster:
             except subprocess.TimeoutExpired:
                 node.kill()
         self.proxy.close()
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path, extra_args: tuple[str, ...] = ()) -> Iterator[RaftGatewayCluster]:
+    """Three raft gateways started with an agreed leader; stopped on exit."""
+    nodes = RaftGatewayCluster(root, extra_args=extra_args)
+    try:
+        nodes.start()
+        nodes.leader()
+        yield nodes
+    finally:
+        nodes.stop()
 
 
 def write_until_accepted(node: RaftGateway, request: RemotingCommand, timeout_s: float) -> float:

@@ -29,8 +29,8 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import FRAME_BYTES_MAX
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from tests.integration.gateway_harness import GatewayProcess, route_request
-from tests.integration.raft_cluster_harness import RaftGatewayCluster
+from tests.integration.gateway_harness import GatewayProcess, config_args, route_request
+from tests.integration.raft_cluster_harness import running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,28 +63,22 @@ def namesrvs(
     """The public addresses of one eventual gateway or of a three-node raft cluster,
     each dropping the topics a broker stops listing."""
     root = tmp_path_factory.mktemp(f"split-{request.param}")
-    config = root / "namesrv.properties"
-    config.write_text("deleteTopicWithBrokerRegistration=true\n", encoding="utf-8")
+    args = config_args(root, deleteTopicWithBrokerRegistration="true")
     if request.param == "eventual":
         gateway = GatewayProcess(
             "n1",
             root / "db.sqlite3",
             root / "ready.json",
             root / "gateway.log",
-            extra_args=("--config", str(config)),
+            extra_args=args,
         ).start()
         try:
             yield [gateway.addr]
         finally:
             gateway.terminate()
         return
-    cluster = RaftGatewayCluster(root, extra_args=("--config", str(config)))
-    try:
-        cluster.start()
-        cluster.leader()
+    with running_cluster(root, args) as cluster:
         yield [node.addr for node in cluster.nodes]
-    finally:
-        cluster.stop()
 
 
 def topic_list(addr: str) -> set[str]:
