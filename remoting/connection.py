@@ -90,6 +90,11 @@ class ConnectionOwner(Protocol):
         ...
 
     @property
+    def read_buffer(self) -> memoryview:
+        """Where every connection of the server receives (see :meth:`Connection.get_buffer`)."""
+        ...
+
+    @property
     def max_inflight_per_connection(self) -> int:
         """Requests in progress at which reading pauses."""
         ...
@@ -161,12 +166,18 @@ def _is_loopback_host(host: str) -> bool:
     return address.is_loopback
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One accepted peer of a :class:`ConnectionOwner` (a remoting server).
 
     Handlers receive it with every request. Its public surface is ``id``,
     ``peer_host``, ``peer_port``, ``is_loopback``, ``send`` and ``close``; the
-    ``asyncio.Protocol`` callbacks belong to the event loop.
+    ``asyncio.BufferedProtocol`` callbacks belong to the event loop.
+
+    It receives into its server's one read buffer rather than a new 256 KiB bytes
+    object per read: that allocation cost one to three system calls per read,
+    depending on the allocator's history (see docs/BENCHMARKS.md, "the read buffer").
+    Sharing is safe because the loop fills the buffer and calls
+    :meth:`buffer_updated` in one step, and the decoder copies what it keeps.
     """
 
     def __init__(
@@ -185,7 +196,7 @@ class Connection(asyncio.Protocol):
         self._tasks: set[asyncio.Future[RemotingCommand | None]] = set()
         # Requests decoded while max_inflight handlers were already running.
         # Reading is paused whenever it is non-empty, so it never holds more
-        # than the frames of one read (asyncio reads at most 256 KiB at once).
+        # than the frames of one read (at most the server's read buffer).
         self._backlog: deque[RemotingCommand] = deque()
         self._writing_paused = False
         self._reading_paused = False
@@ -313,8 +324,17 @@ class Connection(asyncio.Protocol):
             if self._admitted:
                 self._server.connection_closed(self)
 
-    def data_received(self, data: bytes) -> None:
-        """Decode whatever frames ``data`` completes and dispatch them."""
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """The server's read buffer: the loop receives into it."""
+        return self._server.read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """The loop received ``nbytes`` into the read buffer."""
+        self.data_received(self._server.read_buffer[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
+        """Decode whatever frames ``data`` completes and dispatch them (``data`` is
+        only read during the call)."""
         now_s = self._last_activity_s = self._loop.time()
         try:
             commands = self._decoder.feed(data)

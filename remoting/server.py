@@ -61,6 +61,9 @@ CANCEL_GRACE_S = 1.0
 # Adopted connections leave this share of the budget to the ones accepted here (a
 # gateway's links from its read front), so route queries the front fetches get through.
 ADOPT_RESERVE_DIVISOR = 8
+# The most one read takes from a socket (asyncio's own size for a plain read): one
+# buffer per server, shared by its connections (remoting/connection.py says why).
+READ_BUFFER_BYTES = 256 * 1024
 
 
 def _refusal_log() -> RefusalLog:
@@ -132,6 +135,7 @@ class RemotingServer:
         self.frame_bytes_max = frame_bytes_max
         self.idle_timeout_s = idle_timeout_s
         self.read_high_water_bytes = read_high_water_bytes
+        self.read_buffer = memoryview(bytearray(READ_BUFFER_BYTES))
         self.max_inflight_per_connection = max_inflight_per_connection
         self.unfinished_frames = UnfinishedFrameBudget(unfinished_frames_bytes_max)
         self.frame_deadline_s = frame_deadline_s
