@@ -13,6 +13,7 @@ from typing import Any
 
 from experiments.config import ExperimentConfig
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
+from experiments.follow_up import FollowUpReader
 from experiments.progress import Progress, silent
 from experiments.workload import BrokerFleet, Recorder, now_ms
 from remoting.client import RemotingClient
@@ -31,6 +32,7 @@ class ExperimentContext:
     topics: list[str]
     admin: RemotingClient
     raft_mesh: RaftMesh | None = None
+    follow_up: FollowUpReader | None = None
     progress: Progress = field(default_factory=silent)
     lane_brokers: dict[str, list[str]] = field(default_factory=dict)
     truth_overrides: dict[str, str] = field(default_factory=dict)
@@ -68,18 +70,35 @@ class ExperimentContext:
             return self.truth_overrides[topic]
         return self.fleet.truth(topic)
 
-    def record_truth(self, broker: str, kind: str) -> None:
-        """Append a ground-truth write for every topic whose true route changed."""
-        stamp = now_ms()
+    def record_truth(self, broker: str, kind: str, stamp_ms: int | None = None) -> list[str]:
+        """Append a ground-truth write, at ``stamp_ms`` (default now), for every topic whose
+        true route changed; returns those topics."""
+        stamp = now_ms() if stamp_ms is None else stamp_ms
+        changed = []
         for topic in self.topics:
             value = self.truth_of(topic)
             if self._truth.get(topic) != value:
                 self._truth[topic] = value
                 self.recorder.truth(stamp, topic, broker, kind, value)
+                changed.append(topic)
+        return changed
 
     def truth_changed(self, broker: str, kind: str) -> None:
         """The fleet model changed (a broker died or left): update the ground truth."""
         self.record_truth(broker, kind)
+
+    def acknowledged(self, broker: str, kind: str, acks: list[tuple[str, int]]) -> None:
+        """A write of ``broker`` was acknowledged by the nodes in ``acks`` (node, ack ms):
+        the truth changes at the first ack, and the follow-up reader (when there is one)
+        then reads the changed topics from the other nodes. No ack: the model changed
+        anyway (a broker that stopped is gone), stamped now."""
+        if not acks:
+            self.record_truth(broker, kind)
+            return
+        node, ack_ms = min(acks, key=lambda ack: ack[1])
+        changed = self.record_truth(broker, kind, ack_ms)
+        if self.follow_up is not None and changed:
+            self.follow_up.after_ack(node, ack_ms, changed)
 
     def truth_topic(self, topic: str, value: str, kind: str) -> None:
         """A topic's true route is now ``value`` (created or deleted by an admin)."""

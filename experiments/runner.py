@@ -18,7 +18,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from experiment_history.schema import KIND_REGISTER, KIND_UNREGISTER
 from experiments.config import ExperimentConfig
 from experiments.context import ExperimentContext
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
+from experiments.follow_up import FollowUpReader
 from experiments.progress import Progress, silent
 from experiments.scenarios import FaultSpec, Scenario, scenario
 from experiments.traffic import ClientTiming, ConsumerGroup, Prober, Producer
@@ -316,6 +317,9 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         cfg.read_consistency,
     )
     clients = _clients(ctx, timing)
+    follow_up = FollowUpReader(ctx.nodes, ctx.recorder, cfg.request_timeout_s, cfg.read_consistency)
+    ctx.follow_up = follow_up
+    ctx.closers.append(follow_up.close)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(c.run(stop)) for c in clients]
@@ -330,6 +334,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         await asyncio.gather(*tasks, return_exceptions=True)
         ctx.recorder.stop()
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+    ctx.notes["follow_up"] = {"writes_followed": follow_up.followed, "skipped": follow_up.skipped}
     return {
         "timings": {
             "warmup_ms": start - warm_start,
@@ -360,7 +365,8 @@ def _churn_broker(template: SimBroker, topics: Sequence[str], queues: int) -> Si
 
 
 async def _churn(ctx: ExperimentContext, stop: asyncio.Event) -> int:
-    """Until ``stop``: the churn broker registers, then unregisters, every ``churn_ms``.
+    """Until ``stop``: the churn broker registers, then unregisters, every ``churn_ms``;
+    each change is true from its first acknowledgement on (``ctx.acknowledged``).
 
     Topics the scenario itself rewrites (a deleted or admin-created topic) are left out,
     so the churn never undoes the fault. Returns the number of route changes driven.
@@ -371,17 +377,17 @@ async def _churn(ctx: ExperimentContext, stop: asyncio.Event) -> int:
     changes = 0
     while not stop.is_set():
         if broker.alive:
-            await ctx.fleet.stop_graceful(CHURN_BROKER)
-            ctx.truth_changed(CHURN_BROKER, KIND_UNREGISTER)
+            acks = await ctx.fleet.stop_graceful(CHURN_BROKER)
+            ctx.acknowledged(CHURN_BROKER, KIND_UNREGISTER, acks)
         else:
-            ctx.fleet.start_broker(CHURN_BROKER)
-            ctx.truth_changed(CHURN_BROKER, KIND_REGISTER)
+            acks = await ctx.fleet.start_acknowledged(CHURN_BROKER)
+            ctx.acknowledged(CHURN_BROKER, KIND_REGISTER, acks)
         changes += 1
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), ctx.config.churn_ms / 1000)
     if broker.alive:
-        await ctx.fleet.stop_graceful(CHURN_BROKER)
-        ctx.truth_changed(CHURN_BROKER, KIND_UNREGISTER)
+        acks = await ctx.fleet.stop_graceful(CHURN_BROKER)
+        ctx.acknowledged(CHURN_BROKER, KIND_UNREGISTER, acks)
         changes += 1
     return changes
 
@@ -448,10 +454,30 @@ RUNS_DIR_NAME = "runs"
 REPORT_DIR_NAME = "report"
 
 
-def batch_dir(out_dir: Path | str, scenario_name: str, seed: int, stamp: str) -> Path:
-    """The one folder of an invocation: ``<out>/<scenario>-s<seed>-<stamp>`` holding
-    ``runs/<run_id>`` (one per mode) and ``report/``."""
-    return Path(out_dir).resolve() / f"{scenario_name}-s{seed}-{stamp}"
+def batch_dir(
+    out_dir: Path | str, scenario_name: str, seed: int, stamp: str, seeds: int = 1
+) -> Path:
+    """The one folder of an invocation: ``<out>/<scenario>-s<seed>-<stamp>`` (with
+    several seeds ``-s<seed>x<seeds>-``) holding ``runs/<run_id>`` (one per mode and
+    seed) and ``report/``."""
+    count = f"x{seeds}" if seeds > 1 else ""
+    return Path(out_dir).resolve() / f"{scenario_name}-s{seed}{count}-{stamp}"
+
+
+def batch_configs(
+    base: ExperimentConfig, modes: Sequence[str], seeds: Sequence[int]
+) -> list[ExperimentConfig]:
+    """One config per seed and mode, seed after seed (every mode of a seed before the
+    next seed), so a batch cut short still compares the modes on the seeds it ran."""
+    return [replace(base, mode=mode, seed=seed) for seed in seeds for mode in modes]
+
+
+def seed_series(base: int, count: int) -> list[int]:
+    """The seeds of ``--seeds count`` from ``--seed base``: ``base, base + 1, ...``, so
+    seed i is reproduced alone by ``--seed base+i``."""
+    if count < 1:
+        raise ValueError(f"--seeds must be at least 1, got {count}")
+    return [base + i for i in range(count)]
 
 
 def analyze_runs(
@@ -465,7 +491,9 @@ def analyze_runs(
     """Run every Spark job of ``spark_jobs.metrics`` over the runs under ``history_root``;
     write the report (tables, plots, ``summary.md``) to ``out_dir``; return the tables."""
     from spark_jobs.analysis import JOBS_TOTAL, analyze
+    from spark_jobs.per_run import seed_intervals
     from spark_jobs.report_folder import write_report
+    from spark_jobs.report_seeds import SEED_INTERVALS
     from spark_jobs.session import get_spark
 
     progress = progress or silent()
@@ -479,6 +507,8 @@ def analyze_runs(
                 running.advance()
 
         tables, seconds = analyze(spark, history_root, on_job=on_job)
+    with progress.phase("per-seed measures and their intervals"):
+        tables[SEED_INTERVALS] = seed_intervals(spark, history_root, tables)
     with progress.phase("report (tables, plots, summary.md)"):
         write_report(out_dir, tables, seconds, history_root)
     return tables

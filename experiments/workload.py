@@ -323,6 +323,10 @@ class BrokerFleet:
         return sum(results)
 
     async def _register_one(self, broker: SimBroker, node: str) -> int:
+        return int(await self._register_at(broker, node) is not None)
+
+    async def _register_at(self, broker: SimBroker, node: str) -> int | None:
+        """One REGISTER_BROKER to ``node``, recorded; the ack time (ms) when it succeeded."""
         request = register_request(
             broker.demo(), broker.topics, broker.data_version, heartbeat_timeout_ms=self.expiry_ms
         )
@@ -336,18 +340,19 @@ class BrokerFleet:
         except RemotingClientError as exc:
             outcome = OUTCOME_TIMEOUT if "no answer" in str(exc) else OUTCOME_ERROR
             remark = str(exc)
+        done = now_ms()
         self.recorder.operation(
             process=broker.name,
             kind=KIND_HEARTBEAT,
             node=node,
             topic="",
             invoke_ms=invoke,
-            complete_ms=now_ms(),
+            complete_ms=done,
             outcome=outcome,
             broker=broker.name,
             extra={"remark": remark[:200]} if outcome != OUTCOME_OK else None,
         )
-        return int(outcome == OUTCOME_OK)
+        return done if outcome == OUTCOME_OK else None
 
     async def register_all(self) -> int:
         """Register every heart-beating broker once with all its nodes; successes."""
@@ -385,8 +390,9 @@ class BrokerFleet:
         self._retired.append(broker.client)
         broker.client = RemotingClient()
 
-    async def stop_graceful(self, name: str) -> None:
-        """Like a broker shutdown: UNREGISTER_BROKER to every node, then close the sockets."""
+    async def stop_graceful(self, name: str) -> list[tuple[str, int]]:
+        """Like a broker shutdown: UNREGISTER_BROKER to every node, then close the sockets.
+        Returns (node, ack ms) of every node that acknowledged."""
         broker = self.brokers[name]
         broker.alive = False
         broker.heartbeating = False
@@ -399,11 +405,15 @@ class BrokerFleet:
             "brokerName": broker.name,
             "brokerId": str(MASTER_ID),
         }
-        await asyncio.gather(*(self._unregister_one(broker, n, ext) for n in broker.namesrv))
+        nodes = list(broker.namesrv)
+        acks = await asyncio.gather(*(self._unregister_one(broker, n, ext) for n in nodes))
         await broker.client.close()
         broker.client = RemotingClient()
+        return [(n, ack) for n, ack in zip(nodes, acks, strict=True) if ack is not None]
 
-    async def _unregister_one(self, broker: SimBroker, node: str, ext: dict[str, str]) -> None:
+    async def _unregister_one(
+        self, broker: SimBroker, node: str, ext: dict[str, str]
+    ) -> int | None:
         request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext)
         invoke = now_ms()
         try:
@@ -413,16 +423,18 @@ class BrokerFleet:
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
         except RemotingClientError:
             outcome = OUTCOME_ERROR
+        done = now_ms()
         self.recorder.operation(
             process=broker.name,
             kind=KIND_UNREGISTER_CALL,
             node=node,
             topic="",
             invoke_ms=invoke,
-            complete_ms=now_ms(),
+            complete_ms=done,
             outcome=outcome,
             broker=broker.name,
         )
+        return done if outcome == OUTCOME_OK else None
 
     def start_broker(self, name: str) -> None:
         """A stopped broker starts again: a new topic-config version, alive, heartbeating."""
@@ -430,6 +442,18 @@ class BrokerFleet:
         broker.alive = broker.heartbeating = True
         broker.bump_version()
         self._start_task(broker)
+
+    async def start_acknowledged(self, name: str) -> list[tuple[str, int]]:
+        """:meth:`start_broker`, but its first registration round goes out now and is
+        awaited: (node, ack ms) of every node that acknowledged it. The heartbeat then
+        goes on every period."""
+        broker = self.brokers[name]
+        broker.alive = broker.heartbeating = True
+        broker.bump_version()
+        nodes = list(broker.namesrv)
+        acks = await asyncio.gather(*(self._register_at(broker, n) for n in nodes))
+        self._start_task(broker)
+        return [(n, ack) for n, ack in zip(nodes, acks, strict=True) if ack is not None]
 
     def add(self, broker: SimBroker) -> None:
         """Add a broker to the fleet and start its heartbeat (a broker joining)."""

@@ -52,6 +52,7 @@ from experiment_history.schema import (
     KIND_ROUTE_READ,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
+    PROCESS_FOLLOW_UP,
 )
 from spark_jobs.metrics import PERCENTILE_ACCURACY, History, load_history, stale_route_windows
 from spark_jobs.simulate import MODE_EVENTUAL, MODE_RAFT, SimConfig
@@ -227,7 +228,8 @@ def _mode_calibration(
     result.register_latency_quantiles_ms, result.samples["registrations"] = _quantiles(
         beats, "latency_ms"
     )
-    result.poll_interval_ms = _median_gap(reads, ["run_id", "process", "topic"])
+    polls = reads.filter(F.col("process") != PROCESS_FOLLOW_UP)
+    result.poll_interval_ms = _median_gap(polls, ["run_id", "process", "topic"])
     result.heartbeat_interval_ms = _median_gap(
         ops.filter(F.col("kind") == KIND_HEARTBEAT), ["run_id", "broker", "node"]
     )

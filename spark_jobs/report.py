@@ -16,6 +16,13 @@ from typing import Any
 
 from experiment_history.runs import find_runs, iter_rows, read_meta
 from experiment_history.schema import FAULTS, OPERATIONS
+from spark_jobs.report_seeds import (
+    SEED_INTERVALS,
+    SEEDS_ABOUT,
+    SEEDS_EMPTY,
+    SEEDS_TITLE,
+    interval_table,
+)
 from spark_jobs.report_text import client_markdown, shares_as_percent
 from spark_jobs.t_buckets import t_bucket_label
 
@@ -379,6 +386,15 @@ def section_markdown(section: Section, rows: Sequence[Row], modes: Sequence[str]
     return "".join(parts)
 
 
+def seeds_markdown(rows: Sequence[Row], modes: Sequence[str]) -> str:
+    """The ``Across seeds`` section of ``summary.md``: each measure per mode as
+    ``mean [lo, hi] unit, n=seeds``."""
+    head = f"\n## {SEEDS_TITLE}\n\n{SEEDS_ABOUT}\n\n"
+    if not rows:
+        return head + f"_{SEEDS_EMPTY}_\n"
+    return head + markdown_table(interval_table(rows, modes))
+
+
 def markdown_verdicts(tables: Mapping[str, Sequence[Row]]) -> str:
     """The verdicts of every mode side by side, as a Markdown table."""
     modes = modes_in(tables)
@@ -397,6 +413,8 @@ def write_markdown(
     modes = modes_in(tables)
     parts = [f"# {title}\n\n## Verdicts\n\n", markdown_verdicts(tables)]
     parts.append(client_markdown(tables, modes))
+    if SEED_INTERVALS in tables:
+        parts.append(seeds_markdown(tables[SEED_INTERVALS], modes))
     for section in SECTIONS:
         parts.append(section_markdown(section, tables.get(section.name, []), modes))
     parts.append(
@@ -428,4 +446,5 @@ def report_title(history_root: Path | str) -> str:
     scenarios = sorted({m.scenario for m in metas})
     modes = modes_in({"runs": [{"mode": m.mode} for m in metas]})
     seeds = sorted({m.seed for m in metas})
-    return f"{', '.join(scenarios)}: {' vs '.join(modes)} (seed {', '.join(str(s) for s in seeds)})"
+    word = "seed" if len(seeds) == 1 else "seeds"
+    return f"{', '.join(scenarios)}: {' vs '.join(modes)} ({word} {', '.join(map(str, seeds))})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from spark_jobs.report_seeds import SEED_INTERVALS, seeds_paragraph
 from spark_jobs.t_buckets import MS_PER_S, t_bucket_label
 
 Row = Mapping[str, Any]
@@ -143,13 +144,15 @@ def freshness_sentence(tables: Mapping[str, Sequence[Row]], mode: str) -> str:
 
 
 def client_paragraph(tables: Mapping[str, Sequence[Row]], mode: str) -> str:
-    """One mode's paragraph: reads after a write, sends to a dead broker, queue owners."""
+    """One mode's paragraph: reads after a write, sends to a dead broker, queue owners,
+    and (when the report has them) the same across seeds with their intervals."""
     sentences = (
         freshness_sentence(tables, mode),
         dead_broker_sentence(tables, mode),
         ownership_sentence(tables, mode),
     )
-    return f"**{mode}.** " + " ".join(sentences)
+    across = seeds_paragraph(tables.get(SEED_INTERVALS, ()), mode)
+    return f"**{mode}.** " + " ".join(sentences) + (f"\n\n{across}" if across else "")
 
 
 def client_markdown(tables: Mapping[str, Sequence[Row]], modes: Sequence[str]) -> str:

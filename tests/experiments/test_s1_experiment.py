@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from experiment_history.runs import iter_rows
-from experiment_history.schema import WRITE_KINDS
+from experiment_history.schema import PROCESS_FOLLOW_UP, WRITE_KINDS
 from experiments.config import ExperimentConfig
 from experiments.runner import RunOutcome, analyze_runs, run_experiment
 from spark_jobs.checker import LINEARIZABLE, NOT_LINEARIZABLE, check_rows
@@ -115,6 +115,46 @@ def test_both_runs_record_the_partition_and_client_operations(
         assert all(f["end_ms"] > f["start_ms"] for f in faults)
         kinds = collections.Counter(r["kind"] for r in iter_rows(outcome.run_dir, "operations"))
         assert kinds["route_read"] > 50 and kinds["send"] > 20 and kinds["consume_alloc"] > 5
+
+
+def _reads_since_the_write(run_dir: Path) -> list[tuple[str, int, bool]]:
+    """Every answered route read as (process, ms since its topic's latest true write,
+    whether it returned that write's route)."""
+    writes: dict[str, list[tuple[int, str]]] = collections.defaultdict(list)
+    for row in iter_rows(run_dir, "writes"):
+        writes[row["topic"]].append((row["ts_ms"], row["value"] or ""))
+    out = []
+    for row in iter_rows(run_dir, "operations"):
+        if row["kind"] != "route_read" or row["outcome"] not in ("ok", "not_found"):
+            continue
+        before = [w for w in sorted(writes[row["topic"]]) if w[0] <= row["invoke_ms"]]
+        if before:
+            ts, value = before[-1]
+            read = row["value"] if row["outcome"] == "ok" else ""
+            out.append((row["process"], row["invoke_ms"] - ts, read == value))
+    return out
+
+
+def test_readers_look_at_the_other_nodes_right_after_each_acknowledged_write(
+    runs: dict[str, RunOutcome],
+) -> None:
+    for outcome in runs.values():
+        reads = _reads_since_the_write(outcome.run_dir)
+        soon = [r for r in reads if r[1] < 100]
+        assert len(soon) >= 30, (outcome.meta.mode, len(soon))
+        assert outcome.summary["notes"]["follow_up"]["writes_followed"] >= 2
+
+
+def test_raft_followers_answer_an_acknowledged_route_100_ms_after_the_ack(
+    runs: dict[str, RunOutcome],
+) -> None:
+    later = [
+        fresh
+        for process, since_ms, fresh in _reads_since_the_write(runs["raft"].run_dir)
+        if process == PROCESS_FOLLOW_UP and since_ms >= 100
+    ]
+    assert len(later) >= 10
+    assert sum(later) / len(later) >= 0.9, f"{sum(later)} of {len(later)} fresh"
 
 
 def test_spark_analysis_reports_the_eventual_divergence(

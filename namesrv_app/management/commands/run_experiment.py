@@ -24,8 +24,10 @@ from experiments.runner import (
     RUNS_DIR_NAME,
     RunOutcome,
     analyze_runs,
+    batch_configs,
     batch_dir,
     run_experiment,
+    seed_series,
     summary_text,
 )
 from experiments.scenarios import SCENARIOS
@@ -60,6 +62,13 @@ class Command(ProjectCommand):
             type=int,
             default=DEFAULTS.seed,
             help=f"seeds the workload and the fault's timing (default {DEFAULTS.seed})",
+        )
+        parser.add_argument(
+            "--seeds",
+            type=int,
+            default=1,
+            help="runs per mode, with seeds --seed, --seed+1, ...; the report then gives "
+            "each measure as its mean with a 95 %% interval across them (default 1)",
         )
         parser.add_argument(
             "--out",
@@ -132,6 +141,7 @@ class Command(ProjectCommand):
             options["scenario"],
             options["seed"],
             timezone.now().strftime("%Y%m%d-%H%M%S"),
+            options["seeds"],
         )
         base = ExperimentConfig(
             scenario=options["scenario"],
@@ -151,13 +161,14 @@ class Command(ProjectCommand):
         )
         try:
             base.validate()
+            seeds = seed_series(options["seed"], options["seeds"])
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         # Plain lines into the command's stdout (a file, a pipe, a test); on a terminal the
         # default reporter also draws a live bar for the recording phase.
         progress = Progress() if self.stdout.isatty() else Progress(self._say, live=False)
         self.stdout.write(f"writing into {batch}")
-        outcomes = [self._run_one(replace(base, mode=mode), progress) for mode in modes]
+        outcomes = [self._run_one(c, progress) for c in batch_configs(base, modes, seeds)]
         if options["analyze"]:
             self._analyze(
                 batch, outcomes, options["spark_master"], progress, options["spark_verbose"]
@@ -217,7 +228,12 @@ class Command(ProjectCommand):
                 **row.summary,
                 "report_dir": str(report),
                 "analysis": {
-                    name: [r for r in tables.get(name, []) if r.get("mode") in (None, row.mode)]
+                    name: [
+                        r
+                        for r in tables.get(name, [])
+                        if r.get("mode") in (None, row.mode)
+                        and r.get("run_id") in (None, row.run_id)
+                    ]
                     for name in ("divergence", "linearizability", "not_exist_live")
                 },
             }
