@@ -31,6 +31,7 @@ from remoting.model import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from tools import process_facts
 
 BENCH_CLUSTER_SECRET = "bench-only-raft-cluster-secret"
 """The Raft cluster secret of every benchmark cluster (loopback only, thrown away after)."""
@@ -107,22 +108,13 @@ def median(values: Sequence[float]) -> float:
 
 
 def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
-    return _stat_cpu_s(Path(f"/proc/{pid}/stat"))
+    """User + system CPU seconds of process ``pid`` (all its threads)."""
+    return process_facts.cpu_s(pid)
 
 
 def main_thread_cpu_s(pid: int) -> float:
     """User + system CPU seconds of the main thread of ``pid`` (its asyncio loop thread)."""
-    return _stat_cpu_s(Path(f"/proc/{pid}/task/{pid}/stat"))
-
-
-def _stat_cpu_s(path: Path) -> float:
-    stat = path.read_text(encoding="ascii")
-    # The command name may hold spaces and parentheses; the fields follow the last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    # After the name: state is field 3, utime field 14, stime field 15 (1-based, man 5 proc).
-    utime_ticks, stime_ticks = int(fields[11]), int(fields[12])
-    return (utime_ticks + stime_ticks) / os.sysconf("SC_CLK_TCK")
+    return process_facts.thread_cpu_s(pid, pid)
 
 
 def own_cpu_s() -> float:

@@ -14,7 +14,7 @@
    setup's rows.
 3. 1k brokers x 100 topics re-register as they do every 30 s. The 1k
    registrations of one period are sent as fast as the gateway takes them and
-   the gateway's CPU time (``/proc/<pid>/stat``) is divided by the 30 s
+   the gateway's CPU time (psutil) is divided by the 30 s
    period: the fraction of one core the cadence costs. A window at the real
    rate (33 registrations/s for one period) checks the compressed figure.
 4. On that table, with every route cached, the depth-1 query load runs once

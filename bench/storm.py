@@ -56,6 +56,7 @@ from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import FrameDecoder, encode_frame
+from tools import process_facts
 from tools.cli import ExactArgumentParser
 
 NODES = 3
@@ -430,12 +431,9 @@ def server_pids(gateways: Sequence[_util.BenchGateway]) -> dict[str, int]:
     """Each node's gateway process and, with read fronts, its front (a child of it)."""
     named = {f"{g.node_id} gateway": g.proc.pid for g in gateways}
     parents = {g.proc.pid: g.node_id for g in gateways}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError):
-            text = stat.read_text(encoding="ascii", errors="replace")
-            ppid = int(text[text.rindex(")") + 2 :].split()[1])
-            if ppid in parents:
-                named[f"{parents[ppid]} front"] = int(stat.parent.name)
+    for parent, node_id in parents.items():
+        for pid in process_facts.children(parent):
+            named[f"{node_id} front"] = pid
     return named
 
 

@@ -42,6 +42,7 @@ from remoting.client import RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
+from tools import process_facts
 
 BROKERS_DIR = "brokers"
 SPEC_FILE = "spec.json"
@@ -338,15 +339,7 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] == "Z"
+    return not process_facts.is_zombie(pid)
 
 
 # ------------------------------------------------------------------- wire requests

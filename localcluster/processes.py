@@ -20,6 +20,7 @@ from localcluster.plan import (
     LauncherError,
 )
 from node.files import atomic_write as _atomic_write
+from tools import process_facts
 
 # ---------------------------------------------------------------------- processes
 
@@ -44,16 +45,7 @@ def process_start_ticks(pid: int) -> int | None:
     Zombies count as gone: a process that exited but was not reaped yet by its
     parent holds no port and does no work.
     """
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    state, start_ticks = fields[0], fields[19]
-    if state in ("Z", "X"):
-        return None
-    return int(start_ticks)
+    return process_facts.start_ticks(pid)
 
 
 def is_alive(record: PidRecord) -> bool:

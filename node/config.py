@@ -41,9 +41,12 @@ the address peers reach.
                 need_client_auth = "none"    none | optional | require (checked with ca_file)
                 web = true                   the web port serves HTTPS with the same pair
 
-Relative paths are relative to the file's folder. Every problem is reported as one
-line naming the key (``node.toml: [raft] listen: '10.0.0.1' is not host:port``);
-nothing is started from a file with a problem in it. Reading a file never reads
+Relative paths are relative to the file's folder. The file's shape (sections, keys,
+types, ranges) is declared in :mod:`node.config_schema` and checked by msgspec; this
+module checks what needs more than one value (addresses, clashing ports, keys one
+mode requires). Every problem is reported as one line naming the key
+(``node.toml: [raft] listen: '10.0.0.1' is not host:port``); nothing is started
+from a file with a problem in it. Reading a file never reads
 a secret: the processes read the secret files they are pointed at, so a config
 file can be checked (``run_node --check``) by someone who may not see the secrets.
 """
@@ -51,53 +54,30 @@ file can be checked (``run_node --check``) by someone who may not see the secret
 from __future__ import annotations
 
 import ipaddress
-import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import tomli_w
 
-from gateway.front import BELOW_FRONT_NICE, NICE_STEPS_MAX
+from gateway.front import BELOW_FRONT_NICE
+from node import config_schema
+from node.config_schema import (
+    DEFAULT_PROPOSE_TIMEOUT_S,
+    DEFAULT_SCAN_INTERVAL_S,
+    DEFAULT_SKEW_ALLOWANCE_MS,
+    NODE_ID_PATTERN,
+    PORT_MAX,
+    NodeFile,
+)
 from node.files import write_secret_file
 from raftstore import vocab
 from remoting.tls import ClientAuth, TlsMode
 
-PORT_MAX = 65535
-NODE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
-WEB_PROFILES = ("development", "production")
-WORKERS_MAX = 64
-DEFAULT_SCAN_INTERVAL_S = 10
-DEFAULT_PROPOSE_TIMEOUT_S = 3.0
-DEFAULT_SKEW_ALLOWANCE_MS = 5000
 RAFT_SCAN_INTERVAL_MS = 1000
 """Raft mode: each gateway scans every second itself (only the leader's scan proposes)."""
-
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "": ("id", "mode", "data_dir", "cluster_file"),
-    "remoting": ("listen", "advertise", "read_front", "below_front_nice"),
-    "web": ("listen", "advertise", "allowed_hosts", "workers", "profile"),
-    "internal": ("port",),
-    "metrics": ("listen",),
-    "raft": ("listen", "advertise", "propose_timeout_s", "skew_allowance_ms", "dial"),
-    "secrets": ("raft_file", "django_file", "internal_file"),
-    "acl": ("enabled", "file", "access_key", "secret_key_file"),
-    "database": ("url", "password_file"),
-    "redis": ("url", "password_file"),
-    "scan": ("interval_s",),
-    "namesrv": ("config_file",),
-    "tls": (
-        "mode",
-        "cert_file",
-        "key_file",
-        "key_password_file",
-        "ca_file",
-        "need_client_auth",
-        "web",
-    ),
-}
-PEER_KEYS = ("remoting", "raft", "web", "internal_port")
+T = TypeVar("T")
 
 
 class NodeConfigError(ValueError):
@@ -221,116 +201,17 @@ class NodeConfig:
 # ------------------------------------------------------------------- reading
 
 
-def _where(section: str, key: str) -> str:
-    return f"[{section}] {key}" if section else key
-
-
 def _fail(source: Path, section: str, key: str, problem: str) -> NodeConfigError:
-    return NodeConfigError(f"{source}: {_where(section, key)}: {problem}")
+    place = f"[{section}] {key}".strip() if section else key
+    return NodeConfigError(f"{source}: {place}: {problem}")
 
 
-class _Reader:
-    """Typed access to one parsed file; every failure names the file and the key."""
-
-    def __init__(self, source: Path, data: dict[str, Any]) -> None:
-        self.source = source
-        self.data = data
-
-    def fail(self, section: str, key: str, problem: str) -> NodeConfigError:
-        return _fail(self.source, section, key, problem)
-
-    def table(self, section: str) -> dict[str, Any]:
-        value = self.data.get(section, {}) if section else self.data
-        if not isinstance(value, dict):
-            raise NodeConfigError(f"{self.source}: [{section}] must be a table")
-        return value
-
-    def raw(self, section: str, key: str) -> Any:
-        return self.table(section).get(key)
-
-    def string(self, section: str, key: str, default: str | None = None) -> str:
-        value = self.raw(section, key)
-        if value is None:
-            if default is None:
-                raise self.fail(section, key, "is required")
-            return default
-        if not isinstance(value, str):
-            raise self.fail(section, key, f"must be a string, not {value!r}")
-        return value.strip()
-
-    def integer(self, section: str, key: str, default: int, low: int, high: int) -> int:
-        value = self.raw(section, key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise self.fail(
-                section, key, f"must be a whole number from {low} to {high}, not {value!r}"
-            )
-        return value
-
-    def number(self, section: str, key: str, default: float, low: float, high: float) -> float:
-        value = self.raw(section, key)
-        if value is None:
-            return default
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not (low <= value <= high)
-        ):
-            raise self.fail(
-                section, key, f"must be a number from {low:g} to {high:g}, not {value!r}"
-            )
-        return float(value)
-
-    def boolean(self, section: str, key: str, default: bool) -> bool:
-        value = self.raw(section, key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.fail(section, key, f"must be true or false, not {value!r}")
-        return value
-
-    def listen_advertise(
-        self, section: str, *, required: bool = True
-    ) -> tuple[Endpoint | None, Endpoint | None]:
-        """``listen`` and ``advertise`` of a section; advertise is None when not given,
-        and required (never a wildcard itself) when listen binds every interface."""
-        listen = self.endpoint(section, "listen", required=required)
-        advertise = self.endpoint(section, "advertise", required=False)
-        if advertise is not None and is_wildcard(advertise.host):
-            raise self.fail(
-                section, "advertise", f"must be an address others can reach, not {advertise.host}"
-            )
-        if listen is not None and is_wildcard(listen.host) and advertise is None:
-            raise self.fail(
-                section, "advertise", f"is required when listen binds every interface ({listen})"
-            )
-        return listen, advertise
-
-    def endpoint(self, section: str, key: str, *, required: bool = True) -> Endpoint | None:
-        value = self.raw(section, key)
-        if value is None and not required:
-            return None
-        text = self.string(section, key)
-        try:
-            return parse_endpoint(text)
-        except ValueError as exc:
-            raise self.fail(section, key, str(exc)) from exc
-
-    def path(self, section: str, key: str) -> Path | None:
-        text = self.string(section, key, "")
-        if not text:
-            return None
-        path = Path(text).expanduser()
-        return path if path.is_absolute() else (self.source.parent / path).resolve()
-
-    def strings(self, section: str, key: str) -> tuple[str, ...]:
-        value = self.raw(section, key)
-        if value is None:
-            return ()
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(section, key, f"must be a list of non-empty strings, not {value!r}")
-        return tuple(value)
+def _convert(data: Any, kind: type[T], source: Path, at: tuple[str, ...] = ()) -> T:
+    """``data`` checked against the schema; NodeConfigError naming the file and the key."""
+    try:
+        return config_schema.convert(data, kind, at)
+    except config_schema.ConfigProblem as exc:
+        raise NodeConfigError(f"{source}: {exc}") from None
 
 
 def parse_endpoint(text: str) -> Endpoint:
@@ -354,148 +235,88 @@ def is_wildcard(host: str) -> bool:
         return False
 
 
-def _unknown_keys(reader: _Reader) -> None:
-    for key in reader.data:
-        if isinstance(reader.data[key], dict) and key not in SECTIONS and key != "peers":
-            raise NodeConfigError(f"{reader.source}: [{key}]: unknown section")
-    for section, keys in SECTIONS.items():
-        table = reader.table(section)
-        for key in table:
-            if section == "" and (key in SECTIONS or key == "peers"):
-                continue
-            if key not in keys:
-                known = ", ".join(keys)
-                raise reader.fail(section, key, f"unknown key (known here: {known})")
+def _endpoint(
+    source: Path, section: str, key: str, text: str | None, *, required: bool
+) -> Endpoint | None:
+    if text is None:
+        if required:
+            raise _fail(source, section, key, "is required")
+        return None
+    try:
+        return parse_endpoint(text.strip())
+    except ValueError as exc:
+        raise _fail(source, section, key, str(exc)) from exc
 
 
-def _peers(reader: _Reader, mode: str) -> tuple[Peer, ...]:
-    table = reader.table("peers")
+def _listen_advertise(
+    source: Path, section: str, listen_text: str | None, advertise_text: str | None
+) -> tuple[Endpoint | None, Endpoint | None]:
+    """``listen`` and ``advertise`` of a section; advertise is None when not given,
+    and required (never a wildcard itself) when listen binds every interface."""
+    listen = _endpoint(source, section, "listen", listen_text, required=False)
+    advertise = _endpoint(source, section, "advertise", advertise_text, required=False)
+    if advertise is not None and is_wildcard(advertise.host):
+        raise _fail(
+            source,
+            section,
+            "advertise",
+            f"must be an address others can reach, not {advertise.host}",
+        )
+    if listen is not None and is_wildcard(listen.host) and advertise is None:
+        raise _fail(
+            source,
+            section,
+            "advertise",
+            f"is required when listen binds every interface ({listen})",
+        )
+    return listen, advertise
+
+
+def _path(source: Path, text: str) -> Path | None:
+    """A file named in the config, relative to the config's folder; None when empty."""
+    if not text.strip():
+        return None
+    path = Path(text.strip()).expanduser()
+    return path if path.is_absolute() else (source.parent / path).resolve()
+
+
+def _peers(source: Path, table: dict[str, Any], mode: str) -> tuple[Peer, ...]:
     peers = []
     for node_id, entry in table.items():
         section = f"peers.{node_id}"
         if not NODE_ID_PATTERN.match(node_id):
-            raise NodeConfigError(f"{reader.source}: [{section}]: {node_id!r} is not a node id")
-        if not isinstance(entry, dict):
-            raise NodeConfigError(f"{reader.source}: [{section}] must be a table")
-        for key in entry:
-            if key not in PEER_KEYS:
-                raise reader.fail(section, key, f"unknown key (known: {', '.join(PEER_KEYS)})")
-        sub = _Reader(reader.source, {section: entry})
-        remoting = sub.endpoint(section, "remoting")
-        raft = sub.endpoint(section, "raft", required=mode == vocab.MODE_RAFT)
-        web = sub.endpoint(section, "web", required=False)
-        internal = entry.get("internal_port")
-        if internal is not None:
-            internal = sub.integer(section, "internal_port", 0, 1, PORT_MAX)
+            raise NodeConfigError(f"{source}: [{section}]: {node_id!r} is not a node id")
+        peer = _convert(entry, config_schema.PeerTable, source, ("peers", node_id))
+        remoting = _endpoint(source, section, "remoting", peer.remoting, required=True)
+        raft = _endpoint(source, section, "raft", peer.raft, required=mode == vocab.MODE_RAFT)
+        web = _endpoint(source, section, "web", peer.web, required=False)
         assert remoting is not None
-        peers.append(Peer(node_id, remoting, raft, web, internal))
+        peers.append(Peer(node_id, remoting, raft, web, peer.internal_port))
     return tuple(peers)
 
 
-def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
-    """A parsed TOML document as a checked NodeConfig; NodeConfigError naming the key."""
-    reader = _Reader(source, data)
-    _unknown_keys(reader)
-    node_id = reader.string("", "id")
-    if not NODE_ID_PATTERN.match(node_id):
-        raise reader.fail("", "id", f"{node_id!r} is not a node id (letters, digits, - and _)")
-    mode = reader.string("", "mode", vocab.MODE_EVENTUAL)
-    if mode not in vocab.MODES:
-        raise reader.fail("", "mode", f"must be one of {', '.join(vocab.MODES)}, not {mode!r}")
-    data_dir = reader.path("", "data_dir")
-    if data_dir is None:
-        raise reader.fail("", "data_dir", "is required")
-    remoting, remoting_advertise = reader.listen_advertise("remoting")
-    web, web_advertise = reader.listen_advertise("web")
-    assert remoting is not None and web is not None
-    profile = reader.string("web", "profile", "production")
-    if profile not in WEB_PROFILES:
-        raise reader.fail("web", "profile", f"must be one of {', '.join(WEB_PROFILES)}")
-    raft_listen, raft_advertise = reader.listen_advertise("raft", required=mode == vocab.MODE_RAFT)
-    raft = raft_advertise or raft_listen
-    if raft_advertise and raft_listen and raft_advertise.port != raft_listen.port:
-        raise reader.fail("raft", "advertise", f"must keep the port of listen ({raft_listen})")
-    raft_bind_host = raft_listen.host if raft_listen and raft_listen != raft else ""
-    peers = _peers(reader, mode)
-    listed_self = [p for p in peers if p.node_id == node_id]
-    if listed_self and raft is not None and listed_self[0].raft not in (None, raft):
-        raise _fail(source, f"peers.{node_id}", "raft", f"differs from this node's {raft}")
-    if mode == vocab.MODE_RAFT and not [p for p in peers if p.node_id != node_id]:
-        raise _fail(source, "peers", "", "raft mode needs the other members listed")
-    raft_file = reader.path("secrets", "raft_file")
-    if mode == vocab.MODE_RAFT and raft_file is None:
-        raise reader.fail(
-            "secrets",
-            "raft_file",
-            "is required in raft mode (every member holds the same cluster secret)",
-        )
-    acl_enabled = reader.boolean("acl", "enabled", True)
-    acl_file = reader.path("acl", "file")
-    access_key = reader.string("acl", "access_key", "")
-    secret_key_file = reader.path("acl", "secret_key_file")
-    if acl_enabled and acl_file is None:
-        raise reader.fail("acl", "file", "is required unless [acl] enabled = false")
-    if access_key and secret_key_file is None:
-        raise reader.fail("acl", "secret_key_file", "is required with [acl] access_key")
-    internal_port = reader.integer("internal", "port", 0, 1, PORT_MAX)
-    if internal_port == 0:
-        raise reader.fail("internal", "port", "is required")
-    ports = _bound_ports(
-        remoting, web, internal_port, raft, reader.endpoint("metrics", "listen", required=False)
-    )
-    if len(set(ports.values())) != len(ports):
-        clash = sorted(k for k, v in ports.items() if list(ports.values()).count(v) > 1)
-        raise NodeConfigError(f"{source}: {' and '.join(clash)}: both use one port")
-    database_url = reader.string("database", "url", "")
-    if database_url and "://" not in database_url:
-        raise reader.fail("database", "url", f"{database_url!r} is not a database URL")
-    redis_url = reader.string("redis", "url", "")
-    if redis_url and not redis_url.startswith(("redis://", "rediss://")):
-        raise reader.fail("redis", "url", f"{redis_url!r} is not a redis:// URL")
-    return NodeConfig(
-        source=source,
-        node_id=node_id,
-        mode=mode,
-        data_dir=data_dir,
-        cluster_file=reader.path("", "cluster_file"),
-        remoting=remoting,
-        remoting_advertise=remoting_advertise,
-        read_front=reader.boolean("remoting", "read_front", True),
-        below_front_nice=reader.integer(
-            "remoting", "below_front_nice", BELOW_FRONT_NICE, 0, NICE_STEPS_MAX
-        ),
-        web=web,
-        web_advertise=web_advertise,
-        web_allowed_hosts=reader.strings("web", "allowed_hosts"),
-        web_workers=reader.integer("web", "workers", 1, 1, WORKERS_MAX),
-        web_profile=profile,
-        internal_port=internal_port,
-        metrics=reader.endpoint("metrics", "listen", required=False),
-        raft=raft,
-        raft_bind_host=raft_bind_host,
-        propose_timeout_s=reader.number(
-            "raft", "propose_timeout_s", DEFAULT_PROPOSE_TIMEOUT_S, 0.05, 600
-        ),
-        skew_allowance_ms=reader.integer(
-            "raft", "skew_allowance_ms", DEFAULT_SKEW_ALLOWANCE_MS, 0, 3_600_000
-        ),
-        raft_dial=_dial(reader),
-        peers=peers,
-        raft_secret_file=raft_file,
-        django_secret_file=reader.path("secrets", "django_file"),
-        internal_secret_file=reader.path("secrets", "internal_file"),
-        acl_enabled=acl_enabled,
-        acl_file=acl_file,
-        acl_access_key=access_key,
-        acl_secret_key_file=secret_key_file,
-        database_url=database_url,
-        database_password_file=reader.path("database", "password_file"),
-        redis_url=redis_url,
-        redis_password_file=reader.path("redis", "password_file"),
-        scan_interval_s=reader.integer("scan", "interval_s", DEFAULT_SCAN_INTERVAL_S, 1, 3600),
-        namesrv_config_file=reader.path("namesrv", "config_file"),
-        tls=_tls(reader),
-    )
+def _dial(source: Path, dial: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    for peer, target in dial.items():
+        try:
+            parse_endpoint(peer)
+            parse_endpoint(target)
+        except ValueError as exc:
+            raise _fail(source, "raft", "dial", str(exc)) from exc
+    return tuple(dial.items())
+
+
+def _tls(source: Path, table: config_schema.TlsTable) -> NodeTls:
+    cert, key = _path(source, table.cert_file), _path(source, table.key_file)
+    web = cert is not None if table.web is None else table.web
+    mode, auth = table.mode, table.need_client_auth
+    if (mode is not TlsMode.DISABLED or web) and (cert is None or key is None):
+        missing = "cert_file" if cert is None else "key_file"
+        raise _fail(source, "tls", missing, f"is required for mode = {mode.value!r} or web = true")
+    ca = _path(source, table.ca_file)
+    if auth is not ClientAuth.NONE and ca is None:
+        raise _fail(source, "tls", "ca_file", f"is required with need_client_auth = {auth.value!r}")
+    password = _path(source, table.key_password_file)
+    return NodeTls(mode, cert, key, password, ca, auth, web)
 
 
 def _bound_ports(
@@ -517,41 +338,112 @@ def _bound_ports(
     return ports
 
 
-def _dial(reader: _Reader) -> tuple[tuple[str, str], ...]:
-    value = reader.raw("raft", "dial")
-    if value is None:
-        return ()
-    if not isinstance(value, dict):
-        raise reader.fail("raft", "dial", 'must be a table of peer = "host:port"')
-    dial = []
-    for peer, target in value.items():
-        try:
-            parse_endpoint(peer)
-            parse_endpoint(str(target))
-        except ValueError as exc:
-            raise reader.fail("raft", "dial", str(exc)) from exc
-        dial.append((peer, str(target)))
-    return tuple(dial)
+def _check_ports(source: Path, ports: dict[str, int]) -> None:
+    if len(set(ports.values())) != len(ports):
+        clash = sorted(k for k, v in ports.items() if list(ports.values()).count(v) > 1)
+        raise NodeConfigError(f"{source}: {' and '.join(clash)}: both use one port")
 
 
-def _tls(reader: _Reader) -> NodeTls:
-    mode_text = reader.string("tls", "mode", TlsMode.DISABLED.value)
-    auth_text = reader.string("tls", "need_client_auth", ClientAuth.NONE.value)
-    try:
-        mode, auth = TlsMode(mode_text), ClientAuth(auth_text)
-    except ValueError:
-        bad = "mode" if mode_text not in set(TlsMode) else "need_client_auth"
-        kind = TlsMode if bad == "mode" else ClientAuth
-        raise reader.fail("tls", bad, f"must be one of {', '.join(kind)}") from None
-    cert, key = reader.path("tls", "cert_file"), reader.path("tls", "key_file")
-    web = reader.boolean("tls", "web", cert is not None)
-    if (mode is not TlsMode.DISABLED or web) and (cert is None or key is None):
-        missing = "cert_file" if cert is None else "key_file"
-        raise reader.fail("tls", missing, f"is required for mode = {mode.value!r} or web = true")
-    ca = reader.path("tls", "ca_file")
-    if auth is not ClientAuth.NONE and ca is None:
-        raise reader.fail("tls", "ca_file", f"is required with need_client_auth = {auth.value!r}")
-    return NodeTls(mode, cert, key, reader.path("tls", "key_password_file"), ca, auth, web)
+def _check_urls(source: Path, doc: NodeFile) -> None:
+    database_url, redis_url = doc.database.url.strip(), doc.redis.url.strip()
+    if database_url and "://" not in database_url:
+        raise _fail(source, "database", "url", f"{database_url!r} is not a database URL")
+    if redis_url and not redis_url.startswith(("redis://", "rediss://")):
+        raise _fail(source, "redis", "url", f"{redis_url!r} is not a redis:// URL")
+
+
+def _check_secrets(source: Path, doc: NodeFile) -> None:
+    if doc.mode == vocab.MODE_RAFT and not doc.secrets.raft_file.strip():
+        raise _fail(
+            source,
+            "secrets",
+            "raft_file",
+            "is required in raft mode (every member holds the same cluster secret)",
+        )
+    if doc.acl.enabled and not doc.acl.file.strip():
+        raise _fail(source, "acl", "file", "is required unless [acl] enabled = false")
+    if doc.acl.access_key.strip() and not doc.acl.secret_key_file.strip():
+        raise _fail(source, "acl", "secret_key_file", "is required with [acl] access_key")
+
+
+def _raft(source: Path, doc: NodeFile) -> tuple[Endpoint | None, str]:
+    """This node's Raft identity (the advertised address) and, when it differs, the
+    host its port is bound on."""
+    listen, advertise = _listen_advertise(source, "raft", doc.raft.listen, doc.raft.advertise)
+    if listen is None and doc.mode == vocab.MODE_RAFT:
+        raise _fail(source, "raft", "listen", "is required")
+    raft = advertise or listen
+    if advertise and listen and advertise.port != listen.port:
+        raise _fail(source, "raft", "advertise", f"must keep the port of listen ({listen})")
+    return raft, listen.host if listen and listen != raft else ""
+
+
+def _check_members(
+    source: Path, node_id: str, mode: str, raft: Endpoint | None, peers: tuple[Peer, ...]
+) -> None:
+    listed_self = [p for p in peers if p.node_id == node_id]
+    if listed_self and raft is not None and listed_self[0].raft not in (None, raft):
+        raise _fail(source, f"peers.{node_id}", "raft", f"differs from this node's {raft}")
+    if mode == vocab.MODE_RAFT and not [p for p in peers if p.node_id != node_id]:
+        raise _fail(source, "peers", "", "raft mode needs the other members listed")
+
+
+def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
+    """A parsed TOML document as a checked NodeConfig; NodeConfigError naming the key."""
+    doc = _convert(data, NodeFile, source)
+    data_dir = _path(source, doc.data_dir)
+    if data_dir is None:
+        raise _fail(source, "", "data_dir", "is required")
+    remoting, remoting_advertise = _listen_advertise(
+        source, "remoting", doc.remoting.listen, doc.remoting.advertise
+    )
+    web, web_advertise = _listen_advertise(source, "web", doc.web.listen, doc.web.advertise)
+    assert remoting is not None and web is not None  # listen is required by the schema
+    raft, raft_bind_host = _raft(source, doc)
+    peers = _peers(source, doc.peers, doc.mode)
+    _check_members(source, doc.id, doc.mode, raft, peers)
+    _check_secrets(source, doc)
+    metrics = _endpoint(source, "metrics", "listen", doc.metrics.listen, required=False)
+    _check_ports(source, _bound_ports(remoting, web, doc.internal.port, raft, metrics))
+    _check_urls(source, doc)
+    return NodeConfig(
+        source=source,
+        node_id=doc.id,
+        mode=doc.mode,
+        data_dir=data_dir,
+        cluster_file=_path(source, doc.cluster_file),
+        remoting=remoting,
+        remoting_advertise=remoting_advertise,
+        read_front=doc.remoting.read_front,
+        below_front_nice=doc.remoting.below_front_nice,
+        web=web,
+        web_advertise=web_advertise,
+        web_allowed_hosts=tuple(doc.web.allowed_hosts),
+        web_workers=doc.web.workers,
+        web_profile=doc.web.profile,
+        internal_port=doc.internal.port,
+        metrics=metrics,
+        raft=raft,
+        raft_bind_host=raft_bind_host,
+        propose_timeout_s=doc.raft.propose_timeout_s,
+        skew_allowance_ms=doc.raft.skew_allowance_ms,
+        raft_dial=_dial(source, doc.raft.dial),
+        peers=peers,
+        raft_secret_file=_path(source, doc.secrets.raft_file),
+        django_secret_file=_path(source, doc.secrets.django_file),
+        internal_secret_file=_path(source, doc.secrets.internal_file),
+        acl_enabled=doc.acl.enabled,
+        acl_file=_path(source, doc.acl.file),
+        acl_access_key=doc.acl.access_key.strip(),
+        acl_secret_key_file=_path(source, doc.acl.secret_key_file),
+        database_url=doc.database.url.strip(),
+        database_password_file=_path(source, doc.database.password_file),
+        redis_url=doc.redis.url.strip(),
+        redis_password_file=_path(source, doc.redis.password_file),
+        scan_interval_s=doc.scan.interval_s,
+        namesrv_config_file=_path(source, doc.namesrv.config_file),
+        tls=_tls(source, doc.tls),
+    )
 
 
 def load_node_config(path: str | Path) -> NodeConfig:

@@ -7,6 +7,8 @@ import os
 import resource
 from collections.abc import Callable, Iterator
 
+from tools import process_facts
+
 
 @contextlib.contextmanager
 def descriptors_left(count: int) -> Iterator[None]:
@@ -43,7 +45,7 @@ def descriptors_for(count: int) -> Iterator[None]:
     """Raise this process's soft descriptor limit (up to its hard one) so that it can
     hold ``count`` more descriptors; the old limit is back on exit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = len(os.listdir("/proc/self/fd")) + count
+    needed = process_facts.open_fds(os.getpid()) + count
     assert hard == resource.RLIM_INFINITY or hard >= needed, (
         f"this test needs {needed} open files; the hard limit is {hard}"
     )

@@ -15,6 +15,7 @@ import pytest
 
 from gateway import handoff
 from gateway.handoff import MAGIC, STREAM_BYTES_MAX, HandoffServer
+from tools import process_facts
 
 
 class Adopted:
@@ -49,7 +50,7 @@ def tcp_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 
 def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    return process_facts.open_fds(os.getpid())
 
 
 async def wait_for(condition: object, timeout_s: float = 5.0) -> None:

@@ -14,15 +14,14 @@ import pytest
 from localcluster.argv import beat_argv
 from namesrv_site.celery import BEAT_LOCK_TIMEOUT_S
 from tests.integration.cluster_fixtures import PROJECT_DIR, start_cluster, stop_cluster
+from tools import process_facts
 
 pytestmark = pytest.mark.slow
 SENT = "Sending due task"
 
 
 def _environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(): v.decode() for k, v in pairs}
+    return process_facts.environment(pid)
 
 
 def _sent(log: Path) -> int:

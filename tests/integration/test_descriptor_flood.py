@@ -45,6 +45,7 @@ from tests.integration.raft_cluster_harness import (
     topic_of,
     write_until_accepted,
 )
+from tools import process_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -111,7 +112,7 @@ def _close_all(selector: selectors.BaseSelector, sockets: list[socket.socket]) -
 
 def open_files(pid: int) -> int:
     """Descriptors process ``pid`` holds now."""
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    return process_facts.open_fds(pid)
 
 
 def first_free_descriptor(pid: int) -> int:

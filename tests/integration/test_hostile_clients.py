@@ -38,6 +38,7 @@ from tests.integration.gateway_harness import (
     GatewayProcess,
     register_request,
 )
+from tools.process_facts import rss_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -74,14 +75,6 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
 def cluster_info_request() -> RemotingCommand:
     """GET_BROKER_CLUSTER_INFO, as any client sends it."""
     return RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
-
-
-def rss_bytes(pid: int) -> int:
-    """The process's resident set size (``VmRSS`` of ``/proc/<pid>/status``)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
 
 
 class RssSampler(threading.Thread):

@@ -30,6 +30,8 @@ from tests.integration.gateway_harness import (
     register_request,
     wait_until,
 )
+from tools import process_facts
+from tools.process_facts import rss_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -67,25 +69,10 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
 
 def front_pid(gateway_pid: int) -> int:
     """The pid of the gateway's read front (its child running gateway.front)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if parent == gateway_pid and b"gateway.front" in cmdline:
-            return int(entry.name)
+    for pid in process_facts.children(gateway_pid):
+        if "gateway.front" in process_facts.command_line(pid):
+            return pid
     raise AssertionError(f"no read front under pid {gateway_pid}")
-
-
-def rss_bytes(pid: int) -> int:
-    """The process's resident set size (``VmRSS`` of ``/proc/<pid>/status``)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
 
 
 class RssPeak(threading.Thread):

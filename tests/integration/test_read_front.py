@@ -31,7 +31,7 @@ from remoting.frame import FrameDecoder, encode_frame
 from remoting.model import DataVersion
 from tests.integration.gateway_harness import GatewayProcess, wait_until
 from tests.integration.raft_cluster_harness import RaftGatewayCluster
-from tools import ports
+from tools import ports, process_facts
 
 BROKER = DemoBroker("FrontCluster", "broker-front", 0, "127.0.0.1:30911", "127.0.0.1:30912")
 ROUNDS = 30
@@ -76,25 +76,15 @@ def queue_nums(answer: RemotingCommand) -> int:
 
 def front_pid(gateway_pid: int) -> int:
     """The pid of the gateway's front (its child running gateway.front)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat_fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat_fields[1]) == gateway_pid and b"gateway.front" in cmdline:
-            return int(entry.name)
+    for pid in process_facts.children(gateway_pid):
+        if "gateway.front" in process_facts.command_line(pid):
+            return pid
     raise AssertionError(f"no front process under pid {gateway_pid}")
 
 
 def is_dead(pid: int) -> bool:
     """True once ``pid`` is gone or a zombie (killed, not yet reaped)."""
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    return not process_facts.is_running(pid)
 
 
 def read_your_writes(
@@ -276,10 +266,7 @@ def test_the_gateway_socket_is_private_to_its_user(gateway: GatewayProcess) -> N
 
 def thread_nices(pid: int) -> list[int]:
     """The nice values of the threads of ``pid``, sorted."""
-    return sorted(
-        os.getpriority(os.PRIO_PROCESS, int(task.name))
-        for task in Path(f"/proc/{pid}/task").iterdir()
-    )
+    return sorted(os.getpriority(os.PRIO_PROCESS, tid) for tid in process_facts.thread_ids(pid))
 
 
 def test_the_gateway_runs_below_its_front(gateway: GatewayProcess) -> None:

@@ -41,3 +41,32 @@ def test_up_over_a_running_cluster_says_so_before_naming_busy_ports(tmp_path: Pa
         launcher.cluster_down(tmp_path, grace_s=1.0)
         launcher.reap_children()
         assert not launcher.is_alive(record)
+
+
+def test_a_verb_refuses_another_verbs_option_and_stops_nothing(tmp_path: Path) -> None:
+    slot = next(s for s in launcher.process_slots(tmp_path, []) if s.name == "redis")
+    record = launcher.start_process(
+        "redis",
+        [sys.executable, "-c", QUIET],
+        env={},
+        log_path=slot.log_path,
+        pid_path=slot.pid_path,
+    )
+    try:
+        # Before, the verb was one positional and `down` took --nodes without a word.
+        done = cluster_cli("down", "--run-dir", str(tmp_path), "--nodes", "5")
+
+        assert done.returncode == 2
+        assert "unrecognized arguments: --nodes 5" in done.stderr
+        assert launcher.is_alive(record)
+    finally:
+        launcher.cluster_down(tmp_path, grace_s=1.0)
+        launcher.reap_children()
+
+
+def test_remove_node_names_its_missing_node_id_in_its_own_usage() -> None:
+    done = cluster_cli("remove-node", "--run-dir", "/nonexistent")
+
+    assert done.returncode == 2
+    assert "usage: manage.py cluster remove-node" in done.stderr
+    assert "the following arguments are required: ID" in done.stderr

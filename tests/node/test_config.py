@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from node import config_schema
 from node.config import (
     Endpoint,
     NodeConfigError,
@@ -15,6 +17,7 @@ from node.config import (
     write_node_config,
 )
 from node.processes import cluster_document, gateway_argv, node_env
+from raftstore import vocab
 
 GOOD = """\
 id = "n1"
@@ -145,6 +148,20 @@ BAD_EDITS = [
     ('raft = "10.0.0.3:7101"\n', "", "[peers.n3] raft: is required"),
     ("[peers.n2]", '[peers."n 2"]', "[peers.n 2]: 'n 2' is not a node id"),
     ('id = "n1"', 'id = "n1"\nid = "n2"', "not valid TOML"),
+    (
+        "[web]\n",
+        '[web]\nallowed_hosts = ["a", ""]\n',
+        "[web] allowed_hosts[1]: must be a non-empty",
+    ),
+    ("[web]\n", "[web]\nworkers = true\n", "[web] workers: must be a whole number from 1 to 64"),
+    (
+        'advertise = "10.0.0.1:7101"',
+        'advertise = "10.0.0.1:7101"\npropose_timeout_s = 0.001',
+        "[raft] propose_timeout_s: must be a number from 0.05 to 600, not 0.001",
+    ),
+    ("[database]", '[tls]\nmode = "strict"\n[database]', "[tls] mode: must be one of disabled"),
+    ('web = "10.0.0.2:8080"', 'web = "10.0.0.2:8080"\nwbe = 1', "[peers.n2] wbe: unknown key"),
+    ("[peers.n3]\n", "[peers]\nn4 = 3\n[peers.n3]\n", "[peers.n4]: must be a table, not 3"),
 ]
 
 
@@ -160,6 +177,10 @@ def test_a_bad_file_gets_one_line_naming_the_key(
 
     text = str(caught.value)
     assert message in text and text.startswith(str(path)) and "\n" not in text
+
+
+def test_the_schemas_modes_are_the_nodes_modes() -> None:
+    assert get_args(config_schema.Mode) == vocab.MODES
 
 
 def test_raft_mode_needs_the_other_members(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """``manage.py cluster up|down|status|add-node|remove-node``: a local NameServer cluster.
 
-``add-node`` and ``remove-node ID`` change the Raft membership of a raft-mode
-cluster one node at a time (refused while a change is pending).
+Each verb is a subcommand with only its own options (``cluster down --nodes 5`` is a
+usage error, not a silently ignored option). ``add-node`` and ``remove-node ID``
+change the Raft membership of a raft-mode cluster one node at a time (refused while
+a change is pending).
 
 A thin shell over :mod:`localcluster.launcher`, which holds every step as a plain
 function (the integration tests call the same functions).
@@ -13,12 +15,11 @@ import dataclasses
 import json
 import signal
 import time
-from argparse import ArgumentParser
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from broker_app.management.command import ProjectCommand
 from localcluster import launcher
@@ -38,83 +39,111 @@ def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
 class Command(ProjectCommand):
     """Start, inspect or stop the gateways, web processes, Redis and Celery of a local cluster."""
 
-    help = "Start (up), inspect (status) or stop (down) a local NameServer cluster."
+    help = (
+        "Start (up), inspect (status) or stop (down) a local NameServer cluster, or grow "
+        "(add-node) or shrink (remove-node) a raft-mode one; `cluster VERB --help` lists "
+        "the verb's options."
+    )
 
-    def add_arguments(self, parser: ArgumentParser) -> None:
-        """The verbs and the port layout."""
-        parser.add_argument(
-            "action",
-            choices=["up", "down", "status", "add-node", "remove-node"],
-            help="up: start a cluster; status: what runs and how the nodes agree; down: stop "
-            "it; add-node / remove-node ID: change a raft cluster's membership",
+    def add_arguments(self, parser: CommandParser) -> None:
+        """One subcommand per verb, each with only its own options."""
+        verbs = parser.add_subparsers(
+            dest="verb", required=True, metavar="up|down|status|add-node|remove-node"
         )
-        parser.add_argument("node_id", nargs="?", default=None, help="remove-node: the node id")
-        parser.add_argument(
+        up = self._verb(
+            verbs,
+            "up",
+            "start a cluster: its nodes' gateways and web processes, Redis and Celery",
+        )
+        self._verb(verbs, "down", "stop every process of the cluster")
+        self._verb(verbs, "status", "what runs, and whether the nodes agree on what clients see")
+        self._verb(verbs, "add-node", "raft mode: start one more node and add it to the Raft group")
+        remove = self._verb(
+            verbs, "remove-node", "raft mode: take one node out of the Raft group and stop it"
+        )
+        remove.add_argument("node_id", metavar="ID", help="the node to remove (e.g. n4)")
+        self._up_arguments(up)
+
+    @staticmethod
+    def _verb(verbs: Any, name: str, text: str) -> CommandParser:
+        """A verb's parser with the options every verb takes."""
+        sub: CommandParser = verbs.add_parser(
+            name, help=text, description=text[0].upper() + text[1:] + "."
+        )
+        sub.add_argument(
+            "--run-dir",
+            default="run/local",
+            help="the cluster's folder: config, logs, databases, secrets, pids (default run/local)",
+        )
+        sub.add_argument(
+            "--json", action="store_true", help="print a machine-readable summary (JSON)"
+        )
+        return sub
+
+    @staticmethod
+    def _up_arguments(up: CommandParser) -> None:
+        """``up``'s node count, mode, port layout and extras."""
+        up.add_argument(
             "--raft-base-port",
             type=int,
             default=launcher.DEFAULT_RAFT_BASE_PORT,
             help="raft mode: first Raft port (7101 + i by default; 0 = any free port)",
         )
-        parser.add_argument(
+        up.add_argument(
             "--nodes",
             type=int,
             default=launcher.DEFAULT_NODES,
-            help=f"up: how many NameServer nodes (default {launcher.DEFAULT_NODES})",
+            help=f"how many NameServer nodes (default {launcher.DEFAULT_NODES})",
         )
-        parser.add_argument(
+        up.add_argument(
             "--mode",
             choices=list(vocab.MODES),
             default=launcher.DEFAULT_MODE,
-            help="up: eventual (each node applies what it hears, as upstream) or raft "
+            help="eventual (each node applies what it hears, as upstream) or raft "
             f"(every write through a Raft log); default {launcher.DEFAULT_MODE}",
         )
-        parser.add_argument(
-            "--run-dir",
-            default="run/local",
-            help="the cluster's folder: config, logs, databases, secrets, pids (default run/local)",
-        )
-        parser.add_argument(
+        up.add_argument(
             "--base-port",
             type=int,
             default=launcher.DEFAULT_BASE_PORT,
             help=f"first remoting port, one per node (default {launcher.DEFAULT_BASE_PORT}; "
             "0 = free ports)",
         )
-        parser.add_argument(
+        up.add_argument(
             "--web-base-port",
             type=int,
             default=launcher.DEFAULT_WEB_BASE_PORT,
             help="first console/API port, one per node "
             f"(default {launcher.DEFAULT_WEB_BASE_PORT}; 0 = free ports)",
         )
-        parser.add_argument(
+        up.add_argument(
             "--internal-base-port",
             type=int,
             default=launcher.DEFAULT_INTERNAL_BASE_PORT,
             help="first internal port (scan, status), one per node "
             f"(default {launcher.DEFAULT_INTERNAL_BASE_PORT}; 0 = free ports)",
         )
-        parser.add_argument(
+        up.add_argument(
             "--redis-port",
             type=int,
             default=launcher.DEFAULT_REDIS_PORT,
             help=f"the cluster's Redis (default {launcher.DEFAULT_REDIS_PORT}; 0 = a free port)",
         )
-        parser.add_argument(
+        up.add_argument(
             "--metrics-base-port",
             type=int,
             default=None,
             help="first gateway metrics port (29876 + i; 0 = free ports; by default 0 when "
             "--base-port is 0); -1: no metrics ports",
         )
-        parser.add_argument(
+        up.add_argument(
             "--demo-broker-base-port",
             type=int,
             default=None,
             help="--demo: first broker port (10911 + 10 per broker; 0 = free ports; "
             "by default 0 when --base-port is 0)",
         )
-        parser.add_argument(
+        up.add_argument(
             "--raft-dial",
             action="append",
             default=[],
@@ -122,7 +151,7 @@ class Command(ProjectCommand):
             help="raft mode, repeatable: node NODE dials Raft member PEER at HOST:PORT instead "
             "(e.g. a tools/faultproxy link), from its first start",
         )
-        parser.add_argument(
+        up.add_argument(
             "--skew-allowance-ms",
             action="append",
             default=[],
@@ -130,13 +159,13 @@ class Command(ProjectCommand):
             help="raft mode, repeatable: the replicated expiry's clock-skew allowance, for "
             "every node (MS) or one (NODE=MS); default: the gateway's",
         )
-        parser.add_argument(
+        up.add_argument(
             "--no-acl",
             action="store_true",
             help="run the gateways without the remoting ACL: ANY local process may then "
             "change routes, KV and config (by default admin writes need the admin account)",
         )
-        parser.add_argument(
+        up.add_argument(
             "--tls",
             choices=[mode.value for mode in TlsMode],
             default=TlsMode.DISABLED.value,
@@ -144,20 +173,17 @@ class Command(ProjectCommand):
             "clients, enforcing TLS only; makes a CA and certificates in the run folder "
             "(tls/), the web ports then serve HTTPS and every internal client speaks TLS",
         )
-        parser.add_argument(
-            "--json", action="store_true", help="print a machine-readable summary (JSON)"
-        )
-        parser.add_argument(
+        up.add_argument(
             "--demo",
             action="store_true",
             help="also start real brokers: broker-a and broker-b, a master and a slave each",
         )
-        parser.add_argument(
+        up.add_argument(
             "--demo-sim",
             action="store_true",
             help="also start simulated brokers registering demo topics (experiments)",
         )
-        parser.add_argument(
+        up.add_argument(
             "--foreground",
             action="store_true",
             help="stay attached; Ctrl-C or SIGTERM stops the cluster",
@@ -165,18 +191,16 @@ class Command(ProjectCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Dispatch to the verb."""
-        run_dir = Path(options["run_dir"])
+        run_dir, verb = Path(options["run_dir"]), options["verb"]
         try:
-            if options["action"] == "up":
+            if verb == "up":
                 self._up(run_dir, options)
-            elif options["action"] == "down":
+            elif verb == "down":
                 self._emit(launcher.cluster_down(run_dir), options["json"], self._down_text)
-            elif options["action"] == "add-node":
+            elif verb == "add-node":
                 summary = launcher.cluster_add_node(run_dir)
                 self._emit(summary, options["json"], self._up_text)
-            elif options["action"] == "remove-node":
-                if not options["node_id"]:
-                    raise CommandError("remove-node needs the node id, e.g. `remove-node n4`")
+            elif verb == "remove-node":
                 summary = launcher.cluster_remove_node(run_dir, options["node_id"])
                 self._emit(summary, options["json"], self._up_text)
             else:
