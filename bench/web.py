@@ -43,6 +43,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from tools import process_facts
 from tools.cli import ExactArgumentParser
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +64,7 @@ def _env(db_path: Path) -> dict[str, str]:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
         "NAMESRV_DB_PATH": str(db_path),
+        "NAMESRV_STATIC_ROOT": str(db_path.parent / "static"),
         "NAMESRV_DEBUG": "false",
         "DJANGO_SECRET_KEY": "bench-only",
         "NAMESRV_INTERNAL_SECRET": "bench",
@@ -81,6 +85,8 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
 
     for database in ("default", "projection"):
         call_command("migrate", interactive=False, verbosity=0, database=database)
+    # The pages name their files by hashed names, as on a node (docs/DEPLOY.md).
+    call_command("collectstatic", interactive=False, verbosity=0)
     from django.contrib.auth.models import Group, User
 
     from gateway.clock import ManualClock
@@ -329,16 +335,11 @@ def load_routes(
 
 
 def _server_cpu_s(server: subprocess.Popen[bytes]) -> float | None:
-    """CPU seconds used so far by the server and its workers (Linux /proc; None elsewhere)."""
+    """CPU seconds used so far by the server and its workers (None once it is gone)."""
     try:
-        children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
-        total_ticks = 0
-        for pid in [str(server.pid), *children]:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total_ticks += int(fields[11]) + int(fields[12])  # utime + stime
-    except OSError:
+        return process_facts.tree_cpu_s(server.pid)
+    except psutil.Error:
         return None
-    return total_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def time_pages(port: int) -> dict[str, dict[str, float]]:

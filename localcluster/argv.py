@@ -18,15 +18,11 @@ from localcluster.plan import (
 )
 from localcluster.run_secrets import ADMIN_ACCESS_KEY, INTERNAL_SECRET_FILE, RunSecrets
 from node import processes as node_processes
-from node.config import (
+from node.config import Endpoint, NodeConfig, NodeTls, Peer, write_node_config
+from node.config_schema import (
     DEFAULT_PROPOSE_TIMEOUT_S,
     DEFAULT_SCAN_INTERVAL_S,
     DEFAULT_SKEW_ALLOWANCE_MS,
-    Endpoint,
-    NodeConfig,
-    NodeTls,
-    Peer,
-    write_node_config,
 )
 from remoting.tls import CONFIG_FILE_ENV, TlsMode
 
@@ -79,8 +75,10 @@ class ClusterEnv:
     def for_node(self, plan: ClusterPlan, node: NodePlan) -> dict[str, str]:
         """The environment of a node's gateway and web process: what its node config
         says (:func:`node.processes.node_env`), then the caller's ``extra`` again, so
-        a test's or an experiment's override wins over the file."""
+        a test's or an experiment's override wins over the file. The nodes share the
+        run folder's static files (collected once by ``cluster up``)."""
         env = node_processes.node_env(node_config(plan, node, self), self.base())
+        env[node_processes.STATIC_ROOT_ENV] = str(plan.run_dir / node_processes.STATIC_DIR_NAME)
         env.update(self.extra)
         return env
 

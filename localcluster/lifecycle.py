@@ -308,6 +308,32 @@ def migrate_nodes(plan: ClusterPlan, env: ClusterEnv, timeout_s: float = MIGRATE
     _migrate(plan, env, plan.nodes, projection, timeout_s)
 
 
+def prepare_nodes(plan: ClusterPlan, env: ClusterEnv, timeout_s: float = MIGRATE_TIMEOUT_S) -> None:
+    """:func:`migrate_nodes`, while one ``collectstatic`` fills the run folder's static
+    folder, which every node's web process serves (they all run this checkout's code)."""
+    log_path = plan.run_dir / "collectstatic.log"
+    with open(log_path, "ab") as log:
+        collecting = subprocess.Popen(
+            node_processes.collectstatic_argv(),
+            cwd=PROJECT_DIR,
+            env=env.for_node(plan, plan.nodes[0]),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        migrate_nodes(plan, env, timeout_s)
+        code = collecting.wait(timeout=timeout_s)
+    except BaseException:
+        collecting.kill()
+        collecting.wait()
+        raise
+    if code != 0:
+        raise LauncherError(
+            f"collectstatic failed (exit {code}, {log_path}):\n{log_tail(log_path)}"
+        )
+
+
 def _migrate(
     plan: ClusterPlan,
     env: ClusterEnv,
@@ -455,9 +481,9 @@ def cluster_up(
 ) -> dict[str, Any]:
     """Start a whole cluster as planned and return its summary once every part is ready.
 
-    Order: Redis, node migrations, gateways + web processes, Celery worker and beat,
-    then the demo brokers: real ones with ``demo`` (two groups, master + slave
-    each), simulated ones with ``demo_sim``. Anything that fails stops what was
+    Order: Redis, node migrations (and the static files), gateways + web processes,
+    Celery worker and beat, then the demo brokers: real ones with ``demo`` (two groups,
+    master + slave each), simulated ones with ``demo_sim``. Anything that fails stops what was
     started before it.
     """
     _prepare_run_dir(plan)
@@ -476,7 +502,7 @@ def cluster_up(
     starter = _Starter(plan, env)
     try:
         _start_redis(starter, ready_timeout_s)
-        migrate_nodes(plan, env)
+        prepare_nodes(plan, env)
         _start_node_processes(starter)
         _start_celery(starter, ready_timeout_s)
         _wait_node_processes(starter, ready_timeout_s)

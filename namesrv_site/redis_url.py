@@ -1,18 +1,18 @@
 """``REDIS_URL`` checked once for every Redis client of a process, TLS included.
 
-One URL feeds four clients: Celery's broker (kombu), Celery's result backend, the
-Channels layer (channels-redis) and beat's lock (redis-py). Each reads TLS options
-from the URL's query (``rediss://...?ssl_ca_certs=/etc/namesrv/ca.pem``), but they
-disagree on what a ``rediss://`` URL without options means: kombu then connects
-*without checking the certificate* (a warning in the log), the result backend
-refuses to start, redis-py checks it. So the settings pass every client the URL
-from :func:`checked_redis_url`, in which a TLS link always checks the server:
+One URL feeds three clients: Celery's broker (kombu), the Channels layer
+(channels-redis) and beat's lock (redis-py). Each reads TLS options from the URL's
+query (``rediss://...?ssl_ca_certs=/etc/namesrv/ca.pem``), but they disagree on what a
+``rediss://`` URL without options means: kombu then connects *without checking the
+certificate* (a warning in the log), redis-py checks it. So the settings pass every
+client the URL from :func:`checked_redis_url`, in which a TLS link always checks the
+server:
 
 * ``ssl_cert_reqs`` is added as ``required`` when missing; ``none`` or ``optional``
   are refused (whoever sits in between would read the Redis password);
-* the server's name is checked against its certificate (redis-py's default, and the
-  result backend cannot turn it off), so ``ssl_check_hostname=false`` is refused:
-  connect by a name or address the certificate carries;
+* the server's name is checked against its certificate (redis-py's default), so
+  ``ssl_check_hostname=false`` is refused: connect by a name or address the
+  certificate carries;
 * ``ssl_ca_certs`` (the CA to check the server with; the system's CAs when absent),
   ``ssl_certfile`` and ``ssl_keyfile`` (a client certificate, for a Redis with
   ``tls-auth-clients yes``) must name readable files;

@@ -20,6 +20,7 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from whitenoise.compress import Compressor
 
 from namesrv_site.redis_url import RedisUrlError, checked_redis_url
 
@@ -133,7 +134,6 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -146,13 +146,20 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "namesrv_app",
     "broker_app",
+    # Login throttling (see "login throttling" below).
+    "axes",
 ]
 
 MIDDLEWARE = [
-    # First, so it times everything below it (the fast route lane, prepended later,
-    # answers its reads before this and is measured by the gateway's own metrics).
+    # First, so the common route read skips the stack's thread hops (it applies the
+    # security and frame headers itself and falls through for everything else).
+    "namesrv_app.api.fast_routes.RouteReadFastPath",
+    # Next, so it times everything below it (the fast route lane answers its reads
+    # before this and is measured by the gateway's own metrics).
     "namesrv_app.web.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Right below the security headers it answers with: the static files (whitenoise).
+    "namesrv_app.web.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Inside CommonMiddleware: Django's own errors and the slash redirect under /api/ in JSON.
@@ -163,6 +170,8 @@ MIDDLEWARE = [
     # After authentication: records what signed-in users change (namesrv_app.audit).
     "namesrv_app.audit.AuditMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: counts the failed logins and refuses a locked-out pair (django-axes).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "namesrv_site.urls"
@@ -172,7 +181,8 @@ ASGI_APPLICATION = "namesrv_site.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The pages live in namesrv_app/templates (package data of the app).
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -235,7 +245,8 @@ try:
 except RedisUrlError as exc:
     raise ImproperlyConfigured(f"REDIS_URL: {exc}") from None
 CELERY_BROKER_URL = REDIS_URL
-CELERY_RESULT_BACKEND = REDIS_URL
+# No result backend: nothing reads a task's result (the scans report to the gateway).
+CELERY_TASK_IGNORE_RESULT = True
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -243,20 +254,27 @@ CHANNEL_LAYERS = {
     },
 }
 
-REST_FRAMEWORK: dict[str, Any] = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-}
-SPECTACULAR_SETTINGS: dict[str, Any] = {
-    "TITLE": "raft-namesrv",
-    "DESCRIPTION": "A Raft-replicated RocketMQ NameServer",
-    "VERSION": "0.1.0",
-}
-
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+
+# --- static files ---
+# `collectstatic` gathers them into STATIC_ROOT with a content hash in every name and
+# a gzip copy beside each; whitenoise serves them from there (StaticFilesMiddleware),
+# hashed names cached by browsers for good (immutable). A launched node collects them
+# into its own folder before its web process starts (node.processes sets
+# NAMESRV_STATIC_ROOT); docs/DEPLOY.md, "Static files".
 STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("NAMESRV_STATIC_ROOT", str(BASE_DIR / "run" / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# Source maps, which only a browser's developer tools fetch, are not compressed: they
+# are most of the bytes (Redoc's and Swagger UI's), and a node collects at every start.
+# The unhashed copies stay: the admin's scripts name a few icons without the hash.
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = (*Compressor.SKIP_COMPRESS_EXTENSIONS, "map")
 
 LOGGING = {
     "version": 1,
@@ -344,8 +362,8 @@ NAMESRV: dict[str, Any] = {
 }
 
 # --- web console and API ---
-# Appended by the console work: token auth for the API, session auth + CSRF for
-# the console, the OpenAPI schema, and the console's own knobs in NAMESRV_WEB.
+# Token auth for the API, session auth + CSRF for the console, the OpenAPI schema,
+# and the console's own knobs in NAMESRV_WEB.
 # API tokens are namesrv_app's own (namesrv_app.tokens: stored hashed, expiring), not
 # DRF's authtoken app, which stored the keys themselves.
 
@@ -355,7 +373,7 @@ LOGOUT_REDIRECT_URL = "login"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "namesrv_app.api.authentication.HashedTokenAuthentication",
@@ -366,7 +384,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "namesrv_app.api.views.exception_handler",
 }
-SPECTACULAR_SETTINGS = {
+SPECTACULAR_SETTINGS: dict[str, Any] = {
     "TITLE": "raft-namesrv",
     "DESCRIPTION": (
         "REST API of a Raft-replicated RocketMQ NameServer node. Reads come from the "
@@ -406,9 +424,6 @@ NAMESRV_WEB: dict[str, Any] = {
     # /api/schema/, /api/v1/schema/ and /api/v1/docs/ for anyone (else a console role).
     "PUBLIC_API_DOCS": env_bool("NAMESRV_WEB_PUBLIC_API_DOCS", False),
 }
-# First, so the common route read skips the stack's thread hops (it applies the
-# security and frame headers itself and falls through for everything else).
-MIDDLEWARE = ["namesrv_app.api.fast_routes.RouteReadFastPath", *MIDDLEWARE]
 # Per worker process: "api_tokens" holds the route lane's token grants
 # (namesrv_app.api.authentication.RouteReadTokenAuthentication), keyed by the token's
 # digest, at most 4096 of them.
@@ -427,12 +442,10 @@ CACHES = {
 # username from one address, that pair is locked out for NAMESRV_LOGIN_COOLOFF_MINUTES.
 # Per pair, so an attacker cannot lock a user out from everywhere, nor try many
 # users from one address undetected (each pair counts on its own).
-INSTALLED_APPS += ["axes"]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
 AXES_FAILURE_LIMIT = env_int("NAMESRV_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("NAMESRV_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

@@ -42,6 +42,9 @@ RAFT_DIR_NAME = "raft"
 TLS_PROPERTIES_FILE_NAME = "tls.properties"
 """The node's [tls] section in upstream's tls.properties keys (remoting/tls.py)."""
 METRICS_DIR_NAME = "web-metrics"
+STATIC_DIR_NAME = "static"
+"""The web process's static files, gathered by ``collectstatic`` before it starts."""
+STATIC_ROOT_ENV = "NAMESRV_STATIC_ROOT"
 LIVE_EVENT_PUBLISHER = "namesrv_app.live.publish_change"
 """The gateway's change-event publisher when Redis carries live updates (namesrv_app.live)."""
 LIVE_LEADER_PUBLISHER = "namesrv_app.live.publish_leader_change"
@@ -117,6 +120,11 @@ def reset_metrics_dir(config: NodeConfig) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("*.db"):
         stale.unlink(missing_ok=True)
+
+
+def static_root(config: NodeConfig) -> Path:
+    """Where the node's static files are collected and its web process serves them from."""
+    return config.data_dir / STATIC_DIR_NAME
 
 
 def cluster_file(config: NodeConfig) -> Path:
@@ -195,6 +203,8 @@ def node_env(config: NodeConfig, base: Mapping[str, str]) -> dict[str, str]:
             "NAMESRV_SCAN_INTERVAL_S": str(config.scan_interval_s),
             # The web workers' counters, merged by /metrics (emptied at every start).
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir(config)),
+            # The static files collectstatic gathers and whitenoise serves.
+            STATIC_ROOT_ENV: str(static_root(config)),
             "NAMESRV_ACL": "true" if config.acl_enabled else "false",
             # The web port serves HTTPS itself: secure cookies and HSTS (settings.py).
             "NAMESRV_WEB_HTTPS": "true" if config.tls.web else "false",
@@ -239,8 +249,9 @@ def _default_allowed_hosts(config: NodeConfig) -> tuple[str, ...]:
 
 
 def manage_argv(*args: str) -> list[str]:
-    """``python manage.py ARGS`` with this interpreter."""
-    return [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
+    """``manage.py ARGS`` with this interpreter, through the project's command-line module
+    (an installed node has no checkout and so no ``manage.py``)."""
+    return [sys.executable, "-m", "namesrv_site.cli", *args]
 
 
 def migrate_argvs() -> list[list[str]]:
@@ -249,6 +260,12 @@ def migrate_argvs() -> list[list[str]]:
         manage_argv("migrate", "--noinput", "-v", "0", "--database", database)
         for database in (SHARED_DB, PROJECTION_DB)
     ]
+
+
+def collectstatic_argv() -> list[str]:
+    """Gather the static files into ``NAMESRV_STATIC_ROOT`` (hashed names, gzip copies),
+    which the web process's whitenoise serves; run before the web process starts."""
+    return manage_argv("collectstatic", "--noinput", "-v", "0")
 
 
 def gateway_argv(config: NodeConfig) -> list[str]:

@@ -1,13 +1,13 @@
 """``run_node``: start one node's processes from its config file and keep them together.
 
 The supervisor is the one process an init system (systemd, a container runtime)
-starts on a host. It migrates the node's databases, starts the gateway, the web
-process and, with Redis configured, the scan worker and beat; writes each one's
-output to ``<data_dir>/<name>.log``; and stays until SIGTERM/SIGINT, then stops
-them in order (web and Celery first, the gateway last, so clients are not cut
-mid-request). When one of them dies, the supervisor stops the others and exits
-non-zero, so the init system restarts the node as a whole instead of leaving
-half a node answering.
+starts on a host. It migrates the node's databases (while ``collectstatic`` gathers
+the web process's static files), starts the gateway, the web process and, with
+Redis configured, the scan worker and beat; writes each one's output to
+``<data_dir>/<name>.log``; and stays until SIGTERM/SIGINT, then stops them in order
+(web and Celery first, the gateway last, so clients are not cut mid-request). When
+one of them dies, the supervisor stops the others and exits non-zero, so the init
+system restarts the node as a whole instead of leaving half a node answering.
 """
 
 from __future__ import annotations
@@ -125,6 +125,32 @@ def migrate(config: NodeConfig, env: Mapping[str, str]) -> None:
             )
 
 
+def collect_static(config: NodeConfig, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``collectstatic`` into the node's static folder (its output in
+    ``collectstatic.log``); :func:`collected` waits for it."""
+    with open(config.data_dir / "collectstatic.log", "ab") as log:
+        return subprocess.Popen(
+            processes.collectstatic_argv(),
+            cwd=processes.PROJECT_DIR,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def collected(config: NodeConfig, collecting: subprocess.Popen[bytes]) -> None:
+    """Wait for :func:`collect_static`; SupervisorError with the log's tail when it failed."""
+    try:
+        code = collecting.wait(timeout=MIGRATE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        collecting.kill()
+        code = collecting.wait()
+    if code != 0:
+        log_path = config.data_dir / "collectstatic.log"
+        raise SupervisorError(f"collectstatic failed (exit {code}), {log_path}:\n{_tail(log_path)}")
+
+
 def stop(running: list[Child], grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM in STOP_ORDER, SIGKILL whatever is still there after ``grace_s``."""
     order = {name: i for i, name in enumerate(STOP_ORDER)}
@@ -157,7 +183,14 @@ def run_node(
     stop_requested = stop_event or threading.Event()
     prepare_data_dir(config)
     env = processes.node_env(config, os.environ if base_env is None else base_env)
-    migrate(config, env)
+    collecting = collect_static(config, env)
+    try:
+        migrate(config, env)
+    except BaseException:
+        collecting.kill()
+        collecting.wait()
+        raise
+    collected(config, collecting)
     processes.ready_file(config).unlink(missing_ok=True)
     processes.reset_metrics_dir(config)
     running = children(config)

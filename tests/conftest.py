@@ -16,6 +16,22 @@ from raftstore.raft import VERIFY_OWN_ENTRIES_ENV
 os.environ.setdefault(VERIFY_OWN_ENTRIES_ENV, "1")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's own Django renders pages without a ``collectstatic``: its static files
+    keep their plain names and whitenoise finds them in the apps' folders. Processes the
+    tests launch collect and serve them as a node does (node.processes)."""
+    from django.test.utils import override_settings
+
+    override_settings(
+        STORAGES={
+            "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+            "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        },
+        STATIC_ROOT=None,
+        WHITENOISE_USE_FINDERS=True,
+    ).enable()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every database test may use both databases: the shared one (accounts, runs)
     and the node's projection (namesrv_app.db_router). pytest-django allows only

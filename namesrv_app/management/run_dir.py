@@ -104,7 +104,7 @@ def apply_run_dir(run_dir: Path | None) -> None:
 
 
 def _from_manage_py() -> bool:
-    return Path(sys.argv[0]).name == "manage.py"
+    return Path(sys.argv[0]).name in ("manage.py", "raft-namesrv")
 
 
 def _without_run_dir(argv: list[str]) -> list[str]:

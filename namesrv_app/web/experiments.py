@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from experiments.scenarios import SCENARIOS
 from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from namesrv_app.roles import is_operator
 from namesrv_app.web.views import _context, console_view
+from node.processes import manage_argv
 from spark_jobs import report, report_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -86,11 +86,10 @@ class ExperimentLaunchForm(forms.Form):
     )
 
     def command(self, out_root: Path) -> list[str]:
-        """The ``manage.py run_experiment`` argv of the validated choices."""
+        """The ``run_experiment`` argv of the validated choices (through the project's
+        command-line module, which an installed host has too)."""
         data = self.cleaned_data
-        return [
-            sys.executable,
-            str(REPO_ROOT / "manage.py"),
+        return manage_argv(
             "run_experiment",
             data["scenario"],
             "--mode",
@@ -102,7 +101,7 @@ class ExperimentLaunchForm(forms.Form):
             "--out",
             str(out_root),
             "--analyze",
-        ]
+        )
 
     def log_path(self, out_root: Path) -> Path:
         """A fresh log file name for this launch."""

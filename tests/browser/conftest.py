@@ -128,7 +128,15 @@ def console_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleNo
             "NAMESRV_ACL_SECRET_KEY_FILE": str(gateway.admin_secret_file),
             # The accounts of this test only, not the repository's run/dev.sqlite3.
             "DATABASE_URL": f"sqlite:///{folder / 'shared.sqlite3'}",
+            # Collected below and served with hashed names, as on a launched node.
+            "NAMESRV_STATIC_ROOT": str(folder / "static"),
         }
+        collecting = _start(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+            env,
+            folder / "collectstatic.log",
+        )
+        procs.append(collecting)
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
             cwd=REPO_ROOT,
@@ -150,6 +158,7 @@ def console_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleNo
             check=True,
             capture_output=True,
         )
+        assert collecting.wait(START_TIMEOUT_S) == 0, (folder / "collectstatic.log").read_text()
         web_port = free_port()
         procs.append(
             _start(

@@ -25,6 +25,7 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
+from tests.integration.static_links import assert_served_for_good, console_static_links
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -112,6 +113,19 @@ def test_a_broker_registered_on_node_one_is_not_visible_on_node_two(
     # Eventual mode: nodes never talk, so node 2 never heard of the broker.
     assert code_n2 == ResponseCode.TOPIC_NOT_EXIST
     assert route_n2 is None
+
+
+def test_every_web_process_serves_the_consoles_static_files_hashed_and_cached_for_good(
+    summary: dict[str, Any], run_dir: Path
+) -> None:
+    # cluster up collected them once into the run folder; every node serves that copy.
+    assert (run_dir / "static" / "staticfiles.json").is_file()
+    for node in summary["nodes"]:
+        base = f"http://127.0.0.1:{node['web_port']}"
+        links = console_static_links(base)
+        assert {link.split("/")[-1].split(".")[0] for link in links} >= {"console", "favicon"}
+        for link in links:
+            assert_served_for_good(base, link)
 
 
 def test_a_second_up_in_the_same_run_folder_is_refused(

@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
+from localcluster.readiness import wait_until
 from localcluster.tls_files import CertFiles, make_ca
 from node.processes import worker_argv
+from tests.integration.redis_tls_probe import ECHOED
 from tests.redis_tls import RedisTlsServer, redis_tls_server
 
 pytestmark = pytest.mark.slow
@@ -53,6 +55,15 @@ def process_env(redis_url: str, folder: Path) -> dict[str, str]:
     }
 
 
+def _task_done(worker_log: Path) -> bool:
+    """True once the worker logged the probe's ``celery.accumulate`` as done, echoing it."""
+    text = worker_log.read_text(encoding="utf-8", errors="replace")
+    return any(
+        "celery.accumulate" in line and "succeeded" in line and repr(ECHOED) in line
+        for line in text.splitlines()
+    )
+
+
 def probe(env: dict[str, str], *args: str) -> dict[str, Any]:
     """Run tests/integration/redis_tls_probe.py; its JSON line."""
     done = subprocess.run(
@@ -83,14 +94,21 @@ def test_celery_channels_and_beat_work_over_rediss_checking_the_servers_ca(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    log_path = tmp_path / "worker.log"
     try:
         result = probe(env)
+        # The task the probe sent ran (there is no result backend to read it from).
+        wait_until(
+            lambda: _task_done(log_path),
+            what="the probe's task in the worker log",
+            timeout_s=PROBE_TIMEOUT_S,
+        )
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=WORKER_STOP_TIMEOUT_S)
-    worker_log = (tmp_path / "worker.log").read_text(encoding="utf-8", errors="replace")
+    worker_log = log_path.read_text(encoding="utf-8", errors="replace")
     assert result == {
-        "celery": {"ok": ["over", "tls"]},
+        "celery": {"ok": [{"ok": "pong"}]},
         "channels": {"ok": "over tls"},
         "beat_lock": {"ok": True},
     }, worker_log[-3000:]
@@ -113,6 +131,6 @@ def test_every_redis_client_refuses_a_server_its_ca_did_not_sign(
 
     result = probe(process_env(url, tmp_path), "--no-worker")
 
-    assert set(result) == {"celery_broker", "celery_results", "channels", "beat_lock"}
+    assert set(result) == {"celery_broker", "channels", "beat_lock"}
     for client in result:
         assert CERTIFICATE_REFUSED in result[client].get("error", ""), (client, result)

@@ -91,6 +91,10 @@ def test_three_nodes_from_their_config_files_replicate_and_stop_cleanly(tmp_path
         # The node's own files hold its config, its logs and its Raft journal.
         data = paths[0].parent / "data"
         assert (data / "gateway.log").exists() and (data / "raft").is_dir()
+        # ... and the static files the supervisor collected for the web process (these
+        # nodes run the production profile, which redirects plain HTTP: the files are
+        # fetched in test_cluster_lifecycle.py).
+        assert (data / "static" / "staticfiles.json").is_file()
         assert (data / "internal.secret").stat().st_mode & 0o077 == 0
     finally:
         for node in nodes:

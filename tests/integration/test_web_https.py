@@ -36,8 +36,8 @@ from node.processes import (
     reset_metrics_dir,
     web_argv,
 )
-from node.supervise import prepare_data_dir
-from tools import ports
+from node.supervise import collect_static, collected, prepare_data_dir
+from tools import ports, process_facts
 
 pytestmark = pytest.mark.slow
 LOOPBACK = "127.0.0.1"
@@ -141,10 +141,12 @@ def https_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpsWeb]:
     """The web process of a node with ``[tls] web = true``, and an account in its database."""
     folder = tmp_path_factory.mktemp("web-https")
     config, ca_file = _config(folder, ports.free_port())
-    # As run_node does: the internal secret, the member list, the web metrics folder.
+    # As run_node does: the internal secret, the member list, the web metrics folder,
+    # the static files.
     prepare_data_dir(config)
     reset_metrics_dir(config)
     env = node_env(config, _clean_environment())
+    collected(config, collect_static(config, env))
     log = folder / "web.log"
     with open(log, "wb") as out:
         web = subprocess.Popen(
@@ -258,13 +260,7 @@ def test_the_console_marks_its_session_and_csrf_cookies_secure(https_web: HttpsW
 
 
 def test_the_key_password_is_on_no_command_line(https_web: HttpsWeb) -> None:
-    lines = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                lines.append((proc / "cmdline").read_bytes().replace(b"\0", b" "))
-            except OSError:
-                continue  # a process that ended meanwhile
-    web_line = (Path("/proc") / str(https_web.pid) / "cmdline").read_bytes().replace(b"\0", b" ")
-    assert b"node.web_tls --ssl-keyfile-password-file" in web_line
-    assert not [line for line in lines if KEY_PASSWORD.encode() in line]
+    lines = [" ".join(argv) for argv in process_facts.command_lines()]
+    web_line = " ".join(process_facts.command_line(https_web.pid))
+    assert "node.web_tls --ssl-keyfile-password-file" in web_line
+    assert not [line for line in lines if KEY_PASSWORD in line]

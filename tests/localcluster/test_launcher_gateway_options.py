@@ -17,7 +17,7 @@ from localcluster.launcher import (
     with_gateway_options,
     write_cluster_file,
 )
-from node.config import DEFAULT_SKEW_ALLOWANCE_MS
+from node.config_schema import DEFAULT_SKEW_ALLOWANCE_MS
 
 
 def _raft_plan(tmp_path: Path) -> ClusterPlan:

@@ -363,7 +363,7 @@ def test_a_valid_launch_starts_the_command_detached(
         str(tmp_path / "console-runs"),
         "--analyze",
     ]
-    assert argv[1].endswith("manage.py")
+    assert argv[1:3] == ["-m", "namesrv_site.cli"]
     assert log_path.parent == tmp_path / "console-runs"
 
 

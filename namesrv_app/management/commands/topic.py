@@ -197,7 +197,7 @@ class Command(ProjectCommand):
             env = node_env(load_node_config(source), os.environ)
         except (NodeConfigError, OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
-        if Path(sys.argv[0]).name != "manage.py":
+        if Path(sys.argv[0]).name not in ("manage.py", "raft-namesrv"):
             raise CommandError("--run-dir and --config work from the command line only")
         sys.stdout.flush()
         sys.stderr.flush()
