@@ -350,7 +350,8 @@ def test_a_valid_launch_starts_the_command_detached(
     assert response.status_code == 302
     assert response["Location"].startswith("/experiments/?launched=console-raft-leader-kill-raft")
     [(argv, log_path)] = launches
-    assert argv[2:] == [
+    assert argv[1:3] == ["-m", "namesrv_site.cli"]
+    assert argv[3:] == [
         "run_experiment",
         "raft-leader-kill",
         "--mode",
@@ -363,7 +364,6 @@ def test_a_valid_launch_starts_the_command_detached(
         str(tmp_path / "console-runs"),
         "--analyze",
     ]
-    assert argv[1:3] == ["-m", "namesrv_site.cli"]
     assert log_path.parent == tmp_path / "console-runs"
 
 
