@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from experiment_history.schema import KIND_ROUTE_READ, PROCESS_FOLLOW_UP
+from experiment_history.schema import PROCESS_FOLLOW_UP
 from experiments.workload import Recorder, now_ms, read_route
 from remoting.client import RemotingClient
 
@@ -70,16 +70,7 @@ class FollowUpReader:
         result = await read_route(
             self.client, self.nodes[node], topic, self.timeout_s, self.consistency
         )
-        self.recorder.operation(
-            process=PROCESS_FOLLOW_UP,
-            kind=KIND_ROUTE_READ,
-            node=node,
-            topic=topic,
-            invoke_ms=result.invoke_ms,
-            complete_ms=result.complete_ms,
-            outcome=result.outcome,
-            value=result.value,
-        )
+        self.recorder.route_read(PROCESS_FOLLOW_UP, node, topic, result)
 
     async def close(self) -> None:
         """Wait for the reads in flight (they end within the last offset plus a timeout),

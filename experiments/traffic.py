@@ -37,7 +37,6 @@ from experiment_history.schema import (
     KIND_DELETE_TOPIC,
     KIND_EXPIRE,
     KIND_REGISTER,
-    KIND_ROUTE_READ,
     KIND_SEND,
     NO_VERSION,
     OUTCOME_ERROR,
@@ -103,16 +102,7 @@ class RouteView:
                 self.timing.request_timeout_s,
                 self.timing.consistency,
             )
-            self.recorder.operation(
-                process=self.name,
-                kind=KIND_ROUTE_READ,
-                node=node,
-                topic=topic,
-                invoke_ms=result.invoke_ms,
-                complete_ms=result.complete_ms,
-                outcome=result.outcome,
-                value=result.value,
-            )
+            self.recorder.route_read(self.name, node, topic, result)
             # topicRouteDataChanged: only a successful answer replaces the route.
             if result.outcome == OUTCOME_OK:
                 self.views[topic] = result.value

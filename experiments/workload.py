@@ -25,6 +25,7 @@ from typing import Any
 
 from experiment_history.runs import HistoryWriter
 from experiment_history.schema import (
+    KIND_ROUTE_READ,
     NO_MASTER_ADDR,
     NO_VERSION,
     OUTCOME_ERROR,
@@ -84,6 +85,19 @@ class Recorder:
     def stop(self) -> None:
         """Stop recording (rows offered afterwards are dropped)."""
         self.recording = False
+
+    def route_read(self, process: str, node: str, topic: str, result: ReadResult) -> int:
+        """Append one route read of ``topic`` from ``node`` (:func:`read_route`'s answer)."""
+        return self.operation(
+            process=process,
+            kind=KIND_ROUTE_READ,
+            node=node,
+            topic=topic,
+            invoke_ms=result.invoke_ms,
+            complete_ms=result.complete_ms,
+            outcome=result.outcome,
+            value=result.value,
+        )
 
     def operation(
         self,
