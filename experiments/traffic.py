@@ -38,7 +38,6 @@ from experiment_history.schema import (
     KIND_EXPIRE,
     KIND_REGISTER,
     KIND_SEND,
-    NO_VERSION,
     OUTCOME_ERROR,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
@@ -332,7 +331,7 @@ class Prober:
             if result.outcome not in (OUTCOME_OK, OUTCOME_NOT_FOUND):
                 continue
             answers[(node, topic)] = result
-            self.recorder.node_state(round_ms, node, topic, result.value, NO_VERSION)
+            self.recorder.node_state(round_ms, node, topic, result.value, result.version)
             self._observe(node, topic, result)
         return answers
 

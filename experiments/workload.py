@@ -40,7 +40,12 @@ from remoting.bodies import decode_topic_route_data, encode_topic_route_data
 from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import STANDARD_JSON_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
+from remoting.consistency import (
+    CONSISTENCY_FIELD,
+    CONSISTENCY_LINEARIZABLE,
+    CONSISTENCY_LOCAL,
+    ROUTES_VERSION_FIELD,
+)
 from remoting.errors import BodyDecodeError
 from remoting.model import MASTER_ID, DataVersion, QueueData, TopicConfig, TopicRouteData
 
@@ -97,6 +102,7 @@ class Recorder:
             complete_ms=result.complete_ms,
             outcome=result.outcome,
             value=result.value,
+            version=result.version,
         )
 
     def operation(
@@ -190,6 +196,15 @@ class ReadResult:
     value: str
     invoke_ms: int
     complete_ms: int
+    version: int = NO_VERSION
+    """The answering node's routes version (ext ``routesVersion``), when it answered."""
+
+
+def answered_version(answer: RemotingCommand) -> int:
+    """Ext ``routesVersion`` of a route answer; :data:`NO_VERSION` when absent or garbled
+    (a node of an older release)."""
+    text = (answer.ext_fields or {}).get(ROUTES_VERSION_FIELD, "")
+    return int(text) if text.isdigit() else NO_VERSION
 
 
 async def read_route(
@@ -214,14 +229,14 @@ async def read_route(
         return ReadResult(outcome, "", invoke, now_ms())
     done = now_ms()
     if answer.code == ResponseCode.TOPIC_NOT_EXIST:
-        return ReadResult(OUTCOME_NOT_FOUND, "", invoke, done)
+        return ReadResult(OUTCOME_NOT_FOUND, "", invoke, done, answered_version(answer))
     if answer.code != ResponseCode.SUCCESS or not answer.body:
         return ReadResult(OUTCOME_ERROR, "", invoke, done)
     try:
         value = route_value(decode_topic_route_data(answer.body))
     except BodyDecodeError:
         return ReadResult(OUTCOME_ERROR, "", invoke, done)
-    return ReadResult(OUTCOME_OK, value, invoke, done)
+    return ReadResult(OUTCOME_OK, value, invoke, done, answered_version(answer))
 
 
 # ---------------------------------------------------------------------------- brokers

@@ -44,7 +44,7 @@ from raftstore.zone import (
 from remoting import bodies
 from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
-from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
+from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, ROUTES_VERSION_FIELD
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_int, header_str, require_int, require_str
 from remoting.model import TopicList
@@ -435,6 +435,9 @@ class RequestDispatcher:
     def route_answer(self, request: RemotingCommand) -> RemotingCommand:
         """105: the cached route body; 17 when unknown; 1 while not ready.
 
+        Both answers carry ext ``routesVersion``, this node's routes version read before
+        the body (:data:`~remoting.consistency.ROUTES_VERSION_FIELD`).
+
         The body is the cached one of the applied state (see
         :class:`~gateway.route_cache.RouteCache`), in the request's JSON style.
         """
@@ -447,10 +450,15 @@ class RequestDispatcher:
         ext = request.ext_fields or {}
         topic = ext.get("topic")
         standard = wants_standard_json(request)
+        # Read before the body: the answer's routes are at least this new.
+        answered = {ROUTES_VERSION_FIELD: str(cache.versions.routes_version())}
         body = None if topic is None else cache.route_body(topic, standard=standard)
         if body is None:
             return make_response(
-                request, ResponseCode.TOPIC_NOT_EXIST, remark=route_not_found_remark(topic)
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                remark=route_not_found_remark(topic),
+                ext_fields=answered,
             )
         zone_name = ext.get(ZONE_NAME_EXT_FIELD)
         if (
@@ -459,7 +467,7 @@ class RequestDispatcher:
             and zone_filter_requested(ext.get(ZONE_MODE_EXT_FIELD), zone_name)
         ):
             body = self._zone_filtered_route_body(topic, zone_name) or body
-        return make_response(request, _SUCCESS, body=body)
+        return make_response(request, _SUCCESS, body=body, ext_fields=answered)
 
     def _zone_filtered_route_body(self, topic: str, zone_name: str) -> bytes | None:
         """5.x ZoneRouteRPCHook: the route for one zone, re-encoded in the plain style."""

@@ -71,6 +71,7 @@ from remoting.acl_policy import RemotingAcl
 from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.connection import Connection
+from remoting.consistency import ROUTES_VERSION_FIELD
 from remoting.errors import ProtocolError
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
 from remoting.limits import (
@@ -280,11 +281,19 @@ class ReadFront:
         if request.code == _ROUTE and (acl is None or not acl.guards(_ROUTE)):
             key = shared_route_key(request)
             if key is not None:
+                # Read before the topic's version, as the gateway does before its body.
+                routes_version = self.versions.routes_version()
                 version = self.versions.version(key[0])
                 answer = self.answers.get(key, version)
                 if answer is not None:
                     self.hits += 1
-                    return make_response(request, answer[0], remark=answer[1], body=answer[2])
+                    return make_response(
+                        request,
+                        answer[0],
+                        remark=answer[1],
+                        body=answer[2],
+                        ext_fields={ROUTES_VERSION_FIELD: str(routes_version)},
+                    )
                 return self._fetch_route(request, conn, key, version)
         if (
             request.code in handoff.BROKER_CODES

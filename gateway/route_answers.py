@@ -18,8 +18,10 @@ computed again at the next read: an answer is never served past a change its rea
 could see.
 
 :class:`RouteVersions` layout (native byte order, one host): one 8-byte epoch (bumped
-when every answer goes stale) followed by ``SLOTS`` 8-byte counters; a topic's slot is
-its CRC-32 modulo ``SLOTS``. Two topics sharing a slot only cost an extra computation.
+when every answer goes stale), the node's routes version (the table's ``routes_version``,
+which every route answer carries in ext ``routesVersion``), then ``SLOTS`` 8-byte
+counters; a topic's slot is its CRC-32 modulo ``SLOTS``. Two topics sharing a slot only
+cost an extra computation.
 Every counter is an aligned 8-byte word written by one process (the gateway), so a reader
 sees either the old or the new value. Without a read front the counters live in private
 memory.
@@ -36,7 +38,9 @@ from typing import Generic, TypeVar
 
 SLOTS = 1 << 16
 _WORD = 8
-FILE_BYTES = (SLOTS + 1) * _WORD
+_HEADER_WORDS = 2
+"""The epoch, then the routes version."""
+FILE_BYTES = (SLOTS + _HEADER_WORDS) * _WORD
 
 Version = tuple[int, int]
 """(epoch, topic counter) of :class:`RouteVersions`."""
@@ -47,8 +51,8 @@ A = TypeVar("A")
 
 
 def slot_of(topic: str) -> int:
-    """The counter slot of ``topic`` (1-based: slot 0 is the epoch)."""
-    return 1 + zlib.crc32(topic.encode("utf-8", "surrogatepass")) % SLOTS
+    """The counter slot of ``topic`` (after the two header words)."""
+    return _HEADER_WORDS + zlib.crc32(topic.encode("utf-8", "surrogatepass")) % SLOTS
 
 
 class RouteVersions:
@@ -86,7 +90,18 @@ class RouteVersions:
         """(epoch, counter) of ``topic``: an answer held at this version is current."""
         words = self._words
         # slot_of, inlined: this runs once per route query.
-        return words[0], words[1 + zlib.crc32(topic.encode("utf-8", "surrogatepass")) % SLOTS]
+        return words[0], words[
+            _HEADER_WORDS + zlib.crc32(topic.encode("utf-8", "surrogatepass")) % SLOTS
+        ]
+
+    def routes_version(self) -> int:
+        """The routes version of the table the current answers come from: read it before
+        an answer, and the answer's routes are at least that new."""
+        return self._words[1]
+
+    def set_routes_version(self, version: int) -> None:
+        """Writer (under the replicator's lock, after the apply that reached ``version``)."""
+        self._words[1] = version
 
     def bump(self, topic: str) -> None:
         """Writer: answers of ``topic`` computed before now are stale."""

@@ -55,6 +55,7 @@ class RouteCache:
         # read without it by hits.
         self.answers: RouteAnswers[RouteKey, Version, bytes] = RouteAnswers(entries_max)
         self.versions = RouteVersions.private()
+        self.versions.set_routes_version(replicator.read(lambda table: table.routes_version))
         self._topics_by_broker: dict[str, set[str]] = {}
         self._brokers_by_topic: dict[str, tuple[str, ...]] = {}
         self._config: NamesrvConfig = replicator.read(lambda table: table.config)
@@ -77,21 +78,24 @@ class RouteCache:
 
     def share_versions(self, versions: RouteVersions) -> None:
         """Version answers by ``versions`` (a file a read front reads) from now on."""
-        self.replicator.read(lambda table: self._use_versions(versions, table.config))
+        self.replicator.read(lambda table: self._use_versions(versions, table))
 
-    def _use_versions(self, versions: RouteVersions, config: NamesrvConfig) -> None:
+    def _use_versions(self, versions: RouteVersions, table: RouteTable) -> None:
         self.versions = versions
-        self._forget_all(config)
+        self._forget_all(table)
 
     # -- invalidation (under the replicator's lock) -------------------------------------
 
     def _applied(self, command: Command, result: ApplyResult) -> None:
-        """Apply listener: bump the topics whose answer this apply may have changed."""
+        """Apply listener: bump the topics whose answer this apply may have changed, then
+        publish the table's routes version (after the bumps: a reader that sees the new
+        version sees the stale answers gone)."""
         changes = result.changes
         if not changes.affects_routes:
             return
+        # Re-entrant: the apply thread already holds the replicator's lock.
         if changes.config:
-            self._forget_all(self.replicator.read(lambda table: table.config))
+            self.replicator.read(self._forget_all)
             return
         for namespace, key in changes.kv:
             if namespace == NAMESPACE_ORDER_TOPIC_CONFIG:
@@ -101,6 +105,7 @@ class RouteCache:
         for broker_name in changes.broker_names:
             for topic in tuple(self._topics_by_broker.get(broker_name, ())):
                 self._forget(topic)
+        self.versions.set_routes_version(self.replicator.read(lambda table: table.routes_version))
 
     def _forget(self, topic: str) -> None:
         """Make the topic's held answers stale and stop indexing its brokers."""
@@ -112,19 +117,20 @@ class RouteCache:
                 if not topics:
                     del self._topics_by_broker[broker_name]
 
-    def _forget_all(self, config: NamesrvConfig) -> None:
+    def _forget_all(self, table: RouteTable) -> None:
         self.versions.bump_all()
         self.answers.clear()
         self._topics_by_broker = {}
         self._brokers_by_topic = {}
-        self._config = config
+        self._config = table.config
+        self.versions.set_routes_version(table.routes_version)
 
     def _snapshot_installed(self, applied_index: int) -> None:
         self.clear()
 
     def clear(self) -> None:
         """Make every answer stale (a snapshot replaced the whole table)."""
-        self.replicator.read(lambda table: self._forget_all(table.config))
+        self.replicator.read(self._forget_all)
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -15,3 +15,11 @@ CONSISTENCY_LOCAL = "local"
 CONSISTENCY_LINEARIZABLE = "linearizable"
 """Answer after a no-op barrier committed through the leader (raft mode)."""
 CONSISTENCY_LEVELS = (CONSISTENCY_LOCAL, CONSISTENCY_LINEARIZABLE)
+
+ROUTES_VERSION_FIELD = "routesVersion"
+"""The ext field of every GET_ROUTEINFO_BY_TOPIC answer (found or TOPIC_NOT_EXIST): the
+answering node's routes version, a count of the applied commands that could change a
+route, read before the answer, so the answer's routes are at least that new. Raft nodes
+apply one log, so their versions compare across nodes; an eventual-mode node counts its
+own applies, so its versions compare only with its own. Clients that do not know the
+field ignore it, as they ignore every ext field they do not read."""

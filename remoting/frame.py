@@ -96,11 +96,12 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
     """The header exactly as fastjson writes a RemotingCommand: sorted keys, nulls omitted."""
     _check_range("opaque", cmd.opaque, _INT32_MIN, _INT32_MAX)
     fields = (cmd.code, cmd.flag, cmd.language, cmd.remark, cmd.version)
-    if cmd.ext_fields is None:
-        # Answers without ext fields (every route answer) differ only by opaque.
-        before, after = _cached_json_header_around_opaque(*fields)
-    else:
-        before, after = _json_header_around_opaque(*fields, fastjson.dumps(cmd.ext_fields))
+    ext = cmd.ext_fields
+    # Route answers differ only by opaque and their routes version, which stays the same
+    # until a route changes, so their headers repeat (docs/BENCHMARKS.md, "route answers
+    # carry their routes version").
+    items = None if ext is None else tuple(ext.items())
+    before, after = _cached_json_header_around_opaque(*fields, items)
     return b"%b%d%b" % (before, cmd.opaque, after)
 
 
@@ -110,15 +111,15 @@ def _json_header_around_opaque(
     language: LanguageCode | None,
     remark: str | None,
     version: int,
-    ext_fields_json: str | None = None,
+    ext_items: tuple[tuple[str, str], ...] | None = None,
 ) -> tuple[bytes, bytes]:
     """A JSON header cut where its opaque goes: the bytes before it and after it."""
     _check_range("code", code, _INT32_MIN, _INT32_MAX)
     _check_range("version", version, _INT32_MIN, _INT32_MAX)
     _check_range("flag", flag, _INT32_MIN, _INT32_MAX)
     before = f'{{"code":{code:d}'
-    if ext_fields_json is not None:
-        before += ',"extFields":' + ext_fields_json
+    if ext_items is not None:
+        before += ',"extFields":' + fastjson.dumps(dict(ext_items))
     before += f',"flag":{flag:d}'
     if language is not None:
         before += f',"language":"{language.name}"'

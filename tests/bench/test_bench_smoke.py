@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from bench import consume, cores, first_failover, route_query, split_registration, storm
+from bench import (
+    answer_encode,
+    consume,
+    cores,
+    first_failover,
+    route_query,
+    split_registration,
+    storm,
+)
 
 TINY_QUERY_SCALE = dataclasses.replace(
     route_query.SCALES["small"], warmup_s=0.1, measure_s=0.3, paced_s=0.2, idle_sample_s=0.1
@@ -170,3 +178,17 @@ def test_first_failover_bench_times_a_leader_kill_on_a_fresh_cluster(tmp_path: P
     assert result["failover_s"] is not None and 0 < result["failover_s"] < 10, result
     assert result["term"] is not None and result["term"] >= 2, result
     assert len(result["leader_seen_s"]) == 2, result
+
+
+def test_answer_encode_bench_prints_the_version_s_cost_against_the_bare_answer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert answer_encode.main() == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    figures = {row.split(" | ")[0][2:]: row.split(" | ")[1:] for row in rows[1:]}
+    assert set(figures) == {
+        "no ext fields (baseline)",
+        "routesVersion, header cached",
+        "routesVersion, new each answer",
+    }
+    assert all(float(us) > 0 for us, _ratio in figures.values())

@@ -10,9 +10,11 @@ already changed: docs/EXPERIMENTS.md shows that history.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +105,24 @@ def test_the_cut_node_refuses_linearizable_reads_instead_of_answering_stale(
     ]
     assert cut_reads, "the clients kept asking the cut node"
     assert all(r["outcome"] not in ("ok", "not_found") for r in cut_reads)
+
+
+def test_every_answered_read_records_the_node_s_routes_version(outcome: RunOutcome) -> None:
+    """Ext ``routesVersion`` reaches the history: every answered read and node sample has a
+    version, and one client's reads of one node never see it go backwards."""
+    answered = [
+        r
+        for r in iter_rows(outcome.run_dir, "operations")
+        if r["kind"] == "route_read" and r["outcome"] in ("ok", "not_found")
+    ]
+    assert answered and all(r["version"] >= 0 for r in answered)
+    samples = list(iter_rows(outcome.run_dir, "node_states"))
+    assert samples and all(s["version"] >= 0 for s in samples)
+    by_client_node: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in answered:
+        by_client_node.setdefault((r["process"], r["node"]), []).append(r)
+    for reads in by_client_node.values():
+        reads.sort(key=lambda r: r["invoke_ms"])
+        for before, after in itertools.pairwise(reads):
+            if before["complete_ms"] <= after["invoke_ms"]:
+                assert after["version"] >= before["version"], (before, after)

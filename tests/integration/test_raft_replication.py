@@ -11,6 +11,8 @@ import pytest
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand
+from remoting.consistency import ROUTES_VERSION_FIELD
 from tests.integration.gateway_harness import wait_until
 from tests.integration.raft_cluster_harness import (
     DIGEST_CHECKPOINTS,
@@ -42,6 +44,33 @@ def test_a_broker_registered_through_node_2_is_routed_by_node_3(
     assert [bd.broker_addrs for bd in route.broker_datas] == [{0: broker(1).addr}]
     wait_until(lambda: cluster.nodes[0].invoke(route_frame(topic_of(1))).code == 0)
     assert all(s["has_quorum"] for s in cluster.converged())
+
+
+def test_nodes_that_applied_the_same_log_answer_with_the_same_routes_version(
+    cluster: RaftGatewayCluster,
+) -> None:
+    """Ext ``routesVersion`` counts applied route changes, so it compares across raft nodes;
+    a registration that changes a route moves it on every node."""
+    before = agreed_routes_version(cluster, topic_of(1))
+    assert cluster.nodes[0].invoke(register_frame(7)).code == ResponseCode.SUCCESS
+    assert agreed_routes_version(cluster, topic_of(7)) > before
+
+
+def agreed_routes_version(cluster: RaftGatewayCluster, topic: str) -> int:
+    """The routes version every node answers with once converged (the liveness scan may
+    apply an expiry between two reads: then converge and ask again)."""
+    answers: set[int] = set()
+    for _ in range(20):
+        cluster.converged()
+        answers = {routes_version(n.invoke(route_frame(topic))) for n in cluster.nodes}
+        if len(answers) == 1:
+            return answers.pop()
+    raise AssertionError(f"the nodes never agreed on a routes version: {answers}")
+
+
+def routes_version(answer: RemotingCommand) -> int:
+    """The answering node's routes version (on found and TOPIC_NOT_EXIST answers alike)."""
+    return int((answer.ext_fields or {})[ROUTES_VERSION_FIELD])
 
 
 def test_node_status_reports_the_raft_state(cluster: RaftGatewayCluster) -> None:

@@ -27,6 +27,7 @@ from remoting.bodies import decode_topic_route_data
 from remoting.client import RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.consistency import ROUTES_VERSION_FIELD
 from remoting.frame import FrameDecoder, encode_frame
 from remoting.model import DataVersion
 from tests.integration.gateway_harness import GatewayProcess, wait_until
@@ -87,11 +88,18 @@ def is_dead(pid: int) -> bool:
     return not process_facts.is_running(pid)
 
 
+def routes_version(answer: RemotingCommand) -> int:
+    """The answering node's routes version (ext ``routesVersion``)."""
+    return int((answer.ext_fields or {})[ROUTES_VERSION_FIELD])
+
+
 def read_your_writes(
     writer: BlockingClient, reader: BlockingClient, topic: str, rounds: int
 ) -> None:
     """Each round re-registers ``topic`` with a new queue count over ``writer``; the next
-    read over ``reader`` (another connection) must show it."""
+    read over ``reader`` (another connection) must show it, with a routes version past
+    every answer of the rounds before (served by the front or fetched, the same)."""
+    seen = routes_version(route(reader, topic))
     for round_no in range(1, rounds + 1):
         answer = writer.invoke(
             register_request(
@@ -104,8 +112,13 @@ def read_your_writes(
         assert answer.code == ResponseCode.SUCCESS, answer
         # Read several times: the first read after the change fetches, the others are
         # served from the front's new copy.
+        versions = set()
         for _ in range(3):
-            assert queue_nums(route(reader, topic)) == round_no
+            answer = route(reader, topic)
+            assert queue_nums(answer) == round_no
+            versions.add(routes_version(answer))
+        assert min(versions) > seen, (round_no, versions, seen)
+        seen = max(versions)
 
 
 def test_no_route_answer_is_older_than_an_acknowledged_write(gateway: GatewayProcess) -> None:

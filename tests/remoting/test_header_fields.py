@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from remoting.codes import LanguageCode
-from remoting.command import RemotingCommand
+from remoting.command import RemotingCommand, make_response
 from remoting.errors import HeaderFieldError
-from remoting.frame import decode_frame
+from remoting.frame import decode_frame, encode_frame
 from remoting.headers import header_bool, header_int, header_str, require_int, require_str
 
 
@@ -92,3 +92,20 @@ def test_it_decodes_an_unknown_language_as_none_and_a_numeric_one_by_code() -> N
 def test_it_accepts_fastjson_leniencies_in_a_header() -> None:
     cmd = decode_frame(json_frame(b"{code:105,extFields:{'topic':'T'},opaque:'4'}"))
     assert (cmd.code, cmd.opaque, cmd.ext_fields) == (105, 4, {"topic": "T"})
+
+
+def test_each_answer_s_header_carries_its_own_ext_fields_through_the_header_cache() -> None:
+    """Headers are kept per (code, remark, ext fields): answers alike but for one ext
+    value, or for the order of two, each decode to exactly what was encoded."""
+    request = RemotingCommand.request(105, {"topic": "T"})
+    variants = [
+        {"routesVersion": "7"},
+        {"routesVersion": "8"},
+        {"routesVersion": "7"},
+        {"a": "1", "b": "2"},
+        {"b": "2", "a": "1"},
+        {},
+    ]
+    for ext in variants * 2:
+        frame = encode_frame(make_response(request, 0, ext_fields=dict(ext), body=b"{}"))
+        assert decode_frame(frame).ext_fields == ext
