@@ -33,6 +33,8 @@ KIND_DELETE_TOPIC = "delete_topic"
 KIND_CREATE_TOPIC = "create_topic"
 KIND_BROKER_DOWN = "broker_down"
 READ_KINDS = frozenset({KIND_ROUTE_READ})
+PROCESS_ADMIN = "admin"
+"""The process of an admin's topic write (create or delete on some NameServers)."""
 PROCESS_FOLLOW_UP = "follow-up-reader"
 """The process of the reads right after each acknowledged write (experiments.follow_up):
 not a client, so its bursts are no client's poll interval."""

@@ -11,10 +11,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiment_history.schema import KIND_REGISTER, OUTCOME_OK, OUTCOME_TIMEOUT
 from experiments.config import ExperimentConfig
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
 from experiments.follow_up import FollowUpReader
 from experiments.progress import Progress, silent
+from experiments.registers import RegisterLog, with_broker
 from experiments.workload import BrokerFleet, Recorder, now_ms
 from remoting.client import RemotingClient
 
@@ -38,6 +40,7 @@ class ExperimentContext:
     truth_overrides: dict[str, str] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
+    registers: RegisterLog = field(default_factory=RegisterLog)
     _truth: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -87,18 +90,76 @@ class ExperimentContext:
         """The fleet model changed (a broker died or left): update the ground truth."""
         self.record_truth(broker, kind)
 
-    def acknowledged(self, broker: str, kind: str, acks: list[tuple[str, int]]) -> None:
-        """A write of ``broker`` was acknowledged by the nodes in ``acks`` (node, ack ms):
-        the truth changes at the first ack, and the follow-up reader (when there is one)
-        then reads the changed topics from the other nodes. No ack: the model changed
-        anyway (a broker that stopped is gone), stamped now."""
+    async def broker_write(
+        self, broker: str, kind: str, call: Callable[[], Awaitable[list[tuple[str, int]]]]
+    ) -> list[tuple[str, int]]:
+        """Send a registration or unregistration of ``broker`` (``call`` returns the
+        (node, ack ms) of every node that acknowledged it) and record it.
+
+        Every watched topic of the broker whose register value it changes gets one write
+        (:meth:`sent`), valued as the register's latest value with the broker's share
+        added or removed (:mod:`experiments.registers`). The ground truth changes at the
+        first ack (no ack: now, a broker that stopped is gone either way), and the
+        follow-up reader (when there is one) reads the changed topics from the other
+        nodes.
+        """
+        sim = self.fleet.brokers[broker]
+        item = sim.route_item if kind == KIND_REGISTER else None
+        changes = []
+        for topic in self.topics:
+            if topic not in sim.topics or topic in self.truth_overrides:
+                continue
+            latest = self.registers.latest(topic)
+            value = with_broker(latest, broker, None if item is None else item(topic))
+            if value != latest:
+                changes.append((topic, value))
+        acks = await self.sent(broker, kind, changes, call, broker=broker)
         if not acks:
             self.record_truth(broker, kind)
-            return
+            return acks
         node, ack_ms = min(acks, key=lambda ack: ack[1])
         changed = self.record_truth(broker, kind, ack_ms)
         if self.follow_up is not None and changed:
             self.follow_up.after_ack(node, ack_ms, changed)
+        return acks
+
+    async def sent(
+        self,
+        process: str,
+        kind: str,
+        changes: list[tuple[str, str]],
+        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+        *,
+        broker: str = "",
+    ) -> list[tuple[str, int]]:
+        """Await ``call``, a write that sets each (topic, value) of ``changes``, and record
+        one write per topic at its RPC: invoked when sent, complete at the first ack
+        (none: pending, ``timeout``, it may have happened or not).
+
+        The register knows the write from the moment it is sent, so the prober, which may
+        see its effect before the ack comes back, never mistakes it for one of the
+        system's own."""
+        invoke_ms = now_ms()
+        handles = [(t, v, self.registers.record(t, invoke_ms, None, v)) for t, v in changes]
+        acks = await call()
+        first = min(acks, key=lambda ack: ack[1]) if acks else None
+        complete_ms = now_ms() if first is None else first[1]
+        for topic, value, handle in handles:
+            if first is not None:
+                self.registers.complete(topic, handle, complete_ms)
+            self.recorder.operation(
+                process=process,
+                kind=kind,
+                node="" if first is None else first[0],
+                topic=topic,
+                invoke_ms=invoke_ms,
+                complete_ms=complete_ms,
+                outcome=OUTCOME_OK if first is not None else OUTCOME_TIMEOUT,
+                value=value,
+                broker=broker,
+                extra={"acked_by": sorted(node for node, _ in acks)},
+            )
+        return acks
 
     def truth_topic(self, topic: str, value: str, kind: str) -> None:
         """A topic's true route is now ``value`` (created or deleted by an admin)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import random
 import time
@@ -298,6 +299,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         ctx.nodes,
         ctx.topics,
         ctx.recorder,
+        ctx.registers,
         sample_ms=cfg.sample_ms,
         timeout_s=cfg.request_timeout_s,
         process=process,
@@ -366,7 +368,7 @@ def _churn_broker(template: SimBroker, topics: Sequence[str], queues: int) -> Si
 
 async def _churn(ctx: ExperimentContext, stop: asyncio.Event) -> int:
     """Until ``stop``: the churn broker registers, then unregisters, every ``churn_ms``;
-    each change is true from its first acknowledgement on (``ctx.acknowledged``).
+    each change is true from its first acknowledgement on (``ctx.broker_write``).
 
     Topics the scenario itself rewrites (a deleted or admin-created topic) are left out,
     so the churn never undoes the fault. Returns the number of route changes driven.
@@ -375,19 +377,18 @@ async def _churn(ctx: ExperimentContext, stop: asyncio.Event) -> int:
     for topic in [t for t in broker.topics if t in ctx.truth_overrides]:
         del broker.topics[topic]
     changes = 0
+    stop_churn = functools.partial(ctx.fleet.stop_graceful, CHURN_BROKER)
+    start_churn = functools.partial(ctx.fleet.start_acknowledged, CHURN_BROKER)
     while not stop.is_set():
         if broker.alive:
-            acks = await ctx.fleet.stop_graceful(CHURN_BROKER)
-            ctx.acknowledged(CHURN_BROKER, KIND_UNREGISTER, acks)
+            await ctx.broker_write(CHURN_BROKER, KIND_UNREGISTER, stop_churn)
         else:
-            acks = await ctx.fleet.start_acknowledged(CHURN_BROKER)
-            ctx.acknowledged(CHURN_BROKER, KIND_REGISTER, acks)
+            await ctx.broker_write(CHURN_BROKER, KIND_REGISTER, start_churn)
         changes += 1
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), ctx.config.churn_ms / 1000)
     if broker.alive:
-        acks = await ctx.fleet.stop_graceful(CHURN_BROKER)
-        ctx.acknowledged(CHURN_BROKER, KIND_UNREGISTER, acks)
+        await ctx.broker_write(CHURN_BROKER, KIND_UNREGISTER, stop_churn)
         changes += 1
     return changes
 

@@ -10,6 +10,7 @@ rows with the real start and end times.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from experiment_history.schema import (
     KIND_DELETE_TOPIC,
     KIND_REGISTER,
     KIND_UNREGISTER,
+    PROCESS_ADMIN,
     route_brokers,
 )
 from experiments.context import ExperimentContext
@@ -138,8 +140,9 @@ class BrokerStop(Scenario):
 
     async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
         victim = ctx.brokers_of(ctx.focus_topic)[0]
-        ctx.truth_changed(victim, KIND_BROKER_DOWN)
-        await ctx.fleet.stop_graceful(victim)
+        await ctx.broker_write(
+            victim, KIND_UNREGISTER, functools.partial(ctx.fleet.stop_graceful, victim)
+        )
         return [FaultSpec(FAULT_STOP_BROKER, victim, {})]
 
 
@@ -439,7 +442,13 @@ class PartialTopicDelete(Scenario):
             broker.bump_version()
         reached = ctx.cluster.node_ids[0]
         ctx.truth_topic(topic, "", KIND_DELETE_TOPIC)
-        ok = await delete_topic_on(ctx.admin, ctx.nodes[reached], topic, ctx.timeout_s)
+
+        async def delete() -> list[tuple[str, int]]:
+            ok = await delete_topic_on(ctx.admin, ctx.nodes[reached], topic, ctx.timeout_s)
+            return [(reached, now_ms())] if ok else []
+
+        acks = await ctx.sent(PROCESS_ADMIN, KIND_DELETE_TOPIC, [(topic, "")], delete)
+        ok = bool(acks)
         missed = ctx.cluster.node_ids[1:]
         return [
             FaultSpec(
@@ -471,8 +480,16 @@ class TopicSubset(Scenario):
         # wrote to one NameServer), so its full registrations never spread it.
         probe = SimBroker(owner.name, owner.addr, {NEW_TOPIC: config}, [], DataVersion())
         target = ctx.cluster.node_ids[0]
-        ctx.truth_topic(NEW_TOPIC, probe.route_item(NEW_TOPIC).encode(), KIND_CREATE_TOPIC)
-        ok = await register_topic_on(ctx.admin, ctx.nodes[target], NEW_TOPIC, probe, ctx.timeout_s)
+        value = probe.route_item(NEW_TOPIC).encode()
+        ctx.truth_topic(NEW_TOPIC, value, KIND_CREATE_TOPIC)
+
+        async def create() -> list[tuple[str, int]]:
+            addr = ctx.nodes[target]
+            ok = await register_topic_on(ctx.admin, addr, NEW_TOPIC, probe, ctx.timeout_s)
+            return [(target, now_ms())] if ok else []
+
+        acks = await ctx.sent(PROCESS_ADMIN, KIND_CREATE_TOPIC, [(NEW_TOPIC, value)], create)
+        ok = bool(acks)
         return [
             FaultSpec(
                 FAULT_TOPIC_SUBSET,
@@ -516,9 +533,14 @@ class RegistrationStorm(Scenario):
             ctx.fleet.brokers[name] = broker
 
     async def inject(self, ctx: ExperimentContext) -> list[FaultSpec]:
-        for name in self.names:
-            ctx.fleet.start_broker(name)
-            ctx.truth_changed(name, KIND_REGISTER)
+        await asyncio.gather(
+            *(
+                ctx.broker_write(
+                    n, KIND_REGISTER, functools.partial(ctx.fleet.start_acknowledged, n)
+                )
+                for n in self.names
+            )
+        )
         return [
             FaultSpec(
                 FAULT_STORM,
@@ -532,9 +554,12 @@ class RegistrationStorm(Scenario):
         ]
 
     async def heal(self, ctx: ExperimentContext) -> None:
-        await asyncio.gather(*(ctx.fleet.stop_graceful(n) for n in self.names))
-        for name in self.names:
-            ctx.truth_changed(name, KIND_UNREGISTER)
+        await asyncio.gather(
+            *(
+                ctx.broker_write(n, KIND_UNREGISTER, functools.partial(ctx.fleet.stop_graceful, n))
+                for n in self.names
+            )
+        )
 
 
 SCENARIOS: dict[str, type[Scenario]] = {

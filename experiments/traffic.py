@@ -44,6 +44,7 @@ from experiment_history.schema import (
     canonical_queues,
     route_brokers,
 )
+from experiments.registers import RegisterLog
 from experiments.workload import (
     BrokerFleet,
     ReadResult,
@@ -287,14 +288,17 @@ def change_kind(old: str, new: str) -> str:
 
 
 class Prober:
-    """Samples every node's route of every watched topic; infers the register's writes.
+    """Samples every node's route of every watched topic; infers the writes the system
+    makes on its own.
 
-    A node's route for a topic changes only through a write applied there (a
-    registration, an expiry, an unregister, a delete). The first time any node shows a
-    value that differs from the latest inferred write, that is a new write: it completes
-    when the probe that saw it completes, and it may have taken effect any time after the
-    previous write of the topic completed (a deliberately loose window, so a reported
-    violation is never an artefact of the window).
+    A node's route for a topic changes only through a write applied there. Writes the
+    harness sent are recorded at their RPC (``ExperimentContext.acknowledged``); what is
+    left is what the system does by itself: an expiry by a node's scan, a route a
+    broker's heartbeat brings back after one. When a node changes to a value no recorded
+    write can explain (:meth:`RegisterLog.candidates`), that is such a write: it
+    completes when the probe that saw it completes, and it took effect on that node after
+    the node's previous probe was sent. A node that keeps answering an old value changes
+    nothing: that is a stale read, never a write.
     """
 
     def __init__(
@@ -302,6 +306,7 @@ class Prober:
         nodes: dict[str, str],
         topics: Sequence[str],
         recorder: Recorder,
+        registers: RegisterLog,
         *,
         sample_ms: int,
         timeout_s: float,
@@ -310,13 +315,12 @@ class Prober:
         self.nodes = dict(nodes)
         self.topics = list(topics)
         self.recorder = recorder
+        self.registers = registers
         self.sample_ms = sample_ms
         self.timeout_s = timeout_s
         self.process = process
         self.client = RemotingClient()
-        self.latest: dict[str, str] = {}
-        self.latest_complete_ms: dict[str, int] = {}
-        self.last_seen: dict[tuple[str, str], str] = {}
+        self.last_seen: dict[tuple[str, str], ReadResult] = {}
         self.writes = 0
 
     async def sample(self) -> dict[tuple[str, str], ReadResult]:
@@ -332,21 +336,22 @@ class Prober:
                 continue
             answers[(node, topic)] = result
             self.recorder.node_state(round_ms, node, topic, result.value, result.version)
-            self._observe(node, topic, result)
+            self.observe(node, topic, result)
         return answers
 
     def baseline(self, answers: dict[tuple[str, str], ReadResult], since_ms: int) -> None:
         """Record the agreed value of every topic as its initial write at recording start."""
         start = self.recorder.started_ms
         self.writes = 0
+        self.registers.clear()
         for topic in self.topics:
-            values = [r.value for (n, t), r in answers.items() if t == topic]
-            value = values[0] if values else ""
-            self.latest[topic] = value
-            self.latest_complete_ms[topic] = start
+            found = [r for (n, t), r in answers.items() if t == topic]
+            value = found[0].value if found else ""
             for node in self.nodes:
-                self.last_seen[(node, topic)] = value
+                if (node, topic) in answers:
+                    self.last_seen[(node, topic)] = answers[(node, topic)]
             if value:
+                self.registers.record(topic, since_ms, start, value)
                 self.recorder.operation(
                     process="warmup",
                     kind=KIND_REGISTER,
@@ -358,32 +363,28 @@ class Prober:
                     value=value,
                 )
 
-    def _observe(self, node: str, topic: str, result: ReadResult) -> None:
+    def observe(self, node: str, topic: str, result: ReadResult) -> None:
+        """Take one answer of ``node`` for ``topic``; records a write when it is one."""
         previous = self.last_seen.get((node, topic))
-        self.last_seen[(node, topic)] = result.value
-        if previous is None or previous == result.value:
+        self.last_seen[(node, topic)] = result
+        if previous is None or previous.value == result.value:
             return
-        latest = self.latest.get(topic, "")
-        if result.value == latest:
+        if result.value in self.registers.candidates(topic, result.invoke_ms, result.complete_ms):
             return
         self.writes += 1
-        # The previous write's probe may have completed after this one started (probes of
-        # a round run in parallel): the window then opens at this probe's start, so a
-        # write never completes before it is invoked.
-        since = self.latest_complete_ms.get(topic, self.recorder.started_ms)
+        kind = change_kind(self.registers.latest(topic), result.value)
+        self.registers.record(topic, previous.invoke_ms, result.complete_ms, result.value)
         self.recorder.operation(
             process=self.process(node),
-            kind=change_kind(latest, result.value),
+            kind=kind,
             node=node,
             topic=topic,
-            invoke_ms=min(since, result.invoke_ms),
+            invoke_ms=previous.invoke_ms,
             complete_ms=result.complete_ms,
             outcome=OUTCOME_OK,
             value=result.value,
             extra={"inferred": True},
         )
-        self.latest[topic] = result.value
-        self.latest_complete_ms[topic] = result.complete_ms
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sample every ``sample_ms`` until ``stop``."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
+from spark_jobs.anomalies import anomaly_summary, classify_topics, not_exist_live_summary
 from spark_jobs.checker import CheckBudget, overall_verdict
 from spark_jobs.metrics import (
     GROUP,
@@ -26,7 +27,6 @@ from spark_jobs.metrics import (
     linearizability,
     linearizability_summary,
     load_history,
-    not_exist_for_live_topics,
     ownership_summary,
     queue_ownership,
     read_freshness,
@@ -48,7 +48,7 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in frame.collect()]
 
 
-JOBS_TOTAL = 17
+JOBS_TOTAL = 18
 """The Spark jobs ``analyze`` runs (for its "job k of n" lines)."""
 
 
@@ -80,8 +80,11 @@ def analyze(
     freshness = read_freshness(history).cache()
     timed("t_visibility", lambda: t_visibility(freshness))
     timed("k_staleness", lambda: k_staleness(freshness))
-    timed("not_exist_live", lambda: not_exist_for_live_topics(freshness))
     freshness.unpersist()
+    classified = classify_topics(history.operations).cache()
+    timed("anomalies", lambda: anomaly_summary(classified))
+    timed("not_exist_live", lambda: not_exist_live_summary(classified))
+    classified.unpersist()
     timed("divergence", lambda: divergence_summary(divergence_by_topic(history)))
     timed("stale_route", lambda: stale_route_windows(history))
     timed("dead_sends", lambda: dead_sends_summary(history))

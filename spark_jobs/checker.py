@@ -263,47 +263,43 @@ def check_register(
     return CheckResult(NOT_LINEARIZABLE, len(ops), meter.steps, ids, reason)
 
 
-def register_ops_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[RegisterOp]:
-    """Turn ``operations`` rows of one topic into register operations.
+def register_role(row: Mapping[str, Any]) -> tuple[bool, str, bool] | None:
+    """What an ``operations`` row is to the topic's register: (is_write, value, complete),
+    or None when it is no register operation.
 
     Reads: ``ok`` returns ``value``, ``not_found`` returns the absent route ``""``, errors
     and timeouts are dropped. Writes: ``ok`` is complete, ``error``/``timeout`` are pending
     (they may or may not have happened), ``not_found`` changed nothing and is dropped.
     Other kinds (sends, allocations) are not register operations.
     """
+    kind, outcome = row["kind"], row["outcome"]
+    if kind in READ_KINDS:
+        if outcome == OUTCOME_OK:
+            return False, row["value"] or ABSENT_VALUE, True
+        if outcome == OUTCOME_NOT_FOUND:
+            return False, ABSENT_VALUE, True
+        return None
+    if kind in WRITE_KINDS:
+        if outcome == OUTCOME_OK:
+            return True, row["value"] or ABSENT_VALUE, True
+        if outcome in (OUTCOME_ERROR, OUTCOME_TIMEOUT):
+            return True, row["value"] or ABSENT_VALUE, False
+    return None
+
+
+def register_ops_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[RegisterOp]:
+    """Turn ``operations`` rows of one topic into register operations (see
+    :func:`register_role` for which rows count and how)."""
     result: list[RegisterOp] = []
     for row in rows:
-        kind, outcome = row["kind"], row["outcome"]
-        if kind in READ_KINDS:
-            if outcome == OUTCOME_OK:
-                value = row["value"] or ABSENT_VALUE
-            elif outcome == OUTCOME_NOT_FOUND:
-                value = ABSENT_VALUE
-            else:
-                continue
-            result.append(
-                RegisterOp(
-                    row["op_id"],
-                    False,
-                    value,
-                    row["invoke_ms"],
-                    max(row["complete_ms"], row["invoke_ms"]),
-                )
-            )
-        elif kind in WRITE_KINDS:
-            if outcome == OUTCOME_OK:
-                # A recorder's clock can stamp a completion a millisecond before its
-                # invocation; such an operation is instantaneous, never inverted.
-                complete: int | None = max(row["complete_ms"], row["invoke_ms"])
-            elif outcome in (OUTCOME_ERROR, OUTCOME_TIMEOUT):
-                complete = None
-            else:
-                continue
-            result.append(
-                RegisterOp(
-                    row["op_id"], True, row["value"] or ABSENT_VALUE, row["invoke_ms"], complete
-                )
-            )
+        role = register_role(row)
+        if role is None:
+            continue
+        is_write, value, complete = role
+        # A recorder's clock can stamp a completion a millisecond before its
+        # invocation; such an operation is instantaneous, never inverted.
+        end = max(row["complete_ms"], row["invoke_ms"]) if complete else None
+        result.append(RegisterOp(row["op_id"], is_write, value, row["invoke_ms"], end))
     return result
 
 
@@ -348,16 +344,22 @@ def check_topics(operations: Any, budget: CheckBudget | None = None) -> Any:
     needed, unlike ``applyInPandas``), and each group is checked by the pure-Python core.
     Returns a DataFrame with the columns of ``RESULT_DDL``.
     """
+    budget = budget or CheckBudget()
+    groups = topic_groups(operations, CHECK_COLUMNS)
+    verdicts = groups.map(lambda item: _check_group(item, budget))
+    return operations.sparkSession.createDataFrame(verdicts, RESULT_DDL)
+
+
+def topic_groups(operations: Any, columns: Sequence[str]) -> Any:
+    """The register operations of a Spark ``operations`` DataFrame (with ``run_id``) as an
+    RDD of ((run_id, topic), rows), each row the tuple of ``columns``; shared by every job
+    that looks at one topic's register at a time (the checker, ``spark_jobs.anomalies``)."""
     from pyspark.sql import functions as F
 
-    budget = budget or CheckBudget()
     kinds = sorted(READ_KINDS | WRITE_KINDS)
-    relevant = operations.filter(F.col("kind").isin(kinds)).select(
-        "run_id", "topic", *CHECK_COLUMNS
-    )
+    relevant = operations.filter(F.col("kind").isin(kinds)).select("run_id", "topic", *columns)
     pairs = relevant.rdd.map(lambda r: ((r[0], r[1]), tuple(r[2:])))
-    verdicts = pairs.groupByKey().map(lambda item: _check_group(item, budget))
-    return operations.sparkSession.createDataFrame(verdicts, RESULT_DDL)
+    return pairs.groupByKey()
 
 
 def overall_verdict(verdicts: Iterable[str]) -> str:

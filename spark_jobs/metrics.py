@@ -211,20 +211,6 @@ def k_staleness(freshness: DataFrame, ks: Sequence[int] = K_VALUES) -> DataFrame
     ).orderBy(*GROUP, "k")
 
 
-def not_exist_for_live_topics(freshness: DataFrame) -> DataFrame:
-    """TOPIC_NOT_EXIST answers while the ground truth says the topic has a route."""
-    harmful = (F.col("outcome") == OUTCOME_NOT_FOUND) & (F.col("latest_value") != "")
-    return (
-        freshness.groupBy(*GROUP)
-        .agg(
-            F.count("*").alias("reads"),
-            F.sum(harmful.cast("long")).alias("not_exist_live"),
-        )
-        .withColumn("rate", F.col("not_exist_live") / F.col("reads"))
-        .orderBy(*GROUP)
-    )
-
-
 # ---------------------------------------------------------------------------- divergence
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from experiment_history.runs import find_runs, read_meta
+from spark_jobs.anomalies import anomaly_summary, classify_topics, not_exist_live_summary
 from spark_jobs.metrics import (
     History,
     dead_sends_summary,
@@ -23,7 +24,6 @@ from spark_jobs.metrics import (
     divergence_summary,
     latency_percentiles,
     load_history,
-    not_exist_for_live_topics,
     ownership_summary,
     queue_ownership,
     read_freshness,
@@ -50,7 +50,7 @@ def _per_run_history(history: History) -> History:
     are runs."""
 
     def retag(frame: DataFrame) -> DataFrame:
-        # Cached: the six jobs of per_run_tables read each table again.
+        # Cached: the jobs of per_run_tables read each table again.
         return frame.withColumn("scenario", F.col("run_id")).cache()
 
     return History(
@@ -65,9 +65,11 @@ def per_run_tables(spark: SparkSession, history_root: Path | str) -> dict[str, R
     """The report's per-mode tables computed per run; each row's ``run_id`` names it."""
     runs = _per_run_history(load_history(spark, history_root))
     freshness = read_freshness(runs).cache()
+    classified = classify_topics(runs.operations).cache()
     jobs: dict[str, Callable[[], DataFrame]] = {
         "t_visibility": lambda: t_visibility(freshness),
-        "not_exist_live": lambda: not_exist_for_live_topics(freshness),
+        "not_exist_live": lambda: not_exist_live_summary(classified),
+        "anomalies": lambda: anomaly_summary(classified),
         "divergence": lambda: divergence_summary(divergence_by_topic(runs)),
         "dead_sends": lambda: dead_sends_summary(runs),
         "ownership": lambda: ownership_summary(queue_ownership(runs)),
@@ -78,6 +80,7 @@ def per_run_tables(spark: SparkSession, history_root: Path | str) -> dict[str, R
         rows = [row.asDict(recursive=True) for row in job().collect()]
         tables[name] = [{**row, "run_id": row["scenario"]} for row in rows]
     freshness.unpersist()
+    classified.unpersist()
     for frame in (runs.operations, runs.writes, runs.faults, runs.node_states):
         frame.unpersist()
     return tables

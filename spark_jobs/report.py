@@ -100,9 +100,25 @@ SECTIONS = (
         keys=("op_class",),
     ),
     Section(
+        "anomalies",
+        "Read anomalies (reads)",
+        "Every route read that answered, checked against the acknowledged writes of its "
+        "topic and given at most one class (counts are reads; examples as run/op id). "
+        "never_written: the client got a route no write produced (or only a later one), so "
+        "it may send to brokers that never served the topic. not_exist_live: it was told "
+        "TOPIC_NOT_EXIST while every write that could be in effect kept the topic, so its "
+        "send or subscription failed for a live topic. stale_read: it got a route some "
+        "acknowledged write had already replaced before it asked. non_monotonic_read: it "
+        "got a route older than one it had already seen, so it went back in time. "
+        "version_backwards counts reads whose node version fell below one the same client "
+        "saw before (raft: any node; eventual: the same node), whatever the class.",
+        "No route read was recorded.",
+    ),
+    Section(
         "not_exist_live",
         "TOPIC_NOT_EXIST for live topics",
-        "Reads answered TOPIC_NOT_EXIST while the topic had live brokers.",
+        "Reads answered TOPIC_NOT_EXIST while every write that could be in effect kept "
+        "the topic present (the not_exist_live class of the read anomalies).",
         "No route read was recorded.",
     ),
     Section(

@@ -138,6 +138,9 @@ DOUBLE_OWNED = Measure("double_owned_s", "a queue owned by two consumers for", S
 DOUBLE_CHECKPOINTS = _share("double_owned_pct", "rebalance checkpoints with a doubly owned queue")
 NOT_EXIST_LIVE = Measure("not_exist_live", "TOPIC_NOT_EXIST for a live topic", "reads")
 NOT_LINEARIZABLE = Measure("not_linearizable_topics", "topics not linearizable", "topics")
+STALE_CLASSED = Measure("stale_read", "reads of a route already replaced", "reads")
+NON_MONOTONIC = Measure("non_monotonic_read", "reads older than one the client had seen", "reads")
+NEVER_WRITTEN = Measure("never_written", "reads of a route never written", "reads")
 
 
 def fresh_measure(bucket_ms: float) -> Measure:
@@ -244,6 +247,11 @@ EXTRACTORS: dict[str, Extractor] = {
         (DOUBLE_CHECKPOINTS, "double_share", _first_number, 100.0),
     ),
     "not_exist_live": _columns((NOT_EXIST_LIVE, "not_exist_live", _sum, 1.0)),
+    "anomalies": _columns(
+        (STALE_CLASSED, "stale_read", _sum, 1.0),
+        (NON_MONOTONIC, "non_monotonic_read", _sum, 1.0),
+        (NEVER_WRITTEN, "never_written", _sum, 1.0),
+    ),
     "linearizability": _columns((NOT_LINEARIZABLE, "not_linearizable", _sum, 1.0)),
     "latency": _latency,
 }

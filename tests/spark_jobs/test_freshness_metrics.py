@@ -1,10 +1,11 @@
-"""t-visibility, k-staleness and TOPIC_NOT_EXIST for live topics on run r1 ("fresh")."""
+"""t-visibility and k-staleness on run r1 ("fresh"); TOPIC_NOT_EXIST for live topics is a
+class of ``spark_jobs.anomalies`` (tests/spark_jobs/test_anomalies.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_jobs.metrics import k_staleness, not_exist_for_live_topics, read_freshness, t_visibility
+from spark_jobs.metrics import k_staleness, read_freshness, t_visibility
 from tests.spark_jobs.conftest import rows_of
 
 pytestmark = pytest.mark.slow
@@ -27,8 +28,3 @@ def test_it_gives_the_share_of_reads_within_k_versions(history):
     assert {r["k"]: r["p_within_k"] for r in rows} == pytest.approx(
         {0: 3 / 6, 1: 4 / 6, 2: 5 / 6, 3: 5 / 6}
     )
-
-
-def test_it_counts_topic_not_exist_answers_for_a_live_topic(history):
-    [row] = rows_of(not_exist_for_live_topics(read_freshness(history)), "fresh")
-    assert (row["reads"], row["not_exist_live"]) == (6, 1)

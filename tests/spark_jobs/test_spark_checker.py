@@ -25,8 +25,8 @@ def test_the_cli_writes_tables_plots_and_an_overall_verdict(spark, history_root,
     captured = capsys.readouterr()
     printed = json.loads(captured.out.strip().splitlines()[-1])
     assert printed["overall"] == {"eventual": "not_linearizable"}
-    assert "Spark job 1 of 17: t_visibility ..." in captured.err
-    assert "Spark job 17 of 17: counterexamples done in" in captured.err
+    assert "Spark job 1 of 18: t_visibility ..." in captured.err
+    assert "Spark job 18 of 18: counterexamples done in" in captured.err
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {
         "t_visibility",
@@ -35,6 +35,7 @@ def test_the_cli_writes_tables_plots_and_an_overall_verdict(spark, history_root,
         "ownership",
         "latency",
         "route_changes",
+        "anomalies",
         "counterexample_operations",
     } <= set(summary)
     assert summary["linearizability"][0]["not_linearizable"] == 1

@@ -1,0 +1,389 @@
+"""Every route read classified against the acknowledged writes of its topic.
+
+Each topic's route is a register (as in :mod:`spark_jobs.checker`); where the checker gives
+one verdict per topic, this module names what is wrong with each read. Over the write
+intervals [invoke, complete] (microseconds; a write that failed or timed out is pending: it
+may take effect any time after its call, or never), a read is at most one of, in this order
+of precedence:
+
+1. ``never_written``: it returned a route no write of the topic had, or only a write invoked
+   after the read completed (a value from the future).
+2. ``not_exist_live``: it returned the absent route (TOPIC_NOT_EXIST, or an empty route)
+   while every write that could be in effect left the topic present.
+3. ``stale_read``: it returned a route some write produced, but every write of that route
+   was definitely superseded before the read was invoked.
+4. ``non_monotonic_read``: the same client, on the same topic, had completed a read before
+   this one was invoked whose every possible source write comes after every possible
+   source write of this one.
+
+A write is *definitely superseded* before a read when another write was invoked after it
+completed and itself completed before the read was invoked (a pending write supersedes
+nothing). A write *could be in effect* during a read when it was invoked by the read's
+completion and is not definitely superseded before the read's invocation; those writes of
+the read's value are its *possible sources*. The topic starts absent: an implicit write of
+``""`` before everything. Intervals that touch count as concurrent, as in the checker.
+
+Versions: when two reads of one client carry versions >= 0 and a later one is lower, the
+read counts in ``version_backwards`` too, but classes go by values only. In ``raft`` mode a
+version is the routes version every node reaches by applying the one Raft log, so it
+compares across nodes; in eventual mode each node numbers its own changes, so only
+versions of the same node are compared.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+from spark_jobs.checker import ABSENT_VALUE, register_role, topic_groups
+
+OK = "ok"
+NEVER_WRITTEN = "never_written"
+NOT_EXIST_LIVE = "not_exist_live"
+STALE_READ = "stale_read"
+NON_MONOTONIC_READ = "non_monotonic_read"
+CLASSES = (NEVER_WRITTEN, NOT_EXIST_LIVE, STALE_READ, NON_MONOTONIC_READ)
+"""The anomaly classes in order of precedence (a read gets the first that applies)."""
+VERSION_BACKWARDS = "version_backwards"
+RAFT_MODE = "raft"
+"""The mode whose routes versions (one Raft log applied everywhere) compare across nodes."""
+EXAMPLES_PER_CLASS = 3
+"""Op ids kept per class, per topic and again per report group."""
+TIME_MIN_US = -(2**62)
+TIME_MAX_US = 2**62
+"""Before every operation (the implicit initial write) / never (a pending write's end)."""
+US_PER_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TimedWrite:
+    """A write of one topic's route: the value it leaves, its interval in microseconds;
+    a pending write (error, timeout) ends at :data:`TIME_MAX_US`."""
+
+    value: str
+    invoke_us: int
+    complete_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimedRead:
+    """A route read that answered: ``value`` ``""`` is the absent route."""
+
+    op_id: int
+    process: str
+    node: str
+    value: str
+    invoke_us: int
+    complete_us: int
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """A read's possible source writes: the earliest invocation and latest completion
+    among them."""
+
+    oldest_invoke_us: int
+    newest_complete_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadVerdict:
+    """One read's class (:data:`OK` or one of :data:`CLASSES`) and whether its version
+    went backwards for its client."""
+
+    op_id: int
+    process: str
+    anomaly: str
+    version_backwards: bool = False
+
+
+class _ValueWrites:
+    """The writes of one value, indexed to answer "possible sources of a read" in log time."""
+
+    def __init__(self, writes: Sequence[TimedWrite], superseded_at: list[int]) -> None:
+        paired = zip(writes, superseded_at, strict=True)
+        by_complete = sorted(paired, key=lambda p: p[0].complete_us)
+        # Superseding is monotone in the completion (a later completion leaves fewer writes
+        # invoked after it), so the writes superseded before a read are a prefix here.
+        self._superseded = [at for _, at in by_complete]
+        invokes = [w.invoke_us for w, _ in by_complete]
+        self._oldest_after = list(accumulate(reversed(invokes), min))[::-1]
+        by_invoke = sorted(writes, key=lambda w: w.invoke_us)
+        self.invokes = [w.invoke_us for w in by_invoke]
+        self._newest_before = list(accumulate((w.complete_us for w in by_invoke), max))
+
+    def sources(self, read: TimedRead) -> Sources | None:
+        """The read's possible sources among these writes, None when there are none."""
+        first = bisect_left(self._superseded, read.invoke_us)
+        if first == len(self._superseded) or self._oldest_after[first] > read.complete_us:
+            return None
+        # The newest write invoked by the read's end is never superseded when any is not.
+        newest = self._newest_before[bisect_right(self.invokes, read.complete_us) - 1]
+        return Sources(self._oldest_after[first], newest)
+
+
+class TopicWrites:
+    """The writes of one topic, with the implicit initial write of the absent route."""
+
+    def __init__(self, writes: Iterable[TimedWrite]) -> None:
+        every = [TimedWrite(ABSENT_VALUE, TIME_MIN_US, TIME_MIN_US), *writes]
+        by_invoke = sorted(every, key=lambda w: w.invoke_us)
+        self._invokes = [w.invoke_us for w in by_invoke]
+        ends = [w.complete_us for w in by_invoke] + [TIME_MAX_US]
+        self._first_end_after = list(accumulate(reversed(ends), min))[::-1]
+        grouped: dict[str, list[TimedWrite]] = {}
+        for write in every:
+            grouped.setdefault(write.value, []).append(write)
+        self._by_value = {
+            value: _ValueWrites(group, [self.superseded_at(w) for w in group])
+            for value, group in grouped.items()
+        }
+
+    def superseded_at(self, write: TimedWrite) -> int:
+        """The time from which ``write`` is definitely superseded: the earliest completion
+        of a write invoked after it completed (:data:`TIME_MAX_US`: never)."""
+        return self._first_end_after[bisect_right(self._invokes, write.complete_us)]
+
+    def sources(self, read: TimedRead) -> Sources | None:
+        """The read's possible sources: writes of its value that could be in effect."""
+        found = self._by_value.get(read.value)
+        return None if found is None else found.sources(read)
+
+    def written_by(self, value: str, time_us: int) -> bool:
+        """Whether some write of ``value`` was invoked by ``time_us``."""
+        found = self._by_value.get(value)
+        return found is not None and found.invokes[0] <= time_us
+
+
+def _alone(writes: TopicWrites, read: TimedRead) -> tuple[str, Sources | None]:
+    """The read's class against the writes alone (every class but non-monotonic)."""
+    sources = writes.sources(read)
+    if sources is not None:
+        return OK, sources
+    if read.value != ABSENT_VALUE and not writes.written_by(read.value, read.complete_us):
+        return NEVER_WRITTEN, None
+    return (NOT_EXIST_LIVE if read.value == ABSENT_VALUE else STALE_READ), None
+
+
+def _earlier_sweep(reads: Sequence[TimedRead]) -> Iterable[tuple[TimedRead, list[TimedRead]]]:
+    """Each read of one client (by invocation) with the reads newly completed before its
+    invocation (each earlier read is handed out once, to the first read it precedes)."""
+    by_complete = sorted(reads, key=lambda r: (r.complete_us, r.op_id))
+    done = 0
+    for read in sorted(reads, key=lambda r: (r.invoke_us, r.op_id)):
+        start = done
+        while done < len(by_complete) and by_complete[done].complete_us < read.invoke_us:
+            done += 1
+        yield read, by_complete[start:done]
+
+
+def _non_monotonic(reads: Sequence[TimedRead], sources: Mapping[int, Sources]) -> set[int]:
+    """Op ids of one client's reads older than a read it completed before invoking them."""
+    found: set[int] = set()
+    newest_floor = TIME_MIN_US
+    for read, earlier in _earlier_sweep(reads):
+        for prior in earlier:
+            if prior.op_id in sources:
+                newest_floor = max(newest_floor, sources[prior.op_id].oldest_invoke_us)
+        own = sources.get(read.op_id)
+        if own is not None and own.newest_complete_us < newest_floor:
+            found.add(read.op_id)
+    return found
+
+
+def _versions_backwards(reads: Sequence[TimedRead], across_nodes: bool) -> set[int]:
+    """Op ids of one client's reads whose version is below that of a read it completed
+    before (same node only unless ``across_nodes``); reads without a version are skipped."""
+    found: set[int] = set()
+    highest: dict[str, int] = {}
+    for read, earlier in _earlier_sweep(reads):
+        for prior in earlier:
+            if prior.version >= 0:
+                key = "" if across_nodes else prior.node
+                highest[key] = max(highest.get(key, prior.version), prior.version)
+        key = "" if across_nodes else read.node
+        if read.version >= 0 and read.version < highest.get(key, -1):
+            found.add(read.op_id)
+    return found
+
+
+def classify_reads(
+    reads: Sequence[TimedRead], writes: Iterable[TimedWrite], versions_across_nodes: bool = False
+) -> list[ReadVerdict]:
+    """The verdict of every read of one topic (in the order given)."""
+    index = TopicWrites(writes)
+    alone = {read.op_id: _alone(index, read) for read in reads}
+    sources = {op_id: found for op_id, (_, found) in alone.items() if found is not None}
+    by_client: dict[str, list[TimedRead]] = {}
+    for read in reads:
+        by_client.setdefault(read.process, []).append(read)
+    older: set[int] = set()
+    backwards: set[int] = set()
+    for own in by_client.values():
+        older |= _non_monotonic(own, sources)
+        backwards |= _versions_backwards(own, versions_across_nodes)
+    verdicts = []
+    for read in reads:
+        anomaly = alone[read.op_id][0]
+        if anomaly == OK and read.op_id in older:
+            anomaly = NON_MONOTONIC_READ
+        verdicts.append(ReadVerdict(read.op_id, read.process, anomaly, read.op_id in backwards))
+    return verdicts
+
+
+def interval_us(row: Mapping[str, Any]) -> tuple[int, int]:
+    """A row's [invoke, complete] in microseconds: the ``_us`` columns when set, else the
+    ``_ms`` ones times 1000; a completion stamped before its invocation is instantaneous."""
+    invoke = row.get("invoke_us")
+    complete = row.get("complete_us")
+    if invoke is None:
+        invoke = int(row["invoke_ms"]) * US_PER_MS
+    if complete is None:
+        complete = int(row["complete_ms"]) * US_PER_MS
+    return int(invoke), max(int(complete), int(invoke))
+
+
+def split_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[TimedRead], list[TimedWrite]]:
+    """One topic's ``operations`` rows as reads and writes (which rows count, and how, as
+    for the checker: :func:`spark_jobs.checker.register_role`)."""
+    reads: list[TimedRead] = []
+    writes: list[TimedWrite] = []
+    for row in rows:
+        role = register_role(row)
+        if role is None:
+            continue
+        is_write, value, complete = role
+        invoke, end = interval_us(row)
+        if is_write:
+            writes.append(TimedWrite(value, invoke, end if complete else TIME_MAX_US))
+        else:
+            version = row.get("version")
+            reads.append(
+                TimedRead(
+                    int(row["op_id"]),
+                    str(row.get("process") or ""),
+                    str(row.get("node") or ""),
+                    value,
+                    invoke,
+                    end,
+                    -1 if version is None else int(version),
+                )
+            )
+    return reads, writes
+
+
+def classify_rows(
+    rows: Iterable[Mapping[str, Any]], versions_across_nodes: bool = False
+) -> list[ReadVerdict]:
+    """:func:`classify_reads` over raw ``operations`` rows of one topic."""
+    reads, writes = split_rows(rows)
+    return classify_reads(reads, writes, versions_across_nodes)
+
+
+# ------------------------------------------------------------------------------- Spark
+
+ROW_COLUMNS = (
+    "mode",
+    "scenario",
+    "op_id",
+    "process",
+    "node",
+    "kind",
+    "outcome",
+    "value",
+    "version",
+    "invoke_ms",
+    "complete_ms",
+    "invoke_us",
+    "complete_us",
+)
+OPTIONAL_COLUMNS = ("invoke_us", "complete_us")
+"""Columns older and simulated histories lack (read as null, so the ``_ms`` ones count)."""
+COUNT_COLUMNS = (*CLASSES, VERSION_BACKWARDS)
+TOPIC_DDL = (
+    "run_id string, mode string, scenario string, topic string, reads long, "
+    + ", ".join(f"{name} long" for name in COUNT_COLUMNS)
+    + ", examples array<struct<anomaly:string,op_id:long>>"
+)
+
+
+def _topic_row(item: tuple[tuple[str, str], Iterable[tuple[Any, ...]]]) -> tuple[Any, ...]:
+    """Spark task body: one (run, topic) group's read count, class counts and examples."""
+    (run_id, topic), rows = item
+    # Sorted so the examples kept are the topic's first op ids, whatever the shuffle order.
+    dict_rows = sorted(
+        (dict(zip(ROW_COLUMNS, row, strict=True)) for row in rows), key=lambda r: r["op_id"]
+    )
+    mode, scenario = dict_rows[0]["mode"], dict_rows[0]["scenario"]
+    verdicts = classify_rows(dict_rows, versions_across_nodes=mode == RAFT_MODE)
+    counts = {name: 0 for name in COUNT_COLUMNS}
+    examples: list[tuple[str, int]] = []
+    for verdict in verdicts:
+        flagged = [verdict.anomaly] if verdict.anomaly != OK else []
+        flagged += [VERSION_BACKWARDS] if verdict.version_backwards else []
+        for name in flagged:
+            counts[name] += 1
+            if counts[name] <= EXAMPLES_PER_CLASS:
+                examples.append((name, verdict.op_id))
+    return (run_id, mode, scenario, topic, len(verdicts), *counts.values(), examples)
+
+
+def classify_topics(operations: Any) -> Any:
+    """Per (run, topic): reads that answered and each class's count and first op ids, from
+    a Spark ``operations`` DataFrame with ``run_id``, ``mode`` and ``scenario`` (columns of
+    ``TOPIC_DDL``). Grouped as the checker groups (``checker.topic_groups``)."""
+    from pyspark.sql import functions as F
+
+    for name in OPTIONAL_COLUMNS:
+        if name not in operations.columns:
+            operations = operations.withColumn(name, F.lit(None).cast("long"))
+    rows = topic_groups(operations, ROW_COLUMNS).map(_topic_row)
+    return operations.sparkSession.createDataFrame(rows, TOPIC_DDL)
+
+
+def anomaly_summary(per_topic: Any) -> Any:
+    """The ``anomalies`` table: per mode and scenario, the reads examined, each class's
+    count (reads) and up to :data:`EXAMPLES_PER_CLASS` examples per class as
+    ``"<class> <run_id>/<op_id>"``."""
+    from pyspark.sql import Window, functions as F
+
+    group = ("mode", "scenario")
+    counts = per_topic.groupBy(*group).agg(
+        F.sum("reads").alias("reads"), *(F.sum(name).alias(name) for name in COUNT_COLUMNS)
+    )
+    example = per_topic.select(*group, "run_id", F.explode("examples").alias("e")).select(
+        *group, "run_id", "e.anomaly", "e.op_id"
+    )
+    rank = F.row_number().over(Window.partitionBy(*group, "anomaly").orderBy("run_id", "op_id"))
+    picked = (
+        example.withColumn("rank", rank)
+        .filter(F.col("rank") <= EXAMPLES_PER_CLASS)
+        .groupBy(*group)
+        .agg(
+            F.sort_array(
+                F.collect_list(F.format_string("%s %s/%d", "anomaly", "run_id", "op_id"))
+            ).alias("examples")
+        )
+    )
+    return (
+        counts.join(picked, list(group), "left")
+        .withColumn("examples", F.coalesce("examples", F.array().cast("array<string>")))
+        .orderBy(*group)
+    )
+
+
+def not_exist_live_summary(per_topic: Any) -> Any:
+    """The ``not_exist_live`` table: per mode and scenario, reads, the reads classed
+    ``not_exist_live`` and their share (``rate``)."""
+    from pyspark.sql import functions as F
+
+    return (
+        per_topic.groupBy("mode", "scenario")
+        .agg(F.sum("reads").alias("reads"), F.sum(NOT_EXIST_LIVE).alias(NOT_EXIST_LIVE))
+        .withColumn("rate", F.col(NOT_EXIST_LIVE) / F.col("reads"))
+        .orderBy("mode", "scenario")
+    )

@@ -1,0 +1,108 @@
+"""Which writes the history holds: acknowledged ones at their RPC, and only what the system
+does on its own inferred by the prober (experiments/registers.py, experiments/traffic.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
+from experiment_history.schema import RouteItem, canonical_route
+from experiments.registers import INITIAL, RegisterLog, with_broker
+from experiments.traffic import Prober
+from experiments.workload import ReadResult, Recorder
+
+TOPIC = "topic-000"
+A = RouteItem("broker-a", "127.0.0.1:1", 4, 4, 6)
+B = RouteItem("broker-b", "127.0.0.1:2", 4, 4, 6)
+CHURN = RouteItem("broker-churn", "127.0.0.1:3", 4, 4, 6)
+BOTH = canonical_route([A, B])
+WITH_CHURN = canonical_route([A, B, CHURN])
+ONLY_A = canonical_route([A])
+
+
+def test_a_broker_s_share_is_added_and_removed_in_the_canonical_value() -> None:
+    assert with_broker(BOTH, "broker-churn", CHURN) == WITH_CHURN
+    assert with_broker(WITH_CHURN, "broker-churn", None) == BOTH
+    assert with_broker("", "broker-a", A) == ONLY_A
+
+
+def test_candidates_are_the_values_not_yet_superseded_when_the_read_starts() -> None:
+    log = RegisterLog()
+    assert log.candidates(TOPIC, 0, 10) == {INITIAL}
+    log.record(TOPIC, 0, 10, BOTH)
+    assert log.candidates(TOPIC, 5, 8) == {INITIAL, BOTH}, "the write is concurrent"
+    assert log.candidates(TOPIC, 11, 12) == {BOTH}
+    log.record(TOPIC, 20, 30, WITH_CHURN)
+    assert log.candidates(TOPIC, 25, 26) == {BOTH, WITH_CHURN}
+    assert log.candidates(TOPIC, 31, 32) == {WITH_CHURN}
+    assert log.latest(TOPIC) == WITH_CHURN
+    log.record(TOPIC, 40, None, BOTH)
+    assert log.candidates(TOPIC, 100, 101) == {WITH_CHURN, BOTH}, "a pending write may land"
+    assert log.latest(TOPIC) == WITH_CHURN
+
+
+def _prober(tmp_path: Path) -> tuple[Prober, RegisterLog, HistoryWriter]:
+    writer = HistoryWriter(tmp_path / "run", RunMeta("r", "unit", "raft", 1, ["n1", "n2"]))
+    recorder = Recorder(writer)
+    recorder.start()
+    registers = RegisterLog()
+    prober = Prober(
+        {"n1": "127.0.0.1:1", "n2": "127.0.0.1:2"},
+        [TOPIC],
+        recorder,
+        registers,
+        sample_ms=250,
+        timeout_s=1.0,
+        process=lambda node: f"ns-{node}",
+    )
+    return prober, registers, writer
+
+
+def _answer(value: str, at_ms: int) -> ReadResult:
+    return ReadResult("ok", value, at_ms, at_ms + 2)
+
+
+def _inferred(tmp_path: Path, writer: HistoryWriter) -> list[dict[str, Any]]:
+    writer.close()
+    return [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] != "route_read"]
+
+
+def test_the_prober_infers_only_what_no_recorded_write_explains(tmp_path: Path) -> None:
+    prober, registers, writer = _prober(tmp_path)
+    registers.record(TOPIC, 0, 10, BOTH)
+    prober.observe("n1", TOPIC, _answer(BOTH, 100))
+    prober.observe("n2", TOPIC, _answer(BOTH, 100))
+    # The churn's registration, acknowledged at 300: n1 follows, n2 lags behind.
+    registers.record(TOPIC, 290, 300, WITH_CHURN)
+    prober.observe("n1", TOPIC, _answer(WITH_CHURN, 350))
+    prober.observe("n2", TOPIC, _answer(BOTH, 350))
+    prober.observe("n2", TOPIC, _answer(WITH_CHURN, 600))
+    assert prober.writes == 0, "a lagging node and its catching up are no writes"
+    # broker-b expires on n1: the system acted on its own.
+    prober.observe("n1", TOPIC, _answer(canonical_route([A, CHURN]), 850))
+    # Its heartbeat brings it back: a value seen before, but superseded by the expiry.
+    prober.observe("n1", TOPIC, _answer(WITH_CHURN, 1_100))
+    assert prober.writes == 2
+    expire, back = _inferred(tmp_path, writer)
+    assert (expire["kind"], expire["node"], expire["invoke_ms"], expire["complete_ms"]) == (
+        "expire",
+        "n1",
+        350,
+        852,
+    ), "the window opens at that node's previous probe"
+    assert (back["kind"], back["value"], back["invoke_ms"]) == ("register", WITH_CHURN, 850)
+
+
+def test_a_stale_node_never_becomes_a_write(tmp_path: Path) -> None:
+    prober, registers, writer = _prober(tmp_path)
+    registers.record(TOPIC, 0, 10, WITH_CHURN)
+    prober.observe("n2", TOPIC, _answer(WITH_CHURN, 100))
+    registers.record(TOPIC, 200, 210, BOTH)
+    registers.record(TOPIC, 400, 410, WITH_CHURN)
+    registers.record(TOPIC, 600, 610, BOTH)
+    for at_ms in (700, 950, 1_200):
+        prober.observe("n2", TOPIC, _answer(WITH_CHURN, at_ms))
+    assert prober.writes == 0 and _inferred(tmp_path, writer) == []
+    asyncio.run(prober.close())
