@@ -13,7 +13,9 @@ import pyarrow as pa
 
 from remoting.model import PERM_READ, PERM_WRITE
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``operations`` gained ``invoke_us`` and ``complete_us`` (version 1 runs read them as
+null, and readers fall back to the millisecond columns)."""
 RUN_META_FILE = "run.json"
 
 OPERATIONS = "operations"
@@ -81,6 +83,8 @@ OPERATIONS_SCHEMA = pa.schema(
         ("version", pa.int64()),
         ("broker", pa.string()),
         ("extra", pa.string()),
+        ("invoke_us", pa.int64()),
+        ("complete_us", pa.int64()),
     ]
 )
 WRITES_SCHEMA = pa.schema(

@@ -17,7 +17,7 @@ from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
 from experiments.follow_up import FollowUpReader
 from experiments.progress import Progress, silent
 from experiments.registers import RegisterLog, with_broker
-from experiments.workload import BrokerFleet, Recorder, now_ms
+from experiments.workload import BrokerFleet, Recorder, now_ms, now_us
 from remoting.client import RemotingClient
 
 
@@ -94,7 +94,7 @@ class ExperimentContext:
         self, broker: str, kind: str, call: Callable[[], Awaitable[list[tuple[str, int]]]]
     ) -> list[tuple[str, int]]:
         """Send a registration or unregistration of ``broker`` (``call`` returns the
-        (node, ack ms) of every node that acknowledged it) and record it.
+        (node, ack µs) of every node that acknowledged it) and record it.
 
         Every watched topic of the broker whose register value it changes gets one write
         (:meth:`sent`), valued as the register's latest value with the broker's share
@@ -117,7 +117,8 @@ class ExperimentContext:
         if not acks:
             self.record_truth(broker, kind)
             return acks
-        node, ack_ms = min(acks, key=lambda ack: ack[1])
+        node, ack_us = min(acks, key=lambda ack: ack[1])
+        ack_ms = ack_us // 1_000
         changed = self.record_truth(broker, kind, ack_ms)
         if self.follow_up is not None and changed:
             self.follow_up.after_ack(node, ack_ms, changed)
@@ -133,31 +134,33 @@ class ExperimentContext:
         broker: str = "",
     ) -> list[tuple[str, int]]:
         """Await ``call``, a write that sets each (topic, value) of ``changes``, and record
-        one write per topic at its RPC: invoked when sent, complete at the first ack
-        (none: pending, ``timeout``, it may have happened or not).
+        one write per topic at its RPC: invoked when sent, complete at the first ack, in
+        microseconds (no ack: pending, ``timeout``, it may have happened or not).
 
         The register knows the write from the moment it is sent, so the prober, which may
         see its effect before the ack comes back, never mistakes it for one of the
         system's own."""
-        invoke_ms = now_ms()
-        handles = [(t, v, self.registers.record(t, invoke_ms, None, v)) for t, v in changes]
+        invoke_us = now_us()
+        handles = [(t, v, self.registers.record(t, invoke_us, None, v)) for t, v in changes]
         acks = await call()
         first = min(acks, key=lambda ack: ack[1]) if acks else None
-        complete_ms = now_ms() if first is None else first[1]
+        complete_us = now_us() if first is None else first[1]
         for topic, value, handle in handles:
             if first is not None:
-                self.registers.complete(topic, handle, complete_ms)
+                self.registers.complete(topic, handle, complete_us)
             self.recorder.operation(
                 process=process,
                 kind=kind,
                 node="" if first is None else first[0],
                 topic=topic,
-                invoke_ms=invoke_ms,
-                complete_ms=complete_ms,
+                invoke_ms=invoke_us // 1_000,
+                complete_ms=complete_us // 1_000,
                 outcome=OUTCOME_OK if first is not None else OUTCOME_TIMEOUT,
                 value=value,
                 broker=broker,
                 extra={"acked_by": sorted(node for node, _ in acks)},
+                invoke_us=invoke_us,
+                complete_us=complete_us,
             )
         return acks
 

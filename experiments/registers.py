@@ -28,10 +28,11 @@ INITIAL = ""
 
 @dataclass(frozen=True, slots=True)
 class RecordedWrite:
-    """One write of a register: its window (``complete_ms`` None: pending) and value."""
+    """One write of a register: its window in microseconds (``complete_us`` None:
+    pending) and value."""
 
-    invoke_ms: int
-    complete_ms: int | None
+    invoke_us: int
+    complete_us: int | None
     value: str
 
 
@@ -53,38 +54,38 @@ class RegisterLog:
         """Forget every write (the warm-up's are not part of the history)."""
         self._writes.clear()
 
-    def record(self, topic: str, invoke_ms: int, complete_ms: int | None, value: str) -> int:
+    def record(self, topic: str, invoke_us: int, complete_us: int | None, value: str) -> int:
         """Add one write of ``topic`` (acknowledged, pending or inferred); returns its
         handle for :meth:`complete`."""
         writes = self._writes.setdefault(topic, [])
-        writes.append(RecordedWrite(invoke_ms, complete_ms, value))
+        writes.append(RecordedWrite(invoke_us, complete_us, value))
         return len(writes) - 1
 
-    def complete(self, topic: str, handle: int, complete_ms: int) -> None:
-        """A pending write of ``topic`` was acknowledged at ``complete_ms``."""
+    def complete(self, topic: str, handle: int, complete_us: int) -> None:
+        """A pending write of ``topic`` was acknowledged at ``complete_us``."""
         writes = self._writes[topic]
-        writes[handle] = dataclasses.replace(writes[handle], complete_ms=complete_ms)
+        writes[handle] = dataclasses.replace(writes[handle], complete_us=complete_us)
 
     def latest(self, topic: str) -> str:
         """The value of the latest completed write (what a correct register holds now)."""
-        done = [w for w in self._writes.get(topic, ()) if w.complete_ms is not None]
+        done = [w for w in self._writes.get(topic, ()) if w.complete_us is not None]
         if not done:
             return INITIAL
-        return max(done, key=lambda w: w.complete_ms or 0).value
+        return max(done, key=lambda w: w.complete_us or 0).value
 
-    def candidates(self, topic: str, invoke_ms: int, complete_ms: int) -> set[str]:
+    def candidates(self, topic: str, invoke_us: int, complete_us: int) -> set[str]:
         """Every value a linearizable register could return to a read in
-        [``invoke_ms``, ``complete_ms``]: of each write invoked before the read completed,
+        [``invoke_us``, ``complete_us``]: of each write invoked before the read completed,
         unless a later write was invoked after it completed and itself completed before
         the read was invoked; the initial value until a write completed before the read."""
         writes = self._writes.get(topic, [])
-        done = [w for w in writes if w.complete_ms is not None and w.complete_ms < invoke_ms]
+        done = [w for w in writes if w.complete_us is not None and w.complete_us < invoke_us]
         values = set() if done else {INITIAL}
         for write in writes:
-            if write.invoke_ms > complete_ms:
+            if write.invoke_us > complete_us:
                 continue
-            if write.complete_ms is not None and any(
-                later.invoke_ms > write.complete_ms for later in done
+            if write.complete_us is not None and any(
+                later.invoke_us > write.complete_us for later in done
             ):
                 continue
             values.add(write.value)

@@ -36,6 +36,7 @@ from experiments.workload import (
     SimBroker,
     delete_topic_on,
     now_ms,
+    now_us,
     read_route,
     register_topic_on,
 )
@@ -445,7 +446,7 @@ class PartialTopicDelete(Scenario):
 
         async def delete() -> list[tuple[str, int]]:
             ok = await delete_topic_on(ctx.admin, ctx.nodes[reached], topic, ctx.timeout_s)
-            return [(reached, now_ms())] if ok else []
+            return [(reached, now_us())] if ok else []
 
         acks = await ctx.sent(PROCESS_ADMIN, KIND_DELETE_TOPIC, [(topic, "")], delete)
         ok = bool(acks)
@@ -486,7 +487,7 @@ class TopicSubset(Scenario):
         async def create() -> list[tuple[str, int]]:
             addr = ctx.nodes[target]
             ok = await register_topic_on(ctx.admin, addr, NEW_TOPIC, probe, ctx.timeout_s)
-            return [(target, now_ms())] if ok else []
+            return [(target, now_us())] if ok else []
 
         acks = await ctx.sent(PROCESS_ADMIN, KIND_CREATE_TOPIC, [(NEW_TOPIC, value)], create)
         ok = bool(acks)

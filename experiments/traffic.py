@@ -351,7 +351,7 @@ class Prober:
                 if (node, topic) in answers:
                     self.last_seen[(node, topic)] = answers[(node, topic)]
             if value:
-                self.registers.record(topic, since_ms, start, value)
+                self.registers.record(topic, since_ms * 1_000, start * 1_000, value)
                 self.recorder.operation(
                     process="warmup",
                     kind=KIND_REGISTER,
@@ -369,11 +369,11 @@ class Prober:
         self.last_seen[(node, topic)] = result
         if previous is None or previous.value == result.value:
             return
-        if result.value in self.registers.candidates(topic, result.invoke_ms, result.complete_ms):
+        if result.value in self.registers.candidates(topic, result.invoke_us, result.complete_us):
             return
         self.writes += 1
         kind = change_kind(self.registers.latest(topic), result.value)
-        self.registers.record(topic, previous.invoke_ms, result.complete_ms, result.value)
+        self.registers.record(topic, previous.invoke_us, result.complete_us, result.value)
         self.recorder.operation(
             process=self.process(node),
             kind=kind,
@@ -384,6 +384,8 @@ class Prober:
             outcome=OUTCOME_OK,
             value=result.value,
             extra={"inferred": True},
+            invoke_us=previous.invoke_us,
+            complete_us=result.complete_us,
         )
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -60,9 +60,21 @@ say which route value they produce); route changes come from
 KIND_UNREGISTER_CALL = "unregister_call"
 
 
+_WALL_AT_START_NS = time.time_ns()
+_MONOTONIC_AT_START_NS = time.monotonic_ns()
+
+
+def now_us() -> int:
+    """Microseconds on the harness's one clock, the time base of every history row: the
+    monotonic clock (it never steps back, so an answer is never stamped before its
+    call), anchored to the wall clock when the harness started (so it stays comparable
+    with the nodes' own wall-clock stamps)."""
+    return (_WALL_AT_START_NS + time.monotonic_ns() - _MONOTONIC_AT_START_NS) // 1_000
+
+
 def now_ms() -> int:
-    """Wall-clock milliseconds, the time base of every history row (the nodes use it too)."""
-    return time.time_ns() // 1_000_000
+    """:func:`now_us` in milliseconds."""
+    return now_us() // 1_000
 
 
 # ------------------------------------------------------------------------- recording
@@ -98,11 +110,13 @@ class Recorder:
             kind=KIND_ROUTE_READ,
             node=node,
             topic=topic,
-            invoke_ms=result.invoke_ms,
-            complete_ms=result.complete_ms,
+            invoke_ms=result.invoke_us // 1_000,
+            complete_ms=result.complete_us // 1_000,
             outcome=result.outcome,
             value=result.value,
             version=result.version,
+            invoke_us=result.invoke_us,
+            complete_us=result.complete_us,
         )
 
     def operation(
@@ -120,8 +134,13 @@ class Recorder:
         broker: str = "",
         extra: dict[str, Any] | None = None,
         force: bool = False,
+        invoke_us: int | None = None,
+        complete_us: int | None = None,
     ) -> int:
-        """Append one client operation; returns its op id (0 when not recording)."""
+        """Append one client operation; returns its op id (0 when not recording).
+
+        ``invoke_us``/``complete_us``: the same times in microseconds where the caller
+        took them (reads, writes the harness sent); else the milliseconds' value."""
         if not (self.recording or force):
             return 0
         self._op_id += 1
@@ -139,6 +158,8 @@ class Recorder:
                 version,
                 broker,
                 json.dumps(extra or {}, sort_keys=True),
+                invoke_ms * 1_000 if invoke_us is None else invoke_us,
+                complete_ms * 1_000 if complete_us is None else complete_us,
             )
         )
         return self._op_id
@@ -194,10 +215,20 @@ class ReadResult:
 
     outcome: str
     value: str
-    invoke_ms: int
-    complete_ms: int
+    invoke_us: int
+    complete_us: int
     version: int = NO_VERSION
     """The answering node's routes version (ext ``routesVersion``), when it answered."""
+
+    @property
+    def invoke_ms(self) -> int:
+        """The call time in milliseconds."""
+        return self.invoke_us // 1_000
+
+    @property
+    def complete_ms(self) -> int:
+        """The answer time in milliseconds."""
+        return self.complete_us // 1_000
 
 
 def answered_version(answer: RemotingCommand) -> int:
@@ -221,13 +252,13 @@ async def read_route(
     request = RemotingCommand.request(
         RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, version=STANDARD_JSON_VERSION
     )
-    invoke = now_ms()
+    invoke = now_us()
     try:
         answer = await client.invoke(addr, request, timeout_s)
     except RemotingClientError as exc:
         outcome = OUTCOME_TIMEOUT if "no answer" in str(exc) else OUTCOME_ERROR
-        return ReadResult(outcome, "", invoke, now_ms())
-    done = now_ms()
+        return ReadResult(outcome, "", invoke, now_us())
+    done = now_us()
     if answer.code == ResponseCode.TOPIC_NOT_EXIST:
         return ReadResult(OUTCOME_NOT_FOUND, "", invoke, done, answered_version(answer))
     if answer.code != ResponseCode.SUCCESS or not answer.body:
@@ -355,11 +386,11 @@ class BrokerFleet:
         return int(await self._register_at(broker, node) is not None)
 
     async def _register_at(self, broker: SimBroker, node: str) -> int | None:
-        """One REGISTER_BROKER to ``node``, recorded; the ack time (ms) when it succeeded."""
+        """One REGISTER_BROKER to ``node``, recorded; the ack time (µs) when it succeeded."""
         request = register_request(
             broker.demo(), broker.topics, broker.data_version, heartbeat_timeout_ms=self.expiry_ms
         )
-        invoke = now_ms()
+        invoke = now_us()
         try:
             answer = await broker.client.invoke(
                 self.dial(broker.name, node), request, self.timeout_s
@@ -369,17 +400,19 @@ class BrokerFleet:
         except RemotingClientError as exc:
             outcome = OUTCOME_TIMEOUT if "no answer" in str(exc) else OUTCOME_ERROR
             remark = str(exc)
-        done = now_ms()
+        done = now_us()
         self.recorder.operation(
             process=broker.name,
             kind=KIND_HEARTBEAT,
             node=node,
             topic="",
-            invoke_ms=invoke,
-            complete_ms=done,
+            invoke_ms=invoke // 1_000,
+            complete_ms=done // 1_000,
             outcome=outcome,
             broker=broker.name,
             extra={"remark": remark[:200]} if outcome != OUTCOME_OK else None,
+            invoke_us=invoke,
+            complete_us=done,
         )
         return done if outcome == OUTCOME_OK else None
 
@@ -421,7 +454,7 @@ class BrokerFleet:
 
     async def stop_graceful(self, name: str) -> list[tuple[str, int]]:
         """Like a broker shutdown: UNREGISTER_BROKER to every node, then close the sockets.
-        Returns (node, ack ms) of every node that acknowledged."""
+        Returns (node, ack µs) of every node that acknowledged."""
         broker = self.brokers[name]
         broker.alive = False
         broker.heartbeating = False
@@ -444,7 +477,7 @@ class BrokerFleet:
         self, broker: SimBroker, node: str, ext: dict[str, str]
     ) -> int | None:
         request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext)
-        invoke = now_ms()
+        invoke = now_us()
         try:
             answer = await broker.client.invoke(
                 self.dial(broker.name, node), request, self.timeout_s
@@ -452,16 +485,18 @@ class BrokerFleet:
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
         except RemotingClientError:
             outcome = OUTCOME_ERROR
-        done = now_ms()
+        done = now_us()
         self.recorder.operation(
             process=broker.name,
             kind=KIND_UNREGISTER_CALL,
             node=node,
             topic="",
-            invoke_ms=invoke,
-            complete_ms=done,
+            invoke_ms=invoke // 1_000,
+            complete_ms=done // 1_000,
             outcome=outcome,
             broker=broker.name,
+            invoke_us=invoke,
+            complete_us=done,
         )
         return done if outcome == OUTCOME_OK else None
 
@@ -474,7 +509,7 @@ class BrokerFleet:
 
     async def start_acknowledged(self, name: str) -> list[tuple[str, int]]:
         """:meth:`start_broker`, but its first registration round goes out now and is
-        awaited: (node, ack ms) of every node that acknowledged it. The heartbeat then
+        awaited: (node, ack µs) of every node that acknowledged it. The heartbeat then
         goes on every period."""
         broker = self.brokers[name]
         broker.alive = broker.heartbeating = True

@@ -374,6 +374,8 @@ class Simulation:
                     self.node_version[node],
                     self.broker_names[broker],
                     "{}",
+                    now_ms * 1_000,
+                    now_ms * 1_000,
                 )
             )
 
@@ -398,6 +400,8 @@ class Simulation:
                     len(self.commit_times),
                     self.broker_names[broker],
                     "{}",
+                    now_ms * 1_000,
+                    commit_ms * 1_000,
                 )
             )
 
@@ -423,6 +427,8 @@ class Simulation:
                         NO_VERSION,
                         "",
                         "{}",
+                        now_ms * 1_000,
+                        (now_ms + self.cfg.request_timeout_ms) * 1_000,
                     )
                 )
                 continue
@@ -443,6 +449,8 @@ class Simulation:
                     self._version(node, now_ms),
                     "",
                     "{}",
+                    now_ms * 1_000,
+                    done_ms * 1_000,
                 )
             )
             # As topicRouteDataChanged: a failed query keeps the old route.
@@ -479,6 +487,8 @@ class Simulation:
                     NO_VERSION,
                     mq.broker_name,
                     json.dumps({"attempt": attempt}),
+                    now_ms * 1_000,
+                    done_ms * 1_000,
                 )
             )
             if ok:
@@ -512,6 +522,8 @@ class Simulation:
                 NO_VERSION,
                 "",
                 json.dumps({"group": f"cg{client.group}"}),
+                now_ms * 1_000,
+                now_ms * 1_000,
             )
         )
 
@@ -622,6 +634,8 @@ class Simulation:
                         0,
                         "",
                         "{}",
+                        0 * 1_000,
+                        0 * 1_000,
                     )
                 )
 

@@ -47,10 +47,40 @@ def _history(run_dir: Path, mode: str) -> None:
     with HistoryWriter(run_dir, meta) as out:
         out.fault((1_000, 5_000, "asymmetric_partition", "n1", "{}"))
         out.operation(
-            (1, "warmup", "register", "", "topic-000", 0, 10, "ok", ROUTE_A, -1, "", "{}")
+            (
+                1,
+                "warmup",
+                "register",
+                "",
+                "topic-000",
+                0,
+                10,
+                "ok",
+                ROUTE_A,
+                -1,
+                "",
+                "{}",
+                0 * 1_000,
+                10 * 1_000,
+            )
         )
         out.operation(
-            (2, "ns-n2", "register", "n2", "topic-000", 10, 1_500, "ok", ROUTE_AB, -1, "", "{}")
+            (
+                2,
+                "ns-n2",
+                "register",
+                "n2",
+                "topic-000",
+                10,
+                1_500,
+                "ok",
+                ROUTE_AB,
+                -1,
+                "",
+                "{}",
+                10 * 1_000,
+                1_500 * 1_000,
+            )
         )
         out.operation(
             (
@@ -66,6 +96,8 @@ def _history(run_dir: Path, mode: str) -> None:
                 -1,
                 "",
                 "{}",
+                1_600 * 1_000,
+                1_610 * 1_000,
             )
         )
 

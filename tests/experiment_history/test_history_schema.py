@@ -45,6 +45,8 @@ def test_the_writer_streams_row_groups_and_writes_run_metadata(tmp_path):
                     "version": -1,
                     "broker": "",
                     "extra": "{}",
+                    "invoke_us": i * 1_000,
+                    "complete_us": (i + 1) * 1_000,
                 }
             )
     assert pq.ParquetFile(table_path(tmp_path / "r", "operations")).num_row_groups == 3

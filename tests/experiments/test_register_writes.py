@@ -60,8 +60,8 @@ def _prober(tmp_path: Path) -> tuple[Prober, RegisterLog, HistoryWriter]:
     return prober, registers, writer
 
 
-def _answer(value: str, at_ms: int) -> ReadResult:
-    return ReadResult("ok", value, at_ms, at_ms + 2)
+def _answer(value: str, at_us: int) -> ReadResult:
+    return ReadResult("ok", value, at_us, at_us + 2)
 
 
 def _inferred(tmp_path: Path, writer: HistoryWriter) -> list[dict[str, Any]]:
@@ -86,13 +86,13 @@ def test_the_prober_infers_only_what_no_recorded_write_explains(tmp_path: Path) 
     prober.observe("n1", TOPIC, _answer(WITH_CHURN, 1_100))
     assert prober.writes == 2
     expire, back = _inferred(tmp_path, writer)
-    assert (expire["kind"], expire["node"], expire["invoke_ms"], expire["complete_ms"]) == (
+    assert (expire["kind"], expire["node"], expire["invoke_us"], expire["complete_us"]) == (
         "expire",
         "n1",
         350,
         852,
     ), "the window opens at that node's previous probe"
-    assert (back["kind"], back["value"], back["invoke_ms"]) == ("register", WITH_CHURN, 850)
+    assert (back["kind"], back["value"], back["invoke_us"]) == ("register", WITH_CHURN, 850)
 
 
 def test_a_stale_node_never_becomes_a_write(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def test_a_stale_node_never_becomes_a_write(tmp_path: Path) -> None:
     registers.record(TOPIC, 200, 210, BOTH)
     registers.record(TOPIC, 400, 410, WITH_CHURN)
     registers.record(TOPIC, 600, 610, BOTH)
-    for at_ms in (700, 950, 1_200):
-        prober.observe("n2", TOPIC, _answer(WITH_CHURN, at_ms))
+    for at_us in (700, 950, 1_200):
+        prober.observe("n2", TOPIC, _answer(WITH_CHURN, at_us))
     assert prober.writes == 0 and _inferred(tmp_path, writer) == []
     asyncio.run(prober.close())

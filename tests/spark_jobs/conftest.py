@@ -45,8 +45,12 @@ def op(
     extra: str = "{}",
     node: str = "n0",
 ) -> tuple[Any, ...]:
-    """An ``operations`` row."""
-    return (op_id, process, kind, node, topic, invoke, complete, outcome, value, -1, broker, extra)
+    """An ``operations`` row (times in ms; the microsecond columns follow from them)."""
+    return (
+        *(op_id, process, kind, node, topic, invoke, complete, outcome, value, -1, broker, extra),
+        invoke * 1_000,
+        complete * 1_000,
+    )
 
 
 def _run(

@@ -57,6 +57,8 @@ def _op(
         -1,
         broker,
         "{}",
+        invoke * 1_000,
+        (invoke + latency) * 1_000,
     )
 
 

@@ -126,7 +126,7 @@ def _history(root: Path) -> str:
             (3, "producer-0", "route_read", "n1", "T", 1_600, 1_610, "ok", ROUTE_A, -1, "", "{}"),
             (4, "producer-1", "route_read", "n2", "T", 1_620, 1_625, "ok", ROUTE_AB, -1, "", "{}"),
         ):
-            out.operation(op)
+            out.operation((*op, op[5] * 1_000, op[6] * 1_000))
     return run_id
 
 

@@ -56,6 +56,8 @@ def _history(run_dir: Path, mode: str, ops: int) -> None:
                     -1,
                     "",
                     "{}",
+                    (i * OP_MS) * 1_000,
+                    (i * OP_MS + 5) * 1_000,
                 )
             )
         writer.fault((OP_MS * 3, OP_MS * 9, "kill_broker", "broker-00001", "{}"))
