@@ -153,8 +153,6 @@ class ExperimentContext:
                 kind=kind,
                 node="" if first is None else first[0],
                 topic=topic,
-                invoke_ms=invoke_us // 1_000,
-                complete_ms=complete_us // 1_000,
                 outcome=OUTCOME_OK if first is not None else OUTCOME_TIMEOUT,
                 value=value,
                 broker=broker,

@@ -110,8 +110,6 @@ class Recorder:
             kind=KIND_ROUTE_READ,
             node=node,
             topic=topic,
-            invoke_ms=result.invoke_us // 1_000,
-            complete_ms=result.complete_us // 1_000,
             outcome=result.outcome,
             value=result.value,
             version=result.version,
@@ -126,21 +124,18 @@ class Recorder:
         kind: str,
         node: str,
         topic: str,
-        invoke_ms: int,
-        complete_ms: int,
+        invoke_us: int,
+        complete_us: int,
         outcome: str,
         value: str = "",
         version: int = NO_VERSION,
         broker: str = "",
         extra: dict[str, Any] | None = None,
         force: bool = False,
-        invoke_us: int | None = None,
-        complete_us: int | None = None,
     ) -> int:
-        """Append one client operation; returns its op id (0 when not recording).
-
-        ``invoke_us``/``complete_us``: the same times in microseconds where the caller
-        took them (reads, writes the harness sent); else the milliseconds' value."""
+        """Append one client operation (times in microseconds on :func:`now_us`'s clock;
+        the millisecond columns follow from them); returns its op id (0 when not
+        recording)."""
         if not (self.recording or force):
             return 0
         self._op_id += 1
@@ -151,15 +146,15 @@ class Recorder:
                 kind,
                 node,
                 topic,
-                invoke_ms,
-                complete_ms,
+                invoke_us // 1_000,
+                complete_us // 1_000,
                 outcome,
                 value,
                 version,
                 broker,
                 json.dumps(extra or {}, sort_keys=True),
-                invoke_ms * 1_000 if invoke_us is None else invoke_us,
-                complete_ms * 1_000 if complete_us is None else complete_us,
+                invoke_us,
+                complete_us,
             )
         )
         return self._op_id
@@ -406,8 +401,6 @@ class BrokerFleet:
             kind=KIND_HEARTBEAT,
             node=node,
             topic="",
-            invoke_ms=invoke // 1_000,
-            complete_ms=done // 1_000,
             outcome=outcome,
             broker=broker.name,
             extra={"remark": remark[:200]} if outcome != OUTCOME_OK else None,
@@ -491,8 +484,6 @@ class BrokerFleet:
             kind=KIND_UNREGISTER_CALL,
             node=node,
             topic="",
-            invoke_ms=invoke // 1_000,
-            complete_ms=done // 1_000,
             outcome=outcome,
             broker=broker.name,
             invoke_us=invoke,

@@ -44,7 +44,7 @@ from raftstore.zone import (
 from remoting import bodies
 from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
-from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE, ROUTES_VERSION_FIELD
+from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_int, header_str, require_int, require_str
 from remoting.model import TopicList
@@ -451,7 +451,7 @@ class RequestDispatcher:
         topic = ext.get("topic")
         standard = wants_standard_json(request)
         # Read before the body: the answer's routes are at least this new.
-        answered = {ROUTES_VERSION_FIELD: str(cache.versions.routes_version())}
+        answered = cache.versions.answer_fields()
         body = None if topic is None else cache.route_body(topic, standard=standard)
         if body is None:
             return make_response(

@@ -71,7 +71,6 @@ from remoting.acl_policy import RemotingAcl
 from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.connection import Connection
-from remoting.consistency import ROUTES_VERSION_FIELD
 from remoting.errors import ProtocolError
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
 from remoting.limits import (
@@ -282,7 +281,7 @@ class ReadFront:
             key = shared_route_key(request)
             if key is not None:
                 # Read before the topic's version, as the gateway does before its body.
-                routes_version = self.versions.routes_version()
+                answered = self.versions.answer_fields()
                 version = self.versions.version(key[0])
                 answer = self.answers.get(key, version)
                 if answer is not None:
@@ -292,7 +291,7 @@ class ReadFront:
                         answer[0],
                         remark=answer[1],
                         body=answer[2],
-                        ext_fields={ROUTES_VERSION_FIELD: str(routes_version)},
+                        ext_fields=answered,
                     )
                 return self._fetch_route(request, conn, key, version)
         if (

@@ -36,6 +36,8 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from remoting.consistency import ROUTES_VERSION_FIELD
+
 SLOTS = 1 << 16
 _WORD = 8
 _HEADER_WORDS = 2
@@ -94,10 +96,11 @@ class RouteVersions:
             _HEADER_WORDS + zlib.crc32(topic.encode("utf-8", "surrogatepass")) % SLOTS
         ]
 
-    def routes_version(self) -> int:
-        """The routes version of the table the current answers come from: read it before
-        an answer, and the answer's routes are at least that new."""
-        return self._words[1]
+    def answer_fields(self) -> dict[str, str]:
+        """The ext fields of a route answer: ``routesVersion``, the routes version of the
+        table the current answers come from. Read before the answer, so the answer's
+        routes are at least that new."""
+        return {ROUTES_VERSION_FIELD: str(self._words[1])}
 
     def set_routes_version(self, version: int) -> None:
         """Writer (under the replicator's lock, after the apply that reached ``version``)."""
