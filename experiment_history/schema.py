@@ -37,6 +37,9 @@ KIND_BROKER_DOWN = "broker_down"
 READ_KINDS = frozenset({KIND_ROUTE_READ})
 PROCESS_ADMIN = "admin"
 """The process of an admin's topic write (create or delete on some NameServers)."""
+PROCESS_RAFT = "raft"
+"""The process of a write the raft cluster made on its own: an expiry its leader's scan
+reports (``extra.reported_by``), or one the prober inferred (``extra.inferred``)."""
 PROCESS_FOLLOW_UP = "follow-up-reader"
 """The process of the reads right after each acknowledged write (experiments.follow_up):
 not a client, so its bursts are no client's poll interval."""

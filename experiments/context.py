@@ -6,12 +6,19 @@ acts through it, and neither module needs the other for its types.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiment_history.schema import KIND_REGISTER, OUTCOME_OK, OUTCOME_TIMEOUT
+from experiment_history.schema import (
+    KIND_EXPIRE,
+    KIND_REGISTER,
+    OUTCOME_OK,
+    OUTCOME_TIMEOUT,
+    PROCESS_RAFT,
+)
 from experiments.config import ExperimentConfig
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
 from experiments.follow_up import FollowUpReader
@@ -42,6 +49,7 @@ class ExperimentContext:
     notes: dict[str, Any] = field(default_factory=dict)
     registers: RegisterLog = field(default_factory=RegisterLog)
     _truth: dict[str, str] = field(default_factory=dict)
+    _expiries_seen: set[tuple[str, int, int]] = field(default_factory=set)
 
     @property
     def raft(self) -> bool:
@@ -161,6 +169,51 @@ class ExperimentContext:
                 complete_us=complete_us,
             )
         return acks
+
+    async def collect_expiries(self) -> None:
+        """Record the raft expiries the nodes report (NODE_STATUS ``expiries``) that are
+        new since the last call: each is one committed ExpireBrokers of the leader's scan,
+        with the scan's start and the moment its outcome came back as the window (the
+        node's wall clock in µs, the clock ``now_us`` is anchored to on this host)."""
+        statuses = await asyncio.gather(*(self.cluster.status(node) for node in self.nodes))
+        since_us = self.recorder.started_ms * 1_000
+        for node, status in zip(self.nodes, statuses, strict=True):
+            for report in (status or {}).get("expiries", []):
+                key = (node, int(report["seq"]), int(report["started_us"]))
+                if key in self._expiries_seen or key[2] < since_us:
+                    continue
+                self._expiries_seen.add(key)
+                self._record_expiry(node, report)
+
+    def _record_expiry(self, node: str, report: dict[str, Any]) -> None:
+        by_addr = {sim.addr: name for name, sim in self.fleet.brokers.items()}
+        invoke_us, complete_us = int(report["started_us"]), int(report["committed_us"])
+        for entry in report["expired"]:
+            broker = by_addr.get(entry["addr"])
+            if broker is None:
+                continue
+            for topic in self.topics:
+                if topic not in self.fleet.brokers[broker].topics:
+                    continue
+                latest = self.registers.latest(topic)
+                value = with_broker(latest, broker, None)
+                # Equal when the prober saw the change before the report came: its
+                # inferred write already stands for this one.
+                if value == latest:
+                    continue
+                self.registers.record(topic, invoke_us, complete_us, value)
+                self.recorder.operation(
+                    process=PROCESS_RAFT,
+                    kind=KIND_EXPIRE,
+                    node=node,
+                    topic=topic,
+                    outcome=OUTCOME_OK,
+                    value=value,
+                    broker=broker,
+                    extra={"reported_by": node, "scan_seq": int(report["seq"])},
+                    invoke_us=invoke_us,
+                    complete_us=complete_us,
+                )
 
     def truth_topic(self, topic: str, value: str, kind: str) -> None:
         """A topic's true route is now ``value`` (created or deleted by an admin)."""

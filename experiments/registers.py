@@ -6,8 +6,11 @@ Each topic's route is a register (spark_jobs.checker). Its writes come from two 
   registration or unregistration) and knows when it sent them and when the first node
   acknowledged them; the value is what a correct register holds after the write, the
   register's latest value with the broker's share added or removed;
-* **inferred writes**, for what the system does on its own (an expiry by a node's scan,
-  a route a broker's heartbeat brings back after one): the prober sees a node change to
+* **reported writes**: a raft expiry, as the leader whose scan committed it reports it in
+  NODE_STATUS (``ExperimentContext.collect_expiries``), with the scan's window;
+* **inferred writes**, for what the system does on its own and nothing reports (eventual
+  mode's expiries by each node's scan, a route a broker's heartbeat brings back after
+  one): the prober sees a node change to
   a value no recorded write can explain, and the window opens at that node's previous
   probe (the change happened on that node after it last answered otherwise).
 

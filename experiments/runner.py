@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from experiment_history.runs import HistoryWriter, RunMeta
-from experiment_history.schema import KIND_REGISTER, KIND_UNREGISTER
+from experiment_history.schema import KIND_REGISTER, KIND_UNREGISTER, PROCESS_RAFT
 from experiments.config import ExperimentConfig
 from experiments.context import ExperimentContext
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
@@ -294,7 +294,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
     await the_scenario.prepare(ctx)
     for topic in the_scenario.subset_topics:
         ctx.truth_overrides[topic] = ""
-    process = (lambda node: "raft") if ctx.raft else (lambda node: f"ns-{node}")
+    process = (lambda node: PROCESS_RAFT) if ctx.raft else (lambda node: f"ns-{node}")
     prober = Prober(
         ctx.nodes,
         ctx.topics,
@@ -303,6 +303,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         sample_ms=cfg.sample_ms,
         timeout_s=cfg.request_timeout_s,
         process=process,
+        before_round=ctx.collect_expiries if ctx.raft else None,
     )
     ctx.closers.append(prober.close)
     warm_start = now_ms()

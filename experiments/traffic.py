@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from experiment_history.clients import (
@@ -294,7 +294,8 @@ class Prober:
     A node's route for a topic changes only through a write applied there. Writes the
     harness sent are recorded at their RPC (``ExperimentContext.acknowledged``); what is
     left is what the system does by itself: an expiry by a node's scan, a route a
-    broker's heartbeat brings back after one. When a node changes to a value no recorded
+    broker's heartbeat brings back after one (raft expiries are reported by the leader and
+    recorded by ``before_round`` first). When a node changes to a value no recorded
     write can explain (:meth:`RegisterLog.candidates`), that is such a write: it
     completes when the probe that saw it completes, and it took effect on that node after
     the node's previous probe was sent. A node that keeps answering an old value changes
@@ -311,8 +312,10 @@ class Prober:
         sample_ms: int,
         timeout_s: float,
         process: Callable[[str], str],
+        before_round: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.nodes = dict(nodes)
+        self.before_round = before_round
         self.topics = list(topics)
         self.recorder = recorder
         self.registers = registers
@@ -389,6 +392,10 @@ class Prober:
     async def run(self, stop: asyncio.Event) -> None:
         """Sample every ``sample_ms`` until ``stop``."""
         while not stop.is_set():
+            # Writes the system reports (raft expiries) first, so a change they explain
+            # is never inferred.
+            if self.before_round is not None:
+                await self.before_round()
             await self.sample()
             await _wait(stop, self.sample_ms)
 

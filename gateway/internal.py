@@ -113,6 +113,7 @@ class InternalDispatcher:
         fallback = self.scan_fallback
         status["alarms"] = [*status.get("alarms", ()), *fallback.alarms()]
         status["scan_fallback"] = fallback.status()
+        status["expiries"] = self.service.expiry_reports.snapshot()
         return _json_response(request, status)
 
     async def _add_node(self, request: RemotingCommand) -> RemotingCommand:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from gateway.broker_holds import BrokerHolds
 from gateway.clock import Clock, SystemClock
+from gateway.expiry_reports import ExpiryReports
 from raftstore import commands as cmd
 from raftstore.config import NamesrvConfig
 from raftstore.liveness import RegistrationDeduper, TouchCoalescer
@@ -249,6 +250,7 @@ class NameServerService:
         )
         # Eventual mode: the coalescer proposes every touch (the original behaviour).
         self.touches = TouchCoalescer(replicator)
+        self.expiry_reports = ExpiryReports()
         # Raft mode: one log entry per registration, and none for an unchanged one.
         self.registrations = (
             RegistrationDeduper(replicator, self.touches)
@@ -516,6 +518,7 @@ class NameServerService:
         )
         if isinstance(self.replicator, RaftReplicator) and not self.replicator.is_leader():
             return ScanOutcome(expired=(), role=ROLE_FOLLOWER)
+        started_us = self.expiry_reports.clock_us()
         # Proposed through _propose, so only the leader, which proposed the scan,
         # sends the elected groups their NOTIFY_MIN_BROKER_ID_CHANGE.
         result = await self._propose(
@@ -531,6 +534,7 @@ class NameServerService:
         outcome = result.outcome
         if not isinstance(outcome, ExpireOutcome):
             return ScanOutcome(expired=(), role=role)
+        self.expiry_reports.record(started_us, outcome.expired)
         for election in outcome.elections:
             log.warning(
                 "raft failover: %s elected %s (was id %d) to replace %s",

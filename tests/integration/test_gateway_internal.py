@@ -72,4 +72,8 @@ def test_the_scan_expires_silent_brokers(gateway: GatewayProcess) -> None:
         assert (late.code, late.ext_fields) == (ResponseCode.SUCCESS, {"expired": "1"})
         answer = client.invoke(route_request("TopicTest", 479))
         assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    # The expiring scan (not the one that expired nothing) is in the node's status.
+    [report] = gateway.node_status()["expiries"]
+    assert report["seq"] == 1 and report["started_us"] <= report["committed_us"]
+    assert [entry["addr"] for entry in report["expired"]] == [MASTER_ADDR]
     assert json.loads(json.dumps(gateway.wait_for_projection()))["applied_version"] >= 2
