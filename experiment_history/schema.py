@@ -6,8 +6,9 @@ are the single source of truth; the writer refuses rows that do not fit them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -197,3 +198,20 @@ def route_brokers(value: str | None) -> frozenset[str]:
 def canonical_queues(queues: Iterable[tuple[str, int]]) -> str:
     """The value of a ``consume_alloc`` operation: sorted ``broker:queueId`` items."""
     return ROUTE_ITEM_SEP.join(sorted(f"{broker}:{qid}" for broker, qid in queues))
+
+
+US_PER_MS = 1000
+
+
+def interval_us(row: Mapping[str, Any]) -> tuple[int, int]:
+    """An ``operations`` row's [invoke, complete] in microseconds: the ``_us`` columns
+    when set, else the ``_ms`` ones times 1000 (version 1 runs); a completion stamped
+    before its invocation is instantaneous, never inverted. Every reader that orders
+    operations (the checker, the anomaly classes, the report) uses this one rule."""
+    invoke = row.get("invoke_us")
+    complete = row.get("complete_us")
+    if invoke is None:
+        invoke = int(row["invoke_ms"]) * US_PER_MS
+    if complete is None:
+        complete = int(row["complete_ms"]) * US_PER_MS
+    return int(invoke), max(int(complete), int(invoke))

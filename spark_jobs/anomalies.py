@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
+from experiment_history.schema import interval_us
 from spark_jobs.checker import ABSENT_VALUE, register_role, topic_groups
 
 OK = "ok"
@@ -55,7 +56,6 @@ EXAMPLES_PER_CLASS = 3
 TIME_MIN_US = -(2**62)
 TIME_MAX_US = 2**62
 """Before every operation (the implicit initial write) / never (a pending write's end)."""
-US_PER_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,18 +235,6 @@ def classify_reads(
     return verdicts
 
 
-def interval_us(row: Mapping[str, Any]) -> tuple[int, int]:
-    """A row's [invoke, complete] in microseconds: the ``_us`` columns when set, else the
-    ``_ms`` ones times 1000; a completion stamped before its invocation is instantaneous."""
-    invoke = row.get("invoke_us")
-    complete = row.get("complete_us")
-    if invoke is None:
-        invoke = int(row["invoke_ms"]) * US_PER_MS
-    if complete is None:
-        complete = int(row["complete_ms"]) * US_PER_MS
-    return int(invoke), max(int(complete), int(invoke))
-
-
 def split_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[TimedRead], list[TimedWrite]]:
     """One topic's ``operations`` rows as reads and writes (which rows count, and how, as
     for the checker: :func:`spark_jobs.checker.register_role`)."""
@@ -301,8 +289,6 @@ ROW_COLUMNS = (
     "invoke_us",
     "complete_us",
 )
-OPTIONAL_COLUMNS = ("invoke_us", "complete_us")
-"""Columns older and simulated histories lack (read as null, so the ``_ms`` ones count)."""
 COUNT_COLUMNS = (*CLASSES, VERSION_BACKWARDS)
 TOPIC_DDL = (
     "run_id string, mode string, scenario string, topic string, reads long, "
@@ -335,12 +321,8 @@ def _topic_row(item: tuple[tuple[str, str], Iterable[tuple[Any, ...]]]) -> tuple
 def classify_topics(operations: Any) -> Any:
     """Per (run, topic): reads that answered and each class's count and first op ids, from
     a Spark ``operations`` DataFrame with ``run_id``, ``mode`` and ``scenario`` (columns of
-    ``TOPIC_DDL``). Grouped as the checker groups (``checker.topic_groups``)."""
-    from pyspark.sql import functions as F
-
-    for name in OPTIONAL_COLUMNS:
-        if name not in operations.columns:
-            operations = operations.withColumn(name, F.lit(None).cast("long"))
+    ``TOPIC_DDL``). Grouped as the checker groups (``checker.topic_groups``, which also
+    reads the microsecond columns as null when older histories lack them)."""
     rows = topic_groups(operations, ROW_COLUMNS).map(_topic_row)
     return operations.sparkSession.createDataFrame(rows, TOPIC_DDL)
 

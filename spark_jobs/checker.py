@@ -13,8 +13,9 @@ Work is bounded: more than ``max_ops`` operations, more than ``max_steps`` searc
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from experiment_history.schema import (
     OUTCOME_TIMEOUT,
     READ_KINDS,
     WRITE_KINDS,
+    interval_us,
 )
 
 LINEARIZABLE = "linearizable"
@@ -40,14 +42,15 @@ MINIMIZE_CHECKS_MAX = 400
 
 @dataclass(frozen=True, slots=True)
 class RegisterOp:
-    """One register operation. ``complete_ms`` None means pending: it may take effect at
-    any time after its call, or never (a write that timed out or failed ambiguously)."""
+    """One register operation, its times in microseconds. ``complete_us`` None means
+    pending: it may take effect at any time after its call, or never (a write that timed
+    out or failed ambiguously)."""
 
     op_id: int
     is_write: bool
     value: str
-    invoke_ms: int
-    complete_ms: int | None
+    invoke_us: int
+    complete_us: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +107,12 @@ class _Meter:
 
 def _build_entries(ops: Sequence[RegisterOp]) -> _Entry:
     """The sorted entry list behind a sentinel head. Calls sort before returns at equal
-    times, so operations touching within one millisecond count as concurrent."""
+    times, so operations that touch (one's return stamped the microsecond of the other's
+    call) count as concurrent."""
     events: list[tuple[float, int, int]] = []
     for index, op in enumerate(ops):
-        events.append((op.invoke_ms, 0, index))
-        end = float("inf") if op.complete_ms is None else op.complete_ms
+        events.append((op.invoke_us, 0, index))
+        end = float("inf") if op.complete_us is None else op.complete_us
         events.append((end, 1, index))
     events.sort()
     head = _Entry(index=-1, is_call=False)
@@ -186,17 +190,17 @@ def _search(ops: Sequence[RegisterOp], initial: str, meter: _Meter) -> bool:
     return True
 
 
-def _prefix(ops: Sequence[RegisterOp], cut_ms: int) -> list[RegisterOp]:
-    """The history as seen at ``cut_ms``: operations called by then; those still open are
+def _prefix(ops: Sequence[RegisterOp], cut_us: int) -> list[RegisterOp]:
+    """The history as seen at ``cut_us``: operations called by then; those still open are
     pending (writes kept, reads dropped, since an unanswered read tells nothing)."""
     result: list[RegisterOp] = []
     for op in ops:
-        if op.invoke_ms > cut_ms:
+        if op.invoke_us > cut_us:
             continue
-        if op.complete_ms is not None and op.complete_ms <= cut_ms:
+        if op.complete_us is not None and op.complete_us <= cut_us:
             result.append(op)
         elif op.is_write:
-            result.append(RegisterOp(op.op_id, True, op.value, op.invoke_ms, None))
+            result.append(RegisterOp(op.op_id, True, op.value, op.invoke_us, None))
     return result
 
 
@@ -214,7 +218,7 @@ def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[Regist
     Linearizability is prefix-closed, so the failing prefixes are monotone in the cut and
     a binary search over the distinct event times finds the shortest one."""
     cuts = sorted(
-        {op.invoke_ms for op in ops} | {op.complete_ms for op in ops if op.complete_ms is not None}
+        {op.invoke_us for op in ops} | {op.complete_us for op in ops if op.complete_us is not None}
     )
     low, high = 0, len(cuts) - 1
     best = ops
@@ -230,7 +234,7 @@ def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[Regist
     changed = True
     while changed and checks < MINIMIZE_CHECKS_MAX:
         changed = False
-        for op in sorted(best, key=lambda o: (not o.is_write, o.invoke_ms), reverse=True):
+        for op in sorted(best, key=lambda o: (not o.is_write, o.invoke_us), reverse=True):
             if checks >= MINIMIZE_CHECKS_MAX or not _removable(op, best):
                 continue
             candidate = [o for o in best if o is not op]
@@ -289,17 +293,21 @@ def register_role(row: Mapping[str, Any]) -> tuple[bool, str, bool] | None:
 
 def register_ops_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[RegisterOp]:
     """Turn ``operations`` rows of one topic into register operations (see
-    :func:`register_role` for which rows count and how)."""
+    :func:`register_role` for which rows count and how), times from :func:`interval_us`.
+
+    Sorted by (invoke, op id): the search breaks ties by position, so a fixed order keeps
+    the steps and the minimal counterexample independent of the order rows arrive in."""
     result: list[RegisterOp] = []
     for row in rows:
         role = register_role(row)
         if role is None:
             continue
         is_write, value, complete = role
-        # A recorder's clock can stamp a completion a millisecond before its
-        # invocation; such an operation is instantaneous, never inverted.
-        end = max(row["complete_ms"], row["invoke_ms"]) if complete else None
-        result.append(RegisterOp(row["op_id"], is_write, value, row["invoke_ms"], end))
+        invoke, end = interval_us(row)
+        result.append(
+            RegisterOp(int(row["op_id"]), is_write, value, invoke, end if complete else None)
+        )
+    result.sort(key=lambda op: (op.invoke_us, op.op_id))
     return result
 
 
@@ -312,7 +320,19 @@ def check_rows(
     return check_register(register_ops_from_rows(rows), initial, budget)
 
 
-CHECK_COLUMNS = ("op_id", "kind", "invoke_ms", "complete_ms", "outcome", "value")
+CHECK_COLUMNS = (
+    "op_id",
+    "kind",
+    "invoke_ms",
+    "complete_ms",
+    "invoke_us",
+    "complete_us",
+    "outcome",
+    "value",
+)
+MICRO_COLUMNS = ("invoke_us", "complete_us")
+"""Columns a frame not read with the version 2 schema may lack (read as null, so the
+``_ms`` ones count)."""
 RESULT_DDL = (
     "run_id string, topic string, verdict string, ops long, steps long, "
     "counterexample array<long>, reason string"
@@ -340,7 +360,7 @@ def _check_group(
 def check_topics(operations: Any, budget: CheckBudget | None = None) -> Any:
     """Per-topic verdicts of a Spark ``operations`` DataFrame (with a ``run_id`` column).
 
-    The history is partitioned by (run, topic) with an RDD ``groupByKey`` (pandas is not
+    The history is grouped by (run, topic) with :func:`topic_groups` (pandas is not
     needed, unlike ``applyInPandas``), and each group is checked by the pure-Python core.
     Returns a DataFrame with the columns of ``RESULT_DDL``.
     """
@@ -352,14 +372,35 @@ def check_topics(operations: Any, budget: CheckBudget | None = None) -> Any:
 
 def topic_groups(operations: Any, columns: Sequence[str]) -> Any:
     """The register operations of a Spark ``operations`` DataFrame (with ``run_id``) as an
-    RDD of ((run_id, topic), rows), each row the tuple of ``columns``; shared by every job
-    that looks at one topic's register at a time (the checker, ``spark_jobs.anomalies``)."""
+    RDD of ((run_id, topic), rows), each row the tuple of ``columns`` and the rows of a
+    group in (invoke_ms, op_id) order; shared by every job that looks at one topic's
+    register at a time (the checker, ``spark_jobs.power``, ``spark_jobs.anomalies``).
+
+    A DataFrame exchange hash-partitions by (run, topic) into the session's
+    ``spark.sql.shuffle.partitions`` and sorts each partition, so a topic's rows are
+    consecutive: the rows cross the shuffle in the JVM and Python sees each one once,
+    where an RDD ``groupByKey`` would pickle every row through a Python shuffle. A
+    ``columns`` entry of :data:`MICRO_COLUMNS` the frame lacks is read as null."""
     from pyspark.sql import functions as F
 
+    for name in MICRO_COLUMNS:
+        if name in columns and name not in operations.columns:
+            operations = operations.withColumn(name, F.lit(None).cast("long"))
+    partitions = int(operations.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     kinds = sorted(READ_KINDS | WRITE_KINDS)
-    relevant = operations.filter(F.col("kind").isin(kinds)).select("run_id", "topic", *columns)
-    pairs = relevant.rdd.map(lambda r: ((r[0], r[1]), tuple(r[2:])))
-    return pairs.groupByKey()
+    relevant = (
+        operations.filter(F.col("kind").isin(kinds))
+        .repartition(partitions, "run_id", "topic")
+        .sortWithinPartitions("run_id", "topic", "invoke_ms", "op_id")
+        .select("run_id", "topic", *columns)
+    )
+    return relevant.rdd.mapPartitions(_grouped)
+
+
+def _grouped(rows: Iterable[Any]) -> Iterator[tuple[tuple[str, str], list[tuple[Any, ...]]]]:
+    """Spark task body: a sorted partition's rows as one ((run_id, topic), rows) per topic."""
+    for key, group in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
+        yield key, [tuple(r[2:]) for r in group]
 
 
 def overall_verdict(verdicts: Iterable[str]) -> str:

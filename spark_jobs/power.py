@@ -1,7 +1,7 @@
 """The checker's power on a recorded history: how many injected stale reads it catches.
 
 An injected stale read takes the place of one of a topic's reads: it returns the value the
-register held before an acknowledged write, and it is called ``STALE_READ_GAP_MS`` after
+register held before an acknowledged write, and it is called ``STALE_READ_GAP_US`` after
 that write answered, the moment a lagging replica would still serve the old route. Each
 injection is checked on its own copy of the topic's history, so one catch never hides
 another. A topic whose own history already fails is left out (a catch there says nothing).
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,13 +33,15 @@ from spark_jobs.checker import (
     RegisterOp,
     check_register,
     register_ops_from_rows,
+    topic_groups,
 )
 
 STALE_READS_PER_RUN = 20
 """Stale reads injected into each run, spread over its exercised topics."""
-STALE_READ_GAP_MS = 1
-"""The injected read is called this long after the write's ack: strictly after it, since
-operations that touch within one millisecond count as concurrent."""
+STALE_READ_GAP_US = 1_000
+"""The injected read is called this long after the write's ack (1 ms): strictly after it,
+since operations that touch count as concurrent, and well inside the time a lagging
+replica keeps serving the old route."""
 POWER_BUDGET = CheckBudget(max_seconds=5.0)
 """Each injected history gets a smaller budget than a verdict: it is one of many."""
 POWER_DDL = "run_id string, topic string, injected long, caught long, unknown long"
@@ -71,8 +73,8 @@ def stale_read_targets(ops: Sequence[RegisterOp]) -> list[tuple[RegisterOp, str]
     """Every acknowledged write after the first, with the value it replaced: that of the
     write acknowledged just before it, when it differs from its own."""
     done = sorted(
-        (op for op in ops if op.is_write and op.complete_ms is not None),
-        key=lambda op: (op.complete_ms or 0, op.op_id),
+        (op for op in ops if op.is_write and op.complete_us is not None),
+        key=lambda op: (op.complete_us or 0, op.op_id),
     )
     return [
         (write, older.value)
@@ -96,9 +98,9 @@ def inject_stale_reads(
     for i in range(count):
         write, older = order[i % len(order)]
         replaced = rng.choice(reads)
-        assert write.complete_ms is not None
-        invoke = write.complete_ms + STALE_READ_GAP_MS
-        duration = max(0, (replaced.complete_ms or replaced.invoke_ms) - replaced.invoke_ms)
+        assert write.complete_us is not None
+        invoke = write.complete_us + STALE_READ_GAP_US
+        duration = max(0, (replaced.complete_us or replaced.invoke_us) - replaced.invoke_us)
         stale = RegisterOp(replaced.op_id, False, older, invoke, invoke + duration)
         history = tuple(stale if op is replaced else op for op in ops)
         injections.append(StaleRead(write.op_id, replaced.op_id, older, history))
@@ -135,12 +137,12 @@ def topic_seed(run_id: str, topic: str) -> random.Random:
     return random.Random(f"{run_id}/{topic}")
 
 
-def _power_group(
-    item: tuple[tuple[str, str, int], Iterable[tuple[Any, ...]]],
-) -> tuple[Any, ...]:
-    """Spark task body: the power row of one (run, topic) group."""
-    (run_id, topic, count), rows = item
-    ops = register_ops_from_rows(dict(zip(CHECK_COLUMNS, row, strict=True)) for row in rows)
+def _power_group(item: tuple[tuple[str, str], Sequence[tuple[Any, ...]]]) -> tuple[Any, ...]:
+    """Spark task body: the power row of one (run, topic) group, each row the injection
+    count then the :data:`CHECK_COLUMNS`."""
+    (run_id, topic), rows = item
+    count = int(rows[0][0])
+    ops = register_ops_from_rows(dict(zip(CHECK_COLUMNS, row[1:], strict=True)) for row in rows)
     result = measure_power(ops, count, topic_seed(run_id, topic))
     return (run_id, topic, result.injected, result.caught, result.unknown)
 
@@ -181,14 +183,8 @@ def stale_read_power(operations: Any, runs: Any, per_run: int = STALE_READS_PER_
             ).alias("count"),
         )
     )
-    pairs = (
-        register.join(chosen, ["run_id", "topic"])
-        .select("run_id", "topic", "count", *CHECK_COLUMNS)
-        .rdd.map(lambda r: ((r[0], r[1], r[2]), tuple(r[3:])))
-    )
-    per_topic = operations.sparkSession.createDataFrame(
-        pairs.groupByKey().map(_power_group), POWER_DDL
-    )
+    groups = topic_groups(register.join(chosen, ["run_id", "topic"]), ("count", *CHECK_COLUMNS))
+    per_topic = operations.sparkSession.createDataFrame(groups.map(_power_group), POWER_DDL)
     totals = per_topic.groupBy("run_id").agg(
         F.sum("injected").alias("stale_reads_injected"),
         F.sum("caught").alias("stale_reads_caught"),

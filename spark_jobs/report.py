@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from experiment_history.runs import find_runs, iter_rows, read_meta
-from experiment_history.schema import FAULTS, OPERATIONS
+from experiment_history.schema import FAULTS, OPERATIONS, US_PER_MS, interval_us
 from spark_jobs.report_seeds import (
     SEED_INTERVALS,
     SEEDS_ABOUT,
@@ -344,8 +344,9 @@ def _route_brokers(value: str | None) -> str:
 def counterexample_operations(
     history_root: Path | str, counterexamples: Sequence[Row]
 ) -> list[dict[str, Any]]:
-    """The operations of every counterexample, times in ms since the run's first fault
-    (negative: before it), read from the runs' own files."""
+    """The operations of every counterexample, times in µs since the run's first fault
+    (negative: before it; the stamps the checker orders by), read from the runs' own
+    files."""
     wanted: dict[str, dict[int, str]] = {}
     for row in counterexamples:
         for op_id in row.get("counterexample") or ():
@@ -359,8 +360,8 @@ def counterexample_operations(
         starts = [int(f["start_ms"]) for f in iter_rows(run_dir, FAULTS)]
         picked = [r for r in iter_rows(run_dir, OPERATIONS) if int(r["op_id"]) in ops]
         zero = min(starts) if starts else min((int(r["invoke_ms"]) for r in picked), default=0)
-        for r in sorted(picked, key=lambda r: (ops[int(r["op_id"])], r["invoke_ms"], r["op_id"])):
-            complete = int(r["complete_ms"])
+        for r in sorted(picked, key=lambda r: (ops[int(r["op_id"])], interval_us(r), r["op_id"])):
+            invoke, complete = interval_us(r)
             out.append(
                 {
                     "mode": meta.mode,
@@ -372,8 +373,10 @@ def counterexample_operations(
                     "operation": r["kind"],
                     "outcome": r["outcome"],
                     "value": _route_brokers(r["value"]),
-                    "invoke_ms": int(r["invoke_ms"]) - zero,
-                    "complete_ms": complete - zero if complete >= 0 else None,
+                    "invoke_us": invoke - zero * US_PER_MS,
+                    "complete_us": (
+                        complete - zero * US_PER_MS if int(r["complete_ms"]) >= 0 else None
+                    ),
                 }
             )
     return out
@@ -435,7 +438,7 @@ def write_markdown(
         parts.append(section_markdown(section, tables.get(section.name, []), modes))
     parts.append(
         "\n## Counterexamples\n\nThe operations of each minimal history that no "
-        "order explains (times in ms since the fault started; a route as its "
+        "order explains (times in µs since the fault started; a route as its "
         "brokers).\n\n"
     )
     examples = tables.get(COUNTEREXAMPLE_OPS, [])

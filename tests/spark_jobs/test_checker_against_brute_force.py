@@ -24,13 +24,14 @@ from spark_jobs.checker import (
 
 OPS_MAX = 6
 VALUES = (ABSENT_VALUE, "a", "b", "c")
-TIME_MAX_MS = 30
-DURATION_MAX_MS = 12
+# Microseconds, kept small so that drawn intervals often touch or share an endpoint.
+TIME_MAX_US = 30
+DURATION_MAX_US = 12
 
 
 def _precedes(first: RegisterOp, second: RegisterOp) -> bool:
     """Real-time order: ``first`` answered before ``second`` was called."""
-    return first.complete_ms is not None and first.complete_ms < second.invoke_ms
+    return first.complete_us is not None and first.complete_us < second.invoke_us
 
 
 def _replays(order: Sequence[RegisterOp], initial: str) -> bool:
@@ -53,8 +54,8 @@ def _respects_real_time(order: Sequence[RegisterOp]) -> bool:
 def brute_force_linearizable(ops: Sequence[RegisterOp], initial: str = ABSENT_VALUE) -> bool:
     """The reference: some subset of pending writes plus every complete operation has an
     order that respects real time and replays on a register."""
-    done = [op for op in ops if op.complete_ms is not None]
-    pending = [op for op in ops if op.complete_ms is None]
+    done = [op for op in ops if op.complete_us is not None]
+    pending = [op for op in ops if op.complete_us is None]
     assert all(op.is_write for op in pending), "only writes can be pending"
     for size in range(len(pending) + 1):
         for chosen in itertools.combinations(pending, size):
@@ -72,9 +73,9 @@ def histories(draw: st.DrawFn) -> list[RegisterOp]:
     for op_id in range(1, count + 1):
         is_write = draw(st.booleans())
         value = draw(st.sampled_from(VALUES))
-        invoke = draw(st.integers(min_value=0, max_value=TIME_MAX_MS))
+        invoke = draw(st.integers(min_value=0, max_value=TIME_MAX_US))
         pending = is_write and draw(st.integers(min_value=0, max_value=5)) == 0
-        duration = draw(st.integers(min_value=0, max_value=DURATION_MAX_MS))
+        duration = draw(st.integers(min_value=0, max_value=DURATION_MAX_US))
         ops.append(
             RegisterOp(op_id, is_write, value, invoke, None if pending else invoke + duration)
         )

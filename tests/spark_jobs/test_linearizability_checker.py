@@ -157,3 +157,31 @@ def test_an_operation_stamped_as_completing_before_its_invocation_is_instantaneo
         },
     ]
     assert check_rows(rows).verdict == LINEARIZABLE
+
+
+def test_it_orders_by_microseconds_so_a_stale_read_300_us_after_an_ack_fails():
+    """Route "b" is acknowledged at 100.400 ms and a read called at 100.700 ms still
+    returns "a". In whole milliseconds both are [100, 100] and touch, so they would count
+    as concurrent; the microsecond stamps put the read after the ack."""
+
+    def row(op_id, kind, value, invoke_us, complete_us):
+        return {
+            "op_id": op_id,
+            "kind": kind,
+            "outcome": "ok",
+            "value": value,
+            "invoke_ms": invoke_us // 1000,
+            "complete_ms": complete_us // 1000,
+            "invoke_us": invoke_us,
+            "complete_us": complete_us,
+        }
+
+    rows = [
+        row(1, "register", "a", 90_000, 95_000),
+        row(2, "register", "b", 100_100, 100_400),
+        row(3, "route_read", "a", 100_700, 100_900),
+    ]
+    result = check_rows(rows)
+    assert (result.verdict, result.counterexample) == (NOT_LINEARIZABLE, (1, 2, 3))
+    in_milliseconds = [{**r, "invoke_us": None, "complete_us": None} for r in rows]
+    assert check_rows(in_milliseconds).verdict == LINEARIZABLE

@@ -130,7 +130,7 @@ def _history(root: Path) -> str:
     return run_id
 
 
-def test_counterexamples_are_listed_as_their_operations_in_ms_since_the_fault(
+def test_counterexamples_are_listed_as_their_operations_in_us_since_the_fault(
     tmp_path: Path,
 ) -> None:
     run_id = _history(tmp_path)
@@ -152,10 +152,10 @@ def test_counterexamples_are_listed_as_their_operations_in_ms_since_the_fault(
         "operation": "route_read",
         "outcome": "ok",
         "value": "broker-a",
-        "invoke_ms": 600,
-        "complete_ms": 610,
+        "invoke_us": 600_000,
+        "complete_us": 610_000,
     }
-    assert [o["invoke_ms"] for o in ops] == sorted(o["invoke_ms"] for o in ops)
+    assert [o["invoke_us"] for o in ops] == sorted(o["invoke_us"] for o in ops)
 
 
 def test_summary_md_puts_verdicts_first_and_embeds_the_plots(tmp_path: Path) -> None:
