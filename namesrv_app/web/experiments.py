@@ -31,7 +31,7 @@ from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from namesrv_app.roles import is_operator
 from namesrv_app.web.views import _context, console_view
 from node.processes import manage_argv
-from spark_jobs import report, report_text
+from spark_jobs import report, report_seeds, report_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODE_BOTH = "both"
@@ -379,6 +379,11 @@ def experiment_report(request: HttpRequest, run_id: str) -> HttpResponse:
         modes=modes,
         verdicts=[[r[""], *(r[m] for m in modes)] for r in verdict_rows],
         sections=report_sections(tables, modes),
+        seeds=_grid(
+            report_seeds.interval_table(tables.get(report_seeds.SEED_INTERVALS, []), modes)
+        ),
+        seeds_title=report_seeds.SEEDS_TITLE,
+        seeds_about=report_seeds.SEEDS_ABOUT,
         counterexamples=_grid(tables.get(report.COUNTEREXAMPLE_OPS, [])),
         summary_json=json.dumps(run.summary, indent=2, sort_keys=True, default=str),
     )

@@ -88,6 +88,25 @@ def _report(batch: Path) -> None:
             for (m, r), n in zip(RUN_IDS.items(), (5, 0), strict=True)
         ],
         "stale_route": [],
+        "seed_intervals": [
+            {
+                "mode": m,
+                "scenario": SCENARIO,
+                "measure": "sends to a dead broker",
+                "unit": "sends",
+                "key": "dead_sends",
+                "seeds": 3,
+                "seed_values": [1, 2, 3],
+                "values": values,
+                "mean": sum(values) / 3,
+                "lo": lo,
+                "hi": hi,
+            }
+            for m, values, lo, hi in (
+                ("eventual", [4, 6, 8], 1.03, 10.97),
+                ("raft", [0, 0, 0], 0, 0),
+            )
+        ],
         "t_visibility": [
             {"mode": m, "scenario": SCENARIO, "t_bucket_ms": t, "p_fresh": p}
             for m in RUN_IDS
@@ -209,6 +228,15 @@ def test_the_report_shows_every_share_as_a_percentage(runs: Any, viewer: User) -
     freshness = page.split('id="table-t_visibility"')[1].split("</table>")[0]
     assert "<td>0-100 ms</td><td>50 %</td><td>50 %</td>" in freshness  # buckets as the plot
     assert "0.625" not in divergence and "0.9<" not in freshness
+
+
+def test_the_report_gives_each_measure_across_seeds_with_its_interval(
+    runs: Any, viewer: User
+) -> None:
+    page = _client(viewer).get(f"/experiments/{RUN_IDS['eventual']}/").content.decode()
+    seeds = page.split('id="table-seed_intervals"')[1].split("</table>")[0]
+    assert "<th>measure</th><th>eventual</th><th>raft</th>" in seeds
+    assert "<td>sends to a dead broker (sends)</td><td>6 sends [1.03, 11], n=3</td>" in seeds
 
 
 def test_an_operator_sees_the_launch_form(runs: Any, operator: User) -> None:
