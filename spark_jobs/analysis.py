@@ -1,6 +1,6 @@
 """The analysis driver: every Spark job over the runs under a root, as plain rows.
 
-``analyze`` loads the :class:`~spark_jobs.metrics.History` once, runs the metric jobs of
+``analyze`` loads the :class:`~spark_jobs.dataset.History` once, runs the metric jobs of
 :mod:`spark_jobs.metrics` and the plot series of :mod:`spark_jobs.plot_series`, and hands
 the tables to the report (:mod:`spark_jobs.report_folder`).
 """
@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from spark_jobs.anomalies import anomaly_summary, classify_topics, not_exist_live_summary
 from spark_jobs.checker import CheckBudget, overall_verdict
+from spark_jobs.dataset import executor_facts, load_history
 from spark_jobs.metrics import (
     GROUP,
     availability,
@@ -26,7 +27,6 @@ from spark_jobs.metrics import (
     latency_percentiles,
     linearizability,
     linearizability_summary,
-    load_history,
     ownership_summary,
     queue_ownership,
     read_freshness,
@@ -57,16 +57,26 @@ def analyze(
     root: Path | str,
     budget: CheckBudget | None = None,
     on_job: Callable[[str, bool], None] | None = None,
+    dataset_dir: Path | str | None = None,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, float]]:
     """Run every job over the runs under ``root``; return (tables of plain rows, seconds
     per job). ``on_job(text, finished)`` hears "Spark job k of n: name" before each job
-    (``finished`` False) and its time after it (True)."""
-    history = load_history(spark, root)
+    (``finished`` False) and its time after it (True). With ``dataset_dir`` the history
+    is first written there as one dataset partitioned by run and topic
+    (``spark_jobs.dataset``); table ``spark`` says what the jobs ran on."""
+    began = time.monotonic()
+    history = load_history(spark, root, dataset_dir)
     tables: dict[str, list[dict[str, Any]]] = {}
-    seconds: dict[str, float] = {}
+    seconds: dict[str, float] = {"load_history": round(time.monotonic() - began, 3)}
+    if on_job is not None:
+        partitions = spark.conf.get("spark.sql.shuffle.partitions")
+        on_job(
+            f"history loaded in {seconds['load_history']:.1f} s ({partitions} shuffle partitions)",
+            False,
+        )
 
     def timed(name: str, job: Callable[[], DataFrame]) -> None:
-        number = len(seconds) + 1
+        number = len(seconds)
         if on_job is not None:
             on_job(f"Spark job {number} of {JOBS_TOTAL}: {name} ...", False)
         began = time.monotonic()
@@ -118,4 +128,5 @@ def analyze(
     ]
     verdicts.unpersist()
     shown.unpersist()
+    tables["spark"] = [executor_facts(spark)]
     return tables, seconds

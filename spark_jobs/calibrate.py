@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,8 @@ from experiment_history.schema import (
     OUTCOME_OK,
     PROCESS_FOLLOW_UP,
 )
-from spark_jobs.metrics import PERCENTILE_ACCURACY, History, load_history, stale_route_windows
+from spark_jobs.dataset import History, load_history
+from spark_jobs.metrics import PERCENTILE_ACCURACY, stale_route_windows
 from spark_jobs.simulate import MODE_EVENTUAL, MODE_RAFT, SimConfig
 
 KIND_HEARTBEAT = "heartbeat"
@@ -164,7 +164,7 @@ def calibrate(spark: SparkSession, root: Path | str) -> Calibration:
     if not real:
         raise FileNotFoundError(f"no real run (run.json without params.simulated) under {root}")
     metas = {read_meta(d).run_id: read_meta(d) for d in real}
-    history = _load_runs(spark, real)
+    history = load_history(spark, real)
     modes: dict[str, ModeCalibration] = {}
     for mode in sorted({m.mode for m in metas.values()}):
         runs = [m for m in metas.values() if m.mode == mode]
@@ -173,23 +173,6 @@ def calibrate(spark: SparkSession, root: Path | str) -> Calibration:
         )
     _commit_latency(history, modes)
     return Calibration(modes, sorted(metas))
-
-
-def _load_runs(spark: SparkSession, runs: Sequence[Path]) -> History:
-    parts = [load_history(spark, d) for d in runs]
-    return History(
-        *(
-            _union([getattr(p, name) for p in parts])
-            for name in ("operations", "writes", "faults", "node_states")
-        )
-    )
-
-
-def _union(frames: list[DataFrame]) -> DataFrame:
-    combined = frames[0]
-    for frame in frames[1:]:
-        combined = combined.unionByName(frame)
-    return combined
 
 
 def _quantiles(frame: DataFrame, column: str) -> tuple[list[float], int]:

@@ -136,6 +136,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     """Analyze, write the report (tables, plots, ``summary.md``); print a line per Spark
     job on stderr and, last on stdout, each mode's verdict as JSON."""
     from spark_jobs.analysis import analyze
+    from spark_jobs.dataset import DATASET_DIR_NAME
     from spark_jobs.report_folder import write_report
     from spark_jobs.session import get_spark
 
@@ -147,7 +148,9 @@ def run_analyze(args: argparse.Namespace) -> int:
     say("Spark session ...")
     spark = get_spark(args.spark_master, verbose=args.spark_verbose)
     budget = CheckBudget(max_ops=args.checker_max_ops, max_seconds=args.checker_max_seconds)
-    tables, seconds = analyze(spark, args.history, budget, on_job=say)
+    tables, seconds = analyze(
+        spark, args.history, budget, on_job=say, dataset_dir=Path(args.out) / DATASET_DIR_NAME
+    )
     seconds["total_with_startup"] = round(time.monotonic() - began, 3)
     summary = write_report(args.out, tables, seconds, args.history)
     say(f"report: {summary}")

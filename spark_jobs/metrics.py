@@ -9,27 +9,19 @@ with the plot series of :mod:`spark_jobs.plot_series`, and collects plain rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F
 
-from experiment_history.runs import find_runs, read_meta, table_path
 from experiment_history.schema import (
     FAULT_KILL_BROKER,
-    FAULTS,
     KIND_CONSUME_ALLOC,
     KIND_ROUTE_READ,
     KIND_SEND,
-    NODE_STATES,
-    OPERATIONS,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
     OUTCOME_TIMEOUT,
     PARTITION_FAULTS,
-    SCHEMAS,
     WRITE_KINDS,
-    WRITES,
 )
 from spark_jobs.checker import (
     LINEARIZABLE,
@@ -39,6 +31,8 @@ from spark_jobs.checker import (
     CheckBudget,
     check_topics,
 )
+from spark_jobs.dataset import History
+from spark_jobs.joins import asof_join, window_join
 from spark_jobs.t_buckets import T_BUCKET_EDGES_MS
 
 GROUP = ("mode", "scenario")
@@ -46,47 +40,6 @@ K_VALUES = (0, 1, 2, 3, 5, 10)
 LATENCY_QUANTILES = (0.5, 0.95, 0.99)
 PERCENTILE_ACCURACY = 10_000
 OPEN_END_MS = 2**62
-
-
-@dataclass(frozen=True, slots=True)
-class History:
-    """The four tables of every run under one root, tagged with run_id/mode/scenario."""
-
-    operations: DataFrame
-    writes: DataFrame
-    faults: DataFrame
-    node_states: DataFrame
-
-
-def _arrow_to_ddl(table: str) -> str:
-    types = {"int64": "long", "string": "string"}
-    return ", ".join(f"{f.name} {types[str(f.type)]}" for f in SCHEMAS[table])
-
-
-def load_history(spark: SparkSession, root: Path | str) -> History:
-    """Read every run directory under ``root`` (or ``root`` itself when it is a run)."""
-    runs = find_runs(root)
-    if not runs:
-        raise FileNotFoundError(f"no run.json under {root}")
-    frames: dict[str, DataFrame] = {}
-    for table in (OPERATIONS, WRITES, FAULTS, NODE_STATES):
-        parts = []
-        for run_dir in runs:
-            meta = read_meta(run_dir)
-            frame = spark.read.schema(_arrow_to_ddl(table)).parquet(str(table_path(run_dir, table)))
-            parts.append(
-                frame.select(
-                    F.lit(meta.run_id).alias("run_id"),
-                    F.lit(meta.mode).alias("mode"),
-                    F.lit(meta.scenario).alias("scenario"),
-                    *frame.columns,
-                )
-            )
-        combined = parts[0]
-        for part in parts[1:]:
-            combined = combined.unionByName(part)
-        frames[table] = combined
-    return History(frames[OPERATIONS], frames[WRITES], frames[FAULTS], frames[NODE_STATES])
 
 
 def brokers_of(value: Column) -> Column:
@@ -145,19 +98,45 @@ def read_freshness(history: History) -> DataFrame:
         .otherwise(F.coalesce(F.col("value"), F.lit("")))
         .alias("r_value"),
     )
-    joined = reads.join(writes, ["run_id", "topic"], "left").filter(
-        F.col("w_ts").isNull() | (F.col("w_ts") <= F.col("complete_ms"))
+    # Reads that completed before their topic's first write are left out, as the reads x
+    # writes join this replaces left them out (a topic never written keeps its reads).
+    first = writes.groupBy("run_id", "topic").agg(F.min("w_ts").alias("first_ts"))
+    reads = reads.join(first, ["run_id", "topic"], "left").filter(
+        F.col("first_ts").isNull() | (F.col("first_ts") <= F.col("complete_ms"))
     )
-    before = F.col("w_ts") <= F.col("invoke_ms")
-    per_read = joined.groupBy(
-        "run_id", "mode", "scenario", "op_id", "topic", "invoke_ms", "outcome", "r_value"
-    ).agg(
-        F.max(F.when(before, F.col("seq"))).alias("latest_seq"),
-        F.max(F.when(before, F.col("w_ts"))).alias("latest_ts"),
-        F.max_by(F.when(before, F.col("w_value")), F.when(before, F.col("seq"))).alias(
-            "latest_value"
-        ),
-        F.max(F.when(F.col("w_value") == F.col("r_value"), F.col("seq"))).alias("matched_seq"),
+    # Writes count up to the read's start (and never after its completion).
+    reads = reads.withColumn("seen_ms", F.least("invoke_ms", "complete_ms"))
+    latest_of_topic = writes.select(
+        "run_id",
+        "topic",
+        "w_ts",
+        F.col("seq").alias("latest_seq"),
+        F.col("w_ts").alias("latest_ts"),
+    )
+    with_latest = asof_join(
+        reads,
+        latest_of_topic,
+        keys=["run_id", "topic"],
+        probe_ms="seen_ms",
+        fact_ms="w_ts",
+        carry=["latest_seq", "latest_ts"],
+        tie_order=["latest_seq"],
+    )
+    same_value = writes.select(
+        "run_id",
+        "topic",
+        F.col("w_value").alias("r_value"),
+        "w_ts",
+        F.col("seq").alias("matched_seq"),
+    )
+    per_read = asof_join(
+        with_latest,
+        same_value,
+        keys=["run_id", "topic", "r_value"],
+        probe_ms="complete_ms",
+        fact_ms="w_ts",
+        carry=["matched_seq"],
+        tie_order=["matched_seq"],
     )
     latest = F.coalesce(F.col("latest_seq"), F.lit(0))
     matched = F.coalesce(F.col("matched_seq"), F.when(F.col("r_value") == "", F.lit(0)))
@@ -169,7 +148,6 @@ def read_freshness(history: History) -> DataFrame:
         "topic",
         "outcome",
         (F.col("invoke_ms") - F.col("latest_ts")).alias("t_ms"),
-        F.coalesce(F.col("latest_value"), F.lit("")).alias("latest_value"),
         F.when(matched.isNull(), F.lit(None).cast("long"))
         .otherwise(F.greatest(latest - matched, F.lit(0)))
         .alias("staleness"),
@@ -275,29 +253,32 @@ def stale_route_windows(history: History) -> DataFrame:
     )
 
 
+def _windows_of(kills: DataFrame) -> DataFrame:
+    return kills.select("run_id", "target", "start_ms", "end_ms")
+
+
 def _node_drop(node_states: DataFrame, kills: DataFrame) -> DataFrame:
-    rounds = node_states.groupBy("run_id", "ts_ms").agg(
-        F.flatten(F.collect_list(brokers_of(F.col("value")))).alias("brokers")
-    )
-    window = (
-        kills.select("run_id", "target", "start_ms", "end_ms")
-        .join(rounds, "run_id")
-        .filter((F.col("ts_ms") >= F.col("start_ms")) & (F.col("ts_ms") < F.col("end_ms")))
-    )
-    routed = F.array_contains(F.col("brokers"), F.col("target"))
-    last = window.groupBy("run_id", "target", "start_ms").agg(
-        F.max(F.when(routed, F.col("ts_ms"))).alias("last_routed_ms")
+    keys = ["run_id", "target", "start_ms"]
+    rounds = node_states.select("run_id", "ts_ms").distinct()
+    window = window_join(rounds, _windows_of(kills), keys=["run_id"], event_ms="ts_ms")
+    # Rounds that route to the killed broker, found by equi-joining on it (not every
+    # round's whole broker list against every kill).
+    routing = node_states.select(
+        "run_id", "ts_ms", F.explode(F.array_distinct(brokers_of(F.col("value")))).alias("target")
+    ).distinct()
+    last = (
+        window_join(routing, _windows_of(kills), keys=["run_id", "target"], event_ms="ts_ms")
+        .groupBy(*keys)
+        .agg(F.max("ts_ms").alias("last_routed_ms"))
     )
     dropped = (
-        window.join(last, ["run_id", "target", "start_ms"])
+        window.join(last, keys, "left")
         .filter(F.col("ts_ms") > F.coalesce(F.col("last_routed_ms"), F.col("start_ms") - 1))
-        .groupBy("run_id", "target", "start_ms")
+        .groupBy(*keys)
         .agg(F.min("ts_ms").alias("drop_ms"))
     )
     return dropped.select(
-        "run_id",
-        "target",
-        "start_ms",
+        *keys,
         (F.col("drop_ms") - F.col("start_ms")).alias("nodes_window_ms"),
     )
 
@@ -313,25 +294,29 @@ def _client_drop(operations: DataFrame, kills: DataFrame) -> DataFrame:
         "complete_ms",
         brokers_of(F.col("value")).alias("brokers"),
     )
-    joined = (
-        kills.select("run_id", "target", "start_ms", "end_ms")
-        .join(reads, "run_id")
-        .filter(F.col("invoke_ms") < F.col("end_ms"))
-    )
-    routed = F.array_contains(F.col("brokers"), F.col("target"))
     keys = ["run_id", "target", "start_ms", "process", "topic"]
-    pairs = (
-        joined.groupBy(*keys)
-        .agg(
-            F.max(routed.cast("int")).alias("knew"),
-            F.max(F.when(routed, F.col("invoke_ms"))).alias("last_routed_ms"),
-        )
-        .filter("knew = 1")
+    # A (process, topic) pair knew the broker when one of its reads before the kill healed
+    # routed to it: equi-join the reads' brokers on the killed one.
+    routing = reads.select(
+        "run_id",
+        "process",
+        "topic",
+        "invoke_ms",
+        F.explode(F.array_distinct("brokers")).alias("target"),
     )
+    pairs = (
+        routing.join(_windows_of(kills), ["run_id", "target"])
+        .filter(F.col("invoke_ms") < F.col("end_ms"))
+        .groupBy(*keys)
+        .agg(F.max("invoke_ms").alias("last_routed_ms"), F.first("end_ms").alias("end_ms"))
+    )
+    # The pair's later reads without the broker, joined on the pair, not on the run.
+    routed = F.array_contains(F.col("brokers"), F.col("target"))
     after = (
-        joined.join(pairs, keys)
+        reads.join(pairs, ["run_id", "process", "topic"])
         .filter(
-            (F.col("invoke_ms") >= F.col("start_ms"))
+            (F.col("invoke_ms") < F.col("end_ms"))
+            & (F.col("invoke_ms") >= F.col("start_ms"))
             & ~routed
             & (F.col("invoke_ms") > F.col("last_routed_ms"))
         )
@@ -348,11 +333,7 @@ def _client_drop(operations: DataFrame, kills: DataFrame) -> DataFrame:
 
 def _dead_sends(operations: DataFrame, kills: DataFrame) -> DataFrame:
     sends = operations.filter(F.col("kind") == KIND_SEND).select("run_id", "invoke_ms", "broker")
-    joined = (
-        kills.select("run_id", "target", "start_ms", "end_ms")
-        .join(sends, "run_id")
-        .filter((F.col("invoke_ms") >= F.col("start_ms")) & (F.col("invoke_ms") < F.col("end_ms")))
-    )
+    joined = window_join(sends, _windows_of(kills), keys=["run_id"], event_ms="invoke_ms")
     return joined.groupBy("run_id", "target", "start_ms").agg(
         F.count("*").alias("sends_in_window"),
         F.sum((F.col("broker") == F.col("target")).cast("long")).alias("sends_to_dead"),
@@ -362,30 +343,27 @@ def _dead_sends(operations: DataFrame, kills: DataFrame) -> DataFrame:
 def dead_sends_summary(history: History) -> DataFrame:
     """Per mode and scenario: all sends, and those routed to a broker while it was dead."""
     kills = faults_of_kinds(history.faults, [FAULT_KILL_BROKER])
-    sends = history.operations.filter(F.col("kind") == KIND_SEND)
-    dead = (
-        sends.alias("s")
-        .join(
-            kills.alias("k"),
-            (F.col("s.run_id") == F.col("k.run_id"))
-            & (F.col("s.broker") == F.col("k.target"))
-            & (F.col("s.invoke_ms") >= F.col("k.start_ms"))
-            & (F.col("s.invoke_ms") < F.col("k.end_ms")),
-            "left",
-        )
-        .select(
-            "s.mode",
-            "s.scenario",
-            "s.op_id",
-            "s.run_id",
-            F.col("k.target").isNotNull().alias("to_dead"),
-        )
+    sends = (
+        history.operations.filter(F.col("kind") == KIND_SEND)
+        .select(*GROUP, "run_id", "op_id", "invoke_ms", F.col("broker").alias("target"))
         .dropDuplicates(["run_id", "op_id"])
     )
+    dead = (
+        window_join(
+            sends.select("run_id", "op_id", "invoke_ms", "target"),
+            _windows_of(kills),
+            keys=["run_id", "target"],
+            event_ms="invoke_ms",
+        )
+        .select("run_id", "op_id", F.lit(True).alias("to_dead"))
+        .distinct()
+    )
     return (
-        dead.groupBy(*GROUP)
+        sends.join(dead, ["run_id", "op_id"], "left")
+        .groupBy(*GROUP)
         .agg(
-            F.count("*").alias("sends"), F.sum(F.col("to_dead").cast("long")).alias("sends_to_dead")
+            F.count("*").alias("sends"),
+            F.sum(F.coalesce(F.col("to_dead"), F.lit(False)).cast("long")).alias("sends_to_dead"),
         )
         .orderBy(*GROUP)
     )
@@ -423,13 +401,17 @@ def queue_ownership(history: History) -> DataFrame:
         .filter(F.col("at_ms") >= F.col("ready_ms"))
         .drop("ready_ms")
     )
-    current = checkpoints.join(allocs, gkeys).filter(F.col("complete_ms") <= F.col("at_ms"))
-    latest = current.withColumn(
-        "rank",
-        F.row_number().over(
-            Window.partitionBy(*gkeys, "at_ms", "process").orderBy(F.desc("complete_ms"))
-        ),
-    ).filter("rank = 1")
+    # Every process of the group has allocated by each checkpoint (at_ms >= ready_ms):
+    # probe each (checkpoint, process) for that process's latest allocation.
+    processes = allocs.select(*gkeys, "process").distinct()
+    latest = asof_join(
+        checkpoints.join(processes, gkeys),
+        allocs.select(*gkeys, "process", "complete_ms", "queues"),
+        keys=[*gkeys, "process"],
+        probe_ms="at_ms",
+        fact_ms="complete_ms",
+        carry=["queues"],
+    )
     owned = (
         latest.select(*gkeys, "at_ms", F.explode(F.split("queues", ",")).alias("queue"))
         .filter(F.col("queue") != "")
@@ -449,11 +431,16 @@ def queue_ownership(history: History) -> DataFrame:
 
 def _truth_queues(writes: DataFrame, checkpoints: DataFrame) -> DataFrame:
     """Readable ``broker:queueId`` of the latest ground-truth route at each checkpoint."""
-    joined = checkpoints.join(
-        writes.select("run_id", "topic", "ts_ms", "value"), ["run_id", "topic"]
-    ).filter(F.col("ts_ms") <= F.col("at_ms"))
+    latest = asof_join(
+        checkpoints,
+        writes.select("run_id", "topic", "ts_ms", "value"),
+        keys=["run_id", "topic"],
+        probe_ms="at_ms",
+        fact_ms="ts_ms",
+        carry=["value"],
+        tie_order=["value"],
+    )
     gkeys = ["run_id", "mode", "scenario", "grp", "topic", "at_ms"]
-    latest = joined.groupBy(*gkeys).agg(F.max_by("value", "ts_ms").alias("value"))
     items = latest.select(
         *gkeys, F.explode(F.split(F.coalesce("value", F.lit("")), ",")).alias("item")
     ).filter(F.col("item") != "")
@@ -508,10 +495,8 @@ def availability(history: History) -> DataFrame:
             F.col("kind").isin(sorted(WRITE_KINDS)), F.lit("write")
         ),
     ).filter(F.col("op_class").isNotNull())
-    inside = (
-        ops.join(windows, "run_id")
-        .filter((F.col("invoke_ms") >= F.col("start_ms")) & (F.col("invoke_ms") < F.col("end_ms")))
-        .dropDuplicates(["run_id", "op_id"])
+    inside = window_join(ops, windows, keys=["run_id"], event_ms="invoke_ms").dropDuplicates(
+        ["run_id", "op_id"]
     )
     return (
         inside.groupBy(*GROUP, "op_class")

@@ -17,13 +17,12 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from experiment_history.runs import find_runs, read_meta
 from spark_jobs.anomalies import anomaly_summary, classify_topics, not_exist_live_summary
+from spark_jobs.dataset import History, load_history
 from spark_jobs.metrics import (
-    History,
     dead_sends_summary,
     divergence_by_topic,
     divergence_summary,
     latency_percentiles,
-    load_history,
     ownership_summary,
     queue_ownership,
     read_freshness,

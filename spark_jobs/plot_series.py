@@ -10,10 +10,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window, functions as F
 
 from experiment_history.schema import FAULT_KILL_BROKER, KIND_ROUTE_READ, OUTCOME_TIMEOUT
+from spark_jobs.dataset import History
+from spark_jobs.joins import window_join
 from spark_jobs.metrics import (
     GROUP,
     PERCENTILE_ACCURACY,
-    History,
     brokers_of,
     faults_of_kinds,
 )
@@ -168,17 +169,30 @@ def stale_route_by_node(history: History) -> DataFrame:
     kills = faults_of_kinds(history.faults, [FAULT_KILL_BROKER]).select(
         "run_id", "mode", "scenario", "target", "start_ms", "end_ms"
     )
-    rounds = history.node_states.groupBy("run_id", "node", "ts_ms").agg(
-        F.flatten(F.collect_list(brokers_of(F.col("value")))).alias("brokers")
-    )
-    window = kills.join(rounds, "run_id").filter(
-        (F.col("ts_ms") >= F.col("start_ms")) & (F.col("ts_ms") < F.col("end_ms"))
-    )
+    rounds = history.node_states.select("run_id", "node", "ts_ms").distinct()
+    window = window_join(rounds, kills, keys=["run_id"], event_ms="ts_ms")
     keys = ["run_id", "mode", "scenario", "target", "start_ms", "node"]
-    routed = F.array_contains(F.col("brokers"), F.col("target"))
-    per_node = window.groupBy(*keys).agg(
-        F.max(F.when(routed, F.col("ts_ms"))).alias("last_routed_ms"),
-        F.max("ts_ms").alias("last_round_ms"),
+    # The node's rounds that route to the killed broker, equi-joined on it.
+    routing = history.node_states.select(
+        "run_id",
+        "node",
+        "ts_ms",
+        F.explode(F.array_distinct(brokers_of(F.col("value")))).alias("target"),
+    ).distinct()
+    last_routed = (
+        window_join(
+            routing,
+            kills.select("run_id", "target", "start_ms", "end_ms"),
+            keys=["run_id", "target"],
+            event_ms="ts_ms",
+        )
+        .groupBy("run_id", "target", "start_ms", "node")
+        .agg(F.max("ts_ms").alias("last_routed_ms"))
+    )
+    per_node = (
+        window.groupBy(*keys)
+        .agg(F.max("ts_ms").alias("last_round_ms"))
+        .join(last_routed, ["run_id", "target", "start_ms", "node"], "left")
     )
     dropped = (
         window.join(per_node, keys)

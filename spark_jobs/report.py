@@ -452,6 +452,12 @@ def write_markdown(
         parts += [f"![{p.stem}]({p.name})\n\n" for p in plots]
     parts.append("\n## Spark job seconds\n\n")
     parts.append(markdown_table([{"job": k, "seconds": v} for k, v in seconds.items()]))
+    for facts in tables.get("spark", []):
+        parts.append(
+            f"\nRan on `{facts['master']}`: {facts['executors']} executors "
+            f"(0: the tasks ran in the driver), {facts['cores']} cores, "
+            f"{facts['shuffle_partitions']} shuffle partitions.\n"
+        )
     path = Path(out_dir) / "summary.md"
     path.write_text("".join(parts))
     return path

@@ -30,7 +30,6 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[2]"
-SHUFFLE_PARTITIONS = 2
 APP_NAME = "namesrv-consistency"
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -230,7 +229,9 @@ def get_spark(master: str | None = None, *, verbose: bool = False) -> SparkSessi
     and the executors' log4j2 configuration is ``log4j2-quiet.properties``; an executor on
     a machine without this file at the same path falls back to Spark's defaults, which
     only reach that worker's log files). With ``verbose`` Spark's own defaults apply (WARN
-    and up). Both ``master`` and ``verbose`` only matter when the session is created.
+    and up). Parallelism is Spark's (the master's cores); ``spark_jobs.dataset.load_history``
+    sets the shuffle partitions from the data. Both ``master`` and ``verbose`` only matter
+    when the session is created.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -239,8 +240,6 @@ def get_spark(master: str | None = None, *, verbose: bool = False) -> SparkSessi
         .master(master or DEFAULT_MASTER)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
-        .config("spark.default.parallelism", str(SHUFFLE_PARTITIONS))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
     )

@@ -170,7 +170,7 @@ def history_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def history(spark: Any, history_root: Path) -> Any:
     """The hand-built runs loaded as Spark DataFrames."""
-    from spark_jobs.metrics import load_history
+    from spark_jobs.dataset import load_history
 
     # Cached: every metric test scans the same five runs again.
     loaded = load_history(spark, history_root)

@@ -319,7 +319,7 @@ def _schema_row(row: dict[str, Any]) -> tuple[Any, ...]:
 def test_the_anomalies_table_counts_each_class_per_mode_and_scenario(
     spark: Any, tmp_path: Path
 ) -> None:
-    from spark_jobs.metrics import load_history
+    from spark_jobs.dataset import load_history
 
     history = load_history(spark, _history_root(tmp_path))
     per_topic = classify_topics(history.operations).cache()

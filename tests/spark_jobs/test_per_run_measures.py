@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from experiment_history.runs import HistoryWriter, RunMeta
-from spark_jobs.metrics import dead_sends_summary, load_history, stale_route_windows
+from spark_jobs.dataset import load_history
+from spark_jobs.metrics import dead_sends_summary, stale_route_windows
 from spark_jobs.per_run import seed_intervals
 from tests.spark_jobs.conftest import ROUTE_A, ROUTE_B, op
 

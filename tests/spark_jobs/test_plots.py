@@ -468,7 +468,7 @@ def _three_node_run(root: Path) -> None:
 
 @pytest.mark.slow
 def test_a_node_is_diverged_when_it_differs_from_the_majority_or_there_is_none(spark, tmp_path):
-    from spark_jobs.metrics import load_history
+    from spark_jobs.dataset import load_history
     from spark_jobs.plot_series import divergence_timeline
 
     _three_node_run(tmp_path)

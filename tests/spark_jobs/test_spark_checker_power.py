@@ -51,7 +51,8 @@ def power_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_it_counts_the_stale_reads_caught_per_run(spark: Any, power_root: Path) -> None:
-    from spark_jobs.metrics import GROUP, load_history
+    from spark_jobs.dataset import load_history
+    from spark_jobs.metrics import GROUP
     from spark_jobs.power import stale_read_power
 
     history = load_history(spark, power_root)
