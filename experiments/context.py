@@ -111,16 +111,7 @@ class ExperimentContext:
         follow-up reader (when there is one) reads the changed topics from the other
         nodes.
         """
-        sim = self.fleet.brokers[broker]
-        item = sim.route_item if kind == KIND_REGISTER else None
-        changes = []
-        for topic in self.topics:
-            if topic not in sim.topics or topic in self.truth_overrides:
-                continue
-            latest = self.registers.latest(topic)
-            value = with_broker(latest, broker, None if item is None else item(topic))
-            if value != latest:
-                changes.append((topic, value))
+        changes = self._share_changes(broker, added=kind == KIND_REGISTER)
         acks = await self.sent(broker, kind, changes, call, broker=broker)
         if not acks:
             self.record_truth(broker, kind)
@@ -131,6 +122,21 @@ class ExperimentContext:
         if self.follow_up is not None and changed:
             self.follow_up.after_ack(node, ack_ms, changed)
         return acks
+
+    def _share_changes(self, broker: str, *, added: bool) -> list[tuple[str, str]]:
+        """(topic, value) for every watched topic of ``broker`` whose register value
+        changes when the broker's share is added (its route item) or removed."""
+        sim = self.fleet.brokers[broker]
+        changes = []
+        for topic in self.topics:
+            if topic not in sim.topics or topic in self.truth_overrides:
+                continue
+            latest = self.registers.latest(topic)
+            value = with_broker(latest, broker, sim.route_item(topic) if added else None)
+            # Equal when nothing changes, e.g. a raft expiry the prober already inferred.
+            if value != latest:
+                changes.append((topic, value))
+        return changes
 
     async def sent(
         self,
@@ -192,15 +198,7 @@ class ExperimentContext:
             broker = by_addr.get(entry["addr"])
             if broker is None:
                 continue
-            for topic in self.topics:
-                if topic not in self.fleet.brokers[broker].topics:
-                    continue
-                latest = self.registers.latest(topic)
-                value = with_broker(latest, broker, None)
-                # Equal when the prober saw the change before the report came: its
-                # inferred write already stands for this one.
-                if value == latest:
-                    continue
+            for topic, value in self._share_changes(broker, added=False):
                 self.registers.record(topic, invoke_us, complete_us, value)
                 self.recorder.operation(
                     process=PROCESS_RAFT,
