@@ -91,7 +91,7 @@ def analyze(
     timed("t_visibility", lambda: t_visibility(freshness))
     timed("k_staleness", lambda: k_staleness(freshness))
     freshness.unpersist()
-    classified = classify_topics(history.operations).cache()
+    classified = classify_topics(history.operations, clustered=history.topics_clustered).cache()
     timed("anomalies", lambda: anomaly_summary(classified))
     timed("not_exist_live", lambda: not_exist_live_summary(classified))
     classified.unpersist()
@@ -110,7 +110,10 @@ def analyze(
     shown = topic_verdicts(verdicts, route_changes(history), runs).cache()
     timed("route_changes", lambda: shown)
     timed("linearizability", lambda: linearizability_summary(shown, runs))
-    timed("checker_power", lambda: stale_read_power(history.operations, runs))
+    timed(
+        "checker_power",
+        lambda: stale_read_power(history.operations, runs, clustered=history.topics_clustered),
+    )
     timed(
         "counterexamples",
         lambda: (

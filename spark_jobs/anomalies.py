@@ -318,12 +318,13 @@ def _topic_row(item: tuple[tuple[str, str], Iterable[tuple[Any, ...]]]) -> tuple
     return (run_id, mode, scenario, topic, len(verdicts), *counts.values(), examples)
 
 
-def classify_topics(operations: Any) -> Any:
+def classify_topics(operations: Any, *, clustered: bool = False) -> Any:
     """Per (run, topic): reads that answered and each class's count and first op ids, from
     a Spark ``operations`` DataFrame with ``run_id``, ``mode`` and ``scenario`` (columns of
     ``TOPIC_DDL``). Grouped as the checker groups (``checker.topic_groups``, which also
-    reads the microsecond columns as null when older histories lack them)."""
-    rows = topic_groups(operations, ROW_COLUMNS).map(_topic_row)
+    reads the microsecond columns as null when older histories lack them; ``clustered``
+    as there)."""
+    rows = topic_groups(operations, ROW_COLUMNS, clustered=clustered).map(_topic_row)
     return operations.sparkSession.createDataFrame(rows, TOPIC_DDL)
 
 

@@ -357,44 +357,49 @@ def _check_group(
     )
 
 
-def check_topics(operations: Any, budget: CheckBudget | None = None) -> Any:
+def check_topics(
+    operations: Any, budget: CheckBudget | None = None, *, clustered: bool = False
+) -> Any:
     """Per-topic verdicts of a Spark ``operations`` DataFrame (with a ``run_id`` column).
 
     The history is grouped by (run, topic) with :func:`topic_groups` (pandas is not
-    needed, unlike ``applyInPandas``), and each group is checked by the pure-Python core.
-    Returns a DataFrame with the columns of ``RESULT_DDL``.
+    needed, unlike ``applyInPandas``; ``clustered`` as there), and each group is checked
+    by the pure-Python core. Returns a DataFrame with the columns of ``RESULT_DDL``.
     """
     budget = budget or CheckBudget()
-    groups = topic_groups(operations, CHECK_COLUMNS)
+    groups = topic_groups(operations, CHECK_COLUMNS, clustered=clustered)
     verdicts = groups.map(lambda item: _check_group(item, budget))
     return operations.sparkSession.createDataFrame(verdicts, RESULT_DDL)
 
 
-def topic_groups(operations: Any, columns: Sequence[str]) -> Any:
+def topic_groups(operations: Any, columns: Sequence[str], *, clustered: bool = False) -> Any:
     """The register operations of a Spark ``operations`` DataFrame (with ``run_id``) as an
-    RDD of ((run_id, topic), rows), each row the tuple of ``columns`` and the rows of a
-    group in (invoke_ms, op_id) order; shared by every job that looks at one topic's
-    register at a time (the checker, ``spark_jobs.power``, ``spark_jobs.anomalies``).
+    RDD of ((run_id, topic), rows), each row the tuple of ``columns``; shared by every job
+    that looks at one topic's register at a time (the checker, ``spark_jobs.power``,
+    ``spark_jobs.anomalies``), each of which orders a group's rows itself.
 
-    A DataFrame exchange hash-partitions by (run, topic) into the session's
-    ``spark.sql.shuffle.partitions`` and sorts each partition, so a topic's rows are
-    consecutive: the rows cross the shuffle in the JVM and Python sees each one once,
-    where an RDD ``groupByKey`` would pickle every row through a Python shuffle. A
-    ``columns`` entry of :data:`MICRO_COLUMNS` the frame lacks is read as null."""
+    ``clustered``: every partition of ``operations`` already holds whole (run, topic)
+    groups with each group's rows consecutive (a scan of the dataset, see
+    ``spark_jobs.dataset.History.topics_clustered``, through narrow steps only: filters,
+    projections, a broadcast join). The groups are then formed inside each scan task,
+    with no exchange. Otherwise a DataFrame exchange hash-partitions by (run, topic) into
+    the session's ``spark.sql.shuffle.partitions`` and sorts each partition: the rows
+    cross the shuffle in the JVM and Python sees each one once, where an RDD
+    ``groupByKey`` would pickle every row through a Python shuffle. A ``columns`` entry
+    of :data:`MICRO_COLUMNS` the frame lacks is read as null."""
     from pyspark.sql import functions as F
 
     for name in MICRO_COLUMNS:
         if name in columns and name not in operations.columns:
             operations = operations.withColumn(name, F.lit(None).cast("long"))
-    partitions = int(operations.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     kinds = sorted(READ_KINDS | WRITE_KINDS)
-    relevant = (
-        operations.filter(F.col("kind").isin(kinds))
-        .repartition(partitions, "run_id", "topic")
-        .sortWithinPartitions("run_id", "topic", "invoke_ms", "op_id")
-        .select("run_id", "topic", *columns)
-    )
-    return relevant.rdd.mapPartitions(_grouped)
+    relevant = operations.filter(F.col("kind").isin(kinds))
+    if not clustered:
+        partitions = int(operations.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        relevant = relevant.repartition(partitions, "run_id", "topic").sortWithinPartitions(
+            "run_id", "topic", "invoke_ms", "op_id"
+        )
+    return relevant.select("run_id", "topic", *columns).rdd.mapPartitions(_grouped)
 
 
 def _grouped(rows: Iterable[Any]) -> Iterator[tuple[tuple[str, str], list[tuple[Any, ...]]]]:

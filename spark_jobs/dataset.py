@@ -8,7 +8,11 @@ chain of unions.
 
 Given a ``dataset_dir`` (``analyze`` passes ``<out>/dataset``), the tables are then written
 once as one Parquet dataset partitioned by run (``run_id=<id>/`` directories) with each
-file holding whole topics, sorted by topic, and every job reads that dataset.
+file holding whole topics, sorted by topic, and every job reads that dataset. No file of
+it is split between scan tasks (``spark.sql.files.maxPartitionBytes`` is raised to the
+largest file when needed), so every task of a scan holds whole (run, topic) groups, one
+after another: the per-topic jobs (``checker.topic_groups``) then group inside the scan,
+where the data is, with no exchange (:attr:`History.topics_clustered`).
 
 The number of shuffle partitions follows the input size and the cluster
 (:func:`shuffle_partitions_for`): the session starts with Spark's defaults and loading sets
@@ -42,12 +46,17 @@ more than the smaller tasks save."""
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """The four tables of every run under one root, tagged with run_id/mode/scenario."""
+    """The four tables of every run under one root, tagged with run_id/mode/scenario.
+
+    ``topics_clustered``: the frames scan the dataset, so each scan task reads whole
+    (run, topic) groups, each group's rows consecutive (what ``checker.topic_groups``
+    needs to group without an exchange)."""
 
     operations: DataFrame
     writes: DataFrame
     faults: DataFrame
     node_states: DataFrame
+    topics_clustered: bool = False
 
 
 def _ddl(table: str) -> str:
@@ -104,7 +113,7 @@ def load_history(
         frames[table] = tagged.select(*TAGS, *SCHEMAS[table].names)
     if dataset_dir is not None:
         frames = _materialize(spark, frames, Path(dataset_dir), partitions)
-    return History(*(frames[table] for table in TABLES))
+    return History(*(frames[table] for table in TABLES), topics_clustered=dataset_dir is not None)
 
 
 def _materialize(
@@ -113,8 +122,8 @@ def _materialize(
     """Write each table under ``target/<table>/run_id=<id>/`` and read it back.
 
     Rows are hash-partitioned by (run, topic) before the write, so each file holds whole
-    topics, sorted by topic and time within the file."""
-    loaded = {}
+    topics, sorted by topic and time within the file; :func:`_keep_files_whole` keeps
+    the scans from splitting a file."""
     for table, frame in frames.items():
         names = SCHEMAS[table].names
         keys = ["run_id", "topic"] if "topic" in names else ["run_id"]
@@ -127,9 +136,41 @@ def _materialize(
             .partitionBy("run_id")
             .parquet(path)
         )
+    _keep_files_whole(spark, target)
+    loaded = {}
+    for table in frames:
+        names = SCHEMAS[table].names
+        path = str(target / table)
         schema = f"run_id string, mode string, scenario string, {_ddl(table)}"
         loaded[table] = spark.read.schema(schema).parquet(path).select(*TAGS, *names)
     return loaded
+
+
+def _keep_files_whole(spark: SparkSession, target: Path) -> None:
+    """Spark splits a scanned file larger than ``min(maxPartitionBytes, max(openCostInBytes,
+    scan bytes / min partitions))`` between tasks, which would cut a topic in two. The
+    files are about equal (one per write task and run), so that takes a very skewed
+    topic; when a table has such a file, both settings are raised to its size (a task
+    then reads it whole, and files are no longer packed together)."""
+    conf = spark._jsparkSession.sessionState().conf()
+    min_partitions = max(
+        spark.sparkContext.defaultParallelism,
+        int(spark.conf.get("spark.sql.files.minPartitionNum", None) or 1),
+    )
+    largest_cut = 0
+    for table in TABLES:
+        sizes = [part.stat().st_size for part in (target / table).rglob("*.parquet")]
+        if not sizes:
+            continue
+        split_at = min(
+            conf.filesMaxPartitionBytes(),
+            max(conf.filesOpenCostInBytes(), sum(sizes) // min_partitions),
+        )
+        if max(sizes) > split_at:
+            largest_cut = max(largest_cut, max(sizes))
+    if largest_cut:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", str(largest_cut))
+        spark.conf.set("spark.sql.files.openCostInBytes", str(largest_cut))
 
 
 def executor_facts(spark: SparkSession) -> dict[str, object]:

@@ -537,7 +537,9 @@ def latency_percentiles(history: History) -> DataFrame:
 
 def linearizability(history: History, budget: CheckBudget | None = None) -> DataFrame:
     """Per (run, topic) verdicts of the register checker (see ``spark_jobs.checker``)."""
-    verdicts: DataFrame = check_topics(history.operations, budget)
+    verdicts: DataFrame = check_topics(
+        history.operations, budget, clustered=history.topics_clustered
+    )
     return verdicts
 
 

@@ -147,13 +147,17 @@ def _power_group(item: tuple[tuple[str, str], Sequence[tuple[Any, ...]]]) -> tup
     return (run_id, topic, result.injected, result.caught, result.unknown)
 
 
-def stale_read_power(operations: Any, runs: Any, per_run: int = STALE_READS_PER_RUN) -> Any:
+def stale_read_power(
+    operations: Any, runs: Any, per_run: int = STALE_READS_PER_RUN, *, clustered: bool = False
+) -> Any:
     """Per run (with ``runs``' mode and scenario): stale reads injected, caught, and
     unknown, and the share caught (None when nothing could be injected).
 
     ``per_run`` injections are spread evenly over at most ``per_run`` of the run's topics
     with two or more acknowledged writes and a read, picked by a hash of the topic name
-    (so the same topics every time, and a cost that does not grow with the topics)."""
+    (so the same topics every time, and a cost that does not grow with the topics).
+    ``clustered`` as in ``checker.topic_groups``: the chosen topics (at most ``per_run``
+    per run) are broadcast, so the join keeps the operations where they are."""
     from pyspark.sql import Window, functions as F
 
     kinds = sorted(READ_KINDS | WRITE_KINDS)
@@ -183,7 +187,11 @@ def stale_read_power(operations: Any, runs: Any, per_run: int = STALE_READS_PER_
             ).alias("count"),
         )
     )
-    groups = topic_groups(register.join(chosen, ["run_id", "topic"]), ("count", *CHECK_COLUMNS))
+    groups = topic_groups(
+        register.join(F.broadcast(chosen), ["run_id", "topic"]),
+        ("count", *CHECK_COLUMNS),
+        clustered=clustered,
+    )
     per_topic = operations.sparkSession.createDataFrame(groups.map(_power_group), POWER_DDL)
     totals = per_topic.groupBy("run_id").agg(
         F.sum("injected").alias("stale_reads_injected"),

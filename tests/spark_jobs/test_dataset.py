@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from spark_jobs.checker import topic_groups
 from spark_jobs.dataset import (
     PARTITION_INPUT_BYTES,
     PARTITIONS_PER_CORE_MAX,
@@ -69,3 +70,37 @@ def test_several_roots_load_as_one_history(spark: Any, history_root: Path) -> No
     assert len(runs) == 2
     with pytest.raises(FileNotFoundError, match=r"no run\.json"):
         load_history(spark, [history_root / "nowhere"])
+
+
+def _groups(rdd: Any) -> list[tuple[tuple[str, str], list[tuple[Any, ...]]]]:
+    return sorted((key, sorted(rows, key=str)) for key, rows in rdd.collect())
+
+
+def test_the_per_topic_jobs_group_the_dataset_where_it_lies(
+    spark: Any, history_root: Path, tmp_path: Path
+) -> None:
+    """Each scan task of the dataset reads whole topics, so ``topic_groups`` groups them
+    inside the scan: the same groups as through an exchange, none of them cut in two, and
+    no shuffle in the lineage. Files bigger than a scan would split raise the split size,
+    as a very skewed topic would need (forced here by a 1 KiB split size)."""
+    conf = spark._jsparkSession.sessionState().conf()
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
+    try:
+        dataset = load_history(spark, history_root, tmp_path / "dataset")
+        largest = max(p.stat().st_size for p in (tmp_path / "dataset").rglob("*.parquet"))
+        assert conf.filesMaxPartitionBytes() >= largest
+        assert conf.filesOpenCostInBytes() >= largest
+        assert dataset.topics_clustered
+        assert not load_history(spark, history_root).topics_clustered
+        columns = ("op_id", "kind", "value")
+        in_place = topic_groups(dataset.operations, columns, clustered=True)
+        exchanged = topic_groups(dataset.operations, columns)
+        assert "ShuffledRowRDD" not in in_place.toDebugString().decode()
+        assert "ShuffledRowRDD" in exchanged.toDebugString().decode()
+        groups = _groups(in_place)
+        keys = [key for key, _ in groups]
+        assert len(keys) == len(set(keys)) > 5
+        assert groups == _groups(exchanged)
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+        spark.conf.unset("spark.sql.files.openCostInBytes")
