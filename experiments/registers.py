@@ -24,8 +24,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from experiment_history.schema import RouteItem, canonical_route, parse_route
+from experiment_history.superseding import ABSENT, TIME_MAX_US, TimedWrite, TopicWrites
 
-INITIAL = ""
+INITIAL = ABSENT
 """The value of a register no write has touched: the topic does not exist."""
 
 
@@ -78,18 +79,13 @@ class RegisterLog:
 
     def candidates(self, topic: str, invoke_us: int, complete_us: int) -> set[str]:
         """Every value a linearizable register could return to a read in
-        [``invoke_us``, ``complete_us``]: of each write invoked before the read completed,
-        unless a later write was invoked after it completed and itself completed before
-        the read was invoked; the initial value until a write completed before the read."""
-        writes = self._writes.get(topic, [])
-        done = [w for w in writes if w.complete_us is not None and w.complete_us < invoke_us]
-        values = set() if done else {INITIAL}
-        for write in writes:
-            if write.invoke_us > complete_us:
-                continue
-            if write.complete_us is not None and any(
-                later.invoke_us > write.complete_us for later in done
-            ):
-                continue
-            values.add(write.value)
-        return values
+        [``invoke_us``, ``complete_us``] (:mod:`experiment_history.superseding`, the
+        rule the anomaly classes read the history with); a pending write may land any
+        time after its call."""
+        writes = TopicWrites(
+            TimedWrite(
+                w.value, w.invoke_us, TIME_MAX_US if w.complete_us is None else w.complete_us
+            )
+            for w in self._writes.get(topic, [])
+        )
+        return writes.possible_values(invoke_us, complete_us)

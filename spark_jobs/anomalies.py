@@ -16,12 +16,10 @@ of precedence:
    this one was invoked whose every possible source write comes after every possible
    source write of this one.
 
-A write is *definitely superseded* before a read when another write was invoked after it
-completed and itself completed before the read was invoked (a pending write supersedes
-nothing). A write *could be in effect* during a read when it was invoked by the read's
-completion and is not definitely superseded before the read's invocation; those writes of
-the read's value are its *possible sources*. The topic starts absent: an implicit write of
-``""`` before everything. Intervals that touch count as concurrent, as in the checker.
+Which writes are *definitely superseded* before a read and which are its *possible sources*
+is :mod:`experiment_history.superseding`'s rule, the one the prober uses too. The topic
+starts absent: an implicit write of ``""`` before everything. Intervals that touch count
+as concurrent, as in the checker.
 
 Versions: when two reads of one client carry versions >= 0 and a later one is lower, the
 read counts in ``version_backwards`` too, but classes go by values only. In ``raft`` mode a
@@ -32,13 +30,18 @@ versions of the same node are compared.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
 from experiment_history.schema import interval_us
+from experiment_history.superseding import (
+    TIME_MAX_US,
+    TIME_MIN_US,
+    Sources,
+    TimedWrite,
+    TopicWrites,
+)
 from spark_jobs.checker import ABSENT_VALUE, register_role, topic_groups
 
 OK = "ok"
@@ -53,19 +56,6 @@ RAFT_MODE = "raft"
 """The mode whose routes versions (one Raft log applied everywhere) compare across nodes."""
 EXAMPLES_PER_CLASS = 3
 """Op ids kept per class, per topic and again per report group."""
-TIME_MIN_US = -(2**62)
-TIME_MAX_US = 2**62
-"""Before every operation (the implicit initial write) / never (a pending write's end)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TimedWrite:
-    """A write of one topic's route: the value it leaves, its interval in microseconds;
-    a pending write (error, timeout) ends at :data:`TIME_MAX_US`."""
-
-    value: str
-    invoke_us: int
-    complete_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +72,6 @@ class TimedRead:
 
 
 @dataclass(frozen=True, slots=True)
-class Sources:
-    """A read's possible source writes: the earliest invocation and latest completion
-    among them."""
-
-    oldest_invoke_us: int
-    newest_complete_us: int
-
-
-@dataclass(frozen=True, slots=True)
 class ReadVerdict:
     """One read's class (:data:`OK` or one of :data:`CLASSES`) and whether its version
     went backwards for its client."""
@@ -101,67 +82,9 @@ class ReadVerdict:
     version_backwards: bool = False
 
 
-class _ValueWrites:
-    """The writes of one value, indexed to answer "possible sources of a read" in log time."""
-
-    def __init__(self, writes: Sequence[TimedWrite], superseded_at: list[int]) -> None:
-        paired = zip(writes, superseded_at, strict=True)
-        by_complete = sorted(paired, key=lambda p: p[0].complete_us)
-        # Superseding is monotone in the completion (a later completion leaves fewer writes
-        # invoked after it), so the writes superseded before a read are a prefix here.
-        self._superseded = [at for _, at in by_complete]
-        invokes = [w.invoke_us for w, _ in by_complete]
-        self._oldest_after = list(accumulate(reversed(invokes), min))[::-1]
-        by_invoke = sorted(writes, key=lambda w: w.invoke_us)
-        self.invokes = [w.invoke_us for w in by_invoke]
-        self._newest_before = list(accumulate((w.complete_us for w in by_invoke), max))
-
-    def sources(self, read: TimedRead) -> Sources | None:
-        """The read's possible sources among these writes, None when there are none."""
-        first = bisect_left(self._superseded, read.invoke_us)
-        if first == len(self._superseded) or self._oldest_after[first] > read.complete_us:
-            return None
-        # The newest write invoked by the read's end is never superseded when any is not.
-        newest = self._newest_before[bisect_right(self.invokes, read.complete_us) - 1]
-        return Sources(self._oldest_after[first], newest)
-
-
-class TopicWrites:
-    """The writes of one topic, with the implicit initial write of the absent route."""
-
-    def __init__(self, writes: Iterable[TimedWrite]) -> None:
-        every = [TimedWrite(ABSENT_VALUE, TIME_MIN_US, TIME_MIN_US), *writes]
-        by_invoke = sorted(every, key=lambda w: w.invoke_us)
-        self._invokes = [w.invoke_us for w in by_invoke]
-        ends = [w.complete_us for w in by_invoke] + [TIME_MAX_US]
-        self._first_end_after = list(accumulate(reversed(ends), min))[::-1]
-        grouped: dict[str, list[TimedWrite]] = {}
-        for write in every:
-            grouped.setdefault(write.value, []).append(write)
-        self._by_value = {
-            value: _ValueWrites(group, [self.superseded_at(w) for w in group])
-            for value, group in grouped.items()
-        }
-
-    def superseded_at(self, write: TimedWrite) -> int:
-        """The time from which ``write`` is definitely superseded: the earliest completion
-        of a write invoked after it completed (:data:`TIME_MAX_US`: never)."""
-        return self._first_end_after[bisect_right(self._invokes, write.complete_us)]
-
-    def sources(self, read: TimedRead) -> Sources | None:
-        """The read's possible sources: writes of its value that could be in effect."""
-        found = self._by_value.get(read.value)
-        return None if found is None else found.sources(read)
-
-    def written_by(self, value: str, time_us: int) -> bool:
-        """Whether some write of ``value`` was invoked by ``time_us``."""
-        found = self._by_value.get(value)
-        return found is not None and found.invokes[0] <= time_us
-
-
 def _alone(writes: TopicWrites, read: TimedRead) -> tuple[str, Sources | None]:
     """The read's class against the writes alone (every class but non-monotonic)."""
-    sources = writes.sources(read)
+    sources = writes.sources(read.value, read.invoke_us, read.complete_us)
     if sources is not None:
         return OK, sources
     if read.value != ABSENT_VALUE and not writes.written_by(read.value, read.complete_us):

@@ -28,13 +28,15 @@ from experiment_history.schema import (
     WRITE_KINDS,
     interval_us,
 )
+from experiment_history.superseding import ABSENT
 
 LINEARIZABLE = "linearizable"
 NOT_LINEARIZABLE = "not_linearizable"
 UNKNOWN = "unknown"
 NOT_EXERCISED = "not_exercised"
 """Shown for a topic with fewer than two writes: any reads of one value fit a register."""
-ABSENT_VALUE = ""
+ABSENT_VALUE = ABSENT
+"""The route of a topic no write has touched (TOPIC_NOT_EXIST)."""
 # Minimizing a counterexample re-runs the search; cap the re-runs so a failure report
 # costs at most this many extra searches.
 MINIMIZE_CHECKS_MAX = 400

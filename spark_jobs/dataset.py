@@ -113,7 +113,13 @@ def load_history(
         frames[table] = tagged.select(*TAGS, *SCHEMAS[table].names)
     if dataset_dir is not None:
         frames = _materialize(spark, frames, Path(dataset_dir), partitions)
-    return History(*(frames[table] for table in TABLES), topics_clustered=dataset_dir is not None)
+    return History(
+        operations=frames[OPERATIONS],
+        writes=frames[WRITES],
+        faults=frames[FAULTS],
+        node_states=frames[NODE_STATES],
+        topics_clustered=dataset_dir is not None,
+    )
 
 
 def _materialize(

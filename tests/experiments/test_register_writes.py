@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings, strategies as st
+
 from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
 from experiment_history.schema import RouteItem, canonical_route
 from experiments.registers import INITIAL, RegisterLog, with_broker
@@ -41,6 +43,41 @@ def test_candidates_are_the_values_not_yet_superseded_when_the_read_starts() -> 
     log.record(TOPIC, 40, None, BOTH)
     assert log.candidates(TOPIC, 100, 101) == {WITH_CHURN, BOTH}, "a pending write may land"
     assert log.latest(TOPIC) == WITH_CHURN
+
+
+def _by_the_definition(
+    writes: list[tuple[int, int | None, str]], invoke: int, complete: int
+) -> set[str]:
+    """The rule read word for word, every write against every other: a value is possible
+    when a write of it was invoked by the read's end and no write invoked after it
+    completed had itself completed before the read began (the initial value: until any
+    write completed before the read)."""
+    done = [w for w in writes if w[1] is not None and w[1] < invoke]
+    values = set() if done else {INITIAL}
+    for start, end, value in writes:
+        superseded = end is not None and any(later[0] > end for later in done)
+        if start <= complete and not superseded:
+            values.add(value)
+    return values
+
+
+_write = st.tuples(
+    st.integers(0, 40), st.one_of(st.none(), st.integers(0, 20)), st.sampled_from([A, B, CHURN])
+).map(lambda w: (w[0], None if w[1] is None else w[0] + w[1], canonical_route([w[2]])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_write, max_size=6), st.integers(0, 50), st.integers(0, 10))
+def test_candidates_follow_the_superseding_rule_the_analysis_uses(
+    writes: list[tuple[int, int | None, str]], invoke: int, length: int
+) -> None:
+    """The prober's candidates come from ``experiment_history.superseding``, as the anomaly
+    classes' possible sources do; checked against the rule's plain reading."""
+    log = RegisterLog()
+    for start, end, value in writes:
+        log.record(TOPIC, start, end, value)
+    expected = _by_the_definition(writes, invoke, invoke + length)
+    assert log.candidates(TOPIC, invoke, invoke + length) == expected
 
 
 def _prober(tmp_path: Path) -> tuple[Prober, RegisterLog, HistoryWriter]:

@@ -15,15 +15,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from experiment_history.runs import HistoryWriter, RunMeta
 from experiment_history.schema import OPERATIONS_SCHEMA
+from experiment_history.superseding import TIME_MAX_US, TimedWrite
 from spark_jobs.anomalies import (
     NEVER_WRITTEN,
     NON_MONOTONIC_READ,
     NOT_EXIST_LIVE,
     OK,
     STALE_READ,
-    TIME_MAX_US,
     TimedRead,
-    TimedWrite,
     anomaly_summary,
     classify_reads,
     classify_rows,
