@@ -21,6 +21,7 @@ from experiment_history.schema import (
     OUTCOME_OK,
     OUTCOME_TIMEOUT,
     PARTITION_FAULTS,
+    US_PER_MS,
     WRITE_KINDS,
 )
 from spark_jobs.checker import (
@@ -511,12 +512,24 @@ def availability(history: History) -> DataFrame:
     )
 
 
+def latency_us(operations: DataFrame) -> Column:
+    """Completion minus invocation of each operation, in microseconds: from the monotonic
+    ``invoke_us``/``complete_us``, or the milliseconds x 1,000 where a row (or the whole
+    frame, a history without them) lacks them (``experiment_history.schema.interval_us``'s
+    reading)."""
+    latency = (F.col("complete_ms") - F.col("invoke_ms")) * F.lit(US_PER_MS)
+    if {"invoke_us", "complete_us"} <= set(operations.columns):
+        latency = F.coalesce(F.col("complete_us") - F.col("invoke_us"), latency)
+    return latency
+
+
 def latency_percentiles(history: History) -> DataFrame:
-    """p50/p95/p99 of ``complete - invoke`` per kind, over operations that completed."""
-    done = history.operations.filter(
-        (F.col("outcome") != OUTCOME_TIMEOUT) & (F.col("complete_ms") >= F.col("invoke_ms"))
-    ).withColumn("latency_ms", F.col("complete_ms") - F.col("invoke_ms"))
-    quantiles = F.percentile_approx("latency_ms", list(LATENCY_QUANTILES), PERCENTILE_ACCURACY)
+    """p50/p95/p99 of ``complete - invoke`` per kind, in microseconds, over operations
+    that completed: from the monotonic microsecond stamps, or the milliseconds x 1,000
+    for a history without them (``experiment_history.schema.interval_us``'s reading)."""
+    done = history.operations.filter(F.col("outcome") != OUTCOME_TIMEOUT)
+    done = done.withColumn("latency_us", latency_us(done)).filter(F.col("latency_us") >= 0)
+    quantiles = F.percentile_approx("latency_us", list(LATENCY_QUANTILES), PERCENTILE_ACCURACY)
     return (
         done.groupBy(*GROUP, "kind")
         .agg(F.count("*").alias("ops"), quantiles.alias("q"))
@@ -524,9 +537,9 @@ def latency_percentiles(history: History) -> DataFrame:
             *GROUP,
             "kind",
             "ops",
-            F.col("q")[0].alias("p50_ms"),
-            F.col("q")[1].alias("p95_ms"),
-            F.col("q")[2].alias("p99_ms"),
+            F.col("q")[0].alias("p50_us"),
+            F.col("q")[1].alias("p95_us"),
+            F.col("q")[2].alias("p99_us"),
         )
         .orderBy(*GROUP, "kind")
     )

@@ -17,11 +17,10 @@ from spark_jobs.metrics import (
     PERCENTILE_ACCURACY,
     brokers_of,
     faults_of_kinds,
+    latency_us,
 )
 
 CDF_QUANTILE_STEPS = 100  # read_latency_cdf: quantiles 0.01, 0.02, ..., 1.0
-MICRO_STAMPS = ("invoke_us", "complete_us", "latency_us")
-MILLI_STAMPS = ("invoke_ms", "complete_ms", "latency_ms")
 
 
 def _run_last_ms(history: History) -> DataFrame:
@@ -129,28 +128,30 @@ def read_latency_cdf(history: History, steps: int = CDF_QUANTILE_STEPS) -> DataF
     """One row per mode, scenario and quantile q = 1/steps, 2/steps, ..., 1.0.
 
     Columns: ``mode, scenario``; ``reads``, the route reads that completed (any outcome but
-    ``timeout``, as in ``latency_percentiles``); ``quantile``, q; ``latency_ms``, the
-    (approximate) q-quantile of their ``complete_ms - invoke_ms``, so a share q of the reads
-    took at most ``latency_ms``. The rows of one mode are the points of its latency CDF.
-    When the operations carry monotonic microsecond stamps (``invoke_us``, ``complete_us``)
-    the column is ``latency_us`` from those instead: whole-ms wall-clock stamps put most
-    loopback reads at 0.
+    ``timeout``, as in ``latency_percentiles``); ``quantile``, q; ``latency_us``, the
+    (approximate) q-quantile of their latency in microseconds (``metrics.latency_us``:
+    the monotonic stamps, or whole wall-clock ms x 1,000 in a history without them), so a
+    share q of the reads took at most ``latency_us``; ``monotonic``, whether every one of
+    those reads had monotonic stamps (the plot draws whole milliseconds otherwise). The
+    rows of one mode are the points of its latency CDF.
     """
-    stamps = MICRO_STAMPS if set(MICRO_STAMPS) <= set(history.operations.columns) else MILLI_STAMPS
-    invoke, complete, column = stamps
     reads = history.operations.filter(
-        (F.col("kind") == KIND_ROUTE_READ)
-        & (F.col("outcome") != OUTCOME_TIMEOUT)
-        & (F.col(complete) >= F.col(invoke))
-    ).withColumn(column, F.col(complete) - F.col(invoke))
+        (F.col("kind") == KIND_ROUTE_READ) & (F.col("outcome") != OUTCOME_TIMEOUT)
+    )
+    reads = reads.withColumn("latency_us", latency_us(reads)).filter(F.col("latency_us") >= 0)
+    stamped = F.lit(False)
+    if {"invoke_us", "complete_us"} <= set(reads.columns):
+        stamped = F.col("invoke_us").isNotNull() & F.col("complete_us").isNotNull()
     levels = [round(i / steps, 6) for i in range(1, steps + 1)]
     wide = reads.groupBy(*GROUP).agg(
         F.count("*").alias("reads"),
-        F.percentile_approx(column, levels, PERCENTILE_ACCURACY).alias("q"),
+        F.min(stamped.cast("int")).cast("boolean").alias("monotonic"),
+        F.percentile_approx("latency_us", levels, PERCENTILE_ACCURACY).alias("q"),
     )
+    quantile = F.round((F.col("i") + 1) / steps, 6).alias("quantile")
     return (
-        wide.select(*GROUP, "reads", F.posexplode("q").alias("i", column))
-        .select(*GROUP, "reads", F.round((F.col("i") + 1) / steps, 6).alias("quantile"), column)
+        wide.select(*GROUP, "reads", "monotonic", F.posexplode("q").alias("i", "latency_us"))
+        .select(*GROUP, "reads", "monotonic", quantile, "latency_us")
         .orderBy(*GROUP, "quantile")
     )
 

@@ -31,7 +31,7 @@ from matplotlib.ticker import (
     NullLocator,
 )
 
-from experiment_history.schema import FAULT_KILL_BROKER
+from experiment_history.schema import FAULT_KILL_BROKER, US_PER_MS
 from spark_jobs.report import PLOT_NAMES
 from spark_jobs.t_buckets import t_bucket_label
 
@@ -412,10 +412,20 @@ def _shade_faults(ax: Axes, faults: Sequence[Row]) -> None:
 
 
 def _read_latency_cdf(rows: Sequence[Row]) -> Figure | None:
-    """Microseconds when the history has monotonic microsecond stamps (``latency_us``);
-    otherwise the whole-millisecond wall-clock difference ``d``, drawn honestly as "took
-    less than d + 1 ms" (a read inside one clock tick is "< 1 ms", never a made-up 0.5)."""
-    micro = any(r.get("latency_us") is not None for r in rows)
+    """Microseconds when every read had monotonic microsecond stamps (``latency_us`` with
+    ``monotonic`` not false); otherwise the whole-millisecond wall-clock difference ``d``
+    (``latency_ms``, or ``latency_us`` / 1,000), drawn honestly as "took less than d + 1
+    ms" (a read inside one clock tick is "< 1 ms", never a made-up 0.5)."""
+    micro = any(r.get("latency_us") is not None for r in rows) and all(
+        r.get("monotonic", True) for r in rows
+    )
+    if not micro:
+        rows = [
+            {**r, "latency_ms": r["latency_us"] // US_PER_MS}
+            if r.get("latency_ms") is None and r.get("latency_us") is not None
+            else r
+            for r in rows
+        ]
     series = _series(rows, "latency_us" if micro else "latency_ms", "quantile")
     if not series:
         return None

@@ -162,7 +162,7 @@ SECTIONS = (
     Section(
         "latency",
         "Operation latency",
-        "p50/p95/p99 of completion minus invocation, per operation kind.",
+        "p50/p95/p99 of completion minus invocation, per operation kind, in µs.",
         "No operation completed.",
         keys=("kind",),
     ),

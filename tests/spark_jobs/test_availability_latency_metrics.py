@@ -18,4 +18,9 @@ def test_it_splits_availability_during_a_partition_into_reads_and_writes(history
 
 def test_it_reports_latency_percentiles_without_timeouts(history):
     [row] = rows_of(latency_percentiles(history), "lat")
-    assert (row["ops"], row["p50_ms"], row["p95_ms"], row["p99_ms"]) == (100, 50, 95, 99)
+    assert (row["ops"], row["p50_us"], row["p95_us"], row["p99_us"]) == (
+        100,
+        50_000,
+        95_000,
+        99_000,
+    )

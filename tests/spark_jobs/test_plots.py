@@ -331,6 +331,21 @@ def test_read_latency_cdf_uses_microseconds_when_the_history_has_them():
     assert "p50 180 µs" in line.get_label() and "p99 420 µs" in line.get_label()
 
 
+def test_read_latency_cdf_of_a_history_without_monotonic_stamps_is_drawn_in_ms():
+    """The series is in µs either way; reads stamped in whole wall-clock ms (x 1,000)
+    are drawn as the millisecond step they are, not as µs from a monotonic clock."""
+    rows = [
+        {**row, "monotonic": False}
+        for row in _cdf_rows("latency_us", [0] * 60 + [1_000] * 30 + [2_000] * 10)
+    ]
+    figure = build_figures({"read_latency_cdf": rows})["read_latency_cdf"]
+    [ax] = figure.axes
+    [line] = ax.get_lines()
+    assert "whole-ms" in ax.get_xlabel() and "monotonic" not in ax.get_xlabel()
+    assert list(line.get_xdata()) == [1.0, 1.0, 2.0, 3.0]
+    assert "p50 < 1 ms" in line.get_label()
+
+
 def test_stale_route_window_has_a_bar_per_node_and_mode_and_marks_never_dropped(figures):
     [ax] = figures["stale_route_window"].axes
     bars = [p for p in ax.patches if isinstance(p, Rectangle)]
@@ -435,15 +450,15 @@ def test_the_new_tables_from_the_hand_built_runs_and_their_plots(spark, history_
     }
     assert by_node == {"n0": ("b", 10000, 5000, 15000), "n1": ("b", 10000, 10000, 15000)}
 
-    # r5 ("lin"): three route reads taking 10, 10 and 2 ms.
+    # r5 ("lin"): three route reads taking 10, 10 and 2 ms (µs stamps from the writer).
     lin = {
-        r["quantile"]: (r["reads"], r["latency_ms"])
+        r["quantile"]: (r["reads"], r["monotonic"], r["latency_us"])
         for r in tables["read_latency_cdf"]
         if r["scenario"] == "lin"
     }
     assert len(lin) == 100
-    assert lin[0.01] == lin[0.33] == (3, 2)
-    assert lin[0.34] == lin[1.0] == (3, 10)
+    assert lin[0.01] == lin[0.33] == (3, True, 2_000)
+    assert lin[0.34] == lin[1.0] == (3, True, 10_000)
 
     pngs = write_plots(tmp_path, tables)
     _check_files(tmp_path, pngs, list(FIGURE_NAMES))

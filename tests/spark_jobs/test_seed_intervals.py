@@ -87,8 +87,20 @@ def _per_run() -> dict[str, list[dict[str, Any]]]:
             {"run_id": "e2", "t_bucket_ms": 0, "reads": 4, "p_fresh": 0.25},
         ],
         "latency": [
-            {"run_id": "e1", "kind": "route_read", "p50_ms": 1, "p95_ms": 4, "p99_ms": 9},
-            {"run_id": "e1", "kind": "send", "p50_ms": 100, "p95_ms": 400, "p99_ms": 900},
+            {
+                "run_id": "e1",
+                "kind": "route_read",
+                "p50_us": 1_000,
+                "p95_us": 4_000,
+                "p99_us": 9_000,
+            },
+            {
+                "run_id": "e1",
+                "kind": "send",
+                "p50_us": 100_000,
+                "p95_us": 400_000,
+                "p99_us": 900_000,
+            },
         ],
     }
 

@@ -37,7 +37,10 @@ def test_the_cli_writes_tables_plots_and_an_overall_verdict(spark, history_root,
         "route_changes",
         "anomalies",
         "counterexample_operations",
+        "seed_intervals",
     } <= set(summary)
+    latency = {row["kind"]: row for row in summary["latency"]}
+    assert {"p50_us", "p95_us", "p99_us"} <= set(latency["route_read"])
     assert summary["linearizability"][0]["not_linearizable"] == 1
     assert (tmp_path / "k_staleness.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "k_staleness.svg").read_text().lstrip().startswith("<?xml")
