@@ -24,26 +24,35 @@ RUN_TIMEOUT_S = 60
 DRIVER = Path(__file__).resolve().parent / "java" / "TlsRouteQuery.java"
 NETTY_DIR = Path("/usr/share/java")
 NETTY_JARS = ("common", "buffer", "transport", "codec", "handler", "resolver")
-PACKAGES = ("libnetty-java", "openjdk-17-jdk-headless")
+NETTY_PACKAGE = "libnetty-java"
+JDK_PACKAGE = "openjdk-17-jdk-headless"
 
 
 def _classpath() -> str:
     return ":".join(str(NETTY_DIR / f"netty-{name}.jar") for name in NETTY_JARS)
 
 
-def _missing() -> bool:
-    jars = all((NETTY_DIR / f"netty-{name}.jar").is_file() for name in NETTY_JARS)
-    return not jars or shutil.which("javac") is None or shutil.which("java") is None
+def _missing() -> list[str]:
+    """The packages to install: only what is missing. Naming an installed JDK would
+    upgrade it under the Spark JVM the earlier tests started, whose next child process
+    then fails ("Failed to exec spawn helper"), so an installed one is never named."""
+    missing = []
+    if not all((NETTY_DIR / f"netty-{name}.jar").is_file() for name in NETTY_JARS):
+        missing.append(NETTY_PACKAGE)
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        missing.append(JDK_PACKAGE)
+    return missing
 
 
 def ensure_installed() -> None:
     """Install the JDK and Debian's netty when either is missing."""
-    if not _missing():
+    packages = _missing()
+    if not packages:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise RuntimeError("java/netty are missing and cannot be installed (needs root, apt-get)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES]
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "--no-upgrade", *packages]
     done = subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False)
     if done.returncode != 0:
         subprocess.run(
