@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +111,7 @@ class ExperimentContext:
         follow-up reader (when there is one) reads the changed topics from the other
         nodes.
         """
-        changes = self._share_changes(broker, added=kind == KIND_REGISTER)
+        changes = [(t, v) for t, v, _ in self._share_changes([broker], added=kind == KIND_REGISTER)]
         acks = await self.sent(broker, kind, changes, call, broker=broker)
         if not acks:
             self.record_truth(broker, kind)
@@ -123,19 +123,24 @@ class ExperimentContext:
             self.follow_up.after_ack(node, ack_ms, changed)
         return acks
 
-    def _share_changes(self, broker: str, *, added: bool) -> list[tuple[str, str]]:
-        """(topic, value) for every watched topic of ``broker`` whose register value
-        changes when the broker's share is added (its route item) or removed."""
-        sim = self.fleet.brokers[broker]
+    def _share_changes(
+        self, brokers: Sequence[str], *, added: bool
+    ) -> list[tuple[str, str, list[str]]]:
+        """(topic, value, brokers) for every watched topic whose register value changes
+        when the shares of ``brokers`` that hold it are all added (their route items) or
+        all removed, together: the brokers of that topic."""
         changes = []
         for topic in self.topics:
-            if topic not in sim.topics or topic in self.truth_overrides:
+            if topic in self.truth_overrides:
                 continue
-            latest = self.registers.latest(topic)
-            value = with_broker(latest, broker, sim.route_item(topic) if added else None)
+            holders = [b for b in brokers if topic in self.fleet.brokers[b].topics]
+            latest = value = self.registers.latest(topic)
+            for broker in holders:
+                item = self.fleet.brokers[broker].route_item(topic) if added else None
+                value = with_broker(value, broker, item)
             # Equal when nothing changes, e.g. a raft expiry the prober already inferred.
             if value != latest:
-                changes.append((topic, value))
+                changes.append((topic, value, holders))
         return changes
 
     async def sent(
@@ -192,26 +197,27 @@ class ExperimentContext:
                 self._record_expiry(node, report)
 
     def _record_expiry(self, node: str, report: dict[str, Any]) -> None:
+        """One write per watched topic a reported scan changed: every broker that scan
+        expired leaves the register together, as they left the table in one committed
+        ExpireBrokers (removing them one at a time from the latest value would record
+        states that never existed, each with only one of them gone)."""
         by_addr = {sim.addr: name for name, sim in self.fleet.brokers.items()}
+        expired = sorted({by_addr[e["addr"]] for e in report["expired"] if e["addr"] in by_addr})
         invoke_us, complete_us = int(report["started_us"]), int(report["committed_us"])
-        for entry in report["expired"]:
-            broker = by_addr.get(entry["addr"])
-            if broker is None:
-                continue
-            for topic, value in self._share_changes(broker, added=False):
-                self.registers.record(topic, invoke_us, complete_us, value)
-                self.recorder.operation(
-                    process=PROCESS_RAFT,
-                    kind=KIND_EXPIRE,
-                    node=node,
-                    topic=topic,
-                    outcome=OUTCOME_OK,
-                    value=value,
-                    broker=broker,
-                    extra={"reported_by": node, "scan_seq": int(report["seq"])},
-                    invoke_us=invoke_us,
-                    complete_us=complete_us,
-                )
+        for topic, value, gone in self._share_changes(expired, added=False):
+            self.registers.record(topic, invoke_us, complete_us, value)
+            self.recorder.operation(
+                process=PROCESS_RAFT,
+                kind=KIND_EXPIRE,
+                node=node,
+                topic=topic,
+                outcome=OUTCOME_OK,
+                value=value,
+                broker=",".join(gone),
+                extra={"reported_by": node, "scan_seq": int(report["seq"]), "expired": gone},
+                invoke_us=invoke_us,
+                complete_us=complete_us,
+            )
 
     def truth_topic(self, topic: str, value: str, kind: str) -> None:
         """A topic's true route is now ``value`` (created or deleted by an admin)."""

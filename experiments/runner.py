@@ -312,6 +312,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
     start = ctx.recorder.start()
     prober.baseline(answers, warm_start)
     ctx.record_truth("", KIND_REGISTER)
+    ctx.fleet.record_round = ctx.broker_write
     timing = ClientTiming(
         cfg.poll_ms,
         cfg.rebalance_ms,
@@ -334,6 +335,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
             faults = await _fault_timeline(ctx, the_scenario, start)
     finally:
         stop.set()
+        ctx.fleet.record_round = None
         await asyncio.gather(*tasks, return_exceptions=True)
         ctx.recorder.stop()
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from experiment_history.runs import HistoryWriter
 from experiment_history.schema import (
+    KIND_REGISTER,
     KIND_ROUTE_READ,
     NO_MASTER_ADDR,
     NO_VERSION,
@@ -54,9 +56,14 @@ BROKER_HOST = "127.0.0.1"
 FIRST_BROKER_PORT = 30911
 BROKER_PORT_STEP = 2
 KIND_HEARTBEAT = "heartbeat"
-"""Broker registrations: recorded for availability, not a register write (they do not
-say which route value they produce); route changes come from
-:class:`~experiments.traffic.Prober`."""
+"""Each node's answer to a broker's periodic registration, recorded for availability.
+A round that changes a register is also a ``register`` write (:attr:`BrokerFleet.
+record_round`); the other route changes come from :class:`~experiments.traffic.Prober`."""
+RoundRecorder = Callable[
+    [str, str, Callable[[], Awaitable[list[tuple[str, int]]]]], Awaitable[object]
+]
+"""Records one registration round of a broker: (broker, kind, the round) ->
+``ExperimentContext.broker_write``."""
 KIND_UNREGISTER_CALL = "unregister_call"
 
 
@@ -355,6 +362,10 @@ class BrokerFleet:
         self.rng = rng
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._retired: list[RemotingClient] = []
+        self.record_round: RoundRecorder | None = None
+        """While set (the recording phase), every periodic registration round goes through
+        it (``ExperimentContext.broker_write``), so one that puts a broker's share back
+        in a register, after an expiry of a live broker, is an acknowledged write."""
 
     # -- what the model knows -----------------------------------------------------
 
@@ -373,12 +384,16 @@ class BrokerFleet:
 
     async def register(self, broker: SimBroker, node_ids: Iterable[str] | None = None) -> int:
         """One registration round of ``broker`` (all its nodes in parallel); successes."""
-        targets = list(broker.namesrv if node_ids is None else node_ids)
-        results = await asyncio.gather(*(self._register_one(broker, n) for n in targets))
-        return sum(results)
+        return len(await self.register_acks(broker, node_ids))
 
-    async def _register_one(self, broker: SimBroker, node: str) -> int:
-        return int(await self._register_at(broker, node) is not None)
+    async def register_acks(
+        self, broker: SimBroker, node_ids: Iterable[str] | None = None
+    ) -> list[tuple[str, int]]:
+        """One registration round of ``broker``: (node, ack µs) of every node that
+        acknowledged it."""
+        targets = list(broker.namesrv if node_ids is None else node_ids)
+        acks = await asyncio.gather(*(self._register_at(broker, n) for n in targets))
+        return [(n, ack) for n, ack in zip(targets, acks, strict=True) if ack is not None]
 
     async def _register_at(self, broker: SimBroker, node: str) -> int | None:
         """One REGISTER_BROKER to ``node``, recorded; the ack time (µs) when it succeeded."""
@@ -428,7 +443,13 @@ class BrokerFleet:
     async def _beat(self, broker: SimBroker) -> None:
         await asyncio.sleep(self.rng.random() * self.heartbeat_ms / 1000)
         while broker.heartbeating:
-            await self.register(broker)
+            record = self.record_round
+            if record is None:
+                await self.register(broker)
+            else:
+                await record(
+                    broker.name, KIND_REGISTER, functools.partial(self.register_acks, broker)
+                )
             await asyncio.sleep(self.heartbeat_ms / 1000)
 
     # -- faults on brokers ----------------------------------------------------------
@@ -505,10 +526,9 @@ class BrokerFleet:
         broker = self.brokers[name]
         broker.alive = broker.heartbeating = True
         broker.bump_version()
-        nodes = list(broker.namesrv)
-        acks = await asyncio.gather(*(self._register_at(broker, n) for n in nodes))
+        acks = await self.register_acks(broker)
         self._start_task(broker)
-        return [(n, ack) for n, ack in zip(nodes, acks, strict=True) if ack is not None]
+        return acks
 
     def add(self, broker: SimBroker) -> None:
         """Add a broker to the fleet and start its heartbeat (a broker joining)."""
