@@ -496,9 +496,7 @@ def analyze_runs(
     write the report (tables, plots, ``summary.md``) to ``out_dir``; return the tables."""
     from spark_jobs.analysis import JOBS_TOTAL, analyze
     from spark_jobs.dataset import DATASET_DIR_NAME
-    from spark_jobs.per_run import seed_intervals
     from spark_jobs.report_folder import write_report
-    from spark_jobs.report_seeds import SEED_INTERVALS
     from spark_jobs.session import get_spark
 
     progress = progress or silent()
@@ -514,8 +512,6 @@ def analyze_runs(
         tables, seconds = analyze(
             spark, history_root, on_job=on_job, dataset_dir=Path(out_dir) / DATASET_DIR_NAME
         )
-    with progress.phase("per-seed measures and their intervals"):
-        tables[SEED_INTERVALS] = seed_intervals(spark, history_root, tables)
     with progress.phase("report (tables, plots, summary.md)"):
         write_report(out_dir, tables, seconds, history_root)
     return tables

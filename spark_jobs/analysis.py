@@ -35,6 +35,7 @@ from spark_jobs.metrics import (
     t_visibility,
     topic_verdicts,
 )
+from spark_jobs.per_run import seed_intervals
 from spark_jobs.plot_series import (
     divergence_timeline,
     fault_windows,
@@ -42,6 +43,7 @@ from spark_jobs.plot_series import (
     stale_route_by_node,
 )
 from spark_jobs.power import stale_read_power
+from spark_jobs.report_seeds import SEED_INTERVALS
 
 
 def _rows(frame: DataFrame) -> list[dict[str, Any]]:
@@ -63,7 +65,8 @@ def analyze(
     per job). ``on_job(text, finished)`` hears "Spark job k of n: name" before each job
     (``finished`` False) and its time after it (True). With ``dataset_dir`` the history
     is first written there as one dataset partitioned by run and topic
-    (``spark_jobs.dataset``); table ``spark`` says what the jobs ran on."""
+    (``spark_jobs.dataset``); table ``spark`` says what the jobs ran on, and
+    ``seed_intervals`` gives each measure across seeds (``spark_jobs.per_run``)."""
     began = time.monotonic()
     history = load_history(spark, root, dataset_dir)
     tables: dict[str, list[dict[str, Any]]] = {}
@@ -132,4 +135,11 @@ def analyze(
     verdicts.unpersist()
     shown.unpersist()
     tables["spark"] = [executor_facts(spark)]
+    # Not a job of its own: it reuses the per-run tables above (one more pass only when a
+    # mode ran several seeds).
+    if on_job is not None:
+        on_job("per-seed measures and their intervals ...", False)
+    began = time.monotonic()
+    tables[SEED_INTERVALS] = seed_intervals(spark, root, tables)
+    seconds[SEED_INTERVALS] = round(time.monotonic() - began, 3)
     return tables, seconds

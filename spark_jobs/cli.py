@@ -137,9 +137,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     job on stderr and, last on stdout, each mode's verdict as JSON."""
     from spark_jobs.analysis import analyze
     from spark_jobs.dataset import DATASET_DIR_NAME
-    from spark_jobs.per_run import seed_intervals
     from spark_jobs.report_folder import write_report
-    from spark_jobs.report_seeds import SEED_INTERVALS
     from spark_jobs.session import get_spark
 
     began = time.monotonic()
@@ -153,9 +151,6 @@ def run_analyze(args: argparse.Namespace) -> int:
     tables, seconds = analyze(
         spark, args.history, budget, on_job=say, dataset_dir=Path(args.out) / DATASET_DIR_NAME
     )
-    # As run_experiment --analyze does, so the report has the same sections either way.
-    say("per-seed measures and their intervals ...")
-    tables[SEED_INTERVALS] = seed_intervals(spark, args.history, tables)
     seconds["total_with_startup"] = round(time.monotonic() - began, 3)
     summary = write_report(args.out, tables, seconds, args.history)
     say(f"report: {summary}")

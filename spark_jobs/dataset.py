@@ -9,9 +9,9 @@ chain of unions.
 Given a ``dataset_dir`` (``analyze`` passes ``<out>/dataset``), the tables are then written
 once as one Parquet dataset partitioned by run (``run_id=<id>/`` directories) with each
 file holding whole topics, sorted by topic, and every job reads that dataset. No file of
-it is split between scan tasks (``spark.sql.files.maxPartitionBytes`` is raised to the
-largest file when needed), so every task of a scan holds whole (run, topic) groups, one
-after another: the per-topic jobs (``checker.topic_groups``) then group inside the scan,
+it is split between scan tasks (:func:`_keep_files_whole`), so every task of a scan holds
+whole (run, topic) groups, one after another: the per-topic jobs
+(``checker.topic_groups``) then group inside the scan,
 where the data is, with no exchange (:attr:`History.topics_clustered`).
 
 The number of shuffle partitions follows the input size and the cluster

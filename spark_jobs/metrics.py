@@ -512,15 +512,26 @@ def availability(history: History) -> DataFrame:
     )
 
 
+MICRO_STAMPS = frozenset({"invoke_us", "complete_us"})
+
+
 def latency_us(operations: DataFrame) -> Column:
     """Completion minus invocation of each operation, in microseconds: from the monotonic
     ``invoke_us``/``complete_us``, or the milliseconds x 1,000 where a row (or the whole
     frame, a history without them) lacks them (``experiment_history.schema.interval_us``'s
     reading)."""
     latency = (F.col("complete_ms") - F.col("invoke_ms")) * F.lit(US_PER_MS)
-    if {"invoke_us", "complete_us"} <= set(operations.columns):
+    if set(operations.columns) >= MICRO_STAMPS:
         latency = F.coalesce(F.col("complete_us") - F.col("invoke_us"), latency)
     return latency
+
+
+def micro_stamped(operations: DataFrame) -> Column:
+    """Whether a row has both monotonic microsecond stamps (false for every row of a
+    frame without those columns)."""
+    if set(operations.columns) >= MICRO_STAMPS:
+        return F.col("invoke_us").isNotNull() & F.col("complete_us").isNotNull()
+    return F.lit(False)
 
 
 def latency_percentiles(history: History) -> DataFrame:

@@ -18,6 +18,7 @@ from spark_jobs.metrics import (
     brokers_of,
     faults_of_kinds,
     latency_us,
+    micro_stamped,
 )
 
 CDF_QUANTILE_STEPS = 100  # read_latency_cdf: quantiles 0.01, 0.02, ..., 1.0
@@ -139,13 +140,10 @@ def read_latency_cdf(history: History, steps: int = CDF_QUANTILE_STEPS) -> DataF
         (F.col("kind") == KIND_ROUTE_READ) & (F.col("outcome") != OUTCOME_TIMEOUT)
     )
     reads = reads.withColumn("latency_us", latency_us(reads)).filter(F.col("latency_us") >= 0)
-    stamped = F.lit(False)
-    if {"invoke_us", "complete_us"} <= set(reads.columns):
-        stamped = F.col("invoke_us").isNotNull() & F.col("complete_us").isNotNull()
     levels = [round(i / steps, 6) for i in range(1, steps + 1)]
     wide = reads.groupBy(*GROUP).agg(
         F.count("*").alias("reads"),
-        F.min(stamped.cast("int")).cast("boolean").alias("monotonic"),
+        F.min(micro_stamped(reads).cast("int")).cast("boolean").alias("monotonic"),
         F.percentile_approx("latency_us", levels, PERCENTILE_ACCURACY).alias("q"),
     )
     quantile = F.round((F.col("i") + 1) / steps, 6).alias("quantile")
