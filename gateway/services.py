@@ -260,17 +260,18 @@ class NameServerService:
         self.holds = BrokerHolds(replicator, failover=self.failover_lag_bytes_max is not None)
         replicator.subscribe(self.holds.on_applied)
 
-    def _require_quorum(self, *, starting_may_wait: bool = False) -> None:
+    def _require_quorum(self, *, proposing: bool = False) -> None:
         """Raft mode: raise NoQuorumError while this node has no contact with a quorum
         (docs/RAFT.md, "A node without a quorum says so"); a clock read and a comparison.
-        ``starting_may_wait``: a proposal on a node that never had contact waits for one."""
+        ``proposing``: before a proposal, whose commit decides (a node that never had
+        contact lets it wait for one, and so does one whose Raft tick is running late)."""
         if isinstance(self.replicator, RaftReplicator):
-            refusal = self.replicator.quorum_refusal(starting_may_wait=starting_may_wait)
+            refusal = self.replicator.quorum_refusal(proposing=proposing)
             if refusal is not None:
                 raise refusal
 
     async def _propose(self, command: cmd.Command) -> ApplyResult:
-        self._require_quorum(starting_may_wait=True)
+        self._require_quorum(proposing=True)
         result = await self.replicator.propose(command)
         self._notify(result)
         return result
@@ -385,7 +386,7 @@ class NameServerService:
         applied state (its plan held only liveness edits) instead of proposing it."""
         deduper = self.registrations
         if deduper is not None:
-            self._require_quorum(starting_may_wait=True)
+            self._require_quorum(proposing=True)
         from_state = None if deduper is None else await deduper.answer_from_state(command)
         if from_state is not None:
             # Answered from state only while in contact: the broker is told nothing
@@ -415,7 +416,7 @@ class NameServerService:
         touched), or None (see :class:`gateway.registration.Registrar`)."""
         if self.registrations is None:
             return None
-        self._require_quorum(starting_may_wait=True)
+        self._require_quorum(proposing=True)
         heartbeat = cmd.BrokerHeartbeat(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),

@@ -234,7 +234,7 @@ class RaftReplicator:
         sync = self._sync
         if sync is not None:
             sync.release_commit_notice()
-            self._quorum.observe(sync.quorum_contact_at())
+            self._quorum.observe(sync.quorum_contact_at(), time.monotonic())
             if time.monotonic() - self._view.at >= STATUS_REFRESH_S:
                 self._view = read_view(
                     sync, self.self_addr, self._view, self.node_id, self._tick_gaps.max_s
@@ -270,10 +270,11 @@ class RaftReplicator:
         sync = self._sync
         return sync is not None and is_leader(sync)
 
-    def quorum_refusal(self, *, starting_may_wait: bool = False) -> NoQuorumError | None:
+    def quorum_refusal(self, *, proposing: bool = False) -> NoQuorumError | None:
         """The error a write gets while this node has no contact with a quorum, else
-        None; a clock read and a comparison (:class:`~raftstore.raft.status.QuorumContact`)."""
-        return self._quorum.refusal(time.monotonic(), starting_may_wait=starting_may_wait)
+        None; a clock read and a comparison (:class:`~raftstore.raft.status.QuorumContact`;
+        ``proposing``: the write is about to be proposed)."""
+        return self._quorum.refusal(time.monotonic(), proposing=proposing)
 
     def leadership(self) -> tuple[str | None, int]:
         """(leader address, term) as last observed; refreshed every 50 ms, costs no digest."""

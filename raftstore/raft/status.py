@@ -160,8 +160,8 @@ class QuorumContact:
     """When this node last had contact with a quorum (docs/RAFT.md, "A node without a
     quorum says so").
 
-    The tick thread writes one float per tick (:meth:`observe`); the request path
-    compares it with the clock (:meth:`refusal`): no lock, no call into PySyncObj.
+    The tick thread writes two floats per tick (:meth:`observe`); the request path
+    compares them with the clock (:meth:`refusal`): no lock, no call into PySyncObj.
     Contact is lost once ``window_s`` has passed since the leader last heard from a
     majority, or since a follower's election deadline last lay ahead.
     """
@@ -169,11 +169,14 @@ class QuorumContact:
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
         self._at_s = 0.0  # 0: never since this node started
+        self._tick_s = 0.0
 
-    def observe(self, contact_at_s: float | None) -> None:
-        """Tick thread: record what :meth:`RouteLog.quorum_contact_at` said."""
+    def observe(self, contact_at_s: float | None, tick_s: float) -> None:
+        """Tick thread, at ``tick_s``: record what :meth:`RouteLog.quorum_contact_at`
+        said."""
         if contact_at_s is not None and contact_at_s > self._at_s:
             self._at_s = contact_at_s
+        self._tick_s = tick_s
 
     def silence_s(self, now_s: float) -> float | None:
         """Seconds since the last contact; None when there never was one."""
@@ -185,15 +188,21 @@ class QuorumContact:
         at_s = self._at_s
         return at_s != 0.0 and now_s - at_s <= self.window_s
 
-    def refusal(self, now_s: float, *, starting_may_wait: bool = False) -> NoQuorumError | None:
-        """The error a write gets now, or None while in contact. ``starting_may_wait``: a
-        node that never had contact (still starting) is let through, to wait."""
+    def refusal(self, now_s: float, *, proposing: bool = False) -> NoQuorumError | None:
+        """The error a write gets now, or None while in contact.
+
+        ``proposing``: the write is a proposal, so its commit decides and the propose
+        timeout bounds its wait. Its silence is counted up to the tick thread's last
+        tick rather than to now: a tick thread held up (a large entry applying, no core
+        to run on) has not read the messages that keep contact, which says nothing
+        about the quorum, and only the tick thread can commit the proposal anyway. A
+        node cut off keeps ticking, so it still refuses after the window. A node that
+        never had contact (still starting) lets a proposal wait for a leader. Answers
+        from the applied state (no proposal) are judged against the clock."""
         at_s = self._at_s
         if at_s == 0.0:
-            return (
-                None if starting_may_wait else NoQuorumError(f"{REMARK_NO_QUORUM} since it started")
-            )
-        silence_s = now_s - at_s
+            return None if proposing else NoQuorumError(f"{REMARK_NO_QUORUM} since it started")
+        silence_s = (min(self._tick_s, now_s) if proposing else now_s) - at_s
         if silence_s <= self.window_s:
             return None
         return NoQuorumError(f"{REMARK_NO_QUORUM} for {silence_s * 1000.0:.0f} ms")

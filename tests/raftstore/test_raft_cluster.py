@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,11 +13,13 @@ import pytest
 from raftstore.commands import Barrier, Command, PutKV
 from raftstore.raft import RaftReplicator, find_divergence
 from raftstore.raft.codec import encode_entry
+from raftstore.raft.settings import RaftSettings
 from raftstore.replicator import NoQuorumError
 from raftstore.results import ApplyResult
 from tests.raftstore.raft_node import InProcessCluster
 
 PROPOSE_TIMEOUT_S = 1.5
+STALL_S = 1.6
 
 
 @pytest.fixture
@@ -64,6 +68,37 @@ async def test_a_node_left_without_quorum_refuses_writes_within_the_bound(
         await survivor.propose(PutKV("ns", "k", "v"))
     assert loop.time() - started < PROPOSE_TIMEOUT_S + 1.0
     assert _kv(survivor, "k") is None
+
+
+async def test_a_follower_whose_tick_runs_late_proposes_but_answers_nothing_from_state(
+    cluster: InProcessCluster,
+) -> None:
+    """A tick thread held up past the quorum window (here an apply listener that sleeps,
+    as a large entry or a starved core does) has not read the leader's messages, which
+    says nothing about the quorum: a proposal still goes ahead, its commit decides;
+    an answer from the applied state, which nothing commits, is refused meanwhile."""
+    await cluster.leader()
+    follower = await cluster.follower()
+    stalled = threading.Event()
+
+    def stall(command: Command, _result: ApplyResult) -> None:
+        if getattr(command, "key", "") == "stall" and not stalled.is_set():
+            stalled.set()
+            time.sleep(STALL_S)
+
+    follower.subscribe(stall)
+    asyncio.get_running_loop().call_soon(
+        lambda: asyncio.ensure_future(follower.propose(PutKV("ns", "stall", "1")))
+    )
+    while not stalled.is_set():
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(RaftSettings().quorum_window_s + 0.2)
+    assert stalled.is_set()
+    assert follower.quorum_refusal(proposing=True) is None
+    assert isinstance(follower.quorum_refusal(), NoQuorumError)
+    result = await follower.propose(PutKV("ns", "after", "1"))
+    assert result.changes.kv == frozenset({("ns", "after")})
+    assert follower.quorum_refusal() is None, "contact is back once the tick reads again"
 
 
 async def test_one_barrier_serves_every_caller_that_arrived_before_it(
