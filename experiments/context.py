@@ -23,7 +23,7 @@ from experiments.config import ExperimentConfig
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
 from experiments.follow_up import FollowUpReader
 from experiments.progress import Progress, silent
-from experiments.registers import RegisterLog, with_broker
+from experiments.registers import QuietShare, RegisterLog, with_broker
 from experiments.workload import BrokerFleet, Recorder, now_ms, now_us
 from remoting.client import RemotingClient
 
@@ -112,16 +112,42 @@ class ExperimentContext:
         nodes.
         """
         changes = [(t, v) for t, v, _ in self._share_changes([broker], added=kind == KIND_REGISTER)]
+        invoke_us = now_us()
         acks = await self.sent(broker, kind, changes, call, broker=broker)
         if not acks:
             self.record_truth(broker, kind)
             return acks
         node, ack_us = min(acks, key=lambda ack: ack[1])
+        if kind == KIND_REGISTER:
+            self._note_quiet(broker, {t for t, _ in changes}, invoke_us, (node, ack_us), acks)
         ack_ms = ack_us // 1_000
         changed = self.record_truth(broker, kind, ack_ms)
         if self.follow_up is not None and changed:
             self.follow_up.after_ack(node, ack_ms, changed)
         return acks
+
+    def _note_quiet(
+        self,
+        broker: str,
+        changed: set[str],
+        invoke_us: int,
+        first: tuple[str, int],
+        acks: list[tuple[str, int]],
+    ) -> None:
+        """Keep the share of each watched topic an acknowledged registration of ``broker``
+        carried without changing its register (see :meth:`_restore_quiet`)."""
+        sim = self.fleet.brokers[broker]
+        items = tuple(
+            (topic, sim.route_item(topic))
+            for topic in self.topics
+            if topic in sim.topics and topic not in changed and topic not in self.truth_overrides
+        )
+        if items:
+            self.registers.note_quiet(
+                QuietShare(
+                    broker, invoke_us, first[1], first[0], tuple(sorted(n for n, _ in acks)), items
+                )
+            )
 
     def _share_changes(
         self, brokers: Sequence[str], *, added: bool
@@ -204,7 +230,9 @@ class ExperimentContext:
         by_addr = {sim.addr: name for name, sim in self.fleet.brokers.items()}
         expired = sorted({by_addr[e["addr"]] for e in report["expired"] if e["addr"] in by_addr})
         invoke_us, complete_us = int(report["started_us"]), int(report["committed_us"])
+        after: dict[str, str] = {}
         for topic, value, gone in self._share_changes(expired, added=False):
+            after[topic] = value
             self.registers.record(topic, invoke_us, complete_us, value)
             self.recorder.operation(
                 process=PROCESS_RAFT,
@@ -218,6 +246,42 @@ class ExperimentContext:
                 invoke_us=invoke_us,
                 complete_us=complete_us,
             )
+        self._restore_quiet(expired, invoke_us, after, int(report["seq"]))
+
+    def _restore_quiet(
+        self, expired: Sequence[str], since_us: int, after: dict[str, str], scan_seq: int
+    ) -> None:
+        """The quiet registrations of ``expired`` brokers acknowledged at or after the
+        reported scan began (``since_us``) may have come after the expiry: each put its
+        broker's share back. Recorded as the registrations they were (their own window
+        and acks), in the order of their acks, each valued as the expiry's result
+        (``after``: topic to value) with the shares restored so far; a registration the
+        checker orders before the expiry is overwritten by it either way.
+
+        Without this, a live broker that a skewed scan expired and whose next, unchanged
+        registration (sent before the harness learnt of the expiry) brought it back
+        leaves reads of its route that no recorded write explains."""
+        for share in self.registers.quiet_since(expired, since_us):
+            for topic, item in share.items:
+                if topic not in after:
+                    continue
+                value = with_broker(after[topic], share.broker, item)
+                if value == after[topic]:
+                    continue
+                after[topic] = value
+                self.registers.record(topic, share.invoke_us, share.complete_us, value)
+                self.recorder.operation(
+                    process=share.broker,
+                    kind=KIND_REGISTER,
+                    node=share.node,
+                    topic=topic,
+                    outcome=OUTCOME_OK,
+                    value=value,
+                    broker=share.broker,
+                    extra={"acked_by": list(share.acked_by), "after_expiry_scan": scan_seq},
+                    invoke_us=share.invoke_us,
+                    complete_us=share.complete_us,
+                )
 
     def truth_topic(self, topic: str, value: str, kind: str) -> None:
         """A topic's true route is now ``value`` (created or deleted by an admin)."""

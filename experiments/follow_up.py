@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from experiment_history.schema import PROCESS_FOLLOW_UP
+from experiment_history.schema import OUTCOME_NOT_FOUND, OUTCOME_OK, PROCESS_FOLLOW_UP
+from experiments.registers import RegisterLog
 from experiments.workload import Recorder, now_ms, read_route
 from remoting.client import RemotingClient
 
@@ -36,9 +37,11 @@ class FollowUpReader:
         recorder: Recorder,
         timeout_s: float,
         consistency: str,
+        registers: RegisterLog | None = None,
         offsets_ms: Sequence[int] = FOLLOW_UP_OFFSETS_MS,
     ) -> None:
         self.nodes = nodes
+        self.registers = registers
         self.recorder = recorder
         self.timeout_s = timeout_s
         self.consistency = consistency
@@ -71,6 +74,8 @@ class FollowUpReader:
             self.client, self.nodes[node], topic, self.timeout_s, self.consistency
         )
         self.recorder.route_read(PROCESS_FOLLOW_UP, node, topic, result)
+        if self.registers is not None and result.outcome in (OUTCOME_OK, OUTCOME_NOT_FOUND):
+            self.registers.note_read(topic, result.value, result.invoke_us)
 
     async def close(self) -> None:
         """Wait for the reads in flight (they end within the last offset plus a timeout),

@@ -14,13 +14,19 @@ Each topic's route is a register (spark_jobs.checker). Its writes come from two 
   a value no recorded write can explain, and the window opens at that node's previous
   probe (the change happened on that node after it last answered otherwise).
 
-:class:`RegisterLog` keeps both, per topic, so the prober can tell an explained change
-from one it must infer.
+:class:`RegisterLog` keeps them, per topic, so the prober can tell an explained change
+from one it must infer. It also keeps each broker's last few **quiet shares**: an
+acknowledged registration that changed no register the harness knew of is no write when
+it is sent, but if a raft expiry of that broker is reported later and the registration
+may have come after it (its ack is not before the scan began), it put the broker's share
+back, and the expiry's recorder restores it as a write (``ExperimentContext``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from experiment_history.schema import RouteItem, canonical_route, parse_route
@@ -48,15 +54,56 @@ def with_broker(value: str, broker: str, item: RouteItem | None) -> str:
     return canonical_route(items)
 
 
+@dataclass(frozen=True, slots=True)
+class QuietShare:
+    """An acknowledged registration of ``broker`` that changed no register when sent:
+    its window in microseconds, the node that acknowledged it first, every node that did,
+    and the broker's share of each watched topic it carried."""
+
+    broker: str
+    invoke_us: int
+    complete_us: int
+    node: str
+    acked_by: tuple[str, ...]
+    items: tuple[tuple[str, RouteItem], ...]
+
+
+QUIET_SHARES_KEPT = 16
+"""Quiet shares kept per broker: a periodic registration a second apart covers the few
+seconds a raft expiry takes to be reported (the prober collects reports every round)."""
+
+
 class RegisterLog:
     """The recorded writes of every topic, in the order they were recorded."""
 
     def __init__(self) -> None:
         self._writes: dict[str, list[RecordedWrite]] = {}
+        self._quiet: dict[str, deque[QuietShare]] = {}
+        self._read: dict[str, tuple[int, str]] = {}
 
     def clear(self) -> None:
         """Forget every write (the warm-up's are not part of the history)."""
         self._writes.clear()
+        self._quiet.clear()
+        self._read.clear()
+
+    def note_quiet(self, share: QuietShare) -> None:
+        """Keep ``share`` (the broker's oldest kept one goes)."""
+        self._quiet.setdefault(share.broker, deque(maxlen=QUIET_SHARES_KEPT)).append(share)
+
+    def quiet_since(self, brokers: Sequence[str], since_us: int) -> list[QuietShare]:
+        """The kept quiet shares of ``brokers`` acknowledged at or after ``since_us``, in
+        the order of their acks; each is returned once."""
+        found: list[QuietShare] = []
+        for broker in brokers:
+            kept = self._quiet.get(broker)
+            if not kept:
+                continue
+            found.extend(q for q in kept if q.complete_us >= since_us)
+            self._quiet[broker] = deque(
+                (q for q in kept if q.complete_us < since_us), maxlen=QUIET_SHARES_KEPT
+            )
+        return sorted(found, key=lambda q: (q.complete_us, q.broker))
 
     def record(self, topic: str, invoke_us: int, complete_us: int | None, value: str) -> int:
         """Add one write of ``topic`` (acknowledged, pending or inferred); returns its
@@ -70,12 +117,34 @@ class RegisterLog:
         writes = self._writes[topic]
         writes[handle] = dataclasses.replace(writes[handle], complete_us=complete_us)
 
+    def note_read(self, topic: str, value: str, invoke_us: int) -> None:
+        """A node answered ``value`` to a read of ``topic`` sent at ``invoke_us`` (the
+        prober's and the follow-up reader's reads): what :meth:`latest` may settle on."""
+        seen = self._read.get(topic)
+        if seen is None or invoke_us >= seen[0]:
+            self._read[topic] = (invoke_us, value)
+
     def latest(self, topic: str) -> str:
-        """The value of the latest completed write (what a correct register holds now)."""
-        done = [w for w in self._writes.get(topic, ()) if w.complete_us is not None]
+        """What a correct register holds now, as far as the history can tell: the value of
+        the latest completed write, unless writes overlapped so that more than one value
+        is still possible and a read sent after every write was invoked returned one of
+        them. The next write's value is built on this one, so it must be the value the
+        system settled on: an expiry the leader committed while a registration of another
+        broker was on its way can end after it or before it, and only a read tells."""
+        writes = self._writes.get(topic, [])
+        done = [w for w in writes if w.complete_us is not None]
         if not done:
             return INITIAL
-        return max(done, key=lambda w: w.complete_us or 0).value
+        newest = max(done, key=lambda w: w.complete_us or 0).value
+        seen = self._read.get(topic)
+        if seen is None or seen[1] == newest:
+            return newest
+        read_us, value = seen
+        if read_us < max(w.invoke_us for w in writes):
+            return newest  # a write may have landed since that read
+        if value in self.candidates(topic, read_us, read_us):
+            return value
+        return newest
 
     def candidates(self, topic: str, invoke_us: int, complete_us: int) -> set[str]:
         """Every value a linearizable register could return to a read in

@@ -321,7 +321,9 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         cfg.read_consistency,
     )
     clients = _clients(ctx, timing)
-    follow_up = FollowUpReader(ctx.nodes, ctx.recorder, cfg.request_timeout_s, cfg.read_consistency)
+    follow_up = FollowUpReader(
+        ctx.nodes, ctx.recorder, cfg.request_timeout_s, cfg.read_consistency, ctx.registers
+    )
     ctx.follow_up = follow_up
     ctx.closers.append(follow_up.close)
     stop = asyncio.Event()

@@ -370,6 +370,7 @@ class Prober:
         """Take one answer of ``node`` for ``topic``; records a write when it is one."""
         previous = self.last_seen.get((node, topic))
         self.last_seen[(node, topic)] = result
+        self.registers.note_read(topic, result.value, result.invoke_us)
         if previous is None or previous.value == result.value:
             return
         if result.value in self.registers.candidates(topic, result.invoke_us, result.complete_us):

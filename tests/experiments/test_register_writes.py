@@ -4,16 +4,27 @@ does on its own inferred by the prober (experiments/registers.py, experiments/tr
 from __future__ import annotations
 
 import asyncio
+import json
+import random
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import given, settings, strategies as st
 
 from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
-from experiment_history.schema import RouteItem, canonical_route
+from experiment_history.schema import KIND_REGISTER, RouteItem, canonical_route
+from experiments.config import ExperimentConfig
+from experiments.context import ExperimentContext
 from experiments.registers import INITIAL, RegisterLog, with_broker
 from experiments.traffic import Prober
-from experiments.workload import ReadResult, Recorder
+from experiments.workload import (
+    BrokerFleet,
+    ReadResult,
+    Recorder,
+    SimBroker,
+    make_brokers,
+    now_us,
+)
 
 TOPIC = "topic-000"
 A = RouteItem("broker-a", "127.0.0.1:1", 4, 4, 6)
@@ -43,6 +54,26 @@ def test_candidates_are_the_values_not_yet_superseded_when_the_read_starts() -> 
     log.record(TOPIC, 40, None, BOTH)
     assert log.candidates(TOPIC, 100, 101) == {WITH_CHURN, BOTH}, "a pending write may land"
     assert log.latest(TOPIC) == WITH_CHURN
+
+
+def test_a_read_after_overlapping_writes_tells_which_one_the_register_ended_with() -> None:
+    """The churn's registration (acked at 50) and a raft expiry of broker-b (committed at
+    30) overlap, so either may have come last; ordering by ack would say the registration,
+    and the next write would be built on a value the system no longer holds."""
+    log = RegisterLog()
+    log.record(TOPIC, 0, 5, BOTH)
+    log.record(TOPIC, 10, 50, WITH_CHURN)
+    expired_b = canonical_route([A, CHURN])
+    log.record(TOPIC, 12, 30, expired_b)
+    assert log.latest(TOPIC) == WITH_CHURN, "no read yet: the latest ack"
+    log.note_read(TOPIC, expired_b, 11)
+    assert log.latest(TOPIC) == WITH_CHURN, "sent before the expiry was: says nothing"
+    log.note_read(TOPIC, BOTH, 60)
+    assert log.latest(TOPIC) == WITH_CHURN, "a value no longer possible settles nothing"
+    log.note_read(TOPIC, expired_b, 61)
+    assert log.latest(TOPIC) == expired_b
+    log.record(TOPIC, 70, 80, ONLY_A)
+    assert log.latest(TOPIC) == ONLY_A, "a later write is the latest again"
 
 
 def _by_the_definition(
@@ -143,3 +174,80 @@ def test_a_stale_node_never_becomes_a_write(tmp_path: Path) -> None:
         prober.observe("n2", TOPIC, _answer(WITH_CHURN, at_us))
     assert prober.writes == 0 and _inferred(tmp_path, writer) == []
     asyncio.run(prober.close())
+
+
+def _context(tmp_path: Path) -> tuple[ExperimentContext, HistoryWriter, list[SimBroker]]:
+    writer = HistoryWriter(tmp_path / "run", RunMeta("r", "unit", "raft", 1, ["n1", "n2"]))
+    recorder = Recorder(writer)
+    recorder.start()
+    rng = random.Random(1)
+    brokers = make_brokers(2, [TOPIC], 2, 4, rng, ["n1", "n2"])
+    fleet = BrokerFleet(
+        brokers,
+        lambda broker, node: node,
+        recorder,
+        heartbeat_ms=1_000,
+        expiry_ms=4_000,
+        timeout_s=1.0,
+        rng=rng,
+    )
+    context = ExperimentContext(
+        config=ExperimentConfig(scenario="clock-skew", mode="raft", out_dir=tmp_path),
+        cluster=cast(Any, None),
+        mesh=cast(Any, None),
+        fleet=fleet,
+        recorder=recorder,
+        rng=rng,
+        topics=[TOPIC],
+        admin=cast(Any, None),
+    )
+    context.registers.record(TOPIC, 0, 10, fleet.truth(TOPIC))
+    return context, writer, brokers
+
+
+def _registered(context: ExperimentContext, broker: str) -> int:
+    """One registration of ``broker`` that n1 acknowledges; returns the ack's µs."""
+    acked: list[int] = []
+
+    async def call() -> list[tuple[str, int]]:
+        acked.append(now_us())
+        return [("n1", acked[0])]
+
+    asyncio.run(context.broker_write(broker, KIND_REGISTER, call))
+    return acked[0]
+
+
+def _expired(context: ExperimentContext, broker: SimBroker, started_us: int, seq: int) -> None:
+    report = {
+        "seq": seq,
+        "started_us": started_us,
+        "committed_us": started_us + 500,
+        "expired": [{"addr": broker.addr}],
+    }
+    context._record_expiry("n1", report)
+
+
+def test_an_unchanged_registration_after_a_reported_expiry_puts_the_share_back(
+    tmp_path: Path,
+) -> None:
+    """A skewed raft scan expires a live broker; its next registration, unchanged as far as
+    the harness knows (the expiry is reported later), brings it back: the history must hold
+    that registration as a write, or reads of the restored route look impossible."""
+    context, writer, (first, second) = _context(tmp_path)
+    both = context.registers.latest(TOPIC)
+    before_scan = _registered(context, first.name)  # quiet, and acked before the scan
+    scan_us = before_scan + 1_000
+    while now_us() <= scan_us + 600:  # after the scan's commit (``_expired``: 500 µs)
+        pass
+    after_scan = _registered(context, first.name)  # quiet, may follow the expiry
+    _expired(context, first, scan_us, seq=7)
+    rows = _inferred(tmp_path, writer)[-2:]
+    without = with_broker(both, first.name, None)
+    assert [(r["kind"], r["value"]) for r in rows] == [("expire", without), ("register", both)]
+    restored = rows[1]
+    assert restored["complete_us"] == after_scan and restored["node"] == "n1"
+    assert json.loads(restored["extra"])["after_expiry_scan"] == 7
+    assert context.registers.candidates(TOPIC, after_scan + 1, after_scan + 2) == {both}
+    # Restored once: a later expiry of the other broker does not bring it back again.
+    _expired(context, second, now_us(), seq=8)
+    assert context.registers.latest(TOPIC) == with_broker(both, second.name, None)
