@@ -270,6 +270,14 @@ class NameServerService:
             if refusal is not None:
                 raise refusal
 
+    def _in_contact(self) -> bool:
+        """True unless raft mode and this node has had no contact with a quorum for the
+        window, by the clock: what an answer from the applied state needs."""
+        return (
+            not isinstance(self.replicator, RaftReplicator)
+            or self.replicator.quorum_refusal() is None
+        )
+
     async def _propose(self, command: cmd.Command) -> ApplyResult:
         self._require_quorum(proposing=True)
         result = await self.replicator.propose(command)
@@ -385,18 +393,20 @@ class NameServerService:
         """Register ``command``: its outcome, and True when raft mode answered it from the
         applied state (its plan held only liveness edits) instead of proposing it."""
         deduper = self.registrations
-        if deduper is not None:
-            self._require_quorum(proposing=True)
-        from_state = None if deduper is None else await deduper.answer_from_state(command)
-        if from_state is not None:
-            # Answered from state only while in contact: the broker is told nothing
-            # a cut-off node cannot stand behind.
-            self._require_quorum()
-            result = from_state
-        elif deduper is None:
+        if deduper is None:
             result = await self.replicator.propose(command)
+            from_state = None
         else:
-            result = await deduper.propose(command)
+            self._require_quorum(proposing=True)
+            from_state = await deduper.answer_from_state(command)
+            if from_state is not None and not self._in_contact():
+                # Answered from state only while in contact: the broker is told nothing
+                # a cut-off node cannot stand behind. A node cut off refuses here; one
+                # whose Raft tick is only running late proposes it, and the commit
+                # decides.
+                self._require_quorum(proposing=True)
+                from_state = None
+            result = from_state if from_state is not None else await deduper.propose(command)
         self._notify(result)
         outcome = result.outcome
         assert isinstance(outcome, RegisterBrokerOutcome)
@@ -427,7 +437,10 @@ class NameServerService:
         result = await self.registrations.register_seen(digest, heartbeat)
         if result is None:
             return None
-        self._require_quorum()
+        if not self._in_contact():
+            # As in :meth:`register`: refused when cut off, else decoded and proposed.
+            self._require_quorum(proposing=True)
+            return None
         self._notify(result)
         outcome = result.outcome
         assert isinstance(outcome, RegisterBrokerOutcome)
