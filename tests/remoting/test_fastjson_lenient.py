@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 import tracemalloc
 from collections.abc import Callable
 
@@ -21,6 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from remoting import fastjson
 from remoting.errors import BodyDecodeError
 from remoting.frame import HEADER_JSON_LIMITS
+from tests.remoting.cpu import least_cpu_s
 from tests.remoting.fastjson_documents import documents, mutated
 from tests.remoting.fastjson_oracle import old_loads
 
@@ -129,13 +129,12 @@ def hostile_bodies() -> list[tuple[str, bytes]]:
 
 def cpu_s(read: Callable[[], object]) -> float:
     """The least CPU seconds of two calls of ``read`` (refusals count as calls)."""
-    spent = []
-    for _ in range(2):
-        started_s = time.process_time()
+
+    def call() -> None:
         with contextlib.suppress(BodyDecodeError):
             read()
-        spent.append(time.process_time() - started_s)
-    return min(spent)
+
+    return least_cpu_s(call)
 
 
 @pytest.mark.parametrize(
