@@ -193,6 +193,7 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         # docs/BENCHMARKS.md, "The read front, registrations known by digest").
         self._apply_heartbeat_slack_s = settings.raft_min_timeout_s / 3
         self._announced_commit = 0
+        self.tick_started_s = 0.0
         # The commit notice (see _SyncObj__sendAppendEntries): ticks are numbered;
         # a notice may wait when this tick applied only the leader's own entries.
         self._tick_no = 0
@@ -261,6 +262,9 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         counts itself toward a majority at the start of the next tick; this flush
         (a no-op when the callback already made everything durable) makes sure no
         entry is committed while the leader's copy is not on disk."""
+        # What the quorum contact is judged by (QuorumContact.observe): the previous
+        # tick read the sockets just before this one began.
+        self.tick_started_s = monotonic()
         self.durability.flush_journal()
         self._tick_no += 1
         if (

@@ -234,7 +234,7 @@ class RaftReplicator:
         sync = self._sync
         if sync is not None:
             sync.release_commit_notice()
-            self._quorum.observe(sync.quorum_contact_at(), time.monotonic())
+            self._quorum.observe(sync.quorum_contact_at(), sync.tick_started_s)
             if time.monotonic() - self._view.at >= STATUS_REFRESH_S:
                 self._view = read_view(
                     sync, self.self_addr, self._view, self.node_id, self._tick_gaps.max_s

@@ -156,6 +156,12 @@ class Alarms:
 REMARK_NO_QUORUM = "no quorum: this node has not heard from a majority"
 
 
+TICK_LATE_S = 0.25
+"""A tick thread that has begun no tick for this long (a dozen tick periods) is running late:
+only then is a proposal's silence counted to its last tick. A tick on time is judged by the
+clock, so a node cut off refuses the moment the window has passed."""
+
+
 class QuorumContact:
     """When this node last had contact with a quorum (docs/RAFT.md, "A node without a
     quorum says so").
@@ -172,8 +178,9 @@ class QuorumContact:
         self._tick_s = 0.0
 
     def observe(self, contact_at_s: float | None, tick_s: float) -> None:
-        """Tick thread, at ``tick_s``: record what :meth:`RouteLog.quorum_contact_at`
-        said."""
+        """Tick thread: record what :meth:`RouteLog.quorum_contact_at` said in the tick
+        that began at ``tick_s``. The tick's start, not now: the sockets were last read
+        just before it, and a tick that applied for a second has read nothing since."""
         if contact_at_s is not None and contact_at_s > self._at_s:
             self._at_s = contact_at_s
         self._tick_s = tick_s
@@ -192,17 +199,19 @@ class QuorumContact:
         """The error a write gets now, or None while in contact.
 
         ``proposing``: the write is a proposal, so its commit decides and the propose
-        timeout bounds its wait. Its silence is counted up to the tick thread's last
-        tick rather than to now: a tick thread held up (a large entry applying, no core
-        to run on) has not read the messages that keep contact, which says nothing
-        about the quorum, and only the tick thread can commit the proposal anyway. A
-        node cut off keeps ticking, so it still refuses after the window. A node that
+        timeout bounds its wait. When the tick thread is late (:data:`TICK_LATE_S`),
+        its silence is counted up to the start of its last tick rather than to now: a
+        tick thread held up (a large entry applying, no core to run on) has not read the
+        messages that keep contact, which says nothing about the quorum, and only the
+        tick thread can commit the proposal anyway. A node cut off keeps ticking on
+        time, so it refuses as soon as the window has passed. A node that
         never had contact (still starting) lets a proposal wait for a leader. Answers
         from the applied state (no proposal) are judged against the clock."""
         at_s = self._at_s
         if at_s == 0.0:
             return None if proposing else NoQuorumError(f"{REMARK_NO_QUORUM} since it started")
-        silence_s = (min(self._tick_s, now_s) if proposing else now_s) - at_s
+        late = proposing and now_s - self._tick_s > TICK_LATE_S
+        silence_s = (self._tick_s if late else now_s) - at_s
         if silence_s <= self.window_s:
             return None
         return NoQuorumError(f"{REMARK_NO_QUORUM} for {silence_s * 1000.0:.0f} ms")
