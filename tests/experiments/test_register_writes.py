@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -237,8 +238,7 @@ def test_an_unchanged_registration_after_a_reported_expiry_puts_the_share_back(
     both = context.registers.latest(TOPIC)
     before_scan = _registered(context, first.name)  # quiet, and acked before the scan
     scan_us = before_scan + 1_000
-    while now_us() <= scan_us + 600:  # after the scan's commit (``_expired``: 500 µs)
-        pass
+    time.sleep((scan_us + 600 - now_us()) / 1e6)  # past the scan's commit (500 µs)
     after_scan = _registered(context, first.name)  # quiet, may follow the expiry
     _expired(context, first, scan_us, seq=7)
     rows = _inferred(tmp_path, writer)[-2:]

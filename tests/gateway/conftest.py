@@ -6,6 +6,8 @@ prime slave) in ``default-cluster`` serving ``unit-test0`` and ``unit-test1``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gateway.clock import ManualClock
@@ -45,20 +47,26 @@ def build_node(
     return replicator, service, RequestDispatcher(service)
 
 
+def default_registration() -> dict[str, Any]:
+    """Upstream's 10-argument registration: a new-version broker (acting master false),
+    as keyword arguments of ``NameServerService.register_broker``."""
+    return {
+        "cluster_name": DEFAULT_CLUSTER,
+        "broker_addr": DEFAULT_ADDR,
+        "broker_name": DEFAULT_BROKER,
+        "broker_id": DEFAULT_BROKER_ID,
+        "ha_server_addr": DEFAULT_HA,
+        "topic_config_wrapper": unit_topics_wrapper(),
+        "filter_server_list": (),
+        "zone_name": "",
+        "enable_acting_master": False,
+        "channel": "default-channel",
+    }
+
+
 async def register_default_broker(service: NameServerService) -> None:
-    """Upstream's 10-argument registration: a new-version broker (acting master false)."""
-    await service.register_broker(
-        cluster_name=DEFAULT_CLUSTER,
-        broker_addr=DEFAULT_ADDR,
-        broker_name=DEFAULT_BROKER,
-        broker_id=DEFAULT_BROKER_ID,
-        ha_server_addr=DEFAULT_HA,
-        topic_config_wrapper=unit_topics_wrapper(),
-        filter_server_list=(),
-        zone_name="",
-        enable_acting_master=False,
-        channel="default-channel",
-    )
+    """Register ``default-broker`` (:func:`default_registration`)."""
+    await service.register_broker(**default_registration())
 
 
 @pytest.fixture

@@ -385,3 +385,29 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+async def stall_tick_thread(node: Any, seconds: float) -> asyncio.Future[Any]:
+    """Hold ``node``'s Raft tick thread for ``seconds`` (an apply listener that sleeps
+    on a KV write, as a large entry or a starved core would hold it); returns once the
+    thread is held, with the write's pending proposal to await afterwards."""
+    import threading
+    import time
+
+    from raftstore.commands import PutKV
+
+    held = threading.Event()
+
+    def hold(command: Any, _result: Any) -> None:
+        if getattr(command, "key", "") == STALL_KEY and not held.is_set():
+            held.set()
+            time.sleep(seconds)
+
+    node.subscribe(hold)
+    pending: asyncio.Future[Any] = asyncio.ensure_future(node.propose(PutKV("ns", STALL_KEY, "1")))
+    while not held.is_set():
+        await asyncio.sleep(0.01)
+    return pending
+
+
+STALL_KEY = "stall-the-tick"
