@@ -490,7 +490,10 @@ class NameServerService:
         max_offset: int | None = None,
         confirm_offset: int | None = None,
     ) -> QueryDataVersionOutcome:
-        """QUERY_DATA_VERSION: compare the broker's version and refresh its liveness."""
+        """QUERY_DATA_VERSION: compare the broker's version and refresh its liveness;
+        raft mode refuses it (NoQuorumError) while this node has no contact with a quorum,
+        as it does a heartbeat: the touch is a write even when it is answered from state."""
+        self._require_quorum()
         command = cmd.QueryDataVersion(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),

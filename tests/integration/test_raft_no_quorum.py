@@ -12,8 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from namesrv_app.management.commands.cluster import Command
+from remoting.bodies import encode_data_version
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.model import DataVersion
 from tests.integration.gateway_harness import write_test_acl
 from tests.integration.raft_cluster_harness import (
     CLUSTER,
@@ -68,6 +70,22 @@ def _heartbeat() -> RemotingCommand:
     )
 
 
+def _data_version_query() -> RemotingCommand:
+    """The broker's QUERY_DATA_VERSION with the version it registered: a liveness touch
+    that an in-contact node may answer from its applied state."""
+    b = broker(BROKER)
+    return RemotingCommand.request(
+        RequestCode.QUERY_DATA_VERSION,
+        {
+            "clusterName": CLUSTER,
+            "brokerAddr": b.addr,
+            "brokerName": b.broker_name,
+            "brokerId": "0",
+        },
+        encode_data_version(DataVersion(timestamp=1, counter=1)),
+    )
+
+
 def _put_kv(node: RaftGateway, value: str) -> RemotingCommand:
     with node.admin_client() as admin:
         return admin.invoke(
@@ -112,8 +130,8 @@ def test_a_node_cut_off_from_its_quorum_refuses_writes_and_recovers_by_itself(
     cluster: RaftGatewayCluster,
 ) -> None:
     """Kill the leader and the other follower: the survivor refuses a repeated
-    registration, a heartbeat, an unregister and a KV put, and shows no quorum;
-    restart them, and the same requests succeed again."""
+    registration, a heartbeat, a data-version query, an unregister and a KV put, and
+    shows no quorum; restart them, and the same requests succeed again."""
     leader = cluster.leader()
     survivor_index = next(i for i in range(len(cluster)) if i != leader)
     survivor = cluster.nodes[survivor_index]
@@ -122,6 +140,7 @@ def test_a_node_cut_off_from_its_quorum_refuses_writes_and_recovers_by_itself(
         assert node.invoke(register_frame(BROKER)).code == ResponseCode.SUCCESS
     assert survivor.invoke(register_frame(BROKER)).code == ResponseCode.SUCCESS
     assert survivor.invoke(_heartbeat()).code == ResponseCode.SUCCESS
+    assert survivor.invoke(_data_version_query()).code == ResponseCode.SUCCESS
     assert _quorum_gauge(survivor) == 1.0
 
     for i in others:
@@ -134,6 +153,7 @@ def test_a_node_cut_off_from_its_quorum_refuses_writes_and_recovers_by_itself(
     _assert_refused(answer)
     _refused_quickly(survivor, register_frame(BROKER))
     _refused_quickly(survivor, _heartbeat())
+    _refused_quickly(survivor, _data_version_query())
     _refused_quickly(survivor, unregister_frame(BROKER))
     started = time.monotonic()
     _assert_refused(_put_kv(survivor, "lost"))
@@ -149,6 +169,7 @@ def test_a_node_cut_off_from_its_quorum_refuses_writes_and_recovers_by_itself(
     write_until_accepted(survivor, register_frame(BROKER), RECOVERY_BOUND_S)
     assert survivor.invoke(register_frame(BROKER)).code == ResponseCode.SUCCESS
     assert survivor.invoke(_heartbeat()).code == ResponseCode.SUCCESS
+    assert survivor.invoke(_data_version_query()).code == ResponseCode.SUCCESS
     assert _put_kv(survivor, "kept").code == ResponseCode.SUCCESS
     assert survivor.invoke(unregister_frame(BROKER)).code == ResponseCode.SUCCESS
     status = survivor.node_status()
