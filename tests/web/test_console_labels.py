@@ -259,6 +259,24 @@ def test_follower_indexes_say_they_are_known_on_the_leader() -> None:
     assert "only on the leader; this node is follower" in follower
 
 
+def test_a_node_without_a_quorum_says_so_on_its_panel() -> None:
+    """What NODE_STATUS reports on a node cut off from its quorum (as
+    tests/integration/test_raft_no_quorum.py sees it) is shown on the node's panel: quorum
+    NO, the alarm in words, and the panel marked."""
+    alarm = "no raft quorum: this node has not heard from a majority for 2300 ms"
+    cut_off = {**_panel("n2", "follower", -1, -1), "has_quorum": False, "alarms": [alarm]}
+    html = render_to_string(
+        "console/nodes.html",
+        {"nodes": [_panel("n1", "leader", 42, 43), cut_off], "disagree": False, "can_write": False},
+    )
+    healthy, lost = html.split("<h2>n2", 1)
+    assert "<dt>quorum</dt><dd>yes</dd>" in healthy and "alarm:" not in healthy
+    assert "<dt>quorum</dt><dd>NO</dd>" in lost
+    assert f"<li>alarm: {alarm}</li>" in lost
+    panels = html.split('<section class="card raft')[1:]
+    assert [p.startswith(' warn">') for p in panels] == [False, True]
+
+
 # ------------------------------------------------------------------- live events
 
 
