@@ -84,6 +84,7 @@ from remoting.listener import connect_unix, raise_open_files_limit
 from remoting.server import ACCEPT_BACKLOG, RemotingServer
 from remoting.tls import ServerTls, read_tls_properties
 from tools.cli import ExactArgumentParser
+from tools.process_facts import thread_ids
 
 log = logging.getLogger(__name__)
 
@@ -561,15 +562,13 @@ def lower_priority(steps: int) -> int:
     by thread; the number of threads changed. Threads started later inherit it from
     the thread that starts them.
 
-    Linux's nice value belongs to each thread, so every thread of the process is set
-    (``/proc/self/task``); elsewhere nothing is changed. Raising it needs no privilege.
+    Linux's nice value belongs to each thread, so every thread of the process is set;
+    elsewhere nothing is changed. Raising it needs no privilege.
     """
-    tasks = Path("/proc/self/task")
-    if steps <= 0 or not tasks.is_dir():
+    if steps <= 0 or not sys.platform.startswith("linux"):
         return 0
     changed = 0
-    for entry in tasks.iterdir():
-        tid = int(entry.name)
+    for tid in thread_ids(os.getpid()):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             now = os.getpriority(os.PRIO_PROCESS, tid)
             os.setpriority(os.PRIO_PROCESS, tid, min(NICE_STEPS_MAX, now + steps))
