@@ -32,7 +32,7 @@ from gateway.route_cache import RouteCache
 from gateway.route_request import is_linearizable, wants_standard_json
 from gateway.services import NameServerService, ServiceError
 from gateway.split_registration import PartHeld
-from raftstore.config import NODE_KEYS, NamesrvConfig
+from raftstore.config import NamesrvConfig, blacklist_reason
 from raftstore.replicator import NoQuorumError, ReplicationError
 from raftstore.results import RegisterBrokerOutcome
 from raftstore.zone import (
@@ -84,8 +84,7 @@ REMARK_BLACKLISTED = "Can not update config in black list."
 
 def blacklisted_remark(key: str) -> str:
     """Upstream's remark, then which key refused the update and why."""
-    why = "a start-time setting of each node" if key in NODE_KEYS else "in configBlackList"
-    return f"{REMARK_BLACKLISTED} {key} is {why}."
+    return f"{REMARK_BLACKLISTED} {key} is {blacklist_reason(key)}."
 
 
 def route_not_found_remark(topic: str | None) -> str:

@@ -30,7 +30,13 @@ from django.conf import settings
 from gateway.private_codes import InternalCode
 from namesrv_app.conf import namesrv_settings
 from raftstore import vocab
-from raftstore.config import NODE_KEYS, NamesrvConfig, value_refusal
+from raftstore.config import (
+    FIXED_BLACKLISTED_KEYS,
+    NODE_KEYS,
+    NamesrvConfig,
+    blacklist_reason,
+    value_refusal,
+)
 from remoting import bodies
 from remoting.acl import Credentials, load_credentials, sign
 from remoting.blocking import BlockingClient
@@ -463,6 +469,8 @@ def config_update_refusal(key: str, value: str, config: Mapping[str, str]) -> st
             "and restart the node"
         )
     if key in blacklisted_config_keys(config):
+        if key in FIXED_BLACKLISTED_KEYS and key != "configBlackList":
+            return f"{key} is {blacklist_reason(key)}"  # rocketmqHome: refused everywhere
         return f"{key} is blacklisted (configBlackList): it cannot be changed at run time"
     return value_refusal(key, value)
 

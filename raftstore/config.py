@@ -30,7 +30,6 @@ mode rewrites its whole file on each put. Upstream has no limit; neither had we.
 
 NODE_KEYS = frozenset(
     {
-        "rocketmqHome",
         "kvConfigPath",
         "configStorePath",
         "listenPort",
@@ -39,11 +38,13 @@ NODE_KEYS = frozenset(
     }
 )
 """Per-process keys: each node answers its own real value (its start config), never the
-replicated one, and UPDATE_NAMESRV_CONFIG refuses them."""
+replicated one, and UPDATE_NAMESRV_CONFIG refuses them. Not ``rocketmqHome``: nothing
+here reads a RocketMQ home, so a start refuses it unless empty (``_MUST_STAY_DEFAULT``)."""
 
 # The keys UPDATE_NAMESRV_CONFIG may never change, whatever configBlackList says:
-# upstream's four, plus the start-time settings of each node.
-FIXED_BLACKLISTED_KEYS = frozenset({"configBlackList"}) | NODE_KEYS
+# upstream's four (DefaultRequestProcessor's configBlackList, configStorePath,
+# kvConfigPath and rocketmqHome), plus the start-time settings of each node.
+FIXED_BLACKLISTED_KEYS = frozenset({"configBlackList", "rocketmqHome"}) | NODE_KEYS
 BLACKLIST_SEPARATOR = ";"
 PORT_MAX = 65_535
 
@@ -164,10 +165,9 @@ class NamesrvConfig:
             name = JAVA_TO_FIELD[java]
             value, default = getattr(self, name), getattr(_DEFAULTS, name)
             if value != default:
-                raise ValueError(
-                    f"{java}={_format_value(value)} is refused: {reason} "
-                    f"(leave it at {_format_value(default)})"
-                )
+                shown = _format_value(default)
+                keep = f"leave it at {shown}" if shown else "leave it empty"
+                raise ValueError(f"{java}={_format_value(value)} is refused: {reason} ({keep})")
 
 
 FIELD_TO_JAVA: dict[str, str] = {
@@ -259,6 +259,16 @@ def value_refusal(java: str, raw: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def blacklist_reason(key: str) -> str:
+    """Why UPDATE_NAMESRV_CONFIG refuses the blacklisted ``key``, to follow "<key> is"."""
+    if key in NODE_KEYS:
+        return "a start-time setting of each node"
+    if key in _MUST_STAY_DEFAULT:
+        # rocketmqHome: upstream's fixed blacklist, and a start refuses it too.
+        return f"refused: {_MUST_STAY_DEFAULT[key]}"
+    return "in configBlackList"
 
 
 def key_notes() -> dict[str, str]:

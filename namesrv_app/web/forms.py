@@ -150,8 +150,8 @@ class RegisterTopicForm(OperationForm):
     """Create a topic on chosen broker groups: through their masters (17, recommended),
     or REGISTER_TOPIC_IN_NAMESRV (217) on the NameServers only.
 
-    A post without ``method`` (scripts written before the field existed) keeps the
-    NameServer-only path it always had; the form itself offers the brokers, selected.
+    A post without ``method`` goes through the brokers, as the REST API and
+    ``manage.py topic`` do: NameServer-only is only ever an explicit choice.
     """
 
     title = "Register a topic"
@@ -178,8 +178,8 @@ class RegisterTopicForm(OperationForm):
         _choice_field(self, "brokers").choices = broker_choices()
 
     def clean_method(self) -> str:
-        """The chosen method; NameServer-only when the post has none (see the class)."""
-        return str(self.cleaned_data.get("method") or topic_admin.METHOD_NAMESRV)
+        """The chosen method; through the brokers when the post has none."""
+        return str(self.cleaned_data.get("method") or topic_admin.METHOD_BROKERS)
 
     def execute(self) -> str:
         """Create or register the topic; the answer names the topic, brokers and nodes."""

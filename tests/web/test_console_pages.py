@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from namesrv_app import gateway_client
+from namesrv_app import gateway_client, topic_admin
+from remoting.model import QueueData
 from tests.web.conftest import RunningGateway, log_in, project_cast
 
 PAGES = ("/", "/topology/", "/topics/", "/topics/TopicTest/", "/nodes/", "/kv/", "/ops/")
@@ -26,6 +28,14 @@ def test_every_page_redirects_anonymous_users_to_the_login(db: Any) -> None:
         response = Client().get(url)
         assert response.status_code == 302, url
         assert response["Location"].startswith("/accounts/login/")
+    # The login page names the first account's command as README's "Next: create an
+    # account" step gives it (its user alice, here NAME).
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    step = readme.split("Next: create an account", 1)[1]
+    command = step.split("```sh\n", 1)[1].split("\n", 1)[0]
+    assert command == ".venv/bin/python manage.py create_operator alice --run-dir run/local"
+    hint = command.replace(" alice ", " NAME ")
+    assert f"<code>{hint}</code>" in Client().get("/accounts/login/").content.decode()
 
 
 def test_a_viewer_sees_every_page(wired: RunningGateway, cast: Any, viewer: User) -> None:
@@ -89,6 +99,8 @@ def test_an_operator_registers_a_topic_through_the_form(
             "read_queue_nums": 4,
             "write_queue_nums": 4,
             "perm": 6,
+            # This gateway's brokers are registrations, not processes: NameServer-only.
+            "method": "namesrv",
         },
     )
     assert response.status_code == 200
@@ -96,6 +108,37 @@ def test_an_operator_registers_a_topic_through_the_form(
     route = gateway_client.topic_route("FormTopic", linearizable=True)
     assert route is not None and [q.broker_name for q in route.queue_datas] == ["broker-b"]
     gateway_client.delete_topic("FormTopic")
+
+
+def test_a_topic_post_without_a_method_is_created_through_the_brokers(
+    wired: RunningGateway, cast: Any, operator: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the REST API and ``manage.py topic`` do: NameServer-only is never a fallback."""
+    asked: list[tuple[str, str, int, int, int]] = []
+
+    def broker_creates(
+        addr: str, topic: str, *, read_queue_nums: int, write_queue_nums: int, perm: int
+    ) -> None:
+        # UPDATE_AND_CREATE_TOPIC on a broker that, like a real one, then registers it.
+        asked.append((addr, topic, read_queue_nums, write_queue_nums, perm))
+        queues = [QueueData("broker-b", read_queue_nums, write_queue_nums, perm)]
+        gateway_client.register_topic(topic, queues)
+
+    monkeypatch.setattr(topic_admin, "create_topic_on_broker", broker_creates)
+    response = logged_in("otto").post(
+        "/ops/register-topic/",
+        {
+            "topic": "FormDefault",
+            "brokers": ["broker-b"],
+            "read_queue_nums": 4,
+            "write_queue_nums": 4,
+            "perm": 6,
+        },
+    )
+    assert response.status_code == 200, response.content.decode()
+    assert asked == [("127.0.0.1:10931", "FormDefault", 4, 4, 6)]
+    assert "Created topic FormDefault on the masters of broker-b" in response.content.decode()
+    gateway_client.delete_topic("FormDefault")
 
 
 def test_the_membership_form_explains_eventual_mode(

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.core.management import call_command
+
+from namesrv_app.management import run_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct horse battery staple"
@@ -116,6 +121,44 @@ def test_run_dir_writes_to_the_local_clusters_shared_database(tmp_path: Path) ->
     with sqlite3.connect(run_dir / "shared.sqlite3") as shared:
         rows = shared.execute("SELECT username FROM auth_user WHERE username='carol'").fetchall()
     assert rows == [("carol",)] and not elsewhere.exists()
+
+
+class Restarted(Exception):
+    """``os.execve``, caught: the command restarting itself on the shared database."""
+
+
+def test_without_run_dir_it_finds_make_runs_cluster_by_itself(
+    tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's command after ``make run``, without --run-dir: run/local is found
+    (under the checkout, settings.BASE_DIR, here the working directory too) and named."""
+    shared = tmp_path / "run" / "local" / "shared.sqlite3"
+    shared.parent.mkdir(parents=True)
+    shared.touch()
+    settings.BASE_DIR = tmp_path
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv(run_dir.REEXEC_MARK, raising=False)
+    argv = ["manage.py", "create_operator", "alice", "--password-env", "OPERATOR_PASSWORD"]
+    monkeypatch.setattr(sys, "argv", argv)
+
+    def execve(path: str, args: list[str], env: dict[str, str]) -> None:
+        raise Restarted(args, env)
+
+    monkeypatch.setattr(run_dir.os, "execve", execve)
+    out = io.StringIO()
+    with pytest.raises(Restarted) as restarted:
+        call_command(*argv[1:], stdout=out)
+
+    args, env = restarted.value.args
+    assert args == [sys.executable, *argv]
+    assert env["DATABASE_URL"] == f"sqlite:///{shared.resolve()}"
+    assert env[run_dir.REEXEC_MARK] == "1"
+    assert f"writing the account to {tmp_path / 'run' / 'local'}'s shared database" in (
+        out.getvalue()
+    )
+    shared.unlink()  # no cluster there: this shell's own database stays
+    assert run_dir.default_run_dir() is None
 
 
 def test_run_dir_without_a_cluster_says_so(db_path: str, tmp_path: Path) -> None:
