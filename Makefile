@@ -64,7 +64,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m tools.import_cycles
 	$(VENV)/bin/mypy remoting raftstore gateway node localcluster experiments namesrv_app namesrv_site \
-		broker_app spark_jobs experiment_history tools bench
+		broker_app spark_jobs experiment_history experiment_reports tools bench
 
 bench: setup
 	$(PY) -m bench.cores

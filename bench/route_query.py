@@ -25,7 +25,7 @@ The load generator and the gateway share the machine's cores; nothing is pinned.
 
 Run: ``.venv/bin/python -m bench.route_query --scale full``.
 
-Why one script of ~770 lines: a benchmark must be one command that sets up,
+Why one script: a benchmark must be one command that sets up,
 measures against its same-run baseline and tears down; its phases share the
 gateway process and the registered table.
 """

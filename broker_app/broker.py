@@ -13,7 +13,7 @@ and the registration answers. With ``raft_failover`` (docs/RAFT.md,
 live broker holds id 0 becomes its slave (:meth:`BrokerController.follow_master`).
 :meth:`BrokerController.runtime_info` exposes everything a status page needs.
 
-Why one module of ~620 lines: the controller owns the lifecycles of every part
+Why one module: the controller owns the lifecycles of every part
 listed above, and RocketMQ's own ``BrokerController`` keeps them together for the
 same reason: start, role change and shutdown must touch them in one order.
 """

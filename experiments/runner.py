@@ -25,6 +25,7 @@ from typing import Any
 
 from experiment_history.runs import HistoryWriter, RunMeta
 from experiment_history.schema import KIND_REGISTER, KIND_UNREGISTER, PROCESS_RAFT
+from experiment_reports.report import markdown_verdicts
 from experiments.config import ExperimentConfig
 from experiments.context import ExperimentContext
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
@@ -496,6 +497,8 @@ def analyze_runs(
 ) -> dict[str, list[dict[str, Any]]]:
     """Run every Spark job of ``spark_jobs.metrics`` over the runs under ``history_root``;
     write the report (tables, plots, ``summary.md``) to ``out_dir``; return the tables."""
+    # Imported here, not above: the console imports this module for its names, and its
+    # process must not load Spark or matplotlib.
     from spark_jobs.analysis import JOBS_TOTAL, analyze
     from spark_jobs.dataset import DATASET_DIR_NAME
     from spark_jobs.report_folder import write_report
@@ -521,6 +524,4 @@ def analyze_runs(
 
 def summary_text(tables: dict[str, list[dict[str, Any]]]) -> str:
     """The printed summary: each mode's verdicts side by side."""
-    from spark_jobs.report import markdown_verdicts
-
     return markdown_verdicts(tables)

@@ -14,7 +14,7 @@ The REGISTER_BROKER body (JSON or its compressed binary form) is in
 :mod:`remoting.register_body`; Java properties text in :mod:`remoting.properties`
 (re-exported here, as the KV and config bodies use it).
 
-Why one module of ~700 lines: every codec here shares the private decoding helpers
+Why one module: every codec here shares the private decoding helpers
 that give Java's defaults and raise only BodyDecodeError; split per type, each module
 would import the same private helpers.
 """

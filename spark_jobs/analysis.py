@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
+from experiment_reports.seeds import SEED_INTERVALS
 from spark_jobs.anomalies import anomaly_summary, classify_topics, not_exist_live_summary
 from spark_jobs.checker import CheckBudget, overall_verdict
 from spark_jobs.dataset import executor_facts, load_history
@@ -43,7 +44,6 @@ from spark_jobs.plot_series import (
     stale_route_by_node,
 )
 from spark_jobs.power import stale_read_power
-from spark_jobs.report_seeds import SEED_INTERVALS
 
 
 def _rows(frame: DataFrame) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@
 - ``broker_timeout_ms`` / ``scan_interval_ms``: from the runs' parameters (``expiry_ms``,
   ``scan_interval_s``; simulated runs' names are understood too).
 
-:meth:`Calibration.apply` puts them into a :class:`~spark_jobs.simulate.SimConfig`: the
+:meth:`Calibration.apply` puts them into a :class:`~experiment_history.simulate.SimConfig`: the
 latencies, commit, detection and election always; the protocol periods (poll, heartbeat,
 timeout, scan, sampling) only with ``timings=True``, which reproduces the compressed real setup
 instead of RocketMQ's 30 s / 120 s defaults. The apply lag of a follower is not
@@ -52,10 +52,11 @@ from experiment_history.schema import (
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
     PROCESS_FOLLOW_UP,
+    PROCESS_SEPARATOR,
 )
+from experiment_history.simulate import MODE_EVENTUAL, MODE_RAFT, SimConfig
 from spark_jobs.dataset import History, load_history
 from spark_jobs.metrics import PERCENTILE_ACCURACY, stale_route_windows
-from spark_jobs.simulate import MODE_EVENTUAL, MODE_RAFT, SimConfig
 
 KIND_HEARTBEAT = "heartbeat"
 """``experiments.workload.KIND_HEARTBEAT`` (not imported: that module needs the
@@ -198,6 +199,15 @@ def _param(params: dict[str, Any], real: str, simulated: str, scale: float = 1.0
     return None
 
 
+def client_polls(reads: DataFrame) -> DataFrame:
+    """The reads clients made on their own: the follow-up reader's bursts right after a
+    write (``follow-up-reader`` and ``follow-up-reader@<node>``) are no poll interval."""
+    follow_ups = (F.col("process") == PROCESS_FOLLOW_UP) | F.col("process").startswith(
+        PROCESS_FOLLOW_UP + PROCESS_SEPARATOR
+    )
+    return reads.filter(~follow_ups)
+
+
 def _mode_calibration(
     history: History, mode: str, run_ids: list[str], params: list[dict[str, Any]]
 ) -> ModeCalibration:
@@ -211,8 +221,7 @@ def _mode_calibration(
     result.register_latency_quantiles_ms, result.samples["registrations"] = _quantiles(
         beats, "latency_ms"
     )
-    polls = reads.filter(F.col("process") != PROCESS_FOLLOW_UP)
-    result.poll_interval_ms = _median_gap(polls, ["run_id", "process", "topic"])
+    result.poll_interval_ms = _median_gap(client_polls(reads), ["run_id", "process", "topic"])
     result.heartbeat_interval_ms = _median_gap(
         ops.filter(F.col("kind") == KIND_HEARTBEAT), ["run_id", "broker", "node"]
     )

@@ -1,5 +1,5 @@
-"""Command line: ``analyze`` run histories with Spark, ``simulate`` both designs,
-``calibrate`` the simulator's timings from real runs.
+"""Command line: ``analyze`` run histories with Spark, ``simulate`` both designs (the model
+of :mod:`experiment_history.simulate`), ``calibrate`` the simulator's timings from real runs.
 
     python -m spark_jobs.cli analyze --history DIR --out DIR [--spark-master URL]
         [--spark-verbose]
@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from spark_jobs.checker import CheckBudget
-from spark_jobs.simulate import (
+from experiment_history.simulate import (
     MODE_EVENTUAL,
     MODE_RAFT,
     SCENARIO_ASYMMETRIC,
@@ -32,6 +31,7 @@ from spark_jobs.simulate import (
     SimConfig,
     simulate,
 )
+from spark_jobs.checker import CheckBudget
 from tools.cli import ExactArgumentParser
 
 MODES_BOTH = "both"

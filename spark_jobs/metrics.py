@@ -24,6 +24,7 @@ from experiment_history.schema import (
     US_PER_MS,
     WRITE_KINDS,
 )
+from experiment_reports.t_buckets import T_BUCKET_EDGES_MS
 from spark_jobs.checker import (
     LINEARIZABLE,
     NOT_EXERCISED,
@@ -34,7 +35,6 @@ from spark_jobs.checker import (
 )
 from spark_jobs.dataset import History
 from spark_jobs.joins import asof_join, window_join
-from spark_jobs.t_buckets import T_BUCKET_EDGES_MS
 
 GROUP = ("mode", "scenario")
 K_VALUES = (0, 1, 2, 3, 5, 10)

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from experiment_history.runs import find_runs, read_meta
+from spark_jobs.across_seeds import SeededRun, interval_rows, run_measures
 from spark_jobs.anomalies import anomaly_summary, classify_topics, not_exist_live_summary
 from spark_jobs.dataset import History, load_history
 from spark_jobs.metrics import (
@@ -28,7 +29,6 @@ from spark_jobs.metrics import (
     read_freshness,
     t_visibility,
 )
-from spark_jobs.report_seeds import SeededRun, interval_rows, run_measures
 
 Rows = list[dict[str, Any]]
 PER_RUN_ALREADY = ("stale_route", "linearizability")

@@ -32,8 +32,8 @@ from matplotlib.ticker import (
 )
 
 from experiment_history.schema import FAULT_KILL_BROKER, US_PER_MS
-from spark_jobs.report import PLOT_NAMES
-from spark_jobs.t_buckets import t_bucket_label
+from experiment_reports.report import PLOT_NAMES
+from experiment_reports.t_buckets import t_bucket_label
 
 Row = Mapping[str, Any]
 Tables = Mapping[str, Sequence[Row]]

@@ -84,8 +84,9 @@ def shipped_sources(
     root: Path = PROJECT_ROOT, package: str = ROOT_PACKAGE, cache_dir: Path | None = None
 ) -> list[Path]:
     """The source files executors need: every module of ``package`` plus, transitively,
-    every project module they import (``experiment_history``, ``remoting.model`` and
-    ``raftstore.vocab`` today), each with its packages' ``__init__.py``. Found by reading
+    every project module they import (``experiment_history``, ``experiment_reports``,
+    ``remoting.model`` and ``raftstore.vocab`` today), each with its packages'
+    ``__init__.py``. Found by reading
     the import statements, so an ``importlib.import_module`` of a project module would not
     be seen. Tests, ``.venv``, ``run/`` and ``__pycache__`` are never part of it (they
     are not imported packages).

@@ -30,6 +30,7 @@ PACKAGES = (
     "experiments",
     "spark_jobs",
     "experiment_history",
+    "experiment_reports",
     "namesrv_app",
     "namesrv_site",
     "broker_app",

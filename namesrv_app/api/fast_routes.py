@@ -1,10 +1,11 @@
 """The fast path of ``GET /api/v1/routes/<topic>/`` (local consistency).
 
-Producers and dashboards poll this endpoint; through Django's full middleware
-stack, token and role lookups and DRF it cost about 6-9 ms a request, almost
-all of it thread hops and queries that do not depend on the topic. This module
-answers the common request, a token- (or anonymously-, when allowed) authorised
-GET asking for JSON, without a thread hop when it can:
+Producers and dashboards poll this endpoint, and through Django's full middleware
+stack, token and role lookups and DRF almost all of a request's cost is thread hops
+and queries that do not depend on the topic (figures: docs/BENCHMARKS.md, "Why route
+reads skip Django's handler"). This module answers the common request, a token- (or
+anonymously-, when allowed) authorised GET asking for JSON, without a thread hop when
+it can:
 
 * the route JSON comes from the one route-answer store
   (:class:`~gateway.route_answers.RouteAnswers`), keyed by topic and this answer
@@ -25,7 +26,7 @@ topic, a refused token, an unknown topic) falls through to the DRF view, which
 keeps every error answer and the browsable API exactly as they were. The
 answer bytes and headers equal the DRF view's (tested).
 
-Why one module of ~600 lines: the request lane and the ASGI scope lane must answer
+Why one module: the request lane and the ASGI scope lane must answer
 byte for byte what the DRF view answers; they share the route answers, the header
 template and the candidate test, and are tested against the view together.
 """
@@ -494,12 +495,13 @@ def _host_allowed(raw: bytes) -> bool:
 class RouteReadAsgi:
     """ASGI wrapper answering cached route reads before Django's handler.
 
-    Django's ASGI handler costs about 1.5 ms of CPU a request before any view
-    runs (a new sync thread per request and two thread hops for the request
-    signals); on a hit this wrapper answers with no thread hop at all. A hit
-    needs no DB connection; misses read in asgiref's shared sync thread, and
-    Django's ``close_old_connections`` runs before each such read since no
-    request signal does it here. Wrap the HTTP app in ``namesrv_site/asgi.py``.
+    Django's ASGI handler starts a sync thread per request and hops threads for the
+    request signals before any view runs, more than a cached answer itself costs
+    (docs/BENCHMARKS.md, "Why route reads skip Django's handler"); on a hit this
+    wrapper answers with no thread hop at all. A hit needs no DB connection; misses
+    read in asgiref's shared sync thread, and Django's ``close_old_connections`` runs
+    before each such read since no request signal does it here. Wrap the HTTP app in
+    ``namesrv_site/asgi.py``.
     """
 
     def __init__(self, app: Callable[..., Awaitable[None]]) -> None:

@@ -1,7 +1,8 @@
 """Console pages of the consistency experiments: the runs, a report per run, a timeline.
 
 The rows come from ``ExperimentRun`` (written by ``manage.py run_experiment``); the report
-reads the files ``spark_jobs.report`` wrote into the run's analysis folder, and the timeline
+reads back, with :mod:`experiment_reports`, the files the analysis wrote into the run's
+analysis folder and renders them as its ``summary.md`` does, and the timeline
 reads the run's Parquet history with pyarrow (no Spark in the web process). Operators may
 start an experiment: the command runs detached, so the request never waits for it.
 """
@@ -25,13 +26,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from experiment_history.runs import read_meta, read_table, table_path
 from experiment_history.schema import FAULTS, OPERATIONS
+from experiment_reports import report, seeds as report_seeds, text as report_text
 from experiments.runner import MODES, REPORT_DIR_NAME, RUNS_DIR_NAME
 from experiments.scenarios import SCENARIOS
 from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from namesrv_app.roles import is_operator
 from namesrv_app.web.views import _context, console_view
 from node.processes import manage_argv
-from spark_jobs import report, report_seeds, report_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODE_BOTH = "both"
@@ -276,18 +277,6 @@ def sibling(run: ExperimentRun) -> ExperimentRun | None:
     )
 
 
-def _load_tables(folder: Path) -> dict[str, list[dict[str, Any]]]:
-    try:
-        data = json.loads((folder / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {
-        k: [r for r in v if isinstance(r, dict)] for k, v in data.items() if isinstance(v, list)
-    }
-
-
 def _belongs(row: dict[str, Any], run: ExperimentRun) -> bool:
     """Rows carry a run_id, or (mode, scenario) for the per-mode tables."""
     if "run_id" in row:
@@ -302,7 +291,7 @@ def pair_tables(runs: list[tuple[ExperimentRun, Path | None]]) -> dict[str, list
     for run, folder in runs:
         if folder is None:
             continue
-        tables = loaded.setdefault(folder, _load_tables(folder))
+        tables = loaded.setdefault(folder, report.read_tables(folder))
         for name, rows in tables.items():
             merged.setdefault(name, []).extend(r for r in rows if _belongs(r, run))
     return merged

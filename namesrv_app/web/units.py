@@ -2,7 +2,7 @@
 
 One place decides when the short heartbeat timeouts of ``make run``'s demo brokers get a
 sentence next to them, so every page says it the same way. Shares read as the experiment
-report writes them (:mod:`spark_jobs.report_text`).
+report writes them (:mod:`experiment_reports.text`).
 """
 
 from __future__ import annotations

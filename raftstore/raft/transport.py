@@ -34,19 +34,19 @@ One gap that made every failover slow:
   other nothing while a leader lives, and PySyncObj closes a connection on which
   nothing was read for ``connectionTimeout`` (3 s) only when something is next sent
   on it. So the first message between two followers after a leader's death, the
-  candidate's RequestVote, closed their link and was lost: both followers timed out,
-  voted for themselves, and a second election round followed (every leader kill took
-  1.3-1.8 s, two terms). Every member now sends each connected peer it has sent
-  nothing for :data:`KEEPALIVE_S` a one-key ``keepalive`` message, which the receiver
-  drops unread (PySyncObj ignores message types it does not know, so older members
-  do too); a link that really died is still closed by the same timeout.
+  candidate's RequestVote, closed their link and was lost, and the election took a
+  second round (docs/BENCHMARKS.md, "The first failover"). Every member now sends
+  each connected peer it has sent nothing for :data:`KEEPALIVE_S` a one-key
+  ``keepalive`` message, which the receiver drops unread (PySyncObj ignores message
+  types it does not know, so older members do too); a link that really died is still
+  closed by the same timeout.
 
 And one gap in how the port survives running out of descriptors:
 
 * **The port unbound for good.** PySyncObj's ``TcpServer`` closes its listening
   socket at the first failed ``accept`` (EMFILE when the process is out of
-  descriptors) and never binds it again: measured under a connection flood, the
-  node's peers could no longer reconnect once their old connections were cut.
+  descriptors) and never binds it again, so peers whose connections were cut could
+  never reconnect (docs/BENCHMARKS.md, "a descriptor flood").
   :class:`RaftPortServer` keeps the socket and pauses accepting instead
   (:data:`ACCEPT_PAUSE_MIN_S`, doubling up to :data:`ACCEPT_PAUSE_MAX_S`), logging at
   most ten lines per 10 s; if the socket is closed anyway (an error event on it), it

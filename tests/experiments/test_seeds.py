@@ -14,11 +14,12 @@ import pytest
 from django.core.management import call_command
 
 from experiment_history.runs import find_runs, read_meta
+from experiment_reports.report import write_markdown
+from experiment_reports.seeds import SEED_INTERVALS
 from experiments.runner import seed_series
 from namesrv_app.models import ExperimentRun
 from spark_jobs.per_run import seed_intervals
-from spark_jobs.report import report_title, write_markdown
-from spark_jobs.report_seeds import SEED_INTERVALS
+from spark_jobs.report_folder import report_title
 from spark_jobs.session import get_spark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db]

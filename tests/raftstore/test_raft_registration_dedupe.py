@@ -268,6 +268,50 @@ async def test_each_copy_is_decided_once_and_answered_its_way(
     await cluster.converged()
 
 
+async def test_a_registration_that_moves_only_liveness_is_answered_from_state(
+    services: tuple[InProcessCluster, list[NameServerService]],
+    decodes: Counter[str],
+) -> None:
+    """The broker's last registration again with only its liveness moved (a larger
+    ``maxOffset``): a new request digest, so not SEEN, but its plan on the applied state
+    holds only liveness edits, so the leader answers it LIVENESS_ONLY, from state as a
+    heartbeat: no RegisterBroker entry, the body not decoded."""
+    cluster, members = services
+    leader = await cluster.leader()
+    service = next(m for m in members if m.replicator is leader)
+    deduper = service.registrations
+    assert deduper is not None
+    registrar = Registrar(service)
+    broker = DemoBroker(CLUSTER, "broker-l", 0, "10.5.0.1:10911", "10.5.0.1:10912")
+    table = topic_table([f"L-{j}" for j in range(TOPICS_PER_BROKER)])
+    entries: Counter[str] = Counter()
+
+    def count(command: Command, _result: ApplyResult) -> None:
+        entries[type(command).__name__] += 1
+
+    leader.subscribe(count)
+
+    async def decided(max_offset: int) -> Kind:
+        frame = register_request(broker, table, DataVersion(timestamp=1, counter=1))
+        assert frame.ext_fields is not None
+        frame.ext_fields["maxOffset"] = str(max_offset)
+        answer = await registrar.register(frame, channel=None, peer_host="127.0.0.1")
+        assert isinstance(answer, Registered)
+        assert not (answer.outcome.failed or answer.outcome.needs_full)
+        return answer.kind
+
+    assert await decided(100) == Kind.FULL
+    await leader.barrier()
+    decoded, registered = decodes["body"], entries["RegisterBroker"]
+    touches = deduper.answered_as_touch
+    assert await decided(200) == Kind.LIVENESS_ONLY
+    await leader.barrier()
+    assert decodes["body"] == decoded, "a liveness-only registration was decoded"
+    assert entries["RegisterBroker"] == registered, "a liveness-only registration was logged"
+    assert deduper.answered_as_touch == touches + 1
+    await cluster.converged()
+
+
 async def test_an_unchanged_split_table_is_known_by_its_digest_and_never_decoded(
     services: tuple[InProcessCluster, list[NameServerService]],
     decodes: Counter[str],

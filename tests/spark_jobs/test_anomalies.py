@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from experiment_history.runs import HistoryWriter, RunMeta
 from experiment_history.schema import OPERATIONS_SCHEMA
 from experiment_history.superseding import TIME_MAX_US, TimedWrite
+from experiment_reports.report import SECTION_BY_NAME, section_markdown
 from spark_jobs.anomalies import (
     NEVER_WRITTEN,
     NON_MONOTONIC_READ,
@@ -30,7 +31,6 @@ from spark_jobs.anomalies import (
     not_exist_live_summary,
 )
 from spark_jobs.checker import NOT_LINEARIZABLE, RegisterOp, check_register
-from spark_jobs.report import SECTION_BY_NAME, section_markdown
 
 A = "a:h1:10911:4:4:6"
 B = "a:h1:10911:4:4:6,b:h2:10911:4:4:6"

@@ -1,5 +1,5 @@
 """spark_jobs runs inside plain Spark workers, so none of its modules (nor the experiment
-history they read) may load Django."""
+history they read, nor the report format they write) may load Django."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ MODULES = (
     "experiment_history.schema",
     "experiment_history.runs",
     "experiment_history.clients",
+    "experiment_history.simulate",
+    "experiment_reports.report",
+    "experiment_reports.seeds",
+    "experiment_reports.text",
     "spark_jobs.checker",
-    "spark_jobs.simulate",
-    "spark_jobs.report",
     "spark_jobs.metrics",
     "spark_jobs.plot_series",
     "spark_jobs.analysis",

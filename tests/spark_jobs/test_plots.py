@@ -19,8 +19,8 @@ from matplotlib.patches import Polygon, Rectangle
 from PIL import Image
 
 from experiment_history.runs import HistoryWriter, RunMeta
+from experiment_reports.report import side_by_side
 from spark_jobs.plots import FIGURE_NAMES, build_figures, write_plots
-from spark_jobs.report import side_by_side
 
 MODES = ("eventual", "raft")
 SCENARIO = "asymmetric_partition"

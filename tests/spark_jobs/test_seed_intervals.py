@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.report import write_markdown
-from spark_jobs.report_seeds import (
-    SEED_INTERVALS,
+from experiment_reports.report import write_markdown
+from experiment_reports.seeds import SEED_INTERVALS, interval_text
+from spark_jobs.across_seeds import (
     SeededRun,
     interval_rows,
-    interval_text,
     mean_interval,
     run_measures,
     t_quantile_975,

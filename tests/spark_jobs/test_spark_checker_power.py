@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from experiment_history.runs import HistoryWriter, RunMeta
-from spark_jobs.report import SECTION_BY_NAME, section_markdown
+from experiment_reports.report import SECTION_BY_NAME, section_markdown
 
 from .conftest import op
 

@@ -30,13 +30,16 @@ def test_the_zip_holds_spark_jobs_and_the_project_modules_it_imports(tmp_path):
         p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "spark_jobs").glob("*.py")
     }
     assert own <= names
-    # experiment_history.schema/clients import remoting.model, spark_jobs.simulate
-    # raftstore.vocab.
+    # experiment_history.schema/clients import remoting.model, experiment_history.simulate
+    # raftstore.vocab; the report's format is experiment_reports.
     assert {
         "experiment_history/__init__.py",
         "experiment_history/schema.py",
         "experiment_history/runs.py",
         "experiment_history/clients.py",
+        "experiment_history/simulate.py",
+        "experiment_reports/__init__.py",
+        "experiment_reports/report.py",
         "remoting/__init__.py",
         "remoting/model.py",
         "raftstore/__init__.py",
@@ -56,6 +59,7 @@ def test_the_zip_holds_spark_jobs_and_the_project_modules_it_imports(tmp_path):
     assert {name.split("/")[0] for name in names} == {
         "spark_jobs",
         "experiment_history",
+        "experiment_reports",
         "remoting",
         "raftstore",
         "tools",
@@ -72,10 +76,11 @@ def test_every_analysis_module_imports_from_the_zip_alone(tmp_path):
         "import sys\n"
         f"sys.path.insert(0, {str(code)!r})\n"
         + "".join(f"import spark_jobs.{name}\n" for name in modules)
-        + "import experiment_history, raftstore, remoting\n"
+        + "import experiment_history, experiment_reports, raftstore, remoting\n"
         "outside = [m.__name__ for m in list(sys.modules.values())\n"
         "           if m.__name__.split('.')[0]\n"
-        "           in ('spark_jobs', 'experiment_history', 'raftstore', 'remoting')\n"
+        "           in ('spark_jobs', 'experiment_history', 'experiment_reports',\n"
+        "               'raftstore', 'remoting')\n"
         "           and not (getattr(m, '__file__', '') or '').startswith(sys.path[0])]\n"
         "print(outside)\n"
     )

@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from experiment_reports import text as report_text
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from namesrv_app.models import NodeState
@@ -21,7 +22,6 @@ from namesrv_app.web import units
 from raftstore.config import key_notes
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from spark_jobs import report_text
 from tests.web.conftest import BROKERS, START_MS, TOPICS, RunningGateway, log_in
 
 DEMO_NOTE = (

@@ -1,7 +1,8 @@
 """The experiment pages of the console: runs, reports, timelines and the launch form.
 
 The histories are real Parquet files written with ``HistoryWriter`` and the reports real
-files written by ``spark_jobs.report`` (from hand-made tables, so no Spark is needed). The
+files written by ``experiment_reports.report`` and ``spark_jobs.plots`` (from hand-made
+tables, so no Spark is needed), which the console reads back with ``experiment_reports``. The
 only stand-in is the detached process launch, which would start a real cluster.
 """
 
@@ -16,10 +17,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from experiment_history.runs import HistoryWriter, RunMeta
+from experiment_reports.report import write_tables
 from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from namesrv_app.web import experiments
 from spark_jobs.plots import write_plots
-from spark_jobs.report import write_tables
 
 from .conftest import log_in
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spark_jobs.report_seeds import SEED_INTERVALS, seeds_paragraph
-from spark_jobs.t_buckets import MS_PER_S, t_bucket_label
+from experiment_reports.seeds import SEED_INTERVALS, seeds_paragraph
+from experiment_reports.t_buckets import MS_PER_S, t_bucket_label
 
 Row = Mapping[str, Any]
 PERCENT_DIGITS = 3

@@ -1,5 +1,6 @@
 """The report of one experiment: both modes side by side, a sentence for every empty table,
-counterexamples as the operations themselves. Plain tables, no Spark."""
+counterexamples as the operations themselves (which the analysis's report folder reads from
+the runs). Plain tables, no Spark."""
 
 from __future__ import annotations
 
@@ -7,18 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from experiment_history.runs import HistoryWriter, RunMeta
-from spark_jobs.checker import check_rows
-from spark_jobs.report import (
+from experiment_reports.report import (
     COUNTEREXAMPLE_OPS,
     SECTION_BY_NAME,
-    counterexample_operations,
     linearizability_verdict,
     markdown_verdicts,
     section_markdown,
     side_by_side,
     write_markdown,
 )
-from spark_jobs.report_text import client_markdown, client_paragraph, percent
+from experiment_reports.text import client_markdown, client_paragraph, percent
+from spark_jobs.checker import check_rows
+from spark_jobs.report_folder import counterexample_operations
 
 MODES = ["eventual", "raft"]
 ROUTE_A = "broker-a:h1:10911:4:4:6"

@@ -13,7 +13,8 @@ rebalance with AllocateMessageQueueAveragely every 20 s.
   is down nothing commits until ``election_ms`` has passed.
 
 The parameters are documented in docs/EXPERIMENTS.md "Simulation"; the timing ones can be
-measured from real runs (``spark_jobs.calibrate``, ``cli simulate --calibrate-from``).
+measured from real runs (``spark_jobs.calibrate``; ``python -m spark_jobs.cli simulate
+--calibrate-from``, the command line that runs this model).
 Everything is driven by one seeded RNG (latencies by a second one) and a heap ordered by
 (time, sequence), so a seed reproduces a history exactly. Rows stream to
 Parquet in chunks, so memory holds the model state, not the history.

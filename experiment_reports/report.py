@@ -1,8 +1,9 @@
 """The analysis report: its sections, the modes side by side, the verdicts, and the files
-that carry them (JSON and CSV tables, ``summary.md``).
+that carry them (JSON and CSV tables, ``summary.md``), written and read back.
 
-The console's experiment page renders the same sections from these functions, so this module
-imports neither Spark nor matplotlib; :mod:`spark_jobs.report_folder` adds the plots.
+The Spark analysis writes a report with these functions and the console's experiment page
+renders the same sections from them, so this module imports neither Spark nor matplotlib;
+:mod:`spark_jobs.report_folder` adds the plots and the counterexamples' operations.
 """
 
 from __future__ import annotations
@@ -14,17 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiment_history.runs import find_runs, iter_rows, read_meta
-from experiment_history.schema import FAULTS, OPERATIONS, US_PER_MS, interval_us
-from spark_jobs.report_seeds import (
+from experiment_reports.seeds import (
     SEED_INTERVALS,
     SEEDS_ABOUT,
     SEEDS_EMPTY,
     SEEDS_TITLE,
     interval_table,
 )
-from spark_jobs.report_text import client_markdown, shares_as_percent
-from spark_jobs.t_buckets import t_bucket_label
+from experiment_reports.t_buckets import t_bucket_label
+from experiment_reports.text import client_markdown, shares_as_percent
 
 Row = Mapping[str, Any]
 
@@ -40,6 +39,20 @@ def write_tables(out_dir: Path | str, tables: Mapping[str, Sequence[Row]]) -> No
             writer.writeheader()
             writer.writerows(rows)
     (out / "summary.json").write_text(json.dumps(tables, indent=2, sort_keys=True, default=str))
+
+
+def read_tables(out_dir: Path | str) -> dict[str, list[dict[str, Any]]]:
+    """The tables :func:`write_tables` wrote into ``out_dir`` (its ``summary.json``); empty
+    when the file is missing or unreadable, and only rows that are objects."""
+    try:
+        data = json.loads((Path(out_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        k: [r for r in v if isinstance(r, dict)] for k, v in data.items() if isinstance(v, list)
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +189,8 @@ PLOT_NAMES = (
     "read_latency_cdf",
     "stale_route_window",
 )
-"""The figures ``spark_jobs.plots`` may write (``<name>.png`` and ``.svg``), in report order."""
+"""The figures the analysis may draw (``<name>.png`` and ``.svg``, :mod:`spark_jobs.plots`),
+in report order."""
 MODE_ORDER = ("eventual", "raft")
 MISSING = "—"
 BYLINE_KEYS = ("mode", "scenario", "run_id")
@@ -334,54 +348,6 @@ def verdicts(tables: Mapping[str, Sequence[Row]], modes: Sequence[str]) -> list[
     ]
 
 
-def _route_brokers(value: str | None) -> str:
-    """A recorded route (``broker:host:port:r:w:perm,...``) as its broker names."""
-    if not value:
-        return "(no route)"
-    return ", ".join(item.split(":", 1)[0] for item in value.split(",") if item)
-
-
-def counterexample_operations(
-    history_root: Path | str, counterexamples: Sequence[Row]
-) -> list[dict[str, Any]]:
-    """The operations of every counterexample, times in µs since the run's first fault
-    (negative: before it; the stamps the checker orders by), read from the runs' own
-    files."""
-    wanted: dict[str, dict[int, str]] = {}
-    for row in counterexamples:
-        for op_id in row.get("counterexample") or ():
-            wanted.setdefault(str(row["run_id"]), {})[int(op_id)] = str(row["topic"])
-    out = []
-    for run_dir in find_runs(history_root):
-        meta = read_meta(run_dir)
-        ops = wanted.get(meta.run_id)
-        if not ops:
-            continue
-        starts = [int(f["start_ms"]) for f in iter_rows(run_dir, FAULTS)]
-        picked = [r for r in iter_rows(run_dir, OPERATIONS) if int(r["op_id"]) in ops]
-        zero = min(starts) if starts else min((int(r["invoke_ms"]) for r in picked), default=0)
-        for r in sorted(picked, key=lambda r: (ops[int(r["op_id"])], interval_us(r), r["op_id"])):
-            invoke, complete = interval_us(r)
-            out.append(
-                {
-                    "mode": meta.mode,
-                    "run_id": meta.run_id,
-                    "topic": ops[int(r["op_id"])],
-                    "op_id": int(r["op_id"]),
-                    "node": r["node"],
-                    "client": r["process"],
-                    "operation": r["kind"],
-                    "outcome": r["outcome"],
-                    "value": _route_brokers(r["value"]),
-                    "invoke_us": invoke - zero * US_PER_MS,
-                    "complete_us": (
-                        complete - zero * US_PER_MS if int(r["complete_ms"]) >= 0 else None
-                    ),
-                }
-            )
-    return out
-
-
 def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
     """A GitHub-style Markdown table (every row's columns unless ``columns``)."""
     columns = list(columns or dict.fromkeys(c for r in rows for c in r))
@@ -461,15 +427,3 @@ def write_markdown(
     path = Path(out_dir) / "summary.md"
     path.write_text("".join(parts))
     return path
-
-
-def report_title(history_root: Path | str) -> str:
-    """``<scenario>: eventual vs raft (seed S)`` from the runs' ``run.json``."""
-    metas = [read_meta(d) for d in find_runs(history_root)]
-    if not metas:
-        return "Consistency analysis"
-    scenarios = sorted({m.scenario for m in metas})
-    modes = modes_in({"runs": [{"mode": m.mode} for m in metas]})
-    seeds = sorted({m.seed for m in metas})
-    word = "seed" if len(seeds) == 1 else "seeds"
-    return f"{', '.join(scenarios)}: {' vs '.join(modes)} ({word} {', '.join(map(str, seeds))})"

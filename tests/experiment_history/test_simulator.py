@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from experiment_history.runs import read_table
-from spark_jobs.simulate import SimConfig, simulate
+from experiment_history.simulate import SimConfig, simulate
 
 SMALL = SimConfig(
     brokers=20, topics=40, reads=800, seed=11, fault_share=0.1, consumer_groups=2, sample_topics=40
