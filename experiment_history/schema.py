@@ -44,6 +44,9 @@ reports (``extra.reported_by``), or one the prober inferred (``extra.inferred``)
 PROCESS_FOLLOW_UP = "follow-up-reader"
 """The process of the reads right after each acknowledged write (experiments.follow_up):
 not a client, so its bursts are no client's poll interval."""
+PROCESS_SEPARATOR = "@"
+"""Between a process kind and the node it reads, as in ``follow-up-reader@n2``."""
+
 WRITE_KINDS = frozenset(
     {
         KIND_REGISTER,
@@ -215,3 +218,22 @@ def interval_us(row: Mapping[str, Any]) -> tuple[int, int]:
     if complete is None:
         complete = int(row["complete_ms"]) * US_PER_MS
     return int(invoke), max(int(complete), int(invoke))
+
+
+def follow_up_process(node: str) -> str:
+    """The process of the follow-up reads of ``node``: ``follow-up-reader@<node>``.
+
+    One process per node read, so a process of the history is one client session against
+    one node: the per-client anomaly classes (non-monotonic reads, versions going back)
+    then compare reads of the same node, never two nodes that are each allowed their own
+    lag (a fresh answer from n1 followed by n2's older one is no client going back in
+    time). Every follow-up process starts with :data:`PROCESS_FOLLOW_UP` (what an
+    analysis that leaves the reader out matches on)."""
+    return f"{PROCESS_FOLLOW_UP}{PROCESS_SEPARATOR}{node}"
+
+
+def is_follow_up(process: str) -> bool:
+    """True for a process of the follow-up reader (:func:`follow_up_process`), and for
+    ``follow-up-reader`` alone, the one name of its reads in runs recorded before it had
+    one per node."""
+    return process == PROCESS_FOLLOW_UP or process.startswith(PROCESS_FOLLOW_UP + PROCESS_SEPARATOR)

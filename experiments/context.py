@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from experiment_history.schema import (
     KIND_REGISTER,
     OUTCOME_OK,
     OUTCOME_TIMEOUT,
+    PROCESS_ADMIN,
     PROCESS_RAFT,
 )
 from experiments.config import ExperimentConfig
@@ -26,6 +28,26 @@ from experiments.progress import Progress, silent
 from experiments.registers import QuietShare, RegisterLog, with_broker
 from experiments.workload import BrokerFleet, Recorder, now_ms, now_us
 from remoting.client import RemotingClient
+
+
+def wall_us() -> int:
+    """This host's wall clock in µs: the clock the gateways stamp the scans they report in
+    NODE_STATUS with (``gateway.expiry_reports``)."""
+    return time.time_ns() // 1_000
+
+
+def wall_offset_us() -> int:
+    """This host's wall clock minus the harness's clock (:func:`now_us`), in µs, now.
+
+    :func:`now_us` is the monotonic clock anchored to the wall clock when the harness
+    started, so the offset is 0 at the start and then follows whatever the wall clock
+    does that the monotonic clock does not (NTP slewing, a step). The harness clock is
+    read on both sides of the wall clock and the midpoint taken, so reading the two
+    clocks one after the other adds at most half that gap (a few µs)."""
+    before = now_us()
+    wall = wall_us()
+    after = now_us()
+    return wall - (before + after) // 2
 
 
 @dataclass(slots=True)
@@ -49,6 +71,7 @@ class ExperimentContext:
     notes: dict[str, Any] = field(default_factory=dict)
     registers: RegisterLog = field(default_factory=RegisterLog)
     _truth: dict[str, str] = field(default_factory=dict)
+    _truth_pending: set[str] = field(default_factory=set)
     _expiries_seen: set[tuple[str, int, int]] = field(default_factory=set)
 
     @property
@@ -87,6 +110,8 @@ class ExperimentContext:
         stamp = now_ms() if stamp_ms is None else stamp_ms
         changed = []
         for topic in self.topics:
+            if topic in self._truth_pending:
+                continue  # an admin's write on its way: true from its ack (admin_write)
             value = self.truth_of(topic)
             if self._truth.get(topic) != value:
                 self._truth[topic] = value
@@ -210,26 +235,43 @@ class ExperimentContext:
     async def collect_expiries(self) -> None:
         """Record the raft expiries the nodes report (NODE_STATUS ``expiries``) that are
         new since the last call: each is one committed ExpireBrokers of the leader's scan,
-        with the scan's start and the moment its outcome came back as the window (the
-        node's wall clock in µs, the clock ``now_us`` is anchored to on this host)."""
+        with the scan's start and the moment its outcome came back as the window.
+
+        The node stamps those on its wall clock (µs; NODE_STATUS carries nothing else),
+        and every other row of the history is on the harness's clock (:func:`now_us`),
+        so each stamp is moved onto it by the wall clock's offset from the harness clock
+        (:func:`wall_offset_us`), read as the statuses come back. That is exact while the
+        wall clock does not move against the monotonic one between the node's stamp and
+        this read; what it leaves: any slewing or step of the wall clock in between
+        (a report is first read at the first status round after its commit, one probe
+        round, about 250 ms, plus the status call, unless the node did not answer: at
+        NTP's 500 ppm slewing limit, at most about 0.15 ms per 300 ms; a step, all of
+        it), and half the gap between the two clock reads of the offset (µs). It relies
+        on the gateways running on this host (the local cluster): another host's wall
+        clock would add its own offset, unmeasured."""
         statuses = await asyncio.gather(*(self.cluster.status(node) for node in self.nodes))
+        offset_us = wall_offset_us()
         since_us = self.recorder.started_ms * 1_000
         for node, status in zip(self.nodes, statuses, strict=True):
             for report in (status or {}).get("expiries", []):
+                # Keyed by the node's own stamp, which is the same in every status.
                 key = (node, int(report["seq"]), int(report["started_us"]))
-                if key in self._expiries_seen or key[2] < since_us:
+                if key in self._expiries_seen or key[2] - offset_us < since_us:
                     continue
                 self._expiries_seen.add(key)
-                self._record_expiry(node, report)
+                self._record_expiry(node, report, offset_us)
 
-    def _record_expiry(self, node: str, report: dict[str, Any]) -> None:
+    def _record_expiry(self, node: str, report: dict[str, Any], wall_offset: int) -> None:
         """One write per watched topic a reported scan changed: every broker that scan
         expired leaves the register together, as they left the table in one committed
         ExpireBrokers (removing them one at a time from the latest value would record
-        states that never existed, each with only one of them gone)."""
+        states that never existed, each with only one of them gone). The report's wall
+        clock stamps less ``wall_offset`` (:func:`wall_offset_us`) are its window on the
+        harness clock."""
         by_addr = {sim.addr: name for name, sim in self.fleet.brokers.items()}
         expired = sorted({by_addr[e["addr"]] for e in report["expired"] if e["addr"] in by_addr})
-        invoke_us, complete_us = int(report["started_us"]), int(report["committed_us"])
+        invoke_us = int(report["started_us"]) - wall_offset
+        complete_us = int(report["committed_us"]) - wall_offset
         after: dict[str, str] = {}
         for topic, value, gone in self._share_changes(expired, added=False):
             after[topic] = value
@@ -283,7 +325,27 @@ class ExperimentContext:
                     complete_us=share.complete_us,
                 )
 
-    def truth_topic(self, topic: str, value: str, kind: str) -> None:
-        """A topic's true route is now ``value`` (created or deleted by an admin)."""
+    async def admin_write(
+        self,
+        kind: str,
+        topic: str,
+        value: str,
+        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+    ) -> list[tuple[str, int]]:
+        """An admin's write that makes ``topic``'s route ``value`` (a delete: ``""``), sent
+        by ``call`` ((node, ack µs) of every node that acknowledged it), recorded at its
+        RPC like a broker's (:meth:`sent`, process ``admin``); the ground truth changes at
+        the first ack, as :meth:`broker_write`'s does (no ack: when the harness gave up).
+
+        The model takes the topic over when the write is sent (the churn and the brokers'
+        shares leave it alone from then on), but until the ack no ground-truth write is
+        recorded for it, whoever else records one meanwhile."""
         self.truth_overrides[topic] = value
-        self.record_truth("", kind)
+        self._truth_pending.add(topic)
+        try:
+            acks = await self.sent(PROCESS_ADMIN, kind, [(topic, value)], call)
+        finally:
+            self._truth_pending.discard(topic)
+        first_ack_us = min((ack for _, ack in acks), default=None)
+        self.record_truth("", kind, None if first_ack_us is None else first_ack_us // 1_000)
+        return acks

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from experiment_history.schema import OUTCOME_NOT_FOUND, OUTCOME_OK, PROCESS_FOLLOW_UP
+from experiment_history.schema import OUTCOME_NOT_FOUND, OUTCOME_OK, follow_up_process
 from experiments.registers import RegisterLog
 from experiments.workload import Recorder, now_ms, read_route
 from remoting.client import RemotingClient
@@ -28,8 +28,8 @@ FOLLOW_UPS_IN_FLIGHT_MAX = 16
 
 class FollowUpReader:
     """After each acknowledged write, reads its topics from the other nodes at
-    :data:`FOLLOW_UP_OFFSETS_MS` after the ack; the reads are ``route_read`` operations of
-    process :data:`PROCESS_FOLLOW_UP`."""
+    :data:`FOLLOW_UP_OFFSETS_MS` after the ack; the reads are ``route_read`` operations,
+    one process per node read (:func:`follow_up_process`)."""
 
     def __init__(
         self,
@@ -73,7 +73,7 @@ class FollowUpReader:
         result = await read_route(
             self.client, self.nodes[node], topic, self.timeout_s, self.consistency
         )
-        self.recorder.route_read(PROCESS_FOLLOW_UP, node, topic, result)
+        self.recorder.route_read(follow_up_process(node), node, topic, result)
         if self.registers is not None and result.outcome in (OUTCOME_OK, OUTCOME_NOT_FOUND):
             self.registers.note_read(topic, result.value, result.invoke_us)
 

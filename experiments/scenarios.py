@@ -27,7 +27,6 @@ from experiment_history.schema import (
     KIND_DELETE_TOPIC,
     KIND_REGISTER,
     KIND_UNREGISTER,
-    PROCESS_ADMIN,
     route_brokers,
 )
 from experiments.context import ExperimentContext
@@ -442,13 +441,13 @@ class PartialTopicDelete(Scenario):
             broker.topics.pop(topic, None)
             broker.bump_version()
         reached = ctx.cluster.node_ids[0]
-        ctx.truth_topic(topic, "", KIND_DELETE_TOPIC)
 
         async def delete() -> list[tuple[str, int]]:
             ok = await delete_topic_on(ctx.admin, ctx.nodes[reached], topic, ctx.timeout_s)
             return [(reached, now_us())] if ok else []
 
-        acks = await ctx.sent(PROCESS_ADMIN, KIND_DELETE_TOPIC, [(topic, "")], delete)
+        # Recorded at the RPC; the ground truth changes at the ack, not before the call.
+        acks = await ctx.admin_write(KIND_DELETE_TOPIC, topic, "", delete)
         ok = bool(acks)
         missed = ctx.cluster.node_ids[1:]
         return [
@@ -482,14 +481,14 @@ class TopicSubset(Scenario):
         probe = SimBroker(owner.name, owner.addr, {NEW_TOPIC: config}, [], DataVersion())
         target = ctx.cluster.node_ids[0]
         value = probe.route_item(NEW_TOPIC).encode()
-        ctx.truth_topic(NEW_TOPIC, value, KIND_CREATE_TOPIC)
 
         async def create() -> list[tuple[str, int]]:
             addr = ctx.nodes[target]
             ok = await register_topic_on(ctx.admin, addr, NEW_TOPIC, probe, ctx.timeout_s)
             return [(target, now_us())] if ok else []
 
-        acks = await ctx.sent(PROCESS_ADMIN, KIND_CREATE_TOPIC, [(NEW_TOPIC, value)], create)
+        # Recorded at the RPC; the ground truth changes at the ack, not before the call.
+        acks = await ctx.admin_write(KIND_CREATE_TOPIC, NEW_TOPIC, value, create)
         ok = bool(acks)
         return [
             FaultSpec(

@@ -8,18 +8,32 @@ a second time.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
+import random
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from experiment_history.runs import iter_rows
+from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
 from experiment_history.schema import KIND_EXPIRE, PROCESS_RAFT
+from experiments import context as context_module
 from experiments.config import ExperimentConfig
+from experiments.context import ExperimentContext, wall_offset_us
 from experiments.runner import run_experiment
+from experiments.workload import BrokerFleet, Recorder, make_brokers, now_us
 from gateway.expiry_reports import EXPIRY_REPORTS_MAX, ExpiryReports
 from raftstore.results import BrokerAddrInfo
+
+WALL_STEP_US = 2_000_000
+"""How far this host's wall clock is ahead of the harness clock in the clock test (as
+after a step of the wall clock since the harness started)."""
+SLACK_US = 2_000
+"""What the mapping may be off by in that test: the offset is read a moment after the
+fake node stamped its report (reading the clocks, scheduling), never the 2 s step."""
 
 
 def test_a_node_keeps_its_latest_expiring_scans_numbered_and_bounded() -> None:
@@ -34,6 +48,92 @@ def test_a_node_keeps_its_latest_expiring_scans_numbered_and_bounded() -> None:
     assert [r["seq"] for r in kept] == list(range(4, EXPIRY_REPORTS_MAX + 4))
     assert all(r["started_us"] < r["committed_us"] for r in kept)
     assert kept[-1]["expired"] == [{"cluster": "c", "addr": f"10.0.0.1:{EXPIRY_REPORTS_MAX + 2}"}]
+
+
+class _StatusCluster:
+    """Three nodes; n1 reports the scans in ``reports`` (wall-clock stamps, as a gateway
+    does) in its NODE_STATUS."""
+
+    node_ids = ["n1", "n2", "n3"]
+
+    def __init__(self) -> None:
+        self.reports: list[dict[str, Any]] = []
+
+    def remoting_addrs(self) -> dict[str, str]:
+        return {n: f"127.0.0.1:{9000 + i}" for i, n in enumerate(self.node_ids)}
+
+    async def status(self, node: str) -> dict[str, Any]:
+        return {"expiries": list(self.reports) if node == "n1" else []}
+
+
+def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's wall clock has stepped 2 s ahead of the harness's monotonic clock since
+    the harness started: the node's wall-clock stamps of its scans must be recorded on the
+    harness clock (2 s earlier), and a scan from before the recording started (which its
+    wall-clock stamp puts after it) must not be recorded at all."""
+    monkeypatch.setattr(context_module, "wall_us", lambda: time.time_ns() // 1_000 + WALL_STEP_US)
+    offset = wall_offset_us()
+    assert abs(offset - WALL_STEP_US) < SLACK_US
+    writer = HistoryWriter(tmp_path / "run", RunMeta("r", "unit", "raft", 1, ["n1", "n2", "n3"]))
+    recorder = Recorder(writer)
+    recorder.start()
+    rng = random.Random(2)
+    topics = ["topic-000", "topic-001"]
+    brokers = make_brokers(3, topics, 2, 4, rng, ["n1", "n2", "n3"])
+    fleet = BrokerFleet(
+        brokers,
+        lambda broker, node: node,
+        recorder,
+        heartbeat_ms=1_000,
+        expiry_ms=4_000,
+        timeout_s=1.0,
+        rng=rng,
+    )
+    cluster = _StatusCluster()
+    ctx = ExperimentContext(
+        config=ExperimentConfig(scenario="broker-kill", mode="raft", out_dir=tmp_path),
+        cluster=cluster,  # type: ignore[arg-type]
+        mesh=None,  # type: ignore[arg-type]
+        fleet=fleet,
+        recorder=recorder,
+        rng=rng,
+        topics=topics,
+        admin=None,  # type: ignore[arg-type]
+    )
+    for topic in topics:
+        ctx.registers.record(topic, 0, 10, fleet.truth(topic))
+    victim = brokers[0]
+    start_us = recorder.started_ms * 1_000
+    scan_us = now_us()  # harness clock: the scan starts now, commits 3 ms later
+    wall = scan_us + WALL_STEP_US  # what the node's wall clock says at those moments
+    cluster.reports = [
+        {  # a scan 1 s before the recording started; its wall stamp is 1 s after
+            "seq": 1,
+            "started_us": start_us - 1_000_000 + WALL_STEP_US,
+            "committed_us": start_us - 997_000 + WALL_STEP_US,
+            "expired": [{"cluster": "c", "addr": brokers[1].addr}],
+        },
+        {
+            "seq": 2,
+            "started_us": wall,
+            "committed_us": wall + 3_000,
+            "expired": [{"cluster": "c", "addr": victim.addr}],
+        },
+    ]
+    asyncio.run(ctx.collect_expiries())
+    writer.close()
+    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == KIND_EXPIRE]
+    assert rows, "the scan of the victim is recorded"
+    assert {json.loads(r["extra"])["scan_seq"] for r in rows} == {2}, "seq 1 predates the run"
+    assert {r["topic"] for r in rows} == {t for t in topics if t in victim.topics}
+    for row in rows:
+        assert row["broker"] == victim.name
+        assert abs(row["invoke_us"] - scan_us) < SLACK_US, row
+        assert abs(row["complete_us"] - (scan_us + 3_000)) < SLACK_US, row
+        assert row["complete_us"] - row["invoke_us"] == 3_000
+        assert row["invoke_ms"] == row["invoke_us"] // 1_000
 
 
 @pytest.mark.integration

@@ -3,13 +3,18 @@ proxy from the gateways' first start (the launcher's --raft-dial), so cutting th
 needs no restart; the majority keeps (or elects) a leader, and with linearizable reads the
 routes stay linearizable while the routes change (the runner's route churn) during the cut.
 
-One short run (about 40 s with boot and tear-down). With the default local reads the cut
-node answers from its last applied table, so its readers see routes the majority has
-already changed: docs/EXPERIMENTS.md shows that history.
+One short run (about 40 s with boot and tear-down) checks both read paths on the same cut:
+the clients read with ``linearizable``, and just before the heal (the cut still on) the
+test's scenario sends one more churn registration, which the majority acknowledges, and
+then asks the cut node for every route with LOCAL reads, recorded like any client's (process
+``local-reader@<node>``). The cut node answers those from its last applied table, the route
+without the registration: the checker and the anomaly classes must flag them, and the
+history without them must stay linearizable.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Iterator
@@ -19,34 +24,80 @@ from typing import Any
 import pytest
 
 from experiment_history.runs import iter_rows
-from experiment_history.schema import WRITE_KINDS
+from experiment_history.schema import KIND_REGISTER, WRITE_KINDS
 from experiments.config import ExperimentConfig
-from experiments.runner import RunOutcome, run_experiment
-from spark_jobs.checker import LINEARIZABLE, check_rows
+from experiments.context import ExperimentContext
+from experiments.registers import with_broker
+from experiments.runner import CHURN_BROKER, RunOutcome, run_experiment
+from experiments.scenarios import SCENARIOS, MinorityPartition
+from experiments.workload import read_route
+from remoting.consistency import CONSISTENCY_LOCAL
+from spark_jobs.anomalies import STALE_READ, classify_rows
+from spark_jobs.checker import LINEARIZABLE, NOT_LINEARIZABLE, check_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LISTENING = "(raft) listening on"
+LOCAL_READER = "local-reader"
+LOCAL_READ_ROUNDS = 3
+NOTE = "local_reads"
+
+
+class MinorityPartitionWithLocalReads(MinorityPartition):
+    """The scenario as the runner runs it, plus, before it heals (the cut still on): one
+    churn registration, acknowledged by the majority and awaited, and only then
+    :data:`LOCAL_READ_ROUNDS` LOCAL reads of every topic from the cut node, so each of
+    those reads starts after the write's ack and the cut node cannot have applied it."""
+
+    async def heal(self, ctx: ExperimentContext) -> None:
+        churn = ctx.fleet.brokers[CHURN_BROKER]
+        # The churn ends unregistered, the state the cut node has held since the cut.
+        was_alive = churn.alive
+        acks = await ctx.broker_write(
+            CHURN_BROKER,
+            KIND_REGISTER,
+            functools.partial(ctx.fleet.start_acknowledged, CHURN_BROKER),
+        )
+        process = f"{LOCAL_READER}@{self.minority}"
+        for _ in range(LOCAL_READ_ROUNDS):
+            for topic in ctx.topics:
+                result = await read_route(
+                    ctx.admin, ctx.nodes[self.minority], topic, ctx.timeout_s, CONSISTENCY_LOCAL
+                )
+                ctx.recorder.route_read(process, self.minority, topic, result)
+        ctx.notes[NOTE] = {
+            "process": process,
+            "churn_was_alive": was_alive,
+            "acked_by": sorted(node for node, _ in acks),
+        }
+        await super().heal(ctx)
 
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunOutcome]:
     out = tmp_path_factory.mktemp("minority")
-    yield run_experiment(
-        ExperimentConfig(
-            scenario="minority-partition",
-            mode="raft",
-            out_dir=out,
-            seed=4,
-            duration_s=10.0,
-            brokers=6,
-            topics=3,
-            producers=1,
-            consumer_groups=1,
-            run_id="minority-raft",
-            read_consistency="linearizable",
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(SCENARIOS, MinorityPartition.name, MinorityPartitionWithLocalReads)
+        yield run_experiment(
+            ExperimentConfig(
+                scenario="minority-partition",
+                mode="raft",
+                out_dir=out,
+                seed=4,
+                duration_s=10.0,
+                brokers=6,
+                topics=3,
+                producers=1,
+                consumer_groups=1,
+                run_id="minority-raft",
+                read_consistency="linearizable",
+            )
         )
-    )
+
+
+def _local(row: dict[str, Any]) -> bool:
+    """One of the test's LOCAL reads (every other read of the run is linearizable)."""
+    return str(row["process"]).startswith(f"{LOCAL_READER}@")
 
 
 def test_the_gateways_dial_their_peers_through_the_proxy_and_never_restart(
@@ -73,7 +124,7 @@ def test_the_majority_has_a_leader_and_the_cut_node_is_not_it(outcome: RunOutcom
 
 
 def test_the_route_history_stays_linearizable_while_routes_change(outcome: RunOutcome) -> None:
-    ops = list(iter_rows(outcome.run_dir, "operations"))
+    ops = [r for r in iter_rows(outcome.run_dir, "operations") if not _local(r)]
     topics = {r["topic"] for r in ops if r["kind"] == "route_read"}
     assert topics
     [fault] = outcome.summary["faults"]
@@ -99,6 +150,7 @@ def test_the_cut_node_refuses_linearizable_reads_instead_of_answering_stale(
         r
         for r in iter_rows(outcome.run_dir, "operations")
         if r["kind"] == "route_read"
+        and not _local(r)
         and r["node"] == fault["target"]
         and fault["start_ms"] + 1_000 <= r["invoke_ms"]
         and r["complete_ms"] <= fault["end_ms"]
@@ -126,3 +178,49 @@ def test_every_answered_read_records_the_node_s_routes_version(outcome: RunOutco
         for before, after in itertools.pairwise(reads):
             if before["complete_ms"] <= after["invoke_ms"]:
                 assert after["version"] >= before["version"], (before, after)
+
+
+def test_local_reads_of_the_cut_node_are_flagged_and_linearizable_reads_are_not(
+    outcome: RunOutcome,
+) -> None:
+    """Issue 33's regression test: the same cut, the same writes, the same history as the
+    experiment records it. The LOCAL reads the cut node answered after the majority
+    acknowledged a route change return the old route: the checker says not linearizable
+    and the anomaly classes call every one of them a stale read; without them (the
+    clients' linearizable reads only) the topic is linearizable."""
+    [fault] = outcome.summary["faults"]
+    cut = fault["target"]
+    note = outcome.summary["notes"][NOTE]
+    assert note["process"] == f"{LOCAL_READER}@{cut}"
+    assert not note["churn_was_alive"], "the churn ended unregistered, as the cut node holds it"
+    assert note["acked_by"] and cut not in note["acked_by"], "acknowledged by the majority only"
+    ops = list(iter_rows(outcome.run_dir, "operations"))
+    local = [r for r in ops if _local(r)]
+    assert len(local) == LOCAL_READ_ROUNDS * len({r["topic"] for r in local}) > 0
+    assert all(r["node"] == cut and r["outcome"] == "ok" for r in local), local
+    first_local_us = min(r["invoke_us"] for r in local)
+    for topic in sorted({r["topic"] for r in local}):
+        rows = [r for r in ops if r["topic"] == topic]
+        # The registration the local reads follow: the churn's last acknowledged write.
+        write = max(
+            (
+                r
+                for r in rows
+                if r["process"] == CHURN_BROKER
+                and r["kind"] == KIND_REGISTER
+                and r["outcome"] == "ok"
+                and r["complete_us"] < first_local_us
+            ),
+            key=lambda r: r["complete_us"],
+        )
+        assert cut not in json.loads(write["extra"])["acked_by"]
+        old_route = with_broker(write["value"], CHURN_BROKER, None)
+        reads = [r for r in rows if _local(r)]
+        assert all(r["invoke_us"] > write["complete_us"] for r in reads)
+        assert {r["value"] for r in reads} == {old_route}, "the cut node answers the old route"
+        assert check_rows(rows).verdict == NOT_LINEARIZABLE, topic
+        verdicts = {v.op_id: v.anomaly for v in classify_rows(rows)}
+        assert {verdicts[r["op_id"]] for r in reads} == {STALE_READ}, topic
+        others = [r for r in rows if r["kind"] == "route_read" and not _local(r)]
+        assert STALE_READ not in {verdicts.get(r["op_id"]) for r in others}, topic
+        assert check_rows([r for r in rows if not _local(r)]).verdict == LINEARIZABLE, topic

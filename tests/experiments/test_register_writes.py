@@ -225,7 +225,7 @@ def _expired(context: ExperimentContext, broker: SimBroker, started_us: int, seq
         "committed_us": started_us + 500,
         "expired": [{"addr": broker.addr}],
     }
-    context._record_expiry("n1", report)
+    context._record_expiry("n1", report, wall_offset=0)  # stamped on the harness clock
 
 
 def test_an_unchanged_registration_after_a_reported_expiry_puts_the_share_back(

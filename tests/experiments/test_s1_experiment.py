@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from experiment_history.runs import iter_rows
-from experiment_history.schema import PROCESS_FOLLOW_UP, WRITE_KINDS
+from experiment_history.schema import WRITE_KINDS, is_follow_up
 from experiments.config import ExperimentConfig
 from experiments.runner import RunOutcome, analyze_runs, run_experiment
 from remoting.consistency import CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
@@ -173,7 +173,7 @@ def test_raft_followers_answer_an_acknowledged_route_100_ms_after_the_ack(
     later = [
         fresh
         for process, since_ms, fresh, overlaps in _reads_since_the_write(runs["raft"].run_dir)
-        if process == PROCESS_FOLLOW_UP and since_ms >= 100 and not overlaps
+        if is_follow_up(process) and since_ms >= 100 and not overlaps
     ]
     assert len(later) >= 10
     assert sum(later) / len(later) >= 0.9, f"{sum(later)} of {len(later)} fresh"

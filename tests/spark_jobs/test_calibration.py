@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from experiment_history.runs import HistoryWriter, RunMeta, read_table
-from spark_jobs.calibrate import Calibration, calibrate, load_calibration
-from spark_jobs.simulate import SimConfig, simulate
+from experiment_history.schema import PROCESS_FOLLOW_UP, follow_up_process
+from experiment_history.simulate import SimConfig, simulate
+from spark_jobs.calibrate import Calibration, calibrate, client_polls, load_calibration
 
 pytestmark = pytest.mark.slow
 
@@ -237,3 +238,10 @@ def test_the_calibrated_simulation_shows_the_measured_timings(
     # at the next scan, once committed.
     assert max(routed) - fault["start_ms"] >= 4000 + 1000 - 1000
     assert min(gone) - fault["start_ms"] <= 4000 + 1000 + 1000 + 100 + 250
+
+
+def test_the_follow_up_reader_s_reads_are_no_client_s_polls(spark: Any) -> None:
+    processes = ["p1", PROCESS_FOLLOW_UP, follow_up_process("n2"), PROCESS_FOLLOW_UP + "x"]
+    reads = spark.createDataFrame([(p,) for p in processes], ["process"])
+    kept = {row.process for row in client_polls(reads).collect()}
+    assert kept == {"p1", PROCESS_FOLLOW_UP + "x"}
