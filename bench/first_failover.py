@@ -1,16 +1,19 @@
 """Leader SIGKILL to the first acknowledged registration of a new broker, on fresh
 raft clusters: the first kill after ``cluster up`` and the ones after it.
 
-Each cluster is three ``run_gateway --mode raft`` processes started together. After
-``--settle-s`` the leader is SIGKILLed; a broker new to the cluster then sends its
+Each cluster is three ``run_gateway --mode raft`` processes started together, or with
+``--launcher cluster`` what ``manage.py cluster up --mode raft`` starts (gateways with
+their read fronts, web processes, Redis, Celery), as a user meets it. After
+``--settle-s`` the leader's gateway is SIGKILLed; a broker new to the cluster then sends its
 REGISTER_BROKER every 50 ms to each survivor, and the time from the kill to the first
 answer 0 is the failover. The killed node is restarted, the cluster converges, and
-the next kill takes the new leader. Every kill of every cluster is printed (the first
+the next kill takes the new leader (a launched cluster is killed once: its first
+failover). Every kill of every cluster is printed (the first
 of each cluster apart), with the term the new leader was elected in and how long
 each survivor took to see it (NODE_STATUS, polled every 20 ms).
 
 Run: ``.venv/bin/python -m bench.first_failover [--clusters 5] [--kills 3]
-[--settle-s 3]``.
+[--settle-s 3] [--launcher gateways|cluster]``.
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +48,35 @@ FAILOVER_TIMEOUT_S = 20.0
 _brokers = itertools.count(1)
 
 
-def _status(gateway: _util.BenchGateway) -> dict[str, Any] | None:
-    request = RemotingCommand.request(int(InternalCode.NODE_STATUS), {"secret": INTERNAL_SECRET})
+@dataclass
+class Member:
+    """One node as the bench sees it: where it answers, and its gateway's process."""
+
+    node_id: str
+    addr: str
+    internal_port: int
+    secret: str
+    pid: int
+
+    def kill(self) -> None:
+        """SIGKILL the gateway. Its sockets close as it exits; the bench does not wait
+        for it to be reaped (a launched gateway's parent is init, which may take a
+        second: that is no part of the failover)."""
+        os.kill(self.pid, signal.SIGKILL)
+
+
+def _members(gateways: list[_util.BenchGateway]) -> list[Member]:
+    return [
+        Member(g.node_id, g.addr, g.internal_port, INTERNAL_SECRET, g.proc.pid)
+        for g in gateways
+        if g.proc.poll() is None
+    ]
+
+
+def _status(member: Member) -> dict[str, Any] | None:
+    request = RemotingCommand.request(int(InternalCode.NODE_STATUS), {"secret": member.secret})
     try:
-        with BlockingClient(f"127.0.0.1:{gateway.internal_port}", timeout_s=2.0) as client:
+        with BlockingClient(f"127.0.0.1:{member.internal_port}", timeout_s=2.0) as client:
             answer = client.invoke(request)
     except (OSError, RemotingClientError):
         return None
@@ -53,14 +86,13 @@ def _status(gateway: _util.BenchGateway) -> dict[str, Any] | None:
     return status
 
 
-def _leader(gateways: list[_util.BenchGateway], timeout_s: float = 30.0) -> int:
+def _leader(members: list[Member], timeout_s: float = 30.0) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for index, gateway in enumerate(gateways):
-            if gateway.proc.poll() is None:
-                status = _status(gateway)
-                if status is not None and status["state"] == "leader":
-                    return index
+        for index, member in enumerate(members):
+            status = _status(member)
+            if status is not None and status["state"] == "leader":
+                return index
         time.sleep(POLL_S)
     raise SystemExit("no leader elected")
 
@@ -85,12 +117,12 @@ def _register_until_acknowledged(addr: str, index: int, done: threading.Event) -
     return None
 
 
-def _kill_and_time(gateways: list[_util.BenchGateway]) -> dict[str, Any]:
+def _kill_and_time(members: list[Member]) -> dict[str, Any]:
     """SIGKILL the leader; seconds to the first acknowledged registration, and to
     each survivor seeing a new leader."""
-    leader = _leader(gateways)
-    old_leader = (_status(gateways[leader]) or {}).get("self_addr")
-    survivors = [g for i, g in enumerate(gateways) if i != leader]
+    leader = _leader(members)
+    old_leader = (_status(members[leader]) or {}).get("self_addr")
+    survivors = [m for i, m in enumerate(members) if i != leader]
     broker = 1000 + next(_brokers)
     done = threading.Event()
     acked: list[float] = []
@@ -102,23 +134,22 @@ def _kill_and_time(gateways: list[_util.BenchGateway]) -> dict[str, Any]:
             acked.append(when)
             done.set()
 
-    gateways[leader].proc.kill()
-    gateways[leader].proc.wait()
+    members[leader].kill()
     killed_at = time.monotonic()
-    senders = [threading.Thread(target=send, args=(g.addr,)) for g in survivors]
+    senders = [threading.Thread(target=send, args=(m.addr,)) for m in survivors]
     for sender in senders:
         sender.start()
     term = None
     while time.monotonic() - killed_at < FAILOVER_TIMEOUT_S and len(seen) < len(survivors):
-        for gateway in survivors:
-            status = _status(gateway)
+        for member in survivors:
+            status = _status(member)
             if (
                 status is not None
-                and gateway.node_id not in seen
+                and member.node_id not in seen
                 and status["leader"] not in (None, "", old_leader)
                 and status["has_quorum"]
             ):
-                seen[gateway.node_id] = time.monotonic() - killed_at
+                seen[member.node_id] = time.monotonic() - killed_at
                 term = status["term"]
         time.sleep(POLL_S)
     done.wait(FAILOVER_TIMEOUT_S)
@@ -129,19 +160,20 @@ def _kill_and_time(gateways: list[_util.BenchGateway]) -> dict[str, Any]:
         "failover_s": min(acked) - killed_at if acked else None,
         "term": term,
         "leader_seen_s": sorted(seen.values()),
-        "killed": gateways[leader].node_id,
+        "killed": members[leader].node_id,
     }
 
 
-def run_cluster(root: Path, kills: int, settle_s: float) -> list[dict[str, Any]]:
-    """One fresh cluster: ``kills`` leader kills, each node restarted after its kill."""
+def run_gateways(root: Path, kills: int, settle_s: float) -> list[dict[str, Any]]:
+    """One fresh cluster of bare gateways: ``kills`` leader kills, each node restarted
+    after its kill."""
     env = {"NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET}
     gateways = _util.start_gateways(root, "raft", env=env)
     try:
         time.sleep(settle_s)
         results = []
         for _ in range(kills):
-            results.append(_kill_and_time(gateways))
+            results.append(_kill_and_time(_members(gateways)))
             gateways = _util.restart_stopped(gateways)
             time.sleep(settle_s)
         return results
@@ -152,12 +184,66 @@ def run_cluster(root: Path, kills: int, settle_s: float) -> list[dict[str, Any]]
                 gateway.proc.wait()
 
 
+def _cluster_cli(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", "cluster", *args],
+        cwd=_util.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"cluster {args[0]} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def run_launched(root: Path, settle_s: float) -> list[dict[str, Any]]:
+    """One ``cluster up --mode raft`` on free ports: its leader's gateway SIGKILLed
+    ``settle_s`` after ``up`` returned."""
+    free = ("base-port", "web-base-port", "internal-base-port", "redis-port")
+    ports = [f"--{key}=0" for key in (*free, "metrics-base-port", "raft-base-port")]
+    run_dir = root / "run"
+    up = json.loads(
+        _cluster_cli("up", "--mode", "raft", "--run-dir", str(run_dir), "--json", *ports)
+        .strip()
+        .splitlines()[-1]
+    )
+    try:
+        secret = (run_dir / "secret").read_text().strip()
+        status = json.loads(_cluster_cli("status", "--run-dir", str(run_dir), "--json"))
+        pids = {
+            p["name"].removesuffix("-gateway"): int(p["pid"])
+            for p in status["processes"]
+            if p["name"].endswith("-gateway")
+        }
+        members = [
+            Member(n["id"], n["remoting_addr"], int(n["internal_port"]), secret, pids[n["id"]])
+            for n in up["nodes"]
+        ]
+        time.sleep(settle_s)
+        return [_kill_and_time(members)]
+    finally:
+        _cluster_cli("down", "--run-dir", str(run_dir))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ExactArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clusters", type=int, default=5, help="fresh clusters started")
-    parser.add_argument("--kills", type=int, default=3, help="leader kills per cluster")
+    parser.add_argument(
+        "--kills",
+        type=int,
+        default=3,
+        help="leader kills per cluster of bare gateways (a launched cluster is killed once)",
+    )
     parser.add_argument(
         "--settle-s", type=float, default=3.0, help="seconds between start (or restart) and a kill"
+    )
+    parser.add_argument(
+        "--launcher",
+        choices=("gateways", "cluster"),
+        default="gateways",
+        help="bare run_gateway processes, or what 'manage.py cluster up --mode raft' starts",
     )
     args = parser.parse_args(argv)
     rows: list[list[object]] = []
@@ -165,7 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     laters: list[float] = []
     for cluster in range(1, args.clusters + 1):
         with tempfile.TemporaryDirectory(prefix="bench-first-failover-") as folder:
-            for kill, result in enumerate(run_cluster(Path(folder), args.kills, args.settle_s), 1):
+            results = (
+                run_launched(Path(folder), args.settle_s)
+                if args.launcher == "cluster"
+                else run_gateways(Path(folder), args.kills, args.settle_s)
+            )
+            for kill, result in enumerate(results, 1):
                 seconds = result["failover_s"]
                 if seconds is not None:
                     (firsts if kill == 1 else laters).append(seconds)
@@ -180,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                     ]
                 )
     _util.print_table(
-        f"leader SIGKILL to the first acknowledged registration ({_util.machine_notes()})",
+        f"leader SIGKILL to the first acknowledged registration, {args.launcher}, "
+        f"{args.settle_s:g} s after start ({_util.machine_notes()})",
         ["cluster", "kill", "killed", "failover s", "new term", "survivors saw a leader at s"],
         rows,
     )
