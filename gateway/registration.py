@@ -17,7 +17,10 @@ four kinds apart, cheapest first, and each is answered one way:
 
 Before any of them, a request whose body fails its ``bodyCrc32``, or that would move a
 broker entry another open connection holds (:mod:`gateway.broker_holds`), is
-:class:`Refused`; the entry an accepted one names is then held for its connection.
+:class:`Refused`; the entry an accepted one names is then held for its connection. So
+is one whose body, when it comes to be decoded, is one no broker writes
+(``register_body.RegisterBodyRefused``: the pre-check of docs/SECURITY.md, "Hostile
+clients"), logged at most ten lines every 10 s; nothing of it is proposed or held.
 In raft mode a node without contact with a quorum answers every kind with
 NoQuorumError (the service checks, docs/RAFT.md "A node without a quorum says so").
 """
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,8 +43,11 @@ from remoting import register_body
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import header_bool, header_int, header_str, require_int, require_str
+from remoting.limits import RefusalLog
 from remoting.model import RegisterBrokerBody, TopicConfigSerializeWrapper
-from remoting.register_body import RAFT_FAILOVER_FIELD
+from remoting.register_body import RAFT_FAILOVER_FIELD, RegisterBodyRefused
+
+log = logging.getLogger(__name__)
 
 # Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
 MAX_OFFSET_FIELD = "maxOffset"
@@ -101,6 +109,7 @@ class Registrar:
     def __init__(self, service: NameServerService) -> None:
         self.service = service
         self.splits = SplitTables()
+        self._refused_bodies = RefusalLog(logger=log)
 
     async def register(
         self, request: RemotingCommand, *, channel: str | None, peer_host: str
@@ -126,13 +135,25 @@ class Registrar:
         split = split_fields(request.ext_fields)
         if isinstance(split, PartRefused):
             return Refused(ResponseCode.SYSTEM_ERROR, split.remark)
-        if split is None:
-            registered = await self._decide(request, entry, holder)
-        else:
-            part = await self._split_part(request, entry, holder, *split)
-            if not isinstance(part, Registered):
-                return part
-            registered = part
+        try:
+            if split is None:
+                registered = await self._decide(request, entry, holder)
+            else:
+                part = await self._split_part(request, entry, holder, *split)
+                if not isinstance(part, Registered):
+                    return part
+                registered = part
+        except RegisterBodyRefused as exc:
+            self._refused_bodies.warning(
+                time.monotonic(),
+                "refused a REGISTER_BROKER body from %s (%s id %d at %s): %s",
+                peer_host,
+                entry.broker_name,
+                entry.broker_id,
+                entry.broker_addr,
+                exc,
+            )
+            return Refused(ResponseCode.SYSTEM_ERROR, str(exc))
         if not registered.outcome.failed:
             assigned = registered.outcome.assigned_broker_id
             holds.registered(

@@ -18,11 +18,13 @@ decoder takes, and :class:`ReadLimits` bound it further for text from anyone.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -291,6 +293,15 @@ def _outside_strings(data: str) -> str:
     return "".join(strings.split('"')[0::2])
 
 
+def outside_strings(data: bytes) -> bytes:
+    """The bytes of JSON ``data`` outside its double-quoted strings (escapes taken into
+    account), in linear time, with C string operations only.
+
+    This is the decoder's own view of the text only when no single-quoted string holds a
+    double quote; a caller that relies on it checks that no ``'`` is left in it."""
+    return _outside_strings(_latin1(data)).encode("latin-1")
+
+
 def check_separators(data: bytes, separators_max: int) -> bytes:
     """Refuse (:class:`BodyDecodeError`) JSON with more than ``separators_max`` of
     ``{ [ , :`` outside its double-quoted strings; return those of the whole text.
@@ -481,6 +492,40 @@ class ReadLimits:
     (the rewrite costs several times what the C decoder does)."""
 
 
+class LenientReadsSpent(Exception):
+    """Raised by :func:`loads` inside :func:`lenient_reads_at_most` for a text that is not
+    standard JSON once the allowance is spent. Not a :class:`BodyDecodeError` on purpose:
+    a caller that ignores JSON it cannot read (a topic's attributes) lets it through."""
+
+
+# What is left of the innermost lenient_reads_at_most allowance (a one-item list).
+_LENIENT_READS_LEFT: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "fastjson_lenient_reads_left", default=None
+)
+
+
+@contextlib.contextmanager
+def lenient_reads_at_most(count: int) -> Iterator[None]:
+    """Within the block, :func:`loads` reads at most ``count`` texts that are not standard
+    JSON, and raises :class:`LenientReadsSpent` for the next. A text with fastjson's
+    leniencies costs some microseconds more than the C decoder, however short it is:
+    this bounds what many short ones cost (a compressed REGISTER_BROKER body holds one
+    per topic). Standard JSON costs nothing more."""
+    token = _LENIENT_READS_LEFT.set([count])
+    try:
+        yield
+    finally:
+        _LENIENT_READS_LEFT.reset(token)
+
+
+def _take_lenient_read() -> None:
+    left = _LENIENT_READS_LEFT.get()
+    if left is not None:
+        if left[0] <= 0:
+            raise LenientReadsSpent("no lenient reads left")
+        left[0] -= 1
+
+
 def _bounded_int(digits_max: int) -> Callable[[str], int]:
     def bounded_int(literal: str) -> int:
         # Refused before int() spends the square of its length on it.
@@ -507,7 +552,9 @@ def loads(text: str | bytes | bytearray | memoryview, limits: ReadLimits | None 
     decoder does). Raises :class:`BodyDecodeError` for anything that is not JSON in
     the dialect, for nesting deeper than :data:`NESTING_DEPTH_MAX`, and for text past
     ``limits``. Time is linear in the length of ``text``, about what the C decoder
-    costs; ``limits`` bound it further for text from anyone.
+    costs; ``limits`` bound it further for text from anyone. Inside
+    :func:`lenient_reads_at_most`, raises :class:`LenientReadsSpent` for a text that is
+    not standard JSON once the allowance is spent.
     """
     if isinstance(text, str):
         data = text.encode("utf-8", "surrogatepass")
@@ -537,6 +584,7 @@ def loads(text: str | bytes | bytearray | memoryview, limits: ReadLimits | None 
                 f"not standard JSON ({getattr(exc, 'msg', exc)}), and {len(data)} bytes: "
                 f"fastjson's leniencies are read up to {limits.lenient_bytes_max}"
             ) from exc
+        _take_lenient_read()
         return _lenient_loads(text, decode, separators_max)
     # Only a document with many brackets can be too deep; skip the rest otherwise.
     if openers > NESTING_DEPTH_MAX and _nested_too_deep(

@@ -5,6 +5,13 @@ A 4.x/5.x broker sends its topic table either as the JSON of
 ``compressed=true``, as ``RegisterBrokerBody.encode(true)``: a deflated stream of
 length-prefixed parts. Decoding is bounded (:data:`REGISTER_BODY_INFLATED_BYTES_MAX`)
 because a compressed body is a zip bomb waiting to happen.
+
+REGISTER_BROKER is admitted unsigned from white-listed addresses and its body is decoded
+on the event loop, so before a body is decoded a few passes of C string operations
+refuse what no broker writes (:func:`check_json_body`; for a compressed body
+:func:`inflated_bytes_max`, :data:`REGISTER_BODY_BLOCKS_FREE` and
+:data:`REGISTER_BODY_LENIENT_PARTS_MAX`): :class:`RegisterBodyRefused`, a
+:class:`BodyDecodeError` whose message names the limit.
 """
 
 from __future__ import annotations
@@ -53,6 +60,165 @@ SPLIT_PARTS_FIELD = "splitRegistrationParts"
 
 # A compressed REGISTER_BROKER body may not inflate beyond this (zip-bomb guard).
 REGISTER_BODY_INFLATED_BYTES_MAX = 64 * 1024 * 1024
+
+# ------------------------------------------------------------ what a body may hold
+#
+# What a body costs to decode grows with the values it makes, not with its bytes: each
+# value costs a few hundred nanoseconds, each topic or static-topic entry a few
+# microseconds, whatever their length. Real bodies are sparse (a topic is ~170 bytes of
+# JSON with ~19 separators and 2 objects); the costly hostile ones are dense (millions of
+# one-byte values, or of tiny topic entries). Each limit below is set from the densest
+# bodies brokers write, with a margin of about two or more, and holds the costliest body
+# within all of them to a few times what a real table of its length costs (docs/BENCHMARKS.md,
+# "hostile clients and TLS"; tests/remoting/test_register_body_limits.py).
+
+REGISTER_BODY_UNCHECKED_BYTES_MAX = 4096
+"""A JSON body this short is decoded whatever it holds (a millisecond at most)."""
+REGISTER_BODY_BYTES_PER_SEPARATOR_MIN = 3
+"""At most one of ``{ [ , :`` outside strings per this many bytes. Real bodies have 7.7
+to 9.6 bytes per separator (one-character topic names to long ones), 6.2 with 5.x static
+topics of 64 queues."""
+REGISTER_BODY_BYTES_PER_OPENER_MIN = 32
+"""At most one ``{`` or ``[`` outside strings per this many bytes: each topic or
+static-topic entry is an object, and converting one costs microseconds. Real bodies have
+69 bytes or more per object or array (one-character topic names), 84 with ordinary names."""
+REGISTER_BODY_DIGITS_MAX = 32
+"""Longest run of digits outside strings: a body's numbers are Java ints and longs (at
+most 19 digits), and converting one costs the square of its length."""
+REGISTER_BODY_DEPTH_MAX = 16
+"""Deepest nesting of objects and arrays; the deepest real body nests 7 (a 5.x static
+topic's hosted queue item)."""
+REGISTER_BODY_INFLATION_MAX = 128
+"""A compressed body inflates to at most this many times its length: real tables inflate
+10 to 52 times (69 with 5.x static topics of 64 queues), a zip bomb up to 1,000 times.
+A payload costs about what a real payload of its length costs to decode, so this holds a
+compressed body to a few times what a real compressed body of its length costs."""
+REGISTER_BODY_INFLATED_FREE_BYTES = 64 * 1024
+"""Any compressed body may inflate this far (about 1,800 topics, a few milliseconds)."""
+REGISTER_BODY_JSON_BLOCK_BYTES_MAX = 64 * 1024
+"""Longest DataVersion or filter server list in a compressed body (brokers write a few
+dozen bytes); a longer one would cost up to :data:`REGISTER_BODY_INFLATION_MAX` times
+what its compressed bytes cost in a JSON body."""
+REGISTER_BODY_LENIENT_PARTS_MAX = 16_384
+"""Parts of a compressed body that are not standard JSON: a 5.x static topic's mapping
+(its int keys are unquoted), never a topic's attributes. Each costs some microseconds
+more, whatever its length; a broker with this many static topics is unheard of."""
+REGISTER_BODY_BLOCKS_FREE = 1024
+"""A compressed body holds at most one topic or static-topic mapping per byte of its own,
+plus this many: each costs microseconds to decode, whatever its length, and real tables
+take 2.2 compressed bytes or more a topic (5.8 a static topic with its mapping)."""
+
+
+class RegisterBodyRefused(BodyDecodeError):
+    """A REGISTER_BROKER body refused before it is decoded, for passing a limit no
+    broker's body reaches; the message names the limit."""
+
+
+_DIGITS = b"0123456789"
+# Kept by one translate: brackets, commas, colons and digits (each digit as "0").
+_DIGITS_AS_ZEROS = bytes.maketrans(_DIGITS, b"0" * len(_DIGITS))
+_NOT_MARKS = bytes(range(256)).translate(None, b"[]{},:" + _DIGITS)
+# Opening brackets as "(", closing ones as ")": pairs of either kind peel the same.
+_BRACKETS_AS_PARENS = bytes.maketrans(b"[{]}", b"(())")
+_TOO_MANY_DIGITS = b"0" * (REGISTER_BODY_DIGITS_MAX + 1)
+# Every digit as "0", every other byte as " ": the runs of digits exactly as they are.
+_DIGITS_AS_ZEROS_ONLY = bytes(48 if byte in _DIGITS else 32 for byte in range(256))
+
+
+def _refuse(data: bytes | bytearray, problem: str) -> RegisterBodyRefused:
+    return RegisterBodyRefused(f"REGISTER_BROKER body of {len(data)} bytes refused: {problem}")
+
+
+def _nests_deeper(brackets: bytes, depth_max: int) -> bool:
+    """Whether ``brackets`` (only ``(`` and ``)``) nest deeper than ``depth_max`` or do
+    not pair. Each pass drops the innermost pairs, which lowers the deepest nesting by
+    one, so paired brackets are gone after ``depth_max`` passes: at most that many C
+    replaces over the brackets alone."""
+    for _ in range(depth_max):
+        if not brackets:
+            return False
+        peeled = brackets.replace(b"()", b"")
+        if len(peeled) == len(brackets):
+            return True  # nothing pairs
+        brackets = peeled
+    return bool(brackets)
+
+
+def _json_problem(text: bytes, size: int) -> str | None:
+    """What in ``text`` (a body of ``size`` bytes, or that body without its strings)
+    passes a limit, or None. One pass over ``text`` keeps its marks (brackets, commas,
+    colons, digits); the rest looks at those alone, a fifth of a real body. Digits that
+    only letters or quotes part run together there (``a1b2``): that can only make a run
+    look longer, never shorter, and the strings are taken out before a body is refused."""
+    marks = text.translate(_DIGITS_AS_ZEROS, _NOT_MARKS)
+    structure = marks.translate(None, b"0")
+    brackets = structure.translate(_BRACKETS_AS_PARENS, b",:")
+    openers = brackets.count(b"(")
+    separators = len(structure) - (len(brackets) - openers)
+    separators_max = size // REGISTER_BODY_BYTES_PER_SEPARATOR_MIN
+    if separators > separators_max:
+        return (
+            f"{separators} of {{ [ , : outside strings, more than one per "
+            f"{REGISTER_BODY_BYTES_PER_SEPARATOR_MIN} bytes ({separators_max}); "
+            "brokers write one per 6 bytes or more"
+        )
+    openers_max = size // REGISTER_BODY_BYTES_PER_OPENER_MIN
+    if openers > openers_max:
+        return (
+            f"{openers} objects and arrays, more than one per "
+            f"{REGISTER_BODY_BYTES_PER_OPENER_MIN} bytes ({openers_max}); "
+            "brokers write one per 69 bytes or more"
+        )
+    if _TOO_MANY_DIGITS in marks and _TOO_MANY_DIGITS in text.translate(_DIGITS_AS_ZEROS_ONLY):
+        return f"a number of more than {REGISTER_BODY_DIGITS_MAX} digits (a long has 19)"
+    if _nests_deeper(brackets, REGISTER_BODY_DEPTH_MAX):
+        return (
+            f"objects and arrays nested deeper than {REGISTER_BODY_DEPTH_MAX}, or brackets "
+            "that do not pair (brokers nest 7 at most)"
+        )
+    return None
+
+
+def check_json_body(data: bytes | bytearray) -> None:
+    """Refuse (:class:`RegisterBodyRefused`) a JSON REGISTER_BROKER body no broker writes:
+    single-quoted strings; more separators, or more objects and arrays, than its length
+    allows (:data:`REGISTER_BODY_BYTES_PER_SEPARATOR_MIN`,
+    :data:`REGISTER_BODY_BYTES_PER_OPENER_MIN`); a number of more than
+    :data:`REGISTER_BODY_DIGITS_MAX` digits; nesting deeper than
+    :data:`REGISTER_BODY_DEPTH_MAX`. Bodies of at most
+    :data:`REGISTER_BODY_UNCHECKED_BYTES_MAX` bytes pass.
+
+    Linear, in a few C passes over the body (under a nanosecond a byte, a few percent of
+    decoding a real table). Everything is counted over the whole body first; only when
+    something is over its limit are the strings taken out (three more passes) and it is
+    counted again, so a topic name of digits or commas is not held against its body."""
+    size = len(data)
+    if size <= REGISTER_BODY_UNCHECKED_BYTES_MAX:
+        return
+    data = bytes(data)
+    text, without_strings = data, False
+    if b"'" in data:
+        # fastjson reads single-quoted strings, but no broker writes them, and a body that
+        # puts quotes of one kind in strings of the other costs a Python step per quote.
+        # Without them, the text outside double-quoted strings is what the decoder sees.
+        text, without_strings = fastjson.outside_strings(data), True
+        if b"'" in text:
+            raise _refuse(data, "single-quoted strings (no broker writes them)")
+    problem = _json_problem(text, size)
+    if problem is not None and not without_strings:
+        problem = _json_problem(fastjson.outside_strings(data), size)
+    if problem is not None:
+        raise _refuse(data, problem)
+
+
+def inflated_bytes_max(compressed_bytes: int) -> int:
+    """How far a compressed body of ``compressed_bytes`` may inflate:
+    :data:`REGISTER_BODY_INFLATION_MAX` times its length or
+    :data:`REGISTER_BODY_INFLATED_FREE_BYTES`, whichever is more, and never past
+    :data:`REGISTER_BODY_INFLATED_BYTES_MAX`."""
+    allowed = max(REGISTER_BODY_INFLATION_MAX * compressed_bytes, REGISTER_BODY_INFLATED_FREE_BYTES)
+    return min(allowed, REGISTER_BODY_INFLATED_BYTES_MAX)
+
 
 # -------------------------------------------------------------- RegisterBrokerBody
 
@@ -188,13 +354,23 @@ def register_broker_request(
 
 
 def _inflate(data: bytes) -> bytes:
+    limit = inflated_bytes_max(len(data))
     inflater = zlib.decompressobj()
     try:
-        payload = inflater.decompress(data, REGISTER_BODY_INFLATED_BYTES_MAX + 1)
+        payload = inflater.decompress(data, limit + 1)
     except zlib.error as exc:
         raise BodyDecodeError(f"compressed register body is not zlib: {exc}") from exc
-    if len(payload) > REGISTER_BODY_INFLATED_BYTES_MAX:
-        raise BodyDecodeError("compressed register body inflates beyond the limit")
+    if len(payload) > limit:
+        if limit == REGISTER_BODY_INFLATED_BYTES_MAX:
+            raise RegisterBodyRefused(
+                f"compressed register body of {len(data)} bytes inflates beyond the limit "
+                f"of {limit} bytes"
+            )
+        raise RegisterBodyRefused(
+            f"compressed register body of {len(data)} bytes inflates beyond the limit of "
+            f"{limit} bytes ({REGISTER_BODY_INFLATION_MAX} times its length; broker tables "
+            "inflate 10 to 70 times)"
+        )
     return payload
 
 
@@ -209,19 +385,57 @@ def _filter_servers(raw: bytes) -> list[str]:
     return []
 
 
+def _check_blocks(data: bytes, blocks: int) -> None:
+    blocks_max = len(data) + REGISTER_BODY_BLOCKS_FREE
+    if blocks > blocks_max:
+        raise RegisterBodyRefused(
+            f"compressed register body of {len(data)} bytes refused: {blocks} topics and "
+            f"static-topic mappings, more than one per byte and {REGISTER_BODY_BLOCKS_FREE} "
+            f"({blocks_max}); brokers need 2 bytes or more a topic"
+        )
+
+
+def _json_block(data: bytes, reader: _PayloadReader, what: str) -> bytes:
+    raw = reader.block(what)
+    if len(raw) > REGISTER_BODY_JSON_BLOCK_BYTES_MAX:
+        raise RegisterBodyRefused(
+            f"compressed register body of {len(data)} bytes refused: a {what} of "
+            f"{len(raw)} bytes, more than {REGISTER_BODY_JSON_BLOCK_BYTES_MAX}"
+        )
+    return raw
+
+
 def _decode_compressed(data: bytes, version: int) -> RegisterBrokerBody:
+    try:
+        with fastjson.lenient_reads_at_most(REGISTER_BODY_LENIENT_PARTS_MAX):
+            return _decode_payload(data, version)
+    except fastjson.LenientReadsSpent:
+        raise RegisterBodyRefused(
+            f"compressed register body of {len(data)} bytes refused: more than "
+            f"{REGISTER_BODY_LENIENT_PARTS_MAX} parts that are not standard JSON (static-topic "
+            "mappings, or attributes no broker writes)"
+        ) from None
+
+
+def _decode_payload(data: bytes, version: int) -> RegisterBrokerBody:
     reader = _PayloadReader(_inflate(data))
-    data_version = _data_version_from(_load_object(reader.block("DataVersion"), "DataVersion"))
+    data_version = _data_version_from(
+        _load_object(_json_block(data, reader, "DataVersion"), "DataVersion")
+    )
     table: dict[str, TopicConfig] = {}
-    for _ in range(reader.count("topic count")):
+    topics = reader.count("topic count")
+    _check_blocks(data, topics)
+    for _ in range(topics):
         raw = reader.block("topic config")
         config = decode_topic_config_text(raw.decode("utf-8", "replace"))
         assert config.topic_name is not None
         table[config.topic_name] = config
-    filter_servers = _filter_servers(reader.block("filter server list"))
+    filter_servers = _filter_servers(_json_block(data, reader, "filter server list"))
     infos: dict[str, TopicQueueMappingInfo] = {}
     if version >= MQVersion.V5_0_0:
-        for _ in range(reader.count("mapping count")):
+        mappings = reader.count("mapping count")
+        _check_blocks(data, topics + mappings)
+        for _ in range(mappings):
             info = _mapping_info_from(
                 _load_object(reader.block("mapping info"), "TopicQueueMappingInfo")
             )
@@ -242,9 +456,14 @@ def decode_register_broker_body(
     """``RegisterBrokerBody.decode(data, compressed, version)`` for request versions >= 37.
 
     The compressed form carries no ``mappingDataVersion``, so it decodes as ``None``.
+    A body no broker writes is refused before it is decoded (:class:`RegisterBodyRefused`:
+    :func:`check_json_body`; a compressed one past :func:`inflated_bytes_max`, or with
+    more topics and mappings than :data:`REGISTER_BODY_BLOCKS_FREE` says, or more parts
+    that are not standard JSON than :data:`REGISTER_BODY_LENIENT_PARTS_MAX`).
     """
     if compressed:
         return _decode_compressed(bytes(data), version)
+    check_json_body(data)
     obj = _load_object(data, "RegisterBrokerBody")
     wrapper = obj.get("topicConfigSerializeWrapper")
     return RegisterBrokerBody(
@@ -267,6 +486,7 @@ def decode_register_broker_request_body(
     if not data:
         return RegisterBrokerBody()
     if version < MQVersion.V3_0_11:
+        check_json_body(data)
         return RegisterBrokerBody(topic_config_wrapper=decode_topic_config_serialize_wrapper(data))
     return decode_register_broker_body(data, compressed=compressed, version=version)
 
