@@ -335,10 +335,17 @@ class ReadFront:
 
     async def _forward(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         link = await self._link(conn)
-        future = link.forward(request)
-        if future is None:
-            return None
-        answer = await future
+        try:
+            future = link.forward(request)
+            if future is None:
+                return None
+            answer = await future
+        except LinkClosedError as exc:
+            # The gateway closed this client's link mid-request (it is restarting, or
+            # dropped the client): an answer the client can retry, and one log line.
+            now_s = asyncio.get_running_loop().time()
+            self._refusals.warning(now_s, "%s: code %d not relayed: %s", conn.id, request.code, exc)
+            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=f"{exc}; ask again")
         return dataclasses.replace(answer, opaque=request.opaque)
 
     async def _link(self, conn: Connection) -> Link:

@@ -465,3 +465,5 @@ def test_random_and_mutated_frames_leave_the_node_serving_routes_unchanged(
     assert p99 < ROUTE_P99_S_MAX, p99
     assert route_body(gateway) == expected_route
     assert node_state(gateway) == before
+    # Bad input is answered or refused by rule, never by a handler's unexpected exception.
+    assert "handler failed" not in gateway.log_path.read_text(errors="replace")
