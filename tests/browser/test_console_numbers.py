@@ -1,6 +1,7 @@
 """The console's numbers in Chromium: the Config page fits a 1400 px window with three and
-with five nodes, and the Overview shows one applied version per node, reload after reload
-and after a live refresh, while a broker keeps registering."""
+with five nodes, the Overview shows one applied version per node, reload after reload
+and after a live refresh, while a broker keeps registering, and it explains the demo
+brokers' short heartbeat timings where a demo broker is shown."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from typing import Any
 
 import pytest
 
+from localcluster.demo import DemoBroker, register_request, topic_table
 from localcluster.launcher import accepts_connections, asgi_server_argv, free_port, wait_until
+from namesrv_app.web.units import DEMO_TIMEOUT_MS, demo_timing_note
+from remoting.blocking import BlockingClient
+from remoting.model import DataVersion
 from tests.browser.conftest import (
     OPERATOR,
     OPERATOR_PASSWORD,
@@ -24,7 +29,7 @@ from tests.browser.conftest import (
     screenshot,
     settle,
 )
-from tests.web.conftest import BROKERS, TOPICS
+from tests.web.conftest import BROKERS, CLUSTER, TOPICS
 
 pytestmark = pytest.mark.slow
 
@@ -165,3 +170,28 @@ def test_the_overview_shows_one_applied_version_per_node_while_versions_move(
     finally:
         stop.set()
         writer.join()
+
+
+def test_the_overview_explains_the_demo_brokers_timings(
+    page: Any, console_node: ConsoleNode
+) -> None:
+    """A broker registered with the demo fleet's 3 s timeout: the Overview says what the
+    demo timings are against RocketMQ's defaults. Its connection closes at the end, which
+    unregisters it (eventual mode), so the other tests see the usual cast."""
+    broker = DemoBroker(CLUSTER, "broker-demo", 0, "127.0.0.1:10991", "127.0.0.1:10992")
+    request = register_request(
+        broker,
+        topic_table(("DemoTimingTopic", broker.broker_name)),
+        DataVersion(timestamp=1, counter=1),
+        heartbeat_timeout_ms=DEMO_TIMEOUT_MS,
+    )
+    with BlockingClient(console_node.gateway.addr, timeout_s=5.0) as client:
+        assert client.invoke(request).code == 0
+
+        def note_shown() -> bool:
+            page.goto(f"{console_node.url}/")
+            return bool(page.locator("#heartbeat-timing-note").count())
+
+        wait_until(note_shown, what="the demo timing note", timeout_s=LIVE_TIMEOUT_MS / 1000)
+        assert page.inner_text("#heartbeat-timing-note") == demo_timing_note([DEMO_TIMEOUT_MS])
+        screenshot(page, "overview-demo-timings.png")
