@@ -406,20 +406,6 @@ def compressed_shapes(size: int) -> list[tuple[str, bytes]]:
     ]
 
 
-def _cpu_ms(call: Callable[[], object], repeats: int) -> float:
-    """Least CPU milliseconds of this thread over ``repeats`` calls, collector held off."""
-    spent = []
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            started = time.thread_time()
-            call()
-            spent.append(time.thread_time() - started)
-    finally:
-        gc.enable()
-    return min(spent) * _MS_PER_S
-
-
 def _decode_register(body: bytes, compressed: bool) -> str:
     try:
         register_body.decode_register_broker_request_body(
@@ -487,7 +473,7 @@ def register_rows(scale: Scale, *, register_limits: bool = True) -> list[Registe
     with contextlib.nullcontext() if register_limits else register_limits_off():
         for name, body, compressed in bodies:
             call = functools.partial(_decode_register, body, compressed)
-            cpu_ms = _cpu_ms(call, scale.body_repeats + 1)
+            cpu_ms = _util.least_cpu_s(call, scale.body_repeats + 1) * _MS_PER_S
             measured.append((name, body, compressed, cpu_ms, cpu_ms * 1e6 / len(body), call()))
     # ns a byte of the largest real table, JSON and compressed
     reference = {

@@ -446,7 +446,6 @@ class PartialTopicDelete(Scenario):
             ok = await delete_topic_on(ctx.admin, ctx.nodes[reached], topic, ctx.timeout_s)
             return [(reached, now_us())] if ok else []
 
-        # Recorded at the RPC; the ground truth changes at the ack, not before the call.
         acks = await ctx.admin_write(KIND_DELETE_TOPIC, topic, "", delete)
         ok = bool(acks)
         missed = ctx.cluster.node_ids[1:]
@@ -487,7 +486,6 @@ class TopicSubset(Scenario):
             ok = await register_topic_on(ctx.admin, addr, NEW_TOPIC, probe, ctx.timeout_s)
             return [(target, now_us())] if ok else []
 
-        # Recorded at the RPC; the ground truth changes at the ack, not before the call.
         acks = await ctx.admin_write(KIND_CREATE_TOPIC, NEW_TOPIC, value, create)
         ok = bool(acks)
         return [

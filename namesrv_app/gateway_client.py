@@ -31,7 +31,6 @@ from gateway.private_codes import InternalCode
 from namesrv_app.conf import namesrv_settings
 from raftstore import vocab
 from raftstore.config import (
-    FIXED_BLACKLISTED_KEYS,
     NODE_KEYS,
     NamesrvConfig,
     blacklist_reason,
@@ -469,9 +468,7 @@ def config_update_refusal(key: str, value: str, config: Mapping[str, str]) -> st
             "and restart the node"
         )
     if key in blacklisted_config_keys(config):
-        if key in FIXED_BLACKLISTED_KEYS and key != "configBlackList":
-            return f"{key} is {blacklist_reason(key)}"  # rocketmqHome: refused everywhere
-        return f"{key} is blacklisted (configBlackList): it cannot be changed at run time"
+        return f"{key} is {blacklist_reason(key)}"
     return value_refusal(key, value)
 
 

@@ -268,7 +268,7 @@ def blacklist_reason(key: str) -> str:
     if key in _MUST_STAY_DEFAULT:
         # rocketmqHome: upstream's fixed blacklist, and a start refuses it too.
         return f"refused: {_MUST_STAY_DEFAULT[key]}"
-    return "in configBlackList"
+    return "blacklisted (configBlackList): it cannot be changed at run time"
 
 
 def key_notes() -> dict[str, str]:

@@ -361,15 +361,15 @@ def _inflate(data: bytes) -> bytes:
     except zlib.error as exc:
         raise BodyDecodeError(f"compressed register body is not zlib: {exc}") from exc
     if len(payload) > limit:
-        if limit == REGISTER_BODY_INFLATED_BYTES_MAX:
-            raise RegisterBodyRefused(
-                f"compressed register body of {len(data)} bytes inflates beyond the limit "
-                f"of {limit} bytes"
-            )
+        why = (
+            ""
+            if limit == REGISTER_BODY_INFLATED_BYTES_MAX
+            else f" ({REGISTER_BODY_INFLATION_MAX} times its length; broker tables inflate "
+            "10 to 70 times)"
+        )
         raise RegisterBodyRefused(
             f"compressed register body of {len(data)} bytes inflates beyond the limit of "
-            f"{limit} bytes ({REGISTER_BODY_INFLATION_MAX} times its length; broker tables "
-            "inflate 10 to 70 times)"
+            f"{limit} bytes{why}"
         )
     return payload
 

@@ -6,13 +6,12 @@ changes at that acknowledgement, not before the call was sent."""
 from __future__ import annotations
 
 import asyncio
-import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
+from experiment_history.runs import HistoryWriter, iter_rows
 from experiment_history.schema import (
     KIND_CREATE_TOPIC,
     KIND_DELETE_TOPIC,
@@ -20,10 +19,10 @@ from experiment_history.schema import (
     PROCESS_ADMIN,
 )
 from experiments import scenarios
-from experiments.config import ExperimentConfig
 from experiments.context import ExperimentContext
 from experiments.scenarios import NEW_TOPIC, PartialTopicDelete, Scenario, TopicSubset
-from experiments.workload import BrokerFleet, Recorder, make_brokers, now_us
+from experiments.workload import now_us
+from tests.experiments.unit_context import unit_context
 
 TOPICS = ["topic-000", "topic-001"]
 NODES = ["n1", "n2", "n3"]
@@ -40,28 +39,15 @@ class _Cluster:
 
 
 def _context(tmp_path: Path, the_scenario: Scenario) -> tuple[ExperimentContext, HistoryWriter]:
-    writer = HistoryWriter(tmp_path / "run", RunMeta("r", the_scenario.name, "raft", 1, NODES))
-    recorder = Recorder(writer)
-    recorder.start()
-    rng = random.Random(3)
-    fleet = BrokerFleet(
-        make_brokers(3, TOPICS, 2, 4, rng, NODES),
-        lambda broker, node: node,
-        recorder,
-        heartbeat_ms=1_000,
-        expiry_ms=4_000,
-        timeout_s=1.0,
-        rng=rng,
-    )
-    ctx = ExperimentContext(
-        config=ExperimentConfig(scenario=the_scenario.name, mode="raft", out_dir=tmp_path),
-        cluster=_Cluster(),  # type: ignore[arg-type]
-        mesh=None,  # type: ignore[arg-type]
-        fleet=fleet,
-        recorder=recorder,
-        rng=rng,
-        topics=TOPICS + list(the_scenario.subset_topics),
-        admin=None,  # type: ignore[arg-type]
+    ctx, writer, _ = unit_context(
+        tmp_path,
+        the_scenario.name,
+        topics=TOPICS,
+        nodes=NODES,
+        brokers=3,
+        seed=3,
+        cluster=_Cluster(),
+        watched=TOPICS + list(the_scenario.subset_topics),
     )
     for topic in the_scenario.subset_topics:
         ctx.truth_overrides[topic] = ""

@@ -11,22 +11,22 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import random
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
+from experiment_history.runs import iter_rows
 from experiment_history.schema import KIND_EXPIRE, PROCESS_RAFT
 from experiments import context as context_module
 from experiments.config import ExperimentConfig
-from experiments.context import ExperimentContext, wall_offset_us
+from experiments.context import wall_offset_us
 from experiments.runner import run_experiment
-from experiments.workload import BrokerFleet, Recorder, make_brokers, now_us
+from experiments.workload import now_us
 from gateway.expiry_reports import EXPIRY_REPORTS_MAX, ExpiryReports
 from raftstore.results import BrokerAddrInfo
+from tests.experiments.unit_context import unit_context
 
 WALL_STEP_US = 2_000_000
 """How far this host's wall clock is ahead of the harness clock in the clock test (as
@@ -76,32 +76,18 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
     monkeypatch.setattr(context_module, "wall_us", lambda: time.time_ns() // 1_000 + WALL_STEP_US)
     offset = wall_offset_us()
     assert abs(offset - WALL_STEP_US) < SLACK_US
-    writer = HistoryWriter(tmp_path / "run", RunMeta("r", "unit", "raft", 1, ["n1", "n2", "n3"]))
-    recorder = Recorder(writer)
-    recorder.start()
-    rng = random.Random(2)
     topics = ["topic-000", "topic-001"]
-    brokers = make_brokers(3, topics, 2, 4, rng, ["n1", "n2", "n3"])
-    fleet = BrokerFleet(
-        brokers,
-        lambda broker, node: node,
-        recorder,
-        heartbeat_ms=1_000,
-        expiry_ms=4_000,
-        timeout_s=1.0,
-        rng=rng,
-    )
     cluster = _StatusCluster()
-    ctx = ExperimentContext(
-        config=ExperimentConfig(scenario="broker-kill", mode="raft", out_dir=tmp_path),
-        cluster=cluster,  # type: ignore[arg-type]
-        mesh=None,  # type: ignore[arg-type]
-        fleet=fleet,
-        recorder=recorder,
-        rng=rng,
+    ctx, writer, brokers = unit_context(
+        tmp_path,
+        "broker-kill",
         topics=topics,
-        admin=None,  # type: ignore[arg-type]
+        nodes=["n1", "n2", "n3"],
+        brokers=3,
+        seed=2,
+        cluster=cluster,
     )
+    recorder, fleet = ctx.recorder, ctx.fleet
     for topic in topics:
         ctx.registers.record(topic, 0, 10, fleet.truth(topic))
     victim = brokers[0]

@@ -5,27 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
 from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
 from experiment_history.schema import KIND_REGISTER, RouteItem, canonical_route
-from experiments.config import ExperimentConfig
 from experiments.context import ExperimentContext
 from experiments.registers import INITIAL, RegisterLog, with_broker
 from experiments.traffic import Prober
 from experiments.workload import (
-    BrokerFleet,
     ReadResult,
     Recorder,
     SimBroker,
-    make_brokers,
     now_us,
 )
+from tests.experiments.unit_context import unit_context
 
 TOPIC = "topic-000"
 A = RouteItem("broker-a", "127.0.0.1:1", 4, 4, 6)
@@ -178,31 +175,10 @@ def test_a_stale_node_never_becomes_a_write(tmp_path: Path) -> None:
 
 
 def _context(tmp_path: Path) -> tuple[ExperimentContext, HistoryWriter, list[SimBroker]]:
-    writer = HistoryWriter(tmp_path / "run", RunMeta("r", "unit", "raft", 1, ["n1", "n2"]))
-    recorder = Recorder(writer)
-    recorder.start()
-    rng = random.Random(1)
-    brokers = make_brokers(2, [TOPIC], 2, 4, rng, ["n1", "n2"])
-    fleet = BrokerFleet(
-        brokers,
-        lambda broker, node: node,
-        recorder,
-        heartbeat_ms=1_000,
-        expiry_ms=4_000,
-        timeout_s=1.0,
-        rng=rng,
+    context, writer, brokers = unit_context(
+        tmp_path, "clock-skew", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1
     )
-    context = ExperimentContext(
-        config=ExperimentConfig(scenario="clock-skew", mode="raft", out_dir=tmp_path),
-        cluster=cast(Any, None),
-        mesh=cast(Any, None),
-        fleet=fleet,
-        recorder=recorder,
-        rng=rng,
-        topics=[TOPIC],
-        admin=cast(Any, None),
-    )
-    context.registers.record(TOPIC, 0, 10, fleet.truth(TOPIC))
+    context.registers.record(TOPIC, 0, 10, context.fleet.truth(TOPIC))
     return context, writer, brokers
 
 

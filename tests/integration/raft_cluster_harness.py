@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,9 +335,17 @@ class RaftGatewayCluster:
 
 
 @contextlib.contextmanager
-def running_cluster(root: Path, extra_args: tuple[str, ...] = ()) -> Iterator[RaftGatewayCluster]:
-    """Three raft gateways started with an agreed leader; stopped on exit."""
+def running_cluster(
+    root: Path,
+    extra_args: tuple[str, ...] = (),
+    node_args: Callable[[], tuple[str, ...]] | None = None,
+) -> Iterator[RaftGatewayCluster]:
+    """Three raft gateways started with an agreed leader; stopped on exit. ``node_args``
+    gives each node arguments of its own (called once per node, e.g. a fixed port)."""
     nodes = RaftGatewayCluster(root, extra_args=extra_args)
+    if node_args is not None:
+        for node in nodes.nodes:
+            node.extra_args = (*node.extra_args, *node_args())
     try:
         nodes.start()
         nodes.leader()

@@ -10,7 +10,6 @@ run's CA.
 from __future__ import annotations
 
 import asyncio
-import json
 import stat
 import subprocess
 import time
@@ -26,7 +25,7 @@ from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.tls import ClientTls, TlsClientConfig, client_context
-from tests.integration.cluster_fixtures import FREE_PORTS, cluster_cli, stop_cluster
+from tests.integration.cluster_fixtures import start_cluster, stop_cluster
 from tests.interop.java_tls import JavaTlsClient, java_tls_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,26 +37,12 @@ TOPIC = "TopicTest"
 @pytest.fixture(scope="module")
 def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     run_dir = tmp_path_factory.mktemp("tls-cluster")
-    done = cluster_cli(
-        "up",
-        "--nodes",
-        "1",
-        "--mode",
-        "raft",
-        "--raft-base-port",
-        "0",
-        "--run-dir",
-        str(run_dir),
-        "--json",
-        "--tls",
-        "enforcing",
-        "--demo",
-        *FREE_PORTS,
-        "--demo-broker-base-port",
-        "0",
+    summary = start_cluster(
+        run_dir,
+        *("--mode", "raft", "--raft-base-port", "0", "--tls", "enforcing", "--demo"),
+        *("--demo-broker-base-port", "0"),
+        nodes=1,
     )
-    assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
-    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     try:
         yield summary
     finally:

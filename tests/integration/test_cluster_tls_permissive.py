@@ -10,7 +10,6 @@ kinds of client read both routes.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion
 from remoting.tls import ClientTls, TlsClientConfig, client_context
-from tests.integration.cluster_fixtures import FREE_PORTS, cluster_cli, make_broker, stop_cluster
+from tests.integration.cluster_fixtures import make_broker, start_cluster, stop_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,12 +34,9 @@ WIRE_TIMEOUT_S = 5.0
 @pytest.fixture(scope="module")
 def permissive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     run_dir = tmp_path_factory.mktemp("tls-permissive")
-    done = cluster_cli(
-        *("up", "--nodes", "1", "--mode", "raft", "--raft-base-port", "0"),
-        *("--run-dir", str(run_dir), "--json", "--tls", "permissive", *FREE_PORTS),
+    summary = start_cluster(
+        run_dir, "--mode", "raft", "--raft-base-port", "0", "--tls", "permissive", nodes=1
     )
-    assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
-    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     try:
         yield summary
     finally:

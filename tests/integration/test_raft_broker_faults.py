@@ -21,7 +21,12 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.broker_app.support import BrokerProcess, send, wait_until
 from tests.integration.gateway_harness import ADMIN
-from tests.integration.raft_cluster_harness import RaftGateway, RaftGatewayCluster, free_port
+from tests.integration.raft_cluster_harness import (
+    RaftGateway,
+    RaftGatewayCluster,
+    free_port,
+    running_cluster,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -36,15 +41,8 @@ def cluster(tmp_path: Path) -> Iterator[RaftGatewayCluster]:
     address the broker was configured with, as a deployed NameServer is."""
     root = tmp_path / "cluster"
     root.mkdir()
-    nodes = RaftGatewayCluster(root)
-    for node in nodes.nodes:
-        node.extra_args = ("--port", str(free_port()))
-    try:
-        nodes.start()
-        nodes.leader()
+    with running_cluster(root, node_args=lambda: ("--port", str(free_port()))) as nodes:
         yield nodes
-    finally:
-        nodes.stop()
 
 
 @pytest.fixture

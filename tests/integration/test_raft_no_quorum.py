@@ -24,6 +24,7 @@ from tests.integration.raft_cluster_harness import (
     broker,
     free_port,
     register_frame,
+    running_cluster,
     unregister_frame,
     write_until_accepted,
 )
@@ -45,45 +46,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaftGatewayClu
     """Three raft gateways, each with its metrics port and the test admin account, and
     an agreed leader."""
     root = tmp_path_factory.mktemp("raft_no_quorum")
-    nodes = RaftGatewayCluster(root)
-    acl_file = str(write_test_acl(root))
-    for node in nodes.nodes:
-        node.extra_args = ("--metrics-port", str(free_port()), "--acl-file", acl_file)
-    try:
-        nodes.start()
-        nodes.leader()
+    acl = ("--acl-file", str(write_test_acl(root)))
+    with running_cluster(root, acl, lambda: ("--metrics-port", str(free_port()))) as nodes:
         yield nodes
-    finally:
-        nodes.stop()
+
+
+def _broker_fields() -> dict[str, str]:
+    b = broker(BROKER)
+    return {
+        "clusterName": CLUSTER,
+        "brokerAddr": b.addr,
+        "brokerName": b.broker_name,
+        "brokerId": "0",
+    }
 
 
 def _heartbeat() -> RemotingCommand:
-    b = broker(BROKER)
-    return RemotingCommand.request(
-        RequestCode.BROKER_HEARTBEAT,
-        {
-            "clusterName": CLUSTER,
-            "brokerAddr": b.addr,
-            "brokerName": b.broker_name,
-            "brokerId": "0",
-        },
-    )
+    return RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, _broker_fields())
 
 
 def _data_version_query() -> RemotingCommand:
     """The broker's QUERY_DATA_VERSION with the version it registered: a liveness touch
     that an in-contact node may answer from its applied state."""
-    b = broker(BROKER)
-    return RemotingCommand.request(
-        RequestCode.QUERY_DATA_VERSION,
-        {
-            "clusterName": CLUSTER,
-            "brokerAddr": b.addr,
-            "brokerName": b.broker_name,
-            "brokerId": "0",
-        },
-        encode_data_version(DataVersion(timestamp=1, counter=1)),
-    )
+    body = encode_data_version(DataVersion(timestamp=1, counter=1))
+    return RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, _broker_fields(), body)
 
 
 def _put_kv(node: RaftGateway, value: str) -> RemotingCommand:

@@ -17,10 +17,10 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from bench._util import least_cpu_s
 from remoting import fastjson
 from remoting.errors import BodyDecodeError
 from remoting.frame import HEADER_JSON_LIMITS
-from tests.remoting.cpu import least_cpu_s
 from tests.remoting.fastjson_documents import documents, mutated
 from tests.remoting.fastjson_oracle import old_loads
 

@@ -16,6 +16,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from bench._util import least_cpu_s
 from remoting.codes import RequestCode, SerializeType
 from remoting.command import RemotingCommand, make_response
 from remoting.errors import ProtocolError
@@ -29,7 +30,6 @@ from remoting.frame import (
     FrameDecoder,
     encode_frame,
 )
-from tests.remoting.cpu import least_cpu_s
 from tests.remoting.fastjson_documents import documents, mutated
 
 MIB = 1024 * 1024

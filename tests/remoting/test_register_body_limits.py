@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench._util import least_cpu_s
 from bench.header_decode import compressed_shapes, register_shapes_past, register_shapes_within
 from broker_app.registration import split_table
 from remoting import fastjson, register_body
@@ -45,7 +46,6 @@ from remoting.register_body import (
     decode_register_broker_request_body,
     register_broker_request,
 )
-from tests.remoting.cpu import least_cpu_s
 
 MIB = 1024 * 1024
 V5 = 500  # a 5.x broker's request version: static-topic mappings are read too
