@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker_app.store.record import tag_hash
-from remoting import fastjson
+from remoting import body_limits
+from remoting.body_limits import (
+    HEART_BEAT,
+    HEART_BEAT_GROUPS_MAX,
+    HEART_BEAT_SUBSCRIPTIONS_MAX,
+    LOCK_QUEUES_MAX,
+)
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 
@@ -183,22 +189,48 @@ def _int(value: object, what: str) -> int:
         raise BodyDecodeError(f"{what} is not an integer") from exc
 
 
+def _check_counts(
+    body_bytes: int, groups: list[Mapping[str, object]], producers: list[Mapping[str, object]]
+) -> None:
+    """Refuse a heartbeat of more groups or subscriptions than
+    :data:`~remoting.body_limits.HEART_BEAT_GROUPS_MAX` and
+    :data:`~remoting.body_limits.HEART_BEAT_SUBSCRIPTIONS_MAX`, before any is read."""
+    for what, items in (("consumer groups", groups), ("producer groups", producers)):
+        if len(items) > HEART_BEAT_GROUPS_MAX:
+            raise HEART_BEAT.refused(
+                body_bytes, f"{len(items)} {what}, more than {HEART_BEAT_GROUPS_MAX}"
+            )
+    subscriptions = 0
+    for item in groups:
+        value = item.get("subscriptionDataSet")
+        subscriptions += len(value) if isinstance(value, list) else 0
+    if subscriptions > HEART_BEAT_SUBSCRIPTIONS_MAX:
+        raise HEART_BEAT.refused(
+            body_bytes,
+            f"{subscriptions} subscriptions, more than {HEART_BEAT_SUBSCRIPTIONS_MAX}",
+        )
+
+
 def decode_heartbeat(body: bytes | None) -> HeartbeatData:
     """Parse a HEART_BEAT body (Java, ali-ons and the C++ client all send this JSON).
 
-    :class:`BodyDecodeError` for anything that is not one; :class:`SubscriptionError`
-    for a subscription that cannot be served.
+    :class:`BodyDecodeError` for anything that is not one (its subclass
+    :class:`~remoting.errors.BodyRefused` for one past the limits of
+    :data:`remoting.body_limits.HEART_BEAT`); :class:`SubscriptionError` for a
+    subscription that cannot be served.
     """
     if not body:
         raise BodyDecodeError("a heartbeat needs a body")
-    raw = fastjson.loads(body)
+    raw = body_limits.read_json(body, HEART_BEAT)
     if not isinstance(raw, dict):
         raise BodyDecodeError("heartbeat body is not a JSON object")
     client_id = _text(raw.get("clientID")).strip()
     if not client_id:
         raise BodyDecodeError("heartbeat without clientID")
+    groups = _objects(raw.get("consumerDataSet"), "consumerDataSet")
+    _check_counts(len(body), groups, _objects(raw.get("producerDataSet"), "producerDataSet"))
     consumers = []
-    for item in _objects(raw.get("consumerDataSet"), "consumerDataSet"):
+    for item in groups:
         group = _text(item.get("groupName")).strip()
         if not group:
             raise BodyDecodeError("consumer data without groupName")
@@ -384,6 +416,29 @@ def decode_queue_set(value: object) -> list[QueueKey]:
             QueueKey(topic, _text(item.get("brokerName")), _int(item.get("queueId"), "queueId"))
         )
     return queues
+
+
+def decode_lock_body(body: bytes | None) -> tuple[str, str, list[QueueKey]]:
+    """The consumer group, client id and queues of a LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body
+    (``LockBatchRequestBody``, ``UnlockBatchRequestBody``). :class:`BodyDecodeError`
+    for anything that is not one, its subclass :class:`~remoting.errors.BodyRefused`
+    for one past :data:`remoting.body_limits.LOCK_BATCH_MQ` or of more queues than
+    :data:`~remoting.body_limits.LOCK_QUEUES_MAX`."""
+    if not body:
+        raise BodyDecodeError("a lock request needs a body")
+    raw = body_limits.read_json(body, body_limits.LOCK_BATCH_MQ)
+    if not isinstance(raw, dict):
+        raise BodyDecodeError("lock body is not a JSON object")
+    group = str(raw.get("consumerGroup") or "").strip()
+    client_id = str(raw.get("clientId") or "").strip()
+    if not group or not client_id:
+        raise BodyDecodeError("a lock body needs consumerGroup and clientId")
+    queues = raw.get("mqSet")
+    if isinstance(queues, list) and len(queues) > LOCK_QUEUES_MAX:
+        raise body_limits.LOCK_BATCH_MQ.refused(
+            len(body), f"{len(queues)} message queues, more than {LOCK_QUEUES_MAX}"
+        )
+    return group, client_id, decode_queue_set(queues)
 
 
 def encode_queue_set(queues: Iterable[QueueKey]) -> list[dict[str, object]]:

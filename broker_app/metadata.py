@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker_app.store.message_store import TOPIC_PATTERN
-from remoting import fastjson
+from remoting import body_limits, fastjson
 from remoting.bodies import (
     decode_data_version,
     decode_topic_config_serialize_wrapper,
@@ -315,7 +315,8 @@ class BrokerMetadata:
 
 def _object(value: object, what: str) -> dict[str, object]:
     if isinstance(value, bytes | bytearray):
-        value = fastjson.loads(value)
+        # A master's answer, through the bounded decoder like every body.
+        value = body_limits.read_json(value, body_limits.MASTER_METADATA)
     if not isinstance(value, dict):
         raise BodyDecodeError(f"{what} is not a JSON object")
     return {str(k): v for k, v in value.items()}

@@ -34,7 +34,7 @@ from typing import Any
 
 from broker_app.clients import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from broker_app.config import DELETE_TOPIC_IN_BROKER
-from remoting import fastjson
+from remoting import body_limits
 from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_kv_table
@@ -561,8 +561,8 @@ def _max_offset(addr: str, ask: _Ask, topic: str, queue_id: int) -> int:
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
     try:
-        raw = fastjson.loads(body)
-    except BodyDecodeError as exc:
+        raw = body_limits.read_json(body, body_limits.ANSWER)
+    except BodyDecodeError as exc:  # a refusal past the answer's limits is one too
         raise BadBodyError(f"bad {what} body: {exc}") from exc
     if not isinstance(raw, dict):
         raise BadBodyError(f"bad {what} body: not a JSON object")

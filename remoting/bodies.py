@@ -8,7 +8,11 @@ non-ASCII. Hot-path objects are written with hand-ordered f-strings instead of a
 generic serializer, because a route answer is encoded on every cache miss.
 
 Every ``decode_*`` raises :class:`BodyDecodeError` (and nothing else) for bytes that are
-not the expected wire type. Missing properties keep the Java defaults.
+not the expected wire type, and its subclass :class:`~remoting.errors.BodyRefused` for a
+body past a limit of its kind: each reads its body through
+:func:`remoting.body_limits.read_json` with the budget of its kind, and checks the
+parts that have limits of their own (a topic's attributes, a static topic's queue
+mapping) where it converts them. Missing properties keep the Java defaults.
 
 The REGISTER_BROKER body (JSON or its compressed binary form) is in
 :mod:`remoting.register_body`; Java properties text in :mod:`remoting.properties`
@@ -26,8 +30,9 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from remoting import fastjson
-from remoting.errors import BodyDecodeError
+from remoting import body_limits, fastjson
+from remoting.body_limits import BodyLimits, PartRefused, refusing
+from remoting.errors import BodyDecodeError, BodyRefused
 from remoting.model import (
     DEFAULT_QUEUE_NUMS,
     DEFAULT_TOPIC_FILTER_TYPE,
@@ -74,8 +79,10 @@ def _bool_json(value: bool) -> str:
 # ------------------------------------------------------------------ decoding helpers
 
 
-def _load_object(data: bytes | bytearray | memoryview | str, what: str) -> _JSONObject:
-    value = fastjson.loads(data)
+def _load_object(
+    data: bytes | bytearray | memoryview | str, what: str, limits: BodyLimits
+) -> _JSONObject:
+    value = body_limits.read_json(data, limits)
     if not isinstance(value, dict):
         raise BodyDecodeError(f"{what} is not a JSON object")
     return value
@@ -228,7 +235,7 @@ def decode_data_version(data: bytes | None) -> DataVersion | None:
     """A DataVersion body; ``None`` for a missing or empty body (QUERY_DATA_VERSION allows it)."""
     if not data:
         return None
-    return _data_version_from(_load_object(data, "DataVersion"))
+    return _data_version_from(_load_object(data, "DataVersion", body_limits.DATA_VERSION))
 
 
 # --------------------------------------------------------------- TopicQueueMappingInfo
@@ -261,7 +268,18 @@ def _int_int_map(values: _JSONObject, what: str) -> dict[int, int]:
     return result
 
 
+def _curr_id_map(value: object) -> dict[int, int]:
+    curr = _as_object(value, "currIdMap")
+    if len(curr) > body_limits.MAPPING_QUEUES_MAX:
+        raise PartRefused(
+            f"a static topic's currIdMap of {len(curr)} queues, more than "
+            f"{body_limits.MAPPING_QUEUES_MAX}"
+        )
+    return _int_int_map(curr, "currIdMap")
+
+
 def _mapping_info_from(obj: _JSONObject) -> TopicQueueMappingInfo:
+    """A TopicQueueMappingInfo; :class:`PartRefused` past :data:`MAPPING_QUEUES_MAX`."""
     curr = obj.get("currIdMap")
     return TopicQueueMappingInfo(
         topic=_opt_str(obj, "topic"),
@@ -270,9 +288,7 @@ def _mapping_info_from(obj: _JSONObject) -> TopicQueueMappingInfo:
         bname=_opt_str(obj, "bname"),
         epoch=_int(obj, "epoch", 0),
         dirty=_bool(obj, "dirty", False),
-        curr_id_map=None
-        if curr is None
-        else _int_int_map(_as_object(curr, "currIdMap"), "currIdMap"),
+        curr_id_map=None if curr is None else _curr_id_map(curr),
     )
 
 
@@ -285,7 +301,9 @@ def encode_topic_queue_mapping_info(
 
 def decode_topic_queue_mapping_info(data: bytes) -> TopicQueueMappingInfo:
     """Parse a ``TopicQueueMappingInfo`` JSON body."""
-    return _mapping_info_from(_load_object(data, "TopicQueueMappingInfo"))
+    limits = body_limits.MAPPING_INFO
+    with refusing(limits, len(data)):
+        return _mapping_info_from(_load_object(data, "TopicQueueMappingInfo", limits))
 
 
 # -------------------------------------------------------------------------- routes
@@ -369,7 +387,13 @@ def encode_topic_route_data(route: TopicRouteData, *, standard: bool) -> bytes:
 
 def decode_topic_route_data(data: bytes) -> TopicRouteData:
     """Parse a TopicRouteData body in either JSON style (also the 4.x ``topicSynFlag`` key)."""
-    obj = _load_object(data, "TopicRouteData")
+    limits = body_limits.TOPIC_ROUTE_DATA
+    obj = _load_object(data, "TopicRouteData", limits)
+    with refusing(limits, len(data)):
+        return _route_data_from(obj)
+
+
+def _route_data_from(obj: _JSONObject) -> TopicRouteData:
     mapping = obj.get("topicQueueMappingByBroker")
     return TopicRouteData(
         queue_datas=[
@@ -420,7 +444,7 @@ def encode_cluster_info(info: ClusterInfo, *, standard: bool = False) -> bytes:
 
 def decode_cluster_info(data: bytes) -> ClusterInfo:
     """Parse a ClusterInfo body in either JSON style."""
-    obj = _load_object(data, "ClusterInfo")
+    obj = _load_object(data, "ClusterInfo", body_limits.CLUSTER_INFO)
     return ClusterInfo(
         broker_addr_table=_object_map(
             _map(obj, "brokerAddrTable"), _broker_data_from, "BrokerData"
@@ -443,7 +467,7 @@ def encode_kv_table(table: KVTable, *, standard: bool = False) -> bytes:
 
 def decode_kv_table(data: bytes) -> KVTable:
     """Parse a KVTable body."""
-    obj = _load_object(data, "KVTable")
+    obj = _load_object(data, "KVTable", body_limits.KV_TABLE)
     return KVTable(table=_str_map(_map(obj, "table"), "KVTable value"))
 
 
@@ -458,7 +482,7 @@ def encode_topic_list(topics: TopicList, *, standard: bool = False) -> bytes:
 
 def decode_topic_list(data: bytes) -> TopicList:
     """Parse a TopicList body."""
-    obj = _load_object(data, "TopicList")
+    obj = _load_object(data, "TopicList", body_limits.TOPIC_LIST)
     return TopicList(
         topic_list=_str_list(_list(obj, "topicList"), "topic"),
         broker_addr=_opt_str(obj, "brokerAddr"),
@@ -474,7 +498,7 @@ def encode_kv_config_wrapper(
 
 def decode_kv_config_wrapper(data: bytes) -> dict[str, dict[str, str]]:
     """Parse a KVConfigSerializeWrapper into namespace -> (key -> value)."""
-    obj = _load_object(data, "KVConfigSerializeWrapper")
+    obj = _load_object(data, "KVConfigSerializeWrapper", body_limits.KV_CONFIG)
     return {
         namespace: _str_map(_as_object(table, "configTable namespace"), "KV value")
         for namespace, table in _map(obj, "configTable").items()
@@ -500,7 +524,7 @@ def encode_broker_member_group(group: BrokerMemberGroup, *, standard: bool = Fal
 
 def decode_broker_member_group(data: bytes) -> BrokerMemberGroup:
     """Parse a GetBrokerMemberGroupResponseBody."""
-    obj = _load_object(data, "GetBrokerMemberGroupResponseBody")
+    obj = _load_object(data, "GetBrokerMemberGroupResponseBody", body_limits.BROKER_MEMBER_GROUP)
     group = _as_object(obj.get("brokerMemberGroup"), "brokerMemberGroup")
     return BrokerMemberGroup(
         cluster=_req_str(group, "cluster", "BrokerMemberGroup"),
@@ -526,6 +550,17 @@ def _topic_config_json(config: TopicConfig, standard: bool) -> str:
     )
 
 
+def _checked_attributes(attributes: _JSONObject) -> _JSONObject:
+    """``attributes`` of one topic; :class:`PartRefused` for more than
+    :data:`TOPIC_ATTRIBUTES_MAX` (each key and value is a string of its body, as long as
+    its kind lets strings be; in a compressed body, the whole text is bounded)."""
+    if len(attributes) > body_limits.TOPIC_ATTRIBUTES_MAX:
+        raise PartRefused(
+            f"a topic of {len(attributes)} attributes, more than {body_limits.TOPIC_ATTRIBUTES_MAX}"
+        )
+    return attributes
+
+
 def _topic_config_from(obj: _JSONObject) -> TopicConfig:
     return TopicConfig(
         topic_name=_opt_str(obj, "topicName"),
@@ -535,7 +570,7 @@ def _topic_config_from(obj: _JSONObject) -> TopicConfig:
         topic_filter_type=_opt_str(obj, "topicFilterType") or DEFAULT_TOPIC_FILTER_TYPE,
         topic_sys_flag=_int(obj, "topicSysFlag", 0),
         order=_bool(obj, "order", False),
-        attributes=_str_map(_map(obj, "attributes"), "attribute value"),
+        attributes=_str_map(_checked_attributes(_map(obj, "attributes")), "attribute value"),
     )
 
 
@@ -573,6 +608,9 @@ def _topic_config_fast(obj: object) -> TopicConfig | None:
         return None
     if attributes is None or (type(attributes) is dict and not attributes):
         copied: dict[str, str] = {}
+    elif type(attributes) is dict and len(attributes) > body_limits.TOPIC_ATTRIBUTES_MAX:
+        _checked_attributes(attributes)  # refuses, before a value is looked at
+        return None
     elif type(attributes) is dict and all(type(v) is str for v in attributes.values()):
         copied = dict(attributes)
     else:
@@ -600,7 +638,9 @@ def encode_topic_config(config: TopicConfig, *, standard: bool = False) -> bytes
 
 def decode_topic_config(data: bytes) -> TopicConfig:
     """Parse TopicConfig JSON (4.x bodies without ``attributes`` give ``{}``)."""
-    return _topic_config_from(_load_object(data, "TopicConfig"))
+    limits = body_limits.TOPIC_CONFIG
+    with refusing(limits, len(data)):
+        return _topic_config_from(_load_object(data, "TopicConfig", limits))
 
 
 def encode_topic_config_text(config: TopicConfig) -> str:
@@ -616,19 +656,57 @@ def encode_topic_config_text(config: TopicConfig) -> str:
     )
 
 
-def _text_attributes(text: str) -> dict[str, str]:
-    # Upstream ignores attribute JSON it cannot parse and keeps the empty default.
+AttributesSeen = dict[str, dict[str, str]]
+"""Attribute texts of one compressed body already read as standard JSON, and what they
+read as: most topics of a table have the same few texts."""
+
+
+def _text_attributes(text: str, seen: AttributesSeen | None) -> dict[str, str]:
+    # Upstream ignores attribute JSON it cannot parse and keeps the empty default; a
+    # text past a limit is refused all the same.
+    if seen is not None:
+        known = seen.get(text)
+        if known is not None:
+            return dict(known)
+    if len(text) > body_limits.TOPIC_ATTRIBUTES_CHARS_MAX:
+        raise PartRefused(
+            f"a topic's attributes of {len(text)} characters, more than "
+            f"{body_limits.TOPIC_ATTRIBUTES_CHARS_MAX}"
+        )
+    lenient_left = fastjson.lenient_reads_left()
     try:
-        value = fastjson.loads(text)
-        if isinstance(value, dict):
-            return _str_map(value, "attribute value")
+        value = body_limits.read_json(text, body_limits.TOPIC_ATTRIBUTES)
+    except BodyRefused:
+        raise
     except BodyDecodeError:
         return {}
-    return {}
+    if not isinstance(value, dict):
+        return {}
+    attributes = _str_map(_checked_attributes(value), "attribute value")
+    # Only a text read without leniency is kept: each one that is not standard JSON
+    # costs (and counts against the body's allowance) every time.
+    if (
+        seen is not None
+        and lenient_left is not None
+        and fastjson.lenient_reads_left() == lenient_left
+    ):
+        seen[text] = attributes
+        return dict(attributes)
+    return attributes
 
 
 def decode_topic_config_text(text: str) -> TopicConfig:
-    """Parse ``TopicConfig.encode()`` text the 5.x way (at least five space-separated parts)."""
+    """Parse ``TopicConfig.encode()`` text the 5.x way (at least five space-separated
+    parts); :class:`BodyRefused` for a name or attributes past their limits."""
+    with refusing(body_limits.TOPIC_TEXT, len(text.encode("utf-8", "surrogatepass"))):
+        return topic_config_text(text)
+
+
+def topic_config_text(text: str, seen: AttributesSeen | None = None) -> TopicConfig:
+    """:func:`decode_topic_config_text` for the compressed REGISTER_BROKER body, which
+    names the body in its refusal: :class:`PartRefused` for a name longer than
+    :data:`TOPIC_NAME_CHARS_MAX` or attributes past theirs. ``seen``: the attribute
+    texts the body's earlier topics had (filled here)."""
     parts = text.split(" ")
     while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
         parts.pop()
@@ -636,9 +714,14 @@ def decode_topic_config_text(text: str) -> TopicConfig:
         raise BodyDecodeError(f"topic config text has {len(parts)} parts, needs 5")
     if parts[4] not in TOPIC_FILTER_TYPES:
         raise BodyDecodeError(f"unknown topic filter type {parts[4][:40]!r}")
+    if len(parts[0]) > body_limits.TOPIC_NAME_CHARS_MAX:
+        raise PartRefused(
+            f"a topic name of {len(parts[0])} characters, more than "
+            f"{body_limits.TOPIC_NAME_CHARS_MAX}"
+        )
     attributes: dict[str, str] = {}
     if len(parts) >= 6 and parts[5] != "{}":  # "{}": what every topic without attributes has
-        attributes = _text_attributes(parts[5])
+        attributes = _text_attributes(parts[5], seen)
     return TopicConfig(
         topic_name=parts[0],
         read_queue_nums=_java_int32(parts[1], "readQueueNums"),
@@ -707,4 +790,6 @@ def encode_topic_config_serialize_wrapper(
 
 def decode_topic_config_serialize_wrapper(data: bytes) -> TopicConfigSerializeWrapper:
     """Parse the bare wrapper JSON (4.x form or the 5.x form with mapping properties)."""
-    return _wrapper_from(_load_object(data, "TopicConfigSerializeWrapper"))
+    limits = body_limits.TOPIC_CONFIG_WRAPPER
+    with refusing(limits, len(data)):
+        return _wrapper_from(_load_object(data, "TopicConfigSerializeWrapper", limits))

@@ -1,9 +1,11 @@
-"""The three exception types of the remoting codec.
+"""The three exception types of the remoting codec, and the refusals of bodies.
 
 The adapters rely on the split: a :class:`ProtocolError` means the byte stream is
 unusable and the connection must be closed (upstream ``NettyDecoder`` closes the
 channel), while the two ``ValueError`` subclasses describe one bad request that is
-answered with an error response and leaves the connection open.
+answered with an error response and leaves the connection open. A body past a limit of
+its kind (:mod:`remoting.body_limits`) is a :class:`BodyRefused`, a
+:class:`BodyDecodeError` like any other bad body.
 """
 
 from __future__ import annotations
@@ -35,3 +37,14 @@ class BodyDecodeError(ValueError):
 
 class HeaderFieldError(ValueError):
     """A request header field that is missing or ill-typed where the caller needs it."""
+
+
+class BodyRefused(BodyDecodeError):
+    """A body refused for passing a limit of its kind (:mod:`remoting.body_limits`),
+    before or while it is decoded; the message names the kind, the body's length and
+    the limit."""
+
+
+class RegisterBodyRefused(BodyRefused):
+    """A REGISTER_BROKER body refused for passing a limit no broker's body reaches; the
+    gateway logs these (rate-limited) besides answering them."""

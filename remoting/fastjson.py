@@ -480,16 +480,22 @@ def _nested_too_deep(structure: bytes) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ReadLimits:
-    """What :func:`loads` may do for text from anyone, checked before it makes a value."""
+    """What :func:`loads` may do for text from anyone, checked before it makes a value.
 
-    separators_max: int
+    None leaves a limit to a caller that checked it before (``remoting.body_limits``
+    counts separators and digits in its own passes over a body)."""
+
+    separators_max: int | None
     """Most ``{ [ , :`` outside strings: the decoder makes a value or key per separator."""
-    int_digits_max: int
+    int_digits_max: int | None
     """Most digits in an integer, whose conversion costs the square of its length (in
     text over 16 KiB: shorter text cannot hold enough long integers to matter)."""
     lenient_bytes_max: int
     """Longest text read with fastjson's leniencies; longer text must be standard JSON
     (the rewrite costs several times what the C decoder does)."""
+    nesting_checked: bool = False
+    """The caller found the text nested no deeper than :data:`NESTING_DEPTH_MAX` (its
+    brackets paired), so :func:`loads` skips its own count of them."""
 
 
 class LenientReadsSpent(Exception):
@@ -516,6 +522,14 @@ def lenient_reads_at_most(count: int) -> Iterator[None]:
         yield
     finally:
         _LENIENT_READS_LEFT.reset(token)
+
+
+def lenient_reads_left() -> int | None:
+    """What is left of the innermost :func:`lenient_reads_at_most` allowance; None
+    outside one. A caller compares it before and after a read to learn whether the text
+    was standard JSON."""
+    left = _LENIENT_READS_LEFT.get()
+    return None if left is None else left[0]
 
 
 def _take_lenient_read() -> None:
@@ -563,15 +577,19 @@ def loads(text: str | bytes | bytearray | memoryview, limits: ReadLimits | None 
         text = data.decode("utf-8", "replace")
     # A text of n bytes has at most n separators, of which at most n are brackets.
     separators_max = None if limits is None else limits.separators_max
+    nesting_checked = limits is not None and limits.nesting_checked
     if separators_max is not None and len(data) > separators_max:
         openers = len(check_separators(data, separators_max).translate(None, b",:"))
-    elif len(data) > NESTING_DEPTH_MAX:
+    elif len(data) > NESTING_DEPTH_MAX and not nesting_checked:
         openers = len(data.translate(None, _NOT_OPENERS))
     else:
         openers = 0
+    if nesting_checked:
+        openers = 0
     decode = _standard_loads
-    if limits is not None and len(data) >= _INT_CHECK_BYTES_MIN:
-        decode = _bounded_loads(limits.int_digits_max)
+    digits_max = None if limits is None else limits.int_digits_max
+    if digits_max is not None and len(data) >= _INT_CHECK_BYTES_MIN:
+        decode = _bounded_loads(digits_max)
     try:
         value = decode(text)
     except RecursionError as exc:

@@ -3,6 +3,8 @@
 NameServer config (GET/UPDATE_NAMESRV_CONFIG) and the KV config bodies travel as
 this text; the decoder follows ``Properties.load`` line by line (continuations,
 escapes, ``\\uXXXX``), the encoder writes what ``MixAll.properties2String`` sends.
+Text longer than :data:`remoting.body_limits.PROPERTIES` allows is refused before a line
+of it is read, and reading costs linear time however lines are continued.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from remoting import fastjson
+from remoting import body_limits, fastjson
 from remoting.errors import BodyDecodeError
 
 # ---------------------------------------------------------------------- Properties
@@ -61,23 +63,33 @@ def _logical_lines(text: str) -> list[str]:
     natural = _PROPERTY_LINE_END.split(text)
     index = 0
     while index < len(natural):
-        line = natural[index].lstrip(_PROPERTY_BLANKS)
+        piece = natural[index].lstrip(_PROPERTY_BLANKS)
         index += 1
-        if not line or line[0] in "#!":
+        if not piece or piece[0] in "#!":
             continue
-        # A line ending in an odd number of backslashes continues on the next one.
-        while _ends_with_odd_backslashes(line):
-            line = line[:-1]
+        # A line ending in an odd number of backslashes continues on the next one. Only
+        # the last piece is looked at: what is left of the line before it ends in an
+        # even number of backslashes (one of an odd number was dropped), so the line's
+        # count is odd exactly when the piece's is. The pieces are joined once: adding
+        # to the line and counting its backslashes each time took quadratic time.
+        pieces = [piece]
+        while _ends_with_odd_backslashes(piece):
+            pieces[-1] = piece[:-1]
             if index >= len(natural):
                 break
-            line += natural[index].lstrip(_PROPERTY_BLANKS)
+            piece = natural[index].lstrip(_PROPERTY_BLANKS)
+            pieces.append(piece)
             index += 1
-        lines.append(line)
+        lines.append(pieces[0] if len(pieces) == 1 else "".join(pieces))
     return lines
 
 
 def decode_properties(data: bytes) -> dict[str, str]:
-    """Parse Java ``Properties`` text (read as UTF-8) into a dict; later keys win."""
+    """Parse Java ``Properties`` text (read as UTF-8) into a dict; later keys win.
+
+    :class:`~remoting.errors.BodyRefused` for text longer than
+    :data:`remoting.body_limits.PROPERTIES` allows."""
+    body_limits.check_length(data, body_limits.PROPERTIES)
     text = bytes(data).decode("utf-8", "replace")
     result: dict[str, str] = {}
     for line in _logical_lines(text):

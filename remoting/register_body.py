@@ -9,9 +9,12 @@ because a compressed body is a zip bomb waiting to happen.
 REGISTER_BROKER is admitted unsigned from white-listed addresses and its body is decoded
 on the event loop, so before a body is decoded a few passes of C string operations
 refuse what no broker writes (:func:`check_json_body`; for a compressed body
-:func:`inflated_bytes_max`, :data:`REGISTER_BODY_BLOCKS_FREE` and
-:data:`REGISTER_BODY_LENIENT_PARTS_MAX`): :class:`RegisterBodyRefused`, a
-:class:`BodyDecodeError` whose message names the limit.
+:func:`inflated_bytes_max`, :data:`REGISTER_BODY_BLOCKS_FREE`,
+:data:`REGISTER_BODY_LENIENT_PARTS_MAX` and the limits of each part, checked before
+the part is decoded: a topic's text, name and attributes, a static topic's mapping, the
+DataVersion and the filter server list): :class:`RegisterBodyRefused`, a
+:class:`BodyDecodeError` whose message names the limit. The numbers are in
+:mod:`remoting.body_limits`, with those of every other body kind.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from remoting import fastjson
+from remoting import body_limits, fastjson
 from remoting.bodies import (
     _INT32,
+    AttributesSeen,
     _as_object,
     _data_version_from,
     _data_version_json,
@@ -35,13 +39,20 @@ from remoting.bodies import (
     _utf8,
     _wrapper_from,
     _wrapper_json,
-    decode_topic_config_serialize_wrapper,
-    decode_topic_config_text,
     encode_topic_config_text,
+    topic_config_text,
+)
+from remoting.body_limits import (
+    MAPPING_BLOCK_BYTES_MAX,
+    REGISTER_BROKER,
+    REGISTER_BROKER_COMPRESSED,
+    TOPIC_TEXT_BYTES_MAX,
+    PartRefused,
+    refusing,
 )
 from remoting.codes import CURRENT_VERSION, MQVersion, RequestCode
 from remoting.command import RemotingCommand
-from remoting.errors import BodyDecodeError
+from remoting.errors import BodyDecodeError, BodyRefused, RegisterBodyRefused as RegisterBodyRefused
 from remoting.headers import header_bool, header_int
 from remoting.model import (
     DataVersion,
@@ -58,157 +69,57 @@ SPLIT_PART_FIELD = "splitRegistrationPart"
 SPLIT_PARTS_FIELD = "splitRegistrationParts"
 """REGISTER_BROKER header field: how many parts the split table has."""
 
-# A compressed REGISTER_BROKER body may not inflate beyond this (zip-bomb guard).
-REGISTER_BODY_INFLATED_BYTES_MAX = 64 * 1024 * 1024
-
 # ------------------------------------------------------------ what a body may hold
 #
 # What a body costs to decode grows with the values it makes, not with its bytes: each
 # value costs a few hundred nanoseconds, each topic or static-topic entry a few
 # microseconds, whatever their length. Real bodies are sparse (a topic is ~170 bytes of
 # JSON with ~19 separators and 2 objects); the costly hostile ones are dense (millions of
-# one-byte values, or of tiny topic entries). Each limit below is set from the densest
-# bodies brokers write, with a margin of about two or more, and holds the costliest body
-# within all of them to a few times what a real table of its length costs (docs/BENCHMARKS.md,
-# "hostile clients and TLS"; tests/remoting/test_register_body_limits.py).
+# one-byte values, or of tiny topic entries) or hold one huge part (a topic's attributes).
+# The numbers are set in remoting.body_limits (REGISTER_BROKER and the kinds of the
+# compressed body's parts), from the densest bodies brokers write with a margin of about
+# two or more; they hold the costliest body within all of them to a few times what a
+# real table of its length costs (docs/BENCHMARKS.md, "hostile clients and TLS" and "one
+# hostile body of every kind"; tests/remoting/test_register_body_limits.py and
+# test_register_body_parts.py). The names below are this module's: the compressed form's
+# decoder reads its numbers here, where bench/header_decode.py turns them off to measure
+# what they save; the JSON form's are those of the REGISTER_BROKER budget, named again.
 
-REGISTER_BODY_UNCHECKED_BYTES_MAX = 4096
-"""A JSON body this short is decoded whatever it holds (a millisecond at most)."""
-REGISTER_BODY_BYTES_PER_SEPARATOR_MIN = 3
-"""At most one of ``{ [ , :`` outside strings per this many bytes. Real bodies have 7.7
-to 9.6 bytes per separator (one-character topic names to long ones), 6.2 with 5.x static
-topics of 64 queues."""
-REGISTER_BODY_BYTES_PER_OPENER_MIN = 32
-"""At most one ``{`` or ``[`` outside strings per this many bytes: each topic or
-static-topic entry is an object, and converting one costs microseconds. Real bodies have
-69 bytes or more per object or array (one-character topic names), 84 with ordinary names."""
-REGISTER_BODY_DIGITS_MAX = 32
-"""Longest run of digits outside strings: a body's numbers are Java ints and longs (at
-most 19 digits), and converting one costs the square of its length."""
-REGISTER_BODY_DEPTH_MAX = 16
-"""Deepest nesting of objects and arrays; the deepest real body nests 7 (a 5.x static
-topic's hosted queue item)."""
-REGISTER_BODY_INFLATION_MAX = 128
-"""A compressed body inflates to at most this many times its length: real tables inflate
-10 to 52 times (69 with 5.x static topics of 64 queues), a zip bomb up to 1,000 times.
-A payload costs about what a real payload of its length costs to decode, so this holds a
-compressed body to a few times what a real compressed body of its length costs."""
-REGISTER_BODY_INFLATED_FREE_BYTES = 64 * 1024
-"""Any compressed body may inflate this far (about 1,800 topics, a few milliseconds)."""
-REGISTER_BODY_JSON_BLOCK_BYTES_MAX = 64 * 1024
-"""Longest DataVersion or filter server list in a compressed body (brokers write a few
-dozen bytes); a longer one would cost up to :data:`REGISTER_BODY_INFLATION_MAX` times
-what its compressed bytes cost in a JSON body."""
-REGISTER_BODY_LENIENT_PARTS_MAX = 16_384
-"""Parts of a compressed body that are not standard JSON: a 5.x static topic's mapping
-(its int keys are unquoted), never a topic's attributes. Each costs some microseconds
-more, whatever its length; a broker with this many static topics is unheard of."""
-REGISTER_BODY_BLOCKS_FREE = 1024
-"""A compressed body holds at most one topic or static-topic mapping per byte of its own,
-plus this many: each costs microseconds to decode, whatever its length, and real tables
-take 2.2 compressed bytes or more a topic (5.8 a static topic with its mapping)."""
-
-
-class RegisterBodyRefused(BodyDecodeError):
-    """A REGISTER_BROKER body refused before it is decoded, for passing a limit no
-    broker's body reaches; the message names the limit."""
-
-
-_DIGITS = b"0123456789"
-# Kept by one translate: brackets, commas, colons and digits (each digit as "0").
-_DIGITS_AS_ZEROS = bytes.maketrans(_DIGITS, b"0" * len(_DIGITS))
-_NOT_MARKS = bytes(range(256)).translate(None, b"[]{},:" + _DIGITS)
-# Opening brackets as "(", closing ones as ")": pairs of either kind peel the same.
-_BRACKETS_AS_PARENS = bytes.maketrans(b"[{]}", b"(())")
-_TOO_MANY_DIGITS = b"0" * (REGISTER_BODY_DIGITS_MAX + 1)
-# Every digit as "0", every other byte as " ": the runs of digits exactly as they are.
-_DIGITS_AS_ZEROS_ONLY = bytes(48 if byte in _DIGITS else 32 for byte in range(256))
-
-
-def _refuse(data: bytes | bytearray, problem: str) -> RegisterBodyRefused:
-    return RegisterBodyRefused(f"REGISTER_BROKER body of {len(data)} bytes refused: {problem}")
-
-
-def _nests_deeper(brackets: bytes, depth_max: int) -> bool:
-    """Whether ``brackets`` (only ``(`` and ``)``) nest deeper than ``depth_max`` or do
-    not pair. Each pass drops the innermost pairs, which lowers the deepest nesting by
-    one, so paired brackets are gone after ``depth_max`` passes: at most that many C
-    replaces over the brackets alone."""
-    for _ in range(depth_max):
-        if not brackets:
-            return False
-        peeled = brackets.replace(b"()", b"")
-        if len(peeled) == len(brackets):
-            return True  # nothing pairs
-        brackets = peeled
-    return bool(brackets)
-
-
-def _json_problem(text: bytes, size: int) -> str | None:
-    """What in ``text`` (a body of ``size`` bytes, or that body without its strings)
-    passes a limit, or None. One pass over ``text`` keeps its marks (brackets, commas,
-    colons, digits); the rest looks at those alone, a fifth of a real body. Digits that
-    only letters or quotes part run together there (``a1b2``): that can only make a run
-    look longer, never shorter, and the strings are taken out before a body is refused."""
-    marks = text.translate(_DIGITS_AS_ZEROS, _NOT_MARKS)
-    structure = marks.translate(None, b"0")
-    brackets = structure.translate(_BRACKETS_AS_PARENS, b",:")
-    openers = brackets.count(b"(")
-    separators = len(structure) - (len(brackets) - openers)
-    separators_max = size // REGISTER_BODY_BYTES_PER_SEPARATOR_MIN
-    if separators > separators_max:
-        return (
-            f"{separators} of {{ [ , : outside strings, more than one per "
-            f"{REGISTER_BODY_BYTES_PER_SEPARATOR_MIN} bytes ({separators_max}); "
-            "brokers write one per 6 bytes or more"
-        )
-    openers_max = size // REGISTER_BODY_BYTES_PER_OPENER_MIN
-    if openers > openers_max:
-        return (
-            f"{openers} objects and arrays, more than one per "
-            f"{REGISTER_BODY_BYTES_PER_OPENER_MIN} bytes ({openers_max}); "
-            "brokers write one per 69 bytes or more"
-        )
-    if _TOO_MANY_DIGITS in marks and _TOO_MANY_DIGITS in text.translate(_DIGITS_AS_ZEROS_ONLY):
-        return f"a number of more than {REGISTER_BODY_DIGITS_MAX} digits (a long has 19)"
-    if _nests_deeper(brackets, REGISTER_BODY_DEPTH_MAX):
-        return (
-            f"objects and arrays nested deeper than {REGISTER_BODY_DEPTH_MAX}, or brackets "
-            "that do not pair (brokers nest 7 at most)"
-        )
-    return None
+REGISTER_BODY_INFLATED_BYTES_MAX = body_limits.REGISTER_BODY_INFLATED_BYTES_MAX
+"""A compressed REGISTER_BROKER body may not inflate beyond this (zip-bomb guard)."""
+REGISTER_BODY_UNCHECKED_BYTES_MAX = body_limits.REGISTER_BROKER.unchecked_bytes_max
+"""A JSON body this short is not counted for density, digits and nesting."""
+REGISTER_BODY_BYTES_PER_SEPARATOR_MIN = body_limits.REGISTER_BROKER.bytes_per_separator_min
+"""At most one of ``{ [ , :`` outside strings per this many bytes (brokers: 6.2 or more)."""
+REGISTER_BODY_BYTES_PER_OPENER_MIN = body_limits.REGISTER_BROKER.bytes_per_opener_min
+"""At most one ``{`` or ``[`` outside strings per this many bytes (brokers: 69 or more)."""
+REGISTER_BODY_DIGITS_MAX = body_limits.REGISTER_BROKER.int_digits_max
+"""Longest run of digits outside strings (a long has 19)."""
+REGISTER_BODY_DEPTH_MAX = body_limits.REGISTER_BROKER.depth_max
+"""Deepest nesting of objects and arrays (brokers nest 7)."""
+REGISTER_BODY_INFLATION_MAX = body_limits.REGISTER_BODY_INFLATION_MAX
+"""A compressed body inflates to at most this many times its length (brokers: 10 to 69)."""
+REGISTER_BODY_INFLATED_FREE_BYTES = body_limits.REGISTER_BODY_INFLATED_FREE_BYTES
+"""Any compressed body may inflate this far."""
+REGISTER_BODY_JSON_BLOCK_BYTES_MAX = body_limits.REGISTER_BODY_JSON_BLOCK_BYTES_MAX
+"""Longest filter server list in a compressed body."""
+REGISTER_BODY_LENIENT_PARTS_MAX = body_limits.REGISTER_BODY_LENIENT_PARTS_MAX
+"""Most parts of a compressed body that are not standard JSON."""
+REGISTER_BODY_BLOCKS_FREE = body_limits.REGISTER_BODY_BLOCKS_FREE
+"""A compressed body holds at most one topic or static-topic mapping per byte, plus this."""
 
 
 def check_json_body(data: bytes | bytearray) -> None:
     """Refuse (:class:`RegisterBodyRefused`) a JSON REGISTER_BROKER body no broker writes:
-    single-quoted strings; more separators, or more objects and arrays, than its length
-    allows (:data:`REGISTER_BODY_BYTES_PER_SEPARATOR_MIN`,
-    :data:`REGISTER_BODY_BYTES_PER_OPENER_MIN`); a number of more than
-    :data:`REGISTER_BODY_DIGITS_MAX` digits; nesting deeper than
-    :data:`REGISTER_BODY_DEPTH_MAX`. Bodies of at most
-    :data:`REGISTER_BODY_UNCHECKED_BYTES_MAX` bytes pass.
+    past :data:`remoting.body_limits.REGISTER_BROKER` (a string longer than the longest
+    topic name; single-quoted strings in a body longer than that; and in a body over
+    :data:`REGISTER_BODY_UNCHECKED_BYTES_MAX` bytes, more separators or more objects and
+    arrays than its length allows, a number of more than :data:`REGISTER_BODY_DIGITS_MAX`
+    digits, nesting deeper than :data:`REGISTER_BODY_DEPTH_MAX`).
 
     Linear, in a few C passes over the body (under a nanosecond a byte, a few percent of
-    decoding a real table). Everything is counted over the whole body first; only when
-    something is over its limit are the strings taken out (three more passes) and it is
-    counted again, so a topic name of digits or commas is not held against its body."""
-    size = len(data)
-    if size <= REGISTER_BODY_UNCHECKED_BYTES_MAX:
-        return
-    data = bytes(data)
-    text, without_strings = data, False
-    if b"'" in data:
-        # fastjson reads single-quoted strings, but no broker writes them, and a body that
-        # puts quotes of one kind in strings of the other costs a Python step per quote.
-        # Without them, the text outside double-quoted strings is what the decoder sees.
-        text, without_strings = fastjson.outside_strings(data), True
-        if b"'" in text:
-            raise _refuse(data, "single-quoted strings (no broker writes them)")
-    problem = _json_problem(text, size)
-    if problem is not None and not without_strings:
-        problem = _json_problem(fastjson.outside_strings(data), size)
-    if problem is not None:
-        raise _refuse(data, problem)
+    decoding a real table); :func:`remoting.body_limits.check_json` says how."""
+    body_limits.check_json(bytes(data), body_limits.REGISTER_BROKER)
 
 
 def inflated_bytes_max(compressed_bytes: int) -> int:
@@ -267,30 +178,93 @@ def encode_register_broker_body(
     return zlib.compress(_compressed_payload(body, version), zlib.Z_BEST_COMPRESSION)
 
 
-class _PayloadReader:
-    """Reads the length-prefixed blocks of an inflated register body."""
+_INFLATE_CHUNK_BYTES = 1024 * 1024
+"""A compressed body is inflated this much at a time, as its parts are read: a part past
+its limit is refused after at most this much more of the body is inflated (about a
+millisecond of zlib), not after all of it (60 MB: 90 ms)."""
 
-    def __init__(self, payload: bytes) -> None:
-        self._payload = payload
+
+class _PayloadReader:
+    """Reads the length-prefixed blocks of a compressed register body, inflating it as
+    they are read, never past :func:`inflated_bytes_max` (:meth:`finish` inflates what
+    is left, so a body is refused for its length however much of it was read)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data_bytes = len(data)
+        self._limit = inflated_bytes_max(len(data))
+        self._inflater = zlib.decompressobj()
+        self._input = data
+        self._inflated = 0
+        self._buffer = b""
         self._position = 0
 
-    def count(self, what: str) -> int:
-        if self._position + _INT32.size > len(self._payload):
-            raise BodyDecodeError(f"compressed register body ends before {what}")
-        (value,) = _INT32.unpack_from(self._payload, self._position)
+    def _inflate(self) -> bytes:
+        """The next chunk of the payload; b"" once the stream (or its input) ends. Called
+        with no input left too: zlib may hold output it had no room for."""
+        if self._inflater.eof:
+            return b""
+        want = min(_INFLATE_CHUNK_BYTES, self._limit + 1 - self._inflated)
+        try:
+            chunk = self._inflater.decompress(self._input, want)
+        except zlib.error as exc:
+            raise BodyDecodeError(f"compressed register body is not zlib: {exc}") from exc
+        self._input = self._inflater.unconsumed_tail
+        self._inflated += len(chunk)
+        if self._inflated > self._limit:
+            why = (
+                ""
+                if self._limit == REGISTER_BODY_INFLATED_BYTES_MAX
+                else f" ({REGISTER_BODY_INFLATION_MAX} times its length; broker tables inflate "
+                "10 to 70 times)"
+            )
+            raise RegisterBodyRefused(
+                f"compressed register body of {self._data_bytes} bytes inflates beyond the "
+                f"limit of {self._limit} bytes{why}"
+            )
+        return chunk
+
+    def _has(self, size: int) -> bool:
+        """Whether ``size`` more bytes can be read, inflating as much as that needs."""
+        while len(self._buffer) - self._position < size:
+            chunk = self._inflate()
+            if not chunk:
+                return False
+            self._buffer = self._buffer[self._position :] + chunk
+            self._position = 0
+        return True
+
+    def _int32(self, what: str, suffix: str = "") -> int:
+        # ``what`` + ``suffix`` names the int in errors; formatted only for them.
+        if len(self._buffer) - self._position < _INT32.size and not self._has(_INT32.size):
+            raise BodyDecodeError(f"compressed register body ends before {what}{suffix}")
+        (value,) = _INT32.unpack_from(self._buffer, self._position)
         self._position += _INT32.size
         if value < 0:
-            raise BodyDecodeError(f"negative {what} {value} in compressed register body")
+            raise BodyDecodeError(f"negative {what}{suffix} {value} in compressed register body")
         return int(value)
 
-    def block(self, what: str) -> bytes:
-        size = self.count(f"{what} length")
+    def count(self, what: str) -> int:
+        """The next int32 (a count); never negative."""
+        return self._int32(what)
+
+    def block(self, what: str, bytes_max: int) -> bytes:
+        """The next block; :class:`PartRefused` past ``bytes_max``, before it is inflated."""
+        size = self._int32(what, " length")
+        if size > bytes_max:
+            raise PartRefused(f"a {what} of {size} bytes, more than {bytes_max}")
         end = self._position + size
-        if end > len(self._payload):
-            raise BodyDecodeError(f"compressed register body ends inside {what}")
-        raw = self._payload[self._position : end]
+        if end > len(self._buffer):
+            if not self._has(size):
+                raise BodyDecodeError(f"compressed register body ends inside {what}")
+            end = self._position + size
+        raw = self._buffer[self._position : end]
         self._position = end
         return raw
+
+    def finish(self) -> None:
+        """Inflate the rest of the body (bytes no part reads), within the same limit."""
+        while self._inflate():
+            pass
 
 
 # ------------------------------------------------------------- the request (103)
@@ -353,33 +327,26 @@ def register_broker_request(
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body, version=version)
 
 
-def _inflate(data: bytes) -> bytes:
-    limit = inflated_bytes_max(len(data))
-    inflater = zlib.decompressobj()
-    try:
-        payload = inflater.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise BodyDecodeError(f"compressed register body is not zlib: {exc}") from exc
-    if len(payload) > limit:
-        why = (
-            ""
-            if limit == REGISTER_BODY_INFLATED_BYTES_MAX
-            else f" ({REGISTER_BODY_INFLATION_MAX} times its length; broker tables inflate "
-            "10 to 70 times)"
+def _filter_server_list(values: list[object]) -> list[str]:
+    """A REGISTER_BROKER's filter server list; :class:`PartRefused` past
+    :data:`~remoting.body_limits.FILTER_SERVERS_MAX`, before an address is converted."""
+    if len(values) > body_limits.FILTER_SERVERS_MAX:
+        raise PartRefused(
+            f"a filter server list of {len(values)} addresses, more than "
+            f"{body_limits.FILTER_SERVERS_MAX}"
         )
-        raise RegisterBodyRefused(
-            f"compressed register body of {len(data)} bytes inflates beyond the limit of "
-            f"{limit} bytes{why}"
-        )
-    return payload
+    return _str_list(values, "filter server")
 
 
 def _filter_servers(raw: bytes) -> list[str]:
-    # Upstream logs and ignores a filter-server list it cannot parse.
+    # Upstream logs and ignores a filter-server list it cannot parse; one past a limit is
+    # refused all the same.
     try:
-        value = fastjson.loads(raw)
+        value = body_limits.read_json(raw, body_limits.REGISTER_FILTER_SERVERS)
         if isinstance(value, list):
-            return _str_list(value, "filter server")
+            return _filter_server_list(value)
+    except BodyRefused:
+        raise
     except BodyDecodeError:
         return []
     return []
@@ -395,19 +362,12 @@ def _check_blocks(data: bytes, blocks: int) -> None:
         )
 
 
-def _json_block(data: bytes, reader: _PayloadReader, what: str) -> bytes:
-    raw = reader.block(what)
-    if len(raw) > REGISTER_BODY_JSON_BLOCK_BYTES_MAX:
-        raise RegisterBodyRefused(
-            f"compressed register body of {len(data)} bytes refused: a {what} of "
-            f"{len(raw)} bytes, more than {REGISTER_BODY_JSON_BLOCK_BYTES_MAX}"
-        )
-    return raw
-
-
 def _decode_compressed(data: bytes, version: int) -> RegisterBrokerBody:
     try:
-        with fastjson.lenient_reads_at_most(REGISTER_BODY_LENIENT_PARTS_MAX):
+        with (
+            refusing(REGISTER_BROKER_COMPRESSED, len(data)),
+            fastjson.lenient_reads_at_most(REGISTER_BODY_LENIENT_PARTS_MAX),
+        ):
             return _decode_payload(data, version)
     except fastjson.LenientReadsSpent:
         raise RegisterBodyRefused(
@@ -418,30 +378,45 @@ def _decode_compressed(data: bytes, version: int) -> RegisterBrokerBody:
 
 
 def _decode_payload(data: bytes, version: int) -> RegisterBrokerBody:
-    reader = _PayloadReader(_inflate(data))
+    """The parts of an inflated body, each checked against its limit before it is read
+    (:class:`PartRefused`, which the caller names the body in)."""
+    reader = _PayloadReader(data)
+    version_limits = body_limits.REGISTER_DATA_VERSION
     data_version = _data_version_from(
-        _load_object(_json_block(data, reader, "DataVersion"), "DataVersion")
+        _load_object(
+            reader.block("DataVersion", version_limits.body_bytes_max),
+            "DataVersion",
+            version_limits,
+        )
     )
     table: dict[str, TopicConfig] = {}
     topics = reader.count("topic count")
     _check_blocks(data, topics)
+    seen: AttributesSeen = {}
     for _ in range(topics):
-        raw = reader.block("topic config")
-        config = decode_topic_config_text(raw.decode("utf-8", "replace"))
+        raw = reader.block("topic config", TOPIC_TEXT_BYTES_MAX)
+        config = topic_config_text(raw.decode("utf-8", "replace"), seen)
         assert config.topic_name is not None
         table[config.topic_name] = config
-    filter_servers = _filter_servers(_json_block(data, reader, "filter server list"))
+    filter_servers = _filter_servers(
+        reader.block("filter server list", REGISTER_BODY_JSON_BLOCK_BYTES_MAX)
+    )
     infos: dict[str, TopicQueueMappingInfo] = {}
     if version >= MQVersion.V5_0_0:
         mappings = reader.count("mapping count")
         _check_blocks(data, topics + mappings)
         for _ in range(mappings):
             info = _mapping_info_from(
-                _load_object(reader.block("mapping info"), "TopicQueueMappingInfo")
+                _load_object(
+                    reader.block("static-topic mapping", MAPPING_BLOCK_BYTES_MAX),
+                    "TopicQueueMappingInfo",
+                    body_limits.REGISTER_MAPPING_INFO,
+                )
             )
             if info.topic is None:
                 raise BodyDecodeError("TopicQueueMappingInfo without topic")
             infos[info.topic] = info
+    reader.finish()
     wrapper = TopicConfigSerializeWrapper(
         data_version=data_version,
         topic_config_table=table,
@@ -459,19 +434,29 @@ def decode_register_broker_body(
     A body no broker writes is refused before it is decoded (:class:`RegisterBodyRefused`:
     :func:`check_json_body`; a compressed one past :func:`inflated_bytes_max`, or with
     more topics and mappings than :data:`REGISTER_BODY_BLOCKS_FREE` says, or more parts
-    that are not standard JSON than :data:`REGISTER_BODY_LENIENT_PARTS_MAX`).
+    that are not standard JSON than :data:`REGISTER_BODY_LENIENT_PARTS_MAX`, or a part
+    past its own limit), and so is one whose topics or static-topic mappings pass theirs
+    (:mod:`remoting.body_limits`: attributes, queues).
     """
     if compressed:
         return _decode_compressed(bytes(data), version)
-    check_json_body(data)
-    obj = _load_object(data, "RegisterBrokerBody")
+    obj = _read_json_body(data, "RegisterBrokerBody")
     wrapper = obj.get("topicConfigSerializeWrapper")
-    return RegisterBrokerBody(
-        topic_config_wrapper=TopicConfigSerializeWrapper()
-        if wrapper is None
-        else _wrapper_from(_as_object(wrapper, "topicConfigSerializeWrapper")),
-        filter_server_list=_str_list(_list(obj, "filterServerList"), "filter server"),
-    )
+    with refusing(REGISTER_BROKER, len(data)):
+        return RegisterBrokerBody(
+            topic_config_wrapper=TopicConfigSerializeWrapper()
+            if wrapper is None
+            else _wrapper_from(_as_object(wrapper, "topicConfigSerializeWrapper")),
+            filter_server_list=_filter_server_list(_list(obj, "filterServerList")),
+        )
+
+
+def _read_json_body(data: bytes | bytearray, what: str) -> dict[str, object]:
+    """A JSON body read within :data:`remoting.body_limits.REGISTER_BROKER`: checked by
+    :func:`check_json_body`, then decoded."""
+    data = bytes(data)
+    check_json_body(data)
+    return _as_object(body_limits.read_checked(data, REGISTER_BROKER), what)
 
 
 def decode_register_broker_request_body(
@@ -486,8 +471,9 @@ def decode_register_broker_request_body(
     if not data:
         return RegisterBrokerBody()
     if version < MQVersion.V3_0_11:
-        check_json_body(data)
-        return RegisterBrokerBody(topic_config_wrapper=decode_topic_config_serialize_wrapper(data))
+        obj = _read_json_body(data, "TopicConfigSerializeWrapper")
+        with refusing(REGISTER_BROKER, len(data)):
+            return RegisterBrokerBody(topic_config_wrapper=_wrapper_from(obj))
     return decode_register_broker_body(data, compressed=compressed, version=version)
 
 
@@ -567,7 +553,7 @@ def topics_digest(request: RemotingCommand) -> BodyDigest | None:
         return None
     version_json = body[start : end + 1]
     try:
-        obj = fastjson.loads(version_json)
+        obj = body_limits.read_json(version_json, body_limits.DATA_VERSION)
     except BodyDecodeError:
         return None
     if not isinstance(obj, dict) or not obj.keys() <= {"counter", "stateVersion", "timestamp"}:
