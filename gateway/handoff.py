@@ -8,8 +8,10 @@ then read again by the gateway, and its answer went the same way back: about a f
 of the CPU of a registration storm (docs/BENCHMARKS.md, "Brokers' connections handed
 over").
 
-So at a connection's first request that only a broker sends (:data:`BROKER_CODES`), the
-front gives the connection itself to the gateway:
+So at a connection's first request that only a broker sends (:data:`BROKER_CODES`) and
+that the front's ACL admits (one it refuses is answered by the front, as the gateway
+would, and the connection stays there: see ``ReadFront._broker_request``), the front
+gives the connection itself to the gateway:
 
 1. the front stops reading the client, lets the answers of earlier requests leave, and
    takes the frames it read but did not handle (:meth:`remoting.connection.Connection.detach`);

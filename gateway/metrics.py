@@ -69,19 +69,16 @@ hashes the table under the apply lock, so a sample is reused for
 :data:`SAMPLE_TTL_S` and the whole exposition is rendered in a worker thread,
 never on the event loop.
 
-:class:`MetricsHttpServer` is a minimal HTTP/1.1 server inside the gateway's event
-loop: ``GET /metrics`` only (404 for other paths, 405 for other methods), one
-request per connection, a bounded request head, a head deadline and a bounded
-number of connections. It has no authentication (the metrics are read-only and
-name nothing secret), so it binds only the configured host: the gateway's host by
-default, loopback when that host is a wildcard.
+:class:`MetricsHttpServer` (:mod:`gateway.metrics_http`, imported here for the
+gateway's wiring) is a minimal HTTP/1.1 server inside the gateway's event loop. It has
+no authentication (the metrics are read-only and name nothing secret), so it binds only
+the configured host: the gateway's host by default, loopback when that host is a
+wildcard (:func:`metrics_bind_host`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
-import contextlib
 import logging
 import threading
 import time
@@ -99,6 +96,7 @@ from prometheus_client.metrics_core import (
 )
 
 from gateway.handoff import HandoffServer
+from gateway.metrics_http import MetricsHttpServer as MetricsHttpServer
 from gateway.services import NameServerService, ScanFallback, ScanOutcome
 from raftstore.liveness import RegistrationDeduper
 from raftstore.replicator import Replicator
@@ -140,12 +138,6 @@ SAMPLE_TTL_S = 1.0
 """How long one replicator sample serves scrapes (a raft status hashes the table)."""
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
 LOOPBACK_HOST = "127.0.0.1"
-METRICS_PATH = "/metrics"
-HEAD_BYTES_MAX = 8 * 1024
-"""A scrape's request head is a few hundred bytes; anything longer is refused (431)."""
-HEAD_TIMEOUT_S = 5.0
-CONNECTIONS_MAX = 32
-WRITE_TIMEOUT_S = 10.0
 _SUCCESS = int(ResponseCode.SUCCESS)
 
 C = TypeVar("C")
@@ -603,150 +595,3 @@ class ScanCountingService(NameServerService):
             raise
         metrics.scan_done(outcome)
         return outcome
-
-
-# ------------------------------------------------------------------ the HTTP port
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-
-
-def http_response(
-    status: int,
-    body: bytes,
-    content_type: str = "text/plain; charset=utf-8",
-    extra_headers: Iterable[tuple[str, str]] = (),
-) -> bytes:
-    """One complete HTTP/1.1 response that closes the connection."""
-    headers = [
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
-        "Cache-Control: no-store",
-        "Connection: close",
-        *(f"{name}: {value}" for name, value in extra_headers),
-    ]
-    return ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1") + body
-
-
-def parse_head(head: bytes) -> tuple[str, str, dict[str, str]] | None:
-    """(method, path, lower-cased headers) of a request head; None when malformed."""
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        return None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1]:
-        return None
-    method, target, _version = parts
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            return None
-        headers[name.lower()] = value.strip()
-    return method, target.split("?", 1)[0], headers
-
-
-class MetricsHttpServer:
-    """``GET /metrics`` on ``host:port`` (port 0: any free port; see :attr:`port`)."""
-
-    def __init__(
-        self,
-        metrics: GatewayMetrics,
-        host: str,
-        port: int,
-        *,
-        head_bytes_max: int = HEAD_BYTES_MAX,
-        head_timeout_s: float = HEAD_TIMEOUT_S,
-        connections_max: int = CONNECTIONS_MAX,
-    ) -> None:
-        self.metrics = metrics
-        self.host = host
-        self._port = port
-        self.head_bytes_max = head_bytes_max
-        self.head_timeout_s = head_timeout_s
-        self.connections_max = connections_max
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[Any]] = set()
-
-    @property
-    def port(self) -> int:
-        """The bound port once started (else the configured one)."""
-        if self._server is not None and self._server.sockets:
-            return int(self._server.sockets[0].getsockname()[1])
-        return self._port
-
-    async def start(self) -> None:
-        """Listen."""
-        self._server = await asyncio.start_server(
-            self._connected, self.host, self._port, limit=self.head_bytes_max
-        )
-
-    async def close(self) -> None:
-        """Stop listening and drop the connections in progress."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.wait(set(self._connections), timeout=WRITE_TIMEOUT_S)
-        await server.wait_closed()
-
-    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is None or len(self._connections) >= self.connections_max:
-            writer.close()
-            return
-        self._connections.add(task)
-        try:
-            # A scraper that hangs up or stalls costs its own connection only.
-            with contextlib.suppress(ConnectionError, TimeoutError):
-                answer = await self._answer(reader)
-                if answer is not None:
-                    writer.write(answer)
-                    await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
-        finally:
-            self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
-
-    async def _answer(self, reader: asyncio.StreamReader) -> bytes | None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.head_timeout_s)
-        except asyncio.LimitOverrunError:
-            return http_response(431, b"request head too large\n")
-        except TimeoutError:
-            return http_response(408, b"request head too slow\n")
-        except asyncio.IncompleteReadError:
-            return None
-        parsed = parse_head(head)
-        if parsed is None:
-            return http_response(400, b"bad request\n")
-        method, path, headers = parsed
-        if path != METRICS_PATH:
-            return http_response(404, b"not found: try /metrics\n")
-        if method != "GET":
-            return http_response(405, b"only GET\n", extra_headers=[("Allow", "GET")])
-        try:
-            body, content_type = await asyncio.to_thread(
-                self.metrics.exposition, headers.get("accept", "")
-            )
-        except Exception:
-            log.exception("metrics exposition failed")
-            return http_response(500, b"metrics exposition failed\n")
-        return http_response(200, body, content_type)

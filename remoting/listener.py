@@ -47,6 +47,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from remoting.limits import configured_connections_per_prefix_max
+
 log = logging.getLogger(__name__)
 
 CONNECTIONS_MAX_ENV = "NAMESRV_CONNECTIONS_MAX"
@@ -269,7 +271,8 @@ def raise_open_files_limit(*, descriptors_per_connection: int = 1) -> OpenFiles:
     size :func:`process_budget` from the result and log both.
 
     ``descriptors_per_connection``: 2 in the read front, whose clients may each hold
-    a link to the gateway as well. ValueError when ``NAMESRV_CONNECTIONS_MAX`` is bad.
+    a link to the gateway as well. ValueError when ``NAMESRV_CONNECTIONS_MAX`` or
+    ``NAMESRV_CONNECTIONS_PER_PREFIX_MAX`` (remoting/limits.py) is bad.
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     before = open_files_limit()
@@ -280,17 +283,20 @@ def raise_open_files_limit(*, descriptors_per_connection: int = 1) -> OpenFiles:
         except (ValueError, OSError) as exc:
             log.warning("cannot raise the open files limit from %d to %d: %s", soft, target, exc)
     cap = configured_connections_max(descriptors_per_connection)
+    # Read here too, so a bad value stops the process at start with one line.
+    per_prefix = configured_connections_per_prefix_max()
     process_budget().resize(cap)
     now = open_files_limit()
     hard_text = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
     log.info(
         "open files limit %d (was %d, hard %s): at most %d connections on this process's "
-        "public ports%s",
+        "public ports%s, %d per /24 or /64 prefix",
         now,
         before,
         hard_text,
         cap,
         f" ({CONNECTIONS_MAX_ENV})" if os.environ.get(CONNECTIONS_MAX_ENV) else "",
+        per_prefix,
     )
     if cap * descriptors_per_connection > now - CONNECTIONS_MAX_FLOOR:
         log.warning(

@@ -30,10 +30,13 @@ from remoting.limits import (
     MAX_INFLIGHT_PER_CONNECTION,
     READ_HIGH_WATER_BYTES,
     UNFINISHED_FRAMES_BYTES_MAX,
-    AddressCounts,
     RefusalLog,
+    Source,
+    SourceCounts,
     UnfinishedFrameBudget,
     check_positive,
+    configured_connections_per_prefix_max,
+    source_of,
 )
 from remoting.listener import (
     PREPARE_TIMEOUT_S,
@@ -80,10 +83,12 @@ class RemotingServer:
     without reading cannot grow the server's memory.
 
     ``unfinished_frames_bytes_max`` bounds the bytes of unfinished frames summed
-    over all connections, ``frame_deadline_s`` the time a started frame may take
-    and ``connections_per_address_max`` the connections of one remote address
-    (remoting/limits.py), so peers that never finish a frame or open
-    connections by the thousand cannot take what everyone else needs.
+    over all connections, ``frame_deadline_s`` the time a started frame may take,
+    ``connections_per_address_max`` the connections of one remote address and
+    ``connections_per_prefix_max`` those of its /24 or /64 (and the loopback network's,
+    remoting/limits.py), so peers that never finish a frame or open connections by the
+    thousand, from one address or from every address of a subnet, cannot take what
+    everyone else needs.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class RemotingServer:
         unfinished_frames_bytes_max: int = UNFINISHED_FRAMES_BYTES_MAX,
         frame_deadline_s: float = FRAME_DEADLINE_S,
         connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX,
+        connections_per_prefix_max: int | None = None,
         sock: socket.socket | None = None,
         unix_path: str | None = None,
         listen: bool = True,
@@ -114,6 +120,9 @@ class RemotingServer:
         socket instead (another process bound it). ``unix_path``: listen on a Unix socket
         at that path, readable and writable by this user only. ``listen`` False: accept
         nothing, serve only the connections given to :meth:`adopt`.
+
+        ``connections_per_prefix_max`` None: the process's setting
+        (``NAMESRV_CONNECTIONS_PER_PREFIX_MAX``, else 8192; remoting/limits.py).
 
         Every connection holds a slot of ``budget`` (default: the process's,
         ``remoting.listener.process_budget``); accepts pause while none is free.
@@ -130,6 +139,8 @@ class RemotingServer:
         check_positive("unfinished_frames_bytes_max", unfinished_frames_bytes_max)
         check_positive("frame_deadline_s", frame_deadline_s)
         check_positive("connections_per_address_max", connections_per_address_max)
+        if connections_per_prefix_max is None:
+            connections_per_prefix_max = configured_connections_per_prefix_max()
         self.handler = handler
         self.host = host
         self.frame_bytes_max = frame_bytes_max
@@ -139,7 +150,7 @@ class RemotingServer:
         self.max_inflight_per_connection = max_inflight_per_connection
         self.unfinished_frames = UnfinishedFrameBudget(unfinished_frames_bytes_max)
         self.frame_deadline_s = frame_deadline_s
-        self._address_counts = AddressCounts(connections_per_address_max)
+        self._sources = SourceCounts(connections_per_address_max, connections_per_prefix_max)
         self._requested_port = port
         self._sock = sock
         self.unix_path = unix_path
@@ -151,7 +162,9 @@ class RemotingServer:
         self._prepare_timeout_s = prepare_timeout_s
         self._ssl_handshake_timeout_s = ssl_handshake_timeout_s
         self._listeners: list[Listener] = []
-        self._connections: dict[Connection, None] = {}
+        # Each admitted connection with the source it was counted under: a link from
+        # the read front names its client only after it was admitted (gateway/front.py).
+        self._connections: dict[Connection, Source] = {}
         self.refusal_log = _refusal_log()
         self._drain_waiter: asyncio.Future[None] | None = None
         self._closing = False
@@ -195,11 +208,20 @@ class RemotingServer:
     @property
     def connections_per_address_max(self) -> int:
         """How many connections one remote address may hold."""
-        return self._address_counts.per_address_max
+        return self._sources.per_address_max
+
+    @property
+    def connections_per_prefix_max(self) -> int:
+        """How many connections one /24 or /64 prefix may hold."""
+        return self._sources.per_prefix_max
 
     def connections_from(self, host: str) -> int:
         """How many open connections the remote address ``host`` holds."""
-        return self._address_counts.count(host)
+        return self._sources.count(host)
+
+    def connections_from_prefix(self, host: str) -> int:
+        """How many open connections the /24 or /64 of ``host`` holds."""
+        return self._sources.prefix_count(host)
 
     async def start(self) -> None:
         """Bind and start accepting connections (with ``listen`` False: only start)."""
@@ -318,18 +340,16 @@ class RemotingServer:
             waiter.set_result(None)
 
     def connection_opened(self, conn: Connection) -> bool:
-        """Admit ``conn`` unless its address is at the cap; False: refused, close it."""
-        host = conn.peer_host
-        if not self._address_counts.add(host):
+        """Admit ``conn`` unless its address, prefix or the loopback network is at its
+        cap; False: refused, close it."""
+        source = source_of(conn.peer_host)
+        refusal = self._sources.admit(source)
+        if refusal is not None:
             self.refusal_log.warning(
-                asyncio.get_running_loop().time(),
-                "refusing %s: %s already holds %d connections (the maximum per address)",
-                conn.id,
-                host,
-                self._address_counts.count(host),
+                asyncio.get_running_loop().time(), "refusing %s: %s", conn.id, refusal
             )
             return False
-        self._connections[conn] = None
+        self._connections[conn] = source
         if self._closing:
             # Accepted in the same loop turn as close(): not in its snapshot.
             conn.close()
@@ -337,8 +357,9 @@ class RemotingServer:
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget ``conn`` (admitted) and fire the ``on_connection_closed`` hook."""
-        self._connections.pop(conn, None)
-        self._address_counts.remove(conn.peer_host)
+        source = self._connections.pop(conn, None)
+        if source is not None:
+            self._sources.release(source)
         self.drain_progress()
         if self._on_connection_closed is None:
             return

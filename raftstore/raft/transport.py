@@ -55,14 +55,31 @@ And one gap in how the port survives running out of descriptors:
   it would stop heartbeats and reading its peers until the bind succeeds.) Outgoing
   connects that fail the same way are logged within the same allowance instead of
   failing the tick.
-  Unauthenticated callers are bounded (:data:`UNAUTHENTICATED_MAX`, the oldest
-  dropped first), so they cannot take the descriptors themselves.
+  Unauthenticated callers are bounded, so they cannot take the descriptors
+  themselves; see below.
+
+And one gap in how a member gets back in while others flood the port:
+
+* **Members evicted by strangers.** Callers that have not proven the secret were
+  bounded as one crowd (32, the oldest dropped first), so a connect flood from anywhere
+  dropped a reconnecting member's connection before its first message was read, again
+  and again. Now a caller's address decides its crowd before it has sent a byte
+  (:meth:`RaftTransport._onNewIncomingConnection`): callers from an address no member
+  has share :data:`UNAUTHENTICATED_MAX` slots, the oldest dropped first; callers from a
+  member's address (its Raft identity's host, resolved) have
+  :data:`MEMBER_CALLERS_MAX` slots per member there, of their own, which no stranger
+  ever takes or counts against. A member therefore connects and proves the secret
+  however many unauthenticated connections others hold. Only a flood from a member's
+  own address (its host, or the loopback address a local cluster's members share)
+  competes with it, within that address's slots, the oldest dropped first.
 
 Private PySyncObj attributes used here, checked against 0.3.17 (pinned):
 ``TcpConnection._TcpConnection__processRead``, ``TcpConnection._TcpConnection__readBuffer``,
 ``TcpConnection._TcpConnection__writeBuffer``, ``TcpConnection._TcpConnection__trySendBuffer``,
 ``TcpConnection.sendRandKey``, ``TcpConnection.encryptor``, ``TCPTransport._connections``,
 ``TCPTransport._unknownConnections``, ``TCPTransport._onNewIncomingConnection``,
+``TCPTransport._onIncomingMessageReceived``, ``TCPTransport._onDisconnected``,
+``TCPTransport._nodes``,
 ``TCPTransport._onTick``, ``TCPTransport._server``, ``TCPTransport._ready``,
 ``TCPTransport._syncObj``, ``TCPTransport._createServer``,
 ``TCPTransport._connectIfNecessarySingle``, and
@@ -76,16 +93,20 @@ Private PySyncObj attributes used here, checked against 0.3.17 (pinned):
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import socket
 import struct
 import time
 import zlib
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 import pysyncobj.pickle as pysyncobj_pickle
+from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.monotonic import monotonic
+from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.tcp_server import SERVER_STATE, TcpServer
@@ -121,8 +142,17 @@ ACCEPT_BATCH_MAX = 16
 RAFT_ACCEPT_BACKLOG = 128
 """PySyncObj listens with a backlog of 5: a burst of callers then drops peers' SYNs."""
 UNAUTHENTICATED_MAX = 32
-"""Incoming connections that have not yet proven the secret; past it the oldest is
-dropped. A real peer proves it in its first message, milliseconds after connecting."""
+"""Incoming connections from addresses of no member that have not yet proven the
+secret; past it the oldest is dropped. A real peer proves it in its first message,
+milliseconds after connecting."""
+MEMBER_CALLERS_MAX = 4
+"""Per member at an address: incoming connections from that address that have not yet
+proven the secret, apart from the strangers' :data:`UNAUTHENTICATED_MAX`. A member dials
+once per ``connectionRetryTime`` and proves the secret in its first message, so it
+needs one; a few cover retries whose earlier attempt is still being cut."""
+MEMBER_ADDRESSES_TTL_S = 60.0
+"""How long the members' resolved addresses are used before they are resolved again
+(PySyncObj's resolver caches a name for 600 s; an IP identity needs no resolving)."""
 KEEPALIVE_S = 1.0
 """A member sends each connected peer a ``keepalive`` after this long without
 sending it anything: well inside the 3 s connection timeout."""
@@ -150,6 +180,8 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
     ``sendRandKey`` is set once the peer's first message has passed the cipher's tag
     check (on both incoming and outgoing connections): until then the peer is
     unauthenticated and gets at most :data:`PRE_AUTH_BYTES_MAX` of buffer.
+    ``peer_host`` is the caller's IP address on an incoming connection (set by
+    :class:`RaftPortServer`), empty on an outgoing one.
 
     PySyncObj deflates every message at level 3. For the small messages of light load
     (a heartbeat, an acknowledgement, one command) that costs more than sending the
@@ -158,6 +190,8 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
     are deflated at level 1: sent raw, a 256 KiB batch made PySyncObj's receive
     buffer, which grows by concatenation, the bottleneck. The receiver inflates either.
     """
+
+    peer_host = ""
 
     def send(self, message: Any) -> None:
         """PySyncObj's ``TcpConnection.send`` with the compression level chosen by size."""
@@ -233,7 +267,7 @@ class RaftPortServer(TcpServer):  # type: ignore[misc]
     def _accept_one(self) -> bool:
         """Accept one caller; False when there is none now or accepting paused."""
         try:
-            sock, _address = self._TcpServer__socket.accept()
+            sock, address = self._TcpServer__socket.accept()
         except (BlockingIOError, InterruptedError):
             return False
         except ConnectionAbortedError:
@@ -260,6 +294,7 @@ class RaftPortServer(TcpServer):  # type: ignore[misc]
             sock.close()
             self.refusals.warning(time.monotonic(), "raft port: dropped a caller: %s", exc)
             return True
+        conn.peer_host = ip_text(address[0]) if isinstance(address, tuple) else ""
         self._TcpServer__onNewConnectionCallback(conn)
         return True
 
@@ -327,7 +362,13 @@ class RaftTransport(TCPTransport):  # type: ignore[misc]
     _server: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._accepted_at: dict[Any, float] = {}
+        # Incoming connections not yet identified, by crowd (the member address they
+        # came from; None: an address of no member), oldest first, with when each was
+        # accepted; and each one's crowd.
+        self._crowds: dict[str | None, dict[Any, float]] = {}
+        self._crowd_of: dict[Any, str | None] = {}
+        self._member_addresses: Counter[str] = Counter()
+        self._member_addresses_at: float | None = None
         self._last_ack: dict[Any, tuple[int, float]] = {}
         self._last_sent: dict[Any, float] = {}
         self.acks_thinned = 0
@@ -374,31 +415,94 @@ class RaftTransport(TCPTransport):  # type: ignore[misc]
     def addNode(self, node: Any) -> None:
         """PySyncObj's ``addNode``; the outgoing connection it makes is guarded too."""
         super().addNode(node)
+        self._member_addresses_at = None  # a new member: its address counts at once
         conn = self._connections.get(node)
         if conn is not None and type(conn) is TcpConnection:
             conn.__class__ = GuardedConnection
 
+    def dropNode(self, node: Any) -> None:
+        """PySyncObj's ``dropNode``; the member's address stops counting as one."""
+        super().dropNode(node)
+        self._member_addresses_at = None
+
+    def members_at(self, host: str) -> int:
+        """How many members (other than this node) have ``host`` as their Raft
+        identity's address; resolved names are kept :data:`MEMBER_ADDRESSES_TTL_S`."""
+        now = time.monotonic()
+        checked_at = self._member_addresses_at
+        if checked_at is None or now - checked_at > MEMBER_ADDRESSES_TTL_S:
+            self._member_addresses = Counter(
+                address
+                for node in self._nodes
+                if isinstance(node, TCPNode) and (address := member_address(node.host))
+            )
+            self._member_addresses_at = now
+        return self._member_addresses.get(host, 0) if host else 0
+
+    @property
+    def callers_waiting(self) -> int:
+        """Incoming connections that have not identified themselves yet."""
+        return len(self._crowd_of)
+
     def _onNewIncomingConnection(self, conn: Any) -> None:
         # The connection has been accepted but nothing has been read yet: switch it
-        # to the guarded reader before its first byte arrives.
+        # to the guarded reader before its first byte arrives, and put it in its crowd
+        # by the address it came from (the only thing known of it yet).
         conn.__class__ = GuardedConnection
-        self._accepted_at[conn] = time.monotonic()
+        host = conn.peer_host
+        members = self.members_at(host)
+        crowd = host if members else None
+        waiting = self._crowds.setdefault(crowd, {})
+        waiting[conn] = time.monotonic()
+        self._crowd_of[conn] = crowd
         super()._onNewIncomingConnection(conn)
-        if len(self._accepted_at) > UNAUTHENTICATED_MAX:
-            self._drop_oldest_unauthenticated()
+        cap = MEMBER_CALLERS_MAX * members if members else UNAUTHENTICATED_MAX
+        while len(waiting) > cap:
+            self._drop_caller(next(iter(waiting)), crowd, cap)
 
-    def _drop_oldest_unauthenticated(self) -> None:
-        for oldest in list(self._accepted_at):
-            del self._accepted_at[oldest]
-            if oldest in self._unknownConnections:
-                self._unknownConnections.discard(oldest)
-                oldest.disconnect()
-                self.port_refusals.warning(
-                    time.monotonic(),
-                    "raft port: %d callers have not proven the secret: dropping the oldest",
-                    UNAUTHENTICATED_MAX,
-                )
-                return
+    def _drop_caller(self, conn: Any, crowd: str | None, cap: int) -> None:
+        """Drop ``conn``, the oldest of ``crowd`` past its ``cap``."""
+        self._forget_caller(conn)
+        if conn not in self._unknownConnections:
+            return  # identified meanwhile: a peer, not a caller to drop
+        self._unknownConnections.discard(conn)
+        conn.disconnect()
+        if crowd is None:
+            self.port_refusals.warning(
+                time.monotonic(),
+                "raft port: %d callers from addresses of no member have not proven "
+                "the secret: dropping the oldest",
+                cap,
+            )
+        else:
+            self.port_refusals.warning(
+                time.monotonic(),
+                "raft port: %d callers from %s, a member's address, have not proven "
+                "the secret: dropping the oldest",
+                cap,
+                crowd,
+            )
+
+    def _forget_caller(self, conn: Any) -> None:
+        """``conn`` is no longer waiting to identify itself (idempotent)."""
+        if conn not in self._crowd_of:
+            return
+        crowd = self._crowd_of.pop(conn)
+        waiting = self._crowds[crowd]
+        del waiting[conn]
+        if not waiting:
+            del self._crowds[crowd]
+
+    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
+        # PySyncObj's handling of an incoming connection's first messages (its random
+        # key, then its node's address); once identified it no longer waits.
+        super()._onIncomingMessageReceived(conn, message)
+        if conn not in self._unknownConnections:
+            self._forget_caller(conn)
+
+    def _onDisconnected(self, conn: Any) -> None:
+        self._forget_caller(conn)
+        super()._onDisconnected(conn)
 
     def _onTick(self) -> None:
         # Runs only once PySyncObj bound the port first (_ready): from then on the port
@@ -409,16 +513,17 @@ class RaftTransport(TCPTransport):  # type: ignore[misc]
         super()._onTick()
         now = time.monotonic()
         self._keep_links_alive(now)
-        if not self._accepted_at:
-            return
-        for conn, accepted_at in list(self._accepted_at.items()):
-            if conn not in self._unknownConnections:
-                del self._accepted_at[conn]  # identified (or already gone)
-            elif now - accepted_at > PRE_AUTH_DEADLINE_S:
-                del self._accepted_at[conn]
-                log.warning("raft port: dropping a peer that did not authenticate in time")
-                self._unknownConnections.discard(conn)
-                conn.disconnect()
+        for waiting in list(self._crowds.values()):
+            for conn, accepted_at in list(waiting.items()):
+                if conn not in self._unknownConnections:
+                    self._forget_caller(conn)  # identified (or already gone)
+                elif now - accepted_at > PRE_AUTH_DEADLINE_S:
+                    self._forget_caller(conn)
+                    self._unknownConnections.discard(conn)
+                    conn.disconnect()
+                    self.port_refusals.warning(
+                        now, "raft port: dropping a peer that did not authenticate in time"
+                    )
 
     def _keep_links_alive(self, now: float) -> None:
         """A ``keepalive`` to each connected peer not sent anything for KEEPALIVE_S."""
@@ -466,6 +571,31 @@ class RaftTransport(TCPTransport):  # type: ignore[misc]
             if kind == "append_entries":
                 message = self._syncObj.trim_append_entries(message)
         super()._onMessageReceived(node, message)
+
+
+def ip_text(host: str) -> str:
+    """``host`` as an IP address in its usual text (an IPv4-mapped IPv6 address as
+    IPv4), or unchanged when it is not one."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+def member_address(host: str) -> str | None:
+    """The IP address a member whose Raft identity's host is ``host`` connects from:
+    the host itself when it is an address, else what it resolves to (PySyncObj's
+    caching resolver; None when it does not resolve). A member that connects from
+    another of its addresses is one more stranger, as every caller was before."""
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        resolved = globalDnsResolver().resolve(host)
+        return None if resolved is None else ip_text(resolved)
+    return ip_text(host)
 
 
 def conf_security(self_addr: str, bind_host: str | None, secret: str) -> Mapping[str, str]:

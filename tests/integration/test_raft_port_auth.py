@@ -3,17 +3,21 @@
 PySyncObj unpickles what its peers send, so an unauthenticated byte reaching it
 would be code execution. Each probe here is a real attacker on loopback; after
 each one the cluster must still commit, and the marker file the payload would
-create must not exist.
+create must not exist. And a flood of callers that never prove the secret, from
+addresses no member has, does not keep a member from connecting again.
 """
 
 from __future__ import annotations
 
 import pickle
+import selectors
 import socket
 import struct
 import subprocess
+import threading
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,7 @@ from pysyncobj.encryptor import getEncryptor
 from pysyncobj.utility import TcpUtility, UtilityException
 
 from raftstore.raft.cipher import RaftCipher
-from raftstore.raft.transport import PRE_AUTH_DEADLINE_S
+from raftstore.raft.transport import PRE_AUTH_DEADLINE_S, UNAUTHENTICATED_MAX
 from remoting.acl import Credentials, sign
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -37,6 +41,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DROP_WAIT_S = 5.0
 WRITE_BOUND_S = 10.0
+FLOOD_SOURCES = tuple(f"127.0.9.{host}" for host in range(1, 9))
+"""Addresses no member has (the members are on 127.0.0.1, and so is the fault proxy
+their links cross)."""
+FLOOD_HELD_MAX = 256
+"""The flood's own bound on open connections (it closes those the node dropped)."""
+RECONNECT_S = 10.0
+LINK_DELAY_MS = 50
+"""A member's link as long as a WAN's: the strangers' connects outrun its first message."""
 
 
 class CreatesAFile:
@@ -205,3 +217,98 @@ def test_a_refused_admin_write_on_a_follower_proposes_nothing(
     time.sleep(0.5)
     after = cluster.converged()
     assert [s["commit_index"] for s in after] == [s["commit_index"] for s in statuses]
+
+
+class ConnectFlood:
+    """A thread connecting to a Raft port from :data:`FLOOD_SOURCES` as fast as the
+    node accepts (non-blocking connects, so it never waits for a backlog to drain),
+    never sending a byte; it counts the connections the node drops."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.connected = 0
+        self.dropped = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="raft-connect-flood", daemon=True)
+
+    def __enter__(self) -> ConnectFlood:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(DROP_WAIT_S)
+
+    def _run(self) -> None:
+        selector = selectors.DefaultSelector()
+        opened = 0
+        try:
+            while not self._stop.is_set():
+                while len(selector.get_map()) < FLOOD_HELD_MAX:
+                    sock = socket.socket()
+                    sock.setblocking(False)
+                    sock.bind((FLOOD_SOURCES[opened % len(FLOOD_SOURCES)], 0))
+                    opened += 1
+                    sock.connect_ex(("127.0.0.1", self.port))
+                    selector.register(sock, selectors.EVENT_WRITE)
+                for key, events in selector.select(0.01):
+                    ready = key.fileobj
+                    assert isinstance(ready, socket.socket)
+                    if events & selectors.EVENT_WRITE:  # connected, or refused
+                        if ready.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                            self.connected += 1
+                            selector.modify(ready, selectors.EVENT_READ)
+                            continue
+                    else:  # EOF or a reset: the node dropped it
+                        self.dropped += 1
+                    selector.unregister(ready)
+                    ready.close()
+        finally:
+            for key in list(selector.get_map().values()):
+                key.fileobj.close()  # type: ignore[union-attr]
+            selector.close()
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = RECONNECT_S) -> None:
+    """Poll ``condition()`` until it is true."""
+    deadline_s = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline_s, "condition never became true"
+        time.sleep(0.05)
+
+
+def peers_connected(node: RaftGateway) -> list[bool]:
+    return [bool(peer["connected"]) for peer in node.node_status()["peers"]]
+
+
+def test_members_reconnect_and_authenticate_while_strangers_flood_the_raft_port(
+    cluster: RaftGatewayCluster,
+) -> None:
+    """The members dialling a node lose their connections while callers from other
+    addresses churn through its unauthenticated slots (each new one drops the oldest,
+    thousands a second). They dial again over links of LINK_DELAY_MS, so each one's
+    first message arrives after thousands of strangers' connects (before, that dropped
+    it every time); they prove the secret and the cluster commits, the flood running."""
+    node = min(cluster.nodes, key=lambda n: n.raft_addr)  # both others dial it
+    index = cluster.nodes.index(node)
+    links = [name for name in cluster.proxy.links if name.endswith(f"->{index}")]
+
+    try:
+        with ConnectFlood(node.raft_port) as flood:
+            wait_for(lambda: flood.dropped >= UNAUTHENTICATED_MAX)
+            for name in links:
+                cluster.proxy.order(link=name, mode="drop")
+            wait_for(lambda: not any(peers_connected(node)))
+            for name in links:
+                cluster.proxy.order(link=name, mode="pass", delay_ms=LINK_DELAY_MS)
+            dropped_before = flood.dropped
+            started_s = time.monotonic()
+            wait_for(lambda: all(peers_connected(node)))
+            took_s = time.monotonic() - started_s
+            dropped_meanwhile = flood.dropped - dropped_before
+            still_commits(cluster, 14)
+    finally:
+        cluster.heal()
+
+    assert took_s < RECONNECT_S
+    assert dropped_meanwhile >= UNAUTHENTICATED_MAX, "the flood did not churn the slots"

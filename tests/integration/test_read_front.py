@@ -21,16 +21,23 @@ from pathlib import Path
 
 import pytest
 
+from gateway.acl import namesrv_acl
 from localcluster.demo import DemoBroker, register_request, topic_table
+from remoting.acl import Credentials, sign
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.client import RemotingClientError
-from remoting.codes import RequestCode, ResponseCode
+from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.consistency import ROUTES_VERSION_FIELD
 from remoting.frame import FrameDecoder, encode_frame
 from remoting.model import DataVersion
-from tests.integration.gateway_harness import GatewayProcess, wait_until
+from tests.integration.gateway_harness import (
+    ACL_FILE_NAME,
+    BROKER_ACCOUNT,
+    GatewayProcess,
+    wait_until,
+)
 from tests.integration.raft_cluster_harness import RaftGatewayCluster
 from tools import ports, process_facts
 
@@ -167,6 +174,7 @@ class RawConnection:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=3.0)
         self.decoder = FrameDecoder()
         self.opaque = 0
+        self.seen_opaques: list[int] = []
 
     def invoke(self, request: RemotingCommand) -> RemotingCommand:
         """The answer; ConnectionError when the connection was closed."""
@@ -177,6 +185,7 @@ class RawConnection:
             if not data:
                 raise ConnectionError("closed")
             for answer in self.decoder.feed(data):
+                self.seen_opaques.append(answer.opaque)
                 if answer.opaque == self.opaque:
                     return answer
 
@@ -229,6 +238,50 @@ def scraped(gateway: GatewayProcess, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     return 0.0
+
+
+def test_a_broker_request_the_acl_refuses_is_answered_by_the_front_and_not_handed_over(
+    gateway: GatewayProcess,
+) -> None:
+    """Signed with a wrong key (a present signature is checked even from a white-listed
+    address), a REGISTER_BROKER gets the gateway's own answer, NO_PERMISSION with the
+    ACL's remark, from the front; a one-way BROKER_HEARTBEAT gets none. The connection
+    stays with the front, and nothing reached the gateway: no hand-over, no refusal
+    counted there. Signed right, the same connection then moves."""
+    hostile = DemoBroker("FrontCluster", "broker-forged", 0, "127.0.0.1:30951", "127.0.0.1:30952")
+    forger = Credentials(BROKER_ACCOUNT.access_key, "not-the-broker-secret-key")
+    table = topic_table(["ForgedTopic", hostile.broker_name])
+    forged = sign(register_request(hostile, table, DataVersion(1, 1)), forger)
+    heartbeat = dataclasses.replace(
+        sign(RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, {}), forger),
+        flag=FLAG_ONEWAY,
+        opaque=777,
+    )
+    # The gateway's ACL over the same accounts file decides the same, word for word.
+    acl = namesrv_acl(gateway.db_path.parent / ACL_FILE_NAME)
+    refusal = acl.check(forged, "127.0.0.1")
+    assert refusal is not None and "signature does not match" in refusal.remark
+    adopted = 'namesrv_front_handoffs_total{outcome="adopted"}'
+    bad_signature = 'namesrv_acl_refusals_total{reason="bad-signature"}'
+    before = (scraped(gateway, adopted), scraped(gateway, bad_signature))
+
+    conn = RawConnection(gateway.info["port"])
+    try:
+        answer = conn.invoke(forged)
+        conn.sock.sendall(encode_frame(heartbeat))
+        read = conn.invoke(route_query("ForgedTopic"))
+        after = (scraped(gateway, adopted), scraped(gateway, bad_signature))
+        signed = sign(register_request(hostile, table, DataVersion(1, 2)), BROKER_ACCOUNT)
+        moved = conn.invoke(signed)
+        wait_until(lambda: scraped(gateway, adopted) == before[0] + 1)
+    finally:
+        conn.close()
+
+    assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, refusal.remark)
+    assert read.code == ResponseCode.TOPIC_NOT_EXIST  # the front still serves it
+    assert heartbeat.opaque not in conn.seen_opaques  # one-way: refused without a word
+    assert after == before
+    assert moved.code == ResponseCode.SUCCESS
 
 
 def test_route_answers_of_the_front_are_counted_by_the_gateway(gateway: GatewayProcess) -> None:

@@ -9,20 +9,26 @@ again, shown in the node's status and metrics meanwhile, and its peers reconnect
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import struct
 import threading
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import pysyncobj.pickle as pysyncobj_pickle
 import pytest
 from pysyncobj.poller import PollPoller
 
 from gateway.metrics import GatewayMetrics
 from raftstore.commands import PutKV
 from raftstore.raft import RaftReplicator
+from raftstore.raft.cipher import RaftCipher
 from raftstore.raft.transport import (
+    MEMBER_CALLERS_MAX,
     PORT_LISTENING,
     PORT_NOT_LISTENING,
     PORT_PAUSED,
@@ -31,7 +37,7 @@ from raftstore.raft.transport import (
 )
 from remoting.limits import RefusalLog
 from tests.descriptors import descriptors_left
-from tests.raftstore.raft_node import InProcessCluster
+from tests.raftstore.raft_node import CLUSTER_SECRET, InProcessCluster
 
 PROPOSE_TIMEOUT_S = 3.0
 STEP_TIMEOUT_S = 10.0
@@ -152,19 +158,97 @@ async def test_a_raft_port_that_stops_listening_is_alarmed_bound_again_and_rejoi
     assert node.read(lambda table: table.kv_get("ns", "after")) == "rebind"
 
 
+STRANGER_HOST = "127.0.0.2"
+"""An address no member has (the members are on 127.0.0.1)."""
+
+
+def caller(host: str, port: int, source: str) -> socket.socket:
+    """A connection to ``host:port`` from the local address ``source``."""
+    return socket.create_connection((host, port), timeout=5.0, source_address=(source, 0))
+
+
+def is_dropped(sock: socket.socket, wait_s: float = 0.5) -> bool:
+    """True when the node has closed ``sock`` (within ``wait_s``)."""
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def sealed(message: object) -> bytes:
+    """``message`` as a member sends it: PySyncObj's framing around our cipher."""
+    data = zlib.compress(pysyncobj_pickle.dumps(message), 0)
+    token = RaftCipher.from_secret(CLUSTER_SECRET).encrypt_at_time(data, int(time.monotonic()))
+    return struct.pack("i", len(token)) + token
+
+
 async def test_callers_that_never_prove_the_secret_are_bounded_oldest_first(
     cluster: InProcessCluster,
 ) -> None:
     await cluster.leader()
     node = cluster.nodes[0]
     host, port = node.self_addr.rsplit(":", 1)
-    callers = [socket.create_connection((host, int(port)), timeout=5.0) for _ in range(40)]
+    callers = [caller(host, int(port), STRANGER_HOST) for _ in range(40)]
     try:
-        await eventually(lambda: len(transport_of(node)._accepted_at) <= UNAUTHENTICATED_MAX)
+        await eventually(lambda: transport_of(node).callers_waiting <= UNAUTHENTICATED_MAX)
         for oldest in callers[: 40 - UNAUTHENTICATED_MAX]:
             assert oldest.recv(1) == b""  # dropped by the node
         await (await cluster.leader()).propose(PutKV("ns", "k", "v"))
         await cluster.converged()
     finally:
-        for caller in callers:
-            caller.close()
+        for sock in callers:
+            sock.close()
+
+
+async def test_a_caller_from_a_member_s_address_outlasts_any_number_of_strangers(
+    cluster: InProcessCluster,
+) -> None:
+    """Strangers neither take a member's slots nor push its caller out: a connection
+    from the members' address, silent while 64 strangers connect (it was the oldest of
+    33 after the first 32, and dropped), is still open and proves the secret."""
+    await cluster.leader()
+    node = cluster.nodes[0]
+    host, port = node.self_addr.rsplit(":", 1)
+    transport = transport_of(node)
+    assert transport.members_at("127.0.0.1") == len(cluster.nodes) - 1
+    assert transport.members_at(STRANGER_HOST) == 0
+    member = caller(host, int(port), "127.0.0.1")
+    strangers = [caller(host, int(port), STRANGER_HOST) for _ in range(2 * UNAUTHENTICATED_MAX)]
+    try:
+        await eventually(lambda: is_dropped(strangers[UNAUTHENTICATED_MAX - 1], 0.05))
+        assert not is_dropped(member)
+
+        member.sendall(sealed(os.urandom(32)))  # its random key, as a member's first message
+        member.settimeout(STEP_TIMEOUT_S)
+        answer = member.recv(4)
+
+        assert len(answer) == 4 and struct.unpack("i", answer)[0] > 0  # the node's key, sealed
+        assert not is_dropped(strangers[-1])  # the newest strangers keep their slots
+    finally:
+        member.close()
+        for sock in strangers:
+            sock.close()
+
+
+async def test_callers_from_a_member_s_address_are_bounded_among_themselves(
+    cluster: InProcessCluster,
+) -> None:
+    """A flood from a member's own address (a local cluster's loopback) is bounded too:
+    MEMBER_CALLERS_MAX per member there, the oldest dropped first."""
+    await cluster.leader()
+    node = cluster.nodes[0]
+    host, port = node.self_addr.rsplit(":", 1)
+    cap = MEMBER_CALLERS_MAX * (len(cluster.nodes) - 1)
+    callers = [caller(host, int(port), "127.0.0.1") for _ in range(cap + 3)]
+    try:
+        for oldest in callers[:3]:
+            assert oldest.recv(1) == b""
+        assert not any(is_dropped(sock, 0.05) for sock in callers[3:])
+        await (await cluster.leader()).propose(PutKV("ns", "k", "members"))
+        await cluster.converged()
+    finally:
+        for sock in callers:
+            sock.close()

@@ -187,8 +187,10 @@ async def raw_peer_factory() -> AsyncIterator[PeerFactory]:
     """Open raw frame-speaking connections to a local port."""
     peers: list[RawPeer] = []
 
-    async def connect(port: int) -> RawPeer:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async def connect(port: int, source: str = "") -> RawPeer:
+        # ``source``: the local address to connect from (any of 127.0.0.0/8 on Linux).
+        local = (source, 0) if source else None
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=local)
         peer = RawPeer(reader, writer)
         peers.append(peer)
         return peer

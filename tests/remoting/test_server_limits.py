@@ -1,7 +1,8 @@
 """The server's limits against hostile peers, over real sockets on 127.0.0.1.
 
 A budget for the bytes of unfinished frames over all connections, a deadline
-for finishing a started frame, and a cap on the connections of one address.
+for finishing a started frame, and caps on the connections of one address and of
+one /24 (Linux routes all of 127.0.0.0/8 to lo, so peers connect from several).
 """
 
 from __future__ import annotations
@@ -293,11 +294,50 @@ async def test_a_flood_of_bad_frames_logs_a_bounded_number_of_lines(
     assert await echo_is_answered(good, scripted_processor, 7)
 
 
+# ---------------------------------------------------------------- connections per prefix
+
+
+async def test_a_prefix_at_its_cap_is_refused_from_every_address_and_another_is_served(
+    remoting_server_factory: ServerFactory,
+    raw_peer_factory: Callable[..., Awaitable[Any]],
+    scripted_processor: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = await remoting_server_factory(
+        connections_per_address_max=2, connections_per_prefix_max=4
+    )
+    caplog.set_level(logging.WARNING, logger="remoting.server")
+    admitted = [await raw_peer_factory(server.port, f"127.0.5.{host}") for host in (1, 1, 2, 2)]
+    for opaque, peer in enumerate(admitted):
+        assert await echo_is_answered(peer, scripted_processor, opaque)
+
+    refused = await raw_peer_factory(server.port, "127.0.5.3")  # a new address, same /24
+    newcomer = await raw_peer_factory(server.port, "127.0.6.1")
+
+    assert await is_cut(refused)
+    assert await echo_is_answered(newcomer, scripted_processor, 9)
+    assert server.connections_from_prefix("127.0.5.200") == 4
+    assert server.connections_from_prefix("127.0.6.1") == 1
+    refusals = [r.getMessage() for r in caplog.records if "refusing" in r.getMessage()]
+    assert refusals and "127.0.5.0/24 already holds 4 connections" in refusals[0]
+    await admitted[0].close()
+    await wait_until(lambda: server.connections_from_prefix("127.0.5.1") == 3)
+    assert await echo_is_answered(
+        await raw_peer_factory(server.port, "127.0.5.3"), scripted_processor, 10
+    )
+
+
 # ---------------------------------------------------------------- arguments
 
 
 @pytest.mark.parametrize(
-    "argument", ["unfinished_frames_bytes_max", "frame_deadline_s", "connections_per_address_max"]
+    "argument",
+    [
+        "unfinished_frames_bytes_max",
+        "frame_deadline_s",
+        "connections_per_address_max",
+        "connections_per_prefix_max",
+    ],
 )
 @pytest.mark.parametrize("value", [0, -1])
 def test_every_limit_must_be_positive(argument: str, value: int, scripted_processor: Any) -> None:
@@ -312,3 +352,4 @@ def test_the_limits_default_to_their_named_constants(scripted_processor: Any) ->
     assert server.unfinished_frames_bytes_max == 64 * 1024 * 1024
     assert server.frame_deadline_s == 30.0
     assert server.connections_per_address_max == 4096
+    assert server.connections_per_prefix_max == 8192
