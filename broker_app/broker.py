@@ -72,6 +72,12 @@ from remoting.client import RemotingClient
 from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
+from remoting.ha_report import (
+    HA_CLIENT_ADDR_FIELD,
+    HA_SLAVE_ACKS_FIELD,
+    SLAVE_ACKS_MAX,
+    encode_slave_acks,
+)
 from remoting.model import (
     PERM_READ,
     PERM_WRITE,
@@ -176,7 +182,7 @@ class BrokerController:
         we dialled those peers.)"""
         acl = self.acl
         if acl is not None and acl.guards(request.code):
-            refusal = acl.check(request, conn.peer_host)
+            refusal = acl.check(request, conn.peer_host, conn.peer_subject)
             if refusal is not None:
                 return acl.refuse(request, refusal)
         return await self.processor.handle(request, conn)
@@ -235,7 +241,7 @@ class BrokerController:
             heartbeat_timeout_ms=self.config.heartbeat_timeout_ms
             if self.config.fast_heartbeat
             else None,
-            offsets=self.offsets if self.config.raft_failover else None,
+            failover_fields=self.failover_fields if self.config.raft_failover else None,
         )
         await self.register(force=True)
         self._start_loops()
@@ -265,14 +271,23 @@ class BrokerController:
         )
         await self.ha_service.start()
 
-    def offsets(self) -> tuple[int, int]:
-        """(max offset, confirm offset) of the commit log, as BROKER_HEARTBEAT reports them.
-
-        A classic slave appends only whole, checked records it received, so what
-        it holds is confirmed; a master confirms what it stored.
-        """
-        offset = self.store.max_offset if self.store is not None else 0
-        return offset, offset
+    def failover_fields(self) -> dict[str, str]:
+        """The raft-failover header fields of BROKER_HEARTBEAT, QUERY_DATA_VERSION and
+        REGISTER_BROKER: the commit log's max and confirm offsets (a classic slave
+        appends only whole, checked records it received, so what it holds is confirmed;
+        a master confirms what it stored), and this broker's HA links
+        (:mod:`remoting.ha_report`): a master's slaves with the offsets they acknowledged,
+        or a slave's own connection to its master. The NameServer elects a slave only as
+        its master vouched for it."""
+        offset = str(self.store.max_offset if self.store is not None else 0)
+        fields = {"maxOffset": offset, "confirmOffset": offset}
+        if self.ha_service is not None:
+            slaves = self.ha_service.slaves()[:SLAVE_ACKS_MAX]
+            acks = ((slave.address, slave.ack_offset) for slave in slaves)
+            fields[HA_SLAVE_ACKS_FIELD] = encode_slave_acks(acks)
+        elif self.ha_client is not None and self.ha_client.local_address is not None:
+            fields[HA_CLIENT_ADDR_FIELD] = self.ha_client.local_address
+        return fields
 
     async def _load_metadata(self) -> None:
         loop = asyncio.get_running_loop()

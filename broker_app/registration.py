@@ -45,8 +45,9 @@ ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
 """Response ext field of raft failover: the broker id the NameServers ask this broker to take."""
 """Request header field opting the broker's group into raft failover."""
 
-Offsets = Callable[[], tuple[int, int]]
-"""(max offset, confirm offset) of the broker's commit log, for raft failover."""
+FailoverFields = Callable[[], dict[str, str]]
+"""The raft-failover header fields of this moment: the 5.x ``maxOffset`` /
+``confirmOffset`` and our report of the broker's HA links (:mod:`remoting.ha_report`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,11 +179,11 @@ class Registrar:
         compress_over_bytes: int,
         split_size: int | None = None,
         heartbeat_timeout_ms: int | None = None,
-        offsets: Offsets | None = None,
+        failover_fields: FailoverFields | None = None,
     ) -> None:
         self.client = client
         self.split_size = split_size
-        self.offsets = offsets
+        self.failover_fields = failover_fields
         self.namesrv_addrs = namesrv_addrs
         self.identity = identity
         self.wrapper = wrapper
@@ -203,8 +204,8 @@ class Registrar:
     async def register_with(self, wrapper: TopicConfigSerializeWrapper) -> list[RegisterResult]:
         """Send ``wrapper`` (a full or a one-topic table) to every NameServer in parallel,
         in parts when it is larger than the split size."""
-        extra = self._offset_fields()
-        if self.offsets is not None:
+        extra = self._failover_fields()
+        if self.failover_fields is not None:
             extra[RAFT_FAILOVER_FIELD] = "true"
         identity = self.identity()
         requests = [
@@ -245,7 +246,9 @@ class Registrar:
     async def need_register(self) -> bool:
         """``needRegister``: True when any NameServer's view differs from ours."""
         version = self.wrapper().data_version
-        request = build_query_data_version_request(self.identity(), version, self._offset_fields())
+        request = build_query_data_version_request(
+            self.identity(), version, self._failover_fields()
+        )
         answers = await asyncio.gather(
             *(self._changed(addr, request, version) for addr in self.namesrv_addrs)
         )
@@ -262,8 +265,8 @@ class Registrar:
             log.info("query data version at %s failed (%s); registering", addr, exc)
             return True
 
-    def _offset_fields(self) -> dict[str, str]:
-        return offset_fields(self.offsets)
+    def _failover_fields(self) -> dict[str, str]:
+        return {} if self.failover_fields is None else self.failover_fields()
 
     async def unregister_all(self) -> None:
         """UNREGISTER_BROKER to every NameServer (graceful shutdown)."""
@@ -278,7 +281,7 @@ class Registrar:
 
     async def heartbeat_all(self, timeout_ms: int) -> None:
         """One-way BROKER_HEARTBEAT to every NameServer; failures are only logged."""
-        request = build_heartbeat_request(self.identity(), timeout_ms, self._offset_fields())
+        request = build_heartbeat_request(self.identity(), timeout_ms, self._failover_fields())
         for addr in self.namesrv_addrs:
             try:
                 await asyncio.wait_for(self.client.invoke_oneway(addr, request), self.timeout_s)
@@ -309,14 +312,6 @@ def split_table(
         fields = {SPLIT_PART_FIELD: str(index), SPLIT_PARTS_FIELD: str(count)}
         parts.append((part, fields))
     return parts
-
-
-def offset_fields(offsets: Offsets | None) -> dict[str, str]:
-    """The ``maxOffset`` / ``confirmOffset`` header fields (empty without failover)."""
-    if offsets is None:
-        return {}
-    max_offset, confirm_offset = offsets()
-    return {"maxOffset": str(max_offset), "confirmOffset": str(confirm_offset)}
 
 
 def first_assignment(results: list[RegisterResult]) -> RegisterResult | None:

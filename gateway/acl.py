@@ -10,7 +10,8 @@ broker codes (the engine and the accounts file are :mod:`remoting.acl_policy`).
   the white list (RocketMQ 4.x brokers do not sign their registrations).
 * everything else is a read, open unless the accounts file closes reads.
 
-REGISTER_BROKER, UNREGISTER_BROKER and QUERY_DATA_VERSION name a broker: an account
+REGISTER_BROKER, UNREGISTER_BROKER, BROKER_HEARTBEAT and QUERY_DATA_VERSION name a
+broker (``brokerName``, which all four require): an account
 with ``brokerNames`` may name only those brokers, and a broker name bound to an
 account may be named only by the accounts bound to it (an admin account may still
 unregister it, as the console does). Who may move a broker another connection holds
@@ -51,6 +52,7 @@ NAMED_CODES: frozenset[int] = frozenset(
     {
         RequestCode.REGISTER_BROKER,
         RequestCode.UNREGISTER_BROKER,
+        RequestCode.BROKER_HEARTBEAT,
         RequestCode.QUERY_DATA_VERSION,
     }
 )

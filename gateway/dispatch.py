@@ -26,8 +26,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from gateway import selectors
+from gateway.broker_holds import HoldRefusal, Touch
 from gateway.clock import Clock
-from gateway.registration import CONFIRM_OFFSET_FIELD, MAX_OFFSET_FIELD, Refused, Registrar
+from gateway.registration import (
+    CONFIRM_OFFSET_FIELD,
+    MAX_OFFSET_FIELD,
+    Refused,
+    Registrar,
+    replication_of,
+)
 from gateway.route_cache import RouteCache
 from gateway.route_request import is_linearizable, wants_standard_json
 from gateway.services import NameServerService, ServiceError
@@ -290,7 +297,10 @@ class RequestDispatcher:
         1 "register broker failed", else the master/HA address for slaves. A part of
         a split table before its last is answered 0 with a remark saying it is held."""
         decided = await self.registrar.register(
-            request, channel=None if conn is None else conn.id, peer_host=_peer_host(conn)
+            request,
+            channel=None if conn is None else conn.id,
+            peer_host=_peer_host(conn),
+            peer_subject=None if conn is None else conn.peer_subject,
         )
         if isinstance(decided, Refused):
             return make_response(request, decided.code, remark=decided.remark)
@@ -338,6 +348,7 @@ class RequestDispatcher:
             cluster=cluster_name,
             name=broker_name,
             addr=broker_addr,
+            peer_subject=None if conn is None else conn.peer_subject,
         )
         if refusal is not None:
             return make_response(request, ResponseCode.NO_PERMISSION, remark=refusal.remark)
@@ -353,27 +364,47 @@ class RequestDispatcher:
     async def broker_heartbeat(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
-        """904: refresh liveness; brokers send it one-way, so usually nobody reads the 0."""
+        """904: refresh liveness; brokers send it one-way, so usually nobody reads the 0.
+        Over another connection than the entry's holder's it is refused or refreshes
+        liveness only (``broker_holds`` rule 5)."""
+        cluster_name = require_str(request, "clusterName")
+        broker_addr = require_str(request, "brokerAddr")
+        # 5.x requires it (@CFNotNull); the ACL's brokerNames rule checks it.
+        broker_name = require_str(request, "brokerName")
+        touch = self._touch_right(request, conn, cluster_name, broker_addr, broker_name)
+        if isinstance(touch, HoldRefusal):
+            return make_response(request, ResponseCode.NO_PERMISSION, remark=touch.remark)
+        full = touch is Touch.FULL
         await self.service.broker_heartbeat(
-            cluster_name=require_str(request, "clusterName"),
-            broker_addr=require_str(request, "brokerAddr"),
-            max_offset=header_int(request, MAX_OFFSET_FIELD),
-            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
+            cluster_name=cluster_name,
+            broker_addr=broker_addr,
+            max_offset=header_int(request, MAX_OFFSET_FIELD) if full else None,
+            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD) if full else None,
+            replication=replication_of(request) if full else None,
         )
         return make_response(request, ResponseCode.SUCCESS)
 
     async def query_data_version(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
-        """322: ``changed`` plus the stored DataVersion body when the broker is live."""
+        """322: ``changed`` plus the stored DataVersion body when the broker is live; its
+        touch is checked as a heartbeat's (``broker_holds`` rule 5)."""
+        cluster_name = require_str(request, "clusterName")
+        broker_addr = require_str(request, "brokerAddr")
+        broker_name = require_str(request, "brokerName")
+        touch = self._touch_right(request, conn, cluster_name, broker_addr, broker_name)
+        if isinstance(touch, HoldRefusal):
+            return make_response(request, ResponseCode.NO_PERMISSION, remark=touch.remark)
+        full = touch is Touch.FULL
         outcome = await self.service.query_data_version(
-            cluster_name=require_str(request, "clusterName"),
-            broker_addr=require_str(request, "brokerAddr"),
-            broker_name=require_str(request, "brokerName"),
+            cluster_name=cluster_name,
+            broker_addr=broker_addr,
+            broker_name=broker_name,
             broker_id=require_int(request, "brokerId"),
             data_version=bodies.decode_data_version(request.body),
-            max_offset=header_int(request, MAX_OFFSET_FIELD),
-            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
+            max_offset=header_int(request, MAX_OFFSET_FIELD) if full else None,
+            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD) if full else None,
+            replication=replication_of(request) if full else None,
         )
         stored = outcome.data_version
         return make_response(
@@ -381,6 +412,24 @@ class RequestDispatcher:
             ResponseCode.SUCCESS,
             ext_fields={"changed": "true" if outcome.changed else "false"},
             body=None if stored is None else bodies.encode_data_version(stored),
+        )
+
+    def _touch_right(
+        self,
+        request: RemotingCommand,
+        conn: Connection | None,
+        cluster: str,
+        addr: str,
+        name: str,
+    ) -> Touch | HoldRefusal:
+        return self.service.holds.check_touch(
+            request,
+            channel=None if conn is None else conn.id,
+            peer_host=_peer_host(conn),
+            cluster=cluster,
+            addr=addr,
+            name=name,
+            peer_subject=None if conn is None else conn.peer_subject,
         )
 
     def get_broker_member_group(self, request: RemotingCommand) -> RemotingCommand:

@@ -20,9 +20,12 @@ How it stays correct (a front never serves an answer older than the gateway's):
 * Requests whose answer is more than the cached body (linearizable reads, zone
   filtering, no topic) and every other request code go to the gateway.
 * A broker's connection is not relayed for long: at its first request that only
-  brokers send, the connection itself is handed to the gateway (:mod:`gateway.handoff`),
-  which then serves it directly. A TLS connection is the exception: its session lives
-  in this process, so it is relayed like any other client's.
+  brokers send and the ACL admits, the connection itself is handed to the gateway
+  (:mod:`gateway.handoff`), which then serves it directly. A TLS connection is the
+  exception: its session lives in this process, so it is relayed like any other
+  client's. A broker request the ACL refuses is answered here, as the gateway would
+  (NO_PERMISSION with the ACL's remark, none for a one-way request, the connection
+  kept): an unsigned peer cannot move its connections into the gateway.
 
 The link: each client connection gets its own connection to the gateway's Unix socket
 (a folder only this user can enter), opened at its first forwarded request. Its first
@@ -63,6 +66,7 @@ from gateway.private_codes import (
     FRONT_PEER_CODE,
     FRONT_STATS_CODE,
     PEER_FIELD,
+    PEER_SUBJECT_FIELD,
     ROUTE_ANSWERS_FIELD,
 )
 from gateway.route_answers import RouteAnswers, RouteVersions, Version
@@ -123,6 +127,9 @@ class FrontOptions:
     unfinished_frames_bytes_max: int = UNFINISHED_FRAMES_BYTES_MAX
     frame_deadline_s: float = FRAME_DEADLINE_S
     connections_per_address_max: int = CONNECTIONS_PER_ADDRESS_MAX
+    connections_per_prefix_max: int | None = None
+    """None: the process's setting (``NAMESRV_CONNECTIONS_PER_PREFIX_MAX``, which the
+    front inherits from the gateway; remoting/limits.py)."""
     acl_enabled: bool = True
     acl_file: str | None = None
     route_answers_max: int = ROUTE_ANSWERS_MAX
@@ -147,20 +154,22 @@ class FrontOptions:
         return cls(**data)
 
 
-def peer_request(host: str, port: int) -> RemotingCommand:
-    """The link's first frame: who the client is."""
-    return RemotingCommand(
-        code=FRONT_PEER_CODE, flag=FLAG_ONEWAY, ext_fields={PEER_FIELD: f"{host}:{port}"}
-    )
+def peer_request(host: str, port: int, subject: str | None = None) -> RemotingCommand:
+    """The link's first frame: who the client is (and its certificate's subject)."""
+    fields = {PEER_FIELD: f"{host}:{port}"}
+    if subject is not None:
+        fields[PEER_SUBJECT_FIELD] = subject
+    return RemotingCommand(code=FRONT_PEER_CODE, flag=FLAG_ONEWAY, ext_fields=fields)
 
 
-def parse_peer(request: RemotingCommand) -> tuple[str, int] | None:
-    """The (host, port) a :func:`peer_request` announces, None when malformed."""
-    text = (request.ext_fields or {}).get(PEER_FIELD, "")
-    host, sep, port = text.rpartition(":")
+def parse_peer(request: RemotingCommand) -> tuple[str, int, str | None] | None:
+    """The (host, port, certificate subject) a :func:`peer_request` announces, None
+    when malformed."""
+    fields = request.ext_fields or {}
+    host, sep, port = fields.get(PEER_FIELD, "").rpartition(":")
     if not sep or not port.isdigit():
         return None
-    return host, int(port)
+    return host, int(port), fields.get(PEER_SUBJECT_FIELD)
 
 
 class LinkClosedError(ConnectionError):
@@ -182,10 +191,10 @@ class Link(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        host, port = (
-            FRONT_PEER if self.client is None else (self.client.peer_host, self.client.peer_port)
-        )
-        transport.write(encode_frame(peer_request(host, port)))
+        client = self.client
+        host, port = FRONT_PEER if client is None else (client.peer_host, client.peer_port)
+        subject = None if client is None else client.peer_subject
+        transport.write(encode_frame(peer_request(host, port, subject)))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -256,6 +265,7 @@ class ReadFront:
             unfinished_frames_bytes_max=options.unfinished_frames_bytes_max,
             frame_deadline_s=options.frame_deadline_s,
             connections_per_address_max=options.connections_per_address_max,
+            connections_per_prefix_max=options.connections_per_prefix_max,
         )
         self.answers: RouteAnswers[RouteKey, Version, _Answer] = RouteAnswers(
             options.route_answers_max
@@ -264,6 +274,7 @@ class ReadFront:
         self.hits = 0
         self.fetches = 0
         self.handed_over = 0
+        self.refused_before_handover = 0
         self._handoffs = asyncio.Semaphore(handoff.SENDS_IN_FLIGHT_MAX)
         self._refusals = RefusalLog(logger=log)
 
@@ -276,7 +287,8 @@ class ReadFront:
 
         The ACL is the gateway's to apply (it sees the client's address through the
         link), so its refusal counts stay whole: when the accounts file closes reads,
-        route queries go to the gateway as well."""
+        route queries go to the gateway as well. The one exception is a broker request
+        that would move its connection: see :meth:`_broker_request`."""
         acl = self.acl
         if request.code == _ROUTE and (acl is None or not acl.guards(_ROUTE)):
             key = shared_route_key(request)
@@ -300,8 +312,25 @@ class ReadFront:
             and self.options.handoff_path is not None
             and not conn.is_tls
         ):
-            return self._hand_over(conn, conn.detach(request), self.options.handoff_path)
+            return self._broker_request(request, conn, self.options.handoff_path)
         return self._forward(request, conn)
+
+    def _broker_request(
+        self, request: RemotingCommand, conn: Connection, path: str
+    ) -> RemotingCommand | Coroutine[Any, Any, None] | None:
+        """Hand the connection over at a broker request the ACL admits; answer one it
+        refuses here, as the gateway would (``Gateway._handle``: NO_PERMISSION with the
+        ACL's remark, nothing for a one-way request, the connection kept), so that a
+        peer without a signature or a white-listed address cannot move connections into
+        the gateway (its connection cap and the descriptors it keeps for Raft). The
+        gateway checks the ACL again on the frame it adopts."""
+        acl = self.acl
+        if acl is not None:
+            refusal = acl.check(request, conn.peer_host, conn.peer_subject)
+            if refusal is not None:
+                self.refused_before_handover += 1
+                return acl.refuse(request, refusal)
+        return self._hand_over(conn, conn.detach(request), path)
 
     async def _hand_over(
         self, conn: Connection, detaching: Coroutine[Any, Any, tuple[int, bytes]], path: str
@@ -404,10 +433,11 @@ class ReadFront:
             self.versions.close()
             log.info(
                 "read front stopped: %d route answers from copies, %d fetched, "
-                "%d broker connections handed over",
+                "%d broker connections handed over, %d broker requests refused by the ACL",
                 self.hits,
                 self.fetches,
                 self.handed_over,
+                self.refused_before_handover,
             )
 
     async def _report(self, stop: asyncio.Event) -> None:

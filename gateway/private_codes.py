@@ -45,6 +45,9 @@ FRONT_PEER_CODE = 99_876
 """The first frame on a front's link: ``extFields.peer`` = the client's ``host:port``.
 Accepted only on the gateway's Unix socket, and only once per link."""
 PEER_FIELD = "peer"
+PEER_SUBJECT_FIELD = "peerSubject"
+"""With ``PEER_FIELD``: the subject of the client's verified TLS certificate (the front
+relays TLS connections, so only it sees the certificate)."""
 FRONT_STATS_CODE = 99_877
 """One-way, on the front's own link: ``extFields.routeAnswers`` = route queries answered
 from copies since the last report (the gateway's metrics count them)."""

@@ -17,10 +17,17 @@ four kinds apart, cheapest first, and each is answered one way:
 
 Before any of them, a request whose body fails its ``bodyCrc32``, or that would move a
 broker entry another open connection holds (:mod:`gateway.broker_holds`), is
-:class:`Refused`; the entry an accepted one names is then held for its connection. So
-is one whose body, when it comes to be decoded, is one no broker writes
-(``register_body.RegisterBodyRefused``: the pre-check of docs/SECURITY.md, "Hostile
+:class:`Refused`; the entry an accepted one names is then held for its connection. A
+request over another connection than the holder's at the held address (a *guest*:
+``broker_holds`` rule 3) may change nothing but the entry's liveness: its offsets are
+ignored, it is never TOPICS_UNCHANGED (a new DataVersion is a change), and a FULL or
+SPLIT one whose plan changes anything more is refused, naming what it would change
+(``RouteTable.registration_changes``), unless an account bound to the broker name
+signed it. So is one whose body, when it comes to be decoded, is one no broker writes
+(``register_body.RegisterBodyRefused``: the limits of docs/SECURITY.md, "Hostile
 clients"), logged at most ten lines every 10 s; nothing of it is proposed or held.
+Bodies are decoded by :class:`gateway.registration_bodies.BodyDecoder`: large ones in
+a worker process, off the event loop.
 In raft mode a node without contact with a quorum answers every kind with
 NoQuorumError (the service checks, docs/RAFT.md "A node without a quorum says so").
 """
@@ -34,17 +41,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gateway.broker_holds import HoldRefusal
+from gateway.registration_bodies import BodyDecoder
 from gateway.services import NameServerService
 from gateway.split_registration import Part, PartHeld, PartRefused, SplitTables, split_fields
 from raftstore.commands import RegisterBroker
-from raftstore.results import RegisterBrokerOutcome
+from raftstore.results import RegisterBrokerOutcome, Replication
 from raftstore.zone import ZONE_NAME_EXT_FIELD
 from remoting import register_body
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
+from remoting.ha_report import read_ha_report
 from remoting.headers import header_bool, header_int, header_str, require_int, require_str
 from remoting.limits import RefusalLog
-from remoting.model import RegisterBrokerBody, TopicConfigSerializeWrapper
+from remoting.model import TopicConfigSerializeWrapper
 from remoting.register_body import RAFT_FAILOVER_FIELD, RegisterBodyRefused
 
 log = logging.getLogger(__name__)
@@ -52,6 +62,15 @@ log = logging.getLogger(__name__)
 # Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
 MAX_OFFSET_FIELD = "maxOffset"
 CONFIRM_OFFSET_FIELD = "confirmOffset"
+
+
+def replication_of(request: RemotingCommand) -> Replication | None:
+    """What ``request`` reports of its broker's HA links (:mod:`remoting.ha_report`),
+    None when it reports nothing; HeaderFieldError for a malformed report."""
+    client, acks = read_ha_report(request)
+    if client is None and acks is None:
+        return None
+    return Replication(client_addr=client, slave_acks=acks)
 
 
 class Kind(enum.Enum):
@@ -103,19 +122,46 @@ class BrokerEntry:
         )
 
 
+class _ChangeRefused(Exception):
+    """A guest's registration would change more than liveness (caught in ``register``)."""
+
+    def __init__(self, refusal: HoldRefusal) -> None:
+        super().__init__(refusal.remark)
+        self.refusal = refusal
+
+
+@dataclass(frozen=True, slots=True)
+class _Sender:
+    """Who sent a registration, as the decision needs it."""
+
+    entry: BrokerEntry
+    channel: str | None
+    """The channel the command names: the holder's for a guest (rule 3), else its own."""
+    guest: bool
+    """Over another connection than the holder's, and not signed by a bound account."""
+    peer_host: str
+
+
 class Registrar:
     """Decides what each REGISTER_BROKER is and answers it accordingly."""
 
-    def __init__(self, service: NameServerService) -> None:
+    def __init__(self, service: NameServerService, bodies: BodyDecoder | None = None) -> None:
         self.service = service
+        self.bodies = BodyDecoder() if bodies is None else bodies
         self.splits = SplitTables()
         self._refused_bodies = RefusalLog(logger=log)
 
     async def register(
-        self, request: RemotingCommand, *, channel: str | None, peer_host: str
+        self,
+        request: RemotingCommand,
+        *,
+        channel: str | None,
+        peer_host: str,
+        peer_subject: str | None = None,
     ) -> Registered | Refused | PartHeld:
-        """Decide what ``request``, received over ``channel`` from ``peer_host``, is and
-        answer it that way; an accepted entry is then held for ``channel``."""
+        """Decide what ``request``, received over ``channel`` from ``peer_host`` (with
+        the TLS client certificate ``peer_subject``), is and answer it that way; an
+        accepted entry is then held for ``channel``."""
         if not register_body.crc_matches(request):
             return Refused(ResponseCode.SYSTEM_ERROR, REMARK_CRC_MISMATCH)
         entry = BrokerEntry.read(request)
@@ -127,22 +173,29 @@ class Registrar:
             name=entry.broker_name,
             broker_id=entry.broker_id,
             addr=entry.broker_addr,
+            peer_subject=peer_subject,
         )
         if refusal is not None:
             return Refused(ResponseCode.NO_PERMISSION, refusal.remark)
         # Another connection's registration of the held address names the holder.
         holder = holds.channel_for(entry.broker_name, entry.broker_id, entry.broker_addr, channel)
+        guest = holder != channel and not holds.bound_signer(
+            request, peer_host, entry.broker_name, peer_subject
+        )
+        sender = _Sender(entry, holder, guest, peer_host)
         split = split_fields(request.ext_fields)
         if isinstance(split, PartRefused):
             return Refused(ResponseCode.SYSTEM_ERROR, split.remark)
         try:
             if split is None:
-                registered = await self._decide(request, entry, holder)
+                registered = await self._decide(request, sender)
             else:
-                part = await self._split_part(request, entry, holder, *split)
+                part = await self._split_part(request, sender, *split)
                 if not isinstance(part, Registered):
                     return part
                 registered = part
+        except _ChangeRefused as exc:
+            return Refused(ResponseCode.NO_PERMISSION, exc.refusal.remark)
         except RegisterBodyRefused as exc:
             self._refused_bodies.warning(
                 time.monotonic(),
@@ -165,32 +218,28 @@ class Registrar:
             )
         return registered
 
-    async def _decide(
-        self, request: RemotingCommand, entry: BrokerEntry, channel: str | None
-    ) -> Registered:
-        """The kinds, cheapest first; ``channel`` is the one the command names."""
+    async def _decide(self, request: RemotingCommand, sender: _Sender) -> Registered:
+        """The kinds, cheapest first."""
         raft = self.service.registrations is not None
         topics = register_body.topics_digest(request) if raft else None
         digest = register_body.registration_digest(request, topics) if raft else None
-        command = self._command(request, entry, channel, digest)
+        command = self._command(request, sender, digest)
         if digest is not None:
             seen = await self._seen(digest, command())
             if seen is not None:
                 return seen
-        if topics is not None:
+        if topics is not None and not sender.guest:
             unchanged = await self._topics_unchanged(topics, command)
             if unchanged is not None:
                 return unchanged
-        return await self._full(request, topics, command)
+        return await self._full(request, topics, command, sender)
 
     def _command(
-        self,
-        request: RemotingCommand,
-        entry: BrokerEntry,
-        channel: str | None,
-        digest: bytes | None,
+        self, request: RemotingCommand, sender: _Sender, digest: bytes | None
     ) -> Callable[..., RegisterBroker]:
-        """The request's RegisterBroker, its table (and digests) still to give."""
+        """The request's RegisterBroker, its table (and digests) still to give. A
+        guest's offsets are not its own to report: they are left out."""
+        entry = sender.entry
         return functools.partial(
             self.service.registration_command,
             cluster_name=entry.cluster_name,
@@ -201,20 +250,16 @@ class Registrar:
             zone_name=header_str(request, ZONE_NAME_EXT_FIELD),
             heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
             enable_acting_master=header_bool(request, "enableActingMaster"),
-            channel=channel,
-            max_offset=header_int(request, MAX_OFFSET_FIELD),
-            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD),
+            channel=sender.channel,
+            max_offset=None if sender.guest else header_int(request, MAX_OFFSET_FIELD),
+            confirm_offset=None if sender.guest else header_int(request, CONFIRM_OFFSET_FIELD),
+            replication=None if sender.guest else replication_of(request),
             enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
             request_digest=digest,
         )
 
     async def _split_part(
-        self,
-        request: RemotingCommand,
-        entry: BrokerEntry,
-        channel: str | None,
-        index: int,
-        parts: int,
+        self, request: RemotingCommand, sender: _Sender, index: int, parts: int
     ) -> Registered | Refused | PartHeld:
         """SPLIT: part ``index`` of ``parts`` held, or the last one and the whole table
         registered. In raft mode the parts are held undecoded with their digests, and a
@@ -225,38 +270,57 @@ class Registrar:
         if cut is not None:
             part = Part(request, cut.data_version, cut.topics)
         else:
-            body = self._decode_body(request)
+            body = await self.bodies.decode(request)
             part = Part(request, body.topic_config_wrapper.data_version, None, body)
+        entry = sender.entry
         key = (entry.cluster_name, entry.broker_addr, entry.broker_name, entry.broker_id)
         taken = self.splits.add(key, index, parts, part)
         if isinstance(taken, PartRefused):
             return Refused(ResponseCode.SYSTEM_ERROR, taken.remark)
         if isinstance(taken, PartHeld):
             return taken
-        command = self._command(request, entry, channel, None)
+        command = self._command(request, sender, None)
         digest = taken.digest
-        if digest is not None:
+        if digest is not None and not sender.guest:
             whole = register_body.BodyDigest(digest, taken.data_version, b"")
             unchanged = await self._topics_unchanged(whole, command)
             if unchanged is not None:
                 return unchanged
-        merged = taken.merge(self._decode_body)
-        outcome, from_state = await self.service.register(
+        merged = taken.merge(
+            [
+                p.decoded if p.decoded is not None else await self.bodies.decode(p.request)
+                for p in taken.parts
+            ]
+        )
+        outcome, from_state = await self._register(
             command(
                 topic_config_wrapper=merged.topic_config_wrapper,
                 filter_server_list=merged.filter_server_list,
                 topics_digest=digest,
-            )
+            ),
+            sender,
         )
         return Registered(Kind.LIVENESS_ONLY if from_state else Kind.SPLIT, outcome)
 
-    @staticmethod
-    def _decode_body(request: RemotingCommand) -> RegisterBrokerBody:
-        return register_body.decode_register_broker_request_body(
-            request.body,
-            compressed=bool(header_bool(request, "compressed")),
-            version=request.version,
-        )
+    async def _register(
+        self, command: RegisterBroker, sender: _Sender
+    ) -> tuple[RegisterBrokerOutcome, bool]:
+        """``service.register``, after a guest's command was found to change nothing but
+        liveness (:class:`_ChangeRefused` otherwise)."""
+        if sender.guest:
+            changes = self.service.registration_changes(command)
+            if changes:
+                entry = sender.entry
+                raise _ChangeRefused(
+                    self.service.holds.refuse_change(
+                        entry.broker_name,
+                        entry.broker_id,
+                        entry.broker_addr,
+                        changes,
+                        sender.peer_host,
+                    )
+                )
+        return await self.service.register(command)
 
     async def _seen(self, digest: bytes, command: RegisterBroker) -> Registered | None:
         """SEEN: an applied copy of this very request answers it, body undecoded."""
@@ -266,6 +330,7 @@ class Registrar:
             broker_addr=command.broker_addr,
             max_offset=command.max_offset,
             confirm_offset=command.confirm_offset,
+            replication=command.replication,
         )
         return None if outcome is None else Registered(Kind.SEEN, outcome)
 
@@ -295,19 +360,21 @@ class Registrar:
         request: RemotingCommand,
         topics: register_body.BodyDigest | None,
         command: Callable[..., RegisterBroker],
+        sender: _Sender,
     ) -> Registered:
         """FULL: the body decoded and registered whole."""
-        body = self._decode_body(request)
+        body = await self.bodies.decode(request)
         wrapper = body.topic_config_wrapper
         topics_digest = None
         if topics is not None and wrapper is not None:
             # The digest names this table only if the cut DataVersion is the decoded one.
             topics_digest = topics.topics if wrapper.data_version == topics.data_version else None
-        outcome, from_state = await self.service.register(
+        outcome, from_state = await self._register(
             command(
                 topic_config_wrapper=wrapper,
                 filter_server_list=body.filter_server_list,
                 topics_digest=topics_digest,
-            )
+            ),
+            sender,
         )
         return Registered(Kind.LIVENESS_ONLY if from_state else Kind.FULL, outcome)

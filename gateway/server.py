@@ -366,6 +366,7 @@ class Gateway:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout_s)
         await self.client.close()
+        self.dispatcher.registrar.bodies.close()
         await self.replicator.stop()
         await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S)
         await asyncio.to_thread(self.projection.stop, PROJECTION_FLUSH_TIMEOUT_S)
@@ -383,7 +384,7 @@ class Gateway:
         all) are answered here, so the server writes them without creating a Task."""
         acl = self.acl
         if acl is not None and acl.guards(request.code):
-            refusal = acl.check(request, conn.peer_host)
+            refusal = acl.check(request, conn.peer_host, conn.peer_subject)
             if refusal is not None:
                 return acl.refuse(request, refusal)
         answer = self._answer_now(request)
@@ -409,7 +410,7 @@ class Gateway:
         if request.code == FRONT_PEER_CODE and not conn.peer_host:
             peer = parse_peer(request)
             if peer is not None:
-                conn.peer_host, conn.peer_port = peer
+                conn.peer_host, conn.peer_port, conn.peer_subject = peer
                 conn.id = f"{conn.id.partition('/')[0]}/{peer[0]}:{peer[1]}"
             return None
         if request.code == FRONT_STATS_CODE and (conn.peer_host, conn.peer_port) == FRONT_PEER:

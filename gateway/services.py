@@ -33,7 +33,7 @@ from gateway.broker_holds import BrokerHolds
 from gateway.clock import Clock, SystemClock
 from gateway.expiry_reports import ExpiryReports
 from raftstore import commands as cmd
-from raftstore.config import NamesrvConfig
+from raftstore.config import NamesrvConfig, clamp_heartbeat_timeout_ms
 from raftstore.liveness import RegistrationDeduper, TouchCoalescer
 from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
 from raftstore.replicator import MODE_RAFT, Replicator
@@ -48,6 +48,7 @@ from raftstore.results import (
     PermOutcome,
     QueryDataVersionOutcome,
     RegisterBrokerOutcome,
+    Replication,
 )
 from remoting.model import (
     DataVersion,
@@ -353,8 +354,10 @@ class NameServerService:
         request_digest: bytes | None = None,
         topics_digest: bytes | None = None,
         topics_elided: bool = False,
+        replication: Replication | None = None,
     ) -> cmd.RegisterBroker:
-        """A validated REGISTER_BROKER command stamped now.
+        """A validated REGISTER_BROKER command stamped now, its ``heartbeat_timeout_ms``
+        clamped to a sane range (:func:`raftstore.config.clamp_heartbeat_timeout_ms`).
 
         ``enable_raft_failover`` is honoured only where failover runs, the digests
         (:class:`~raftstore.commands.RegisterBroker`) only in raft mode.
@@ -373,8 +376,10 @@ class NameServerService:
             heartbeat_timeout_ms=(
                 None
                 if heartbeat_timeout_ms is None
-                else _check_int(
-                    "heartbeatTimeoutMillis", heartbeat_timeout_ms, low=1, high=BROKER_ID_MAX
+                else clamp_heartbeat_timeout_ms(
+                    _check_int(
+                        "heartbeatTimeoutMillis", heartbeat_timeout_ms, low=1, high=BROKER_ID_MAX
+                    )
                 )
             ),
             enable_acting_master=enable_acting_master,
@@ -387,7 +392,13 @@ class NameServerService:
             request_digest=request_digest if raft else None,
             topics_digest=topics_digest if raft else None,
             topics_elided=topics_elided and raft,
+            replication=replication,
         )
+
+    def registration_changes(self, command: cmd.RegisterBroker) -> list[str]:
+        """What ``command`` would change besides its broker's liveness, named for its
+        operator (empty: liveness only), read on the applied state; nothing is proposed."""
+        return self.replicator.read(lambda table: table.registration_changes(command))
 
     async def register(self, command: cmd.RegisterBroker) -> tuple[RegisterBrokerOutcome, bool]:
         """Register ``command``: its outcome, and True when raft mode answered it from the
@@ -420,6 +431,7 @@ class NameServerService:
         broker_addr: str,
         max_offset: int | None = None,
         confirm_offset: int | None = None,
+        replication: Replication | None = None,
     ) -> RegisterBrokerOutcome | None:
         """Raft mode: the outcome of a REGISTER_BROKER known by its request digest
         (an applied copy of the same request changes nothing but liveness, which is
@@ -433,6 +445,7 @@ class NameServerService:
             now_ms=self.clock.now_ms(),
             max_offset=_check_offset("maxOffset", max_offset),
             confirm_offset=_check_offset("confirmOffset", confirm_offset),
+            replication=replication,
         )
         result = await self.registrations.register_seen(digest, heartbeat)
         if result is None:
@@ -465,6 +478,7 @@ class NameServerService:
         broker_addr: str,
         max_offset: int | None = None,
         confirm_offset: int | None = None,
+        replication: Replication | None = None,
     ) -> None:
         """BROKER_HEARTBEAT: refresh the broker's last-heard time (and offsets) if live;
         raft mode refuses it (NoQuorumError) while this node has no contact with a quorum."""
@@ -476,6 +490,7 @@ class NameServerService:
                 now_ms=self.clock.now_ms(),
                 max_offset=_check_offset("maxOffset", max_offset),
                 confirm_offset=_check_offset("confirmOffset", confirm_offset),
+                replication=replication,
             )
         )
 
@@ -489,6 +504,7 @@ class NameServerService:
         data_version: DataVersion | None,
         max_offset: int | None = None,
         confirm_offset: int | None = None,
+        replication: Replication | None = None,
     ) -> QueryDataVersionOutcome:
         """QUERY_DATA_VERSION: compare the broker's version and refresh its liveness;
         raft mode refuses it (NoQuorumError) while this node has no contact with a quorum,
@@ -503,6 +519,7 @@ class NameServerService:
             now_ms=self.clock.now_ms(),
             max_offset=_check_offset("maxOffset", max_offset),
             confirm_offset=_check_offset("confirmOffset", confirm_offset),
+            replication=replication,
         )
         # A skipped touch (raft: fresh enough) still answers from the applied state.
         outcome = (await self.touches.touch(command)).outcome

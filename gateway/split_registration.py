@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from remoting.command import RemotingCommand
@@ -115,17 +115,18 @@ class SplitTable:
             hasher.update(digest)
         return hasher.digest()
 
-    def merge(self, decode: Callable[[RemotingCommand], RegisterBrokerBody]) -> RegisterBrokerBody:
-        """The parts' bodies as one: their topics (a later part wins a repeated name),
-        static-topic mappings and filter servers. BodyDecodeError when a part does not
-        decode or carries another DataVersion than its digest said."""
+    def merge(self, bodies: Sequence[RegisterBrokerBody]) -> RegisterBrokerBody:
+        """The parts' decoded ``bodies`` (in the order of :attr:`parts`) as one: their
+        topics (a later part wins a repeated name), static-topic mappings and filter
+        servers. BodyDecodeError when a part carries another DataVersion than its digest
+        said."""
         topics: dict[str, TopicConfig] = {}
         mappings: dict[str, TopicQueueMappingInfo] = {}
         details: dict[str, object] = {}
         mapping_version: DataVersion | None = None
         filters: list[str] = []
-        for index, part in enumerate(self.parts):
-            body = part.decoded if part.decoded is not None else decode(part.request)
+        assert len(bodies) == len(self.parts)
+        for index, body in enumerate(bodies):
             wrapper = body.topic_config_wrapper
             if wrapper.data_version != self.data_version:
                 raise BodyDecodeError(

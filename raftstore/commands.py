@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raftstore.results import Replication
 from remoting.model import DataVersion, QueueData, TopicConfigSerializeWrapper
 
 
@@ -23,7 +24,8 @@ class RegisterBroker:
     ``channel`` names the connection it arrived on (eventual mode's
     channel-destroy hook); None when the command did not come over a socket.
     ``max_offset`` / ``confirm_offset`` are the broker's commit-log offsets (5.x
-    BROKER_HEARTBEAT names), None when not reported.
+    BROKER_HEARTBEAT names), None when not reported; ``replication`` its report of its
+    HA links (raft failover), None when not reported.
     ``enable_raft_failover`` opts the broker group into raft-mode master election
     (the last registrant wins, like ``enableActingMaster``); None means off.
     ``request_digest`` is a digest of the REGISTER_BROKER request it was decoded from
@@ -59,6 +61,7 @@ class RegisterBroker:
     request_digest: bytes | None = None
     topics_digest: bytes | None = None
     topics_elided: bool = False
+    replication: Replication | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,8 @@ class UnregisterBrokers:
 class BrokerHeartbeat:
     """BROKER_HEARTBEAT (904): refresh the live entry of (cluster, addr) if present.
 
-    ``max_offset`` / ``confirm_offset`` (5.x header fields) update the live entry.
+    ``max_offset`` / ``confirm_offset`` (5.x header fields) and ``replication`` update
+    the live entry.
     """
 
     cluster_name: str
@@ -90,14 +94,15 @@ class BrokerHeartbeat:
     now_ms: int
     max_offset: int | None = None
     confirm_offset: int | None = None
+    replication: Replication | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class QueryDataVersion:
     """QUERY_DATA_VERSION (322): compare DataVersions and touch the live entry.
 
-    ``max_offset`` / ``confirm_offset`` are optional extra header fields our
-    brokers send; they update the live entry like a heartbeat's.
+    ``max_offset`` / ``confirm_offset`` and ``replication`` are optional extra header
+    fields our brokers send; they update the live entry like a heartbeat's.
     """
 
     cluster_name: str
@@ -108,6 +113,7 @@ class QueryDataVersion:
     now_ms: int
     max_offset: int | None = None
     confirm_offset: int | None = None
+    replication: Replication | None = None
 
 
 @dataclass(frozen=True, slots=True)

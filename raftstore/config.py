@@ -20,6 +20,21 @@ from typing import Any
 
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
 """A broker silent this long is dropped, unless it registered its own timeout."""
+HEARTBEAT_TIMEOUT_MS_MIN = 1_000
+"""A registration's ``heartbeatTimeoutMillis`` is clamped up to this: a broker heard
+less often than every second is dropped between its heartbeats (5.x brokers send 10 s,
+``brokerNotActiveTimeoutMillis``; the demo brokers 3 s)."""
+HEARTBEAT_TIMEOUT_MS_MAX = 600_000
+"""And down to this, five times upstream's default: a broker asking for more (up to
+2^63-1 ms, which in raft mode would never expire) would keep its routes alive for that
+long after it died. Upstream takes any value."""
+
+
+def clamp_heartbeat_timeout_ms(timeout_ms: int) -> int:
+    """``timeout_ms`` within [:data:`HEARTBEAT_TIMEOUT_MS_MIN`,
+    :data:`HEARTBEAT_TIMEOUT_MS_MAX`]."""
+    return min(max(timeout_ms, HEARTBEAT_TIMEOUT_MS_MIN), HEARTBEAT_TIMEOUT_MS_MAX)
+
 
 DEFAULT_KV_CONFIG_BYTES_MAX = 4 * 1024 * 1024
 """``kvConfigBytesMax``: the KV config's total size (namespace + key + value UTF-8

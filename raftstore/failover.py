@@ -10,12 +10,21 @@ can take that decision itself, once, for the whole cluster:
   carries ``failover_lag_bytes_max`` (raft mode's scan sets it; eventual mode
   never does, so it keeps the original behaviour);
 * when such a group's master (id 0) expires, the candidates are its slaves whose
-  live entries survive this same scan and that reported offsets;
-* a candidate is in sync when the master's last reported max offset minus the
-  candidate's max offset is at most ``failover_lag_bytes_max`` (upstream's
+  live entries survive this same scan and *that the master vouched for*: the master's
+  last report of its HA links (``Replication.slave_acks``: each authenticated HA
+  connection's peer address and the offset it acknowledged) names the address the
+  slave reports for its own HA connection (``Replication.client_addr``), and no other
+  member of the group claims that connection. A slave's progress is the offset the
+  master saw it acknowledge, never what the slave says of itself: a REGISTER_BROKER
+  from anyone white-listed could add a slave with any offset, but only a slave that
+  passed the HA handshake (its shared secret) appears in the master's report. A
+  member claiming another's connection makes neither a candidate (nobody is elected
+  rather than a forger);
+* a candidate is in sync when the master's last reported max offset minus its
+  acknowledged offset is at most ``failover_lag_bytes_max`` (upstream's
   ``haMaxGapNotInSync`` idea; the default below is its 256 MiB);
-* the winner has the highest confirmed offset; ties go to the lowest broker id.
-  No master offset, or no candidate in sync, means no election.
+* the winner has the highest acknowledged offset; ties go to the lowest broker id.
+  No master offset, no report, or no candidate in sync means no election.
 
 Like 5.x ``DefaultElectPolicy`` this prefers the most advanced in-sync replica,
 without epochs (our classic HA has none) and without unclean elections.
@@ -52,20 +61,17 @@ def elect_master(
     if master is None or master.max_offset is None:
         return None
     best: tuple[int, int, BrokerLiveView] | None = None
-    for broker_id, addr in sorted(group.broker_addrs.items()):
-        key = BrokerAddrInfo(group.cluster, addr)
+    for broker_id, acked in sorted(vouched_acks(t, group, master).items()):
+        key = BrokerAddrInfo(group.cluster, group.broker_addrs[broker_id])
         entry = t.live.get(key)
-        if broker_id == MASTER_ID or entry is None or key in expired:
+        if entry is None or key in expired or master.max_offset - acked > lag_bytes_max:
             continue
-        if not _in_sync(master.max_offset, entry, lag_bytes_max):
-            continue
-        confirmed = confirmed_offset(entry)
         # Sorted by id, so only a strictly higher offset replaces the best.
-        if best is None or confirmed > best[0]:
-            best = (confirmed, broker_id, entry)
+        if best is None or acked > best[0]:
+            best = (acked, broker_id, entry)
     if best is None:
         return None
-    confirmed, broker_id, entry = best
+    acked, broker_id, entry = best
     return MasterElection(
         cluster_name=group.cluster,
         broker_name=group.broker_name,
@@ -74,23 +80,26 @@ def elect_master(
         new_master_ha_addr=entry.ha_server_addr,
         previous_broker_id=broker_id,
         master_max_offset=master.max_offset,
-        new_master_confirm_offset=confirmed,
+        new_master_confirm_offset=acked,
     )
 
 
-def confirmed_offset(entry: BrokerLiveView) -> int:
-    """The confirmed offset, falling back to the max offset (a classic slave's
-    replicated data is confirmed once appended); -1 when nothing was reported."""
-    if entry.confirm_offset is not None:
-        return entry.confirm_offset
-    return entry.max_offset if entry.max_offset is not None else -1
-
-
-def _in_sync(master_max_offset: int, entry: BrokerLiveView, lag_bytes_max: int) -> bool:
-    if entry.max_offset is None and entry.confirm_offset is None:
-        return False
-    offset = entry.max_offset if entry.max_offset is not None else confirmed_offset(entry)
-    return master_max_offset - offset <= lag_bytes_max
+def vouched_acks(t: Tables, group: BrokerGroup, master: BrokerLiveView) -> dict[int, int]:
+    """The slaves of ``group`` its ``master`` vouched for, by broker id, with the offset
+    the master saw each acknowledge (see the module docstring)."""
+    report = master.replication
+    if report is None or not report.slave_acks:
+        return {}
+    acks = dict(report.slave_acks)
+    claims: dict[str, list[int]] = {}
+    for broker_id, addr in sorted(group.broker_addrs.items()):
+        entry = t.live.get(BrokerAddrInfo(group.cluster, addr))
+        if broker_id == MASTER_ID or entry is None or entry.replication is None:
+            continue
+        client = entry.replication.client_addr
+        if client is not None and client in acks:
+            claims.setdefault(client, []).append(broker_id)
+    return {ids[0]: acks[client] for client, ids in claims.items() if len(ids) == 1}
 
 
 def promote(group: BrokerGroup, election: MasterElection) -> bool:

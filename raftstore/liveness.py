@@ -50,6 +50,8 @@ class TouchCoalescer:
     Brokers heartbeat every member at about the same moment, so without a
     designated member every node would see the same stale time and propose.
     Both intervals are capped by a fraction of the broker's own heartbeat timeout.
+    A touch whose report of the broker's HA links names other links than the stored
+    one is proposed at once (raft failover elects on it).
     """
 
     def __init__(
@@ -98,6 +100,13 @@ class TouchCoalescer:
             return False
         if isinstance(command, QueryDataVersion) and entry.data_version != command.data_version:
             return False
+        reported = command.replication
+        if reported is not None and (
+            entry.replication is None or entry.replication.links() != reported.links()
+        ):
+            # A slave joined or left its master's HA links: raft failover elects on the
+            # replicated report, so it goes out now, not at the next interval.
+            return True
         designated = (
             designated_member(self._replicator.members(), key) == self._replicator.self_addr
         )
@@ -198,6 +207,7 @@ class RegistrationDeduper:
                 now_ms=command.now_ms,
                 max_offset=command.max_offset,
                 confirm_offset=command.confirm_offset,
+                replication=command.replication,
             )
         )
         return answer

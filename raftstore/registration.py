@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from raftstore import failover
 from raftstore.commands import RegisterBroker
@@ -37,6 +38,8 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
     TopicQueueMappingInfo,
 )
+
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -66,23 +69,79 @@ class RegistrationPlan:
 def liveness_only(t: Tables, p: RegistrationPlan) -> bool:
     """Whether applying ``p`` to ``t`` (the tables it was planned on) would change nothing
     but the broker's liveness (last-update time, offsets moving forward) and answer a
-    plain acceptance. Cheap checks first: the topic writes are compared with the stored
-    queues only when nothing else would change (then they are the missing topics)."""
+    plain acceptance: :func:`changed_parts` finds nothing."""
+    return not changed_parts(t, p, first_only=True)
+
+
+PART_ANSWER = "its role (the answer would not be a plain acceptance)"
+PART_GROUP = "its broker group (ids, zone, enableActingMaster, enableRaftFailover)"
+PART_CLUSTER = "its cluster membership"
+PART_LIVE_ENTRY = "its live entry"
+PART_OFFSETS = "its offsets (going backwards)"
+PART_FILTER_SERVERS = "its filter servers"
+PART_MAPPINGS = "its static-topic mappings"
+PART_TOPICS = "its topics (queues, perms)"
+_LIVENESS_FIELDS = frozenset(
+    {"last_update_ms", "max_offset", "confirm_offset", "replication", "channel"}
+)
+"""Live-entry fields a touch may change (the channel is not compared: raft mode, the one
+that answers from the plan, never acts on it; the gateway names the holder's)."""
+_FIELD_NAMES = {
+    "ha_server_addr": "haServerAddr",
+    "heartbeat_timeout_ms": "heartbeatTimeoutMillis",
+    "data_version": "its DataVersion",
+}
+_COMPARED_FIELDS = tuple(
+    (f.name, _FIELD_NAMES.get(f.name, f.name))
+    for f in dataclasses.fields(BrokerLiveView)
+    if f.name not in _LIVENESS_FIELDS
+)
+
+
+def changed_parts(t: Tables, p: RegistrationPlan, *, first_only: bool = False) -> list[str]:
+    """What applying ``p`` to ``t`` would change besides the broker's liveness, named for
+    the broker's operator; empty when only liveness would change (the one rule behind
+    :func:`liveness_only`, and behind refusing a non-holder's change in the gateway).
+    Cheap checks first; ``first_only`` stops at the first part found. The topic writes
+    are compared with the stored queues only when nothing else would change."""
+    found: list[str] = []
+
+    def note(part: str) -> bool:
+        found.append(part)
+        return first_only
+
     outcome = p.outcome
-    return (
-        not (outcome.failed or outcome.needs_full)
-        and not p.drop_live
-        and outcome.assigned_broker_id is None
-        and not p.notes
-        and not p.join_cluster
-        and p.group is None
-        and p.live_before is not None
-        and (p.live is None or _only_liveness(p.live_before, p.live))
-        and p.filter_servers is None
-        and not p.mappings
-        and (p.registered is None or t.registered.get(p.command.broker_name) == p.registered)
-        and not _writes_change(t, p)
-    )
+    if (outcome.failed or outcome.needs_full or outcome.assigned_broker_id is not None) and note(
+        PART_ANSWER
+    ):
+        return found
+    if (p.notes or p.group is not None) and note(PART_GROUP):
+        return found
+    if p.join_cluster and note(PART_CLUSTER):
+        return found
+    before, after = p.live_before, p.live
+    if (p.drop_live or before is None) and note(PART_LIVE_ENTRY):
+        return found
+    if before is not None and after is not None:
+        for attr, name in _COMPARED_FIELDS:
+            if getattr(before, attr) != getattr(after, attr) and note(name):
+                return found
+        if not (
+            _moves_forward(before.max_offset, after.max_offset)
+            and _moves_forward(before.confirm_offset, after.confirm_offset)
+        ) and note(PART_OFFSETS):
+            return found
+    if p.filter_servers is not None and note(PART_FILTER_SERVERS):
+        return found
+    if p.mappings and note(PART_MAPPINGS):
+        return found
+    registered = p.registered
+    if (
+        (registered is not None and t.registered.get(p.command.broker_name) != registered)
+        or _writes_change(t, p)
+    ) and note(PART_TOPICS):
+        return found
+    return found
 
 
 def _writes_change(t: Tables, p: RegistrationPlan) -> bool:
@@ -95,24 +154,6 @@ def _writes_change(t: Tables, p: RegistrationPlan) -> bool:
             return True
         written[topic] = queue
     return False
-
-
-def _only_liveness(before: BrokerLiveView, after: BrokerLiveView) -> bool:
-    """A touch keeps the larger offset, a registration the reported one: they agree
-    unless the report goes backwards. The channel is not compared: raft mode, the
-    only one that answers from the plan, never acts on it."""
-    return (
-        _moves_forward(before.max_offset, after.max_offset)
-        and _moves_forward(before.confirm_offset, after.confirm_offset)
-        and dataclasses.replace(
-            after,
-            last_update_ms=before.last_update_ms,
-            max_offset=before.max_offset,
-            confirm_offset=before.confirm_offset,
-            channel=before.channel,
-        )
-        == before
-    )
 
 
 def _moves_forward(old: int | None, new: int | None) -> bool:
@@ -392,10 +433,11 @@ def _live_entry(
         # A registration without offsets keeps the last reported ones.
         max_offset=_reported(cmd.max_offset, previous.max_offset if previous else None),
         confirm_offset=_reported(cmd.confirm_offset, previous.confirm_offset if previous else None),
+        replication=_reported(cmd.replication, previous.replication if previous else None),
     )
 
 
-def _reported(new: int | None, old: int | None) -> int | None:
+def _reported(new: _T | None, old: _T | None) -> _T | None:
     return old if new is None else new
 
 

@@ -4,7 +4,8 @@ Services call :meth:`Replicator.propose` and never touch the route table's
 write path themselves. Two implementations share one contract:
 
 * :class:`LocalReplicator` ("eventual" mode, the original design): the command
-  is applied on this node at once and nothing is sent to other nodes.
+  is applied on this node at once, on its apply thread, and nothing is sent to other
+  nodes.
 * ``raftstore.raft.RaftReplicator`` ("raft" mode): the command goes through a
   PySyncObj log and is applied in the same order on every node; ``propose``
   returns once it is applied on this node.
@@ -15,13 +16,15 @@ mode apply happens on PySyncObj's own thread.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from raftstore import snapshot
-from raftstore.commands import Command
+from raftstore.commands import Command, RegisterBroker
 from raftstore.results import ApplyResult
 from raftstore.route_table import RouteTable
 from raftstore.vocab import MODE_EVENTUAL as MODE_EVENTUAL, MODE_RAFT as MODE_RAFT
@@ -106,8 +109,29 @@ class Replicator(Protocol):
         """A snapshot of this node's replication state."""
 
 
+APPLY_ON_LOOP_TOPICS_MAX = 1024
+"""Eventual mode applies a proposal carrying at most this many topics on the proposer's
+event loop, unless earlier ones still wait on the apply thread (order is kept). Handing
+every small apply to the thread halved the registrations/s a node acknowledges (the loop
+and the thread trade the interpreter lock at each hand-off; docs/BENCHMARKS.md,
+"registration bodies off the event loop"), while a table of thousands of topics would
+hold the loop for as long as its apply takes."""
+
+
+def _topics_carried(command: Command) -> int:
+    wrapper = command.topic_config_wrapper if isinstance(command, RegisterBroker) else None
+    return 0 if wrapper is None else len(wrapper.topic_config_table)
+
+
 class LocalReplicator:
-    """Eventual mode: apply at once on this node only, exactly as the original NameServer."""
+    """Eventual mode: apply at once on this node only, exactly as the original NameServer.
+
+    Proposals are applied in the order they were proposed: a small one on the proposer's
+    event loop, a registration of more than :data:`APPLY_ON_LOOP_TOPICS_MAX` topics (and
+    whatever is proposed while it waits or applies) on one apply thread, as raft mode's
+    are on PySyncObj's. A table of tens of thousands of topics takes its apply a good part
+    of a second, and the loop keeps answering other brokers meanwhile (the interpreter
+    switches threads every few milliseconds of Python)."""
 
     mode = MODE_EVENTUAL
 
@@ -117,17 +141,44 @@ class LocalReplicator:
         self._lock = threading.RLock()
         self._listeners: list[ApplyListener] = []
         self._applied_index = 0
+        self._applier: concurrent.futures.ThreadPoolExecutor | None = None
+        self._queued = 0
+        """Proposals handed to the apply thread and not yet applied (event loop only)."""
 
     async def start(self) -> None:
         """Nothing to start: the table lives in memory."""
 
     async def stop(self) -> None:
-        """Nothing to release."""
+        """Let the proposals already made apply, then end the apply thread."""
+        applier, self._applier = self._applier, None
+        if applier is not None:
+            await asyncio.to_thread(applier.shutdown, wait=True)
 
     async def propose(self, command: Command, *, linger: bool = False) -> ApplyResult:
-        """Apply ``command`` now and notify listeners before returning (nothing to
-        share a log entry with: ``linger`` changes nothing)."""
-        return self.apply_now(command)
+        """Apply ``command`` after every command proposed before it, and notify listeners
+        before returning (nothing to share a log entry with: ``linger`` changes nothing):
+        here, or on the apply thread (see the class docstring)."""
+        if not self._queued and _topics_carried(command) <= APPLY_ON_LOOP_TOPICS_MAX:
+            return self.apply_now(command)
+        if self._applier is None:
+            self._applier = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"apply-{self.node_id}"
+            )
+        loop = asyncio.get_running_loop()
+        self._queued += 1
+
+        def apply_and_count() -> ApplyResult:
+            # Counted down on the loop only once applied, even if the proposer stopped
+            # waiting: until then no later proposal may apply on the loop ahead of it.
+            try:
+                return self.apply_now(command)
+            finally:
+                loop.call_soon_threadsafe(self._one_applied)
+
+        return await loop.run_in_executor(self._applier, apply_and_count)
+
+    def _one_applied(self) -> None:
+        self._queued -= 1
 
     def apply_now(self, command: Command) -> ApplyResult:
         """Synchronous form of :meth:`propose`, for callers outside an event loop."""

@@ -13,6 +13,26 @@ from remoting.model import DataVersion, KVTable
 
 
 @dataclass(frozen=True, slots=True)
+class Replication:
+    """What a broker of a raft failover group reports of its HA links, in our brokers'
+    header fields ``haClientAddr`` and ``haSlaveAcks`` (:mod:`remoting.ha_report`, which
+    bounds them). The election trusts a slave's
+    progress only as its master saw it over the authenticated HA stream
+    (:mod:`raftstore.failover`): what a slave says of its own offsets may be anyone's."""
+
+    client_addr: str | None = None
+    """A slave: the local address (host:port) of its HA connection to its master."""
+    slave_acks: tuple[tuple[str, int], ...] | None = None
+    """A master: the peer address (host:port) of each HA connection that authenticated,
+    with the commit-log offset it acknowledged."""
+
+    def links(self) -> tuple[str | None, frozenset[str]]:
+        """The HA connections reported, without their offsets: what changes when a
+        slave connects or leaves, not with every write."""
+        return self.client_addr, frozenset(addr for addr, _ in self.slave_acks or ())
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerAddrInfo:
     """Key of the live table in 5.x: the same address may live in two clusters."""
 

@@ -111,6 +111,11 @@ class RouteTable:
         plan = registration.plan(self._t, self.config, cmd)
         return plan.outcome if registration.liveness_only(self._t, plan) else None
 
+    def registration_changes(self, cmd: RegisterBroker) -> list[str]:
+        """What ``cmd`` would change besides the broker's liveness, named
+        (:func:`raftstore.registration.changed_parts`); reads, changes nothing."""
+        return registration.changed_parts(self._t, registration.plan(self._t, self.config, cmd))
+
     def _register_broker(self, cmd: RegisterBroker, cs: rules.ChangeSet) -> _Handled:
         return registration.apply(self._t, registration.plan(self._t, self.config, cmd), cs)
 
@@ -119,7 +124,9 @@ class RouteTable:
 
     def _heartbeat(self, cmd: BrokerHeartbeat, cs: rules.ChangeSet) -> _Handled:
         key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
-        rules.touch(self._t, key, cmd.now_ms, cs, cmd.max_offset, cmd.confirm_offset)
+        rules.touch(
+            self._t, key, cmd.now_ms, cs, cmd.max_offset, cmd.confirm_offset, cmd.replication
+        )
         return None, ()
 
     def _query_data_version(self, cmd: QueryDataVersion, cs: rules.ChangeSet) -> _Handled:

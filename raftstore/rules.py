@@ -33,6 +33,7 @@ from raftstore.results import (
     MasterMove,
     MinBrokerIdChange,
     QueryDataVersionOutcome,
+    Replication,
 )
 from raftstore.tables import BrokerGroup, Tables
 from remoting.model import (
@@ -305,9 +306,11 @@ def touch(
     cs: ChangeSet,
     max_offset: int | None = None,
     confirm_offset: int | None = None,
+    replication: Replication | None = None,
 ) -> None:
     """Refresh a live entry; the time only moves forward (clocks of several nodes),
-    and so do reported offsets (touches relayed by different nodes may cross)."""
+    and so do reported offsets (touches relayed by different nodes may cross). A
+    reported ``replication`` replaces the last one (a slave may have disconnected)."""
     entry = t.live.get(key)
     if entry is None:
         return
@@ -316,6 +319,7 @@ def touch(
         last_update_ms=max(entry.last_update_ms, now_ms),
         max_offset=_forward(entry.max_offset, max_offset),
         confirm_offset=_forward(entry.confirm_offset, confirm_offset),
+        replication=entry.replication if replication is None else replication,
     )
     if updated != entry:
         t.live[key] = updated
@@ -333,7 +337,7 @@ def query_data_version(t: Tables, cmd: QueryDataVersion, cs: ChangeSet) -> Query
     key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
     entry = t.live.get(key)
     changed = entry is None or entry.data_version != cmd.data_version
-    touch(t, key, cmd.now_ms, cs, cmd.max_offset, cmd.confirm_offset)
+    touch(t, key, cmd.now_ms, cs, cmd.max_offset, cmd.confirm_offset, cmd.replication)
     return QueryDataVersionOutcome(
         changed=changed, data_version=None if entry is None else entry.data_version
     )

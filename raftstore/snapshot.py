@@ -18,6 +18,9 @@ Format 3 adds ``registered`` (the topic table each broker's master registered la
 by digest, while its queues are still what that registration wrote; see
 ``Tables.registered``), written only when non-empty and left out of the client view.
 
+Format 4 adds a live entry's ``replication`` (what a raft-failover broker reported of
+its HA links: ``client`` and ``acks``), written only when set.
+
 Config fields added since (``kvConfigBytesMax``) follow the same rule: written
 only when they differ from their default, so digests do not change for states
 that leave them alone (nodes of the previous release compare digests with this
@@ -33,13 +36,14 @@ import struct
 from typing import Any
 
 from raftstore.config import FIELD_TO_JAVA, NamesrvConfig
-from raftstore.results import BrokerAddrInfo
+from raftstore.results import BrokerAddrInfo, Replication
 from raftstore.tables import BrokerGroup, BrokerLiveView, RegisteredTopics, Tables
+from remoting.ha_report import SLAVE_ACKS_MAX
 from remoting.model import DataVersion, QueueData, TopicQueueMappingInfo
 
 MAGIC = b"RMQNRT"
-FORMAT_VERSION = 3
-READABLE_FORMAT_VERSIONS = frozenset({1, 2, 3})
+FORMAT_VERSION = 4
+READABLE_FORMAT_VERSIONS = frozenset({1, 2, 3, 4})
 _HEADER = struct.Struct(">6sH")
 
 Json = dict[str, Any]
@@ -192,6 +196,17 @@ def _live_json(e: BrokerLiveView) -> Json:
         doc["max_offset"] = e.max_offset
     if e.confirm_offset is not None:
         doc["confirm_offset"] = e.confirm_offset
+    if e.replication is not None:
+        doc["replication"] = _replication_json(e.replication)
+    return doc
+
+
+def _replication_json(r: Replication) -> Json:
+    doc: Json = {}
+    if r.client_addr is not None:
+        doc["client"] = r.client_addr
+    if r.slave_acks is not None:
+        doc["acks"] = [[addr, offset] for addr, offset in r.slave_acks]
     return doc
 
 
@@ -301,7 +316,25 @@ def _live(e: Json) -> BrokerLiveView:
         channel=_opt_str(e.get("channel")),
         max_offset=_opt_int(e.get("max_offset")),
         confirm_offset=_opt_int(e.get("confirm_offset")),
+        replication=None if e.get("replication") is None else _replication(e["replication"]),
     )
+
+
+def _replication(value: object) -> Replication:
+    r = _obj(value, "replication")
+    acks = r.get("acks")
+    slave_acks = None
+    if acks is not None:
+        pairs = _list(acks)
+        if len(pairs) > SLAVE_ACKS_MAX:
+            raise ValueError(f"replication lists {len(pairs)} HA links, more than {SLAVE_ACKS_MAX}")
+        slave_acks = tuple(_ack(_list(pair)) for pair in pairs)
+    return Replication(client_addr=_opt_str(r.get("client")), slave_acks=slave_acks)
+
+
+def _ack(pair: list[Any]) -> tuple[str, int]:
+    addr, offset = pair  # ValueError unless exactly two
+    return _str(addr), _int(offset)
 
 
 def _mapping(m: Json) -> TopicQueueMappingInfo:

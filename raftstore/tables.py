@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from raftstore.results import BrokerAddrInfo
+from raftstore.results import BrokerAddrInfo, Replication
 from remoting.model import BrokerData, DataVersion, QueueData, TopicQueueMappingInfo
 
 
@@ -20,7 +20,8 @@ class BrokerLiveView:
     ``last_update_ms`` is the latest proposer timestamp heard for the broker; it
     never moves backwards, since different nodes' clocks stamp the touches.
     ``max_offset`` / ``confirm_offset`` are the broker's last reported commit-log
-    offsets (None until it reports them); raft failover elects on them.
+    offsets (None until it reports them); ``replication`` its last report of its HA
+    links (None until it reports one), on which raft failover elects.
     """
 
     cluster_name: str
@@ -32,6 +33,7 @@ class BrokerLiveView:
     channel: str | None
     max_offset: int | None = None
     confirm_offset: int | None = None
+    replication: Replication | None = None
 
     @property
     def key(self) -> BrokerAddrInfo:

@@ -32,6 +32,9 @@ in a YAML file in the style of RocketMQ's ``plain_acl.yml``::
       - accessKey: broker-a
         secretKey: a-third-secret
         brokerNames: [broker-a]           # optional: a per-broker account
+      - accessKey: broker-b               # a name for the logs
+        certificateSubject: CN=broker-b,O=Example   # TLS client certificate, no secret
+        brokerNames: [broker-b]
 
 One deliberate difference from upstream: there, a white-listed address skips the
 signature for every code; here the white list only ever admits broker codes, and
@@ -44,6 +47,15 @@ named only by the accounts bound to it (unsigned or by any other account: refuse
 an admin account may still send the ``admin_named_codes``). Whether a bound account
 may also move a broker held by another connection is the gateway's rule
 (``gateway/broker_holds.py``); :meth:`RemotingAcl.signer` tells it who signed.
+
+``certificateSubject`` makes a verified TLS client certificate the account's identity:
+a request that arrives unsigned over a TLS connection whose client certificate
+(checked against ``tls.server.trustCertPath``; ``tls.server.need.client.auth=require``)
+has exactly that subject counts as signed by the account, so a broker needs no shared
+secret. The subject is written as ``ATTR=value`` pairs joined by commas, in any order,
+with OpenSSL's short names (``CN``, ``O``, ``OU``, ``C``, ``ST``, ``L``, ``emailAddress``);
+it must equal the certificate's whole subject. A signature, when a request carries
+one, decides instead. Such an account may leave ``secretKey`` out.
 
 The file holds secret keys, so it is refused when group or others may read or write
 it (``chmod 600``), at start and on reload, unless the file itself says
@@ -78,6 +90,7 @@ import yaml
 from remoting.acl import ACCESS_KEY_FIELD, SIGNATURE_FIELD, signature_matches
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
+from remoting.tls import normal_subject
 
 log = logging.getLogger(__name__)
 
@@ -154,11 +167,15 @@ class Account:
     """One account of the ACL file."""
 
     access_key: str
-    secret_key: str = field(repr=False)
+    secret_key: str | None = field(repr=False)
+    """None for an account known by its certificate only (it cannot sign)."""
     admin: bool = False
     white_remote_addresses: tuple[Network, ...] = ()
     broker_names: frozenset[str] | None = None
     """``brokerNames``: the only brokers this account may name; None: any broker."""
+    certificate_subject: str | None = None
+    """``certificateSubject``, normalised (:func:`remoting.tls.normal_subject`): the TLS client
+    certificate that identifies this account; None: none does."""
 
     def binds(self, broker_name: str) -> bool:
         """True when this account is bound to ``broker_name`` (listed in ``brokerNames``)."""
@@ -176,14 +193,20 @@ class AclConfig:
     """``fileModeCheck``: False only when an operator allows a file others may read."""
     bindings: Mapping[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     """Broker name -> the access keys bound to it (derived from the accounts)."""
+    by_subject: Mapping[str, Account] = field(init=False, repr=False, compare=False)
+    """Normalised certificate subject -> its account (derived from the accounts)."""
 
     def __post_init__(self) -> None:
         bound: dict[str, list[str]] = {}
+        subjects: dict[str, Account] = {}
         for account in self.accounts.values():
             for name in sorted(account.broker_names or ()):
                 bound.setdefault(name, []).append(account.access_key)
-        # Frozen: set once here, the one place the derived index is built.
+            if account.certificate_subject is not None:
+                subjects[account.certificate_subject] = account
+        # Frozen: set once here, the one place the derived indexes are built.
         object.__setattr__(self, "bindings", {n: tuple(keys) for n, keys in bound.items()})
+        object.__setattr__(self, "by_subject", subjects)
 
     @classmethod
     def default(cls) -> AclConfig:
@@ -210,16 +233,52 @@ def _account(entry: Any, index: int) -> Account:
     access_key, secret_key = entry.get("accessKey"), entry.get("secretKey")
     if not isinstance(access_key, str) or not access_key:
         raise AclConfigError(f"{where}.accessKey must be a non-empty string")
+    subject = _subject(entry.get("certificateSubject"), f"{where}.certificateSubject")
     if isinstance(secret_key, int):
         secret_key = str(secret_key)  # upstream's examples write 12345678 unquoted
-    if not isinstance(secret_key, str) or len(secret_key) < 6:
-        raise AclConfigError(f"{where}.secretKey must be a string of at least 6 characters")
+    if not (secret_key is None and subject is not None) and (
+        not isinstance(secret_key, str) or len(secret_key) < 6
+    ):
+        raise AclConfigError(
+            f"{where}.secretKey must be a string of at least 6 characters "
+            "(it may be left out only with a certificateSubject)"
+        )
     admin = entry.get("admin", False)
     if not isinstance(admin, bool):
         raise AclConfigError(f"{where}.admin must be true or false")
     white = _addresses(entry.get("whiteRemoteAddress"), f"{where}.whiteRemoteAddress")
     names = _broker_names(entry.get("brokerNames"), f"{where}.brokerNames")
-    return Account(access_key, secret_key, admin, white, names)
+    return Account(access_key, secret_key, admin, white, names, subject)
+
+
+def _subject(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise AclConfigError(f"{where} must be a subject such as CN=broker-a,O=Example")
+    pairs = []
+    for part in _split_unescaped(value.strip()):
+        attr, equals, text = part.partition("=")
+        if not equals or not attr.strip() or not text.strip():
+            raise AclConfigError(f"{where}: {part!r} is not ATTR=value")
+        pairs.append((attr.strip(), text.strip().replace("\\,", ",").replace("\\\\", "\\")))
+    return normal_subject(pairs)
+
+
+def _split_unescaped(text: str) -> list[str]:
+    """``text`` split at commas that no backslash escapes."""
+    parts: list[str] = []
+    current: list[str] = []
+    escaped = False
+    for char in text:
+        if char == "," and not escaped:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+        escaped = char == "\\" and not escaped
+    parts.append("".join(current))
+    return parts
 
 
 def _broker_names(value: Any, where: str) -> frozenset[str] | None:
@@ -308,7 +367,12 @@ def dump_acl(config: AclConfig) -> str:
         "accounts": [
             {
                 "accessKey": account.access_key,
-                "secretKey": account.secret_key,
+                **({"secretKey": account.secret_key} if account.secret_key is not None else {}),
+                **(
+                    {"certificateSubject": account.certificate_subject}
+                    if account.certificate_subject is not None
+                    else {}
+                ),
                 "admin": account.admin,
                 **(
                     {"whiteRemoteAddress": [str(n) for n in account.white_remote_addresses]}
@@ -432,12 +496,19 @@ class RemotingAcl:
             or self.config.reads_need_signature
         )
 
-    def check(self, request: RemotingCommand, peer_host: str) -> Refusal | None:
-        """None when ``request`` from ``peer_host`` may proceed, else the refusal."""
+    def check(
+        self, request: RemotingCommand, peer_host: str, peer_subject: str | None = None
+    ) -> Refusal | None:
+        """None when ``request`` from ``peer_host`` may proceed, else the refusal.
+        ``peer_subject``: the normalised subject of the peer's verified TLS client
+        certificate (:func:`remoting.tls.peer_subject`), which may stand for a signature."""
         config = self.config
         code = request.code
         account: Account | None = None
-        if code in self.admin_codes:
+        certified = self._certified(request, peer_host, peer_subject, config)
+        if certified is not None and (code not in self.admin_codes or certified.admin):
+            refusal, account = None, certified
+        elif code in self.admin_codes:
             refusal, account = self._signed(request, peer_host, config, admin=True)
         elif code in self.white_listable_codes:
             if not _is_signed(request) and address_in(peer_host, config.global_white_list):
@@ -454,12 +525,32 @@ class RemotingAcl:
             self._count(refusal, peer_host)
         return refusal
 
-    def signer(self, request: RemotingCommand, peer_host: str) -> Account | None:
-        """The account whose valid signature ``request`` carries; None when unsigned or
-        not validly signed. Nothing is counted or logged (the caller decides)."""
+    def signer(
+        self, request: RemotingCommand, peer_host: str, peer_subject: str | None = None
+    ) -> Account | None:
+        """The account whose valid signature ``request`` carries, or, unsigned, whose
+        certificate the peer presented; None otherwise. Nothing is counted or logged
+        (the caller decides)."""
+        config = self.config
         if not _is_signed(request):
+            return self._certified(request, peer_host, peer_subject, config)
+        return self._signed(request, peer_host, config, admin=False)[1]
+
+    @staticmethod
+    def _certified(
+        request: RemotingCommand, peer_host: str, peer_subject: str | None, config: AclConfig
+    ) -> Account | None:
+        """The account an unsigned request's client certificate identifies, if any (and
+        if the account's ``whiteRemoteAddress`` admits the peer)."""
+        if peer_subject is None or _is_signed(request):
             return None
-        return self._signed(request, peer_host, self.config, admin=False)[1]
+        account = config.by_subject.get(peer_subject)
+        if account is None or (
+            account.white_remote_addresses
+            and not address_in(peer_host, account.white_remote_addresses)
+        ):
+            return None
+        return account
 
     def _named(
         self, request: RemotingCommand, account: Account | None, config: AclConfig
@@ -521,7 +612,7 @@ class RemotingAcl:
             return Refusal(
                 "address", f"{what}: AccessKey {access_key!r} is not allowed from {peer_host}"
             ), None
-        if not signature_matches(request, account.secret_key):
+        if account.secret_key is None or not signature_matches(request, account.secret_key):
             return Refusal(
                 "bad-signature", f"{what}: signature does not match for AccessKey {access_key!r}"
             ), None

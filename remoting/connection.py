@@ -44,6 +44,7 @@ from remoting.errors import ProtocolError
 from remoting.frame import FrameDecoder, encode_frame, encode_frame_prefix
 from remoting.limits import RefusalLog, UnfinishedFrameBudget
 from remoting.listener import Slot
+from remoting.tls import peer_subject
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +187,9 @@ class Connection(asyncio.BufferedProtocol):
         self.id = ""
         self.peer_host = ""
         self.peer_port = 0
+        self.peer_subject: str | None = None
+        """The subject of the peer's verified TLS client certificate, normalised as
+        accounts name it (:func:`remoting.tls.peer_subject`); None without one."""
         self._server = server
         # Read on every request: kept here rather than looked up through the server.
         self._handler = server.handler
@@ -293,6 +297,7 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
+        self.peer_subject = peer_subject(transport)
         self.id = f"c{next(_connection_ids)}/{self.peer_host}:{self.peer_port}"
         high_water_bytes = self._server.read_high_water_bytes
         transport.set_write_buffer_limits(

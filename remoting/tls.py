@@ -308,6 +308,45 @@ def _signature(paths: tuple[Path, ...]) -> tuple[tuple[int, int], ...]:
     return tuple(stamps)
 
 
+# OpenSSL's long attribute names (what ``getpeercert`` gives) and the short ones
+# operators write.
+SUBJECT_SHORT_NAMES = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "stateOrProvinceName": "ST",
+    "localityName": "L",
+    "emailAddress": "emailAddress",
+    "serialNumber": "serialNumber",
+    "domainComponent": "DC",
+}
+
+
+def normal_subject(pairs: list[tuple[str, str]]) -> str:
+    """A subject as one canonical string: short names, ``ATTR=value`` sorted, commas
+    between (a value's own commas and backslashes escaped)."""
+    items = [
+        f"{SUBJECT_SHORT_NAMES.get(attr, attr)}=" + value.replace("\\", "\\\\").replace(",", "\\,")
+        for attr, value in pairs
+    ]
+    return ",".join(sorted(items))
+
+
+def peer_subject(transport: asyncio.BaseTransport | None) -> str | None:
+    """The normalised subject of the verified client certificate of a TLS
+    ``transport`` (None: plain text, or no certificate), as accounts name it
+    (``certificateSubject``, :mod:`remoting.acl_policy`)."""
+    if transport is None:
+        return None
+    ssl_object = transport.get_extra_info("ssl_object")
+    cert = None if ssl_object is None else ssl_object.getpeercert()
+    rdns = None if not cert else cert.get("subject")
+    if not rdns:
+        return None
+    return normal_subject([(str(attr), str(value)) for rdn in rdns for attr, value in rdn])
+
+
 class TlsRefused(ConnectionError):
     """An accepted connection that may not be served (enforcing mode, plain first byte;
     or a peer that closed or stayed silent before its first byte)."""

@@ -58,6 +58,9 @@ class HAClient:
         self.auth = auth
         self.master_address: str | None = None
         self.connected = False
+        self.local_address: str | None = None
+        """This end of the HA connection (host:port) while it is up: what the master
+        sees as its peer, reported to the NameServers (:mod:`remoting.ha_report`)."""
         self.disconnects = 0
         self._on_progress = on_progress
         self._appender = ReplicaAppender(store, batch_bytes_max=config.transfer_batch_bytes)
@@ -113,6 +116,7 @@ class HAClient:
                 log.warning("HA client: connection to %s ended: %s", address, exc)
             finally:
                 self.connected = False
+                self.local_address = None
                 self._appender.reset()
             if self._address_changed.is_set():
                 continue
@@ -133,6 +137,8 @@ class HAClient:
             writer.close()
             raise
         self.connected = True
+        local = writer.get_extra_info("sockname")
+        self.local_address = f"{local[0]}:{local[1]}" if local else None
         heartbeat = asyncio.create_task(self._heartbeat_loop(writer))
         changed = asyncio.create_task(self._address_changed.wait())
         receive = asyncio.create_task(self._receive_loop(reader, writer))

@@ -20,6 +20,7 @@ from bench import (
     consume,
     cores,
     first_failover,
+    register_offload,
     route_query,
     split_registration,
     storm,
@@ -192,3 +193,17 @@ def test_answer_encode_bench_prints_the_version_s_cost_against_the_bare_answer(
         "routesVersion, new each answer",
     }
     assert all(float(us) > 0 for us, _ratio in figures.values())
+
+
+def test_register_offload_bench_times_both_arms_of_every_costly_shape(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = register_offload.run(256 * 1024)
+
+    arms = {row.arm for row in rows}
+    assert arms == {"on the loop", "worker"}
+    assert len(rows) == 2 * len({row.shape for row in rows}) >= 4
+    for row in rows:
+        assert row.decode_ms > 0 and row.sender_ms > 0 and row.probes >= 0, row
+    register_offload.print_rows(rows)
+    assert "on the loop / worker" in capsys.readouterr().out

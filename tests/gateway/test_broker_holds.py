@@ -21,8 +21,10 @@ from gateway.server import Gateway
 from localcluster.demo import DemoBroker, register_request, topic_table
 from node.files import write_secret_file
 from raftstore import commands as cmd
+from raftstore.config import HEARTBEAT_TIMEOUT_MS_MAX, HEARTBEAT_TIMEOUT_MS_MIN
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable
+from raftstore.tables import BrokerLiveView
 from remoting.acl import Credentials
 from remoting.acl_policy import (
     LOOPBACK_WHITE_LIST,
@@ -148,7 +150,7 @@ async def test_another_connection_cannot_move_a_held_master(
     assert "held by the open connection" in answer.remark and "brokerNames" in answer.remark
     assert node.master_of("broker-a") == MASTER
     assert node.gateway.service.holds.refused["register"] == 1
-    assert any("refused a broker move" in r.getMessage() for r in caplog.records)
+    assert any("refused a broker change" in r.getMessage() for r in caplog.records)
 
 
 async def test_registering_the_held_address_under_another_id_is_refused(node: Node) -> None:
@@ -319,3 +321,163 @@ def test_a_returning_master_of_a_raft_failover_group_is_left_to_the_table() -> N
 
     assert check(returning) is None
     assert check(plain) is not None
+
+
+# ---------------------------------------------------------------- field by field
+
+
+def live_entry(node: Node, addr: str = MASTER) -> BrokerLiveView:
+    entry = node.gateway.replicator.read(lambda table: table.live_broker(CLUSTER, addr))
+    assert entry is not None
+    return entry
+
+
+def touch(code: RequestCode, name: str, addr: str, **extra: str) -> RemotingCommand:
+    fields = {"clusterName": CLUSTER, "brokerAddr": addr, "brokerName": name, "brokerId": "0"}
+    return RemotingCommand.request(code, {**fields, **extra})
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"haServerAddr": HIJACK}, "haServerAddr"),
+        ({"heartbeatTimeoutMillis": "600000"}, "heartbeatTimeoutMillis"),
+        ({"enableActingMaster": "true"}, "broker group"),
+    ],
+    ids=["ha-address", "timeout", "acting-master-flag"],
+)
+async def test_the_held_address_over_another_connection_changes_nothing_but_liveness(
+    node: Node, change: dict[str, str], named: str
+) -> None:
+    """The hijack of the issue: broker-a re-registered at its own address over a new
+    connection, pointing its slaves elsewhere. Only the same registration is accepted."""
+    real, other = node.connection(), node.connection()
+    await node.send(real, register("broker-a", MASTER))
+    before = live_entry(node)
+    assert (await node.send(other, register("broker-a", MASTER))).code == ResponseCode.SUCCESS
+
+    answer = await node.send(other, register("broker-a", MASTER, **change))
+
+    assert answer.code == ResponseCode.NO_PERMISSION
+    assert answer.remark is not None and named in answer.remark
+    assert "held by the open connection" in answer.remark
+    after = live_entry(node)
+    assert (after.ha_server_addr, after.heartbeat_timeout_ms) == (
+        before.ha_server_addr,
+        before.heartbeat_timeout_ms,
+    )
+    slave = await node.send(node.connection(), register("broker-a", "127.0.0.1:10921", 1))
+    assert (slave.ext_fields or {}).get("haServerAddr") == before.ha_server_addr
+
+
+async def test_another_connections_new_topics_are_refused_and_the_holders_accepted(
+    node: Node,
+) -> None:
+    real, other = node.connection(), node.connection()
+    await node.send(real, register("broker-a", MASTER))
+    more = register_request(
+        broker("broker-a", MASTER),
+        topic_table(["TopicTest", "broker-a", "Injected"]),
+        DataVersion(timestamp=2, counter=2),
+        heartbeat_timeout_ms=30_000,
+    )
+
+    refused = await node.send(other, more)
+    accepted = await node.send(real, more)
+
+    assert refused.code == ResponseCode.NO_PERMISSION
+    assert refused.remark is not None and "topics" in refused.remark
+    assert accepted.code == ResponseCode.SUCCESS
+    routed = node.gateway.replicator.read(lambda table: table.pickup_topic_route("Injected"))
+    assert routed is not None
+
+
+async def test_a_bound_account_changes_its_entry_from_any_connection(node: Node) -> None:
+    real, owner = node.connection(OWNER_B), node.connection(OWNER_B)
+    await node.send(real, register("broker-b", MASTER))
+
+    answer = await node.send(owner, register("broker-b", MASTER, haServerAddr=NEW_HOME))
+
+    assert answer.code == ResponseCode.SUCCESS
+    assert live_entry(node).ha_server_addr == NEW_HOME
+
+
+@pytest.mark.parametrize("code", [RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION])
+async def test_only_the_holder_keeps_a_held_entry_alive_and_reports_its_offsets(
+    node: Node, code: RequestCode
+) -> None:
+    real, stranger = node.connection(), node.connection()
+    await node.send(real, register("broker-a", MASTER, maxOffset="100", confirmOffset="90"))
+    heard_ms = live_entry(node).last_update_ms
+    node.clock.advance(1_000)
+
+    refused = await node.send(stranger, touch(code, "broker-a", MASTER, maxOffset="10000000"))
+
+    assert refused.code == ResponseCode.NO_PERMISSION
+    assert refused.remark is not None and "which alone keeps it alive" in refused.remark
+    assert (live_entry(node).last_update_ms, live_entry(node).max_offset) == (heard_ms, 100)
+    assert (await node.send(real, touch(code, "broker-a", MASTER, maxOffset="150"))).code == 0
+    assert (live_entry(node).last_update_ms, live_entry(node).max_offset) == (heard_ms + 1_000, 150)
+
+
+async def test_a_reconnected_brokers_new_connection_refreshes_liveness_but_no_offsets(
+    node: Node,
+) -> None:
+    """Rule 3's connection (same address, same registration): it keeps the entry alive,
+    but what it reports of the offsets is not taken (a forged confirmOffset would win
+    the next raft failover)."""
+    old, new = node.connection(), node.connection()
+    await node.send(old, register("broker-a", MASTER, maxOffset="100", confirmOffset="90"))
+    forged = {"maxOffset": "9000000000", "confirmOffset": "9000000000"}
+    assert (await node.send(new, register("broker-a", MASTER, **forged))).code == 0
+    node.clock.advance(1_000)
+
+    answer = await node.send(new, touch(RequestCode.BROKER_HEARTBEAT, "broker-a", MASTER, **forged))
+
+    assert answer.code == ResponseCode.SUCCESS
+    entry = live_entry(node)
+    assert (entry.max_offset, entry.confirm_offset) == (100, 90)
+    assert entry.last_update_ms == START_MS + 1_000
+
+
+async def test_a_heartbeat_without_a_broker_name_is_refused_as_upstream_does(node: Node) -> None:
+    real = node.connection()
+    await node.send(real, register("broker-a", MASTER))
+    fields = {"clusterName": CLUSTER, "brokerAddr": MASTER}
+    answer = await node.send(real, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, fields))
+
+    assert answer.code != ResponseCode.SUCCESS
+    assert answer.remark is not None and "brokerName" in answer.remark
+
+
+async def test_a_heartbeat_naming_another_broker_than_the_addresss_is_refused_when_names_are_bound(
+    node: Node,
+) -> None:
+    """broker-b is bound to its account: a heartbeat naming an unbound name cannot keep
+    broker-b's address alive around the ACL's brokerNames rule."""
+    owner = node.connection(OWNER_B)
+    await node.send(owner, register("broker-b", MASTER))
+    await owner.close()
+    await node.until(lambda: node.gateway.service.holds.holder("broker-b", 0) is None)
+
+    answer = await node.send(
+        node.connection(), touch(RequestCode.BROKER_HEARTBEAT, "broker-z", MASTER)
+    )
+
+    assert answer.code == ResponseCode.NO_PERMISSION
+    assert answer.remark is not None and "not an address of 'broker-z'" in answer.remark
+
+
+@pytest.mark.parametrize(
+    ("asked_ms", "stored_ms"),
+    [(2**63 - 1, HEARTBEAT_TIMEOUT_MS_MAX), (1, HEARTBEAT_TIMEOUT_MS_MIN), (30_000, 30_000)],
+    ids=["never-expire", "one-ms", "sane"],
+)
+async def test_a_registered_heartbeat_timeout_is_clamped_to_a_sane_range(
+    node: Node, asked_ms: int, stored_ms: int
+) -> None:
+    request = register("broker-a", MASTER, heartbeatTimeoutMillis=str(asked_ms))
+
+    assert (await node.send(node.connection(), request)).code == ResponseCode.SUCCESS
+
+    assert live_entry(node).heartbeat_timeout_ms == stored_ms

@@ -64,7 +64,7 @@ def test_parts_in_order_make_one_table_with_the_parts_version() -> None:
     assert tables.held_bytes == first.body_bytes + part("c").body_bytes and len(tables) == 1
     whole = tables.add(KEY, 2, 3, part("d"))
     assert isinstance(whole, SplitTable)
-    merged = whole.merge(decode).topic_config_wrapper
+    merged = whole.merge([decode(p.request) for p in whole.parts]).topic_config_wrapper
     assert set(merged.topic_config_table) == {"a", "b", "c", "d"}
     assert merged.data_version == VERSION
     assert (tables.held_bytes, len(tables), tables.merged) == (0, 0, 1)
@@ -78,7 +78,7 @@ def test_a_table_digest_is_its_parts_digests_in_order_and_a_stray_version_fails(
     assert table.digest is not None and table.digest == same.digest != swapped.digest
     lying = SplitTable(VERSION, (part("a", version=DataVersion(9, 9, 9)),))
     with pytest.raises(BodyDecodeError, match="another DataVersion"):
-        lying.merge(decode)
+        lying.merge([decode(p.request) for p in lying.parts])
 
 
 def test_a_first_part_starts_over_and_a_stray_part_drops_the_table() -> None:

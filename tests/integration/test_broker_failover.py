@@ -4,6 +4,11 @@ The master is SIGKILLed. The leader's 1 s scan expires it (3 s heartbeat
 timeout + 1 s skew allowance), elects the in-sync slave in the same replicated
 apply and notifies it; the slave becomes master. Every node's route must name
 the slave's address as id 0 within the bound, and the slave must take writes.
+
+Meanwhile a forger (any local process: loopback is white-listed) has added a slave
+id to broker-a reporting a huge confirmOffset and a made-up HA link, and keeps it
+alive with heartbeats. The master never saw it on its HA port, so it is never elected
+(raftstore/failover.py).
 """
 
 from __future__ import annotations
@@ -11,16 +16,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.model import DataVersion
 from tests.broker_app.support import BrokerProcess, send, wait_until
 from tests.integration.gateway_harness import REPO_ROOT, SECRET
 from tests.integration.raft_cluster_harness import RAFT_SECRET, RaftGateway, free_port
@@ -123,6 +131,62 @@ def master_of(node: FailoverGateway, topic: str) -> str | None:
     return None
 
 
+FORGED_OFFSET = str(2**62)
+VOUCHED_WAIT_S = 2.0
+"""After the slave caught up: two of the master's heartbeats (500 ms apart), the first
+of which reports the slave's new HA link at once (raftstore/liveness.py)."""
+
+
+class Forger:
+    """Registers broker-a id 7 at an address of its own on every node, with a huge
+    confirmOffset and a made-up HA link, and heartbeats it every 500 ms."""
+
+    def __init__(self, nameservers: list[FailoverGateway]) -> None:
+        self.addr = f"127.0.0.1:{free_port()}"
+        self.broker = DemoBroker("DefaultCluster", BROKER_NAME, 7, self.addr, self.addr)
+        self.fields = {
+            "maxOffset": FORGED_OFFSET,
+            "confirmOffset": FORGED_OFFSET,
+            "enableRaftFailover": "true",
+            "haClientAddr": "127.0.0.1:1",
+        }
+        self.clients = [BlockingClient(node.addr, timeout_s=5.0) for node in nameservers]
+        self.stop = threading.Event()
+        self.accepted = 0
+        self.thread = threading.Thread(target=self._run, name="forger", daemon=True)
+
+    def __enter__(self) -> Forger:
+        request = register_request(
+            self.broker,
+            topic_table(["FailoverTopic", BROKER_NAME]),
+            DataVersion(timestamp=1, counter=1),
+            heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS,
+        )
+        request.ext_fields = {**(request.ext_fields or {}), **self.fields}
+        for client in self.clients:
+            self.accepted += client.invoke(request).code == ResponseCode.SUCCESS
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        fields = {
+            "clusterName": "DefaultCluster",
+            "brokerAddr": self.addr,
+            "brokerName": BROKER_NAME,
+            "brokerId": "7",
+            **self.fields,
+        }
+        while not self.stop.wait(0.5):
+            for client in self.clients:
+                client.invoke(RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, fields))
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(5.0)
+        for client in self.clients:
+            client.close()
+
+
 def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
     tmp_path: Path, nameservers: list[FailoverGateway]
 ) -> None:
@@ -146,14 +210,18 @@ def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
             ),
             what="slave in sync",
         )
-        killed_at = time.monotonic()
-        master.kill()
-        wait_until(
-            lambda: all(master_of(n, "FailoverTopic") == slave.addr for n in nameservers),
-            timeout_s=FAILOVER_BOUND_S,
-            what="every node names the slave as master",
-        )
-        elapsed_s = time.monotonic() - killed_at
+        with Forger(nameservers) as forger:
+            assert forger.accepted == NODES, "a new slave id is anyone's to add"
+            time.sleep(VOUCHED_WAIT_S)
+            killed_at = time.monotonic()
+            master.kill()
+            wait_until(
+                lambda: all(master_of(n, "FailoverTopic") == slave.addr for n in nameservers),
+                timeout_s=FAILOVER_BOUND_S,
+                what="every node names the slave, not the forger, as master",
+            )
+            elapsed_s = time.monotonic() - killed_at
+            assert all(master_of(n, "FailoverTopic") != forger.addr for n in nameservers)
         print(f"failover: routes on {NODES} nodes name the new master {elapsed_s:.2f} s after kill")
         assert elapsed_s < FAILOVER_BOUND_S
         wait_until(

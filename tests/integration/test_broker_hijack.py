@@ -150,7 +150,7 @@ def test_eventual_a_hijack_of_a_live_master_is_refused_and_the_route_kept(
 def test_eventual_a_refused_move_is_in_the_gateway_log(eventual: EventualNode) -> None:
     send(eventual.addr, register("broker-a", HIJACK), None)
 
-    wait_for(lambda: "refused a broker move" in eventual.log())
+    wait_for(lambda: "refused a broker change" in eventual.log())
     assert f"REGISTER_BROKER of broker-a id 0 at {HIJACK} refused" in eventual.log()
 
 

@@ -163,18 +163,20 @@ def test_the_8_mib_single_quoted_header_is_refused_and_route_answers_go_on(
 FUZZ_BROKER = "fuzz-broker"  # a name nobody holds: its registrations reach the decoder
 
 
-def hostile_register(body: bytes, *, compressed: bool = False) -> RemotingCommand:
+def hostile_register(
+    body: bytes, *, compressed: bool = False, broker_id: int = 0, version: int = 479
+) -> RemotingCommand:
     """An unsigned REGISTER_BROKER from loopback (white-listed) carrying ``body``."""
     fields = {
         "brokerName": FUZZ_BROKER,
         "brokerAddr": "127.0.0.1:20911",
         "clusterName": CLUSTER,
         "haServerAddr": "127.0.0.1:20912",
-        "brokerId": "0",
+        "brokerId": str(broker_id),
         "compressed": "true" if compressed else "false",
         register_body.BODY_CRC32_FIELD: str(register_body.body_crc32(body)),
     }
-    return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body, version=479)
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body, version=version)
 
 
 def dense_register_body(size: int) -> bytes:
@@ -307,7 +309,9 @@ def mutated(rng: random.Random, frame: bytes) -> bytes:
 
 def fuzz_frame(rng: random.Random) -> tuple[str, bytes]:
     """(kind, bytes) of one fuzz frame."""
-    kind = rng.choice(["mutated", "truncated", "length", "header", "code", "type"])
+    kind = rng.choice(["mutated", "truncated", "length", "header", "code", "type", "body"])
+    if kind == "body":
+        return kind, body_frame(rng)
     if kind == "mutated":
         return kind, mutated(rng, sample_frame(rng))
     if kind == "truncated":
@@ -325,6 +329,62 @@ def fuzz_frame(rng: random.Random) -> tuple[str, bytes]:
         return kind, encode_frame(command)
     header = b'{"code":105}'
     return kind, frame_of(header, b"", rng.choice([1, 2, 0x7F, 0xFF]))
+
+
+LENIENT_UNIT = b'"a":\'"\','
+"""A member of lenient JSON whose strings hold the other quote (a Python step each)."""
+
+
+def random_body(rng: random.Random) -> bytes:
+    """A body an attacker might send: random JSON in either fastjson style, the same
+    single-quoted and full of quotes of the other kind, deep brackets, or random bytes."""
+    kind = rng.randrange(5)
+    if kind == 4:
+        return rng.randbytes(rng.randrange(1, 4096))
+    if kind == 3:
+        return b"[" * rng.randrange(100, 2000) + b"]" * rng.randrange(100, 2000)
+    text = fastjson.dumps(random_json(rng), standard=bool(rng.randrange(2))).encode()
+    if kind == 2:
+        text = b"{" + LENIENT_UNIT * rng.randrange(10, 5000) + text.replace(b'"', b"'") + b"}"
+    return text
+
+
+def compressed_body(rng: random.Random) -> bytes:
+    """A compressed 5.x register body: length-prefixed blocks, some lying about their
+    length or count, one topic's text possibly far past every part's limit."""
+    blocks = [fastjson.dumps(random_json(rng)).encode()]
+    count = rng.choice([0, 1, 3, 2**31 - 1, -1 & 0x7FFFFFFF])
+    raw = [len(blocks[0]).to_bytes(4, "big"), blocks[0], (count & 0x7FFFFFFF).to_bytes(4, "big")]
+    for _ in range(rng.randrange(4)):
+        text = b"T%d 8 8 6 SINGLE_TAG " % rng.randrange(100) + random_body(rng)
+        claimed = len(text) if rng.randrange(4) else rng.randrange(2**31)
+        raw += [claimed.to_bytes(4, "big"), text]
+    return zlib.compress(b"".join(raw), rng.choice([1, 9]))
+
+
+def body_frame(rng: random.Random) -> bytes:
+    """A request whose body the node decodes, of every code an unsigned peer on a
+    white-listed address reaches a decoder with: REGISTER_BROKER (JSON, compressed, and
+    the bare wrapper of versions before 3.0.11; brokerId -1, so even a body that decodes
+    registers nothing) and QUERY_DATA_VERSION; or any other code with a body."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        return encode_frame(hostile_register(random_body(rng), broker_id=-1))
+    if kind == 1:
+        return encode_frame(hostile_register(compressed_body(rng), compressed=True, broker_id=-1))
+    if kind == 2:
+        return encode_frame(hostile_register(random_body(rng), broker_id=-1, version=36))
+    if kind == 3:
+        fields = {
+            "brokerName": FUZZ_BROKER,
+            "brokerAddr": "127.0.0.1:20911",
+            "clusterName": CLUSTER,
+            "brokerId": "0",
+        }
+        command = RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, fields, random_body(rng))
+        return encode_frame(command)
+    code = rng.choice(list(RequestCode))
+    return encode_frame(RemotingCommand.request(code, {"k": "v"}, random_body(rng)))
 
 
 def large_frame(rng: random.Random) -> bytes:
@@ -422,8 +482,9 @@ def test_random_and_mutated_frames_leave_the_node_serving_routes_unchanged(
 ) -> None:
     """Several connections send random and mutated frames (valid requests with bytes
     flipped, inserted or dropped; truncated frames; wrong length words; random JSON
-    headers and codes; unknown serialize types; bodies of megabytes, dense REGISTER_BROKER
-    bodies among them) while another client keeps asking for a route. Every route answer
+    headers and codes; unknown serialize types; hostile bodies of every code the node
+    decodes for an unsigned peer; bodies of megabytes, dense REGISTER_BROKER bodies among
+    them) while another client keeps asking for a route. Every route answer
     is the one from before, both processes live on, and the node's table, versions and
     digests are as they were. The p99 bound is generous on purpose (see
     ``ROUTE_P99_S_MAX``): the limits are what keep it in milliseconds, not seconds."""

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.demo import DemoBroker
+from raftstore.config import HEARTBEAT_TIMEOUT_MS_MIN
 from remoting import bodies
 from remoting.acl import sign
 from remoting.codes import RequestCode, ResponseCode
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.integration
 
 IDLE_S = 1
 SCAN_PERIOD_MS = 300
-HEARTBEAT_TIMEOUT_MS = 400
+HEARTBEAT_TIMEOUT_MS = HEARTBEAT_TIMEOUT_MS_MIN  # the shortest a broker may ask for
 BURST_REQUESTS = 50
 PROPERTIES = (
     f"serverChannelMaxIdleTimeSeconds={IDLE_S}\n"

@@ -6,6 +6,7 @@ import json
 
 from raftstore.commands import BrokerHeartbeat, ExpireBrokers, QueryDataVersion, RegisterBroker
 from raftstore.raft.codec import FORMAT_JSON, MAGIC, decode_command, encode_command
+from raftstore.results import Replication
 from remoting.model import DataVersion
 
 NOW_MS = 1_700_000_000_000
@@ -23,8 +24,17 @@ def test_failover_fields_survive_a_round_trip() -> None:
             max_offset=4096,
             confirm_offset=4000,
             enable_raft_failover=True,
+            replication=Replication(slave_acks=(("127.0.0.1:51001", 4000),)),
         ),
         BrokerHeartbeat("DefaultCluster", "127.0.0.1:10911", NOW_MS, 4096, 4000),
+        BrokerHeartbeat(
+            "DefaultCluster",
+            "127.0.0.1:10921",
+            NOW_MS,
+            4000,
+            4000,
+            Replication(client_addr="127.0.0.1:51001"),
+        ),
         QueryDataVersion(
             "DefaultCluster",
             "127.0.0.1:10911",

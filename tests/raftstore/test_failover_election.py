@@ -1,14 +1,16 @@
 """Raft failover: ExpireBrokers elects the best in-sync slave of an opted-in group.
 
 The cast: broker-a in DefaultCluster with a master (id 0) and two slaves (ids 1
-and 2), all registered with ``enable_raft_failover``, 3 s heartbeat timeouts.
+and 2), all registered with ``enable_raft_failover``, 3 s heartbeat timeouts. The
+master reports each slave's HA connection and the offset it acknowledged; each slave
+reports its own HA connection's address (``Replication``).
 """
 
 from __future__ import annotations
 
 from raftstore.commands import BrokerHeartbeat, ExpireBrokers, RegisterBroker
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
-from raftstore.results import ExpireOutcome, RegisterBrokerOutcome
+from raftstore.results import ExpireOutcome, RegisterBrokerOutcome, Replication
 from raftstore.route_table import RouteTable
 from raftstore.snapshot import MAGIC
 from tests.raftstore.cast import (
@@ -27,6 +29,10 @@ from tests.raftstore.cast import (
 
 ADDR_A2 = "127.0.0.1:10941"
 HA_A2 = "127.0.0.1:10942"
+LINK_A1 = "127.0.0.1:51001"
+"""The local address of slave 1's HA connection, as the master sees its peer."""
+LINK_A2 = "127.0.0.1:51002"
+FORGER = "127.0.0.1:1"
 TIMEOUT_MS = 3_000
 LAG_MAX_BYTES = 1_000
 AFTER_TIMEOUT_MS = NOW_MS + TIMEOUT_MS + 1
@@ -43,6 +49,7 @@ def join(
     confirm_offset: int | None = None,
     failover: bool | None = True,
     now_ms: int = NOW_MS,
+    replication: Replication | None = None,
 ) -> RegisterBrokerOutcome:
     """Register one member of broker-a with its offsets."""
     result = table.apply(
@@ -59,6 +66,7 @@ def join(
             max_offset=max_offset,
             confirm_offset=confirm_offset,
             enable_raft_failover=failover,
+            replication=replication,
         )
     )
     assert isinstance(result.outcome, RegisterBrokerOutcome)
@@ -70,14 +78,23 @@ def heartbeat(table: RouteTable, addr: str, now_ms: int, max_offset: int | None 
     table.apply(BrokerHeartbeat(DEFAULT_CLUSTER, addr, now_ms, max_offset, max_offset))
 
 
+def master_report(*acks: tuple[str, int]) -> Replication:
+    return Replication(slave_acks=acks)
+
+
+def link(addr: str) -> Replication:
+    return Replication(client_addr=addr)
+
+
 def group_of_three(
     slave1_offset: int, slave2_offset: int, master_offset: int = 5_000
 ) -> RouteTable:
-    """broker-a: master plus two slaves at the given offsets."""
+    """broker-a: master plus two slaves, each acknowledged at the given offset."""
     table = RouteTable()
-    join(table, ADDR_A0, 0, HA_A0, max_offset=master_offset)
-    join(table, ADDR_A1, 1, HA_A1, max_offset=slave1_offset)
-    join(table, ADDR_A2, 2, HA_A2, max_offset=slave2_offset)
+    report = master_report((LINK_A1, slave1_offset), (LINK_A2, slave2_offset))
+    join(table, ADDR_A0, 0, HA_A0, max_offset=master_offset, replication=report)
+    join(table, ADDR_A1, 1, HA_A1, max_offset=slave1_offset, replication=link(LINK_A1))
+    join(table, ADDR_A2, 2, HA_A2, max_offset=slave2_offset, replication=link(LINK_A2))
     return table
 
 
@@ -90,13 +107,49 @@ def kill_master(table: RouteTable, lag_max: int | None = LAG_MAX_BYTES) -> Expir
     return result.outcome
 
 
-def test_it_elects_the_in_sync_slave_with_the_highest_confirmed_offset() -> None:
+def test_it_elects_the_in_sync_slave_with_the_highest_acknowledged_offset() -> None:
     table = group_of_three(slave1_offset=4_500, slave2_offset=4_900)
     outcome = kill_master(table)
     assert [e.new_master_addr for e in outcome.elections] == [ADDR_A2]
     election = outcome.elections[0]
     assert (election.old_master_addr, election.previous_broker_id) == (ADDR_A0, 2)
     assert addrs_of(table.pickup_topic_route(TOPIC), BROKER_A) == {0: ADDR_A2, 1: ADDR_A1}
+
+
+def test_a_forged_slave_reporting_any_offset_is_no_candidate() -> None:
+    """Anyone white-listed can register a slave id with a huge confirmOffset; the master
+    never saw it on its HA port, so it is not elected."""
+    table = group_of_three(slave1_offset=4_500, slave2_offset=4_900)
+    huge = 2**62
+    join(table, FORGER, 7, FORGER, max_offset=huge, confirm_offset=huge, replication=link(FORGER))
+    heartbeat(table, FORGER, AFTER_TIMEOUT_MS, max_offset=huge)
+    assert [e.new_master_addr for e in kill_master(table).elections] == [ADDR_A2]
+
+
+def test_a_forger_claiming_a_real_slaves_link_makes_neither_a_candidate() -> None:
+    table = group_of_three(slave1_offset=4_500, slave2_offset=4_900)
+    join(table, FORGER, 7, FORGER, max_offset=2**62, replication=link(LINK_A2))
+    heartbeat(table, FORGER, AFTER_TIMEOUT_MS)
+    assert [e.new_master_addr for e in kill_master(table).elections] == [ADDR_A1]
+
+
+def test_a_master_that_reported_no_links_gets_no_successor() -> None:
+    table = RouteTable()
+    join(table, ADDR_A0, 0, HA_A0, max_offset=5_000)
+    join(table, ADDR_A1, 1, HA_A1, max_offset=5_000, replication=link(LINK_A1))
+    heartbeat(table, ADDR_A1, AFTER_TIMEOUT_MS)
+    outcome = table.apply(ExpireBrokers(AFTER_TIMEOUT_MS + 1, 0, LAG_MAX_BYTES)).outcome
+    assert isinstance(outcome, ExpireOutcome) and outcome.elections == ()
+
+
+def test_a_slave_the_master_lost_is_dropped_from_its_next_report() -> None:
+    table = group_of_three(slave1_offset=4_500, slave2_offset=4_900)
+    table.apply(
+        BrokerHeartbeat(
+            DEFAULT_CLUSTER, ADDR_A0, NOW_MS + 1, 5_000, 5_000, master_report((LINK_A1, 4_600))
+        )
+    )
+    assert [e.new_master_addr for e in kill_master(table).elections] == [ADDR_A1]
 
 
 def test_the_elected_group_keeps_its_writable_topics() -> None:
@@ -133,8 +186,8 @@ def test_a_slave_expiring_in_the_same_scan_is_not_a_candidate() -> None:
 
 def test_a_master_that_never_reported_an_offset_gets_no_successor() -> None:
     table = RouteTable()
-    join(table, ADDR_A0, 0, HA_A0, max_offset=None)
-    join(table, ADDR_A1, 1, HA_A1, max_offset=10)
+    join(table, ADDR_A0, 0, HA_A0, max_offset=None, replication=master_report((LINK_A1, 10)))
+    join(table, ADDR_A1, 1, HA_A1, max_offset=10, replication=link(LINK_A1))
     heartbeat(table, ADDR_A1, AFTER_TIMEOUT_MS)
     outcome = table.apply(ExpireBrokers(AFTER_TIMEOUT_MS + 1, 0, LAG_MAX_BYTES)).outcome
     assert isinstance(outcome, ExpireOutcome) and outcome.elections == ()
@@ -208,6 +261,7 @@ def test_replaying_the_same_failover_gives_the_same_state() -> None:
     assert restored.digest() == first.digest()
     entry = restored.live_broker(DEFAULT_CLUSTER, ADDR_A2)
     assert entry is not None and entry.max_offset == 4_900
+    assert entry.replication == link(LINK_A2)
 
 
 def test_a_version_1_snapshot_still_restores() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raftstore.commands import BrokerHeartbeat, ExpireBrokers, RegisterBroker
-from raftstore.results import MasterMove
+from raftstore.results import MasterMove, Replication
 from raftstore.route_table import RouteTable
 from tests.raftstore.cast import (
     ADDR_A0,
@@ -47,7 +47,15 @@ def test_a_master_appearing_going_or_staying_is_no_move() -> None:
 
 def test_a_raft_failover_promotion_is_a_move() -> None:
     table = RouteTable()
-    for addr, broker_id, offset in ((ADDR_A0, 0, 5_000), (ADDR_A1, 1, 4_900)):
+    # The master reports slave 1's HA link (127.0.0.1:51001) at 4,900; slave 1 its link.
+    reports = (
+        Replication(slave_acks=(("127.0.0.1:51001", 4_900),)),
+        Replication(client_addr="127.0.0.1:51001"),
+    )
+    for addr, broker_id, offset, report in (
+        (ADDR_A0, 0, 5_000, reports[0]),
+        (ADDR_A1, 1, 4_900, reports[1]),
+    ):
         table.apply(
             RegisterBroker(
                 cluster_name=DEFAULT_CLUSTER,
@@ -60,6 +68,7 @@ def test_a_raft_failover_promotion_is_a_move() -> None:
                 heartbeat_timeout_ms=3_000,
                 max_offset=offset,
                 enable_raft_failover=True,
+                replication=report,
             )
         )
     later_ms = NOW_MS + 3_001
