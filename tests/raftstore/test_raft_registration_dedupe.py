@@ -150,6 +150,21 @@ async def test_copies_known_by_their_digest_are_answered_without_decoding(
             entries_elided[type(command).__name__] += 1
 
     cluster.nodes[0].subscribe(count)
+    # A copy logged without its table may also be answered from state (a follower that
+    # saw the leader's entry applied while it waited): neither decoded nor proposed.
+    elided_from_state = Counter[str]()
+    for member in members:
+        deduper_of = member.registrations
+        assert deduper_of is not None
+        answer = deduper_of.answer_from_state
+
+        async def counting(command: RegisterBroker, answer: Any = answer) -> ApplyResult | None:
+            result = await answer(command)
+            if result is not None and command.topics_elided:
+                elided_from_state["copies"] += 1
+            return result
+
+        deduper_of.answer_from_state = counting  # type: ignore[method-assign]
     brokers = [
         DemoBroker(CLUSTER, f"broker-{i}", 0, f"10.1.0.{i}:10911", f"10.1.0.{i}:10912")
         for i in range(BROKERS)
@@ -177,7 +192,8 @@ async def test_copies_known_by_their_digest_are_answered_without_decoding(
     # Every copy was answered undecoded, proposed without its (unchanged) table, or
     # decoded; after the first round the tables repeat with new DataVersions, so most
     # of those entries leave their table out.
-    assert decodes["body"] + undecoded + elided == real * len(members)
+    answered = decodes["body"] + undecoded + elided + elided_from_state["copies"]
+    assert answered == real * len(members), (decodes, undecoded, elided, elided_from_state)
     assert undecoded >= real // 2, (decodes, undecoded)
     assert elided >= BROKERS * (rounds - 1) // 2, (decodes, elided)
     assert entries_elided["RegisterBroker"] == elided
