@@ -1,14 +1,19 @@
-"""A Wing-Gong-Lowe linearizability checker for a per-topic route register.
+"""The linearizability checker of a per-topic route register.
 
 Each topic's route is a register: a write sets the route value, a read must return the
-value of the latest write linearized before it. The search is Lowe's refinement of
+value of the latest write linearized before it. A topic whose writes all have unique
+values is decided in O(n log n) by value zones (Gibbons & Korach, "Testing shared
+memories", 1997; ``spark_jobs.register_zones``), with no cap, and cross-checked by the
+search below when small (``check_register``). Any other topic, where the same route is
+written again, is searched (``search_register``). The search is Lowe's refinement of
 Wing & Gong (as in Porcupine): walk the call/return entries, linearize a call when the
 model allows it, backtrack at a return, and memoize (linearized-set bitmask, state) so no
 configuration is explored twice. Histories are partitioned per topic and every topic is
 checked on its own, inside Spark (``check_topics``) or directly (``check_register``).
 
-Work is bounded: more than ``max_ops`` operations, more than ``max_steps`` search steps or
-``max_seconds`` of wall time give the verdict ``unknown`` instead of hanging.
+The search's work is bounded: more than ``max_ops`` operations, more than ``max_steps``
+search steps or ``max_seconds`` of wall time give the verdict ``unknown`` instead of
+hanging.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from experiment_history.schema import (
@@ -28,51 +33,40 @@ from experiment_history.schema import (
     WRITE_KINDS,
     interval_us,
 )
-from experiment_history.superseding import ABSENT
+from spark_jobs.register_ops import (
+    ABSENT_VALUE as ABSENT_VALUE,
+    LINEARIZABLE as LINEARIZABLE,
+    MINIMIZE_CHECKS_MAX as MINIMIZE_CHECKS_MAX,
+    NOT_EXERCISED as NOT_EXERCISED,
+    NOT_LINEARIZABLE as NOT_LINEARIZABLE,
+    UNKNOWN as UNKNOWN,
+    CheckResult as CheckResult,
+    RegisterOp as RegisterOp,
+    removable,
+    removal_order,
+)
+from spark_jobs.register_zones import check_unique_register, unique_write_values
 
-LINEARIZABLE = "linearizable"
-NOT_LINEARIZABLE = "not_linearizable"
-UNKNOWN = "unknown"
-NOT_EXERCISED = "not_exercised"
-"""Shown for a topic with fewer than two writes: any reads of one value fit a register."""
-ABSENT_VALUE = ABSENT
-"""The route of a topic no write has touched (TOPIC_NOT_EXIST)."""
-# Minimizing a counterexample re-runs the search; cap the re-runs so a failure report
-# costs at most this many extra searches.
-MINIMIZE_CHECKS_MAX = 400
-
-
-@dataclass(frozen=True, slots=True)
-class RegisterOp:
-    """One register operation, its times in microseconds. ``complete_us`` None means
-    pending: it may take effect at any time after its call, or never (a write that timed
-    out or failed ambiguously)."""
-
-    op_id: int
-    is_write: bool
-    value: str
-    invoke_us: int
-    complete_us: int | None
+CROSS_CHECK_OPS_MAX = 200
+"""A topic of unique write values with at most this many operations is decided by the
+value zones and searched too, as a cross-check (``check_register``)."""
+CROSS_CHECK_STEPS_MAX = 200_000
+CROSS_CHECK_SECONDS_MAX = 2.0
+"""The cross-check's own limits (the caller's budget when smaller): a search that runs
+out leaves the zones' verdict as it is."""
+# What the reason of a cross-checked verdict ends with.
+SEARCH_AGREES = "the search cross-check agrees"
+SEARCH_RAN_OUT = "the search cross-check ran out of budget"
 
 
 @dataclass(frozen=True, slots=True)
 class CheckBudget:
-    """Limits of one topic's search; exceeding any gives ``unknown``."""
+    """Limits of one topic's search (a topic whose write values repeat; unique values are
+    decided without one); exceeding any gives ``unknown``."""
 
     max_ops: int = 5_000
     max_steps: int = 2_000_000
     max_seconds: float = 20.0
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    """The verdict for one topic, with a minimal counterexample when not linearizable."""
-
-    verdict: str
-    ops: int
-    steps: int
-    counterexample: tuple[int, ...] = ()
-    reason: str = ""
 
 
 @dataclass(slots=True)
@@ -206,14 +200,6 @@ def _prefix(ops: Sequence[RegisterOp], cut_us: int) -> list[RegisterOp]:
     return result
 
 
-def _removable(op: RegisterOp, kept: Sequence[RegisterOp]) -> bool:
-    """Dropping a read keeps a counterexample sound; dropping a write only when no kept
-    read returns its value (then no read could have depended on it)."""
-    if not op.is_write:
-        return True
-    return not any(not o.is_write and o.value == op.value for o in kept if o is not op)
-
-
 def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[RegisterOp]:
     """The shortest failing time prefix, then greedily drop operations while it fails.
 
@@ -236,8 +222,8 @@ def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[Regist
     changed = True
     while changed and checks < MINIMIZE_CHECKS_MAX:
         changed = False
-        for op in sorted(best, key=lambda o: (not o.is_write, o.invoke_us), reverse=True):
-            if checks >= MINIMIZE_CHECKS_MAX or not _removable(op, best):
+        for op in removal_order(best):
+            if checks >= MINIMIZE_CHECKS_MAX or not removable(op, best):
                 continue
             candidate = [o for o in best if o is not op]
             checks += 1
@@ -246,10 +232,11 @@ def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[Regist
     return best
 
 
-def check_register(
+def search_register(
     ops: Sequence[RegisterOp], initial: str = ABSENT_VALUE, budget: CheckBudget | None = None
 ) -> CheckResult:
-    """Check one topic's operations; on failure report a minimal counterexample by op id."""
+    """The Wing-Gong-Lowe search alone, within ``budget``: the verdict of a topic whose
+    write values repeat; on failure a minimal counterexample by op id."""
     budget = budget or CheckBudget()
     if len(ops) > budget.max_ops:
         return CheckResult(UNKNOWN, len(ops), 0, reason=f"more than {budget.max_ops} ops")
@@ -267,6 +254,48 @@ def check_register(
         witness, reason = op_list, "budget ran out while minimizing; full history reported"
     ids = tuple(sorted(op.op_id for op in witness))
     return CheckResult(NOT_LINEARIZABLE, len(ops), meter.steps, ids, reason)
+
+
+def check_register(
+    ops: Sequence[RegisterOp], initial: str = ABSENT_VALUE, budget: CheckBudget | None = None
+) -> CheckResult:
+    """Check one topic's operations; on failure report a minimal counterexample by op id.
+
+    Two deciders, by the shape of the history:
+
+    - every write has a value of its own (and none writes ``initial``): the value zones
+      of ``spark_jobs.register_zones`` (Gibbons & Korach), O(n log n), with **no cap** on
+      the operations. A topic of at most :data:`CROSS_CHECK_OPS_MAX` operations is
+      searched too, as a cross-check, within ``budget`` and the cross-check's own limits
+      (``steps`` counts its steps): when it runs out, the zones' verdict stands (the
+      reason says so); should the two disagree, the verdict is ``unknown`` with both
+      answers in the reason (a bug in one of them, never a verdict to trust). Larger
+      topics are never ``unknown``. (``spark_jobs.register_precedence``, a second
+      decider written apart, cross-checks the zones in the tests and the bench only.)
+    - write values repeat (the same route written again, today's histories): the
+      Wing-Gong-Lowe search (:func:`search_register`) within ``budget``, as before.
+    """
+    if not unique_write_values(ops, initial):
+        return search_register(ops, initial, budget)
+    result = check_unique_register(ops, initial)
+    if len(ops) > CROSS_CHECK_OPS_MAX:
+        return result
+    limits = budget or CheckBudget()
+    cross_budget = CheckBudget(
+        max_ops=CROSS_CHECK_OPS_MAX,
+        max_steps=min(limits.max_steps, CROSS_CHECK_STEPS_MAX),
+        max_seconds=min(limits.max_seconds, CROSS_CHECK_SECONDS_MAX),
+    )
+    meter = _Meter(cross_budget, deadline=time.monotonic() + cross_budget.max_seconds)
+    try:
+        searched = LINEARIZABLE if _search(list(ops), initial, meter) else NOT_LINEARIZABLE
+    except BudgetExceeded:
+        reason = f"{result.reason}; {SEARCH_RAN_OUT}"
+        return replace(result, steps=meter.steps, reason=reason)
+    if searched == result.verdict:
+        return replace(result, steps=meter.steps, reason=f"{result.reason}; {SEARCH_AGREES}")
+    reason = f"the checkers disagree: value zones {result.verdict}, search {searched}"
+    return CheckResult(UNKNOWN, len(ops), meter.steps, reason=reason)
 
 
 def register_role(row: Mapping[str, Any]) -> tuple[bool, str, bool] | None:

@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
         "--checker-max-ops",
         type=int,
         default=CheckBudget().max_ops,
-        help="the linearizability checker gives up on a topic past this many operations",
+        help="the linearizability search gives up on a topic past this many operations "
+        "(topics whose write values repeat; unique values are decided without a cap)",
     )
     analyze.add_argument(
         "--checker-max-seconds",

@@ -115,11 +115,20 @@ def test_it_reads_operation_rows_with_outcomes():
 
 
 def test_it_answers_unknown_when_the_budget_runs_out():
-    history = [w(i, str(i), 0, 1000) for i in range(40)] + [r(99, "nobody", 1001, 1002)]
+    # The budget bounds the search, which decides histories whose write values repeat
+    # (each value is written twice here); unique values are decided without it (below).
+    history = [w(i, str(i % 20), 0, 1000) for i in range(40)] + [r(99, "nobody", 1001, 1002)]
     result = check_register(history, budget=CheckBudget(max_steps=500))
     assert result.verdict == UNKNOWN
     too_many = check_register(history, budget=CheckBudget(max_ops=10))
     assert (too_many.verdict, too_many.steps) == (UNKNOWN, 0)
+
+
+def test_unique_write_values_are_decided_whatever_the_budget():
+    history = [w(i, str(i), 0, 1000) for i in range(40)] + [r(99, "nobody", 1001, 1002)]
+    for budget in (CheckBudget(max_steps=500), CheckBudget(max_ops=10)):
+        result = check_register(history, budget=budget)
+        assert (result.verdict, result.counterexample) == (NOT_LINEARIZABLE, (99,)), budget
 
 
 def test_the_overall_verdict_is_the_worst_topic():
