@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_app.address_server import NamesrvAddrFollower
 from broker_app.clients import (
     ConsumerManager,
     ProducerManager,
@@ -40,6 +41,7 @@ from broker_app.clients import (
 )
 from broker_app.config import BrokerConfig, BrokerRole
 from broker_app.core import PutOutcome
+from broker_app.ha import links as ha_links
 from broker_app.ha.client import HAClient
 from broker_app.ha.service import HAService
 from broker_app.long_polling import PullHold
@@ -72,12 +74,6 @@ from remoting.client import RemotingClient
 from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
-from remoting.ha_report import (
-    HA_CLIENT_ADDR_FIELD,
-    HA_SLAVE_ACKS_FIELD,
-    SLAVE_ACKS_MAX,
-    encode_slave_acks,
-)
 from remoting.model import (
     PERM_READ,
     PERM_WRITE,
@@ -175,6 +171,8 @@ class BrokerController:
         self._persist_queued = False
         self._tasks: list[asyncio.Task[None]] = []
         self._round_robin = 0
+        where = config.address_server()  # fetchNamesrvAddrByAddressServer
+        self.namesrv_follower = None if where is None else NamesrvAddrFollower(where)
 
     async def _serve(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         """The remoting port's handler: the ACL first, then the processor. (Requests the
@@ -243,6 +241,8 @@ class BrokerController:
             else None,
             failover_fields=self.failover_fields if self.config.raft_failover else None,
         )
+        if self.namesrv_follower is not None:  # the list before the first registration
+            await self.namesrv_follower.update(self.registrar)
         await self.register(force=True)
         self._start_loops()
         log.info(
@@ -281,12 +281,7 @@ class BrokerController:
         its master vouched for it."""
         offset = str(self.store.max_offset if self.store is not None else 0)
         fields = {"maxOffset": offset, "confirmOffset": offset}
-        if self.ha_service is not None:
-            slaves = self.ha_service.slaves()[:SLAVE_ACKS_MAX]
-            acks = ((slave.address, slave.ack_offset) for slave in slaves)
-            fields[HA_SLAVE_ACKS_FIELD] = encode_slave_acks(acks)
-        elif self.ha_client is not None and self.ha_client.local_address is not None:
-            fields[HA_CLIENT_ADDR_FIELD] = self.ha_client.local_address
+        fields.update(ha_links.report_fields(self.ha_service, self.ha_client))
         return fields
 
     async def _load_metadata(self) -> None:
@@ -323,6 +318,10 @@ class BrokerController:
             self._persist_offsets,
         )
         self._every(SCHEDULE_TICK_MS, SCHEDULE_TICK_MS, self._deliver_due)
+        follower, registrar = self.namesrv_follower, self.registrar
+        if follower is not None and registrar is not None:
+            period_ms = config.fetch_namesrv_addr_interval_ms
+            self._every(period_ms, period_ms, lambda: follower.update(registrar))
 
     def _start_slave_sync(self) -> None:
         self._every(
@@ -763,14 +762,9 @@ class BrokerController:
             "haServerAddr": self.ha_addr,
             "masterAddr": self.master_addr or "",
         }
-        if self.ha_service is not None:
-            info["haConnections"] = str(len(self.ha_service.slaves()))
-            info["haPushToSlaveMaxOffset"] = str(self.ha_service.push_to_slave_max_offset)
-            info["haRefusedConnections"] = str(self.ha_service.refused_connections)
-        if self.ha_client is not None:
-            info["haMasterAddress"] = self.ha_client.master_address or ""
-            info["haConnected"] = str(self.ha_client.connected).lower()
-        info["haAuth"] = self.ha_auth.describe()
+        info.update(ha_links.runtime_fields(self.ha_service, self.ha_client, self.ha_auth))
+        if self.registrar is not None:  # the NameServers this broker registers with now
+            info["namesrvAddr"] = ";".join(self.registrar.namesrv_addrs)
         if self.min_broker_change is not None:
             info["minBrokerId"] = str(self.min_broker_change.min_broker_id)
             info["minBrokerAddr"] = self.min_broker_change.min_broker_addr or ""

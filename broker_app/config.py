@@ -16,6 +16,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from broker_app.address_server import (
+    FETCH_INTERVAL_DEFAULT_MS,
+    FETCH_INTERVAL_MIN_MS,
+    WS_SUBGROUP_DEFAULT,
+    WsAddr,
+    ws_addr,
+)
 from broker_app.ha.auth import HAAuth, load_key
 from broker_app.ha.config import HAConfig
 from broker_app.redelivery import DEFAULT_DELAY_LEVELS, DelayLevelError, parse_delay_levels
@@ -73,6 +80,13 @@ class BrokerConfig:
     ha_port: int = 0
     role: BrokerRole = BrokerRole.ASYNC_MASTER
     namesrv_addrs: tuple[str, ...] = ()
+    # fetchNamesrvAddrByAddressServer: the NameServer list comes from the address server
+    # MixAll.getWSAddr() names (rocketmq.namesrv.domain, .subgroup), fetched at start and
+    # every fetchNamesrvAddrInterval (broker_app/address_server.py), instead of namesrvAddr.
+    fetch_namesrv_addr_by_address_server: bool = False
+    namesrv_domain: str = ""
+    namesrv_domain_subgroup: str = WS_SUBGROUP_DEFAULT
+    fetch_namesrv_addr_interval_ms: int = FETCH_INTERVAL_DEFAULT_MS
     register_period_ms: int = 30_000
     register_initial_delay_ms: int = 10_000
     register_timeout_ms: int = 6_000
@@ -154,6 +168,22 @@ class BrokerConfig:
         """True for the SLAVE role."""
         return self.role is BrokerRole.SLAVE
 
+    def address_server(self) -> WsAddr | None:
+        """The address server to follow (``fetchNamesrvAddrByAddressServer``), else None;
+        ConfigError when its domain or subgroup is malformed."""
+        if not self.fetch_namesrv_addr_by_address_server:
+            return None
+        if not self.namesrv_domain:
+            raise ConfigError(
+                "fetchNamesrvAddrByAddressServer=true needs rocketmq.namesrv.domain "
+                "(host:port of a NameServer's web port); upstream's default, "
+                "jmenv.tbsite.net, is not reachable outside Alibaba"
+            )
+        try:
+            return ws_addr(self.namesrv_domain, self.namesrv_domain_subgroup)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+
     def namesrv_credentials(self) -> Credentials | None:
         """The account to sign NameServer requests with; ConfigError if unreadable."""
         try:
@@ -228,6 +258,7 @@ class BrokerConfig:
             raise ConfigError("failoverMasterRole must be ASYNC_MASTER or SYNC_MASTER")
         if not self.cluster_name or not self.broker_name:
             raise ConfigError("brokerClusterName and brokerName must be set")
+        self._validate_address_server()
         if (
             min(
                 self.short_polling_ms,
@@ -254,6 +285,21 @@ class BrokerConfig:
                 "the classic unauthenticated HA stream, or haAuthEnable=false to authenticate"
             )
 
+    def _validate_address_server(self) -> None:
+        if self.address_server() is None:
+            return
+        if self.namesrv_addrs:
+            # BrokerController follows namesrvAddr and ignores the flag then; say so
+            # instead of ignoring a key.
+            raise ConfigError(
+                "namesrvAddr and fetchNamesrvAddrByAddressServer=true are both set: the "
+                "broker registers with one list, so keep one of them"
+            )
+        if self.fetch_namesrv_addr_interval_ms < FETCH_INTERVAL_MIN_MS:
+            raise ConfigError(
+                f"fetchNamesrvAddrInterval must be at least {FETCH_INTERVAL_MIN_MS} ms"
+            )
+
 
 # RocketMQ broker.conf names -> our field names.
 ALIASES: dict[str, str] = {
@@ -265,6 +311,14 @@ ALIASES: dict[str, str] = {
     "haListenPort": "ha_port",
     "brokerRole": "role",
     "namesrvAddr": "namesrv_addrs",
+    "fetchNamesrvAddrByAddressServer": "fetch_namesrv_addr_by_address_server",
+    # The JVM properties MixAll.getWSAddr() reads, and the broker.conf names that
+    # BrokerStartup.properties2SystemEnv copies into them.
+    "rocketmq.namesrv.domain": "namesrv_domain",
+    "rmqAddressServerDomain": "namesrv_domain",
+    "rocketmq.namesrv.domain.subgroup": "namesrv_domain_subgroup",
+    "rmqAddressServerSubGroup": "namesrv_domain_subgroup",
+    "fetchNamesrvAddrInterval": "fetch_namesrv_addr_interval_ms",
     "storePathRootDir": "store_dir",
     "registerNameServerPeriod": "register_period_ms",
     "registerBrokerTimeoutMills": "register_timeout_ms",

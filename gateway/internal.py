@@ -14,14 +14,22 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway import selectors
+from gateway.backups import BackupTooLarge, take_backup
 from gateway.dispatch import replication_remark
+from gateway.member_addrs import member_addrs
 from gateway.private_codes import InternalCode
 from gateway.services import ROLE_STANDALONE, NameServerService, ScanFallback, ServiceError
+from raftstore.backup import DEFAULT_CLUSTER_NAME, BackupError
 from raftstore.raft import MembershipError
 from raftstore.replicator import ReplicationError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, make_response
-from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
+from remoting.consistency import (
+    CONSISTENCY_FIELD,
+    CONSISTENCY_LEVELS,
+    CONSISTENCY_LINEARIZABLE,
+    CONSISTENCY_LOCAL,
+)
 from remoting.errors import HeaderFieldError
 from remoting.headers import header_int, header_str
 
@@ -33,6 +41,8 @@ ADDR_FIELDS = ("addr", "address")
 """The member address of RAFT_ADD_NODE / RAFT_REMOVE_NODE (``address`` is accepted too)."""
 REMARK_FORBIDDEN = "internal request refused"
 REMARK_ADDR_MISSING = "ext addr (host:port of the Raft member) is missing"
+BACKUP_CLUSTER_FIELD = "cluster"
+"""BACKUP: the cluster's name, written into the backup's header and file name."""
 
 
 InternalHandler = Callable[[RemotingCommand], Awaitable[RemotingCommand]]
@@ -70,6 +80,8 @@ class InternalDispatcher:
             InternalCode.RAFT_REMOVE_NODE: self._remove_node,
             InternalCode.DIGEST_CHECKPOINTS: self._checkpoints,
             InternalCode.RAFT_COMPACT_LOG: self._compact,
+            InternalCode.BACKUP: self._backup,
+            InternalCode.MEMBER_ADDRS: self._member_addrs,
         }
 
     async def handle(
@@ -131,6 +143,30 @@ class InternalDispatcher:
     async def _compact(self, request: RemotingCommand) -> RemotingCommand:
         self.service.compact_raft_log()
         return make_response(request, ResponseCode.SUCCESS)
+
+    async def _backup(self, request: RemotingCommand) -> RemotingCommand:
+        cluster = header_str(request, BACKUP_CLUSTER_FIELD) or DEFAULT_CLUSTER_NAME
+        # Linearizable unless asked otherwise: only recovery after quorum loss reads locally.
+        consistency = header_str(request, CONSISTENCY_FIELD) or CONSISTENCY_LINEARIZABLE
+        if consistency not in CONSISTENCY_LEVELS:
+            raise ServiceError(
+                f"ext {CONSISTENCY_FIELD}={consistency!r}: a backup is read "
+                f"{CONSISTENCY_LINEARIZABLE} (the default) or {CONSISTENCY_LOCAL}"
+            )
+        try:
+            data = await take_backup(
+                self.service.replicator,
+                cluster,
+                self.service.clock.now_ms(),
+                linearizable=consistency == CONSISTENCY_LINEARIZABLE,
+            )
+        except (BackupError, BackupTooLarge) as exc:
+            raise ServiceError(str(exc)) from exc
+        return make_response(request, ResponseCode.SUCCESS, body=data)
+
+    async def _member_addrs(self, request: RemotingCommand) -> RemotingCommand:
+        # A few keys read, no digest: the address server asks up to once a second.
+        return _json_response(request, member_addrs(self.service.replicator))
 
 
 def _member_addr(request: RemotingCommand) -> str:

@@ -57,6 +57,10 @@ class GatewayOptions:
     node_id: str
     host: str = "127.0.0.1"
     port: int = 9876
+    remoting_advertise: str | None = None
+    """``host:port`` clients and brokers reach the remoting port at. Raft mode records it
+    in the replicated state for every node's address server (gateway/member_addrs.py);
+    None: nothing is recorded (``run_node`` and ``cluster up`` always give it)."""
     internal_port: int = 0
     mode: str = MODE_EVENTUAL
     internal_secret: str = ""
@@ -112,6 +116,9 @@ class GatewayOptions:
     a registration storm or a large table's first registration slows route answers
     less; registrations and Raft still get a quarter of a busy core, never nothing
     (docs/BENCHMARKS.md, "registration storm")."""
+    restore_state_file: Path | None = None
+    """A backup (raftstore/backup.py) to start a new cluster from: honoured only into an
+    empty Raft folder (raft) or an empty node (eventual); see gateway/restore.py."""
 
     def raft_addr(self) -> str | None:
         """This node's Raft identity, None outside raft mode."""

@@ -13,9 +13,10 @@ Kept free of other imports: the read front, a light process, imports it too.
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import IntEnum, unique
 
 
+@unique  # two codes given one number would silently become aliases of each other
 class InternalCode(IntEnum):
     """Requests only the node's own processes send (the internal port)."""
 
@@ -39,6 +40,18 @@ class InternalCode(IntEnum):
     RAFT_COMPACT_LOG = 40006
     """Raft only: snapshot the table and compact the log at the next tick (operators,
     and tests that need a restart to go through a snapshot)."""
+    BACKUP = 40007
+    """The body is a backup file (raftstore/backup.py) of this node's state, named for the
+    cluster in ext ``cluster``: in raft mode read after a barrier committed through the
+    log (a linearizable point), with the log index and term; in eventual mode the node's
+    own state. SYSTEM_ERROR with the reason when it cannot be taken (no quorum). Ext
+    ``consistency=local``: raft mode reads the node's applied state without a barrier
+    (recovery after quorum loss; the header's ``source`` says so)."""
+    MEMBER_ADDRS = 40020
+    """A JSON body ``{"members": [raft addr], "remoting": {raft addr: remoting addr}}``:
+    the Raft members and the remoting addresses they recorded (gateway/member_addrs.py;
+    empty outside raft mode). The web process's address server asks it. Numbered
+    apart from the codes above, which grow one by one."""
 
 
 FRONT_PEER_CODE = 99_876

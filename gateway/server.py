@@ -58,6 +58,7 @@ from gateway.front import (
 from gateway.internal import InternalDispatcher
 from gateway.kv_file import KvConfigFile
 from gateway.loops import LeaderPublisher, scan_fallback_loop, scan_loop, watch_leadership
+from gateway.member_addrs import publish_loop
 from gateway.mirror import Mirror, MirrorFactory, NoMirror
 from gateway.options import GatewayConfigError, GatewayOptions, scan_fallback_period_s
 from gateway.parts import (
@@ -77,6 +78,7 @@ from gateway.parts import (
     node_properties,
 )
 from gateway.private_codes import FRONT_PEER_CODE, FRONT_STATS_CODE, ROUTE_ANSWERS_FIELD
+from gateway.restore import RestoredNode, load as load_restore
 from gateway.route_answers import RouteVersions
 from gateway.services import ScanFallback
 from raftstore.commands import Command, PutKV
@@ -140,8 +142,17 @@ class Gateway:
         self.replicator = replicator or build_replicator(
             options.node_id, options.mode, initial, raft=options.raft, host=options.host
         )
+        # A restore (or a restart of one) starts from the backup's table: seeded before
+        # anything reads the table (gateway/restore.py; GatewayConfigError if refused).
+        restored = load_restore(options)
+        self.restored: RestoredNode | None = None
+        if restored is not None:
+            self.restored = RestoredNode(restored, self.replicator, self.clock, options)
+            self.restored.seed()
         self.client = RemotingClient()
         self.service = build_service(options, self.replicator, self.clock, self._notify)
+        if self.restored is not None:
+            self.service.before_scan = self.restored.before_scan
         self.dispatcher = RequestDispatcher(
             self.service,
             clock=self.clock,
@@ -181,6 +192,7 @@ class Gateway:
         self._scan_task: asyncio.Task[None] | None = None
         self._fallback_task: asyncio.Task[None] | None = None
         self._leader_task: asyncio.Task[None] | None = None
+        self._member_addr_task: asyncio.Task[None] | None = None
         self._stopping = False
 
     def _public_ports(self) -> PublicPorts:
@@ -206,6 +218,8 @@ class Gateway:
         store = config_store(self.options)
         if store is not None:
             persist_config_updates(self.replicator, store)
+        if self.restored is not None:
+            self.restored.started()
         self.projection.start(rebuild=True)
         if not await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S):
             log.warning(
@@ -261,6 +275,23 @@ class Gateway:
             self._leader_task = loop.create_task(
                 watch_leadership(self.replicator, self.options.node_id, self._leader_publisher)
             )
+        if isinstance(self.replicator, RaftReplicator):
+            self._start_member_addr_publisher(self.replicator)
+
+    def _start_member_addr_publisher(self, replicator: RaftReplicator) -> None:
+        """Raft mode: keep this member's remoting address recorded for the address server
+        of every node (gateway/member_addrs.py)."""
+        advertised = self.options.remoting_advertise
+        if advertised is None:
+            log.info(
+                "no --remoting-advertise: %s's remoting address is not recorded, so the "
+                "address servers list it only where a cluster file names it",
+                self.options.node_id,
+            )
+            return
+        self._member_addr_task = asyncio.get_running_loop().create_task(
+            publish_loop(self.service, replicator, advertised)
+        )
 
     async def _load_kv_config(self) -> None:
         """Eventual mode: replay the saved KV table, then save it after every KV change."""
@@ -347,7 +378,12 @@ class Gateway:
         keeps the last state the node served.
         """
         self._stopping = True
-        for task in (self._scan_task, self._fallback_task, self._leader_task):
+        for task in (
+            self._scan_task,
+            self._fallback_task,
+            self._leader_task,
+            self._member_addr_task,
+        ):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -367,6 +403,8 @@ class Gateway:
             await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout_s)
         await self.client.close()
         self.dispatcher.registrar.bodies.close()
+        if self.restored is not None:
+            await self.restored.stop()
         await self.replicator.stop()
         await asyncio.to_thread(self.projection.flush, PROJECTION_FLUSH_TIMEOUT_S)
         await asyncio.to_thread(self.projection.stop, PROJECTION_FLUSH_TIMEOUT_S)

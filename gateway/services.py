@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gateway.broker_holds import BrokerHolds
@@ -260,6 +260,9 @@ class NameServerService:
         )
         self.holds = BrokerHolds(replicator, failover=self.failover_lag_bytes_max is not None)
         replicator.subscribe(self.holds.on_applied)
+        self.before_scan: Callable[[], Awaitable[None]] | None = None
+        """Awaited before a scan proposes its expiry (a restored node stamps the restored
+        brokers there first: gateway/restore.py)."""
 
     def _require_quorum(self, *, proposing: bool = False) -> None:
         """Raft mode: raise NoQuorumError while this node has no contact with a quorum
@@ -552,6 +555,8 @@ class NameServerService:
         )
         if isinstance(self.replicator, RaftReplicator) and not self.replicator.is_leader():
             return ScanOutcome(expired=(), role=ROLE_FOLLOWER)
+        if self.before_scan is not None:
+            await self.before_scan()
         started_us = self.expiry_reports.clock_us()
         # Proposed through _propose, so only the leader, which proposed the scan,
         # sends the elected groups their NOTIFY_MIN_BROKER_ID_CHANGE.

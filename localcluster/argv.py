@@ -72,12 +72,20 @@ class ClusterEnv:
         )
         return env
 
-    def for_node(self, plan: ClusterPlan, node: NodePlan) -> dict[str, str]:
+    def for_node(
+        self, plan: ClusterPlan, node: NodePlan, config: NodeConfig | None = None
+    ) -> dict[str, str]:
         """The environment of a node's gateway and web process: what its node config
         says (:func:`node.processes.node_env`), then the caller's ``extra`` again, so
         a test's or an experiment's override wins over the file. The nodes share the
-        run folder's static files (collected once by ``cluster up``)."""
-        env = node_processes.node_env(node_config(plan, node, self), self.base())
+        run folder's static files (collected once by ``cluster up``).
+
+        ``config`` is the node's config when it was read back from its ``node.toml``
+        (a restarted node starts from the file it first started from); by default it is
+        made from the plan."""
+        if config is None:
+            config = node_config(plan, node, self)
+        env = node_processes.node_env(config, self.base())
         env[node_processes.STATIC_ROOT_ENV] = str(plan.run_dir / node_processes.STATIC_DIR_NAME)
         env.update(self.extra)
         return env

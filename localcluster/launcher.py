@@ -22,7 +22,12 @@ In raft mode each node also gets a Raft port (``--raft-base-port``, default
 7101 + i) and every gateway is given every member as a peer. ``add-node``
 starts n(N+1) and asks the leader to add it; ``remove-node`` asks a member to
 remove a node, then stops it; both rewrite cluster.json, which Celery beat and
-the web processes read to know the members.
+the web processes read to know the members. ``restart ID`` (and ``up --node ID``)
+starts one node's gateway and web process again from its node.toml, keeping its
+folder (Raft journal, KV file), and records the new pids in cluster.json.
+``recover --survivor ID`` starts the survivor of a lost majority again as a one-member
+cluster from its applied state and takes the other nodes out (docs/RAFT.md, "Recovery
+after quorum loss").
 
 A pid file records the pid *and* the process start time read from ``/proc``, so
 ``down`` never signals a process that merely reused a pid: it stops exactly what
@@ -31,9 +36,12 @@ A pid file records the pid *and* the process start time read from ``/proc``, so
 The code is split by job: :mod:`~localcluster.plan` (constants, nodes, ports),
 :mod:`~localcluster.processes` (pid files, start/stop), :mod:`~localcluster.run_folder`,
 :mod:`~localcluster.readiness`, :mod:`~localcluster.argv` (environments and command
-lines), :mod:`~localcluster.lifecycle` (up/status/down, demo brokers) and
-:mod:`~localcluster.membership` (add-node/remove-node). This module re-exports the
-names callers use, so ``from localcluster import launcher`` stays the one entry point.
+lines), :mod:`~localcluster.lifecycle` (up/status/down, demo brokers),
+:mod:`~localcluster.membership` (add-node/remove-node), :mod:`~localcluster.restart`
+(restart, up --node: one node started again), :mod:`~localcluster.backups` (backup,
+up --restore) and :mod:`~localcluster.recover` (recover: a one-member cluster from the
+survivor of a lost majority). This module re-exports the names
+callers use, so ``from localcluster import launcher`` stays the one entry point.
 """
 
 from __future__ import annotations
@@ -46,6 +54,14 @@ from localcluster.argv import (
     asgi_server_argv as asgi_server_argv,
     gateway_argv as gateway_argv,
     web_argv as web_argv,
+)
+from localcluster.backups import (
+    BACKUP_HELP as BACKUP_HELP,
+    backup_arguments as backup_arguments,
+    backup_text as backup_text,
+    cluster_backup as cluster_backup,
+    restore_argument as restore_argument,
+    restored_lines as restored_lines,
 )
 from localcluster.lifecycle import (
     STOPPING_FILE as STOPPING_FILE,
@@ -101,6 +117,16 @@ from localcluster.readiness import (
     gateway_ready as gateway_ready,
     redis_answers as redis_answers,
     wait_until as wait_until,
+)
+from localcluster.recover import (
+    RECOVER_HELP as RECOVER_HELP,
+    cluster_recover as cluster_recover,
+    recover_arguments as recover_arguments,
+)
+from localcluster.restart import (
+    cluster_restart_node as cluster_restart_node,
+    cluster_start_node as cluster_start_node,
+    restart_text as restart_text,
 )
 from localcluster.run_folder import (
     ProcessSlot as ProcessSlot,

@@ -23,6 +23,7 @@ from localcluster.argv import (
     worker_argv,
     write_node_config_file,
 )
+from localcluster.backups import check_restore, restore_argv, wait_restored
 from localcluster.broker_control import BrokerSpec
 from localcluster.demo import DEMO_TOPICS
 from localcluster.plan import (
@@ -141,6 +142,19 @@ def _node_summary(
     }
 
 
+def _retired_summary(node: NodePlan) -> dict[str, Any]:
+    """A retired node's entry (``cluster recover``): its id and ports, kept unused."""
+    return {
+        "id": node.node_id,
+        "raft_addr": node.raft_addr,
+        "raft_port": node.raft_port,
+        "remoting_port": node.remoting_port,
+        "web_port": node.web_port,
+        "internal_port": node.internal_port,
+        "metrics_port": node.metrics_port,
+    }
+
+
 def ensure_plan_tls(plan: ClusterPlan) -> None:
     """Make (or keep) the run's CA and certificates when the plan asks for TLS."""
     if plan.tls is not TlsMode.DISABLED:
@@ -169,7 +183,9 @@ def tls_summary(plan: ClusterPlan) -> dict[str, Any]:
 
 def cluster_summary(plan: ClusterPlan, pids: Mapping[str, int | None]) -> dict[str, Any]:
     """The machine-readable summary ``up --json`` prints and cluster.json holds."""
+    retired = [_retired_summary(node) for node in plan.retired]
     return {
+        **({"retired": retired} if retired else {}),
         "run_dir": str(plan.run_dir),
         "mode": plan.mode,
         "acl": RunSecrets(plan.run_dir, "", plan.acl).summary(),
@@ -426,14 +442,16 @@ def _start_redis(starter: _Starter, timeout_s: float) -> None:
     starter.wait("redis", lambda: redis_answers(plan.redis_port, password), "redis", timeout_s)
 
 
-def _start_node_processes(starter: _Starter) -> None:
-    """Start every gateway and web process (they import Django in parallel)."""
+def _start_node_processes(starter: _Starter, gateway_extra: Sequence[str] = ()) -> None:
+    """Start every gateway and web process (they import Django in parallel); each
+    gateway is also given ``gateway_extra`` (a restore's ``--restore-state``)."""
     plan = starter.plan
     for node in plan.nodes:
         config = write_node_config_file(plan, node, starter.env)
         node_processes.reset_metrics_dir(config)
         env = starter.env.for_node(plan, node)
-        starter.start(f"{node.node_id}-gateway", gateway_argv(plan, node, starter.env), env)
+        argv = [*gateway_argv(plan, node, starter.env), *gateway_extra]
+        starter.start(f"{node.node_id}-gateway", argv, env)
         starter.start(f"{node.node_id}-web", web_argv(node, plan), env)
 
 
@@ -478,14 +496,17 @@ def cluster_up(
     demo_broker_base_port: int = DEMO_BROKER_BASE_PORT,
     extra_env: Mapping[str, str] | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    restore: Path | None = None,
 ) -> dict[str, Any]:
     """Start a whole cluster as planned and return its summary once every part is ready.
 
     Order: Redis, node migrations (and the static files), gateways + web processes,
     Celery worker and beat, then the demo brokers: real ones with ``demo`` (two groups,
     master + slave each), simulated ones with ``demo_sim``. Anything that fails stops what was
-    started before it.
+    started before it. ``restore``: a backup every node starts from, checked with the run
+    folder before anything starts (:mod:`localcluster.backups`).
     """
+    restored = None if restore is None else check_restore(plan, restore)
     _prepare_run_dir(plan)
     run_secrets = create_run_secrets(plan.run_dir, acl=plan.acl)
     ensure_plan_tls(plan)
@@ -503,9 +524,11 @@ def cluster_up(
     try:
         _start_redis(starter, ready_timeout_s)
         prepare_nodes(plan, env)
-        _start_node_processes(starter)
+        _start_node_processes(starter, () if restore is None else restore_argv(restore))
         _start_celery(starter, ready_timeout_s)
         _wait_node_processes(starter, ready_timeout_s)
+        if restore is not None:
+            wait_restored(plan)
         if demo_sim:
             starter.start("demo", demo_argv(cluster_file), env.base())
         if demo:
@@ -515,7 +538,10 @@ def cluster_up(
         starter.rollback()
         raise
     write_cluster_file(plan, starter.pids())
-    return cluster_summary(plan, starter.pids())
+    summary = cluster_summary(plan, starter.pids())
+    if restored is not None:
+        summary["restored"] = {"file": str(restore), **restored.header.summary()}
+    return summary
 
 
 def cluster_status(run_dir: Path, *, ask_nodes: bool = True) -> dict[str, Any]:

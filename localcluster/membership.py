@@ -66,23 +66,32 @@ def plan_from_cluster_file(run_dir: Path) -> ClusterPlan:
     """The plan of the cluster recorded in ``run_dir``'s cluster.json."""
     run_dir = Path(run_dir).resolve()
     data = read_cluster_file(run_dir / CLUSTER_FILE_NAME)
-    nodes = tuple(
-        NodePlan(
-            str(n["id"]),
-            int(n["remoting_port"]),
-            int(n["web_port"]),
-            int(n["internal_port"]),
-            int(n.get("raft_port", 0)),
-            tuple(sorted((str(p), str(a)) for p, a in (n.get("raft_dial") or {}).items())),
-            None if n.get("skew_allowance_ms") is None else int(n["skew_allowance_ms"]),
-            int(n.get("metrics_port") or 0),
-        )
-        for n in data.get("nodes", [])
-    )
+    nodes = tuple(_node_plan(n) for n in data.get("nodes", []))
     acl = bool((data.get("acl") or {}).get("enabled", True))
     tls = TlsMode((data.get("tls") or {}).get("mode", TlsMode.DISABLED.value))
+    retired = tuple(_node_plan(n) for n in data.get("retired", []))
     return ClusterPlan(
-        run_dir, str(data.get("mode", DEFAULT_MODE)), int(data["redis"]["port"]), nodes, acl, tls
+        run_dir,
+        str(data.get("mode", DEFAULT_MODE)),
+        int(data["redis"]["port"]),
+        nodes,
+        acl,
+        tls,
+        retired,
+    )
+
+
+def _node_plan(entry: dict[str, Any]) -> NodePlan:
+    """A node's entry of cluster.json (or of its ``retired`` list) as a NodePlan."""
+    return NodePlan(
+        str(entry["id"]),
+        int(entry["remoting_port"]),
+        int(entry["web_port"]),
+        int(entry["internal_port"]),
+        int(entry.get("raft_port", 0)),
+        tuple(sorted((str(p), str(a)) for p, a in (entry.get("raft_dial") or {}).items())),
+        None if entry.get("skew_allowance_ms") is None else int(entry["skew_allowance_ms"]),
+        int(entry.get("metrics_port") or 0),
     )
 
 
@@ -177,8 +186,10 @@ def _next_port(used: set[int], after: int) -> int:
 
 
 def _new_node_plan(plan: ClusterPlan) -> NodePlan:
+    """The next node: the next free number and ports, never those of a retired node
+    (one ``cluster recover`` took out: its Raft identity stays a lost member's)."""
     used = {plan.redis_port}
-    for node in plan.nodes:
+    for node in (*plan.nodes, *plan.retired):
         used |= {
             node.remoting_port,
             node.web_port,
@@ -186,7 +197,8 @@ def _new_node_plan(plan: ClusterPlan) -> NodePlan:
             node.raft_port,
             node.metrics_port,
         }
-    number = 1 + max(int(n.node_id[1:]) for n in plan.nodes if n.node_id[1:].isdigit())
+    known = (*plan.nodes, *plan.retired)
+    number = 1 + max(int(n.node_id[1:]) for n in known if n.node_id[1:].isdigit())
     last = plan.nodes[-1]
     return NodePlan(
         f"n{number}",

@@ -107,6 +107,10 @@ class ClusterPlan:
     tls: TlsMode = TlsMode.DISABLED
     """The remoting ports' ``tls.server.mode`` (``--tls``): with TLS, every node and demo
     broker gets a certificate of the run's CA (:mod:`localcluster.tls_files`)."""
+    retired: tuple[NodePlan, ...] = ()
+    """Nodes ``cluster recover`` took out (a lost majority): their ids and ports are never
+    given to a node ``add-node`` starts, so a new member never takes a lost one's Raft
+    identity (the survivor's marker refuses peers that name one: node/force.py)."""
 
     def node_dir(self, node_id: str) -> Path:
         """The folder of one node inside the run folder."""

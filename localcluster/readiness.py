@@ -84,26 +84,22 @@ def read_ready_file(path: Path) -> dict[str, Any] | None:
 
 
 def node_status(
-    internal_port: int, secret: str, timeout_s: float = NODE_STATUS_TIMEOUT_S
+    internal_port: int,
+    secret: str,
+    timeout_s: float = NODE_STATUS_TIMEOUT_S,
+    *,
+    linearizable: bool = False,
 ) -> dict[str, Any]:
-    """Ask a gateway's internal port for NODE_STATUS; the decoded JSON body."""
-    from gateway.private_codes import InternalCode
-    from remoting.blocking import BlockingClient
-    from remoting.codes import ResponseCode
-    from remoting.command import RemotingCommand
-    from remoting.tls import ClientTls
+    """Ask a gateway's internal port for NODE_STATUS; the decoded JSON body. A refusal
+    is a LauncherError; ``linearizable`` commits a barrier first (node/internal.py)."""
+    from node import internal
 
-    request = RemotingCommand.request(int(InternalCode.NODE_STATUS), {"secret": secret})
-    with BlockingClient(
-        f"{LOOPBACK}:{internal_port}", timeout_s=timeout_s, tls=ClientTls.PLAIN
-    ) as client:
-        response = client.invoke(request)
-    if response.code != ResponseCode.SUCCESS:
-        raise LauncherError(
-            f"NODE_STATUS on port {internal_port} answered {response.code}: {response.remark}"
+    try:
+        return internal.node_status(
+            internal_port, secret, linearizable=linearizable, timeout_s=timeout_s
         )
-    body: dict[str, Any] = json.loads(response.body or b"{}")
-    return body
+    except internal.InternalRequestError as exc:
+        raise LauncherError(str(exc)) from exc
 
 
 def gateway_ready(ready_file: Path, internal_port: int, secret: str) -> bool:

@@ -9,18 +9,23 @@ audited without anyone remembering to. Anonymous requests are refused before
 they change anything and are not recorded (login failures are django-axes').
 
 Views may say more than the URL does: ``note(request, result=..., action=...)``
-(the console's operation forms give their result sentence this way). Password
-and CSRF fields never reach the log.
+(the console's operation forms give their result sentence this way). A read that
+hands out what matters asks to be recorded too (``record_read``: backups). An
+operation run from a shell records itself (``record_operation``: recovery after quorum
+loss). Password and CSRF fields never reach the log.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import logging
 from http import HTTPStatus
 from typing import Any
 
+import dj_database_url
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
@@ -54,6 +59,65 @@ def note(
         request.audit_result = result  # type: ignore[attr-defined]
     if action is not None:
         request.audit_action = action  # type: ignore[attr-defined]
+
+
+def record_read(request: HttpRequest, *, action: str) -> None:
+    """Ask the audit log to record this read too: reads are not recorded, but one that
+    hands out what matters (a backup holds the whole config and KV) is, whether it was
+    answered or refused, once the user is signed in. ``note`` may add its result."""
+    request.audit_read = True  # type: ignore[attr-defined]
+    note(request, action=action)
+
+
+OPERATION_CHANNEL = "cli"
+"""The channel of an entry a command-line operation wrote (``record_operation``)."""
+_OPERATION_ALIAS = "audit-operation"
+SQLITE_TIMEOUT_S = 20
+
+
+def record_operation(
+    database_url: str,
+    *,
+    node_id: str,
+    action: str,
+    target: str,
+    detail: dict[str, Any],
+    result: str,
+    ok: bool = True,
+) -> None:
+    """Write one entry for an operation run from a shell (``cluster recover``,
+    ``run_node --force-new-cluster``) into the shared database at ``database_url``:
+    the one the cluster's nodes use, which need not be this process's own (a command
+    run beside a local cluster, or the node supervisor, which migrates it for its
+    processes). The user is the shell's account; ``channel`` is ``cli``."""
+    settings_dict: dict[str, Any] = dict(dj_database_url.parse(database_url))
+    if settings_dict.get("ENGINE", "").endswith("sqlite3"):
+        # The nodes' web processes may be writing the same file.
+        settings_dict["OPTIONS"] = {"timeout": SQLITE_TIMEOUT_S}
+    connections.settings[_OPERATION_ALIAS] = connections.configure_settings(
+        {"default": settings_dict}
+    )["default"]
+    try:
+        AuditEntry.objects.using(_OPERATION_ALIAS).create(
+            at=timezone.now(),
+            username=getpass.getuser()[:150],
+            node_id=node_id,
+            channel=OPERATION_CHANNEL,
+            action=action[:128],
+            target=target[:255],
+            detail=detail,
+            status=HTTPStatus.OK if ok else HTTPStatus.INTERNAL_SERVER_ERROR,
+            ok=ok,
+            result=result[:RESULT_CHARS_MAX],
+        )
+    finally:
+        connections[_OPERATION_ALIAS].close()
+        del connections[_OPERATION_ALIAS]
+        del connections.settings[_OPERATION_ALIAS]
+
+
+def _read_recorded(request: HttpRequest) -> bool:
+    return bool(getattr(request, "audit_read", False))
 
 
 def _body(request: HttpRequest) -> bytes:
@@ -120,7 +184,10 @@ class AuditMiddleware:
         if self.is_async:
             return self._acall(request)
         if request.method in SAFE_METHODS:
-            return self.get_response(request)
+            read: HttpResponse = self.get_response(request)
+            if _read_recorded(request):
+                self._record_safely(request, read, b"")
+            return read
         body = _body(request)
         response = self.get_response(request)
         self._record_safely(request, response, body)
@@ -129,6 +196,8 @@ class AuditMiddleware:
     async def _acall(self, request: HttpRequest) -> HttpResponse:
         if request.method in SAFE_METHODS:
             response: HttpResponse = await self.get_response(request)
+            if _read_recorded(request):
+                await sync_to_async(self._record_safely)(request, response, b"")
             return response
         body = _body(request)
         response = await self.get_response(request)

@@ -252,6 +252,17 @@ def node_status(node: NodeAddress | None = None, timeout_s: float | None = None)
     return status
 
 
+def member_addrs(timeout_s: float | None = None) -> dict[str, Any]:
+    """MEMBER_ADDRS of this node: ``{"members": [raft addr], "remoting": {raft addr:
+    remoting addr}}`` (raft mode; both empty in eventual mode)."""
+    response = _internal(InternalCode.MEMBER_ADDRS, timeout_s=timeout_s)
+    try:
+        answer: dict[str, Any] = json.loads(response.body or b"{}")
+    except ValueError as exc:
+        raise GatewayRefused(int(ResponseCode.SYSTEM_ERROR), f"bad members body: {exc}") from exc
+    return answer
+
+
 def topic_route(
     topic: str,
     *,
@@ -287,6 +298,18 @@ def get_kv(namespace: str, key: str) -> str | None:
     if response.code == ResponseCode.QUERY_NOT_FOUND:
         return None
     return (expect_success(response).ext_fields or {}).get("value")
+
+
+BACKUP_TIMEOUT_S = 60.0
+"""A backup commits a barrier, then copies, compresses and hashes the whole table."""
+
+
+def backup(cluster: str) -> bytes:
+    """BACKUP of this node (the internal port): the backup file's bytes, named for
+    ``cluster`` (raft: read after a barrier; NoQuorum without a quorum)."""
+    fields = {"cluster": cluster}
+    response = _internal(InternalCode.BACKUP, fields, timeout_s=BACKUP_TIMEOUT_S)
+    return response.body or b""
 
 
 # ------------------------------------------------------------------- writes

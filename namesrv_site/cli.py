@@ -23,6 +23,7 @@ VERBS: dict[str, str] = {
     "create-operator": "create_operator",
     "topic": "topic",
     "gateway": "run_gateway",
+    "backup": "backup",
 }
 """The console script's verbs and the management commands they run."""
 

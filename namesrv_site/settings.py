@@ -483,8 +483,9 @@ AUTH_PASSWORD_VALIDATORS = [
 if PRODUCTION:
     SECURE_SSL_REDIRECT = env_bool("NAMESRV_SECURE_SSL_REDIRECT", True)
     # Probes and scrapers speak plain HTTP to the node itself (a load balancer's
-    # health check, Prometheus): they get their answer, not a redirect.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    # health check, Prometheus): they get their answer, not a redirect. So do RocketMQ
+    # clients asking the address server: MixAll.getWSAddr() is always http://.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$", r"^rocketmq/nsaddr"]
     SECURE_HSTS_SECONDS = env_int("NAMESRV_HSTS_SECONDS", 31_536_000)
     # Covers the hosts below the console's own name (n1.console.example -> *.n1...),
     # never the parent domain: safe to default on.

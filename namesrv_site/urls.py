@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from namesrv_app.api.views import ApiSchemaView
-from namesrv_app.web import health, metrics
+from namesrv_app.web import address_server, health, metrics
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
+    # RocketMQ's address server: public, like upstream's (namesrv_app/web/address_server.py).
+    re_path(address_server.NSADDR_PATH_PATTERN, address_server.nsaddr, name="nsaddr"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("favicon.ico", health.favicon, name="favicon"),

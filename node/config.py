@@ -175,6 +175,9 @@ class NodeConfig:
     namesrv_config_file: Path | None = None
     """The gateway's NamesrvConfig properties (``run_gateway --config``, upstream's -c)."""
     tls: NodeTls = NodeTls()
+    restore_state_file: Path | None = None
+    """A backup the gateway starts a new cluster from (``run_node --restore-state``, a
+    start option rather than a key of the file; gateway/restore.py)."""
 
     @property
     def raft_identity(self) -> str:
@@ -379,13 +382,14 @@ def _raft(source: Path, doc: NodeFile) -> tuple[Endpoint | None, str]:
 
 
 def _check_members(
-    source: Path, node_id: str, mode: str, raft: Endpoint | None, peers: tuple[Peer, ...]
+    source: Path, node_id: str, raft: Endpoint | None, peers: tuple[Peer, ...]
 ) -> None:
+    # A raft node with no other member listed is a one-member cluster: what recovery
+    # after quorum loss leaves until add-node grows it. A first start of such a file is
+    # refused where the Raft folder is known (node/force.py), not here.
     listed_self = [p for p in peers if p.node_id == node_id]
     if listed_self and raft is not None and listed_self[0].raft not in (None, raft):
         raise _fail(source, f"peers.{node_id}", "raft", f"differs from this node's {raft}")
-    if mode == vocab.MODE_RAFT and not [p for p in peers if p.node_id != node_id]:
-        raise _fail(source, "peers", "", "raft mode needs the other members listed")
 
 
 def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
@@ -401,7 +405,7 @@ def parse_node_config(data: dict[str, Any], source: Path) -> NodeConfig:
     assert remoting is not None and web is not None  # listen is required by the schema
     raft, raft_bind_host = _raft(source, doc)
     peers = _peers(source, doc.peers, doc.mode)
-    _check_members(source, doc.id, doc.mode, raft, peers)
+    _check_members(source, doc.id, raft, peers)
     _check_secrets(source, doc)
     metrics = _endpoint(source, "metrics", "listen", doc.metrics.listen, required=False)
     _check_ports(source, _bound_ports(remoting, web, doc.internal.port, raft, metrics))

@@ -177,6 +177,17 @@ def with_password(url: str, password_file: Path | None, what: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def shared_database_url(config: NodeConfig) -> str:
+    """The cluster-wide database every process of the node uses (accounts, tokens, the
+    audit log), its password in it: ``[database] url``, else a file of the node's own."""
+    if config.database_url:
+        return with_password(
+            config.database_url, config.database_password_file, "database password"
+        )
+    # No shared database configured: this node keeps its accounts to itself.
+    return f"sqlite:///{config.data_dir / SHARED_DB_FILE_NAME}"
+
+
 def node_env(config: NodeConfig, base: Mapping[str, str]) -> dict[str, str]:
     """The environment of every process of the node: ``base`` plus what the file says.
 
@@ -198,8 +209,7 @@ def node_env(config: NodeConfig, base: Mapping[str, str]) -> dict[str, str]:
             "NAMESRV_INTERNAL_SECRET_FILE": str(internal_secret_file(config)),
             "NAMESRV_CLUSTER_FILE": str(cluster_file(config)),
             "NAMESRV_DB_PATH": str(config.data_dir / DB_FILE_NAME),
-            # No shared database configured: this node keeps its accounts to itself.
-            "DATABASE_URL": f"sqlite:///{config.data_dir / SHARED_DB_FILE_NAME}",
+            "DATABASE_URL": shared_database_url(config),
             "NAMESRV_SCAN_INTERVAL_S": str(config.scan_interval_s),
             # The web workers' counters, merged by /metrics (emptied at every start).
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir(config)),
@@ -225,10 +235,6 @@ def node_env(config: NodeConfig, base: Mapping[str, str]) -> dict[str, str]:
     tls_file = tls_properties_file(config)
     if tls_file is not None and config.tls.clients_use_tls:
         env[CONFIG_FILE_ENV] = str(tls_file)
-    if config.database_url:
-        env["DATABASE_URL"] = with_password(
-            config.database_url, config.database_password_file, "database password"
-        )
     if config.redis_url:
         env["REDIS_URL"] = with_password(
             config.redis_url, config.redis_password_file, "redis password"
@@ -293,6 +299,8 @@ def gateway_argv(config: NodeConfig) -> list[str]:
         argv += ["--tls-config", str(tls_file)]
     if config.namesrv_config_file is not None:
         argv += ["--config", str(config.namesrv_config_file)]
+    if config.restore_state_file is not None:
+        argv += ["--restore-state", str(config.restore_state_file)]
     if config.mode != vocab.MODE_RAFT or config.raft is None:
         return argv + _metrics_args(config)
     argv += [
@@ -310,6 +318,9 @@ def gateway_argv(config: NodeConfig) -> list[str]:
         str(config.propose_timeout_s),
         "--skew-allowance-ms",
         str(config.skew_allowance_ms),
+        # The address this member records for every node's address server (RAFT.md).
+        "--remoting-advertise",
+        str(config.remoting_advertise or config.remoting),
     ]
     if config.raft_bind_host:
         argv += ["--raft-bind-host", config.raft_bind_host]

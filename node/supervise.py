@@ -169,12 +169,19 @@ def _gateway_ready(config: NodeConfig) -> bool:
     return processes.ready_file(config).exists()
 
 
+BeforeStart = Callable[[NodeConfig, Mapping[str, str]], NodeConfig]
+"""Called with the config and the processes' environment once the databases are
+migrated, before any process starts; returns the config to start from (``run_node
+--force-new-cluster`` replays and replaces the Raft folder there: node/force.py)."""
+
+
 def run_node(
     config: NodeConfig,
     *,
     base_env: Mapping[str, str] | None = None,
     say: Callable[[str], None] = print,
     stop_event: threading.Event | None = None,
+    before_start: BeforeStart | None = None,
 ) -> int:
     """Run the node until a stop signal (or ``stop_event``); the exit status.
 
@@ -182,7 +189,8 @@ def run_node(
     """
     stop_requested = stop_event or threading.Event()
     prepare_data_dir(config)
-    env = processes.node_env(config, os.environ if base_env is None else base_env)
+    base = os.environ if base_env is None else base_env
+    env = processes.node_env(config, base)
     collecting = collect_static(config, env)
     try:
         migrate(config, env)
@@ -191,6 +199,9 @@ def run_node(
         collecting.wait()
         raise
     collected(config, collecting)
+    if before_start is not None:
+        config = before_start(config, env)
+        env = processes.node_env(config, base)
     processes.ready_file(config).unlink(missing_ok=True)
     processes.reset_metrics_dir(config)
     running = children(config)

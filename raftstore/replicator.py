@@ -99,6 +99,13 @@ class Replicator(Protocol):
     def read(self, reader: Callable[[RouteTable], T]) -> T:
         """Run ``reader`` against the applied state, excluded from concurrent apply."""
 
+    def read_at(self, reader: Callable[[RouteTable], T]) -> tuple[T, int, int]:
+        """``reader``'s result with the log index and term it was read at (one hold of
+        the apply lock; may block: call it off the event loop)."""
+
+    def seed(self, table: RouteTable) -> None:
+        """Before anything is applied: start from ``table`` (a restored backup)."""
+
     def subscribe(self, listener: ApplyListener) -> None:
         """Call ``listener`` after each applied command, in apply order, on the apply thread."""
 
@@ -196,6 +203,19 @@ class LocalReplicator:
         """Run ``reader`` under the apply lock."""
         with self._lock:
             return reader(self._table)
+
+    def read_at(self, reader: Callable[[RouteTable], T]) -> tuple[T, int, int]:
+        """``reader``'s result with the commands this node applied so far and term 0,
+        under one hold of the apply lock (the raft replicator's ``read_at`` shape)."""
+        with self._lock:
+            return reader(self._table), self._applied_index, 0
+
+    def seed(self, table: RouteTable) -> None:
+        """Before anything is proposed: ``table`` (a restored backup) replaces the empty one."""
+        with self._lock:
+            if self._applied_index:
+                raise ReplicationError(f"{self.node_id}: a table in use cannot be seeded")
+            self._table = table
 
     def subscribe(self, listener: ApplyListener) -> None:
         """Register ``listener`` for every later apply."""

@@ -258,6 +258,10 @@ class RouteTable:
         infos = self._t.mapping_infos.get(topic)
         return dict(sorted(infos.items())) if infos else {}
 
+    def broker_topics(self, broker_name: str) -> frozenset[str]:
+        """The topics holding a queue of ``broker_name`` (their routes name its group)."""
+        return frozenset(self._t.topics_of(broker_name))
+
     def broker_data(self, broker_name: str) -> BrokerData | None:
         """One broker group (a copy), None when unknown."""
         group = self._t.broker_addr.get(broker_name)

@@ -149,11 +149,13 @@ def digests_of(state: Json) -> StateDigests:
 
 def encode(t: Tables, config: NamesrvConfig, applied_version: int, routes_version: int) -> bytes:
     """A snapshot of the table with both version counters."""
-    doc = {
-        "applied_version": applied_version,
-        "routes_version": routes_version,
-        "state": canonical_state(t, config),
-    }
+    return encode_document(canonical_state(t, config), applied_version, routes_version)
+
+
+def encode_document(state: Json, applied_version: int, routes_version: int) -> bytes:
+    """:func:`encode` of a document :func:`canonical_state` returned: a caller copies the
+    state under the apply lock and serializes it after releasing it (backups)."""
+    doc = {"applied_version": applied_version, "routes_version": routes_version, "state": state}
     return _HEADER.pack(MAGIC, FORMAT_VERSION) + _dumps(doc)
 
 

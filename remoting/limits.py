@@ -115,6 +115,11 @@ class RefusalLog:
         self._log.warning(message, *args)
         return True
 
+    def reset(self) -> None:
+        """What was failing works again: the next line is written at once."""
+        self._window_start_s = float("-inf")
+        self._lines = 0
+
 
 class UnfinishedFrameBudget:
     """The bytes of unfinished frames held over all of a server's connections,

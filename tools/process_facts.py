@@ -2,11 +2,14 @@
 
 The local cluster's pid files, the demo brokers' liveness and the benchmarks' CPU
 accounting all need the same few facts; psutil reads them (and knows /proc's quirks,
-such as a command name holding spaces and parentheses).
+such as a command name holding spaces and parentheses). One action sits with the facts:
+ending what a killed process group left behind (:func:`end_orphaned_group`), since it
+rests on the same identity checks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import psutil
@@ -117,3 +120,30 @@ def environment(pid: int) -> dict[str, str]:
 def thread_ids(pid: int) -> list[int]:
     """The ids of the threads of ``pid``."""
     return [int(thread.id) for thread in psutil.Process(pid).threads()]
+
+
+def end_orphaned_group(leader_pid: int, timeout_s: float) -> list[int]:
+    """SIGKILL what is left of the process group ``leader_pid`` led, once that leader is
+    gone; the pids ended (waited for up to ``timeout_s``).
+
+    A launched process leads its own group, so a SIGKILL of it alone can leave its
+    children running and holding its ports (a web server's workers). The group is ours
+    only while no process runs as ``leader_pid``: Linux hands a pid out again only once
+    no group carries it, so members found then are the dead leader's own. psutil sends
+    each signal after checking that the pid still names the process it listed.
+    """
+    if _running(leader_pid) is not None:
+        return []
+    leftovers = []
+    for process in psutil.process_iter():
+        try:
+            # A zombie holds nothing; waiting for one that is not our child never ends.
+            if os.getpgid(process.pid) == leader_pid and process.status() not in GONE_STATUSES:
+                leftovers.append(process)
+        except (OSError, psutil.Error):
+            continue  # ended between the listing and the question
+    for process in leftovers:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(leftovers, timeout=timeout_s)
+    return [process.pid for process in leftovers]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from namesrv_app.api import views
+from namesrv_app.api import backup, views
 from namesrv_app.web import names  # noqa: F401  (registers <name:...>: any stored name)
 
 app_name = "api"
@@ -36,4 +36,5 @@ urlpatterns = [
     path("nodes/membership/", views.MembershipView.as_view(), name="membership"),
     path("audit/", views.AuditLogView.as_view(), name="audit"),
     path("namesrv-config/", views.NamesrvConfigView.as_view(), name="namesrv-config"),
+    path("backup/", backup.BackupView.as_view(), name="backup"),
 ]

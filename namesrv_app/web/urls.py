@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from namesrv_app.web import (
+    backup,
     brokers,
     experiments,
     names,  # noqa: F401  (registers <name:...>: any stored name)
@@ -19,6 +20,7 @@ urlpatterns = [
     path("topics/", views.topics, name="topics"),
     path("topics/<name:topic>/", views.topic_detail, name="topic"),
     path("nodes/", views.nodes, name="nodes"),
+    path("nodes/backup/", backup.backup, name="backup"),
     path("brokers/", brokers.brokers, name="brokers"),
     path("brokers/topic/", brokers.broker_topic, name="broker-topic"),
     path("brokers/send/", brokers.broker_send, name="broker-send"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable
 from typing import TypeVar
@@ -27,6 +28,8 @@ T = TypeVar("T")
 logger = logging.getLogger("raftstore.raft")
 
 DEDUPE_WINDOW_ENTRIES = 8192
+ENTRY_BOUNDARY_POLL_S = 0.0005
+"""How long :meth:`AppliedState.read_whole` lets the apply go on before it looks again."""
 
 Outcome = ApplyResult | BaseException
 Ready = list[tuple[str, Outcome]]
@@ -51,6 +54,9 @@ class AppliedState:
         self.lock = threading.RLock()
         self.last_command_index = 0
         self.applied_entries = 0
+        self.entry_open = False
+        """True between an entry's first command and its end (under the lock): a reader
+        that needs a state at an entry boundary (:meth:`read_whole`) waits it out."""
         self._verify_own_entries = verify_own_entries
         self._raise_alarm = raise_alarm
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -85,6 +91,7 @@ class AppliedState:
             # for one command at most, never for a whole batch of registrations,
             # and every state they see is a committed prefix of the log.
             with lock:
+                self.entry_open = True
                 if part.proposal_id in self._seen:
                     continue
                 self._remember(part.proposal_id)
@@ -102,6 +109,7 @@ class AppliedState:
                 ready.append((part.proposal_id, outcome))
         with lock:
             self.last_command_index = index
+            self.entry_open = False
             if checkpoint_due(index, self.table.queue_row_count):
                 self._checkpoints.record(index, self.table.digest())
         return ready
@@ -148,6 +156,7 @@ class AppliedState:
             self.table = table
             self._seen = OrderedDict((pid, None) for pid in seen)
             self.last_command_index = index
+            self.entry_open = False
         for listener in self._snapshot_listeners:
             listener(index)
 
@@ -157,6 +166,29 @@ class AppliedState:
         """Run ``reader`` against the applied state under the apply lock."""
         with self.lock:
             return reader(self.table)
+
+    def read_whole(
+        self, reader: Callable[[RouteTable], T], extra: Callable[[], int], timeout_s: float
+    ) -> tuple[T, int]:
+        """``reader``'s result on a state at an entry boundary (every command of the
+        entries up to the index applied, none of later ones), with that index: the
+        larger of ``extra()`` (PySyncObj's applied count, which also counts its no-ops)
+        and the last entry applied here, read under the same lock hold.
+
+        A batch entry's commands take the lock one by one, so a reader that finds an
+        entry half applied lets go and tries again; ReplicationError after ``timeout_s``
+        (the clock only bounds this reader's wait: nothing applied reads it).
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self.lock:
+                if not self.entry_open:
+                    return reader(self.table), max(extra(), self.last_command_index)
+            if time.monotonic() > deadline:
+                raise ReplicationError(
+                    f"{self.node_id}: no entry boundary to read at within {timeout_s:.0f} s"
+                )
+            time.sleep(ENTRY_BOUNDARY_POLL_S)
 
     def subscribe(self, listener: ApplyListener) -> None:
         """Call ``listener(command, result)`` on the apply thread after each apply."""

@@ -68,6 +68,10 @@ from raftstore.route_table import RouteTable
 
 T = TypeVar("T")
 
+READ_AT_TIMEOUT_S = 10.0
+"""How long :meth:`RaftReplicator.read_at` waits for an entry boundary (a batch entry
+applies in well under a second even on a busy host)."""
+
 
 class RaftReplicator:
     """Raft mode: commands go through a PySyncObj log and apply in order everywhere."""
@@ -130,7 +134,7 @@ class RaftReplicator:
         self._data_dir.mkdir(parents=True, exist_ok=True)
         conf = self._settings.to_conf(
             self._data_dir / "raft.journal",
-            self._data_dir / "raft.snapshot",
+            self.snapshot_file(),
             SnapshotHooks(self._applied, self._durability, fsync=self._settings.fsync),
             self._security,
         )
@@ -240,6 +244,19 @@ class RaftReplicator:
                     sync, self.self_addr, self._view, self.node_id, self._tick_gaps.max_s
                 )
 
+    def seed(self, table: RouteTable) -> None:
+        """Before :meth:`start`: the state the log applies on instead of an empty table
+        (a restored backup, ``gateway/restore.py``). Every member must be seeded with the
+        same table, from an empty Raft folder, or their states differ."""
+        if self._sync is not None:
+            raise ReplicationError(f"{self.node_id}: a running replicator cannot be seeded")
+        with self._applied.lock:
+            self._applied.table = table
+
+    def snapshot_file(self) -> Path:
+        """Where PySyncObj keeps this node's snapshot (present once the log was compacted)."""
+        return self._data_dir / "raft.snapshot"
+
     def force_snapshot(self) -> None:
         """Ask PySyncObj to compact the log at its next tick (tests, operators)."""
         self._require_started().forceLogCompaction()
@@ -249,6 +266,19 @@ class RaftReplicator:
     def read(self, reader: Callable[[RouteTable], T]) -> T:
         """Run ``reader`` against the applied state under the apply lock."""
         return self._applied.read(reader)
+
+    def read_at(
+        self, reader: Callable[[RouteTable], T], timeout_s: float = READ_AT_TIMEOUT_S
+    ) -> tuple[T, int, int]:
+        """``reader``'s result with the log index and the term it was read at: under one
+        hold of the apply lock, at an entry boundary (every entry up to the index
+        applied, none after), the term being this node's current one. Blocks (call it
+        off the event loop); after a :meth:`barrier` it is a linearizable read."""
+        sync = self._require_started()
+        value, index = self._applied.read_whole(
+            reader, lambda: int(sync.raftLastApplied), timeout_s
+        )
+        return value, index, int(sync.raftCurrentTerm)
 
     def subscribe(self, listener: ApplyListener) -> None:
         """Call ``listener(command, result)`` on the apply thread after each apply."""

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from namesrv_app.management.commands.cluster import Command
+from namesrv_app.management import cluster_text
 from remoting.bodies import encode_data_version
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -98,7 +98,7 @@ def _status_text(node: RaftGateway) -> str:
         "running": True,
         "nodes": [{"id": node.node_id, "status": node.node_status(), "error": None}],
     }
-    return Command._status_text(status)
+    return cluster_text.status_text(status)
 
 
 def _assert_refused(answer: RemotingCommand) -> None:

@@ -1,11 +1,12 @@
 """``manage.py cluster status``: a node's alarms, a Raft port not listening among them,
-are printed as lines of their own, not only in ``--json``."""
+are printed as lines of their own, not only in ``--json``; in raft mode one line gives
+every node's applied index (the survivor to keep after a lost majority has the highest)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from namesrv_app.management.commands.cluster import Command
+from namesrv_app.management import cluster_text
 from raftstore.raft import RaftStatus
 
 
@@ -34,8 +35,12 @@ def test_a_node_whose_raft_port_is_not_listening_is_named_in_the_status_text() -
         "run_dir": "/run/local",
         "processes": [{"name": "n1-gateway", "pid": 42, "alive": True, "log": "n1/gateway.log"}],
         "running": True,
-        "nodes": [{"id": "n1", "status": dataclasses.asdict(raft), "error": None}],
+        "nodes": [
+            {"id": "n1", "status": dataclasses.asdict(raft), "error": None},
+            {"id": "n2", "status": None, "error": "gateway not running"},
+        ],
     }
-    text = Command._status_text(status)
+    text = cluster_text.status_text(status)
     assert "raft_port=not listening" in text
     assert f"n1 ALARM: {alarm}" in text.splitlines()
+    assert "applied index: n1 9, n2 -" in text.splitlines()

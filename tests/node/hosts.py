@@ -8,6 +8,7 @@ points at the same ones.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -105,6 +106,10 @@ class NodeProcess:
     config_path: Path
     netns: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    args: Sequence[str] = ()
+    """More ``run_node`` arguments (``--force-new-cluster``)."""
+    stderr_path: Path | None = None
+    """Where its stderr goes; None: into :attr:`log_path` with its stdout."""
     popen: subprocess.Popen[bytes] | None = None
 
     @property
@@ -118,26 +123,33 @@ class NodeProcess:
             "run_node",
             "--config",
             str(self.config_path),
+            *self.args,
         ]
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
-        with open(self.log_path, "ab") as log:
+        with contextlib.ExitStack() as files:
+            log = files.enter_context(open(self.log_path, "ab"))
+            err = files.enter_context(open(self.stderr_path, "ab")) if self.stderr_path else None
             self.popen = subprocess.Popen(
                 argv,
                 cwd=PROJECT_DIR,
                 env={**os.environ, **self.env},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
-                stderr=subprocess.STDOUT,
+                stderr=subprocess.STDOUT if err is None else err,
                 start_new_session=True,
             )
         return self
 
     def log(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
-        except OSError:
-            return ""
+        paths = [self.log_path, *([self.stderr_path] if self.stderr_path else [])]
+        texts = []
+        for path in paths:
+            try:
+                texts.append(path.read_text(encoding="utf-8", errors="replace")[-4000:])
+            except OSError:
+                pass
+        return "\n".join(texts)
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
         """SIGTERM the supervisor (it stops its children); its exit status."""

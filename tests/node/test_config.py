@@ -183,10 +183,17 @@ def test_the_schemas_modes_are_the_nodes_modes() -> None:
     assert get_args(config_schema.Mode) == vocab.MODES
 
 
-def test_raft_mode_needs_the_other_members(tmp_path: Path) -> None:
+def test_a_raft_file_without_other_members_is_a_one_member_cluster(tmp_path: Path) -> None:
+    """What recovery after quorum loss leaves until add-node grows it: the file reads;
+    its first start on an empty Raft folder is refused where the folder is known
+    (tests/node/test_force.py)."""
     text = GOOD.split("[peers.n2]")[0] + GOOD.split('raft = "10.0.0.3:7101"\n')[1]
-    with pytest.raises(NodeConfigError, match="raft mode needs the other members"):
-        load_node_config(_write(tmp_path, text))
+
+    config = load_node_config(_write(tmp_path, text))
+
+    assert config.peers == () and config.raft_members() == ("10.0.0.1:7101",)
+    argv = gateway_argv(config)
+    assert argv[argv.index("--raft-peers") + 1] == "10.0.0.1:7101"
 
 
 def test_an_unreadable_or_binary_file_is_refused_clearly(tmp_path: Path) -> None:

@@ -1,9 +1,16 @@
-"""``manage.py cluster up|down|status|add-node|remove-node``: a local NameServer cluster.
+"""``manage.py cluster up|down|status|add-node|remove-node|restart|backup|recover``: a
+local NameServer cluster.
 
 Each verb is a subcommand with only its own options (``cluster down --nodes 5`` is a
 usage error, not a silently ignored option). ``add-node`` and ``remove-node ID``
 change the Raft membership of a raft-mode cluster one node at a time (refused while
-a change is pending).
+a change is pending). ``backup FILE`` saves a consistent backup of the cluster's state
+and ``up --restore FILE`` starts a new cluster from one (:mod:`localcluster.backups`).
+``restart ID`` stops one node's processes if they still run and
+starts them again; ``up --node ID`` starts those of its processes that are not running
+(:mod:`localcluster.restart`). ``recover --survivor ID`` starts the survivor of a lost
+majority again as a one-member cluster and takes the others out
+(:mod:`localcluster.recover`; this command writes its audit entry).
 
 A thin shell over :mod:`localcluster.launcher`, which holds every step as a plain
 function (the integration tests call the same functions).
@@ -23,7 +30,9 @@ from django.core.management.base import CommandError, CommandParser
 
 from broker_app.management.command import ProjectCommand
 from localcluster import launcher
+from namesrv_app import recovery
 from namesrv_app.agreement import mark_agreement
+from namesrv_app.management import cluster_text
 from raftstore import vocab
 from remoting.tls import TlsMode
 
@@ -40,15 +49,18 @@ class Command(ProjectCommand):
     """Start, inspect or stop the gateways, web processes, Redis and Celery of a local cluster."""
 
     help = (
-        "Start (up), inspect (status) or stop (down) a local NameServer cluster, or grow "
-        "(add-node) or shrink (remove-node) a raft-mode one; `cluster VERB --help` lists "
-        "the verb's options."
+        "Start (up), inspect (status) or stop (down) a local NameServer cluster, start one "
+        "of its nodes again (restart ID, or up --node ID), or grow (add-node), shrink "
+        "(remove-node) or recover (recover --survivor ID, after a lost majority) a raft-mode "
+        "one; `cluster VERB --help` lists the verb's options."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         """One subcommand per verb, each with only its own options."""
         verbs = parser.add_subparsers(
-            dest="verb", required=True, metavar="up|down|status|add-node|remove-node"
+            dest="verb",
+            required=True,
+            metavar="up|down|status|add-node|remove-node|restart|backup|recover",
         )
         up = self._verb(
             verbs,
@@ -62,7 +74,26 @@ class Command(ProjectCommand):
             verbs, "remove-node", "raft mode: take one node out of the Raft group and stop it"
         )
         remove.add_argument("node_id", metavar="ID", help="the node to remove (e.g. n4)")
+        restart = self._verb(
+            verbs,
+            "restart",
+            "stop one node's gateway and web process if they still run and start them again "
+            "from its node.toml and folder (raft: it rejoins and catches up)",
+        )
+        restart.add_argument("node_id", metavar="ID", help="the node to restart (e.g. n2)")
+        launcher.backup_arguments(self._verb(verbs, "backup", launcher.BACKUP_HELP))
+        launcher.recover_arguments(self._verb(verbs, "recover", launcher.RECOVER_HELP))
         self._up_arguments(up)
+        up.add_argument(
+            "--node",
+            metavar="ID",
+            help="start only this node of the running cluster again: those of its processes "
+            "that are not running, from its node.toml, ports and folder (refused when they "
+            "all run); takes no other option but --run-dir and --json",
+        )
+        # Which up options `--node` was given besides; an explicit default goes unnoticed,
+        # and that is harmless: it asks for nothing `--node` ignores.
+        self._up_defaults = {a.dest: a.default for a in up._actions if a.option_strings}
 
     @staticmethod
     def _verb(verbs: Any, name: str, text: str) -> CommandParser:
@@ -183,6 +214,7 @@ class Command(ProjectCommand):
             action="store_true",
             help="also start simulated brokers registering demo topics (experiments)",
         )
+        launcher.restore_argument(up)
         up.add_argument(
             "--foreground",
             action="store_true",
@@ -196,19 +228,33 @@ class Command(ProjectCommand):
             if verb == "up":
                 self._up(run_dir, options)
             elif verb == "down":
-                self._emit(launcher.cluster_down(run_dir), options["json"], self._down_text)
+                self._emit(launcher.cluster_down(run_dir), options["json"], cluster_text.down_text)
             elif verb == "add-node":
                 summary = launcher.cluster_add_node(run_dir)
-                self._emit(summary, options["json"], self._up_text)
+                self._emit(summary, options["json"], cluster_text.up_text)
             elif verb == "remove-node":
                 summary = launcher.cluster_remove_node(run_dir, options["node_id"])
-                self._emit(summary, options["json"], self._up_text)
+                self._emit(summary, options["json"], cluster_text.up_text)
+            elif verb == "backup":
+                saved = launcher.cluster_backup(run_dir, options["file"], options["from_node"])
+                self._emit(saved, options["json"], launcher.backup_text)
+            elif verb == "restart":
+                summary = launcher.cluster_restart_node(run_dir, options["node_id"])
+                self._emit(summary, options["json"], launcher.restart_text)
+            elif verb == "recover":
+                summary = launcher.cluster_recover(run_dir, options["survivor"])
+                # The launcher never imports Django: the audit entry is written here.
+                recovery.record_local(summary, self.stderr.write)
+                self._emit(summary, options["json"], cluster_text.recover_text)
             else:
                 self._status(run_dir, options["json"])
         except launcher.LauncherError as exc:
             raise CommandError(str(exc)) from exc
 
     def _up(self, run_dir: Path, options: dict[str, Any]) -> None:
+        if options["node"] is not None:
+            self._up_node(run_dir, options)
+            return
         launcher.refuse_running(run_dir.resolve())
         plan = launcher.plan_ports(
             run_dir,
@@ -240,10 +286,27 @@ class Command(ProjectCommand):
             demo=options["demo"],
             demo_sim=options["demo_sim"],
             demo_broker_base_port=demo_ports,
+            restore=options["restore"],
         )
-        self._emit(summary, options["json"], self._up_text)
+        self._emit(summary, options["json"], cluster_text.up_text)
         if options["foreground"]:
             self._stay_attached(plan.run_dir)
+
+    def _up_node(self, run_dir: Path, options: dict[str, Any]) -> None:
+        """``up --node ID``: the node starts from its recorded config, so an option that
+        would plan a cluster is a usage error rather than silently ignored."""
+        ignored = sorted(
+            f"--{dest.replace('_', '-')}"
+            for dest, default in self._up_defaults.items()
+            if dest not in ("node", "run_dir", "json", "help") and options.get(dest) != default
+        )
+        if ignored:
+            raise CommandError(
+                f"up --node starts {options['node']} from its node.toml and the ports in "
+                f"cluster.json; it takes no {', '.join(ignored)}"
+            )
+        summary = launcher.cluster_start_node(run_dir, options["node"])
+        self._emit(summary, options["json"], launcher.restart_text)
 
     def _status(self, run_dir: Path, as_json: bool) -> None:
         status = launcher.cluster_status(run_dir)
@@ -257,7 +320,7 @@ class Command(ProjectCommand):
             status["live_missing"] = {
                 p["node_id"]: p["live_missing"] for p in panels if p["live_missing"]
             }
-        self._emit(status, as_json, self._status_text)
+        self._emit(status, as_json, cluster_text.status_text)
         if not status["running"]:
             raise SystemExit(STATUS_EXIT_DEAD)
 
@@ -267,84 +330,6 @@ class Command(ProjectCommand):
         else:
             self.stdout.write(text(data))
         self.stdout.flush()
-
-    @staticmethod
-    def _up_text(summary: dict[str, Any]) -> str:
-        lines = [f"NameServer cluster up ({summary['mode']} mode), run folder {summary['run_dir']}"]
-        for node in summary["nodes"]:
-            lines.append(
-                f"  {node['id']}: remoting {node['remoting_addr']}  console {node['console_url']}"
-                f"  logs {node['log_dir']}"
-            )
-        addrs = ";".join(node["remoting_addr"] for node in summary["nodes"])
-        lines.append(f"  redis {summary['redis']['url']}  celery logs {summary['run_dir']}/celery")
-        lines.append(f"  clients: namesrvAddr={addrs}")
-        for broker in summary.get("brokers", []):
-            lines.append(f"  broker {broker['label']}: {broker['addr']} (pid {broker['pid']})")
-        acl = summary.get("acl") or {}
-        if acl.get("enabled"):
-            lines.append(
-                f"  remoting ACL on: admin account {acl['admin_access_key']}, secret key in "
-                f"{acl['admin_secret_file']}; accounts in {acl['file']}"
-            )
-        else:
-            lines.append("  remoting ACL OFF (--no-acl): any local process may change routes")
-        tls = summary.get("tls") or {}
-        if tls.get("ca_file"):
-            lines.append(
-                f"  TLS {tls['mode']}: clients check the nodes against {tls['ca_file']}; "
-                f"NAMESRV_TLS_CONFIG_FILE={tls['client_config']} makes a tool speak TLS"
-            )
-        if summary.get("demo_pid"):
-            lines.append(f"  demo brokers (pid {summary['demo_pid']}): {summary['run_dir']}/demo")
-        metrics = [n["metrics_url"] for n in summary["nodes"] if n.get("metrics_url")]
-        if metrics:
-            lines.append(f"  gateway metrics (Prometheus): {'  '.join(metrics)}")
-        lines.append(
-            "  console login: there are no default accounts. Accounts are shared by every node"
-            " of the cluster; create an operator with\n"
-            f"    .venv/bin/python manage.py create_operator alice --run-dir {summary['run_dir']}"
-        )
-        return "\n".join(lines)
-
-    @staticmethod
-    def _status_text(status: dict[str, Any]) -> str:
-        if not status["processes"]:
-            return f"no cluster processes recorded in {status['run_dir']}"
-        rows = [
-            f"{p['name']:<12} pid {p['pid']:<8} {'alive' if p['alive'] else 'DEAD'}"
-            for p in status["processes"]
-        ]
-        for node in status["nodes"]:
-            facts = node["status"] or {}
-            scalars = ", ".join(
-                f"{key}={value}"
-                for key, value in sorted(facts.items())
-                if not isinstance(value, (list, dict))
-            )
-            rows.append(f"{node['id']}: {scalars or node['error']}")
-            # Raft safety alarms, the scan fallback, a Raft port that is not listening.
-            rows.extend(f"{node['id']} ALARM: {alarm}" for alarm in facts.get("alarms", ()))
-        if "agree" in status:
-            rows.append(
-                "the nodes agree on what clients see (routes, cluster info, topics, KV, config)"
-                if status["agree"]
-                else "THE NODES DISAGREE on what clients see (routes, cluster info, topics, "
-                "KV or config)"
-            )
-            for node_id, missing in sorted(status.get("live_missing", {}).items()):
-                rows.append(f"{node_id} does not (yet) count as alive: {', '.join(missing)}")
-        return "\n".join([f"cluster in {status['run_dir']}:", *rows])
-
-    @staticmethod
-    def _down_text(result: dict[str, Any]) -> str:
-        stopped = ", ".join(result["stopped"]) or "nothing was running"
-        killed = (
-            f" (killed after the grace period: {', '.join(result['killed'])})"
-            if result["killed"]
-            else ""
-        )
-        return f"stopped in {result['run_dir']}: {stopped}{killed}"
 
     def _stay_attached(self, run_dir: Path) -> None:
         """Wait for Ctrl-C or SIGTERM, warn about processes that die, then run ``down``."""
@@ -366,13 +351,15 @@ class Command(ProjectCommand):
                 reported |= self._report_deaths(run_dir, reported)
         finally:
             self.stdout.write("stopping the cluster ...")
-            self.stdout.write(self._down_text(launcher.cluster_down(run_dir)))
+            self.stdout.write(cluster_text.down_text(launcher.cluster_down(run_dir)))
             foreground.unlink(missing_ok=True)
             self.stdout.flush()
 
     def _report_deaths(self, run_dir: Path, reported: set[str]) -> set[str]:
-        """Say once per process when one died while attached; return the names reported.
-        Exits during a ``down`` from another shell are a stop, not deaths."""
+        """Say once per process when one died while attached; return what was reported
+        (name and pid: a node's process that `cluster restart` started and that dies
+        again is reported again). Exits during a ``down`` from another shell are a stop,
+        not deaths."""
         launcher.reap_children()
         if launcher.stopping(run_dir):
             if "(down)" not in reported:
@@ -380,10 +367,12 @@ class Command(ProjectCommand):
                 self.stdout.flush()
             return reported | {"(down)"}
         dead = {
-            p["name"]: p
+            f"{p['name']} {p['pid']}": p
             for p in launcher.cluster_status(run_dir, ask_nodes=False)["processes"]
-            if not p["alive"] and p["name"] not in reported
+            if not p["alive"] and f"{p['name']} {p['pid']}" not in reported
         }
-        for name, process in dead.items():
-            self.stderr.write(f"{name} (pid {process['pid']}) exited; see {process['log']}")
+        for process in dead.values():
+            self.stderr.write(
+                f"{process['name']} (pid {process['pid']}) exited; see {process['log']}"
+            )
         return set(dead)

@@ -36,6 +36,7 @@ from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 from raftstore.replicator import MODE_RAFT
 from remoting.acl_policy import AclConfigError
 from remoting.bodies import decode_properties
+from remoting.namesrv_list import NamesrvListError, check_namesrv_addr
 
 GIL_SWITCH_INTERVAL_S = 0.001
 """How long a thread may keep the interpreter lock while another waits for it (Python's
@@ -137,6 +138,17 @@ def print_config(options: GatewayOptions) -> str:
     return "".join(f"{key}={config[key]}\n" for key in sorted(config))
 
 
+def remoting_advertise(value: str | None) -> str | None:
+    """``--remoting-advertise``: a plain ``host:port`` (the address server hands it out as
+    it is), or CommandError."""
+    if not value:
+        return None
+    try:
+        return check_namesrv_addr(value)
+    except NamesrvListError as exc:
+        raise CommandError(f"--remoting-advertise: {exc}") from exc
+
+
 def metrics_port(port: int) -> int:
     """``--metrics-port``, or CommandError when it is not a port (0 is off)."""
     if not 0 <= port <= 65535:
@@ -214,6 +226,14 @@ class Command(ProjectCommand):
         conf = namesrv_settings()
         parser.add_argument("--node", default=conf.NODE_ID, help="node id, e.g. n1")
         parser.add_argument("--host", default=conf.HOST, help="the address the ports listen on")
+        parser.add_argument(
+            "--remoting-advertise",
+            default=None,
+            metavar="HOST:PORT",
+            help="raft mode: where clients reach the remoting port, recorded in the replicated "
+            "state for every node's address server, /rocketmq/nsaddr (default: none, nothing "
+            "recorded; run_node and cluster up give it)",
+        )
         parser.add_argument(
             "--port",
             type=int,
@@ -306,6 +326,15 @@ class Command(ProjectCommand):
             type=int,
             default=DEFAULT_FAILOVER_LAG_BYTES_MAX,
             help="raft failover: an elected slave is at most this many bytes behind",
+        )
+        parser.add_argument(
+            "--restore-state",
+            type=Path,
+            default=None,
+            metavar="FILE",
+            help="start a new cluster from this backup: only into an empty Raft folder (raft; "
+            "every member given the same file) or an empty node (eventual); refused, and "
+            "nothing started, otherwise (docs/RAFT.md, Backup and restore)",
         )
         parser.add_argument(
             "--config",
@@ -419,6 +448,7 @@ class Command(ProjectCommand):
             node_id=options["node"],
             host=options["host"],
             port=listen_port(options, properties, conf),
+            remoting_advertise=remoting_advertise(options["remoting_advertise"]),
             internal_port=options["internal_port"],
             mode=options["mode"],
             internal_secret=conf.INTERNAL_SECRET,
@@ -443,6 +473,7 @@ class Command(ProjectCommand):
             metrics_host=options["metrics_host"] or None,
             read_front=options["read_front"],
             below_front_nice=options["below_front_nice"],
+            restore_state_file=options["restore_state"],
         )
         if options["print_config"]:
             self.stdout.write(print_config(gateway_options), ending="")
