@@ -145,10 +145,8 @@ class NodeProcess:
         paths = [self.log_path, *([self.stderr_path] if self.stderr_path else [])]
         texts = []
         for path in paths:
-            try:
+            with contextlib.suppress(OSError):
                 texts.append(path.read_text(encoding="utf-8", errors="replace")[-4000:])
-            except OSError:
-                pass
         return "\n".join(texts)
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
