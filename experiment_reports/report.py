@@ -135,6 +135,33 @@ SECTIONS = (
         "No route read was recorded.",
     ),
     Section(
+        "lost_writes",
+        "Lost acknowledged writes",
+        "Per run: route writes acknowledged to a client or the harness (acked_writes) and "
+        "those lost (lost_writes, and their share): no read and no node sample returned "
+        "the written route while it could have been in effect, and a read started after "
+        "the acknowledgement, and finished "
+        "before any other write of the topic started, returned a route that neither this "
+        "write nor any write concurrent with it could have left. A linearizable route "
+        "never loses a write that way. A write that was simply replaced by a later one, "
+        "or whose read could come from a write that timed out, is not counted. Examples "
+        "as run/write op id with the read that shows it missing.",
+        "No route write was acknowledged.",
+    ),
+    Section(
+        "convergence",
+        "Time to converge after each heal",
+        "Per fault that healed (partition, kill ended): converge_ms is the time in "
+        "milliseconds from the heal to the first sampling round in which every node "
+        "answered every sampled topic that had an acknowledged write with the same route, "
+        "the latest acknowledged one (or one whose write was still in flight). Its "
+        "resolution is the sampling interval. not converged: no such round came before "
+        "the run ended (converge_ms is then empty, not a number); not measured: no sampled "
+        "topic had an acknowledged write.",
+        "No fault healed in this scenario, so convergence after a heal was not measured.",
+        per_event=True,
+    ),
+    Section(
         "t_visibility",
         "Freshness by time since the write",
         "Share of route reads that returned the latest committed route, by the time from "

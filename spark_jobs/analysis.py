@@ -17,7 +17,9 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 from experiment_reports.seeds import SEED_INTERVALS
 from spark_jobs.anomalies import anomaly_summary, classify_topics, not_exist_live_summary
 from spark_jobs.checker import CheckBudget, overall_verdict
+from spark_jobs.convergence import convergence_after_heals
 from spark_jobs.dataset import executor_facts, load_history
+from spark_jobs.lost_writes import lost_writes_by_topic, lost_writes_summary
 from spark_jobs.metrics import (
     GROUP,
     availability,
@@ -50,7 +52,7 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in frame.collect()]
 
 
-JOBS_TOTAL = 18
+JOBS_TOTAL = 20
 """The Spark jobs ``analyze`` runs (for its "job k of n" lines)."""
 
 
@@ -98,6 +100,8 @@ def analyze(
     timed("anomalies", lambda: anomaly_summary(classified))
     timed("not_exist_live", lambda: not_exist_live_summary(classified))
     classified.unpersist()
+    timed("lost_writes", lambda: lost_writes_summary(lost_writes_by_topic(history)))
+    timed("convergence", lambda: convergence_after_heals(history))
     timed("divergence", lambda: divergence_summary(divergence_by_topic(history)))
     timed("stale_route", lambda: stale_route_windows(history))
     timed("dead_sends", lambda: dead_sends_summary(history))

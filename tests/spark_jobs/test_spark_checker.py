@@ -25,8 +25,8 @@ def test_the_cli_writes_tables_plots_and_an_overall_verdict(spark, history_root,
     captured = capsys.readouterr()
     printed = json.loads(captured.out.strip().splitlines()[-1])
     assert printed["overall"] == {"eventual": "not_linearizable"}
-    assert "Spark job 1 of 18: t_visibility ..." in captured.err
-    assert "Spark job 18 of 18: counterexamples done in" in captured.err
+    assert "Spark job 1 of 20: t_visibility ..." in captured.err
+    assert "Spark job 20 of 20: counterexamples done in" in captured.err
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {
         "t_visibility",

@@ -1,0 +1,181 @@
+"""Time to converge after each heal: from a fault's end until every node answers every
+exercised topic with the latest acknowledged route.
+
+Per run and per healed fault (a ``faults`` row with ``end_ms >= start_ms``; an open fault
+never heals and has no row), over the node samples (``node_states``: every node asked for
+the same topics in each sampling round, all answers of a round stamped with its start):
+
+- The run's *nodes* are the nodes that answered any of its samples; its *exercised topics*
+  are the sampled topics with at least one acknowledged (``ok``) write in ``operations``.
+- A sampling round at ``ts_ms`` is *converged* when, for every exercised topic, every node
+  answered, all answers are equal, and that answer is a route that could be in effect at
+  ``ts_ms`` (``experiment_history.superseding``'s possible sources over the topic's writes
+  in ``operations``, as the anomaly classes read them: ``ok`` writes end at their ack,
+  ``error``/``timeout`` ones are pending and may take effect any time after their call).
+  With no write in flight that is exactly the latest acknowledged route; while one is in
+  flight (or pending), its route counts too.
+- ``converge_ms`` = the first converged round at or after the heal, minus the heal time
+  (milliseconds, at the sampling interval's resolution). With no such round before the run
+  ends the fault is ``not converged`` and ``converge_ms`` is null, never a number; a run
+  with no exercised topic sampled is ``not measured``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from experiment_history.schema import US_PER_MS, WRITE_KINDS, interval_us
+from experiment_history.superseding import TIME_MAX_US, TimedWrite, TopicWrites
+from spark_jobs.anomalies import ROW_COLUMNS
+from spark_jobs.checker import register_role, topic_groups
+
+CONVERGED = "converged"
+NOT_CONVERGED = "not converged"
+NOT_MEASURED = "not measured"
+
+
+def round_converged(
+    writes: TopicWrites, ts_ms: int, answers: Collection[str], answered: int, nodes: int
+) -> bool:
+    """Whether one topic is converged in the round at ``ts_ms``: ``answered`` of the run's
+    ``nodes`` answered, the distinct ``answers`` are one route, and it could be in effect."""
+    if answered < nodes or len(set(answers)) != 1:
+        return False
+    at_us = ts_ms * US_PER_MS
+    return writes.sources(next(iter(answers)), at_us, at_us) is not None
+
+
+def first_converged(heal_ms: int, converged_rounds: Sequence[int]) -> int | None:
+    """ms from ``heal_ms`` to the first converged round at or after it, None: never."""
+    after = [ts for ts in converged_rounds if ts >= heal_ms]
+    return min(after) - heal_ms if after else None
+
+
+# ------------------------------------------------------------------------------- Spark
+
+WRITES_DDL = (
+    "run_id string, topic string, writes array<struct<value:string,invoke_us:long,"
+    "complete_us:long>>"
+)
+ROUNDS_DDL = "run_id string, ts_ms long, topic string, ok boolean"
+TABLE_COLUMNS = (
+    "run_id",
+    "mode",
+    "scenario",
+    "fault_kind",
+    "target",
+    "start_ms",
+    "heal_ms",
+    "status",
+    "converge_ms",
+)
+
+
+def _topic_writes(item: tuple[tuple[str, str], Iterable[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+    """Spark task body: one (run, topic) group's writes, when one was acknowledged."""
+    (run_id, topic), rows = item
+    writes: list[tuple[str, int, int]] = []
+    acked = False
+    for row in rows:
+        as_dict = dict(zip(ROW_COLUMNS, row, strict=True))
+        role = register_role(as_dict)
+        if role is None or not role[0]:
+            continue
+        _, value, complete = role
+        invoke, end = interval_us(as_dict)
+        writes.append((value, invoke, end if complete else TIME_MAX_US))
+        acked = acked or complete
+    return [(run_id, topic, writes)] if acked else []
+
+
+def _round_flags(row: Any) -> list[tuple[str, int, str, bool]]:
+    """Spark task body: each sampled round of one exercised (run, topic), converged or not."""
+    index = TopicWrites(
+        TimedWrite(w["value"], w["invoke_us"], w["complete_us"]) for w in row["writes"]
+    )
+    return [
+        (
+            row["run_id"],
+            r["ts_ms"],
+            row["topic"],
+            round_converged(index, r["ts_ms"], r["answers"], r["answered"], row["nodes"]),
+        )
+        for r in row["rounds"]
+    ]
+
+
+def convergence_after_heals(history: Any) -> Any:
+    """The ``convergence`` table: one row per healed fault (``TABLE_COLUMNS``), ordered by
+    run and heal time; ``converge_ms`` null unless ``status`` is ``converged``."""
+    from pyspark.sql import functions as F
+
+    spark = history.operations.sparkSession
+    heals = history.faults.filter(F.col("end_ms") >= F.col("start_ms")).select(
+        "run_id",
+        "mode",
+        "scenario",
+        F.col("kind").alias("fault_kind"),
+        "target",
+        "start_ms",
+        F.col("end_ms").alias("heal_ms"),
+    )
+    first_heal = heals.groupBy("run_id").agg(F.min("heal_ms").alias("first_heal_ms"))
+    operations = history.operations
+    for name in ("invoke_us", "complete_us"):
+        if name not in operations.columns:
+            operations = operations.withColumn(name, F.lit(None).cast("long"))
+    write_ops = operations.filter(F.col("kind").isin(sorted(WRITE_KINDS)))
+    written = spark.createDataFrame(
+        topic_groups(write_ops, ROW_COLUMNS).flatMap(_topic_writes), WRITES_DDL
+    )
+    samples = history.node_states.select(
+        "run_id", "topic", "ts_ms", "node", F.coalesce(F.col("value"), F.lit("")).alias("value")
+    )
+    nodes = samples.groupBy("run_id").agg(F.countDistinct("node").alias("nodes"))
+    exercised = samples.select("run_id", "topic").distinct().join(written, ["run_id", "topic"])
+    topics = exercised.groupBy("run_id").agg(F.count("*").alias("topics"))
+    rounds = (
+        samples.join(F.broadcast(first_heal), "run_id")
+        .filter(F.col("ts_ms") >= F.col("first_heal_ms"))
+        .groupBy("run_id", "topic", "ts_ms")
+        .agg(
+            F.countDistinct("node").alias("answered"),
+            F.collect_set("value").alias("answers"),
+        )
+        .groupBy("run_id", "topic")
+        .agg(F.collect_list(F.struct("ts_ms", "answered", "answers")).alias("rounds"))
+        .join(exercised, ["run_id", "topic"])
+        .join(nodes, "run_id")
+    )
+    flags = spark.createDataFrame(rounds.rdd.flatMap(_round_flags), ROUNDS_DDL)
+    converged_rounds = (
+        flags.groupBy("run_id", "ts_ms")
+        .agg(F.sum(F.col("ok").cast("long")).alias("ok_topics"))
+        .join(topics, "run_id")
+        .filter(F.col("ok_topics") == F.col("topics"))
+        .select("run_id", "ts_ms")
+    )
+    first = (
+        heals.join(converged_rounds, "run_id")
+        .filter(F.col("ts_ms") >= F.col("heal_ms"))
+        .groupBy("run_id", "fault_kind", "target", "start_ms", "heal_ms")
+        .agg(F.min("ts_ms").alias("converged_ms"))
+    )
+    keys = ["run_id", "fault_kind", "target", "start_ms", "heal_ms"]
+    status = (
+        F.when(F.col("topics").isNull(), F.lit(NOT_MEASURED))
+        .when(F.col("converged_ms").isNull(), F.lit(NOT_CONVERGED))
+        .otherwise(F.lit(CONVERGED))
+    )
+    return (
+        heals.join(first, keys, "left")
+        .join(topics, "run_id", "left")
+        .withColumn("status", status)
+        .withColumn(
+            "converge_ms",
+            F.when(F.col("status") == CONVERGED, F.col("converged_ms") - F.col("heal_ms")),
+        )
+        .select(*TABLE_COLUMNS)
+        .orderBy("run_id", "heal_ms", "start_ms", "fault_kind", "target")
+    )
