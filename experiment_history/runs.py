@@ -20,6 +20,7 @@ from experiment_history.schema import (
     FAULTS,
     NODE_STATES,
     OPERATIONS,
+    OPTIONAL_TRAILING,
     RUN_META_FILE,
     SCHEMA_VERSION,
     SCHEMAS,
@@ -90,8 +91,12 @@ class HistoryWriter:
     def append(self, table: str, row: tuple[Any, ...] | dict[str, Any]) -> None:
         """Add one row; flushes a row group when the buffer is full."""
         schema = SCHEMAS[table]
+        optional = OPTIONAL_TRAILING.get(table, ())
         if isinstance(row, dict):
-            row = tuple(row[name] for name in schema.names)
+            row = tuple(row.get(n) if n in optional else row[n] for n in schema.names)
+        missing = len(schema.names) - len(row)
+        if 0 < missing <= len(optional):
+            row = (*row, *([None] * missing))
         if len(row) != len(schema.names):
             raise ValueError(f"{table} row needs {len(schema.names)} fields, got {len(row)}")
         buffer = self._buffers[table]

@@ -14,9 +14,10 @@ import pyarrow as pa
 
 from remoting.model import PERM_READ, PERM_WRITE
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """2: ``operations`` gained ``invoke_us`` and ``complete_us`` (version 1 runs read them as
-null, and readers fall back to the millisecond columns)."""
+null, and readers fall back to the millisecond columns). 3: ``operations`` gained
+``origin`` (older runs read it as null: origin unknown)."""
 RUN_META_FILE = "run.json"
 
 OPERATIONS = "operations"
@@ -40,7 +41,8 @@ PROCESS_ADMIN = "admin"
 """The process of an admin's topic write (create or delete on some NameServers)."""
 PROCESS_RAFT = "raft"
 """The process of a write the raft cluster made on its own: an expiry its leader's scan
-reports (``extra.reported_by``), or one the prober inferred (``extra.inferred``)."""
+reports (``extra.reported_by``, origin ``node``), or one the prober inferred
+(``extra.inferred``, origin ``inferred``)."""
 PROCESS_FOLLOW_UP = "follow-up-reader"
 """The process of the reads right after each acknowledged write (experiments.follow_up):
 not a client, so its bursts are no client's poll interval."""
@@ -57,6 +59,22 @@ WRITE_KINDS = frozenset(
         KIND_BROKER_DOWN,
     }
 )
+
+# Where a write came from (``operations.origin``; null on every other operation and on
+# the writes of runs recorded before the column, schema version 2 and older).
+ORIGIN_CLIENT = "client"
+"""Acknowledged to a workload client: a broker's periodic registration round."""
+ORIGIN_HARNESS = "harness"
+"""Sent by the harness itself: the route churn, an admin's topic write, a scenario's
+broker stop or start, the warm-up's agreed routes."""
+ORIGIN_NODE = "node"
+"""Taken from a node: a raft expiry its leader reports (NODE_STATUS), a simulated node's
+own change."""
+ORIGIN_INFERRED = "inferred"
+"""Inferred by the harness: a change the prober saw that no recorded write explains
+(eventual mode's expiries, a route a heartbeat brings back), a quiet registration a late
+raft expiry report turns into a write."""
+ORIGINS = frozenset({ORIGIN_CLIENT, ORIGIN_HARNESS, ORIGIN_NODE, ORIGIN_INFERRED})
 
 OUTCOME_OK = "ok"
 OUTCOME_NOT_FOUND = "not_found"
@@ -92,8 +110,12 @@ OPERATIONS_SCHEMA = pa.schema(
         ("extra", pa.string()),
         ("invoke_us", pa.int64()),
         ("complete_us", pa.int64()),
+        ("origin", pa.string()),
     ]
 )
+OPTIONAL_TRAILING: dict[str, tuple[str, ...]] = {OPERATIONS: ("origin",)}
+"""Trailing columns a row may leave out (the writer stores null): columns added after
+the table's first version, so a writer of the older shape still fits."""
 WRITES_SCHEMA = pa.schema(
     [
         ("ts_ms", pa.int64()),

@@ -12,6 +12,9 @@ rebalance with AllocateMessageQueueAveragely every 20 s.
   ``commit_latency_ms`` and a follower applies it ``apply_lag_ms`` later. While the leader
   is down nothing commits until ``election_ms`` has passed.
 
+Every write's ``origin`` is ``node`` (the node's own change, or the leader's commit) but
+the initial ones at time 0, the harness's (``harness``); other operations have none.
+
 The parameters are documented in docs/EXPERIMENTS.md "Simulation"; the timing ones can be
 measured from real runs (``spark_jobs.calibrate``; ``python -m spark_jobs.cli simulate
 --calibrate-from``, the command line that runs this model).
@@ -55,6 +58,8 @@ from experiment_history.schema import (
     KIND_ROUTE_READ,
     KIND_SEND,
     NO_VERSION,
+    ORIGIN_HARNESS,
+    ORIGIN_NODE,
     OUTCOME_ERROR,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
@@ -377,6 +382,7 @@ class Simulation:
                     "{}",
                     now_ms * 1_000,
                     now_ms * 1_000,
+                    ORIGIN_NODE,
                 )
             )
 
@@ -403,6 +409,7 @@ class Simulation:
                     "{}",
                     now_ms * 1_000,
                     commit_ms * 1_000,
+                    ORIGIN_NODE,
                 )
             )
 
@@ -637,6 +644,7 @@ class Simulation:
                         "{}",
                         0 * 1_000,
                         0 * 1_000,
+                        ORIGIN_HARNESS,
                     )
                 )
 

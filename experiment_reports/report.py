@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,74 @@ from experiment_reports.text import client_markdown, shares_as_percent
 Row = Mapping[str, Any]
 
 
+MODES_KEY = "modes"
+"""The key of ``summary.json`` beside the tables: :func:`mode_summary` (an object, so
+:func:`read_tables` never takes it for a table)."""
+ANOMALY_KEYS = frozenset({"mode", "scenario", "reads", "examples"})
+"""Columns of the ``anomalies`` table that are no anomaly class."""
+
+
+def mode_summary(tables: Mapping[str, Sequence[Row]]) -> dict[str, dict[str, Any]]:
+    """Per mode, from the analysis' tables: ``inferred_writes`` (writes whose origin is
+    ``inferred``, every run and topic; table ``route_changes``), ``unique_write_values``
+    (true when no two writes of any topic of any run share a value, so each read names
+    the one write it returned; null when the tables predate the column),
+    ``unknown_topics`` (topics whose linearizability verdict is unknown; table
+    ``linearizability``), ``anomalies`` (each read anomaly class and its count of
+    reads, every scenario together; table ``anomalies``), ``power`` (each mutation kind:
+    ``injected``, ``caught`` and ``unknown``, both regions and every run together; table
+    ``checker_power``) and ``schedule`` (every fault of every run, as the runs recorded
+    them: ``run_id, scenario, kind, target, start_ms, end_ms``, in ms after the run's
+    first fault; table ``fault_windows``; a nemesis run's steps, one row each)."""
+    changes = tables.get("route_changes", [])
+    linear = tables.get("linearizability", [])
+    anomaly_rows = tables.get("anomalies", [])
+    power_rows = tables.get("checker_power", [])
+    fault_rows = tables.get("fault_windows", [])
+    summary: dict[str, dict[str, Any]] = {}
+    for mode in modes_in(tables):
+        mine = [r for r in changes if r.get("mode") == mode]
+        repeated = [r.get("repeated_values") for r in mine]
+        anomalies: dict[str, int] = {}
+        for row in (r for r in anomaly_rows if r.get("mode") == mode):
+            for name, count in row.items():
+                if name not in ANOMALY_KEYS and isinstance(count, int):
+                    anomalies[name] = anomalies.get(name, 0) + count
+        summary[mode] = {
+            "inferred_writes": _count(mine, mode, "inferred_writes"),
+            "unique_write_values": (
+                None if any(r is None for r in repeated) else not any(repeated)
+            ),
+            "unknown_topics": _count(linear, mode, "unknown"),
+            "anomalies": dict(sorted(anomalies.items())),
+            "power": _power(r for r in power_rows if r.get("mode") == mode),
+            "schedule": [
+                {key: row.get(key) for key in SCHEDULE_KEYS}
+                for row in fault_rows
+                if row.get("mode") == mode
+            ],
+        }
+    return summary
+
+
+SCHEDULE_KEYS = ("run_id", "scenario", "kind", "target", "start_ms", "end_ms")
+POWER_COUNTS = ("injected", "caught", "unknown")
+
+
+def _power(rows: Iterable[Row]) -> dict[str, dict[str, int]]:
+    """Mutation kind -> injected, caught and unknown, summed over the rows."""
+    power: dict[str, dict[str, int]] = {}
+    for row in rows:
+        counts = power.setdefault(str(row.get("kind")), dict.fromkeys(POWER_COUNTS, 0))
+        for name in POWER_COUNTS:
+            value = row.get(name)
+            counts[name] += value if isinstance(value, int) else 0
+    return dict(sorted(power.items()))
+
+
 def write_tables(out_dir: Path | str, tables: Mapping[str, Sequence[Row]]) -> None:
-    """Every table as ``<name>.csv`` plus all of them in ``summary.json``."""
+    """Every table as ``<name>.csv`` plus all of them in ``summary.json``, with each
+    mode's headline counts under ``modes`` (:func:`mode_summary`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, rows in tables.items():
@@ -38,7 +104,8 @@ def write_tables(out_dir: Path | str, tables: Mapping[str, Sequence[Row]]) -> No
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
-    (out / "summary.json").write_text(json.dumps(tables, indent=2, sort_keys=True, default=str))
+    document: dict[str, Any] = {**tables, MODES_KEY: mode_summary(tables)}
+    (out / "summary.json").write_text(json.dumps(document, indent=2, sort_keys=True, default=str))
 
 
 def read_tables(out_dir: Path | str) -> dict[str, list[dict[str, Any]]]:
@@ -80,19 +147,30 @@ SECTIONS = (
     ),
     Section(
         "checker_power",
-        "Checker power: stale reads injected / caught",
-        "Stale reads injected into each run's own history, one at a time (a read replaced "
-        "by the route an acknowledged write had just replaced, called 1 ms after its ack), "
-        "and the share the checker found not linearizable. A stale read is missed when the "
-        "history cannot place the next write of that route (a write that timed out, or "
-        "one only inferred between two samples); unknown: the search budget ran out.",
+        "Checker power: faults injected / caught, by kind",
+        "Faults injected into each run's own history, one at a time on a copy of a topic, "
+        "and the share the checker found not linearizable. Kinds: stale_read_1ms, "
+        "stale_read_100ms, stale_read_1s: a read added 1 ms, 100 ms or 1 s after an "
+        "acknowledged write's ack, returning the route that write replaced; lost_write: "
+        "an acknowledged write no read sees (its reads return the route it replaced); "
+        "reordered_writes: two acknowledged writes, one after the other, whose reads see "
+        "them in the other order; never_written: a read returns a route no write made. "
+        "A fault counts as injected only when the acknowledged writes rule it out (one a "
+        "write that timed out could explain is no fault and is not counted). Region: "
+        "whole, a topic whose own history is linearizable; passing_prefix, a failing "
+        "topic's longest time prefix that still passes; topics of unknown verdict get "
+        "none. topics: topics mutated; unknown: the search budget ran out.",
         "No run had a topic with two writes and a read to inject at.",
+        keys=("kind", "region"),
     ),
     Section(
         "route_changes",
         "Route changes per topic",
         "Acknowledged route writes of each topic, in all and inside the fault window, "
-        "and the topic's verdict (not_exercised: fewer than two writes).",
+        "the writes the harness inferred (inferred_writes: changes no recorded write "
+        "explains), the writes that repeat a value an earlier write of the topic had "
+        "(repeated_values: 0 when every write is traceable by its value), and the "
+        "topic's verdict (not_exercised: fewer than two writes).",
         "No route write was recorded.",
         keys=("topic",),
     ),

@@ -46,10 +46,14 @@ class ExperimentConfig:
     clock-skew). Eventual mode has none."""
     read_consistency: str = CONSISTENCY_LOCAL
     churn_ms: int = 3_000
-    """Inside the fault window a spare broker holding every topic registers and
-    unregisters in turn, every ``churn_ms`` (0: never), so each topic's route changes
-    while the fault lasts in both modes and the linearizability check has writes to
-    order. A topic with fewer than two writes is reported as not exercised."""
+    """Inside the fault window two spare brokers holding every topic take turns to
+    register and unregister, one step every ``churn_ms`` (0: never), each registration
+    with queue counts of its own, so each topic's route changes while the fault lasts in
+    both modes, every value once (runner._churn), and the linearizability check has
+    writes to order. A topic with fewer than two writes is reported as not exercised."""
+    schedule_file: str = ""
+    """The nemesis scenario: play this stored schedule (a run's schedule.json) instead of
+    drawing one from the seed ('': draw)."""
     run_id: str = ""
 
     def validate(self) -> None:

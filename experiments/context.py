@@ -16,6 +16,9 @@ from typing import Any
 from experiment_history.schema import (
     KIND_EXPIRE,
     KIND_REGISTER,
+    ORIGIN_HARNESS,
+    ORIGIN_INFERRED,
+    ORIGIN_NODE,
     OUTCOME_OK,
     OUTCOME_TIMEOUT,
     PROCESS_ADMIN,
@@ -124,10 +127,17 @@ class ExperimentContext:
         self.record_truth(broker, kind)
 
     async def broker_write(
-        self, broker: str, kind: str, call: Callable[[], Awaitable[list[tuple[str, int]]]]
+        self,
+        broker: str,
+        kind: str,
+        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+        *,
+        origin: str = ORIGIN_HARNESS,
     ) -> list[tuple[str, int]]:
         """Send a registration or unregistration of ``broker`` (``call`` returns the
-        (node, ack µs) of every node that acknowledged it) and record it.
+        (node, ack µs) of every node that acknowledged it) and record it, with
+        ``origin``: ``harness`` (the churn, a scenario's stop or start) unless the
+        broker's own heartbeat round sent it (``client``, ``BrokerFleet.record_round``).
 
         Every watched topic of the broker whose register value it changes gets one write
         (:meth:`sent`), valued as the register's latest value with the broker's share
@@ -138,7 +148,7 @@ class ExperimentContext:
         """
         changes = [(t, v) for t, v, _ in self._share_changes([broker], added=kind == KIND_REGISTER)]
         invoke_us = now_us()
-        acks = await self.sent(broker, kind, changes, call, broker=broker)
+        acks = await self.sent(broker, kind, changes, call, broker=broker, origin=origin)
         if not acks:
             self.record_truth(broker, kind)
             return acks
@@ -202,10 +212,12 @@ class ExperimentContext:
         call: Callable[[], Awaitable[list[tuple[str, int]]]],
         *,
         broker: str = "",
+        origin: str = ORIGIN_HARNESS,
     ) -> list[tuple[str, int]]:
         """Await ``call``, a write that sets each (topic, value) of ``changes``, and record
         one write per topic at its RPC: invoked when sent, complete at the first ack, in
-        microseconds (no ack: pending, ``timeout``, it may have happened or not).
+        microseconds (no ack: pending, ``timeout``, it may have happened or not), with
+        ``origin`` (``experiment_history.schema`` ``ORIGIN_*``).
 
         The register knows the write from the moment it is sent, so the prober, which may
         see its effect before the ack comes back, never mistakes it for one of the
@@ -227,6 +239,7 @@ class ExperimentContext:
                 value=value,
                 broker=broker,
                 extra={"acked_by": sorted(node for node, _ in acks)},
+                origin=origin,
                 invoke_us=invoke_us,
                 complete_us=complete_us,
             )
@@ -285,6 +298,7 @@ class ExperimentContext:
                 value=value,
                 broker=",".join(gone),
                 extra={"reported_by": node, "scan_seq": int(report["seq"]), "expired": gone},
+                origin=ORIGIN_NODE,
                 invoke_us=invoke_us,
                 complete_us=complete_us,
             )
@@ -302,7 +316,9 @@ class ExperimentContext:
 
         Without this, a live broker that a skewed scan expired and whose next, unchanged
         registration (sent before the harness learnt of the expiry) brought it back
-        leaves reads of its route that no recorded write explains."""
+        leaves reads of its route that no recorded write explains. Their origin is
+        ``inferred``: the registrations were acknowledged, but that each was a write, and
+        its value, the harness inferred from the late report."""
         for share in self.registers.quiet_since(expired, since_us):
             for topic, item in share.items:
                 if topic not in after:
@@ -321,6 +337,7 @@ class ExperimentContext:
                     value=value,
                     broker=share.broker,
                     extra={"acked_by": list(share.acked_by), "after_expiry_scan": scan_seq},
+                    origin=ORIGIN_INFERRED,
                     invoke_us=share.invoke_us,
                     complete_us=share.complete_us,
                 )

@@ -9,7 +9,10 @@
   command line, ask NODE_STATUS, find the Raft leader, send a liveness scan stamped by a
   skewed clock, remove a Raft member.
 - :class:`RaftMesh`: proxy links between Raft members, in place before the gateways start
-  (their ``--raft-dial`` through the launcher), so a partition is a mode change on links.
+  (their ``--raft-dial`` through the launcher), so a partition is a mode change on links
+  (all of a node's links, or one pair's, both ways or one way).
+- :func:`faketime_env`: the environment that starts a gateway on a skewed clock through
+  Debian's libfaketime (``LD_PRELOAD``), for a real clock skew of the process.
 """
 
 from __future__ import annotations
@@ -36,6 +39,27 @@ REMOVE_NODE_CODE = int(InternalCode.RAFT_REMOVE_NODE)
 INTERNAL_TIMEOUT_S = 3.0
 RESTART_READY_TIMEOUT_S = 60.0
 STATE_LEADER = "leader"
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+"""Debian's libfaketime (package ``faketime``)."""
+
+
+def faketime_available(lib: Path = FAKETIME_LIB) -> bool:
+    """True when libfaketime is installed where Debian puts it."""
+    return lib.is_file()
+
+
+def faketime_env(skew_ms: int, lib: Path = FAKETIME_LIB) -> dict[str, str]:
+    """Environment that runs a process with its wall clock ``skew_ms`` off (ahead when
+    positive) through libfaketime. Its monotonic clock moves by the same constant, which
+    leaves every interval (timeouts, sleeps, Raft's timers) as it was: keeping it real
+    (``FAKETIME_DONT_FAKE_MONOTONIC``) makes Debian's 0.9.10 fail ``time.sleep`` with
+    EINVAL (its absolute-time ``clock_nanosleep``), which kills PySyncObj's tick thread."""
+    if not faketime_available(lib):
+        raise FaultError(f"libfaketime is not installed ({lib}); apt-get install faketime")
+    return {
+        "LD_PRELOAD": str(lib),
+        "FAKETIME": f"{skew_ms / 1000:+.3f}",
+    }
 
 
 class FaultError(RuntimeError):
@@ -214,16 +238,20 @@ class ClusterHandle:
         )
         return env.for_node(self.plan, node)
 
-    async def start_gateway(self, node_id: str) -> None:
-        """Start a node's gateway again with the launcher's command line; wait until ready."""
+    async def start_gateway(
+        self, node_id: str, env_overrides: Mapping[str, str] | None = None
+    ) -> None:
+        """Start a node's gateway again with the launcher's command line; wait until ready.
+        ``env_overrides`` go on top of its environment (a skewed clock: :func:`faketime_env`)."""
         node = self.node(node_id)
         slot = self._gateway_slot(node_id)
         ready_file = self.plan.node_dir(node_id) / "gateway.ready.json"
         ready_file.unlink(missing_ok=True)
         # The plan carries the per-node options (--raft-dial, --skew-allowance-ms).
         argv = launcher.gateway_argv(self.plan, node)
+        env = self._env(node) | dict(env_overrides or {})
         record = launcher.start_process(
-            slot.name, argv, env=self._env(node), log_path=slot.log_path, pid_path=slot.pid_path
+            slot.name, argv, env=env, log_path=slot.log_path, pid_path=slot.pid_path
         )
         secret = launcher.read_secret(self.run_dir)
         await asyncio.to_thread(
@@ -281,6 +309,26 @@ class RaftMesh:
         for name in names:
             self.proxy.set_mode(name, mode)
         return names
+
+    def cut_pair(self, a: str, b: str, *, one_way: bool = False) -> list[str]:
+        """Cut what ``a`` sends to ``b`` (``one_way``) or both directions between them.
+
+        Each ordered pair has its own link, carrying the connection its source dialed
+        both ways; one way cuts a's bytes on a's link forward and on b's link backward,
+        so nothing of a reaches b whoever dialed. Returns the link names changed."""
+        forward, backward = self.links[(a, b)], self.links[(b, a)]
+        if one_way:
+            self.proxy.set_mode(forward, LinkMode.CUT_FORWARD)
+            self.proxy.set_mode(backward, LinkMode.CUT_BACKWARD)
+        else:
+            self.proxy.set_mode(forward, LinkMode.BLACKHOLE)
+            self.proxy.set_mode(backward, LinkMode.BLACKHOLE)
+        return sorted((forward, backward))
+
+    def heal_links(self, names: Sequence[str]) -> None:
+        """Only these links back to pass (other faults' links stay as they are)."""
+        for name in names:
+            self.proxy.set_mode(name, LinkMode.PASS)
 
     def forwarded_bytes(self) -> dict[str, int]:
         """Bytes each link forwarded so far (shows the Raft traffic really crosses it)."""

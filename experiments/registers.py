@@ -5,7 +5,9 @@ Each topic's route is a register (spark_jobs.checker). Its writes come from two 
 * **acknowledged writes**, recorded at their RPC: the harness sent them (a broker's
   registration or unregistration) and knows when it sent them and when the first node
   acknowledged them; the value is what a correct register holds after the write, the
-  register's latest value with the broker's share added or removed;
+  register's latest value with the broker's share added or removed (a broker that
+  stopped starts again with one more queue, ``SimBroker.next_incarnation``, so the share
+  a start brings back is one no earlier write had);
 * **reported writes**: a raft expiry, as the leader whose scan committed it reports it in
   NODE_STATUS (``ExperimentContext.collect_expiries``), with the scan's window;
 * **inferred writes**, for what the system does on its own and nothing reports (eventual

@@ -48,7 +48,11 @@ from raftstore import vocab
 
 MODES = vocab.MODES
 CHURN_BROKER = "broker-churn"
+CHURN_BROKER_B = "broker-churn-b"
+CHURN_BROKERS = (CHURN_BROKER, CHURN_BROKER_B)
+"""The route churn's two spare brokers, registered and unregistered in turn (``_churn``)."""
 CHURN_BROKER_PORT = 10_700
+"""The first churn broker's port; the second one's is the next but one."""
 FAULT_AT_FRACTION = 0.25
 HEAL_AT_FRACTION = 0.65
 WARMUP_TIMEOUT_S = 30.0
@@ -184,7 +188,10 @@ async def _drive(
         config.brokers, topics, config.brokers_per_topic, config.queues, rng, cluster.node_ids
     )
     if config.churn_ms:
-        brokers.append(_churn_broker(brokers[0], topics, config.queues))
+        brokers.extend(
+            _churn_broker(name, i, brokers[0], topics, config.queues)
+            for i, name in enumerate(CHURN_BROKERS)
+        )
     ctx_ref: list[ExperimentContext] = []
     fleet = BrokerFleet(
         brokers,
@@ -359,12 +366,15 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
     }
 
 
-def _churn_broker(template: SimBroker, topics: Sequence[str], queues: int) -> SimBroker:
-    """The spare broker of the route churn: holds every topic, silent until the fault."""
+def _churn_broker(
+    name: str, index: int, template: SimBroker, topics: Sequence[str], queues: int
+) -> SimBroker:
+    """Spare broker ``index`` of the route churn: holds every topic, silent until the
+    fault."""
     broker = SimBroker(
-        CHURN_BROKER,
-        f"{template.addr.rsplit(':', 1)[0]}:{CHURN_BROKER_PORT}",
-        topic_table([CHURN_BROKER, CLUSTER_NAME, *topics], queues),
+        name,
+        f"{template.addr.rsplit(':', 1)[0]}:{CHURN_BROKER_PORT + 2 * index}",
+        topic_table([name, CLUSTER_NAME, *topics], queues),
         list(template.namesrv),
         template.data_version,
     )
@@ -373,29 +383,43 @@ def _churn_broker(template: SimBroker, topics: Sequence[str], queues: int) -> Si
 
 
 async def _churn(ctx: ExperimentContext, stop: asyncio.Event) -> int:
-    """Until ``stop``: the churn broker registers, then unregisters, every ``churn_ms``;
-    each change is true from its first acknowledgement on (``ctx.broker_write``).
+    """Until ``stop``: every ``churn_ms`` one of the two churn brokers registers or
+    unregisters; each change is true from its first acknowledgement on
+    (``ctx.broker_write``).
+
+    A stopped churn broker registers (the first of them when both are); with both
+    registered, the one registered longer ago unregisters. From the baseline route B
+    that is B, B+X1, B+X1+Y1, B+Y1, B+Y1+X2, B+X2, B+X2+Y2, B+Y2, ... (Xn: the n-th
+    incarnation of the first broker's share, Yn the second's; each stop steps the
+    broker's incarnation, ``SimBroker.next_incarnation``), so no write of the churn
+    repeats a value an earlier write of the topic had, and it never goes back to B,
+    the warm-up's value: the churn ends with one or both spare brokers registered.
 
     Topics the scenario itself rewrites (a deleted or admin-created topic) are left out,
     so the churn never undoes the fault. Returns the number of route changes driven.
     """
-    broker = ctx.fleet.brokers[CHURN_BROKER]
-    for topic in [t for t in broker.topics if t in ctx.truth_overrides]:
-        del broker.topics[topic]
+    brokers = {name: ctx.fleet.brokers[name] for name in CHURN_BROKERS}
+    for broker in brokers.values():
+        for topic in [t for t in broker.topics if t in ctx.truth_overrides]:
+            del broker.topics[topic]
+    registered = [name for name, broker in brokers.items() if broker.alive]
     changes = 0
-    stop_churn = functools.partial(ctx.fleet.stop_graceful, CHURN_BROKER)
-    start_churn = functools.partial(ctx.fleet.start_acknowledged, CHURN_BROKER)
     while not stop.is_set():
-        if broker.alive:
-            await ctx.broker_write(CHURN_BROKER, KIND_UNREGISTER, stop_churn)
+        down = [name for name, broker in brokers.items() if not broker.alive]
+        if down:
+            name = down[0]
+            await ctx.broker_write(
+                name, KIND_REGISTER, functools.partial(ctx.fleet.start_acknowledged, name)
+            )
+            registered = [n for n in registered if n != name] + [name]
         else:
-            await ctx.broker_write(CHURN_BROKER, KIND_REGISTER, start_churn)
+            name = registered.pop(0)
+            await ctx.broker_write(
+                name, KIND_UNREGISTER, functools.partial(ctx.fleet.stop_graceful, name)
+            )
         changes += 1
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), ctx.config.churn_ms / 1000)
-    if broker.alive:
-        await ctx.broker_write(CHURN_BROKER, KIND_UNREGISTER, stop_churn)
-        changes += 1
     return changes
 
 
@@ -409,6 +433,8 @@ async def _fault_timeline(
     ctx: ExperimentContext, the_scenario: Scenario, start_ms: int
 ) -> list[dict[str, Any]]:
     duration = ctx.config.duration_s
+    if the_scenario.scheduled:
+        return await _scheduled_timeline(ctx, the_scenario, start_ms)
     await _sleep_until(start_ms, duration * FAULT_AT_FRACTION)
     injected_ms = now_ms()
     specs: Sequence[FaultSpec] = await the_scenario.inject(ctx)
@@ -417,7 +443,7 @@ async def _fault_timeline(
     churn_stop = asyncio.Event()
     churn = (
         asyncio.get_running_loop().create_task(_churn(ctx, churn_stop))
-        if ctx.config.churn_ms and CHURN_BROKER in ctx.fleet.brokers
+        if ctx.config.churn_ms and set(CHURN_BROKERS) <= set(ctx.fleet.brokers)
         else None
     )
     end_ms = -1
@@ -454,6 +480,34 @@ async def _fault_timeline(
                 **spec.detail,
             }
         )
+    return rows
+
+
+async def _scheduled_timeline(
+    ctx: ExperimentContext, the_scenario: Scenario, start_ms: int
+) -> list[dict[str, Any]]:
+    """A scenario with its own schedule of faults (the nemesis): it plays them from the
+    start of recording and writes their rows; the route churn runs until the last one
+    has healed, then the run stays quiet until its end."""
+    churn_stop = asyncio.Event()
+    churn = (
+        asyncio.get_running_loop().create_task(_churn(ctx, churn_stop))
+        if ctx.config.churn_ms and set(CHURN_BROKERS) <= set(ctx.fleet.brokers)
+        else None
+    )
+    try:
+        rows = await the_scenario.run_schedule(ctx, start_ms)
+        churn_stop.set()
+        if churn is not None:
+            ctx.notes["churn_route_changes"] = await churn
+    finally:
+        churn_stop.set()
+        if churn is not None and not churn.done():
+            churn.cancel()
+    healed_s = (now_ms() - start_ms) / 1000
+    ctx.notes["quiet_s"] = round(max(0.0, ctx.config.duration_s - healed_s), 3)
+    ctx.progress.line(f"every fault healed at t={healed_s:.1f} s; quiet until the end")
+    await _sleep_until(start_ms, ctx.config.duration_s)
     return rows
 
 

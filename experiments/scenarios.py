@@ -31,6 +31,16 @@ from experiment_history.schema import (
 )
 from experiments.context import ExperimentContext
 from experiments.faults import FaultError
+from experiments.nemesis import (
+    SCHEDULE_FILE_NAME,
+    Schedule,
+    draw_schedule,
+    for_mode,
+    lanes_of,
+    load_schedule,
+    run_schedule,
+    schedule_json,
+)
 from experiments.workload import (
     SimBroker,
     delete_topic_on,
@@ -95,6 +105,10 @@ class Scenario:
     with no allowance, so both modes expire a silent broker by the same rule. None keeps
     the gateway's default (5 s)."""
 
+    scheduled: ClassVar[bool] = False
+    """The scenario plays its own timeline of faults (:meth:`run_schedule`) instead of one
+    inject and one heal at the runner's fixed times."""
+
     def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
         """Lane name -> brokers on it; each lane gets proxy links to ``lane_targets``."""
         return {}
@@ -112,6 +126,11 @@ class Scenario:
 
     async def heal(self, ctx: ExperimentContext) -> None:
         """End the fault (only called when ``heals``)."""
+
+    async def run_schedule(self, ctx: ExperimentContext, start_ms: int) -> list[dict[str, Any]]:
+        """Only when ``scheduled``: play every fault (recording began at ``start_ms``),
+        write their fault rows, return them once all have healed."""
+        raise NotImplementedError(f"{self.name} has no schedule")
 
 
 # ---------------------------------------------------------------------------- brokers
@@ -424,6 +443,69 @@ def _raft_allowance_ms(ctx: ExperimentContext) -> int:
     return DEFAULT_SKEW_ALLOWANCE_MS if given is None else given
 
 
+# ----------------------------------------------------------------------------- nemesis
+
+
+NEMESIS_SPARE_BROKERS = ("broker-churn", "broker-churn-b")
+"""The runner's route-churn brokers (``runner.CHURN_BROKERS``): never a nemesis target."""
+
+
+class Nemesis(Scenario):
+    """Many faults over one run, on a schedule drawn from the seed (:mod:`experiments.nemesis`).
+
+    The brokers are on two lanes through fault proxies to every node, and in raft mode
+    the gateways dial their peers through a :class:`RaftMesh`, so any broker link or
+    Raft link can be cut, one way or both. The schedule is drawn (or read back from
+    ``--schedule``) before the warm-up, printed, and written to the run's schedule.json,
+    which gets each step's real outcome at the end.
+    """
+
+    name = "nemesis"
+    summary = "a seeded random schedule of partitions, pauses, kills and clock skews"
+    raft_proxied = True
+    scheduled = True
+
+    def __init__(self) -> None:
+        self.schedule: Schedule | None = None
+
+    def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
+        return lanes_of(list(ctx.fleet.brokers))
+
+    def plan(self, ctx: ExperimentContext) -> Schedule:
+        """The schedule of this run in its mode: the stored one, else the seed's draw."""
+        cfg = ctx.config
+        if cfg.schedule_file:
+            drawn = load_schedule(cfg.schedule_file)
+        else:
+            # The brokers of the workload only: the churn brokers are the runner's.
+            brokers = [b for b in sorted(ctx.fleet.brokers) if b not in NEMESIS_SPARE_BROKERS]
+            drawn = draw_schedule(
+                cfg.seed,
+                ctx.cluster.node_ids,
+                brokers,
+                cfg.duration_s,
+                cfg.expiry_ms,
+                cfg.clock_skew_ms,
+            )
+        return for_mode(drawn, cfg.mode)
+
+    async def prepare(self, ctx: ExperimentContext) -> None:
+        self.schedule = self.plan(ctx)
+        ctx.progress.line(
+            f"nemesis schedule ({self.schedule.source}, seed {self.schedule.seed}, "
+            f"{len(self.schedule.steps)} steps, quiet from t={self.schedule.quiet_from_s:g} s):"
+        )
+        for step in self.schedule.steps:
+            ctx.progress.line("  " + step.describe())
+        (ctx.cluster.run_dir.parent / SCHEDULE_FILE_NAME).write_text(schedule_json(self.schedule))
+
+    async def run_schedule(self, ctx: ExperimentContext, start_ms: int) -> list[dict[str, Any]]:
+        if self.schedule is None:
+            raise FaultError("nemesis: no schedule (prepare did not run)")
+        out = ctx.cluster.run_dir.parent / SCHEDULE_FILE_NAME
+        return await run_schedule(ctx, self.schedule, start_ms, out)
+
+
 # ------------------------------------------------------------------------------ topics
 
 
@@ -575,6 +657,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
         MinorityPartition,
         ClockSkew,
         ClockSkewWithinAllowance,
+        Nemesis,
     )
 }
 

@@ -38,6 +38,8 @@ from experiment_history.schema import (
     KIND_EXPIRE,
     KIND_REGISTER,
     KIND_SEND,
+    ORIGIN_HARNESS,
+    ORIGIN_INFERRED,
     OUTCOME_ERROR,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
@@ -364,6 +366,7 @@ class Prober:
                     complete_us=start * 1_000,
                     outcome=OUTCOME_OK,
                     value=value,
+                    origin=ORIGIN_HARNESS,
                 )
 
     def observe(self, node: str, topic: str, result: ReadResult) -> None:
@@ -386,6 +389,7 @@ class Prober:
             outcome=OUTCOME_OK,
             value=result.value,
             extra={"inferred": True},
+            origin=ORIGIN_INFERRED,
             invoke_us=previous.invoke_us,
             complete_us=result.complete_us,
         )

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from experiment_history.runs import HistoryWriter
 from experiment_history.schema import (
@@ -30,6 +31,7 @@ from experiment_history.schema import (
     KIND_ROUTE_READ,
     NO_MASTER_ADDR,
     NO_VERSION,
+    ORIGIN_CLIENT,
     OUTCOME_ERROR,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
@@ -59,11 +61,22 @@ KIND_HEARTBEAT = "heartbeat"
 """Each node's answer to a broker's periodic registration, recorded for availability.
 A round that changes a register is also a ``register`` write (:attr:`BrokerFleet.
 record_round`); the other route changes come from :class:`~experiments.traffic.Prober`."""
-RoundRecorder = Callable[
-    [str, str, Callable[[], Awaitable[list[tuple[str, int]]]]], Awaitable[object]
-]
-"""Records one registration round of a broker: (broker, kind, the round) ->
-``ExperimentContext.broker_write``."""
+
+
+class RoundRecorder(Protocol):
+    """Records one registration round of a broker: (broker, kind, the round, origin) ->
+    ``ExperimentContext.broker_write``."""
+
+    def __call__(
+        self,
+        broker: str,
+        kind: str,
+        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+        *,
+        origin: str = ...,
+    ) -> Awaitable[object]: ...
+
+
 KIND_UNREGISTER_CALL = "unregister_call"
 
 
@@ -138,11 +151,13 @@ class Recorder:
         version: int = NO_VERSION,
         broker: str = "",
         extra: dict[str, Any] | None = None,
+        origin: str | None = None,
         force: bool = False,
     ) -> int:
         """Append one client operation (times in microseconds on :func:`now_us`'s clock;
         the millisecond columns follow from them); returns its op id (0 when not
-        recording)."""
+        recording). ``origin``: where a write came from (``experiment_history.schema``
+        ``ORIGIN_*``); None for every other operation."""
         if not (self.recording or force):
             return 0
         self._op_id += 1
@@ -162,6 +177,7 @@ class Recorder:
                 json.dumps(extra or {}, sort_keys=True),
                 invoke_us,
                 complete_us,
+                origin,
             )
         )
         return self._op_id
@@ -295,6 +311,22 @@ class SimBroker:
     def bump_version(self) -> None:
         """A new topic-config DataVersion, as TopicConfigManager does on every change."""
         self.data_version = DataVersion(timestamp=now_ms(), counter=self.data_version.counter + 1)
+
+    def next_incarnation(self) -> None:
+        """The broker stopped: it starts again with one more read and write queue in
+        every topic, so the route share each start brings back differs from every earlier
+        one of this broker, and the registration that brings it back writes a route no
+        earlier write of the topic had (a read of it names that one write;
+        ``spark_jobs.register_zones`` decides unique-value topics without a cap). Called
+        when the broker stops, before any write of its next start is predicted (a stopped
+        broker's share leaves the routes by name, whatever its queues). The topic table
+        is changed in place: whoever holds it sees the new queues."""
+        for name, config in list(self.topics.items()):
+            self.topics[name] = dataclasses.replace(
+                config,
+                read_queue_nums=config.read_queue_nums + 1,
+                write_queue_nums=config.write_queue_nums + 1,
+            )
 
     def route_item(self, topic: str) -> RouteItem:
         """This broker's share of ``topic``'s canonical route."""
@@ -448,7 +480,10 @@ class BrokerFleet:
                 await self.register(broker)
             else:
                 await record(
-                    broker.name, KIND_REGISTER, functools.partial(self.register_acks, broker)
+                    broker.name,
+                    KIND_REGISTER,
+                    functools.partial(self.register_acks, broker),
+                    origin=ORIGIN_CLIENT,
                 )
             await asyncio.sleep(self.heartbeat_ms / 1000)
 
@@ -459,6 +494,7 @@ class BrokerFleet:
         broker = self.brokers[name]
         broker.alive = False
         broker.heartbeating = False
+        broker.next_incarnation()
         task = self._tasks.pop(name, None)
         if task is not None:
             task.cancel()
@@ -472,6 +508,7 @@ class BrokerFleet:
         broker = self.brokers[name]
         broker.alive = False
         broker.heartbeating = False
+        broker.next_incarnation()
         task = self._tasks.pop(name, None)
         if task is not None:
             task.cancel()

@@ -45,7 +45,7 @@ from spark_jobs.plot_series import (
     read_latency_cdf,
     stale_route_by_node,
 )
-from spark_jobs.power import stale_read_power
+from spark_jobs.power import checker_power
 
 
 def _rows(frame: DataFrame) -> list[dict[str, Any]]:
@@ -119,7 +119,7 @@ def analyze(
     timed("linearizability", lambda: linearizability_summary(shown, runs))
     timed(
         "checker_power",
-        lambda: stale_read_power(history.operations, runs, clustered=history.topics_clustered),
+        lambda: checker_power(history.operations, runs, clustered=history.topics_clustered),
     )
     timed(
         "counterexamples",

@@ -233,10 +233,16 @@ def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[Regist
 
 
 def search_register(
-    ops: Sequence[RegisterOp], initial: str = ABSENT_VALUE, budget: CheckBudget | None = None
+    ops: Sequence[RegisterOp],
+    initial: str = ABSENT_VALUE,
+    budget: CheckBudget | None = None,
+    *,
+    minimize: bool = True,
 ) -> CheckResult:
     """The Wing-Gong-Lowe search alone, within ``budget``: the verdict of a topic whose
-    write values repeat; on failure a minimal counterexample by op id."""
+    write values repeat; on failure a minimal counterexample by op id, or none when not
+    ``minimize`` (minimizing a failure of thousands of operations can take the whole
+    budget, and callers that count verdicts need only the verdict)."""
     budget = budget or CheckBudget()
     if len(ops) > budget.max_ops:
         return CheckResult(UNKNOWN, len(ops), 0, reason=f"more than {budget.max_ops} ops")
@@ -247,6 +253,8 @@ def search_register(
             return CheckResult(LINEARIZABLE, len(ops), meter.steps)
     except BudgetExceeded:
         return CheckResult(UNKNOWN, len(ops), meter.steps, reason="search budget exhausted")
+    if not minimize:
+        return CheckResult(NOT_LINEARIZABLE, len(ops), meter.steps, reason="not minimized")
     try:
         witness = _minimize(op_list, initial, meter)
         reason = "minimal counterexample"
@@ -257,9 +265,14 @@ def search_register(
 
 
 def check_register(
-    ops: Sequence[RegisterOp], initial: str = ABSENT_VALUE, budget: CheckBudget | None = None
+    ops: Sequence[RegisterOp],
+    initial: str = ABSENT_VALUE,
+    budget: CheckBudget | None = None,
+    *,
+    minimize: bool = True,
 ) -> CheckResult:
-    """Check one topic's operations; on failure report a minimal counterexample by op id.
+    """Check one topic's operations; on failure report a minimal counterexample by op id
+    (the search's only when ``minimize``: :func:`search_register`).
 
     Two deciders, by the shape of the history:
 
@@ -276,7 +289,7 @@ def check_register(
       Wing-Gong-Lowe search (:func:`search_register`) within ``budget``, as before.
     """
     if not unique_write_values(ops, initial):
-        return search_register(ops, initial, budget)
+        return search_register(ops, initial, budget, minimize=minimize)
     result = check_unique_register(ops, initial)
     if len(ops) > CROSS_CHECK_OPS_MAX:
         return result

@@ -17,6 +17,7 @@ from experiment_history.schema import (
     KIND_CONSUME_ALLOC,
     KIND_ROUTE_READ,
     KIND_SEND,
+    ORIGIN_INFERRED,
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
     OUTCOME_TIMEOUT,
@@ -574,14 +575,16 @@ SHOWN_VERDICTS = (LINEARIZABLE, NOT_LINEARIZABLE, UNKNOWN, NOT_EXERCISED)
 
 
 def route_changes(history: History) -> DataFrame:
-    """Per run and topic: acknowledged route writes (``writes``) and those completed
+    """Per run and topic: acknowledged route writes (``writes``), those completed
     inside the fault window (``writes_in_fault``: from the first fault's start to the last
-    one's end, or to the end of the run when a fault does not heal)."""
+    one's end, or to the end of the run when a fault does not heal), the writes whose
+    origin is ``inferred`` (``inferred_writes``, any outcome) and how many writes, any
+    outcome, repeat a value an earlier one of the topic wrote (``repeated_values``: 0
+    when every write of the topic is traceable by its value)."""
     writes = history.operations.filter(
-        F.col("kind").isin(sorted(WRITE_KINDS))
-        & (F.col("outcome") == OUTCOME_OK)
-        & (F.col("topic") != "")
+        F.col("kind").isin(sorted(WRITE_KINDS)) & (F.col("topic") != "")
     )
+    ok = F.col("outcome") == OUTCOME_OK
     window = history.faults.groupBy("run_id").agg(
         F.min("start_ms").alias("w_start"),
         F.max(
@@ -595,8 +598,12 @@ def route_changes(history: History) -> DataFrame:
         writes.join(window, "run_id", "left")
         .groupBy("run_id", *GROUP, "topic")
         .agg(
-            F.count("*").alias("writes"),
-            F.sum(F.coalesce(inside, F.lit(False)).cast("long")).alias("writes_in_fault"),
+            F.sum(ok.cast("long")).alias("writes"),
+            F.sum((ok & F.coalesce(inside, F.lit(False))).cast("long")).alias("writes_in_fault"),
+            F.sum(F.coalesce(F.col("origin") == ORIGIN_INFERRED, F.lit(False)).cast("long")).alias(
+                "inferred_writes"
+            ),
+            (F.count("*") - F.countDistinct("value")).alias("repeated_values"),
         )
     )
 
@@ -606,7 +613,7 @@ def topic_verdicts(verdicts: DataFrame, changes: DataFrame, runs: DataFrame) -> 
     had fewer than two writes and nothing contradicted the one it had."""
     joined = (
         verdicts.join(changes.drop(*GROUP), ["run_id", "topic"], "left")
-        .na.fill({"writes": 0, "writes_in_fault": 0})
+        .na.fill({"writes": 0, "writes_in_fault": 0, "inferred_writes": 0, "repeated_values": 0})
         .join(runs, "run_id")
     )
     shown = F.when(
@@ -614,7 +621,14 @@ def topic_verdicts(verdicts: DataFrame, changes: DataFrame, runs: DataFrame) -> 
         F.lit(NOT_EXERCISED),
     ).otherwise(F.col("verdict"))
     return joined.select(
-        "run_id", *GROUP, "topic", "writes", "writes_in_fault", shown.alias("verdict")
+        "run_id",
+        *GROUP,
+        "topic",
+        "writes",
+        "writes_in_fault",
+        "inferred_writes",
+        "repeated_values",
+        shown.alias("verdict"),
     ).orderBy("run_id", "topic")
 
 

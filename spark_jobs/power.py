@@ -1,22 +1,32 @@
-"""The checker's power on a recorded history: how many injected stale reads it catches.
+"""The checker's power on recorded histories: how many injected faults, of several kinds,
+it catches.
 
-An injected stale read takes the place of one of a topic's reads: it returns the value the
-register held before an acknowledged write, and it is called ``STALE_READ_GAP_US`` after
-that write answered, the moment a lagging replica would still serve the old route. Each
-injection is checked on its own copy of the topic's history, so one catch never hides
-another. A topic whose own history already fails is left out (a catch there says nothing).
+The faults are the mutations of ``spark_jobs.mutations`` (stale reads 1 ms, 100 ms and
+1 s after an ack, a lost write, two reordered writes, a read of a value never written),
+each checked on its own copy of a topic's history, so one catch never hides another. A
+mutation counts as injected only when the history's writes contradict it (the rule of
+``spark_jobs.mutations``: a fault a timed-out write could explain is no fault, and is
+counted nowhere); it is caught when the checker finds the mutated history not
+linearizable, and unknown when the checker's budget ran out.
 
-What is measured is the history's resolution as much as the checker: when the next write
-of the old value may have happened right after the ack (a write that timed out, or one the
-prober inferred between two samples with no read in between to pin it), the stale read
-fits and is not caught.
-docs/EXPERIMENTS.md, "How the checker is validated, and its power", says how to read
-the numbers.
+Where a mutation goes depends on the topic's own verdict:
+
+- ``linearizable``: into the whole history (region ``whole``).
+- ``not_linearizable``: into its longest passing time prefix (region ``passing_prefix``).
+  Linearizability is prefix-closed, so a binary search over the distinct event times
+  finds the latest cut whose prefix still passes; operations open at the cut are treated
+  as the checker's minimizer treats them (writes kept as pending, reads dropped, since an
+  unanswered read tells nothing), and a mutation must lie inside the prefix (reads that
+  answered by the cut). A prefix whose check is unknown counts as failing, so the prefix
+  used passes for certain.
+- ``unknown``: nothing is injected.
+
+docs/EXPERIMENTS.md, "How the checker is validated, and its power", says how to read the
+numbers.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,127 +45,149 @@ from spark_jobs.checker import (
     register_ops_from_rows,
     topic_groups,
 )
+from spark_jobs.mutations import FOREVER, KINDS, mutate
 
-STALE_READS_PER_RUN = 20
-"""Stale reads injected into each run, spread over its exercised topics."""
-STALE_READ_GAP_US = 1_000
-"""The injected read is called this long after the write's ack (1 ms): strictly after it,
-since operations that touch count as concurrent, and well inside the time a lagging
-replica keeps serving the old route."""
+MUTATIONS_PER_RUN = 10
+"""Mutations of each kind drawn in each run, spread over its exercised topics."""
 POWER_BUDGET = CheckBudget(max_seconds=5.0)
-"""Each injected history gets a smaller budget than a verdict: it is one of many."""
-POWER_DDL = "run_id string, topic string, injected long, caught long, unknown long"
+"""Each mutated history gets a smaller budget than a verdict: it is one of many."""
+WHOLE = "whole"
+PASSING_PREFIX = "passing_prefix"
+POWER_DDL = (
+    "run_id string, topic string, kind string, region string, "
+    "injected long, caught long, unknown long"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class PowerResult:
-    """Stale reads injected into one history and how the checker answered them."""
+    """Mutations of one kind injected into one history and how the checker answered."""
 
+    kind: str
+    region: str
+    """Where they went: the whole history, or the passing prefix of a failing one."""
+    drawn: int = 0
+    """Mutations drawn; those the writes do not contradict are not injected."""
     injected: int = 0
     caught: int = 0
     unknown: int = 0
     """The search budget ran out: neither caught nor missed."""
-    skipped: str = ""
-    """Why nothing was injected (the history already fails, or has nothing to inject at)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StaleRead:
-    """One injection: the write it follows, the read it replaces, the history with it."""
+def checker_verdict(
+    ops: Sequence[RegisterOp], initial: str = ABSENT_VALUE, budget: CheckBudget = POWER_BUDGET
+) -> str:
+    """The verdict :func:`spark_jobs.checker.check_register` gives, without minimizing a
+    counterexample: nearly every mutation fails, and minimizing a failure of a topic of
+    thousands of operations takes the whole budget (5 s); the verdict is all the power
+    counts."""
+    return check_register(ops, initial, budget, minimize=False).verdict
 
-    after_write: int
-    replaced_read: int
-    value: str
-    history: tuple[RegisterOp, ...]
+
+def time_prefix(ops: Sequence[RegisterOp], cut_us: int) -> list[RegisterOp]:
+    """The history as seen at ``cut_us``: operations called by then; those still open are
+    pending (writes kept, reads dropped), as in the checker's minimizer."""
+    result: list[RegisterOp] = []
+    for op in ops:
+        if op.invoke_us > cut_us:
+            continue
+        if op.complete_us is not None and op.complete_us <= cut_us:
+            result.append(op)
+        elif op.is_write:
+            result.append(RegisterOp(op.op_id, True, op.value, op.invoke_us, None))
+    return result
 
 
-def stale_read_targets(ops: Sequence[RegisterOp]) -> list[tuple[RegisterOp, str]]:
-    """Every acknowledged write after the first, with the value it replaced: that of the
-    write acknowledged just before it, when it differs from its own."""
-    done = sorted(
-        (op for op in ops if op.is_write and op.complete_us is not None),
-        key=lambda op: (op.complete_us or 0, op.op_id),
+def longest_passing_prefix(
+    ops: Sequence[RegisterOp], initial: str = ABSENT_VALUE, budget: CheckBudget = POWER_BUDGET
+) -> tuple[list[RegisterOp], int] | None:
+    """(prefix, cut) of the latest event time whose :func:`time_prefix` is linearizable
+    (an ``unknown`` check counts as failing), or None when no prefix passes. Prefixes
+    are monotone in the cut (linearizability is prefix-closed), hence the binary search."""
+    cuts = sorted(
+        {op.invoke_us for op in ops} | {op.complete_us for op in ops if op.complete_us is not None}
     )
-    return [
-        (write, older.value)
-        for older, write in itertools.pairwise(done)
-        if older.value != write.value
-    ]
-
-
-def inject_stale_reads(
-    ops: Sequence[RegisterOp], count: int, rng: random.Random
-) -> list[StaleRead]:
-    """``count`` histories, each ``ops`` with one read replaced by a stale one (fewer
-    when the history has no read or no write with an older value). Distinct writes are
-    used first; the replaced read keeps its duration."""
-    reads = [op for op in ops if not op.is_write]
-    targets = stale_read_targets(ops)
-    if not reads or not targets:
-        return []
-    order = rng.sample(targets, len(targets))
-    injections = []
-    for i in range(count):
-        write, older = order[i % len(order)]
-        replaced = rng.choice(reads)
-        assert write.complete_us is not None
-        invoke = write.complete_us + STALE_READ_GAP_US
-        duration = max(0, (replaced.complete_us or replaced.invoke_us) - replaced.invoke_us)
-        stale = RegisterOp(replaced.op_id, False, older, invoke, invoke + duration)
-        history = tuple(stale if op is replaced else op for op in ops)
-        injections.append(StaleRead(write.op_id, replaced.op_id, older, history))
-    return injections
+    low, high = 0, len(cuts) - 1
+    best: tuple[list[RegisterOp], int] | None = None
+    while low <= high:
+        middle = (low + high) // 2
+        prefix = time_prefix(ops, cuts[middle])
+        if checker_verdict(prefix, initial, budget) == LINEARIZABLE:
+            best, low = (prefix, cuts[middle]), middle + 1
+        else:
+            high = middle - 1
+    return best
 
 
 def measure_power(
     ops: Sequence[RegisterOp],
     count: int,
-    rng: random.Random,
+    seed: str,
     initial: str = ABSENT_VALUE,
     budget: CheckBudget = POWER_BUDGET,
-) -> PowerResult:
-    """Inject ``count`` stale reads into one topic's history, one at a time, and count
-    those the checker finds not linearizable."""
+    kinds: Sequence[str] = KINDS,
+) -> list[PowerResult]:
+    """Draw up to ``count`` mutations of each of ``kinds`` into one topic's history (the
+    whole one when it passes, its longest passing prefix when it fails, none when its
+    verdict is unknown), and count those injected, caught and left unknown. ``seed``
+    fixes the draws (each kind its own generator, so adding a kind changes no other)."""
     if count <= 0:
-        return PowerResult(skipped="nothing asked")
-    own = check_register(ops, initial, budget).verdict
-    if own != LINEARIZABLE:
-        return PowerResult(skipped=f"the history itself is {own}")
-    injections = inject_stale_reads(ops, count, rng)
-    if not injections:
-        return PowerResult(skipped="no read, or no write that replaced another value")
-    verdicts = [check_register(i.history, initial, budget).verdict for i in injections]
-    return PowerResult(
-        injected=len(verdicts),
-        caught=verdicts.count(NOT_LINEARIZABLE),
-        unknown=verdicts.count(UNKNOWN),
-    )
+        return []
+    own = checker_verdict(ops, initial, budget)
+    if own == LINEARIZABLE:
+        region, base, end_us = WHOLE, list(ops), FOREVER
+    elif own == NOT_LINEARIZABLE:
+        found = longest_passing_prefix(ops, initial, budget)
+        if found is None:
+            return []
+        region, (base, cut) = PASSING_PREFIX, found
+        end_us = float(cut)
+    else:
+        return []
+    results = []
+    for kind in kinds:
+        drawn = mutate(base, kind, count, random.Random(f"{seed}/{kind}"), initial, end_us)
+        verdicts = [checker_verdict(m.history, initial, budget) for m in drawn if m.injected]
+        results.append(
+            PowerResult(
+                kind,
+                region,
+                drawn=len(drawn),
+                injected=len(verdicts),
+                caught=verdicts.count(NOT_LINEARIZABLE),
+                unknown=verdicts.count(UNKNOWN),
+            )
+        )
+    return results
 
 
-def topic_seed(run_id: str, topic: str) -> random.Random:
-    """A generator that depends only on the run and topic, so reruns inject the same."""
-    return random.Random(f"{run_id}/{topic}")
+def topic_seed(run_id: str, topic: str) -> str:
+    """The seed of a topic's draws: the run and topic only, so reruns inject the same."""
+    return f"{run_id}/{topic}"
 
 
-def _power_group(item: tuple[tuple[str, str], Sequence[tuple[Any, ...]]]) -> tuple[Any, ...]:
-    """Spark task body: the power row of one (run, topic) group, each row the injection
-    count then the :data:`CHECK_COLUMNS`."""
+def _power_group(item: tuple[tuple[str, str], Sequence[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+    """Spark task body: the power rows (one per kind) of one (run, topic) group, each
+    input row the draw count then the :data:`CHECK_COLUMNS`."""
     (run_id, topic), rows = item
     count = int(rows[0][0])
     ops = register_ops_from_rows(dict(zip(CHECK_COLUMNS, row[1:], strict=True)) for row in rows)
-    result = measure_power(ops, count, topic_seed(run_id, topic))
-    return (run_id, topic, result.injected, result.caught, result.unknown)
+    return [
+        (run_id, topic, r.kind, r.region, r.injected, r.caught, r.unknown)
+        for r in measure_power(ops, count, topic_seed(run_id, topic))
+    ]
 
 
-def stale_read_power(
-    operations: Any, runs: Any, per_run: int = STALE_READS_PER_RUN, *, clustered: bool = False
+def checker_power(
+    operations: Any, runs: Any, per_run: int = MUTATIONS_PER_RUN, *, clustered: bool = False
 ) -> Any:
-    """Per run (with ``runs``' mode and scenario): stale reads injected, caught, and
-    unknown, and the share caught (None when nothing could be injected).
+    """Per run (with ``runs``' mode and scenario), mutation kind and region: the topics
+    mutated, the mutations injected, caught and unknown, and the share caught (None when
+    nothing was injected). A run with no topic to mutate has no row.
 
-    ``per_run`` injections are spread evenly over at most ``per_run`` of the run's topics
-    with two or more acknowledged writes and a read, picked by a hash of the topic name
-    (so the same topics every time, and a cost that does not grow with the topics).
+    ``per_run`` draws of each kind are spread evenly over at most ``per_run`` of the run's
+    topics with two or more acknowledged writes and a read, picked by a hash of the topic
+    name (so the same topics every time, and a cost that does not grow with the topics).
     ``clustered`` as in ``checker.topic_groups``: the chosen topics (at most ``per_run``
     per run) are broadcast, so the join keeps the operations where they are."""
     from pyspark.sql import Window, functions as F
@@ -192,23 +224,18 @@ def stale_read_power(
         ("count", *CHECK_COLUMNS),
         clustered=clustered,
     )
-    per_topic = operations.sparkSession.createDataFrame(groups.map(_power_group), POWER_DDL)
-    totals = per_topic.groupBy("run_id").agg(
-        F.sum("injected").alias("stale_reads_injected"),
-        F.sum("caught").alias("stale_reads_caught"),
-        F.sum("unknown").alias("stale_reads_unknown"),
-        F.count(F.lit(1)).alias("topics_injected"),
+    per_topic = operations.sparkSession.createDataFrame(groups.flatMap(_power_group), POWER_DDL)
+    totals = per_topic.groupBy("run_id", "kind", "region").agg(
+        F.count(F.lit(1)).alias("topics"),
+        F.sum("injected").alias("injected"),
+        F.sum("caught").alias("caught"),
+        F.sum("unknown").alias("unknown"),
     )
-    counts = ["stale_reads_injected", "stale_reads_caught", "stale_reads_unknown"]
     return (
-        runs.join(totals, "run_id", "left")
-        .na.fill(0, [*counts, "topics_injected"])
+        runs.join(totals, "run_id")
         .withColumn(
             "caught_share",
-            F.when(
-                F.col("stale_reads_injected") > 0,
-                F.col("stale_reads_caught") / F.col("stale_reads_injected"),
-            ),
+            F.when(F.col("injected") > 0, F.col("caught") / F.col("injected")),
         )
-        .orderBy("run_id")
+        .orderBy("run_id", "kind", "region")
     )

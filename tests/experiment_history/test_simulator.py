@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from experiment_history.runs import read_table
+from experiment_history.runs import HistoryWriter, RunMeta, iter_rows, read_table
+from experiment_history.schema import ORIGIN_HARNESS, ORIGIN_NODE, WRITE_KINDS
 from experiment_history.simulate import SimConfig, simulate
 
 SMALL = SimConfig(
@@ -54,3 +55,45 @@ def test_a_killed_broker_is_dropped_by_every_node_after_the_timeout(tmp_path):
         if config.fault_start_ms < r["ts_ms"] < config.fault_start_ms + 60_000
     ]
     assert any(fault["target"] in r["value"] for r in early)
+
+
+def test_every_simulated_write_says_where_it_came_from_and_nothing_else_does(tmp_path):
+    """``operations.origin``: the writes at time 0 are the harness's (every broker
+    registered), every later one a node's own change (eventual: that node's; raft: the
+    leader's commit); reads, sends and allocations have none."""
+    for mode in ("eventual", "raft"):
+        config = replace(SMALL, scenario="broker_kill", mode=mode, fault_share=0.05)
+        meta = simulate(config, tmp_path)
+        rows = read_table(tmp_path / meta.run_id, "operations").to_pylist()
+        writes = [r for r in rows if r["kind"] in WRITE_KINDS]
+        assert {r["origin"] for r in writes if r["invoke_ms"] == 0} == {ORIGIN_HARNESS}, mode
+        later = {r["origin"] for r in writes if r["invoke_ms"] > 0}
+        assert later == {ORIGIN_NODE}, f"{mode}: {later}"
+        assert {r["origin"] for r in rows if r["kind"] not in WRITE_KINDS} == {None}, mode
+
+
+def test_a_history_of_the_older_shape_reads_its_origin_as_null(tmp_path):
+    """Rows without ``origin`` (a writer of schema version 2) still fit, and read back
+    with origin null: older runs stay readable."""
+    meta = RunMeta(run_id="r", scenario="s", mode="raft", seed=1, nodes=["n1"])
+    with HistoryWriter(tmp_path / "r", meta) as out:
+        out.operation((1, "p", "register", "n1", "T", 0, 1, "ok", "v", -1, "", "{}", 0, 1_000))
+        out.operation(
+            {
+                "op_id": 2,
+                "process": "p",
+                "kind": "route_read",
+                "node": "n1",
+                "topic": "T",
+                "invoke_ms": 1,
+                "complete_ms": 2,
+                "outcome": "ok",
+                "value": "v",
+                "version": -1,
+                "broker": "",
+                "extra": "{}",
+                "invoke_us": 1_000,
+                "complete_us": 2_000,
+            }
+        )
+    assert [r["origin"] for r in iter_rows(tmp_path / "r", "operations")] == [None, None]

@@ -4,6 +4,7 @@ the runs). Plain tables, no Spark."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,15 @@ from experiment_history.runs import HistoryWriter, RunMeta
 from experiment_reports.report import (
     COUNTEREXAMPLE_OPS,
     SECTION_BY_NAME,
+    Row,
     linearizability_verdict,
     markdown_verdicts,
+    mode_summary,
+    read_tables,
     section_markdown,
     side_by_side,
     write_markdown,
+    write_tables,
 )
 from experiment_reports.text import client_markdown, client_paragraph, percent
 from spark_jobs.checker import check_rows
@@ -270,3 +275,167 @@ def test_the_client_prose_says_when_no_broker_was_killed() -> None:
     assert "No queue was owned" not in text  # eventual has doubles; raft has no rows
     empty = client_paragraph({}, "raft")
     assert "freshness was not measured" in empty and "No send was recorded" in empty
+
+
+def _change(mode: str, run: str, topic: str, inferred: int, repeated: int, verdict: str) -> Row:
+    return {
+        "run_id": run,
+        "mode": mode,
+        "scenario": "s1",
+        "topic": topic,
+        "writes": 3,
+        "writes_in_fault": 2,
+        "inferred_writes": inferred,
+        "repeated_values": repeated,
+        "verdict": verdict,
+    }
+
+
+def test_summary_json_gives_each_mode_its_headline_counts(tmp_path: Path) -> None:
+    """``summary.json`` keeps every table and adds ``modes``: per mode the inferred
+    writes, whether every write value was unique, the unknown topics, the anomaly
+    classes' counts, the checker's power by mutation kind and the faults as scheduled,
+    read off the tables the analysis made."""
+    power = {"run_id": "r1", "mode": "raft", "scenario": "nemesis", "topics": 2}
+    fault = {"run_id": "r1", "mode": "raft", "scenario": "nemesis", "open_end": False}
+    tables: dict[str, list[Row]] = {
+        "checker_power": [
+            {**power, "kind": "lost_write", "region": "whole", "injected": 4, "caught": 4},
+            {**power, "kind": "lost_write", "region": "passing_prefix", "injected": 2},
+            {**power, "kind": "never_written", "region": "whole", "injected": 3, "caught": 2},
+        ],
+        "fault_windows": [
+            {**fault, "kind": "pause_namesrv", "target": "n2", "start_ms": 0, "end_ms": 4100},
+            {**fault, "kind": "kill_broker", "target": "b1", "start_ms": 900, "end_ms": 5000},
+        ],
+        "route_changes": [
+            _change("eventual", "e1", "t0", 2, 0, "not_linearizable"),
+            _change("eventual", "e2", "t0", 1, 1, "linearizable"),
+            _change("raft", "r1", "t0", 0, 0, "linearizable"),
+            _change("raft", "r1", "t1", 1, 0, "unknown"),
+        ],
+        "linearizability": [
+            {
+                "run_id": "e1",
+                "mode": "eventual",
+                "scenario": "s1",
+                "linearizable": 0,
+                "not_linearizable": 1,
+                "unknown": 0,
+                "not_exercised": 0,
+            },
+            {
+                "run_id": "e2",
+                "mode": "eventual",
+                "scenario": "s1",
+                "linearizable": 1,
+                "not_linearizable": 0,
+                "unknown": 0,
+                "not_exercised": 0,
+            },
+            {
+                "run_id": "r1",
+                "mode": "raft",
+                "scenario": "s1",
+                "linearizable": 1,
+                "not_linearizable": 0,
+                "unknown": 1,
+                "not_exercised": 0,
+            },
+        ],
+        "anomalies": [
+            {
+                "mode": "eventual",
+                "scenario": "s1",
+                "reads": 50,
+                "never_written": 0,
+                "not_exist_live": 1,
+                "stale_read": 4,
+                "non_monotonic_read": 2,
+                "version_backwards": 0,
+                "examples": ["stale_read e1/7"],
+            },
+            {
+                "mode": "eventual",
+                "scenario": "s2",
+                "reads": 10,
+                "never_written": 0,
+                "not_exist_live": 0,
+                "stale_read": 1,
+                "non_monotonic_read": 0,
+                "version_backwards": 3,
+                "examples": [],
+            },
+            {
+                "mode": "raft",
+                "scenario": "s1",
+                "reads": 60,
+                "never_written": 0,
+                "not_exist_live": 0,
+                "stale_read": 0,
+                "non_monotonic_read": 0,
+                "version_backwards": 0,
+                "examples": [],
+            },
+        ],
+    }
+    write_tables(tmp_path, tables)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["modes"] == {
+        "eventual": {
+            "inferred_writes": 3,
+            "unique_write_values": False,
+            "unknown_topics": 0,
+            "anomalies": {
+                "never_written": 0,
+                "non_monotonic_read": 2,
+                "not_exist_live": 1,
+                "stale_read": 5,
+                "version_backwards": 3,
+            },
+            "power": {},
+            "schedule": [],
+        },
+        "raft": {
+            "inferred_writes": 1,
+            "unique_write_values": True,
+            "unknown_topics": 1,
+            "anomalies": {
+                "never_written": 0,
+                "non_monotonic_read": 0,
+                "not_exist_live": 0,
+                "stale_read": 0,
+                "version_backwards": 0,
+            },
+            "power": {
+                "lost_write": {"injected": 6, "caught": 4, "unknown": 0},
+                "never_written": {"injected": 3, "caught": 2, "unknown": 0},
+            },
+            "schedule": [
+                {"run_id": "r1", "scenario": "nemesis", "kind": "pause_namesrv", "target": "n2"}
+                | {"start_ms": 0, "end_ms": 4100},
+                {"run_id": "r1", "scenario": "nemesis", "kind": "kill_broker", "target": "b1"}
+                | {"start_ms": 900, "end_ms": 5000},
+            ],
+        },
+    }
+    assert summary["route_changes"] == tables["route_changes"], "the tables stay as they were"
+    assert read_tables(tmp_path) == tables, "and read back without the mode summary"
+
+
+def test_tables_of_an_older_analysis_leave_unique_write_values_unknown() -> None:
+    """Rows without ``repeated_values`` (tables written before the column) say nothing
+    about the write values: null, not true."""
+    old = dict(_change("raft", "r1", "t0", 0, 0, "linearizable"))
+    del old["repeated_values"], old["inferred_writes"]
+    summary = mode_summary({"route_changes": [old]})
+    assert summary == {
+        "raft": {
+            "inferred_writes": 0,
+            "unique_write_values": None,
+            "unknown_topics": 0,
+            "anomalies": {},
+            "power": {},
+            "schedule": [],
+        }
+    }

@@ -4,17 +4,17 @@ needs no restart; the majority keeps (or elects) a leader, and with linearizable
 routes stay linearizable while the routes change (the runner's route churn) during the cut.
 
 One short run (about 40 s with boot and tear-down) checks both read paths on the same cut:
-the clients read with ``linearizable``, and just before the heal (the cut still on) the
-test's scenario sends one more churn registration, which the majority acknowledges, and
-then asks the cut node for every route with LOCAL reads, recorded like any client's (process
-``local-reader@<node>``). The cut node answers those from its last applied table, the route
-without the registration: the checker and the anomaly classes must flag them, and the
-history without them must stay linearizable.
+the clients read with ``linearizable``, and just before the heal (the cut still on, the
+churn over: its writes all acknowledged by the majority only) the test's scenario asks the
+cut node for every route with LOCAL reads, recorded like any client's (process
+``local-reader@<node>``). The churn began after the cut and never goes back to the route
+it started from, so the cut node answers those from its last applied table, the route it
+held at the cut, which the majority has since changed: the checker and the anomaly classes
+must flag them, and the history without them must stay linearizable.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 from collections.abc import Iterator
@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 from experiment_history.runs import iter_rows
-from experiment_history.schema import KIND_REGISTER, WRITE_KINDS
+from experiment_history.schema import WRITE_KINDS
 from experiments.config import ExperimentConfig
 from experiments.context import ExperimentContext
 from experiments.registers import with_broker
-from experiments.runner import CHURN_BROKER, RunOutcome, run_experiment
+from experiments.runner import CHURN_BROKERS, RunOutcome, run_experiment
 from experiments.scenarios import SCENARIOS, MinorityPartition
 from experiments.workload import read_route
 from remoting.consistency import CONSISTENCY_LOCAL
@@ -44,20 +44,16 @@ NOTE = "local_reads"
 
 
 class MinorityPartitionWithLocalReads(MinorityPartition):
-    """The scenario as the runner runs it, plus, before it heals (the cut still on): one
-    churn registration, acknowledged by the majority and awaited, and only then
+    """The scenario as the runner runs it, plus, before it heals (the cut still on, the
+    route churn over, its last write acknowledged by the majority and awaited):
     :data:`LOCAL_READ_ROUNDS` LOCAL reads of every topic from the cut node, so each of
-    those reads starts after the write's ack and the cut node cannot have applied it."""
+    those reads starts after the churn's acks and the cut node cannot have applied any
+    of its writes."""
 
     async def heal(self, ctx: ExperimentContext) -> None:
-        churn = ctx.fleet.brokers[CHURN_BROKER]
-        # The churn ends unregistered, the state the cut node has held since the cut.
-        was_alive = churn.alive
-        acks = await ctx.broker_write(
-            CHURN_BROKER,
-            KIND_REGISTER,
-            functools.partial(ctx.fleet.start_acknowledged, CHURN_BROKER),
-        )
+        # The churn ends with a spare broker registered, never in the route it started
+        # from (the warm-up's, which the cut node has held since the cut).
+        registered = sorted(n for n in CHURN_BROKERS if ctx.fleet.brokers[n].alive)
         process = f"{LOCAL_READER}@{self.minority}"
         for _ in range(LOCAL_READ_ROUNDS):
             for topic in ctx.topics:
@@ -67,8 +63,7 @@ class MinorityPartitionWithLocalReads(MinorityPartition):
                 ctx.recorder.route_read(process, self.minority, topic, result)
         ctx.notes[NOTE] = {
             "process": process,
-            "churn_was_alive": was_alive,
-            "acked_by": sorted(node for node, _ in acks),
+            "churn_registered": registered,
         }
         await super().heal(ctx)
 
@@ -185,15 +180,15 @@ def test_local_reads_of_the_cut_node_are_flagged_and_linearizable_reads_are_not(
 ) -> None:
     """Issue 33's regression test: the same cut, the same writes, the same history as the
     experiment records it. The LOCAL reads the cut node answered after the majority
-    acknowledged a route change return the old route: the checker says not linearizable
-    and the anomaly classes call every one of them a stale read; without them (the
-    clients' linearizable reads only) the topic is linearizable."""
+    acknowledged the churn's route changes return the route the cut node held at the cut,
+    an older one: the checker says not linearizable and the anomaly classes call every one
+    of them a stale read; without them (the clients' linearizable reads only) the topic is
+    linearizable."""
     [fault] = outcome.summary["faults"]
     cut = fault["target"]
     note = outcome.summary["notes"][NOTE]
     assert note["process"] == f"{LOCAL_READER}@{cut}"
-    assert not note["churn_was_alive"], "the churn ended unregistered, as the cut node holds it"
-    assert note["acked_by"] and cut not in note["acked_by"], "acknowledged by the majority only"
+    assert note["churn_registered"], "the churn did not go back to the route held at the cut"
     ops = list(iter_rows(outcome.run_dir, "operations"))
     local = [r for r in ops if _local(r)]
     assert len(local) == LOCAL_READ_ROUNDS * len({r["topic"] for r in local}) > 0
@@ -201,23 +196,31 @@ def test_local_reads_of_the_cut_node_are_flagged_and_linearizable_reads_are_not(
     first_local_us = min(r["invoke_us"] for r in local)
     for topic in sorted({r["topic"] for r in local}):
         rows = [r for r in ops if r["topic"] == topic]
-        # The registration the local reads follow: the churn's last acknowledged write.
+        acked = [r for r in rows if r["kind"] in WRITE_KINDS and r["outcome"] == "ok"]
+        # The write the local reads follow: the churn's last acknowledged one, and the
+        # route the cut node held at the cut: the last one acknowledged before it.
         write = max(
             (
                 r
-                for r in rows
-                if r["process"] == CHURN_BROKER
-                and r["kind"] == KIND_REGISTER
-                and r["outcome"] == "ok"
-                and r["complete_us"] < first_local_us
+                for r in acked
+                if r["process"] in CHURN_BROKERS and r["complete_us"] < first_local_us
             ),
             key=lambda r: r["complete_us"],
         )
-        assert cut not in json.loads(write["extra"])["acked_by"]
-        old_route = with_broker(write["value"], CHURN_BROKER, None)
+        held = max(
+            (r for r in acked if r["complete_ms"] < fault["start_ms"]),
+            key=lambda r: r["complete_us"],
+        )
+        churned = [r for r in acked if r["process"] in CHURN_BROKERS]
+        assert all(cut not in json.loads(r["extra"])["acked_by"] for r in churned), topic
+        assert held["value"] not in {r["value"] for r in churned}, "the churn never goes back"
+        old_route = write["value"]
+        for broker in CHURN_BROKERS:
+            old_route = with_broker(old_route, broker, None)
+        assert held["value"] == old_route, "the cut node held the route without the churn"
         reads = [r for r in rows if _local(r)]
         assert all(r["invoke_us"] > write["complete_us"] for r in reads)
-        assert {r["value"] for r in reads} == {old_route}, "the cut node answers the old route"
+        assert {r["value"] for r in reads} == {held["value"]}, "the cut node answers the old route"
         assert check_rows(rows).verdict == NOT_LINEARIZABLE, topic
         verdicts = {v.op_id: v.anomaly for v in classify_rows(rows)}
         assert {verdicts[r["op_id"]] for r in reads} == {STALE_READ}, topic

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings, strategies as st
 
 from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
-from experiment_history.schema import KIND_REGISTER, RouteItem, canonical_route
+from experiment_history.schema import KIND_REGISTER, KIND_UNREGISTER, RouteItem, canonical_route
 from experiments.context import ExperimentContext
 from experiments.registers import INITIAL, RegisterLog, with_broker
 from experiments.traffic import Prober
@@ -159,6 +159,7 @@ def test_the_prober_infers_only_what_no_recorded_write_explains(tmp_path: Path) 
         852,
     ), "the window opens at that node's previous probe"
     assert (back["kind"], back["value"], back["invoke_us"]) == ("register", WITH_CHURN, 850)
+    assert expire["origin"] == back["origin"] == "inferred"
 
 
 def test_a_stale_node_never_becomes_a_write(tmp_path: Path) -> None:
@@ -221,9 +222,48 @@ def test_an_unchanged_registration_after_a_reported_expiry_puts_the_share_back(
     without = with_broker(both, first.name, None)
     assert [(r["kind"], r["value"]) for r in rows] == [("expire", without), ("register", both)]
     restored = rows[1]
+    assert [r["origin"] for r in rows] == ["node", "inferred"], (
+        "the expiry is the leader's report; the registration's being a write is inferred"
+    )
     assert restored["complete_us"] == after_scan and restored["node"] == "n1"
     assert json.loads(restored["extra"])["after_expiry_scan"] == 7
     assert context.registers.candidates(TOPIC, after_scan + 1, after_scan + 2) == {both}
     # Restored once: a later expiry of the other broker does not bring it back again.
     _expired(context, second, now_us(), seq=8)
     assert context.registers.latest(TOPIC) == with_broker(both, second.name, None)
+
+
+def test_a_harness_write_and_a_heartbeat_round_say_where_they_came_from(tmp_path: Path) -> None:
+    """``broker_write`` records ``harness`` (the churn, a scenario's stop or start) unless
+    the broker's own heartbeat round sent it (``BrokerFleet.record_round``): ``client``."""
+    context, writer, (first, _second) = _context(tmp_path)
+
+    async def call() -> list[tuple[str, int]]:
+        return [("n1", now_us())]
+
+    asyncio.run(context.broker_write(first.name, KIND_UNREGISTER, call))
+    asyncio.run(context.broker_write(first.name, KIND_REGISTER, call, origin="client"))
+    rows = _inferred(tmp_path, writer)
+    assert [(r["kind"], r["origin"]) for r in rows] == [
+        ("unregister", "harness"),
+        ("register", "client"),
+    ]
+
+
+def test_a_stopped_broker_comes_back_with_a_route_share_it_never_had(tmp_path: Path) -> None:
+    """Each stop steps the broker's queues, so the share its next start registers differs
+    from every earlier one: a stop and start never write a topic's earlier value again."""
+    context, _, (first, _second) = _context(tmp_path)
+    seen = [first.route_item(TOPIC)]
+
+    async def restarts() -> None:
+        for _ in range(3):
+            context.fleet.kill_hard(first.name)
+            context.fleet.start_broker(first.name)  # its heartbeat task: cancelled below
+            seen.append(first.route_item(TOPIC))
+        await context.fleet.close()
+
+    asyncio.run(restarts())
+    assert len({item.encode() for item in seen}) == 4
+    assert [item.write_queues for item in seen] == [seen[0].write_queues + i for i in range(4)]
+    assert all(item.read_queues == item.write_queues for item in seen)

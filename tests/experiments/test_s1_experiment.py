@@ -11,15 +11,23 @@ linearizable" a property of the system rather than of one run's timing.
 from __future__ import annotations
 
 import collections
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from experiment_history.runs import iter_rows
-from experiment_history.schema import WRITE_KINDS, is_follow_up
+from experiment_history.schema import (
+    ORIGIN_HARNESS,
+    ORIGIN_INFERRED,
+    ORIGIN_NODE,
+    ORIGINS,
+    WRITE_KINDS,
+    is_follow_up,
+)
 from experiments.config import ExperimentConfig
-from experiments.runner import RunOutcome, analyze_runs, run_experiment
+from experiments.runner import CHURN_BROKERS, RunOutcome, analyze_runs, run_experiment
 from remoting.consistency import CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
 from spark_jobs.checker import LINEARIZABLE, NOT_LINEARIZABLE, check_rows
 
@@ -96,13 +104,58 @@ def _writes_in_fault_window(run_dir: Path) -> collections.Counter[str]:
 def test_routes_change_inside_the_fault_window_in_both_modes(
     runs: dict[str, RunOutcome],
 ) -> None:
-    """The route churn: a spare broker registers and unregisters while the fault lasts, so
-    every topic's register has writes to order (a verdict on one write tests nothing)."""
+    """The route churn: two spare brokers register and unregister in turn while the fault
+    lasts, so every topic's register has writes to order (a verdict on one write tests
+    nothing)."""
     for outcome in runs.values():
         assert outcome.summary["notes"]["churn_route_changes"] >= 2
         writes = _writes_in_fault_window(outcome.run_dir)
         topics = {r["topic"] for r in iter_rows(outcome.run_dir, "operations") if r["topic"]}
         assert all(writes[t] >= 2 for t in topics), writes
+
+
+def test_every_write_says_where_it_came_from_and_the_churn_never_repeats_a_route(
+    runs: dict[str, RunOutcome],
+) -> None:
+    """Each write has an origin (``operations.origin``); a churn broker starts each time
+    with one more queue (``SimBroker.next_incarnation``) and the two of them take turns
+    without the churn going back to the warm-up's route, so no two writes of a churned
+    topic carry the same route and a read of one names the write it saw."""
+    for mode, outcome in runs.items():
+        writes = [r for r in iter_rows(outcome.run_dir, "operations") if r["kind"] in WRITE_KINDS]
+        assert writes and all(r["origin"] in ORIGINS for r in writes), mode
+        for row in writes:
+            if json.loads(row["extra"]).get("inferred"):
+                assert row["origin"] == ORIGIN_INFERRED, (mode, row)
+            elif row["process"] in ("warmup", *CHURN_BROKERS):
+                assert row["origin"] == ORIGIN_HARNESS, (mode, row)
+            elif "reported_by" in json.loads(row["extra"]):
+                assert row["origin"] == ORIGIN_NODE, (mode, row)
+        churned: dict[str, list[str]] = collections.defaultdict(list)
+        for row in writes:
+            if row["process"] in CHURN_BROKERS:
+                churned[row["topic"]].append(row["value"])
+        assert churned and all(len(v) >= 2 for v in churned.values()), (mode, churned)
+        assert all(len(set(v)) == len(v) for v in churned.values()), (mode, churned)
+        # Every write of a churned topic, any origin and outcome: no write of the harness
+        # (the warm-up's, the churn's) repeats an earlier value, and in raft mode, where
+        # no broker expires, no write at all does (spark_jobs.register_zones decides such
+        # a topic without a cap). In eventual mode a broker the partition hides from a
+        # node expires there, and its next heartbeat round puts back the route it had.
+        ordered = sorted(writes, key=lambda r: (r["invoke_us"], r["op_id"]))
+        earlier: dict[str, set[str]] = collections.defaultdict(set)
+        repeats: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
+        for row in ordered:
+            if row["value"] in earlier[row["topic"]]:
+                repeats[row["topic"]].append((row["process"], row["origin"]))
+            earlier[row["topic"]].add(row["value"])
+        assert set(earlier) >= set(churned), mode
+        assert not [r for rs in repeats.values() for r in rs if r[1] == ORIGIN_HARNESS], (
+            mode,
+            repeats,
+        )
+        if mode == "raft":
+            assert not repeats, repeats
 
 
 def test_raft_route_history_is_linearizable(runs: dict[str, RunOutcome]) -> None:
@@ -179,6 +232,23 @@ def test_raft_followers_answer_an_acknowledged_route_100_ms_after_the_ack(
     assert sum(later) / len(later) >= 0.9, f"{sum(later)} of {len(later)} fresh"
 
 
+def test_spark_analysis_finds_every_raft_write_traceable_by_its_value(
+    runs: dict[str, RunOutcome],
+    tmp_path: Path,
+) -> None:
+    """The churn repeats no route, so the raft run's writes are all distinct per topic:
+    ``summary.json``'s ``unique_write_values`` is true for the mode."""
+    history = tmp_path / "history"
+    history.mkdir()
+    (history / "s1-raft").symlink_to(runs["raft"].run_dir, target_is_directory=True)
+    tables = analyze_runs(history, tmp_path / "report")
+    changes = tables["route_changes"]
+    assert changes and all(r["repeated_values"] == 0 for r in changes), changes
+    modes = json.loads((tmp_path / "report" / "summary.json").read_text())["modes"]
+    assert set(modes) == {"raft"}
+    assert modes["raft"]["unique_write_values"] is True
+
+
 def test_spark_analysis_reports_the_eventual_divergence(
     runs: dict[str, RunOutcome],
     tmp_path: Path,
@@ -192,3 +262,12 @@ def test_spark_analysis_reports_the_eventual_divergence(
     assert divergence[0]["mean_diverged_fraction"] > 0
     assert tables["overall"][0]["verdict"] == NOT_LINEARIZABLE
     assert (tmp_path / "report").is_dir()
+    modes = json.loads((tmp_path / "report" / "summary.json").read_text())["modes"]
+    eventual = modes["eventual"]
+    assert set(modes) == {"eventual"}
+    assert {"inferred_writes", "unique_write_values", "unknown_topics"} <= set(eventual)
+    inferred = sum(r["inferred_writes"] for r in tables["route_changes"])
+    assert eventual["inferred_writes"] == inferred > 0, "eventual mode's expiries are inferred"
+    assert eventual["unknown_topics"] == sum(r["unknown"] for r in tables["linearizability"])
+    [anomalies] = tables["anomalies"]
+    assert eventual["anomalies"]["stale_read"] == anomalies["stale_read"]

@@ -311,7 +311,7 @@ def _schema_row(row: dict[str, Any]) -> tuple[Any, ...]:
     where the schema has them."""
     row = {**row, "broker": "", "extra": "{}"}
     row["invoke_us"], row["complete_us"] = row["invoke_ms"] * 1000, row["complete_ms"] * 1000
-    return tuple(row[field.name] for field in OPERATIONS_SCHEMA)
+    return tuple(row.get(field.name) for field in OPERATIONS_SCHEMA)
 
 
 @pytest.mark.slow

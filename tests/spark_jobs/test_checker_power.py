@@ -1,16 +1,26 @@
-"""The checker's power: stale reads injected just after a write's ack, and the share caught."""
+"""The checker's power: mutations of every kind injected into a topic's history (the whole
+history when it passes, its longest passing prefix when it fails), and the share caught."""
 
 from __future__ import annotations
 
 import random
 
-from spark_jobs.checker import NOT_LINEARIZABLE, RegisterOp, check_register
+from spark_jobs.checker import (
+    LINEARIZABLE,
+    NOT_LINEARIZABLE,
+    CheckBudget,
+    RegisterOp,
+    check_register,
+)
+from spark_jobs.mutations import KINDS
 from spark_jobs.power import (
-    STALE_READ_GAP_US,
+    PASSING_PREFIX,
+    WHOLE,
     PowerResult,
-    inject_stale_reads,
+    checker_verdict,
+    longest_passing_prefix,
     measure_power,
-    stale_read_targets,
+    time_prefix,
 )
 
 ROUTES = ("a", "a,churn")
@@ -33,52 +43,85 @@ def acknowledged_history(writes: int) -> list[RegisterOp]:
     return ops
 
 
-def test_each_target_is_an_acknowledged_write_and_the_value_it_replaced() -> None:
-    targets = stale_read_targets(acknowledged_history(4))
-    assert [(w.value, older) for w, older in targets] == [
-        ("a,churn", "a"),
-        ("a", "a,churn"),
-        ("a,churn", "a"),
-    ]
+def by_kind(results: list[PowerResult]) -> dict[str, PowerResult]:
+    return {r.kind: r for r in results}
 
 
-def test_an_injected_read_returns_the_old_value_just_after_the_ack() -> None:
-    ops = acknowledged_history(3)
-    injections = inject_stale_reads(ops, 5, random.Random(3))
-    assert len(injections) == 5
-    writes = {op.op_id: op for op in ops if op.is_write}
-    for injection in injections:
-        stale = next(op for op in injection.history if op.op_id == injection.replaced_read)
-        ack = writes[injection.after_write].complete_us
-        assert ack is not None and stale.invoke_us == ack + STALE_READ_GAP_US
-        assert stale.value == injection.value != writes[injection.after_write].value
-        assert len(injection.history) == len(ops)
-        assert check_register(injection.history).verdict == NOT_LINEARIZABLE
+def test_every_kind_injected_into_an_acknowledged_history_is_caught() -> None:
+    results = by_kind(measure_power(acknowledged_history(6), 4, "p1/P"))
+    assert list(results) == list(KINDS)
+    for result in results.values():
+        assert result.region == WHOLE
+        assert result.injected == result.drawn == result.caught > 0 and result.unknown == 0
 
 
-def test_every_stale_read_after_an_acknowledged_write_is_caught() -> None:
-    result = measure_power(acknowledged_history(6), 20, random.Random(1))
-    assert result == PowerResult(injected=20, caught=20, unknown=0)
-
-
-def test_writes_that_timed_out_hide_the_stale_reads_of_their_values() -> None:
+def test_writes_that_timed_out_explain_the_stale_reads_so_none_is_injected() -> None:
     """A registration and an unregistration that got no answer may each take effect at
-    any later time, so a read of either route fits anywhere: the history, not the
-    checker, lacks the power."""
+    any later time, so a read of either route fits anywhere: no stale read, lost or
+    reordered write is a fault there, and none counts as a miss. A value never written
+    is still a fault, and caught."""
     timed_out = [
         RegisterOp(900, True, ROUTES[0], 1_000, None),
         RegisterOp(901, True, ROUTES[1], 1_000, None),
     ]
-    result = measure_power([*acknowledged_history(6), *timed_out], 20, random.Random(1))
-    assert (result.injected, result.caught) == (20, 0)
+    results = by_kind(measure_power([*acknowledged_history(6), *timed_out], 4, "p1/Q"))
+    for kind, result in results.items():
+        assert result.drawn > 0
+        if kind == "never_written":
+            assert result.injected == result.caught == 4
+        else:
+            assert (result.injected, result.caught) == (0, 0)
 
 
-def test_a_history_that_already_fails_gets_no_injection() -> None:
-    ops = [*acknowledged_history(3), RegisterOp(999, False, "never-written", 100_000, 101_000)]
-    result = measure_power(ops, 10, random.Random(1))
-    assert (result.injected, result.skipped) == (0, "the history itself is not_linearizable")
+def test_a_failing_history_is_mutated_inside_its_longest_passing_prefix() -> None:
+    ops = acknowledged_history(4)
+    broken_at = 7_000_000
+    ops.append(RegisterOp(999, False, "never-written", broken_at, broken_at + 1_000))
+    assert check_register(ops).verdict == NOT_LINEARIZABLE
+    found = longest_passing_prefix(ops)
+    assert found is not None
+    prefix, cut = found
+    # The longest passing prefix stops just before the bad read answers.
+    assert broken_at <= cut < broken_at + 1_000
+    assert check_register(prefix).verdict == LINEARIZABLE
+    assert check_register(time_prefix(ops, broken_at + 1_000)).verdict == NOT_LINEARIZABLE
+    results = measure_power(ops, 4, "p1/F")
+    assert {r.region for r in results} == {PASSING_PREFIX}
+    assert all(r.injected == r.caught > 0 for r in results)
 
 
-def test_a_history_without_a_second_write_has_nothing_to_inject_at() -> None:
-    result = measure_power(acknowledged_history(1), 10, random.Random(1))
-    assert result.injected == 0 and result.skipped.startswith("no read, or no write")
+def test_operations_open_at_the_cut_are_pending_writes_and_no_reads() -> None:
+    ops = [
+        RegisterOp(1, True, "a", 0, 10),
+        RegisterOp(2, True, "b", 5, 30),
+        RegisterOp(3, False, "a", 6, 25),
+        RegisterOp(4, False, "b", 40, 41),
+    ]
+    assert time_prefix(ops, 20) == [ops[0], RegisterOp(2, True, "b", 5, None)]
+
+
+def test_the_same_seed_injects_the_same() -> None:
+    ops = acknowledged_history(5)
+    assert measure_power(ops, 3, "r/t") == measure_power(ops, 3, "r/t")
+
+
+def test_nothing_is_injected_without_a_draw_or_into_an_unknown_history() -> None:
+    assert measure_power(acknowledged_history(3), 0, "r/t") == []
+    # Repeated values go to the search, which this budget cannot run.
+    assert measure_power(acknowledged_history(3), 3, "r/t", budget=CheckBudget(max_ops=1)) == []
+
+
+def test_the_power_verdict_is_the_checkers() -> None:
+    """``checker_verdict`` skips only the counterexample: on seeded random histories
+    (repeated values and unique ones, pending writes) it gives ``check_register``'s."""
+    rng = random.Random(5)
+    for _ in range(400):
+        ops = []
+        values = "abc" if rng.random() < 0.5 else "abcdefghij"
+        for i in range(rng.randint(1, 8)):
+            start = rng.randint(0, 30)
+            is_write = rng.random() < 0.5
+            end = None if is_write and rng.random() < 0.2 else start + rng.randint(0, 10)
+            value = values[i] if is_write and len(values) > 3 else rng.choice(values[:4])
+            ops.append(RegisterOp(i, is_write, value, start, end))
+        assert checker_verdict(ops) == check_register(ops).verdict, ops

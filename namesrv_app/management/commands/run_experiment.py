@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from broker_app.management.command import ProjectCommand
 from experiments.config import ExperimentConfig
+from experiments.nemesis import Schedule, load_schedule
 from experiments.progress import Progress
 from experiments.runner import (
     MODES,
@@ -30,7 +31,7 @@ from experiments.runner import (
     seed_series,
     summary_text,
 )
-from experiments.scenarios import SCENARIOS
+from experiments.scenarios import SCENARIOS, Nemesis
 from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir, chosen_run_dir
 from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from remoting.consistency import CONSISTENCY_LEVELS
@@ -110,6 +111,13 @@ class Command(ProjectCommand):
             "eventual mode; clock-skew keeps the gateway's 5000)",
         )
         parser.add_argument(
+            "--schedule",
+            type=Path,
+            default=None,
+            help="nemesis only: play this stored schedule (a run's schedule.json) instead of "
+            "drawing one from --seed; the run lasts the schedule's duration",
+        )
+        parser.add_argument(
             "--read-consistency",
             choices=CONSISTENCY_LEVELS,
             default=DEFAULTS.read_consistency,
@@ -143,13 +151,14 @@ class Command(ProjectCommand):
             timezone.now().strftime("%Y%m%d-%H%M%S"),
             options["seeds"],
         )
+        schedule = self._schedule(options)
         base = ExperimentConfig(
             scenario=options["scenario"],
             mode=modes[0],
             out_dir=batch / RUNS_DIR_NAME,
             seed=options["seed"],
             nodes=options["nodes"],
-            duration_s=options["duration_s"],
+            duration_s=options["duration_s"] if schedule is None else schedule.duration_s,
             brokers=options["brokers"],
             topics=options["topics"],
             heartbeat_ms=options["heartbeat_ms"],
@@ -158,6 +167,7 @@ class Command(ProjectCommand):
             clock_skew_ms=options["clock_skew_ms"],
             skew_allowance_ms=options["skew_allowance_ms"],
             read_consistency=options["read_consistency"],
+            schedule_file="" if schedule is None else str(Path(options["schedule"]).resolve()),
         )
         try:
             base.validate()
@@ -173,6 +183,22 @@ class Command(ProjectCommand):
             self._analyze(
                 batch, outcomes, options["spark_master"], progress, options["spark_verbose"]
             )
+
+    def _schedule(self, options: dict[str, Any]) -> Schedule | None:
+        """The stored schedule ``--schedule`` names (nemesis only), checked; None without."""
+        if options["schedule"] is None:
+            return None
+        if options["scenario"] != Nemesis.name:
+            raise CommandError(f"--schedule is for the {Nemesis.name} scenario only")
+        try:
+            schedule = load_schedule(options["schedule"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise CommandError(f"--schedule {options['schedule']}: {exc}") from exc
+        self.stdout.write(
+            f"replaying {options['schedule']}: {len(schedule.steps)} steps over "
+            f"{schedule.duration_s:g} s (drawn from seed {schedule.seed})"
+        )
+        return schedule
 
     def _say(self, text: str) -> None:
         self.stdout.write(text)

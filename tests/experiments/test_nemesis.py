@@ -1,0 +1,246 @@
+"""The nemesis: its schedule (fast, no cluster) and one short raft run that replays a
+stored schedule of the heavy step kinds on a real cluster (about 45 s with boot and
+tear-down)."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from experiment_history.runs import iter_rows
+from experiments.config import ExperimentConfig
+from experiments.nemesis import (
+    CLOCK_SKEW,
+    KILL_BROKER,
+    KILL_GATEWAY,
+    KINDS,
+    LEADER_ISOLATION,
+    LINK_ONE_WAY,
+    PAUSE_GATEWAY,
+    QUORUM,
+    RAFT_ONLY,
+    SCHEDULE_FILE_NAME,
+    SKIPPED_IN_EVENTUAL,
+    Schedule,
+    Step,
+    conflicts,
+    draw_schedule,
+    for_mode,
+    load_schedule,
+    quiet_s,
+    schedule_json,
+)
+from experiments.runner import RunOutcome, run_experiment
+from experiments.scenarios import SCENARIOS, Nemesis
+from tests.experiments.faketime import ensure_faketime
+
+NODES = ["n1", "n2", "n3"]
+BROKERS = [f"broker-{i:03d}" for i in range(12)]
+SEEDS = range(1, 41)
+
+
+def _draw(seed: int, duration_s: float = 120.0, nodes: list[str] = NODES) -> Schedule:
+    return draw_schedule(seed, nodes, BROKERS, duration_s, 4_000)
+
+
+def test_the_scenario_is_registered() -> None:
+    assert SCENARIOS["nemesis"] is Nemesis
+    assert Nemesis.scheduled and Nemesis.raft_proxied
+
+
+def test_a_seed_draws_the_same_schedule_every_time() -> None:
+    assert _draw(3) == _draw(3)
+    assert schedule_json(_draw(3)) == schedule_json(_draw(3))
+
+
+def test_another_seed_draws_another_schedule() -> None:
+    assert len({schedule_json(_draw(seed)) for seed in SEEDS}) == len(SEEDS)
+
+
+def test_a_long_run_draws_every_kind() -> None:
+    kinds = {step.kind for seed in SEEDS for step in _draw(seed).steps}
+    assert kinds == set(KINDS)
+
+
+@pytest.mark.parametrize("nodes", [NODES, ["n1", "n2", "n3", "n4", "n5"]])
+def test_overlapping_steps_never_touch_the_same_thing(nodes: list[str]) -> None:
+    for seed in SEEDS:
+        schedule = _draw(seed, nodes=nodes)
+        assert conflicts(schedule) == []
+        for a in schedule.steps:
+            for b in schedule.steps:
+                if a.index < b.index and a.at_s < b.busy_until_s and b.at_s < a.busy_until_s:
+                    assert not set(a.touches) & set(b.touches), (seed, a, b)
+
+
+def test_at_most_one_step_risks_the_quorum_at_a_time_and_it_keeps_a_majority() -> None:
+    for seed in SEEDS:
+        schedule = _draw(seed)
+        quorum = [s for s in schedule.steps if QUORUM in s.touches]
+        for a, b in itertools.pairwise(quorum):
+            assert b.at_s >= a.busy_until_s, (seed, a, b)
+        for step in quorum:
+            # One node out, or one pair of peers cut (both still reach the third node).
+            nodes = [t for t in step.touches if t.startswith("node:")]
+            assert len(nodes) <= 2 or step.kind == LEADER_ISOLATION
+
+
+def test_everything_heals_before_the_quiet_phase() -> None:
+    for seed in SEEDS:
+        for duration in (25.0, 60.0, 120.0):
+            schedule = _draw(seed, duration)
+            assert schedule.quiet_from_s <= duration - quiet_s(duration, 4_000) + 0.05
+            assert schedule.steps, (seed, duration)
+            assert all(s.end_s <= schedule.quiet_from_s + 1e-9 for s in schedule.steps)
+            assert all(s.at_s >= 1.0 and s.duration_s >= 1.5 for s in schedule.steps)
+
+
+def test_a_stored_schedule_replays_exactly_the_draw(tmp_path: Path) -> None:
+    drawn = _draw(9)
+    path = tmp_path / SCHEDULE_FILE_NAME
+    path.write_text(schedule_json(for_mode(drawn, "raft"), [{"index": 0, "status": "ran"}]))
+    loaded = load_schedule(path)
+    assert loaded.steps == drawn.steps
+    assert (loaded.seed, loaded.duration_s, loaded.quiet_from_s) == (9, 120.0, drawn.quiet_from_s)
+    # An eventual-mode file keeps its skipped steps in the list, but a replay decides
+    # the mode afresh: the same file replays in raft mode with every step.
+    path.write_text(schedule_json(for_mode(drawn, "eventual")))
+    assert for_mode(load_schedule(path), "raft").steps == drawn.steps
+
+
+def test_a_stored_schedule_with_clashing_steps_is_refused(tmp_path: Path) -> None:
+    clash = [
+        Step(0, 2.0, KILL_GATEWAY, "n1", 3.0, ("node:n1", QUORUM)),
+        Step(1, 3.0, PAUSE_GATEWAY, "n2", 3.0, ("node:n2", QUORUM)),
+    ]
+    path = tmp_path / "clash.json"
+    path.write_text(schedule_json(Schedule(1, 30.0, 20.0, tuple(clash))))
+    with pytest.raises(ValueError, match="overlap"):
+        load_schedule(path)
+
+
+def test_eventual_mode_skips_the_raft_only_steps_and_keeps_the_rest() -> None:
+    for seed in SEEDS:
+        drawn = _draw(seed)
+        raft, eventual = for_mode(drawn, "raft"), for_mode(drawn, "eventual")
+        assert not any(s.skipped for s in raft.steps)
+        assert [replace_skip(s) for s in eventual.steps] == list(drawn.steps)
+        for step in eventual.steps:
+            assert (step.skipped == SKIPPED_IN_EVENTUAL) == (step.kind in RAFT_ONLY)
+        assert "skipped: " in "\n".join(s.describe() for s in eventual.steps) or not any(
+            s.kind in RAFT_ONLY for s in drawn.steps
+        )
+
+
+def replace_skip(step: Step) -> Step:
+    return replace(step, skipped="")
+
+
+def test_the_skew_is_drawn_or_the_configured_one() -> None:
+    skews = [
+        s.detail["skew_ms"] for seed in SEEDS for s in _draw(seed).steps if s.kind == CLOCK_SKEW
+    ]
+    assert skews and all(2_000 <= abs(x) <= 8_000 for x in skews)
+    assert {x > 0 for x in skews} == {True, False}
+    fixed = draw_schedule(5, NODES, BROKERS, 120.0, 4_000, clock_skew_ms=9_000)
+    assert all(s.detail["skew_ms"] == 9_000 for s in fixed.steps if s.kind == CLOCK_SKEW)
+
+
+# ---------------------------------------------------------------------- one real run
+
+REPLAYED = Schedule(
+    seed=0,
+    duration_s=26.0,
+    quiet_from_s=16.0,
+    steps=(
+        Step(
+            0,
+            1.0,
+            LINK_ONE_WAY,
+            "nemesis-b->n3",
+            2.0,
+            ("node:n3", "lane:nemesis-b"),
+            {"lane": "nemesis-b", "node": "n3", "direction": "to_node"},
+        ),
+        Step(1, 1.0, PAUSE_GATEWAY, "n2", 1.5, ("node:n2", QUORUM)),
+        Step(2, 1.5, KILL_BROKER, "broker-001", 3.0, ("broker:broker-001",)),
+        Step(3, 4.0, LEADER_ISOLATION, "leader", 1.5, (*(f"node:{n}" for n in NODES), QUORUM)),
+        Step(4, 6.5, CLOCK_SKEW, "n1", 2.0, ("node:n1", QUORUM), {"skew_ms": 6_000}),
+    ),
+)
+"""Every kind but the Raft link cuts (as leader isolation, one pair instead of all of a
+node's links) and the gateway kill (the clock skew's restarts are one), spaced for the
+skewed restarts (a few seconds each) to end before the quiet phase."""
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunOutcome]:
+    ensure_faketime()
+    out = tmp_path_factory.mktemp("nemesis")
+    stored = out / "stored.json"
+    stored.write_text(schedule_json(REPLAYED))
+    yield run_experiment(
+        ExperimentConfig(
+            scenario="nemesis",
+            mode="raft",
+            out_dir=out,
+            seed=4,
+            duration_s=REPLAYED.duration_s,
+            brokers=4,
+            topics=2,
+            producers=1,
+            consumer_groups=1,
+            schedule_file=str(stored),
+            run_id="nemesis-raft",
+        )
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_replayed_schedule_runs_each_step_once_and_the_cluster_ends_healthy(
+    replayed: RunOutcome,
+) -> None:
+    faults = sorted(iter_rows(replayed.run_dir, "faults"), key=lambda f: f["start_ms"])
+    by_step = {json.loads(f["detail"])["step"]: f for f in faults}
+    assert sorted(by_step) == [s.index for s in REPLAYED.steps], faults
+    written = json.loads((replayed.run_dir / SCHEDULE_FILE_NAME).read_text())
+    assert [r["status"] for r in written["results"]] == ["ran"] * len(REPLAYED.steps)
+    for step in REPLAYED.steps:
+        row, result = by_step[step.index], written["results"][step.index]
+        assert row["kind"] == step.kind
+        assert row["target"] == step.target or step.kind == LEADER_ISOLATION
+        assert row["end_ms"] > row["start_ms"]
+        assert result["start_s"] >= step.at_s - 0.05
+        # A step starts late only when a restart before it on the same node ran over.
+        assert result["start_s"] <= step.at_s + 8.0, (step, result)
+        assert result["end_s"] - result["start_s"] >= step.duration_s - 0.05
+        assert result["end_s"] <= REPLAYED.duration_s
+    assert json.loads(by_step[4]["detail"])["mechanism"] == "libfaketime"
+    assert by_step[3]["target"] in NODES
+    assert replayed.summary["notes"]["nemesis"] == {
+        "steps": 5,
+        "ran": 5,
+        "skipped": 0,
+        "failed": 0,
+        "late": 0,
+        "source": str(Path(replayed.meta.params["schedule_file"])),
+    }
+    # Healthy at the end: in the last sampling rounds every node answers every topic,
+    # and all the same route.
+    states = list(iter_rows(replayed.run_dir, "node_states"))
+    rounds = collections.defaultdict(dict)
+    for row in states:
+        rounds[row["ts_ms"]][(row["node"], row["topic"])] = row["value"]
+    last = rounds[max(rounds)]
+    topics = {topic for _, topic in last}
+    assert {node for node, _ in last} == set(NODES)
+    for topic in topics:
+        assert len({last[(n, topic)] for n in NODES}) == 1, last
+    assert replayed.summary["notes"]["quiet_s"] >= 6.0
