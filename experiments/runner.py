@@ -31,7 +31,7 @@ from experiments.context import ExperimentContext
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
 from experiments.follow_up import FollowUpReader
 from experiments.progress import Progress, silent
-from experiments.scenarios import FaultSpec, Scenario, scenario
+from experiments.scenarios import FaultSpec, Nemesis, Scenario, scenario
 from experiments.traffic import ClientTiming, ConsumerGroup, Prober, Producer
 from experiments.workload import (
     CLUSTER_NAME,
@@ -433,7 +433,7 @@ async def _fault_timeline(
     ctx: ExperimentContext, the_scenario: Scenario, start_ms: int
 ) -> list[dict[str, Any]]:
     duration = ctx.config.duration_s
-    if the_scenario.scheduled:
+    if isinstance(the_scenario, Nemesis):  # its own timeline of many faults
         return await _scheduled_timeline(ctx, the_scenario, start_ms)
     await _sleep_until(start_ms, duration * FAULT_AT_FRACTION)
     injected_ms = now_ms()
@@ -484,7 +484,7 @@ async def _fault_timeline(
 
 
 async def _scheduled_timeline(
-    ctx: ExperimentContext, the_scenario: Scenario, start_ms: int
+    ctx: ExperimentContext, the_scenario: Nemesis, start_ms: int
 ) -> list[dict[str, Any]]:
     """A scenario with its own schedule of faults (the nemesis): it plays them from the
     start of recording and writes their rows; the route churn runs until the last one

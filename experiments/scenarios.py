@@ -105,10 +105,6 @@ class Scenario:
     with no allowance, so both modes expire a silent broker by the same rule. None keeps
     the gateway's default (5 s)."""
 
-    scheduled: ClassVar[bool] = False
-    """The scenario plays its own timeline of faults (:meth:`run_schedule`) instead of one
-    inject and one heal at the runner's fixed times."""
-
     def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
         """Lane name -> brokers on it; each lane gets proxy links to ``lane_targets``."""
         return {}
@@ -126,11 +122,6 @@ class Scenario:
 
     async def heal(self, ctx: ExperimentContext) -> None:
         """End the fault (only called when ``heals``)."""
-
-    async def run_schedule(self, ctx: ExperimentContext, start_ms: int) -> list[dict[str, Any]]:
-        """Only when ``scheduled``: play every fault (recording began at ``start_ms``),
-        write their fault rows, return them once all have healed."""
-        raise NotImplementedError(f"{self.name} has no schedule")
 
 
 # ---------------------------------------------------------------------------- brokers
@@ -463,7 +454,6 @@ class Nemesis(Scenario):
     name = "nemesis"
     summary = "a seeded random schedule of partitions, pauses, kills and clock skews"
     raft_proxied = True
-    scheduled = True
 
     def __init__(self) -> None:
         self.schedule: Schedule | None = None

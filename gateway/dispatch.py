@@ -23,7 +23,8 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gateway import selectors
 from gateway.broker_holds import HoldRefusal, Touch
@@ -126,6 +127,17 @@ def need_wait_for_service(config: NamesrvConfig, started_ms: int, now_ms: int) -
     if not config.need_wait_for_service:
         return False
     return now_ms - started_ms < config.wait_seconds_for_service * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class _Touching:
+    """A heartbeat-like request's broker, and the offsets it may report: the sender's
+    own when it holds the entry, none when it only refreshes liveness."""
+
+    cluster: str
+    addr: str
+    name: str
+    offsets: dict[str, Any]
 
 
 class RequestDispatcher:
@@ -367,20 +379,11 @@ class RequestDispatcher:
         """904: refresh liveness; brokers send it one-way, so usually nobody reads the 0.
         Over another connection than the entry's holder's it is refused or refreshes
         liveness only (``broker_holds`` rule 5)."""
-        cluster_name = require_str(request, "clusterName")
-        broker_addr = require_str(request, "brokerAddr")
-        # 5.x requires it (@CFNotNull); the ACL's brokerNames rule checks it.
-        broker_name = require_str(request, "brokerName")
-        touch = self._touch_right(request, conn, cluster_name, broker_addr, broker_name)
-        if isinstance(touch, HoldRefusal):
-            return make_response(request, ResponseCode.NO_PERMISSION, remark=touch.remark)
-        full = touch is Touch.FULL
+        touch = self._touch(request, conn)
+        if isinstance(touch, RemotingCommand):
+            return touch
         await self.service.broker_heartbeat(
-            cluster_name=cluster_name,
-            broker_addr=broker_addr,
-            max_offset=header_int(request, MAX_OFFSET_FIELD) if full else None,
-            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD) if full else None,
-            replication=replication_of(request) if full else None,
+            cluster_name=touch.cluster, broker_addr=touch.addr, **touch.offsets
         )
         return make_response(request, ResponseCode.SUCCESS)
 
@@ -389,22 +392,16 @@ class RequestDispatcher:
     ) -> RemotingCommand:
         """322: ``changed`` plus the stored DataVersion body when the broker is live; its
         touch is checked as a heartbeat's (``broker_holds`` rule 5)."""
-        cluster_name = require_str(request, "clusterName")
-        broker_addr = require_str(request, "brokerAddr")
-        broker_name = require_str(request, "brokerName")
-        touch = self._touch_right(request, conn, cluster_name, broker_addr, broker_name)
-        if isinstance(touch, HoldRefusal):
-            return make_response(request, ResponseCode.NO_PERMISSION, remark=touch.remark)
-        full = touch is Touch.FULL
+        touch = self._touch(request, conn)
+        if isinstance(touch, RemotingCommand):
+            return touch
         outcome = await self.service.query_data_version(
-            cluster_name=cluster_name,
-            broker_addr=broker_addr,
-            broker_name=broker_name,
+            cluster_name=touch.cluster,
+            broker_addr=touch.addr,
+            broker_name=touch.name,
             broker_id=require_int(request, "brokerId"),
             data_version=bodies.decode_data_version(request.body),
-            max_offset=header_int(request, MAX_OFFSET_FIELD) if full else None,
-            confirm_offset=header_int(request, CONFIRM_OFFSET_FIELD) if full else None,
-            replication=replication_of(request) if full else None,
+            **touch.offsets,
         )
         stored = outcome.data_version
         return make_response(
@@ -414,15 +411,16 @@ class RequestDispatcher:
             body=None if stored is None else bodies.encode_data_version(stored),
         )
 
-    def _touch_right(
-        self,
-        request: RemotingCommand,
-        conn: Connection | None,
-        cluster: str,
-        addr: str,
-        name: str,
-    ) -> Touch | HoldRefusal:
-        return self.service.holds.check_touch(
+    def _touch(
+        self, request: RemotingCommand, conn: Connection | None
+    ) -> _Touching | RemotingCommand:
+        """The broker a heartbeat-like request touches and what it may report, or the
+        NO_PERMISSION answer (``broker_holds`` rule 5). brokerName is required: 5.x sends
+        it (@CFNotNull), and the ACL's brokerNames rule checks it."""
+        cluster = require_str(request, "clusterName")
+        addr = require_str(request, "brokerAddr")
+        name = require_str(request, "brokerName")
+        touch = self.service.holds.check_touch(
             request,
             channel=None if conn is None else conn.id,
             peer_host=_peer_host(conn),
@@ -430,6 +428,19 @@ class RequestDispatcher:
             addr=addr,
             name=name,
             peer_subject=None if conn is None else conn.peer_subject,
+        )
+        if isinstance(touch, HoldRefusal):
+            return make_response(request, ResponseCode.NO_PERMISSION, remark=touch.remark)
+        full = touch is Touch.FULL
+        return _Touching(
+            cluster,
+            addr,
+            name,
+            {
+                "max_offset": header_int(request, MAX_OFFSET_FIELD) if full else None,
+                "confirm_offset": header_int(request, CONFIRM_OFFSET_FIELD) if full else None,
+                "replication": replication_of(request) if full else None,
+            },
         )
 
     def get_broker_member_group(self, request: RemotingCommand) -> RemotingCommand:

@@ -262,9 +262,11 @@ class _PayloadReader:
         return raw
 
     def finish(self) -> None:
-        """Inflate the rest of the body (bytes no part reads), within the same limit."""
-        while self._inflate():
-            pass
+        """Inflate the rest of the body (bytes no part reads), within the same limit: a
+        MiB per step, each checked, until a step gives nothing."""
+        chunk = self._inflate()
+        while chunk:
+            chunk = self._inflate()
 
 
 # ------------------------------------------------------------- the request (103)

@@ -186,7 +186,7 @@ def _search(ops: Sequence[RegisterOp], initial: str, meter: _Meter) -> bool:
     return True
 
 
-def _prefix(ops: Sequence[RegisterOp], cut_us: int) -> list[RegisterOp]:
+def time_prefix(ops: Sequence[RegisterOp], cut_us: int) -> list[RegisterOp]:
     """The history as seen at ``cut_us``: operations called by then; those still open are
     pending (writes kept, reads dropped, since an unanswered read tells nothing)."""
     result: list[RegisterOp] = []
@@ -213,7 +213,7 @@ def _minimize(ops: list[RegisterOp], initial: str, meter: _Meter) -> list[Regist
     checks = 0
     while low <= high and checks < MINIMIZE_CHECKS_MAX:
         middle = (low + high) // 2
-        candidate = _prefix(ops, cuts[middle])
+        candidate = time_prefix(ops, cuts[middle])
         checks += 1
         if _search(candidate, initial, meter):
             low = middle + 1

@@ -43,6 +43,7 @@ from spark_jobs.checker import (
     RegisterOp,
     check_register,
     register_ops_from_rows,
+    time_prefix,
     topic_groups,
 )
 from spark_jobs.mutations import FOREVER, KINDS, mutate
@@ -82,20 +83,6 @@ def checker_verdict(
     thousands of operations takes the whole budget (5 s); the verdict is all the power
     counts."""
     return check_register(ops, initial, budget, minimize=False).verdict
-
-
-def time_prefix(ops: Sequence[RegisterOp], cut_us: int) -> list[RegisterOp]:
-    """The history as seen at ``cut_us``: operations called by then; those still open are
-    pending (writes kept, reads dropped), as in the checker's minimizer."""
-    result: list[RegisterOp] = []
-    for op in ops:
-        if op.invoke_us > cut_us:
-            continue
-        if op.complete_us is not None and op.complete_us <= cut_us:
-            result.append(op)
-        elif op.is_write:
-            result.append(RegisterOp(op.op_id, True, op.value, op.invoke_us, None))
-    return result
 
 
 def longest_passing_prefix(

@@ -78,7 +78,7 @@ class RaftSettings:
 
     ``apply_slice_s``: a tick applies committed entries for about this long (plus the
     entry it is in), then sends its round and reads its sockets before the next tick
-    applies the rest (``RouteLog._SyncObj__applyLogEntries``). One heartbeat period:
+    applies the rest (``raftstore.raft.glue.RouteLog``'s apply loop). One heartbeat period:
     a tick's stall stays far below the shortest election timeout even when large
     topic tables commit several at a time.
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from localcluster.demo import DemoBroker, register_request, topic_table
+from localcluster.plan import CLUSTER_FILE_NAME
+from localcluster.run_secrets import read_run_secrets
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
@@ -75,6 +77,28 @@ def start_cluster(
     assert done.returncode == 0, f"cluster up failed:\n{done.stdout}\n{done.stderr}"
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return summary
+
+
+def cli_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The JSON a successful ``cluster ... --json`` printed last."""
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def recorded_cluster(run_dir: Path) -> dict[str, Any]:
+    """The run folder's cluster.json as it is now."""
+    data: dict[str, Any] = json.loads((run_dir / CLUSTER_FILE_NAME).read_text())
+    return data
+
+
+def admin_request(
+    run_dir: Path, addr: str, code: RequestCode, fields: dict[str, str]
+) -> RemotingCommand:
+    """One request signed as the run's admin (the launched cluster's ACL is on)."""
+    admin = read_run_secrets(run_dir).admin_credentials()
+    with BlockingClient(addr, timeout_s=8.0, credentials=admin) as client:
+        return client.invoke(RemotingCommand.request(code, fields))
 
 
 def stop_cluster(run_dir: Path) -> dict[str, Any]:

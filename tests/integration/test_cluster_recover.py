@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import sqlite3
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,16 +22,17 @@ from typing import Any
 import pytest
 
 from localcluster import launcher
-from localcluster.run_secrets import read_run_secrets
 from namesrv_app.management import cluster_text
 from raftstore.backup import FILE_MODE, read_backup_file
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
 from tests.integration.cluster_fixtures import (
+    admin_request,
+    cli_json,
     cluster_cli,
     make_broker,
     query_route,
+    recorded_cluster,
     register_broker,
     remoting_addr,
     start_cluster,
@@ -61,30 +61,13 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         stop_cluster(folder)
 
 
-def _ok_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
-def _recorded(run_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run_dir / launcher.CLUSTER_FILE_NAME).read_text())
-    return data
-
-
-def _signed(run_dir: Path, addr: str, code: RequestCode, fields: dict[str, str]) -> RemotingCommand:
-    admin = read_run_secrets(run_dir).admin_credentials()
-    with BlockingClient(addr, timeout_s=8.0, credentials=admin) as client:
-        return client.invoke(RemotingCommand.request(code, fields))
-
-
 def _answers(run_dir: Path, addr: str) -> dict[str, Any]:
     """What a client sees of the data written before the loss."""
     seen: dict[str, Any] = {}
     for topic in sorted({t for topics in TOPICS.values() for t in topics}):
         seen[topic] = query_route(addr, topic)
     for (namespace, key), _ in KV.items():
-        got = _signed(
+        got = admin_request(
             run_dir, addr, RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key}
         )
         seen[f"{namespace}/{key}"] = (got.code, (got.ext_fields or {}).get("value"))
@@ -92,7 +75,7 @@ def _answers(run_dir: Path, addr: str) -> dict[str, Any]:
 
 
 def _statuses(run_dir: Path) -> dict[str, dict[str, Any]]:
-    status = _ok_json(cluster_cli("status", "--run-dir", str(run_dir), "--json"))
+    status = cli_json(cluster_cli("status", "--run-dir", str(run_dir), "--json"))
     return {node["id"]: node["status"] or {} for node in status["nodes"]}
 
 
@@ -124,7 +107,7 @@ def test_bad_input_is_refused_and_changes_nothing(run_dir: Path, tmp_path: Path)
     }
     foreign = tmp_path / "copied"
     foreign.mkdir()
-    recorded = _recorded(run_dir)
+    recorded = recorded_cluster(run_dir)
     (foreign / "cluster.json").write_text(json.dumps(recorded))
     refusals["no folder"] = cluster_cli("recover", "--survivor", "n2", "--run-dir", str(foreign))
     (foreign / "cluster.json").write_text(json.dumps({**recorded, "mode": "eventual"}))
@@ -147,7 +130,7 @@ def test_bad_input_is_refused_and_changes_nothing(run_dir: Path, tmp_path: Path)
 
 
 def test_a_lost_majority_is_recovered_from_the_survivor_and_grown_back(run_dir: Path) -> None:
-    summary = _recorded(run_dir)
+    summary = recorded_cluster(run_dir)
     n1 = remoting_addr(summary, 0)
     # The brokers' connections stay open: their entries live as long as they do.
     brokers = [BlockingClient(n1, timeout_s=8.0) for _ in TOPICS]
@@ -156,7 +139,7 @@ def test_a_lost_majority_is_recovered_from_the_survivor_and_grown_back(run_dir: 
             register_broker(client, make_broker(name, 24_100 + 10 * len(name)), topics)
         for (namespace, key), value in KV.items():
             fields = {"namespace": namespace, "key": key, "value": value}
-            put = _signed(run_dir, n1, RequestCode.PUT_KV_CONFIG, fields)
+            put = admin_request(run_dir, n1, RequestCode.PUT_KV_CONFIG, fields)
             assert put.code == ResponseCode.SUCCESS, put.remark
         wait_until(lambda: _three_agree(run_dir), AGREE_BOUND_S)
         written = _answers(run_dir, n1)
@@ -173,10 +156,10 @@ def test_a_lost_majority_is_recovered_from_the_survivor_and_grown_back(run_dir: 
 
         done = cluster_cli("recover", "--survivor", "n1", "--run-dir", str(run_dir), "--json")
         recovered_at = time.monotonic()
-        recovered = _ok_json(done)
+        recovered = cli_json(done)
 
         # A write commits on the one-member cluster, at once.
-        put = _signed(
+        put = admin_request(
             run_dir,
             n1,
             RequestCode.PUT_KV_CONFIG,
@@ -190,8 +173,8 @@ def test_a_lost_majority_is_recovered_from_the_survivor_and_grown_back(run_dir: 
         _check_recovered(run_dir, summary, recovered, done.stderr)
 
         for _ in range(2):
-            _ok_json(cluster_cli("add-node", "--run-dir", str(run_dir), "--json"))
-        nodes = _recorded(run_dir)["nodes"]
+            cli_json(cluster_cli("add-node", "--run-dir", str(run_dir), "--json"))
+        nodes = recorded_cluster(run_dir)["nodes"]
         assert [n["id"] for n in nodes] == ["n1", "n4", "n5"]
         assert not {n["raft_addr"] for n in nodes} & {n["raft_addr"] for n in lost}
         wait_until(lambda: _three_agree(run_dir), AGREE_BOUND_S)
@@ -233,7 +216,7 @@ def _check_recovered(
         header.term,
         "cluster recover",
     )
-    recorded = _recorded(run_dir)
+    recorded = recorded_cluster(run_dir)
     assert [n["id"] for n in recorded["nodes"]] == ["n1"]
     assert [n["id"] for n in recorded["retired"]] == ["n2", "n3"]
     assert "FORCED into a new one-member raft cluster" in stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,14 +19,15 @@ from typing import Any
 import pytest
 
 from localcluster import launcher
-from localcluster.run_secrets import read_run_secrets
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
 from tests.integration.cluster_fixtures import (
+    admin_request,
+    cli_json,
     cluster_cli,
     make_broker,
     query_route,
+    recorded_cluster,
     register_broker,
     remoting_addr,
     start_cluster,
@@ -56,20 +56,8 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         stop_cluster(folder)
 
 
-def _ok_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
-def _recorded(run_dir: Path) -> dict[str, Any]:
-    """cluster.json as it is now."""
-    data: dict[str, Any] = json.loads((run_dir / launcher.CLUSTER_FILE_NAME).read_text())
-    return data
-
-
 def _node(run_dir: Path, node_id: str) -> dict[str, Any]:
-    return next(n for n in _recorded(run_dir)["nodes"] if n["id"] == node_id)
+    return next(n for n in recorded_cluster(run_dir)["nodes"] if n["id"] == node_id)
 
 
 def _kill(pid: int) -> None:
@@ -84,15 +72,8 @@ def _pid_argv(run_dir: Path, node_id: str, kind: str) -> tuple[str, ...]:
     return record.argv
 
 
-def _kv(run_dir: Path, addr: str, code: RequestCode, fields: dict[str, str]) -> RemotingCommand:
-    """A KV request signed as the run's admin (the ACL is on)."""
-    admin = read_run_secrets(run_dir).admin_credentials()
-    with BlockingClient(addr, timeout_s=8.0, credentials=admin) as client:
-        return client.invoke(RemotingCommand.request(code, fields))
-
-
 def _status(run_dir: Path) -> dict[str, Any]:
-    return _ok_json(cluster_cli("status", "--run-dir", str(run_dir), "--json"))
+    return cli_json(cluster_cli("status", "--run-dir", str(run_dir), "--json"))
 
 
 def _all_equal_and_running(run_dir: Path) -> bool:
@@ -109,7 +90,7 @@ def test_restart_brings_back_a_killed_node_with_what_it_missed(run_dir: Path) ->
     """SIGKILL n2's gateway and web process, register a broker and put a KV pair through
     n1, then ``cluster restart n2``: n2 runs the same command lines again, cluster.json
     has its new pids, and it answers the route and the KV pair as n1 does, digest equal."""
-    summary = _recorded(run_dir)
+    summary = recorded_cluster(run_dir)
     n1, n2 = remoting_addr(summary, 0), remoting_addr(summary, 1)
     before = _node(run_dir, "n2")
     argv = {kind: _pid_argv(run_dir, "n2", kind) for kind in ("gateway", "web")}
@@ -119,9 +100,9 @@ def test_restart_brings_back_a_killed_node_with_what_it_missed(run_dir: Path) ->
     # The broker's connection stays open to the end: its entry lives as long as it does.
     with BlockingClient(n1, timeout_s=8.0) as broker:
         register_broker(broker, make_broker("broker-r", 24_000), [TOPIC])
-        put = _kv(run_dir, n1, RequestCode.PUT_KV_CONFIG, KV)
+        put = admin_request(run_dir, n1, RequestCode.PUT_KV_CONFIG, KV)
         assert put.code == ResponseCode.SUCCESS, put.remark
-        restarted = _ok_json(cluster_cli("restart", "n2", "--run-dir", str(run_dir), "--json"))
+        restarted = cli_json(cluster_cli("restart", "n2", "--run-dir", str(run_dir), "--json"))
         assert restarted["node"]["id"] == "n2" and restarted["verb"] == "restart"
         assert set(restarted["started"]) == {"n2-gateway", "n2-web"}
         assert restarted["stopped"] == [] and restarted["kept"] == {}
@@ -139,7 +120,7 @@ def test_restart_brings_back_a_killed_node_with_what_it_missed(run_dir: Path) ->
         code, route = query_route(n2, TOPIC)
         assert code == ResponseCode.SUCCESS and route == query_route(n1, TOPIC)[1]
         fields = {"namespace": KV["namespace"], "key": KV["key"]}
-        got = _kv(run_dir, n2, RequestCode.GET_KV_CONFIG, fields)
+        got = admin_request(run_dir, n2, RequestCode.GET_KV_CONFIG, fields)
         assert (got.code, (got.ext_fields or {}).get("value")) == (ResponseCode.SUCCESS, "v1")
         wait_until(lambda: _all_equal_and_running(run_dir), CATCH_UP_BOUND_S)
     with urllib.request.urlopen(f"http://127.0.0.1:{after['web_port']}/healthz", timeout=10) as ok:
@@ -152,14 +133,14 @@ def test_up_node_completes_a_half_dead_node_either_way(run_dir: Path) -> None:
     before = _node(run_dir, "n3")
     _kill(before["gateway_pid"])
 
-    gateway_back = _ok_json(cluster_cli("up", "--node", "n3", "--run-dir", str(run_dir), "--json"))
+    gateway_back = cli_json(cluster_cli("up", "--node", "n3", "--run-dir", str(run_dir), "--json"))
 
     assert gateway_back["kept"] == {"n3-web": before["web_pid"]}
     assert list(gateway_back["started"]) == ["n3-gateway"]
     assert gateway_back["caught_up"] is not None
     _kill(before["web_pid"])
 
-    web_back = _ok_json(cluster_cli("up", "--node", "n3", "--run-dir", str(run_dir), "--json"))
+    web_back = cli_json(cluster_cli("up", "--node", "n3", "--run-dir", str(run_dir), "--json"))
 
     assert web_back["kept"] == {"n3-gateway": gateway_back["started"]["n3-gateway"]}
     assert list(web_back["started"]) == ["n3-web"]
@@ -197,7 +178,7 @@ def test_up_node_takes_no_option_that_plans_a_cluster(run_dir: Path) -> None:
 
 
 def test_down_stops_the_restarted_processes_and_restart_then_asks_for_up(run_dir: Path) -> None:
-    nodes = _recorded(run_dir)["nodes"]
+    nodes = recorded_cluster(run_dir)["nodes"]
     pids = [pid for node in nodes for pid in (node["gateway_pid"], node["web_pid"])]
 
     result = stop_cluster(run_dir)

@@ -11,6 +11,7 @@ from spark_jobs.checker import (
     CheckBudget,
     RegisterOp,
     check_register,
+    time_prefix,
 )
 from spark_jobs.mutations import KINDS
 from spark_jobs.power import (
@@ -20,7 +21,6 @@ from spark_jobs.power import (
     checker_verdict,
     longest_passing_prefix,
     measure_power,
-    time_prefix,
 )
 
 ROUTES = ("a", "a,churn")
