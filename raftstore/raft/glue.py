@@ -21,6 +21,10 @@ checked in one file. Private names used, each checked against 0.3.17:
   ``TCPTransport._onTick``, ``TCPTransport._onMessageReceived``;
 * the log message texts of ``pysyncobj.syncobj`` that :class:`AlarmHandler` watches.
 
+:mod:`raftstore.raft.pysyncobj_check` lists the names as data: a node refuses to start
+on another PySyncObj release, or on an object that lacks one of them, and the suite
+checks them against the installed package.
+
 The transport's part lives in ``transport.py`` beside this module because it is a
 security boundary with its own tests; nothing else in the project touches PySyncObj
 below its public API.
@@ -46,6 +50,7 @@ from pysyncobj.syncobj import _RAFT_STATE, SyncObjExceptionWrongVer
 from raftstore.raft.append import PySyncObjLogView, trim_append_entries
 from raftstore.raft.cipher import RaftCipher
 from raftstore.raft.codec import FORMAT_JSON, FORMAT_MSGPACK
+from raftstore.raft.pysyncobj_check import PySyncObjMismatch, check_pysyncobj, missing_attributes
 from raftstore.raft.settings import RaftSettings
 from raftstore.raft.transport import PORT_LISTENING, PORT_NOT_LISTENING, RaftTransport
 
@@ -183,6 +188,7 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         node_class: type[Any],
         durability: Durability,
     ) -> None:
+        check_pysyncobj()
         # Set before SyncObj.__init__: its tick thread may apply at once.
         self._apply_to_state = apply
         self.durability = durability
@@ -212,6 +218,12 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         self._cipher = RaftCipher.from_secret(conf.password) if conf.password else None
         conf.password = None
         super().__init__(self_addr, peers, conf, nodeClass=node_class, transportClass=RaftTransport)
+        missing = missing_attributes(self)
+        if missing:
+            self.destroy()
+            raise PySyncObjMismatch(
+                "PySyncObj's SyncObj lacks attributes the Raft glue reads: " + ", ".join(missing)
+            )
         # A tick that left committed entries unapplied polls its sockets without
         # waiting, then applies the rest: the backlog costs no idle tick period.
         poller = self._poller
