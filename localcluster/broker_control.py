@@ -34,6 +34,7 @@ from typing import Any
 
 from broker_app.clients import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from broker_app.config import DELETE_TOPIC_IN_BROKER
+from localcluster.processes import PidRecord, is_alive, read_pid_file, write_pid_file
 from remoting import body_limits
 from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
@@ -224,7 +225,10 @@ def start_broker(
             stderr=log,
             start_new_session=True,
         )
-    (folder / PID_FILE).write_text(str(proc.pid), encoding="utf-8")
+    write_pid_file(
+        folder / PID_FILE,
+        PidRecord(spec.label, proc.pid, process_facts.start_ticks(proc.pid) or 0),
+    )
     if wait:
         _wait_ready(folder, proc)
     broker = _local(folder)
@@ -286,12 +290,15 @@ def stop_broker(run_dir: Path, label: str, *, kill: bool = False) -> bool:
         raise BrokerControlError(f"no broker {label!r} in this run")
     if not broker.running or broker.pid is None:
         return False
-    os.kill(broker.pid, signal.SIGKILL if kill else signal.SIGTERM)
+    record = read_pid_file(broker.folder / PID_FILE)
+    if record is None:
+        return False
+    os.kill(record.pid, signal.SIGKILL if kill else signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _alive(broker.pid) and time.monotonic() < deadline:
+    while _alive(record) and time.monotonic() < deadline:
         time.sleep(POLL_S)
-    if _alive(broker.pid):
-        os.kill(broker.pid, signal.SIGKILL)
+    if _alive(record):
+        os.kill(record.pid, signal.SIGKILL)
     (broker.folder / READY_FILE).unlink(missing_ok=True)
     return True
 
@@ -311,35 +318,25 @@ def _local(folder: Path) -> LocalBroker | None:
         spec = BrokerSpec(**{**raw, "namesrv_addrs": tuple(raw["namesrv_addrs"])})
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    pid = _read_pid(folder)
+    record = read_pid_file(folder / PID_FILE)
     ready: dict[str, Any] = {}
     try:
         ready = dict(json.loads((folder / READY_FILE).read_text(encoding="utf-8")))
     except (OSError, ValueError):
         ready = {}
-    return LocalBroker(spec, folder, pid, pid is not None and _alive(pid), ready)
+    pid = None if record is None else record.pid
+    return LocalBroker(spec, folder, pid, record is not None and _alive(record), ready)
 
 
-def _read_pid(folder: Path) -> int | None:
-    try:
-        return int((folder / PID_FILE).read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    # Not our child (started by another process): ask the kernel below.
+def _alive(record: PidRecord) -> bool:
+    """The one rule of the local cluster (same pid, same start time), after reaping the
+    broker when this process started it."""
+    # Not our child (started by another process): nothing to reap.
     with contextlib.suppress(ChildProcessError):
-        finished, _ = os.waitpid(pid, os.WNOHANG)
-        if finished == pid:
+        finished, _ = os.waitpid(record.pid, os.WNOHANG)
+        if finished == record.pid:
             return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not process_facts.is_zombie(pid)
+    return is_alive(record)
 
 
 # ------------------------------------------------------------------- wire requests

@@ -606,7 +606,8 @@ def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]
     slots = process_slots(run_dir, known_node_ids(run_dir))
     marker = run_dir / STOPPING_FILE
     # The foreground `up` reads this and does not report the exits as deaths.
-    marker.write_text(str(os.getpid()))
+    me = os.getpid()
+    write_pid_file(marker, PidRecord("down", me, process_start_ticks(me) or 0))
     try:
         # Brokers first, while the gateways still hear their UNREGISTER_BROKER.
         stopped: list[str] = stop_brokers(run_dir)
@@ -627,17 +628,14 @@ def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]
 
 
 STOPPING_FILE = "stopping"
-"""Present while a ``down`` stops the run folder's processes; it holds that ``down``'s pid."""
+"""Present while a ``down`` stops the run folder's processes; it holds that ``down``'s pid
+record (pid and start time, so a reused pid is not taken for it)."""
 
 
 def stopping(run_dir: Path) -> bool:
     """True while a ``down`` (of a live process) is stopping ``run_dir``'s processes."""
-    try:
-        pid = int((Path(run_dir).resolve() / STOPPING_FILE).read_text())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return False
-    return True
+    record = read_pid_file(Path(run_dir).resolve() / STOPPING_FILE)
+    return record is not None and is_alive(record)
 
 
 FOREGROUND_PID_FILE = "foreground.pid"

@@ -41,14 +41,6 @@ def start_ticks(pid: int) -> int | None:
     return round(since_boot_s * os.sysconf("SC_CLK_TCK"))
 
 
-def is_zombie(pid: int) -> bool:
-    """True when ``pid`` exited and waits for its parent to reap it."""
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid``, all its threads."""
     times = psutil.Process(pid).cpu_times()
