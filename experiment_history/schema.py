@@ -68,12 +68,15 @@ ORIGIN_HARNESS = "harness"
 """Sent by the harness itself: the route churn, an admin's topic write, a scenario's
 broker stop or start, the warm-up's agreed routes."""
 ORIGIN_NODE = "node"
-"""Taken from a node: a raft expiry its leader reports (NODE_STATUS), a simulated node's
-own change."""
+"""Taken from a node: an entry of a node's journal of the changes no client asked for
+(NODE_STATUS ``expiries``: a raft leader's committed expiry with its log position, an
+eventual node's own expiry or closed-connection unregistration, a raft failover
+election), or a simulated node's own change."""
 ORIGIN_INFERRED = "inferred"
-"""Inferred by the harness: a change the prober saw that no recorded write explains
-(eventual mode's expiries, a route a heartbeat brings back), a quiet registration a late
-raft expiry report turns into a write."""
+"""Inferred by the harness: a change the prober saw that no recorded write or node
+journal entry explains, or a quiet registration a late expiry report turns into a write.
+A correct run of the nemesis (every round a fresh share) has none: the prober's
+inference stays as a detector, and ``inferred_writes`` counts what it found."""
 ORIGINS = frozenset({ORIGIN_CLIENT, ORIGIN_HARNESS, ORIGIN_NODE, ORIGIN_INFERRED})
 
 OUTCOME_OK = "ok"

@@ -23,7 +23,7 @@ from experiment_reports.seeds import (
     interval_table,
 )
 from experiment_reports.t_buckets import t_bucket_label
-from experiment_reports.text import client_markdown, shares_as_percent
+from experiment_reports.text import SESSION_TABLE, client_markdown, shares_as_percent
 
 Row = Mapping[str, Any]
 
@@ -46,7 +46,13 @@ def mode_summary(tables: Mapping[str, Sequence[Row]]) -> dict[str, dict[str, Any
     ``injected``, ``caught`` and ``unknown``, both regions and every run together; table
     ``checker_power``) and ``schedule`` (every fault of every run, as the runs recorded
     them: ``run_id, scenario, kind, target, start_ms, end_ms``, in ms after the run's
-    first fault; table ``fault_windows``; a nemesis run's steps, one row each)."""
+    first fault; table ``fault_windows``; a nemesis run's steps, one row each),
+    ``monotonic_reads`` and ``read_your_writes`` (:func:`session_guarantee`: ``satisfied``,
+    ``violations``, ``checked``, every run together; table ``session_guarantees``) and
+    ``two_masters`` (``count``: reads naming a deposed master of a broker name after
+    another read saw the new one, or two masters at once; ``groups_checked``: broker
+    names a read named a master of, summed over runs; table ``two_masters``) and
+    ``checker`` (:func:`_depth`; table ``checker_depth``)."""
     changes = tables.get("route_changes", [])
     linear = tables.get("linearizability", [])
     anomaly_rows = tables.get("anomalies", [])
@@ -74,8 +80,50 @@ def mode_summary(tables: Mapping[str, Sequence[Row]]) -> dict[str, dict[str, Any
                 for row in fault_rows
                 if row.get("mode") == mode
             ],
+            **{
+                rule: session_guarantee(tables.get(SESSION_TABLE, []), mode, rule)
+                for rule in SESSION_RULES
+            },
+            "checker": _depth(r for r in tables.get("checker_depth", []) if r.get("mode") == mode),
+            "two_masters": {
+                "count": _count(tables.get("two_masters", []), mode, "two_masters"),
+                "groups_checked": _count(tables.get("two_masters", []), mode, "groups_checked"),
+            },
         }
     return summary
+
+
+ANY_FAULT = "any"
+"""The ``availability`` rows over every fault window at once (``fault_kind``)."""
+SESSION_RULES = ("monotonic_reads", "read_your_writes")
+"""The session guarantees (``spark_jobs.sessions``), as their columns' prefix."""
+
+
+def session_guarantee(rows: Sequence[Row], mode: str, rule: str) -> dict[str, Any]:
+    """One mode's ``rule`` over every run: ``violations`` (reads that broke it),
+    ``checked`` (reads it applied to) and ``satisfied`` (no violation; null when no read
+    was checked, so nothing was measured)."""
+    violations = _count(rows, mode, f"{rule}_violations")
+    checked = _count(rows, mode, f"{rule}_checked")
+    return {
+        "satisfied": None if checked == 0 else violations == 0,
+        "violations": violations,
+        "checked": checked,
+    }
+
+
+def _depth(rows: Iterable[Row]) -> dict[str, Any]:
+    """Every run of a mode together: ``topics`` checked, ``ops`` (register operations),
+    ``ops_per_topic_max`` and ``check_ms_max`` (the largest topic), ``check_ms_total``
+    (ms, summed over topics)."""
+    found = list(rows)
+    return {
+        "topics": sum(int(r.get("topics") or 0) for r in found),
+        "ops": sum(int(r.get("ops") or 0) for r in found),
+        "ops_per_topic_max": max((int(r.get("ops_per_topic_max") or 0) for r in found), default=0),
+        "check_ms_max": max((float(r.get("check_ms_max") or 0.0) for r in found), default=0.0),
+        "check_ms_total": round(sum(float(r.get("check_ms_total") or 0.0) for r in found), 1),
+    }
 
 
 SCHEDULE_KEYS = ("run_id", "scenario", "kind", "target", "start_ms", "end_ms")
@@ -146,6 +194,15 @@ SECTIONS = (
         "No topic had operations to check.",
     ),
     Section(
+        "checker_depth",
+        "How much the checker decided, and its time",
+        "Per run: topics checked, register operations per topic (median and largest; a "
+        "route read or write of the topic is one operation), and the checker's wall time "
+        "per topic in ms (largest, and the sum over the run's topics; each topic is one "
+        "Spark task, so topics are checked in parallel). No topic has an operation cap.",
+        "No topic had operations to check.",
+    ),
+    Section(
         "checker_power",
         "Checker power: faults injected / caught, by kind",
         "Faults injected into each run's own history, one at a time on a copy of a topic, "
@@ -185,10 +242,13 @@ SECTIONS = (
         "availability",
         "Availability inside the fault window",
         "Share of route reads and of route writes (registrations, unregistrations, "
-        "expiries, topic changes) inside a partition window answered ok (or, for reads, "
-        "answered at all: ok or TOPIC_NOT_EXIST).",
-        "This scenario has no partition window, so availability inside one is not measured.",
-        keys=("op_class",),
+        "expiries, topic changes) invoked inside a fault window answered ok (or, for reads, "
+        "answered at all: ok or TOPIC_NOT_EXIST), per fault kind (every kind a scenario or "
+        "the nemesis records: partitions of broker or Raft links both ways and one way, "
+        "leader isolation, a paused, killed or clock-skewed NameServer, a killed broker), "
+        "and for any fault (an operation inside several windows counted once).",
+        "This scenario has no fault window, so availability inside one is not measured.",
+        keys=("fault_kind", "op_class"),
     ),
     Section(
         "anomalies",
@@ -202,7 +262,11 @@ SECTIONS = (
         "acknowledged write had already replaced before it asked. non_monotonic_read: it "
         "got a route older than one it had already seen, so it went back in time. "
         "version_backwards counts reads whose node version fell below one the same client "
-        "saw before (raft: any node; eventual: the same node), whatever the class.",
+        "saw before (raft: any node; eventual: the same node), whatever the class. "
+        "never_written_composed counts the never_written reads whose every broker share "
+        "some write had: a route put together from written shares (a registration whose "
+        "outcome the harness never learnt landing after later writes were valued, or a "
+        "node applying partial updates in another order), not a share nobody wrote.",
         "No route read was recorded.",
     ),
     Section(
@@ -229,7 +293,8 @@ SECTIONS = (
     Section(
         "convergence",
         "Time to converge after each heal",
-        "Per fault that healed (partition, kill ended): converge_ms is the time in "
+        "Per fault that healed (partition, kill ended), when it began and healed in "
+        "seconds from the recording's start (s from start), and converge_ms, the time in "
         "milliseconds from the heal to the first sampling round in which every node "
         "answered every sampled topic that had an acknowledged write with the same route, "
         "the latest acknowledged one (or one whose write was still in flight). Its "
@@ -238,6 +303,34 @@ SECTIONS = (
         "topic had an acknowledged write.",
         "No fault healed in this scenario, so convergence after a heal was not measured.",
         per_event=True,
+    ),
+    Section(
+        "two_masters",
+        "Two masters of one broker name at once",
+        "Per run: broker names some route read named a master address of "
+        "(groups_checked), and reads that named two masters of one broker name at once "
+        "(two_masters): a read invoked after another read had completed naming a new "
+        "master, that names the master the broker had before it, while no write could "
+        "have made that master again by then (a client sent back to a deposed master; "
+        "raft failover), or one answer naming two masters for one name (split_answers). "
+        "Examples as run/read op id after the read that saw the new master (broker).",
+        "No route read named a broker's master.",
+    ),
+    Section(
+        SESSION_TABLE,
+        "Session guarantees: monotonic reads and read-your-writes",
+        "Per run, a session being one client process (a client, the admin, a follow-up "
+        "reader of one node), counts in reads. Monotonic reads: a session's read of a topic "
+        "invoked after its earlier read of that topic completed must not return a route "
+        "whose write precedes (completed before the other was invoked) the write of the "
+        "route the earlier read returned. Read-your-writes: a session's read of a topic "
+        "invoked after its own write of that topic was acknowledged must return that "
+        "route or one whose write does not precede that write. *_checked: reads the rule "
+        "applied to; *_violations: reads that broke it; *_sessions: sessions with a "
+        "checked read. A read of a route no write made is left out (never_written). "
+        "Examples as rule run/read op id (against the earlier read or own write).",
+        "No session read a topic twice, or after its own write, so no session guarantee "
+        "was checked.",
     ),
     Section(
         "t_visibility",
@@ -428,10 +521,30 @@ def verdicts(tables: Mapping[str, Sequence[Row]], modes: Sequence[str]) -> list[
 
     def available(op_class: str, column: str) -> Callable[[str], str]:
         def answer(mode: str) -> str:
-            row = _first(tables.get("availability", []), mode, op_class=op_class)
+            rows = tables.get("availability", [])
+            # Any fault's row; a report from before the per-kind rows has only that one.
+            row = _first(rows, mode, op_class=op_class, fault_kind=ANY_FAULT) or _first(
+                rows, mode, op_class=op_class, fault_kind=None
+            )
             if row is None:
-                return f"no {op_class} in a partition window"
+                return f"no {op_class} in a fault window"
             return f"{100 * float(row[column]):.1f} % of {row['ops']}"
+
+        return answer
+
+    def session(rule: str) -> Callable[[str], str]:
+        def answer(mode: str) -> str:
+            rows = tables.get(SESSION_TABLE, [])
+            if not any(r.get("mode") == mode for r in rows):
+                return "not measured"
+            found = session_guarantee(rows, mode, rule)
+            sessions = _count(rows, mode, f"{rule}_sessions")
+            if found["satisfied"] is None:
+                return "not measured (no read it applies to)"
+            return (
+                f"{'yes' if found['satisfied'] else 'no'} ({found['violations']} violations "
+                f"of {found['checked']} reads checked, {sessions} sessions)"
+            )
 
         return answer
 
@@ -450,6 +563,8 @@ def verdicts(tables: Mapping[str, Sequence[Row]], modes: Sequence[str]) -> list[
         per_mode("writes acknowledged in the fault window", available("write", "ok_share")),
         per_mode("TOPIC_NOT_EXIST for live topics", not_exist),
         per_mode("sends to a dead broker", dead),
+        per_mode("satisfies monotonic reads (per session)", session("monotonic_reads")),
+        per_mode("satisfies read-your-writes (per session)", session("read_your_writes")),
     ]
 
 

@@ -143,13 +143,48 @@ def freshness_sentence(tables: Mapping[str, Sequence[Row]], mode: str) -> str:
     )
 
 
+SESSION_TABLE = "session_guarantees"
+SESSION_NAMES = {"monotonic_reads": "monotonic reads", "read_your_writes": "read-your-writes"}
+SESSION_BROKEN = {
+    "monotonic_reads": "a client session got a route older than one it had already read",
+    "read_your_writes": "a writer did not read back its own acknowledged write",
+}
+SESSION_HELD = {
+    "monotonic_reads": "no client session got a route older than one it had already read",
+    "read_your_writes": "every writer read back its own acknowledged write (or a later one)",
+}
+
+
+def session_sentence(tables: Mapping[str, Sequence[Row]], mode: str) -> str:
+    """Whether the sessions kept monotonic reads and read-your-writes (table
+    ``session_guarantees``, ``spark_jobs.sessions``), in reads."""
+    rows = _mode_rows(tables, SESSION_TABLE, mode)
+    if not rows:
+        return "Session guarantees were not measured."
+    parts = []
+    for rule, broken in SESSION_BROKEN.items():
+        checked = sum(int(r.get(f"{rule}_checked") or 0) for r in rows)
+        violations = sum(int(r.get(f"{rule}_violations") or 0) for r in rows)
+        name = SESSION_NAMES[rule]
+        if not checked:
+            parts.append(f"{name} had no read to check")
+        elif violations:
+            parts.append(f"in {_of(violations, checked)} reads checked {broken} ({name} broken)")
+        else:
+            parts.append(f"{SESSION_HELD[rule]} ({name} held over {checked} reads)")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
 def client_paragraph(tables: Mapping[str, Sequence[Row]], mode: str) -> str:
     """One mode's paragraph: reads after a write, sends to a dead broker, queue owners,
-    and (when the report has them) the same across seeds with their intervals."""
+    session guarantees, and (when the report has them) the same across seeds with their
+    intervals."""
     sentences = (
         freshness_sentence(tables, mode),
         dead_broker_sentence(tables, mode),
         ownership_sentence(tables, mode),
+        session_sentence(tables, mode),
     )
     across = seeds_paragraph(tables.get(SEED_INTERVALS, ()), mode)
     return f"**{mode}.** " + " ".join(sentences) + (f"\n\n{across}" if across else "")

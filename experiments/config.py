@@ -51,9 +51,18 @@ class ExperimentConfig:
     with queue counts of its own, so each topic's route changes while the fault lasts in
     both modes, every value once (runner._churn), and the linearizability check has
     writes to order. A topic with fewer than two writes is reported as not exercised."""
+    fresh_shares: bool | None = None
+    """Every periodic registration round of a broker announces a share (queue counts and
+    DataVersion) no earlier round of it did, so every route write has a value of its own
+    (``BrokerFleet.fresh_shares``); None: the scenario's choice (on in the nemesis, off
+    elsewhere)."""
     schedule_file: str = ""
     """The nemesis scenario: play this stored schedule (a run's schedule.json) instead of
     drawing one from the seed ('': draw)."""
+    extra_env: tuple[tuple[str, str], ...] = ()
+    """(name, value) pairs added to the environment of every process of the run's
+    cluster, after the runner's own. A hook for tests only (a test-only patch on
+    PYTHONPATH, tests/experiments/broken_namesrv); no command-line option sets it."""
     run_id: str = ""
 
     def validate(self) -> None:

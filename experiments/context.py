@@ -7,6 +7,8 @@ acts through it, and neither module needs the other for its types.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -16,21 +18,34 @@ from typing import Any
 from experiment_history.schema import (
     KIND_EXPIRE,
     KIND_REGISTER,
+    KIND_UNREGISTER,
     ORIGIN_HARNESS,
     ORIGIN_INFERRED,
     ORIGIN_NODE,
+    OUTCOME_NOT_FOUND,
     OUTCOME_OK,
     OUTCOME_TIMEOUT,
     PROCESS_ADMIN,
     PROCESS_RAFT,
 )
 from experiments.config import ExperimentConfig
-from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
+from experiments.faults import NODE_STATUS_CODE, ClusterHandle, ProxyMesh, RaftMesh
 from experiments.follow_up import FollowUpReader
 from experiments.progress import Progress, silent
 from experiments.registers import QuietShare, RegisterLog, with_broker
-from experiments.workload import BrokerFleet, Recorder, now_ms, now_us
-from remoting.client import RemotingClient
+from experiments.workload import BrokerFleet, Recorder, now_ms, now_us, read_route
+from gateway.expiry_reports import KIND_EXPIRE as JOURNAL_EXPIRE
+from gateway.internal import JOURNAL_FIELD, JOURNAL_ONLY
+from remoting.client import RemotingClient, RemotingClientError
+from remoting.codes import ResponseCode
+from remoting.consistency import CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
+
+JOURNAL_TIMEOUT_S = 0.3
+"""How long a journal read waits for a node (:meth:`ExperimentContext.journal`): a
+loopback answer takes about a millisecond, and a write waits for the read."""
+JOURNAL_RAFT_KEYS = ("raft_index", "raft_term", "applied_version", "raft_moved_on")
+"""Where a raft journal entry's command sits in the log, copied into each write's
+``extra``."""
 
 
 def wall_us() -> int:
@@ -73,9 +88,16 @@ class ExperimentContext:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
     registers: RegisterLog = field(default_factory=RegisterLog)
+    journal_readers: list[Callable[[str, dict[str, Any], int], object]] = field(
+        default_factory=list
+    )
+    """Called with (node, entry, wall offset µs) for each new node journal entry before it
+    is recorded (the nemesis' failover group records its elections: experiments.failover)."""
     _truth: dict[str, str] = field(default_factory=dict)
     _truth_pending: set[str] = field(default_factory=set)
     _expiries_seen: set[tuple[str, int, int]] = field(default_factory=set)
+    _topic_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _starts_seen: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def raft(self) -> bool:
@@ -145,7 +167,60 @@ class ExperimentContext:
         first ack (no ack: now, a broker that stopped is gone either way), and the
         follow-up reader (when there is one) reads the changed topics from the other
         nodes.
+
+        While the fleet announces a fresh share every round (``BrokerFleet.
+        fresh_shares``, the nemesis) every round is a write, so two brokers of a topic
+        write it often, and a value built on the register's latest value is only right
+        when it is built on everything before it. So the writes of a topic go one at a
+        time (a per-topic lock, held until every node answered the round), and each
+        first collects the nodes' journals (:meth:`collect_journal`): a scan's expiry
+        committed since the last probe round is recorded before the write that comes
+        after it is valued.
         """
+        if not self.fleet.fresh_shares:
+            return await self._broker_write(broker, kind, call, origin)
+        # Every round is a write: one at a time per topic, each valued on what the
+        # nodes have reported so far (see the docstring).
+        topics = sorted(t for t in self.topics if t in self.fleet.brokers[broker].topics)
+        async with contextlib.AsyncExitStack() as held:
+            for topic in topics:
+                await held.enter_async_context(self._topic_locks.setdefault(topic, asyncio.Lock()))
+            await self.collect_journal()
+            acks = await self._broker_write(broker, kind, call, origin)
+            if not acks:
+                await self._resolve_unacknowledged(topics)
+            return acks
+
+    async def _resolve_unacknowledged(self, topics: Sequence[str]) -> None:
+        """A round no node acknowledged may still take effect (raft: its entry commits
+        after the broker gave up). The next write of these topics is valued on the
+        register's latest value, so, still holding their locks, ask every node for them
+        (raft: linearizable reads) and let what comes back settle that value
+        (``RegisterLog.latest`` takes a read sent after every write as the value the
+        system settled on, when it is one still possible). Without this a later write
+        is valued without the late share, and every read of the real route looks like a
+        value nobody wrote. What it cannot see: the round landing after these reads."""
+        consistency = CONSISTENCY_LINEARIZABLE if self.raft else CONSISTENCY_LOCAL
+        keys = [(node, topic) for node in sorted(self.nodes) for topic in topics]
+        results = await asyncio.gather(
+            *(
+                read_route(self.admin, self.nodes[node], topic, self.timeout_s, consistency)
+                for node, topic in keys
+            )
+        )
+        for (_, topic), result in zip(keys, results, strict=True):
+            if result.outcome in (OUTCOME_OK, OUTCOME_NOT_FOUND):
+                self.registers.note_read(topic, result.value, result.invoke_us)
+        self.notes["resolving_reads"] = self.notes.get("resolving_reads", 0) + len(keys)
+
+    async def _broker_write(
+        self,
+        broker: str,
+        kind: str,
+        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+        origin: str,
+    ) -> list[tuple[str, int]]:
+        """:meth:`broker_write` itself."""
         changes = [(t, v) for t, v, _ in self._share_changes([broker], added=kind == KIND_REGISTER)]
         invoke_us = now_us()
         acks = await self.sent(broker, kind, changes, call, broker=broker, origin=origin)
@@ -245,10 +320,34 @@ class ExperimentContext:
             )
         return acks
 
-    async def collect_expiries(self) -> None:
-        """Record the raft expiries the nodes report (NODE_STATUS ``expiries``) that are
-        new since the last call: each is one committed ExpireBrokers of the leader's scan,
-        with the scan's start and the moment its outcome came back as the window.
+    async def journal(self, node: str) -> dict[str, Any] | None:
+        """``node``'s journal of its own changes (NODE_STATUS ``journal=only``, which
+        computes no digest: ``gateway.expiry_reports``): ``expiries`` (the entries) and
+        ``started_us`` (when the gateway started); None when it did not answer in
+        :data:`JOURNAL_TIMEOUT_S` (a paused or cut-off node must not hold up a write)."""
+        try:
+            answer = await self.cluster.internal(
+                node, NODE_STATUS_CODE, {JOURNAL_FIELD: JOURNAL_ONLY}, JOURNAL_TIMEOUT_S
+            )
+        except RemotingClientError:
+            return None
+        if answer.code != ResponseCode.SUCCESS:
+            return None
+        journal: dict[str, Any] = json.loads(answer.body or b"{}")
+        return journal
+
+    async def collect_journal(self) -> None:
+        """Record the entries of every node's journal (:meth:`journal`) that are new since
+        the last call, in both modes: each is a change a node made that no client asked
+        for (a scan's expiry, eventual mode's unregistration when a broker connection
+        closed), with its start and the moment its outcome came back as the window.
+
+        Raft mode: the leader's committed ExpireBrokers; one write per watched topic it
+        changed, ``node`` the reporting leader. Eventual mode: each node's own change,
+        one write per topic per entry, ``node`` that node and ``process`` ``ns-<node>``
+        (an entry whose result a recorded write already had, because another node's same
+        change was recorded first, records nothing: its value would repeat;
+        ``notes.journal_repeats`` counts them).
 
         The node stamps those on its wall clock (µs; NODE_STATUS carries nothing else),
         and every other row of the history is on the harness's clock (:func:`now_us`),
@@ -262,42 +361,76 @@ class ExperimentContext:
         it), and half the gap between the two clock reads of the offset (µs). It relies
         on the gateways running on this host (the local cluster): another host's wall
         clock would add its own offset, unmeasured."""
-        statuses = await asyncio.gather(*(self.cluster.status(node) for node in self.nodes))
+        journals = await asyncio.gather(*(self.journal(node) for node in self.nodes))
         offset_us = wall_offset_us()
         since_us = self.recorder.started_ms * 1_000
-        for node, status in zip(self.nodes, statuses, strict=True):
-            for report in (status or {}).get("expiries", []):
+        for node, journal in zip(self.nodes, journals, strict=True):
+            started_us = int((journal or {}).get("started_us", 0))
+            if not self.raft and started_us - offset_us >= since_us:
+                self._node_started(node, started_us)
+            for report in (journal or {}).get("expiries", []):
                 # Keyed by the node's own stamp, which is the same in every status.
                 key = (node, int(report["seq"]), int(report["started_us"]))
                 if key in self._expiries_seen or key[2] - offset_us < since_us:
                     continue
                 self._expiries_seen.add(key)
+                for reader in self.journal_readers:
+                    reader(node, report, offset_us)
                 self._record_expiry(node, report, offset_us)
 
+    def _node_started(self, node: str, started_us: int) -> None:
+        """An eventual node started during the recording (its journal began then): it
+        holds only what the brokers sent it since. No write of its own (its value,
+        nothing, would repeat at every restart), but any broker may be missing from its
+        answers from now on (``RegisterLog.note_restart``): reads of a partial route,
+        for the checker. ``notes.node_starts`` counts them."""
+        if (node, started_us) in self._starts_seen:
+            return
+        self._starts_seen.add((node, started_us))
+        self.registers.note_restart(node)
+        self.notes["node_starts"] = self.notes.get("node_starts", 0) + 1
+
+    collect_expiries = collect_journal
+    """The name :meth:`collect_journal` had when the nodes reported raft expiries only."""
+
     def _record_expiry(self, node: str, report: dict[str, Any], wall_offset: int) -> None:
-        """One write per watched topic a reported scan changed: every broker that scan
-        expired leaves the register together, as they left the table in one committed
-        ExpireBrokers (removing them one at a time from the latest value would record
-        states that never existed, each with only one of them gone). The report's wall
-        clock stamps less ``wall_offset`` (:func:`wall_offset_us`) are its window on the
-        harness clock."""
+        """One write per watched topic a node's journal entry changed: every broker it
+        removed leaves the register together, as they left the table in one command
+        (removing them one at a time from the latest value would record states that
+        never existed, each with only one of them gone). The entry's wall clock stamps
+        less ``wall_offset`` (:func:`wall_offset_us`) are its window on the harness
+        clock. ``extra`` says where the write came from: ``reported_by`` (the node),
+        ``scan_seq`` (the entry's number there), ``journal_kind`` and, in raft mode,
+        ``raft_index``, ``raft_term`` and ``applied_version``."""
         by_addr = {sim.addr: name for name, sim in self.fleet.brokers.items()}
         expired = sorted({by_addr[e["addr"]] for e in report["expired"] if e["addr"] in by_addr})
         invoke_us = int(report["started_us"]) - wall_offset
         complete_us = int(report["committed_us"]) - wall_offset
+        journal_kind = str(report.get("kind", JOURNAL_EXPIRE))
+        source = {
+            "reported_by": node,
+            "scan_seq": int(report["seq"]),
+            "journal_kind": journal_kind,
+        } | {key: report[key] for key in JOURNAL_RAFT_KEYS if key in report}
         after: dict[str, str] = {}
         for topic, value, gone in self._share_changes(expired, added=False):
             after[topic] = value
+            if not self.raft and self.registers.written(topic, value):
+                # Eventual: this node reached a state an earlier write had (another
+                # node's same expiry, recorded first): a second write would repeat its
+                # value, and the node's reads of it are that write's.
+                self.notes["journal_repeats"] = self.notes.get("journal_repeats", 0) + 1
+                continue
             self.registers.record(topic, invoke_us, complete_us, value)
             self.recorder.operation(
-                process=PROCESS_RAFT,
-                kind=KIND_EXPIRE,
+                process=PROCESS_RAFT if self.raft else f"ns-{node}",
+                kind=KIND_EXPIRE if journal_kind == JOURNAL_EXPIRE else KIND_UNREGISTER,
                 node=node,
                 topic=topic,
                 outcome=OUTCOME_OK,
                 value=value,
                 broker=",".join(gone),
-                extra={"reported_by": node, "scan_seq": int(report["seq"]), "expired": gone},
+                extra=source | {"expired": gone},
                 origin=ORIGIN_NODE,
                 invoke_us=invoke_us,
                 complete_us=complete_us,
@@ -363,6 +496,11 @@ class ExperimentContext:
             acks = await self.sent(PROCESS_ADMIN, kind, [(topic, value)], call)
         finally:
             self._truth_pending.discard(topic)
-        first_ack_us = min((ack for _, ack in acks), default=None)
-        self.record_truth("", kind, None if first_ack_us is None else first_ack_us // 1_000)
+        first = min(acks, key=lambda ack: ack[1], default=None)
+        self.record_truth("", kind, None if first is None else first[1] // 1_000)
+        if self.follow_up is not None and first is not None:
+            # The other nodes' follow-up reads, and the admin reading its own write back
+            # (read-your-writes needs a session that writes and reads).
+            self.follow_up.after_ack(first[0], first[1] // 1_000, [topic])
+            self.follow_up.read_back_after(PROCESS_ADMIN, first[1] // 1_000, topic, value)
         return acks

@@ -13,7 +13,12 @@ draw; :func:`for_mode` then marks the steps that make no sense in a mode as skip
   each such step takes at most one node out or cuts one pair of peers: a majority always
   remains, so none is lost for longer than the step;
 - every step ends before the run's quiet phase (:func:`quiet_s`), whose convergence the
-  analysis measures.
+  analysis measures;
+- a ``kill_master`` step (raft mode only: eventual mode has no broker failover) kills the
+  master of a failover group (:mod:`experiments.failover`) and lasts at least
+  :func:`kill_master_min_s`, long enough for the leader's scan to expire it and elect
+  the slave; the group takes no other step (it is no lane member and no ``kill_broker``
+  target).
 
 :func:`run_schedule` plays the steps on a running experiment (each in its own task,
 holding locks on what it touches, so a late restart delays the next step on that node
@@ -37,6 +42,7 @@ from typing import Any
 
 from experiment_history.schema import FAULT_KILL_BROKER, KIND_BROKER_DOWN, KIND_REGISTER
 from experiments.context import ExperimentContext
+from experiments.failover import FAILOVER_BROKER, FailoverGroup
 from experiments.faults import FaultError, faketime_available, faketime_env
 from experiments.workload import now_ms
 from tools.faultproxy import LinkMode
@@ -60,6 +66,10 @@ KILL_BROKER = FAULT_KILL_BROKER
 CLOCK_SKEW = "clock_skew"
 """A gateway restarted with its wall clock ``detail.skew_ms`` off (libfaketime), and
 restarted on the real clock at the end."""
+KILL_MASTER = "kill_master"
+"""The master of a raft failover group dies (no FIN, no more registrations); the leader's
+scan elects its slave; at the end the old master starts again and rejoins as a slave
+(raft mode only)."""
 
 KINDS = (
     LINK_PARTITION,
@@ -71,8 +81,9 @@ KINDS = (
     KILL_GATEWAY,
     KILL_BROKER,
     CLOCK_SKEW,
+    KILL_MASTER,
 )
-RAFT_ONLY = frozenset({RAFT_LINK_PARTITION, RAFT_LINK_ONE_WAY, LEADER_ISOLATION})
+RAFT_ONLY = frozenset({RAFT_LINK_PARTITION, RAFT_LINK_ONE_WAY, LEADER_ISOLATION, KILL_MASTER})
 QUORUM_KINDS = frozenset(
     {RAFT_LINK_PARTITION, RAFT_LINK_ONE_WAY, LEADER_ISOLATION, PAUSE_GATEWAY, KILL_GATEWAY}
     | {CLOCK_SKEW}
@@ -94,7 +105,17 @@ QUIET_FRACTION = 0.3
 SCHEDULE_FILE_NAME = "schedule.json"
 TARGET_KEYS = frozenset({"lane", "node", "src", "dst"})
 """Detail keys the target already says (left out of the printed line)."""
-SKIPPED_IN_EVENTUAL = "no Raft links or leader in eventual mode"
+SKIPPED_IN_EVENTUAL = "no Raft links, leader or broker failover in eventual mode"
+KILL_MASTER_MARGIN_S = 3.0
+"""A ``kill_master`` step lasts at least one expiry plus this: the leader's next scan
+(every second), the commit, and a registration round of the slave to hear of it."""
+RESTARTING = frozenset({KILL_GATEWAY, CLOCK_SKEW, KILL_MASTER})
+"""Step kinds that restart something at their end (:data:`RESTART_SETTLE_S` after)."""
+
+
+def kill_master_min_s(expiry_ms: int) -> float:
+    """The shortest ``kill_master`` step: one expiry plus :data:`KILL_MASTER_MARGIN_S`."""
+    return round(expiry_ms / 1000 + KILL_MASTER_MARGIN_S, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +139,7 @@ class Step:
     @property
     def busy_until_s(self) -> float:
         """Until when what it touches stays reserved."""
-        restarts = self.kind in (KILL_GATEWAY, CLOCK_SKEW)
-        return self.end_s + (RESTART_SETTLE_S if restarts else SETTLE_S)
+        return self.end_s + (RESTART_SETTLE_S if self.kind in RESTARTING else SETTLE_S)
 
     def describe(self) -> str:
         """One line of the printed schedule."""
@@ -157,10 +177,16 @@ def lanes_of(brokers: Sequence[str]) -> dict[str, list[str]]:
 
 
 def _candidates(
-    kind: str, nodes: Sequence[str], brokers: Sequence[str], lanes: Sequence[str]
+    kind: str,
+    nodes: Sequence[str],
+    brokers: Sequence[str],
+    lanes: Sequence[str],
+    groups: Sequence[str] = (),
 ) -> list[tuple[str, tuple[str, ...], dict[str, Any]]]:
     """(target, touches, detail) of every way ``kind`` can be aimed, in a fixed order."""
     quorum = (QUORUM,) if kind in QUORUM_KINDS else ()
+    if kind == KILL_MASTER:
+        return [(g, (f"broker:{g}",), {}) for g in groups]
     if kind in (LINK_PARTITION, LINK_ONE_WAY):
         return [
             (f"{lane}->{node}", (f"node:{node}", f"lane:{lane}"), {"lane": lane, "node": node})
@@ -194,8 +220,11 @@ def draw_schedule(
     duration_s: float,
     expiry_ms: int,
     clock_skew_ms: int = 0,
+    failover_groups: Sequence[str] = (FAILOVER_BROKER,),
 ) -> Schedule:
-    """The schedule of ``seed`` for a run of this shape (see the module doc).
+    """The schedule of ``seed`` for a run of this shape (see the module doc);
+    ``failover_groups``: the broker names ``kill_master`` may aim at (the nemesis
+    scenario always has :data:`~experiments.failover.FAILOVER_BROKER`).
 
     Depends on nothing else (no mode, no clock), so both modes and a replay agree."""
     rng = random.Random(seed)
@@ -212,6 +241,11 @@ def draw_schedule(
             break
         kind = rng.choice(KINDS)
         length = round(min(rng.uniform(MIN_STEP_S, longest), quiet_from - at), 1)
+        if kind == KILL_MASTER:
+            # Long enough for the election; none when it no longer fits.
+            length = max(length, kill_master_min_s(expiry_ms))
+            if at + length > quiet_from:
+                continue
         detail_extra: dict[str, Any] = {}
         if kind == LINK_ONE_WAY:
             detail_extra["direction"] = rng.choice(DIRECTIONS)
@@ -220,10 +254,13 @@ def draw_schedule(
             detail_extra["skew_ms"] = clock_skew_ms or sign * 100 * round(
                 rng.uniform(expiry_ms / 2, 2 * expiry_ms) / 100
             )
-        restarts = kind in (KILL_GATEWAY, CLOCK_SKEW)
-        busy_until = at + length + (RESTART_SETTLE_S if restarts else SETTLE_S)
+        busy_until = at + length + (RESTART_SETTLE_S if kind in RESTARTING else SETTLE_S)
         taken = {t for s in steps if _overlaps(s, at, busy_until) for t in s.touches}
-        free = [c for c in _candidates(kind, nodes, brokers, lanes) if not taken.intersection(c[1])]
+        free = [
+            c
+            for c in _candidates(kind, nodes, brokers, lanes, failover_groups)
+            if not taken.intersection(c[1])
+        ]
         if not free:
             continue
         target, touches, detail = rng.choice(free)
@@ -319,13 +356,18 @@ async def _sleep_until(start_ms: int, offset_s: float) -> None:
 
 
 async def run_schedule(
-    ctx: ExperimentContext, schedule: Schedule, start_ms: int, out: Path | None = None
+    ctx: ExperimentContext,
+    schedule: Schedule,
+    start_ms: int,
+    out: Path | None = None,
+    failover: FailoverGroup | None = None,
 ) -> list[dict[str, Any]]:
     """Play every step not skipped (recording started at ``start_ms``); returns, and
     writes as fault rows, one row per step that ran, with its real start and end. Each
     step's result (ran, skipped, failed, or late: held up by an earlier step on what it
     touches until it would have ended in the quiet phase) also goes into ``out`` (the
-    run's schedule.json) when given. Returns once every step has healed."""
+    run's schedule.json) when given. ``failover``: the group a ``kill_master`` step
+    kills the master of. Returns once every step has healed."""
     locks = _Locks()
     results: dict[int, dict[str, Any]] = {
         s.index: {"index": s.index, "status": "skipped", "reason": s.skipped}
@@ -347,7 +389,7 @@ async def run_schedule(
                 ctx.progress.line(f"nemesis #{step.index:02d} {step.kind} not run: {reason}")
                 return
             try:
-                heal, target, detail = await _inject(ctx, step)
+                heal, target, detail = await _inject(ctx, step, failover)
             except (FaultError, OSError) as exc:
                 results[step.index] = {"index": step.index, "status": "failed", "reason": str(exc)}
                 ctx.progress.line(f"nemesis #{step.index:02d} {step.kind} failed: {exc}")
@@ -405,10 +447,17 @@ Heal = Callable[[], Awaitable[None]]
 """How a step ends."""
 
 
-async def _inject(ctx: ExperimentContext, step: Step) -> tuple[Heal, str, dict[str, Any]]:
+async def _inject(
+    ctx: ExperimentContext, step: Step, failover: FailoverGroup | None = None
+) -> tuple[Heal, str, dict[str, Any]]:
     """Start ``step``; returns how to heal it, the real target and the row's detail."""
     kind, d = step.kind, step.detail
     detail: dict[str, Any] = dict(d)
+    if kind == KILL_MASTER:
+        if failover is None or failover.name != step.target or not failover.failover:
+            raise FaultError(f"kill_master: no raft failover group {step.target!r} in this run")
+        heal_master, killed = await failover.kill_master()
+        return heal_master, step.target, detail | killed
     if kind in (LINK_PARTITION, LINK_ONE_WAY):
         lane, node = d["lane"], d["node"]
         mode = LinkMode.BLACKHOLE

@@ -8,13 +8,17 @@ Each topic's route is a register (spark_jobs.checker). Its writes come from two 
   register's latest value with the broker's share added or removed (a broker that
   stopped starts again with one more queue, ``SimBroker.next_incarnation``, so the share
   a start brings back is one no earlier write had);
-* **reported writes**: a raft expiry, as the leader whose scan committed it reports it in
-  NODE_STATUS (``ExperimentContext.collect_expiries``), with the scan's window;
-* **inferred writes**, for what the system does on its own and nothing reports (eventual
-  mode's expiries by each node's scan, a route a broker's heartbeat brings back after
-  one): the prober sees a node change to
-  a value no recorded write can explain, and the window opens at that node's previous
-  probe (the change happened on that node after it last answered otherwise).
+* **reported writes**: a change a node made that no client asked for (a scan's expiry in
+  either mode, eventual mode's unregistration when a broker connection closed), as the
+  node's journal reports it (``ExperimentContext.collect_journal``), with its window;
+* **inferred writes**, for what the system does on its own and nothing reports: the
+  prober sees a node change to a value no recorded write can explain, and the window
+  opens at that node's previous probe (the change happened on that node after it last
+  answered otherwise). With the journals and fresh shares (the nemesis) nothing is left
+  for it in a correct run: it stays as a detector, so the count shows an unreported
+  change. A value no write had but made of shares and absences recorded writes had
+  (:meth:`RegisterLog.shares_written`) is a node that applied them in another order: a
+  read, not a write.
 
 :class:`RegisterLog` keeps them, per topic, so the prober can tell an explained change
 from one it must infer. It also keeps each broker's last few **quiet shares**: an
@@ -82,12 +86,26 @@ class RegisterLog:
         self._writes: dict[str, list[RecordedWrite]] = {}
         self._quiet: dict[str, deque[QuietShare]] = {}
         self._read: dict[str, tuple[int, str]] = {}
+        self._values: dict[str, set[str]] = {}
+        self._restarted: set[str] = set()
+        self._order: dict[str, dict[str, int]] = {}
+        """Per topic: each written value and the number of its (last) write."""
+        self._shares: dict[str, set[tuple[str, RouteItem]]] = {}
+        """Per topic: every (broker, share) a write's value held."""
+        self._naming: dict[str, dict[str, int]] = {}
+        """Per topic: how many writes' values name each broker (fewer than all: some
+        write's value lacks it)."""
 
     def clear(self) -> None:
         """Forget every write (the warm-up's are not part of the history)."""
         self._writes.clear()
         self._quiet.clear()
         self._read.clear()
+        self._values.clear()
+        self._restarted.clear()
+        self._order.clear()
+        self._shares.clear()
+        self._naming.clear()
 
     def note_quiet(self, share: QuietShare) -> None:
         """Keep ``share`` (the broker's oldest kept one goes)."""
@@ -112,6 +130,13 @@ class RegisterLog:
         handle for :meth:`complete`."""
         writes = self._writes.setdefault(topic, [])
         writes.append(RecordedWrite(invoke_us, complete_us, value))
+        self._values.setdefault(topic, set()).add(value)
+        self._order.setdefault(topic, {})[value] = len(writes) - 1
+        shares = self._shares.setdefault(topic, set())
+        naming = self._naming.setdefault(topic, {})
+        for item in parse_route(value):
+            shares.add((item.broker, item))
+            naming[item.broker] = naming.get(item.broker, 0) + 1
         return len(writes) - 1
 
     def complete(self, topic: str, handle: int, complete_us: int) -> None:
@@ -130,9 +155,11 @@ class RegisterLog:
         """What a correct register holds now, as far as the history can tell: the value of
         the latest completed write, unless writes overlapped so that more than one value
         is still possible and a read sent after every write was invoked returned one of
-        them. The next write's value is built on this one, so it must be the value the
-        system settled on: an expiry the leader committed while a registration of another
-        broker was on its way can end after it or before it, and only a read tells."""
+        them (a read sent before one of them was acknowledged says nothing: that one may
+        have landed after it). The next write's value is built on this one, so it must
+        be the value the system settled on: an expiry the leader committed while a
+        registration of another broker was on its way can end after it or before it,
+        and only a read tells."""
         writes = self._writes.get(topic, [])
         done = [w for w in writes if w.complete_us is not None]
         if not done:
@@ -142,11 +169,59 @@ class RegisterLog:
         if seen is None or seen[1] == newest:
             return newest
         read_us, value = seen
-        if read_us < max(w.invoke_us for w in writes):
+        # Sent after every write was sent and every acknowledged one came back: a write
+        # still on its way when the read was sent may have landed after it.
+        horizon = max(max(w.invoke_us for w in writes), max(w.complete_us or 0 for w in done))
+        if read_us < horizon:
             return newest  # a write may have landed since that read
         if value in self.candidates(topic, read_us, read_us):
             return value
         return newest
+
+    def shares_written(self, topic: str, value: str, node: str = "") -> bool:
+        """True when every broker's part of ``value`` is one a recorded write of ``topic``
+        left it in: each share in ``value`` is the share of its broker in some write's
+        value, and each broker some write named but ``value`` lacks is absent from some
+        write's value (any broker, when ``node``, whose answer it is, restarted:
+        :meth:`note_restart`), and ``value`` itself is no write's: a node back at a
+        value a write had, past the writes that superseded it, is a change nobody
+        reported (a broker's unchanged registration after an expiry), unless ``node``
+        restarted (it may answer any earlier value while the brokers fill it again).
+
+        Such a value needs no write of its own to explain it: it is the recorded writes'
+        changes put together in an order no single register went through (a node that
+        missed one broker's round and got the next of another: eventual mode's
+        divergence), a read the checker judges. A value with a share or an absence no
+        write had is a change nobody reported."""
+        total = len(self._writes.get(topic, []))
+        restarted = node in self._restarted
+        if not total or (value in self._values.get(topic, ()) and not restarted):
+            return False
+        shares = self._shares.get(topic, set())
+        naming = self._naming.get(topic, {})
+        items = {i.broker: i for i in parse_route(value)}
+        return all((b, i) in shares for b, i in items.items()) and all(
+            restarted or count < total for b, count in naming.items() if b not in items
+        )
+
+    def written(self, topic: str, value: str) -> bool:
+        """True when a recorded write of ``topic`` had ``value``."""
+        return value in self._values.get(topic, ())
+
+    def moved_on(self, topic: str, old: str, new: str) -> bool:
+        """True when ``new`` and ``old`` are both values recorded writes of ``topic`` had
+        and ``new``'s write was recorded after ``old``'s: a node that goes from one to the
+        other applied a later write, even if others superseded it since (a lagging node
+        catching up part of the way: a stale read, not a write). Going the other way, back
+        to an earlier write's value, is a change nobody reported."""
+        order = self._order.get(topic, {})
+        return old in order and new in order and order[new] > order[old]
+
+    def note_restart(self, node: str) -> None:
+        """``node`` started again with an empty table (eventual mode, its journal says
+        so): from now on any broker may be missing from its answer for any topic
+        (:meth:`shares_written`)."""
+        self._restarted.add(node)
 
     def candidates(self, topic: str, invoke_us: int, complete_us: int) -> set[str]:
         """Every value a linearizable register could return to a read in

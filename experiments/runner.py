@@ -116,6 +116,8 @@ def plan_cluster(config: ExperimentConfig, run_dir: Path) -> launcher.ClusterPla
 def boot_cluster(config: ExperimentConfig, plan: launcher.ClusterPlan) -> ClusterHandle:
     """Start the planned cluster (blocking; the launcher's functions)."""
     extra_env = {"NAMESRV_SCAN_INTERVAL_S": str(max(1, math.ceil(config.scan_interval_s)))}
+    # A test's additions (ExperimentConfig.extra_env); restarts reuse them (ClusterHandle).
+    extra_env.update(config.extra_env)
     summary = launcher.cluster_up(plan, extra_env=extra_env)
     return ClusterHandle(plan=plan, summary=summary, extra_env=extra_env)
 
@@ -311,7 +313,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         sample_ms=cfg.sample_ms,
         timeout_s=cfg.request_timeout_s,
         process=process,
-        before_round=ctx.collect_expiries if ctx.raft else None,
+        before_round=ctx.collect_journal,
     )
     ctx.closers.append(prober.close)
     warm_start = now_ms()
@@ -349,12 +351,17 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         await asyncio.gather(*tasks, return_exceptions=True)
         ctx.recorder.stop()
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-    ctx.notes["follow_up"] = {"writes_followed": follow_up.followed, "skipped": follow_up.skipped}
+    ctx.notes["follow_up"] = {
+        "writes_followed": follow_up.followed,
+        "read_back": follow_up.read_back,
+        "skipped": follow_up.skipped,
+    }
     return {
         "timings": {
             "warmup_ms": start - warm_start,
             "recorded_ms": now_ms() - start,
             "inferred_writes": prober.writes,
+            "composed_reads": prober.composed,
         },
         "faults": faults,
         "notes": {k: v for k, v in ctx.notes.items() if k != "skewed_scan_expired"}

@@ -30,6 +30,7 @@ from experiment_history.schema import (
     route_brokers,
 )
 from experiments.context import ExperimentContext
+from experiments.failover import FAILOVER_BROKER, FAILOVER_TOPIC, FailoverGroup
 from experiments.faults import FaultError
 from experiments.nemesis import (
     SCHEDULE_FILE_NAME,
@@ -448,15 +449,24 @@ class Nemesis(Scenario):
     the gateways dial their peers through a :class:`RaftMesh`, so any broker link or
     Raft link can be cut, one way or both. The schedule is drawn (or read back from
     ``--schedule``) before the warm-up, printed, and written to the run's schedule.json,
-    which gets each step's real outcome at the end.
+    which gets each step's real outcome at the end. Every broker announces a fresh share
+    each round (``ExperimentConfig.fresh_shares``), so every write has a unique value.
+
+    The fleet also has a failover group (:class:`~experiments.failover.FailoverGroup`:
+    in raft mode a master and a slave that opt in to raft failover, whose master the
+    ``kill_master`` steps kill; in eventual mode its master alone, an ordinary broker),
+    holding the watched topic :data:`~experiments.failover.FAILOVER_TOPIC`. It dials
+    the nodes directly (no lane) and is no ``kill_broker`` target.
     """
 
     name = "nemesis"
     summary = "a seeded random schedule of partitions, pauses, kills and clock skews"
     raft_proxied = True
+    fault_topics = (FAILOVER_TOPIC,)
 
     def __init__(self) -> None:
         self.schedule: Schedule | None = None
+        self.failover: FailoverGroup | None = None
 
     def lanes(self, ctx: ExperimentContext) -> dict[str, list[str]]:
         return lanes_of(list(ctx.fleet.brokers))
@@ -467,8 +477,10 @@ class Nemesis(Scenario):
         if cfg.schedule_file:
             drawn = load_schedule(cfg.schedule_file)
         else:
-            # The brokers of the workload only: the churn brokers are the runner's.
-            brokers = [b for b in sorted(ctx.fleet.brokers) if b not in NEMESIS_SPARE_BROKERS]
+            # The brokers of the workload only: the churn brokers are the runner's, the
+            # failover group is kill_master's.
+            spare = {*NEMESIS_SPARE_BROKERS, FAILOVER_BROKER}
+            brokers = [b for b in sorted(ctx.fleet.brokers) if b not in spare]
             drawn = draw_schedule(
                 cfg.seed,
                 ctx.cluster.node_ids,
@@ -480,7 +492,12 @@ class Nemesis(Scenario):
         return for_mode(drawn, cfg.mode)
 
     async def prepare(self, ctx: ExperimentContext) -> None:
+        # Every round a write with a value of its own (unless the config turns it off):
+        # a share a scan removed never comes back with an earlier value.
+        ctx.fleet.fresh_shares = ctx.config.fresh_shares is not False
         self.schedule = self.plan(ctx)
+        self.failover = FailoverGroup(ctx)
+        self.failover.join()
         ctx.progress.line(
             f"nemesis schedule ({self.schedule.source}, seed {self.schedule.seed}, "
             f"{len(self.schedule.steps)} steps, quiet from t={self.schedule.quiet_from_s:g} s):"
@@ -493,7 +510,11 @@ class Nemesis(Scenario):
         if self.schedule is None:
             raise FaultError("nemesis: no schedule (prepare did not run)")
         out = ctx.cluster.run_dir.parent / SCHEDULE_FILE_NAME
-        return await run_schedule(ctx, self.schedule, start_ms, out)
+        try:
+            return await run_schedule(ctx, self.schedule, start_ms, out, self.failover)
+        finally:
+            if self.failover is not None and self.failover.failover:
+                ctx.notes["failover"] = self.failover.notes()
 
 
 # ------------------------------------------------------------------------------ topics

@@ -57,6 +57,10 @@ from experiments.workload import (
 from remoting.client import RemotingClient
 from remoting.consistency import CONSISTENCY_LOCAL
 
+JOURNAL_RECHECKS = 2
+JOURNAL_RECHECK_S = 0.05
+"""A probe round that saw a change nothing explains reads the nodes' journals again up
+to :data:`JOURNAL_RECHECKS` times, this many seconds apart, before it infers a write."""
 SEND_ATTEMPTS_MAX = 3
 """``retryTimesWhenSendFailed`` = 2: three attempts in the sync send loop."""
 
@@ -295,10 +299,12 @@ class Prober:
 
     A node's route for a topic changes only through a write applied there. Writes the
     harness sent are recorded at their RPC (``ExperimentContext.acknowledged``); what is
-    left is what the system does by itself: an expiry by a node's scan, a route a
-    broker's heartbeat brings back after one (raft expiries are reported by the leader and
-    recorded by ``before_round`` first). When a node changes to a value no recorded
-    write can explain (:meth:`RegisterLog.candidates`), that is such a write: it
+    left is what the system does by itself, which the nodes' journals report and
+    ``before_round`` records first (``ExperimentContext.collect_journal``): what remains
+    is a change nobody reported, a detector's find. When a node changes to a value no
+    recorded write can explain (:meth:`RegisterLog.candidates`), and that is not the
+    recorded writes' shares put together in another order
+    (:meth:`RegisterLog.shares_written`, a read), that is such a write: it
     completes when the probe that saw it completes, and it took effect on that node after
     the node's previous probe was sent. A node that keeps answering an old value changes
     nothing: that is a stale read, never a write.
@@ -327,6 +333,10 @@ class Prober:
         self.client = RemotingClient()
         self.last_seen: dict[tuple[str, str], ReadResult] = {}
         self.writes = 0
+        """Writes inferred: changes no recorded write explains (0 in a correct run)."""
+        self.composed = 0
+        """Changes to a value no write had, made of recorded writes' shares (a node that
+        applied them in another order): reads, not writes."""
 
     async def sample(self) -> dict[tuple[str, str], ReadResult]:
         """One round: every (node, topic) read in parallel; records and returns them."""
@@ -336,18 +346,32 @@ class Prober:
         )
         round_ms = min(r.invoke_ms for r in results) if results else now_ms()
         answers = {}
+        unexplained: list[tuple[str, str, ReadResult]] = []
         for (node, topic), result in zip(keys, results, strict=True):
             if result.outcome not in (OUTCOME_OK, OUTCOME_NOT_FOUND):
                 continue
             answers[(node, topic)] = result
             self.recorder.node_state(round_ms, node, topic, result.value, result.version)
+            if not self.observe(node, topic, result, infer=self.before_round is None):
+                unexplained.append((node, topic, result))
+        # A change the journals did not explain when the round began may have been
+        # committed between the journal reads and the route reads: read them again
+        # (twice, a moment apart: the node journals an entry just after applying it)
+        # before anything is inferred.
+        for _ in range(JOURNAL_RECHECKS):
+            if not unexplained or self.before_round is None:
+                break
+            await asyncio.sleep(JOURNAL_RECHECK_S)
+            await self.before_round()
+            unexplained = [u for u in unexplained if not self.observe(*u, infer=False)]
+        for node, topic, result in unexplained:
             self.observe(node, topic, result)
         return answers
 
     def baseline(self, answers: dict[tuple[str, str], ReadResult], since_ms: int) -> None:
         """Record the agreed value of every topic as its initial write at recording start."""
         start = self.recorder.started_ms
-        self.writes = 0
+        self.writes = self.composed = 0
         self.registers.clear()
         for topic in self.topics:
             found = [r for (n, t), r in answers.items() if t == topic]
@@ -369,15 +393,31 @@ class Prober:
                     origin=ORIGIN_HARNESS,
                 )
 
-    def observe(self, node: str, topic: str, result: ReadResult) -> None:
-        """Take one answer of ``node`` for ``topic``; records a write when it is one."""
+    def observe(self, node: str, topic: str, result: ReadResult, *, infer: bool = True) -> bool:
+        """Take one answer of ``node`` for ``topic``; records a write when it is one.
+        ``infer`` False: a change no recorded write explains is left for a later call
+        (nothing is recorded or remembered of this answer) and False returned."""
         previous = self.last_seen.get((node, topic))
+        explained = (
+            previous is None
+            or previous.value == result.value
+            or result.value
+            in self.registers.candidates(topic, result.invoke_us, result.complete_us)
+        )
+        if not explained and not infer:
+            return False
         self.last_seen[(node, topic)] = result
         self.registers.note_read(topic, result.value, result.invoke_us)
-        if previous is None or previous.value == result.value:
-            return
-        if result.value in self.registers.candidates(topic, result.invoke_us, result.complete_us):
-            return
+        if explained or previous is None:
+            return True
+        if self.registers.moved_on(
+            topic, previous.value, result.value
+        ) or self.registers.shares_written(topic, result.value, node):
+            # A lagging node catching up part of the way, or recorded writes put together
+            # out of order: a read for the checker to judge, not a write
+            # (RegisterLog.moved_on, RegisterLog.shares_written).
+            self.composed += 1
+            return True
         self.writes += 1
         kind = change_kind(self.registers.latest(topic), result.value)
         self.registers.record(topic, previous.invoke_us, result.complete_us, result.value)
@@ -393,6 +433,7 @@ class Prober:
             invoke_us=previous.invoke_us,
             complete_us=result.complete_us,
         )
+        return True
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sample every ``sample_ms`` until ``stop``."""

@@ -290,6 +290,10 @@ async def read_route(
 
 # ---------------------------------------------------------------------------- brokers
 
+FRESH_SHARE_SPAN = 32
+"""Distinct write (and read) queue counts a broker's fresh shares walk through
+(:meth:`SimBroker.fresh_share`)."""
+
 
 @dataclass(slots=True)
 class SimBroker:
@@ -303,6 +307,10 @@ class SimBroker:
     alive: bool = True
     heartbeating: bool = True
     client: RemotingClient = field(default_factory=RemotingClient)
+    share_round: int = 0
+    """Fresh shares announced so far (:meth:`fresh_share`)."""
+    base_queues: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Each topic's (write, read) queue counts before the first fresh share."""
 
     def demo(self) -> DemoBroker:
         """The header view :func:`localcluster.demo.register_request` needs."""
@@ -312,7 +320,30 @@ class SimBroker:
         """A new topic-config DataVersion, as TopicConfigManager does on every change."""
         self.data_version = DataVersion(timestamp=now_ms(), counter=self.data_version.counter + 1)
 
-    def next_incarnation(self) -> None:
+    def fresh_share(self) -> None:
+        """A share of every topic no earlier round of this broker announced, and a new
+        DataVersion: the next (write, read) queue counts of a walk over the
+        :data:`FRESH_SHARE_SPAN` x :data:`FRESH_SHARE_SPAN` grid above the topic's first
+        counts (write steps by one each round, read by one each time write wraps). The
+        counts stay within the first ones plus ``FRESH_SHARE_SPAN`` - 1 (35 queues from 4),
+        so the routes, the clients' queue lists and the wire bodies stay small however
+        long the run; the walk comes back to a share it had only after
+        ``FRESH_SHARE_SPAN`` ** 2 rounds (1,024: 17 minutes of 1 s rounds), and from then
+        on ``unique_write_values`` would say so. The topic table is changed in place."""
+        self.share_round += 1
+        step = self.share_round % (FRESH_SHARE_SPAN * FRESH_SHARE_SPAN)
+        for name, config in list(self.topics.items()):
+            write, read = self.base_queues.setdefault(
+                name, (config.write_queue_nums, config.read_queue_nums)
+            )
+            self.topics[name] = dataclasses.replace(
+                config,
+                write_queue_nums=write + step % FRESH_SHARE_SPAN,
+                read_queue_nums=read + step // FRESH_SHARE_SPAN,
+            )
+        self.bump_version()
+
+    def next_incarnation(self, *, fresh: bool = False) -> None:
         """The broker stopped: it starts again with one more read and write queue in
         every topic, so the route share each start brings back differs from every earlier
         one of this broker, and the registration that brings it back writes a route no
@@ -320,7 +351,11 @@ class SimBroker:
         ``spark_jobs.register_zones`` decides unique-value topics without a cap). Called
         when the broker stops, before any write of its next start is predicted (a stopped
         broker's share leaves the routes by name, whatever its queues). The topic table
-        is changed in place: whoever holds it sees the new queues."""
+        is changed in place: whoever holds it sees the new queues. ``fresh``: the broker
+        announces a fresh share every round (:meth:`fresh_share`): the next one."""
+        if fresh:
+            self.fresh_share()
+            return
         for name, config in list(self.topics.items()):
             self.topics[name] = dataclasses.replace(
                 config,
@@ -394,6 +429,11 @@ class BrokerFleet:
         self.rng = rng
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._retired: list[RemotingClient] = []
+        self.fresh_shares = False
+        """While set, every recorded registration round announces a share no earlier round
+        of its broker did (:meth:`SimBroker.fresh_share`): a share a scan removed never
+        comes back with an earlier value, and every round is a write with a value of its
+        own (the nemesis)."""
         self.record_round: RoundRecorder | None = None
         """While set (the recording phase), every periodic registration round goes through
         it (``ExperimentContext.broker_write``), so one that puts a broker's share back
@@ -479,6 +519,8 @@ class BrokerFleet:
             if record is None:
                 await self.register(broker)
             else:
+                if self.fresh_shares:
+                    broker.fresh_share()
                 await record(
                     broker.name,
                     KIND_REGISTER,
@@ -494,7 +536,7 @@ class BrokerFleet:
         broker = self.brokers[name]
         broker.alive = False
         broker.heartbeating = False
-        broker.next_incarnation()
+        broker.next_incarnation(fresh=self.fresh_shares)
         task = self._tasks.pop(name, None)
         if task is not None:
             task.cancel()
@@ -508,7 +550,7 @@ class BrokerFleet:
         broker = self.brokers[name]
         broker.alive = False
         broker.heartbeating = False
-        broker.next_incarnation()
+        broker.next_incarnation(fresh=self.fresh_shares)
         task = self._tasks.pop(name, None)
         if task is not None:
             task.cancel()

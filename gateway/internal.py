@@ -41,6 +41,12 @@ ADDR_FIELDS = ("addr", "address")
 """The member address of RAFT_ADD_NODE / RAFT_REMOVE_NODE (``address`` is accepted too)."""
 REMARK_FORBIDDEN = "internal request refused"
 REMARK_ADDR_MISSING = "ext addr (host:port of the Raft member) is missing"
+JOURNAL_FIELD = "journal"
+JOURNAL_ONLY = "only"
+"""NODE_STATUS with ext ``journal=only`` answers ``{"expiries": [...], "started_us": N}``
+alone: this node's journal of its own changes and when it began
+(``gateway.expiry_reports``), without the digests the full status computes, for a reader
+that asks often (the consistency experiments)."""
 BACKUP_CLUSTER_FIELD = "cluster"
 """BACKUP: the cluster's name, written into the backup's header and file name."""
 
@@ -119,6 +125,12 @@ class InternalDispatcher:
         return make_response(request, ResponseCode.SUCCESS, ext_fields=ext)
 
     async def _status(self, request: RemotingCommand) -> RemotingCommand:
+        if header_str(request, JOURNAL_FIELD) == JOURNAL_ONLY:
+            # The journal alone: no digest, cheap enough to ask before every write.
+            journal = self.service.expiry_reports
+            return _json_response(
+                request, {"expiries": journal.snapshot(), "started_us": journal.started_us}
+            )
         if header_str(request, CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
             await self.service.replicator.barrier()
         status = selectors.node_status(self.service.replicator)

@@ -23,6 +23,7 @@ unregistration, and a closed connection's entries pass through it here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -31,12 +32,12 @@ from dataclasses import dataclass
 
 from gateway.broker_holds import BrokerHolds
 from gateway.clock import Clock, SystemClock
-from gateway.expiry_reports import ExpiryReports
+from gateway.expiry_reports import KIND_CHANNEL_CLOSE, ExpiryReports, RaftPosition
 from raftstore import commands as cmd
 from raftstore.config import NamesrvConfig, clamp_heartbeat_timeout_ms
 from raftstore.liveness import RegistrationDeduper, TouchCoalescer
 from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
-from raftstore.replicator import MODE_RAFT, Replicator
+from raftstore.replicator import MODE_RAFT, ReplicationError, Replicator
 from raftstore.results import (
     ApplyResult,
     BrokerAddrInfo,
@@ -573,7 +574,14 @@ class NameServerService:
         outcome = result.outcome
         if not isinstance(outcome, ExpireOutcome):
             return ScanOutcome(expired=(), role=role)
-        self.expiry_reports.record(started_us, outcome.expired)
+        if outcome.expired or outcome.elections:
+            # Only a scan that changed something is journaled: only it reads the index.
+            self.expiry_reports.record(
+                started_us,
+                outcome.expired,
+                elections=outcome.elections,
+                raft=await self._raft_position(result),
+            )
         for election in outcome.elections:
             log.warning(
                 "raft failover: %s elected %s (was id %d) to replace %s",
@@ -608,12 +616,39 @@ class NameServerService:
         if self.replicator.mode == MODE_RAFT:
             log.info("broker channel %s closed: local observation, nothing replicated", channel)
             return
+        started_us = self.expiry_reports.clock_us()
         if released.dropped:
             # What it held, by name: the table may name another channel for an entry
             # this connection took over from an older one.
-            await self._propose(cmd.UnregisterBrokers(requests=released.dropped))
+            result = await self._propose(cmd.UnregisterBrokers(requests=released.dropped))
         elif not released.handed_over:
-            await self._propose(cmd.ChannelDestroyed(channel=channel))
+            result = await self._propose(cmd.ChannelDestroyed(channel=channel))
+        else:
+            return
+        # No client asked for it: the node's journal keeps it (gateway.expiry_reports).
+        self.expiry_reports.record(
+            started_us,
+            sorted(result.changes.live_brokers, key=lambda i: (i.cluster_name, i.broker_addr)),
+            kind=KIND_CHANNEL_CLOSE,
+        )
+
+    async def _raft_position(self, result: ApplyResult) -> RaftPosition | None:
+        """Raft mode: the applied index and term at which this node reads the state a
+        command it just committed left, and that state's table version
+        (``gateway.expiry_reports``); None in eventual mode or when no entry boundary
+        came in time (the journal entry is kept without it)."""
+        if not isinstance(self.replicator, RaftReplicator):
+            return None
+        replicator = self.replicator
+        loop = asyncio.get_running_loop()
+        try:
+            version, index, term = await loop.run_in_executor(
+                None, replicator.read_at, lambda table: table.applied_version
+            )
+        except ReplicationError:
+            return None
+        # A later change applied before the read: the index is past the command's.
+        return RaftPosition(index, term, result.applied_version, version != result.applied_version)
 
     def _raft(self) -> RaftReplicator:
         if not isinstance(self.replicator, RaftReplicator):

@@ -23,6 +23,7 @@ from spark_jobs.lost_writes import lost_writes_by_topic, lost_writes_summary
 from spark_jobs.metrics import (
     GROUP,
     availability,
+    checker_depth,
     dead_sends_summary,
     divergence_by_topic,
     divergence_summary,
@@ -46,13 +47,15 @@ from spark_jobs.plot_series import (
     stale_route_by_node,
 )
 from spark_jobs.power import checker_power
+from spark_jobs.sessions import session_summary, sessions_by_topic
+from spark_jobs.two_masters import two_masters_by_run
 
 
 def _rows(frame: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in frame.collect()]
 
 
-JOBS_TOTAL = 20
+JOBS_TOTAL = 23
 """The Spark jobs ``analyze`` runs (for its "job k of n" lines)."""
 
 
@@ -102,6 +105,8 @@ def analyze(
     classified.unpersist()
     timed("lost_writes", lambda: lost_writes_summary(lost_writes_by_topic(history)))
     timed("convergence", lambda: convergence_after_heals(history))
+    timed("session_guarantees", lambda: session_summary(sessions_by_topic(history)))
+    timed("two_masters", lambda: two_masters_by_run(history))
     timed("divergence", lambda: divergence_summary(divergence_by_topic(history)))
     timed("stale_route", lambda: stale_route_windows(history))
     timed("dead_sends", lambda: dead_sends_summary(history))
@@ -117,6 +122,7 @@ def analyze(
     shown = topic_verdicts(verdicts, route_changes(history), runs).cache()
     timed("route_changes", lambda: shown)
     timed("linearizability", lambda: linearizability_summary(shown, runs))
+    timed("checker_depth", lambda: checker_depth(verdicts, runs))
     timed(
         "checker_power",
         lambda: checker_power(history.operations, runs, clustered=history.topics_clustered),

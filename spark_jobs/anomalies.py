@@ -21,6 +21,15 @@ is :mod:`experiment_history.superseding`'s rule, the one the prober uses too. Th
 starts absent: an implicit write of ``""`` before everything. Intervals that touch count
 as concurrent, as in the checker.
 
+A ``never_written`` read is also counted in ``never_written_composed`` when every broker
+share of its route (each item of the canonical value) is one some write of the topic
+invoked before the read completed had: the route puts written shares together in a way
+no single write did. Two causes: a registration whose outcome the harness never learnt
+(no node acknowledged it) that took effect after the writes that came after it had been
+valued without its share, and a node that applied partial updates in an order no
+register went through (an eventual node that missed one broker's round and got
+another's). A ``never_written`` read that is not composed carries a share no write had.
+
 Versions: when two reads of one client carry versions >= 0 and a later one is lower, the
 read counts in ``version_backwards`` too, but classes go by values only. In ``raft`` mode a
 version is the routes version every node reaches by applying the one Raft log, so it
@@ -34,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiment_history.schema import interval_us
+from experiment_history.schema import ROUTE_ITEM_SEP, interval_us
 from experiment_history.superseding import (
     TIME_MAX_US,
     TIME_MIN_US,
@@ -52,6 +61,8 @@ NON_MONOTONIC_READ = "non_monotonic_read"
 CLASSES = (NEVER_WRITTEN, NOT_EXIST_LIVE, STALE_READ, NON_MONOTONIC_READ)
 """The anomaly classes in order of precedence (a read gets the first that applies)."""
 VERSION_BACKWARDS = "version_backwards"
+NEVER_WRITTEN_COMPOSED = "never_written_composed"
+"""``never_written`` reads whose every share some write had (module docstring)."""
 RAFT_MODE = "raft"
 """The mode whose routes versions (one Raft log applied everywhere) compare across nodes."""
 EXAMPLES_PER_CLASS = 3
@@ -80,6 +91,8 @@ class ReadVerdict:
     process: str
     anomaly: str
     version_backwards: bool = False
+    composed: bool = False
+    """A ``never_written`` read whose every share some write had (module docstring)."""
 
 
 def _alone(writes: TopicWrites, read: TimedRead) -> tuple[str, Sources | None]:
@@ -138,7 +151,13 @@ def classify_reads(
     reads: Sequence[TimedRead], writes: Iterable[TimedWrite], versions_across_nodes: bool = False
 ) -> list[ReadVerdict]:
     """The verdict of every read of one topic (in the order given)."""
+    writes = list(writes)
     index = TopicWrites(writes)
+    # Each share (route item) a write had, and the earliest call of a write that had it.
+    share_since: dict[str, int] = {}
+    for write in writes:
+        for item in write.value.split(ROUTE_ITEM_SEP) if write.value else ():
+            share_since[item] = min(share_since.get(item, write.invoke_us), write.invoke_us)
     alone = {read.op_id: _alone(index, read) for read in reads}
     sources = {op_id: found for op_id, (_, found) in alone.items() if found is not None}
     by_client: dict[str, list[TimedRead]] = {}
@@ -154,7 +173,13 @@ def classify_reads(
         anomaly = alone[read.op_id][0]
         if anomaly == OK and read.op_id in older:
             anomaly = NON_MONOTONIC_READ
-        verdicts.append(ReadVerdict(read.op_id, read.process, anomaly, read.op_id in backwards))
+        composed = anomaly == NEVER_WRITTEN and all(
+            share_since.get(item, TIME_MAX_US) <= read.complete_us
+            for item in read.value.split(ROUTE_ITEM_SEP)
+        )
+        verdicts.append(
+            ReadVerdict(read.op_id, read.process, anomaly, read.op_id in backwards, composed)
+        )
     return verdicts
 
 
@@ -212,7 +237,7 @@ ROW_COLUMNS = (
     "invoke_us",
     "complete_us",
 )
-COUNT_COLUMNS = (*CLASSES, VERSION_BACKWARDS)
+COUNT_COLUMNS = (*CLASSES, VERSION_BACKWARDS, NEVER_WRITTEN_COMPOSED)
 TOPIC_DDL = (
     "run_id string, mode string, scenario string, topic string, reads long, "
     + ", ".join(f"{name} long" for name in COUNT_COLUMNS)
@@ -234,6 +259,7 @@ def _topic_row(item: tuple[tuple[str, str], Iterable[tuple[Any, ...]]]) -> tuple
     for verdict in verdicts:
         flagged = [verdict.anomaly] if verdict.anomaly != OK else []
         flagged += [VERSION_BACKWARDS] if verdict.version_backwards else []
+        flagged += [NEVER_WRITTEN_COMPOSED] if verdict.composed else []
         for name in flagged:
             counts[name] += 1
             if counts[name] <= EXAMPLES_PER_CLASS:

@@ -379,8 +379,10 @@ MICRO_COLUMNS = ("invoke_us", "complete_us")
 ``_ms`` ones count)."""
 RESULT_DDL = (
     "run_id string, topic string, verdict string, ops long, steps long, "
-    "counterexample array<long>, reason string"
+    "counterexample array<long>, reason string, check_ms double"
 )
+"""``check_ms``: the task's wall time to decide the topic, ms (how deep the checker went
+at this history's size; docs/EXPERIMENTS.md "Checker")."""
 
 
 def _check_group(
@@ -388,8 +390,10 @@ def _check_group(
 ) -> tuple[Any, ...]:
     """Spark task body: the verdict row of one (run, topic) group."""
     (run_id, topic), rows = item
+    began = time.perf_counter()
     dict_rows = [dict(zip(CHECK_COLUMNS, row, strict=True)) for row in rows]
     result = check_rows(dict_rows, ABSENT_VALUE, budget)
+    check_ms = (time.perf_counter() - began) * 1_000
     return (
         run_id,
         topic,
@@ -398,6 +402,7 @@ def _check_group(
         result.steps,
         list(result.counterexample),
         result.reason,
+        check_ms,
     )
 
 

@@ -18,6 +18,12 @@ the same topics in each sampling round, all answers of a round stamped with its 
   (milliseconds, at the sampling interval's resolution). With no such round before the run
   ends the fault is ``not converged`` and ``converge_ms`` is null, never a number; a run
   with no exercised topic sampled is ``not measured``.
+
+When the fault began and healed are shown in seconds from the recording's start
+(:data:`START_COLUMN`, :data:`HEAL_COLUMN`), not as wall-clock epoch milliseconds: the
+recording starts where the run's first operation completes (the warm-up's agreed routes
+are recorded as writes completing at that moment; no row is recorded before it), or, for
+a run without operations, at its first node sample or fault.
 """
 
 from __future__ import annotations
@@ -59,17 +65,22 @@ WRITES_DDL = (
     "complete_us:long>>"
 )
 ROUNDS_DDL = "run_id string, ts_ms long, topic string, ok boolean"
+START_COLUMN = "start (s from start)"
+HEAL_COLUMN = "heal (s from start)"
+"""When the fault began and healed, in seconds from the recording's start (module doc);
+the unit is in the name, so every place that shows the table shows it."""
 TABLE_COLUMNS = (
     "run_id",
     "mode",
     "scenario",
     "fault_kind",
     "target",
-    "start_ms",
-    "heal_ms",
+    START_COLUMN,
+    HEAL_COLUMN,
     "status",
     "converge_ms",
 )
+MS_PER_S = 1000.0
 
 
 def _topic_writes(item: tuple[tuple[str, str], Iterable[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
@@ -103,6 +114,22 @@ def _round_flags(row: Any) -> list[tuple[str, int, str, bool]]:
         )
         for r in row["rounds"]
     ]
+
+
+def recording_starts(history: Any) -> Any:
+    """Per run: ``recording_start_ms``, when its recording started (module doc)."""
+    from pyspark.sql import functions as F
+
+    ops = history.operations.groupBy("run_id").agg(F.min("complete_ms").alias("ops_ms"))
+    others = (
+        history.node_states.select("run_id", F.col("ts_ms").alias("ms"))
+        .unionByName(history.faults.select("run_id", F.col("start_ms").alias("ms")))
+        .groupBy("run_id")
+        .agg(F.min("ms").alias("other_ms"))
+    )
+    return others.join(ops, "run_id", "full_outer").select(
+        "run_id", F.coalesce("ops_ms", "other_ms").alias("recording_start_ms")
+    )
 
 
 def convergence_after_heals(history: Any) -> Any:
@@ -168,14 +195,18 @@ def convergence_after_heals(history: Any) -> Any:
         .when(F.col("converged_ms").isNull(), F.lit(NOT_CONVERGED))
         .otherwise(F.lit(CONVERGED))
     )
+    since_start = F.col("recording_start_ms")
     return (
         heals.join(first, keys, "left")
         .join(topics, "run_id", "left")
+        .join(F.broadcast(recording_starts(history)), "run_id", "left")
         .withColumn("status", status)
         .withColumn(
             "converge_ms",
             F.when(F.col("status") == CONVERGED, F.col("converged_ms") - F.col("heal_ms")),
         )
-        .select(*TABLE_COLUMNS)
+        .withColumn(START_COLUMN, (F.col("start_ms") - since_start) / MS_PER_S)
+        .withColumn(HEAL_COLUMN, (F.col("heal_ms") - since_start) / MS_PER_S)
         .orderBy("run_id", "heal_ms", "start_ms", "fault_kind", "target")
+        .select(*TABLE_COLUMNS)
     )

@@ -21,10 +21,10 @@ from experiment_history.schema import (
     OUTCOME_NOT_FOUND,
     OUTCOME_OK,
     OUTCOME_TIMEOUT,
-    PARTITION_FAULTS,
     US_PER_MS,
     WRITE_KINDS,
 )
+from experiment_reports.report import ANY_FAULT
 from experiment_reports.t_buckets import T_BUCKET_EDGES_MS
 from spark_jobs.checker import (
     LINEARIZABLE,
@@ -485,12 +485,22 @@ def ownership_summary(per_checkpoint: DataFrame) -> DataFrame:
 
 
 def availability(history: History) -> DataFrame:
-    """Inside partition windows: share of reads and of writes answered ``ok``."""
-    windows = (
-        faults_of_kinds(history.faults, sorted(PARTITION_FAULTS))
-        .select("run_id", "start_ms", "end_ms")
-        .distinct()
+    """Inside fault windows: share of reads and of writes answered ``ok`` (and, for reads,
+    answered at all), per ``fault_kind`` (every kind of the ``faults`` table: a
+    scenario's partitions, kills and skews and each kind of nemesis step; an open fault
+    lasts to the run's end) and for :data:`ANY_FAULT`, every window at once. An operation
+    inside several windows of one kind, or of several kinds for ``any``, counts once."""
+    fault_rows = history.faults.select(
+        "run_id",
+        F.col("kind").alias("fault_kind"),
+        "start_ms",
+        F.when(F.col("end_ms") >= F.col("start_ms"), F.col("end_ms"))
+        .otherwise(F.lit(OPEN_END_MS))
+        .alias("end_ms"),
     )
+    windows = fault_rows.unionByName(
+        fault_rows.withColumn("fault_kind", F.lit(ANY_FAULT))
+    ).distinct()
     ops = history.operations.withColumn(
         "op_class",
         F.when(F.col("kind") == KIND_ROUTE_READ, F.lit("read")).when(
@@ -498,10 +508,10 @@ def availability(history: History) -> DataFrame:
         ),
     ).filter(F.col("op_class").isNotNull())
     inside = window_join(ops, windows, keys=["run_id"], event_ms="invoke_ms").dropDuplicates(
-        ["run_id", "op_id"]
+        ["run_id", "fault_kind", "op_id"]
     )
     return (
-        inside.groupBy(*GROUP, "op_class")
+        inside.groupBy(*GROUP, "fault_kind", "op_class")
         .agg(
             F.count("*").alias("ops"),
             F.avg((F.col("outcome") == OUTCOME_OK).cast("double")).alias("ok_share"),
@@ -509,7 +519,7 @@ def availability(history: History) -> DataFrame:
                 "answered_share"
             ),
         )
-        .orderBy(*GROUP, "op_class")
+        .orderBy(*GROUP, "fault_kind", "op_class")
     )
 
 
@@ -630,6 +640,21 @@ def topic_verdicts(verdicts: DataFrame, changes: DataFrame, runs: DataFrame) -> 
         "repeated_values",
         shown.alias("verdict"),
     ).orderBy("run_id", "topic")
+
+
+def checker_depth(verdicts: DataFrame, runs: DataFrame) -> DataFrame:
+    """Per run: how much history the checker decided and what it cost: topics checked,
+    register operations per topic (median and largest) and the checker's wall time per
+    topic (largest, and summed over the run's topics), ms."""
+    per_run = verdicts.groupBy("run_id").agg(
+        F.count("*").alias("topics"),
+        F.sum("ops").alias("ops"),
+        F.percentile_approx("ops", 0.5).alias("ops_per_topic_median"),
+        F.max("ops").alias("ops_per_topic_max"),
+        F.round(F.max("check_ms"), 3).alias("check_ms_max"),
+        F.round(F.sum("check_ms"), 3).alias("check_ms_total"),
+    )
+    return runs.join(per_run, "run_id").orderBy("run_id")
 
 
 def linearizability_summary(verdicts: DataFrame, runs: DataFrame) -> DataFrame:

@@ -116,7 +116,7 @@ def test_verdicts_count_topics_with_fewer_than_two_writes_as_not_exercised() -> 
     assert table.splitlines()[0] == "|  | eventual | raft |"
     assert (
         "| writes acknowledged in the fault window | 50.0 % of 4 | no write in a "
-        "partition window |" in table
+        "fault window |" in table
     )
 
 
@@ -395,6 +395,16 @@ def test_summary_json_gives_each_mode_its_headline_counts(tmp_path: Path) -> Non
             },
             "power": {},
             "schedule": [],
+            "monotonic_reads": {"satisfied": None, "violations": 0, "checked": 0},
+            "read_your_writes": {"satisfied": None, "violations": 0, "checked": 0},
+            "checker": {
+                "topics": 0,
+                "ops": 0,
+                "ops_per_topic_max": 0,
+                "check_ms_max": 0.0,
+                "check_ms_total": 0,
+            },
+            "two_masters": {"count": 0, "groups_checked": 0},
         },
         "raft": {
             "inferred_writes": 1,
@@ -417,6 +427,16 @@ def test_summary_json_gives_each_mode_its_headline_counts(tmp_path: Path) -> Non
                 {"run_id": "r1", "scenario": "nemesis", "kind": "kill_broker", "target": "b1"}
                 | {"start_ms": 900, "end_ms": 5000},
             ],
+            "monotonic_reads": {"satisfied": None, "violations": 0, "checked": 0},
+            "read_your_writes": {"satisfied": None, "violations": 0, "checked": 0},
+            "checker": {
+                "topics": 0,
+                "ops": 0,
+                "ops_per_topic_max": 0,
+                "check_ms_max": 0.0,
+                "check_ms_total": 0,
+            },
+            "two_masters": {"count": 0, "groups_checked": 0},
         },
     }
     assert summary["route_changes"] == tables["route_changes"], "the tables stay as they were"
@@ -437,5 +457,15 @@ def test_tables_of_an_older_analysis_leave_unique_write_values_unknown() -> None
             "anomalies": {},
             "power": {},
             "schedule": [],
+            "monotonic_reads": {"satisfied": None, "violations": 0, "checked": 0},
+            "read_your_writes": {"satisfied": None, "violations": 0, "checked": 0},
+            "checker": {
+                "topics": 0,
+                "ops": 0,
+                "ops_per_topic_max": 0,
+                "check_ms_max": 0.0,
+                "check_ms_total": 0,
+            },
+            "two_masters": {"count": 0, "groups_checked": 0},
         }
     }

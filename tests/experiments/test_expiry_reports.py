@@ -1,9 +1,12 @@
-"""Raft expiries enter the history as the scanning node reports them.
+"""A node's own changes enter the history as the node's journal reports them.
 
-One short raft broker-kill run (about 30 s with boot and tear-down): the leader's scan
-expires the killed broker and NODE_STATUS reports it; the harness records one expire
+The journal itself (numbered, bounded, each entry's kind and raft position), the
+harness's mapping of its wall-clock stamps, and one short raft broker-kill run (about
+30 s with boot and tear-down): the leader's scan expires the killed broker and its
+journal reports it with the Raft log index and term; the harness records one expire
 write per topic of that broker at the scan's window, which the prober then never infers
-a second time.
+a second time. Eventual mode's journal against a real cluster: tests/experiments/
+test_nemesis.py's eventual run.
 """
 
 from __future__ import annotations
@@ -18,14 +21,24 @@ from typing import Any
 import pytest
 
 from experiment_history.runs import iter_rows
-from experiment_history.schema import KIND_EXPIRE, PROCESS_RAFT
+from experiment_history.schema import KIND_EXPIRE as EXPIRE_WRITE, ORIGIN_NODE, PROCESS_RAFT
 from experiments import context as context_module
 from experiments.config import ExperimentConfig
 from experiments.context import wall_offset_us
+from experiments.faults import NODE_STATUS_CODE
 from experiments.runner import run_experiment
 from experiments.workload import now_us
-from gateway.expiry_reports import EXPIRY_REPORTS_MAX, ExpiryReports
-from raftstore.results import BrokerAddrInfo
+from gateway.expiry_reports import (
+    EXPIRY_REPORTS_MAX,
+    KIND_CHANNEL_CLOSE,
+    KIND_EXPIRE,
+    ExpiryReports,
+    RaftPosition,
+)
+from gateway.internal import JOURNAL_FIELD, JOURNAL_ONLY
+from raftstore.results import BrokerAddrInfo, MasterElection
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, make_response
 from tests.experiments.unit_context import unit_context
 
 WALL_STEP_US = 2_000_000
@@ -48,6 +61,35 @@ def test_a_node_keeps_its_latest_expiring_scans_numbered_and_bounded() -> None:
     assert [r["seq"] for r in kept] == list(range(4, EXPIRY_REPORTS_MAX + 4))
     assert all(r["started_us"] < r["committed_us"] for r in kept)
     assert kept[-1]["expired"] == [{"cluster": "c", "addr": f"10.0.0.1:{EXPIRY_REPORTS_MAX + 2}"}]
+    assert {r["kind"] for r in kept} == {KIND_EXPIRE}
+
+
+def test_the_journal_says_what_each_change_was_and_where_raft_committed_it() -> None:
+    journal = ExpiryReports(clock_us=lambda: 50)
+    gone = BrokerAddrInfo("c", "10.0.0.1:1")
+    election = MasterElection("c", "b", "10.0.0.1:1", "10.0.0.2:1", None, 1, 0, 0)
+    journal.record(10, [gone], elections=[election], raft=RaftPosition(41, 3, 17))
+    journal.record(20, [], elections=[election])  # an election alone is a change too
+    journal.record(30, [gone], kind=KIND_CHANNEL_CLOSE)
+    journal.record(40, [], kind=KIND_CHANNEL_CLOSE)  # a close that removed nothing: none
+    scan, elected, closed = journal.snapshot()
+    assert journal.started_us == 50, "the journal says when it began: the gateway's start"
+    assert scan == {
+        "seq": 1,
+        "kind": KIND_EXPIRE,
+        "started_us": 10,
+        "committed_us": 50,
+        "expired": [{"cluster": "c", "addr": "10.0.0.1:1"}],
+        "elections": [
+            {"broker_name": "b", "new_master_addr": "10.0.0.2:1", "old_master_addr": "10.0.0.1:1"}
+        ],
+        "raft_index": 41,
+        "raft_term": 3,
+        "applied_version": 17,
+        "raft_moved_on": False,
+    }
+    assert (elected["seq"], elected["expired"], "raft_index" in elected) == (2, [], False)
+    assert (closed["kind"], closed["seq"]) == (KIND_CHANNEL_CLOSE, 3)
 
 
 class _StatusCluster:
@@ -62,8 +104,14 @@ class _StatusCluster:
     def remoting_addrs(self) -> dict[str, str]:
         return {n: f"127.0.0.1:{9000 + i}" for i, n in enumerate(self.node_ids)}
 
-    async def status(self, node: str) -> dict[str, Any]:
-        return {"expiries": list(self.reports) if node == "n1" else []}
+    async def internal(
+        self, node: str, code: int, ext: dict[str, str], timeout_s: float
+    ) -> RemotingCommand:
+        """NODE_STATUS ``journal=only``, as a gateway answers it."""
+        assert (code, ext) == (NODE_STATUS_CODE, {JOURNAL_FIELD: JOURNAL_ONLY})
+        body = {"expiries": list(self.reports) if node == "n1" else [], "started_us": 0}
+        request = RemotingCommand.request(code, ext)
+        return make_response(request, ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
 
 def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
@@ -110,7 +158,7 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
     ]
     asyncio.run(ctx.collect_expiries())
     writer.close()
-    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == KIND_EXPIRE]
+    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == EXPIRE_WRITE]
     assert rows, "the scan of the victim is recorded"
     assert {json.loads(r["extra"])["scan_seq"] for r in rows} == {2}, "seq 1 predates the run"
     assert {r["topic"] for r in rows} == {t for t in topics if t in victim.topics}
@@ -142,11 +190,17 @@ def test_the_killed_broker_s_expiry_is_recorded_once_per_topic_at_the_scan(
     rows = list(iter_rows(outcome.run_dir, "operations"))
     [kill] = [f for f in iter_rows(outcome.run_dir, "faults") if f["kind"] == "kill_broker"]
     # The other brokers stay alive: every expiry of the run is the killed broker's.
-    expiries = [r for r in rows if r["kind"] == KIND_EXPIRE]
+    expiries = [r for r in rows if r["kind"] == EXPIRE_WRITE]
     reported = [r for r in expiries if "reported_by" in json.loads(r["extra"])]
     assert reported, expiries
     for row in reported:
         assert row["process"] == PROCESS_RAFT and row["outcome"] == "ok"
+        assert row["origin"] == ORIGIN_NODE
+        # Where the leader committed it: a log index and term, and the table version.
+        source = json.loads(row["extra"])
+        assert source["journal_kind"] == KIND_EXPIRE
+        assert source["raft_index"] > 0 and source["raft_term"] >= 1, source
+        assert source["applied_version"] > 0, source
         assert row["broker"] == kill["target"]
         assert kill["start_ms"] * 1_000 <= row["invoke_us"] <= row["complete_us"]
         assert kill["target"] not in row["value"]

@@ -1,19 +1,26 @@
-"""The nemesis: its schedule (fast, no cluster) and one short raft run that replays a
-stored schedule of the heavy step kinds on a real cluster (about 45 s with boot and
-tear-down)."""
+"""The nemesis: its schedule (fast, no cluster) and one short run per mode that replays a
+stored schedule of the heavy step kinds on a real cluster (about 45 s each with boot and
+tear-down): the steps run as stored, and every write is traceable."""
 
 from __future__ import annotations
 
 import collections
 import itertools
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from experiment_history.runs import iter_rows
+from experiment_history.schema import (
+    KIND_EXPIRE,
+    ORIGIN_CLIENT,
+    ORIGIN_INFERRED,
+    ORIGIN_NODE,
+    PROCESS_RAFT,
+    WRITE_KINDS,
+)
 from experiments.config import ExperimentConfig
 from experiments.nemesis import (
     CLOCK_SKEW,
@@ -169,26 +176,26 @@ REPLAYED = Schedule(
             {"lane": "nemesis-b", "node": "n3", "direction": "to_node"},
         ),
         Step(1, 1.0, PAUSE_GATEWAY, "n2", 1.5, ("node:n2", QUORUM)),
-        Step(2, 1.5, KILL_BROKER, "broker-001", 3.0, ("broker:broker-001",)),
+        Step(2, 1.5, KILL_BROKER, "broker-001", 5.0, ("broker:broker-001",)),
         Step(3, 4.0, LEADER_ISOLATION, "leader", 1.5, (*(f"node:{n}" for n in NODES), QUORUM)),
         Step(4, 6.5, CLOCK_SKEW, "n1", 2.0, ("node:n1", QUORUM), {"skew_ms": 6_000}),
     ),
 )
 """Every kind but the Raft link cuts (as leader isolation, one pair instead of all of a
 node's links) and the gateway kill (the clock skew's restarts are one), spaced for the
-skewed restarts (a few seconds each) to end before the quiet phase."""
+skewed restarts (a few seconds each) to end before the quiet phase. The broker stays
+down past its expiry (4 s), so the nodes' scans expire it in both modes."""
 
 
-@pytest.fixture(scope="module")
-def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunOutcome]:
+def _replay(tmp_path_factory: pytest.TempPathFactory, mode: str) -> RunOutcome:
     ensure_faketime()
-    out = tmp_path_factory.mktemp("nemesis")
+    out = tmp_path_factory.mktemp(f"nemesis-{mode}")
     stored = out / "stored.json"
     stored.write_text(schedule_json(REPLAYED))
-    yield run_experiment(
+    return run_experiment(
         ExperimentConfig(
             scenario="nemesis",
-            mode="raft",
+            mode=mode,
             out_dir=out,
             seed=4,
             duration_s=REPLAYED.duration_s,
@@ -197,9 +204,21 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunOutcome]:
             producers=1,
             consumer_groups=1,
             schedule_file=str(stored),
-            run_id="nemesis-raft",
+            run_id=f"nemesis-{mode}",
         )
     )
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
+    return _replay(tmp_path_factory, "raft")
+
+
+@pytest.fixture(scope="module")
+def replayed_eventual(tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
+    """The same schedule in eventual mode (its raft-only steps skipped): the one eventual
+    run of the suite's nemesis, for the writes' origins."""
+    return _replay(tmp_path_factory, "eventual")
 
 
 @pytest.mark.integration
@@ -232,15 +251,52 @@ def test_a_replayed_schedule_runs_each_step_once_and_the_cluster_ends_healthy(
         "late": 0,
         "source": str(Path(replayed.meta.params["schedule_file"])),
     }
-    # Healthy at the end: in the last sampling rounds every node answers every topic,
-    # and all the same route.
+    # Healthy at the end: every node answers every topic in the last sampling rounds,
+    # all the same route in one of them (every broker round changes a route, so a round
+    # of probes can straddle one).
     states = list(iter_rows(replayed.run_dir, "node_states"))
-    rounds = collections.defaultdict(dict)
+    rounds: dict[int, dict[tuple[str, str], str]] = collections.defaultdict(dict)
     for row in states:
         rounds[row["ts_ms"]][(row["node"], row["topic"])] = row["value"]
-    last = rounds[max(rounds)]
-    topics = {topic for _, topic in last}
-    assert {node for node, _ in last} == set(NODES)
-    for topic in topics:
-        assert len({last[(n, topic)] for n in NODES}) == 1, last
+    last = [rounds[ts] for ts in sorted(rounds)[-4:]]
+    assert all({node for node, _ in answers} == set(NODES) for answers in last), last
+    topics = {topic for _, topic in last[-1]}
+    assert any(
+        all(len({answers[(n, topic)] for n in NODES}) == 1 for topic in topics) for answers in last
+    ), last
     assert replayed.summary["notes"]["quiet_s"] >= 6.0
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["raft", "eventual"])
+def test_every_write_is_traced_to_who_made_it_and_has_a_value_of_its_own(
+    mode: str, request: pytest.FixtureRequest
+) -> None:
+    """Issue 46's traceable writes, per mode: no write is inferred (the prober saw no
+    change that no recorded write explains) and no two writes of a topic share a value
+    (each broker round announces a fresh share); the scans' expiries of the killed broker
+    come from the nodes' journals, with where they came from."""
+    run: RunOutcome = request.getfixturevalue("replayed" if mode == "raft" else "replayed_eventual")
+    assert run.meta.timings["inferred_writes"] == 0
+    writes = [
+        r
+        for r in iter_rows(run.run_dir, "operations")
+        if r["kind"] in WRITE_KINDS and r["topic"] != ""
+    ]
+    assert writes and not [w for w in writes if w["origin"] == ORIGIN_INFERRED]
+    per_topic = collections.Counter((w["topic"], w["value"]) for w in writes)
+    assert set(per_topic.values()) == {1}, [k for k, n in per_topic.items() if n > 1]
+    # Every round is a write: many per topic, by the brokers themselves.
+    assert sum(w["origin"] == ORIGIN_CLIENT for w in writes) >= 20
+    from_nodes = [w for w in writes if w["origin"] == ORIGIN_NODE]
+    assert {w["broker"] for w in from_nodes if w["kind"] == KIND_EXPIRE} >= {"broker-001"}
+    for write in from_nodes:
+        source = json.loads(write["extra"])
+        assert source["reported_by"] == write["node"] and source["scan_seq"] >= 1
+        if mode == "raft":
+            assert write["process"] == PROCESS_RAFT
+            assert source["raft_index"] > 0 and source["raft_term"] >= 1, source
+        else:
+            assert write["process"] == f"ns-{write['node']}"
+            assert "raft_index" not in source

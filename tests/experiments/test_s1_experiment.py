@@ -19,6 +19,7 @@ import pytest
 
 from experiment_history.runs import iter_rows
 from experiment_history.schema import (
+    KIND_EXPIRE,
     ORIGIN_HARNESS,
     ORIGIN_INFERRED,
     ORIGIN_NODE,
@@ -30,6 +31,7 @@ from experiments.config import ExperimentConfig
 from experiments.runner import CHURN_BROKERS, RunOutcome, analyze_runs, run_experiment
 from remoting.consistency import CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
 from spark_jobs.checker import LINEARIZABLE, NOT_LINEARIZABLE, check_rows
+from spark_jobs.metrics import SHOWN_VERDICTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -267,7 +269,24 @@ def test_spark_analysis_reports_the_eventual_divergence(
     assert set(modes) == {"eventual"}
     assert {"inferred_writes", "unique_write_values", "unknown_topics"} <= set(eventual)
     inferred = sum(r["inferred_writes"] for r in tables["route_changes"])
-    assert eventual["inferred_writes"] == inferred > 0, "eventual mode's expiries are inferred"
+    assert eventual["inferred_writes"] == inferred
+    # Each eventual node's expiries come from its own journal (NODE_STATUS), as that
+    # node's writes, not from the prober's inference.
+    expiries = [
+        r
+        for r in iter_rows(runs["eventual"].run_dir, "operations")
+        if r["kind"] == KIND_EXPIRE and r["origin"] == ORIGIN_NODE
+    ]
+    assert expiries, "the partitioned nodes' scans expired the cut lanes' brokers"
+    assert {r["process"] for r in expiries} <= {f"ns-{r['node']}" for r in expiries}
     assert eventual["unknown_topics"] == sum(r["unknown"] for r in tables["linearizability"])
+    # The checker's depth: every topic checked, with its operations and time.
+    [depth] = tables["checker_depth"]
+    assert depth["topics"] == sum(
+        r[v] for r in tables["linearizability"] for v in SHOWN_VERDICTS if v in r
+    )
+    assert 0 < depth["ops_per_topic_median"] <= depth["ops_per_topic_max"] <= depth["ops"]
+    assert 0 < depth["check_ms_max"] <= depth["check_ms_total"]
+    assert eventual["checker"]["ops"] == depth["ops"]
     [anomalies] = tables["anomalies"]
     assert eventual["anomalies"]["stale_read"] == anomalies["stale_read"]

@@ -97,6 +97,20 @@ def test_a_route_no_write_had_is_never_written() -> None:
     assert classes([read(1, C, 40, 41)], CHURN) == {1: NEVER_WRITTEN}
 
 
+def test_a_route_put_together_from_written_shares_is_never_written_but_composed() -> None:
+    # The write of C+A timed out; B+C was valued without its share of a, and landed after.
+    a, b, c = A, B.split(",")[1], C
+    writes = [write(a, 0, 10), write(f"{a},{c}", 20, PENDING), write(f"{b},{c}", 30, 40)]
+    reads = [read(1, f"{a},{b},{c}", 50, 51), read(2, f"{a},{b},{c}", 5, 6), read(3, A, 50, 51)]
+    verdicts = {v.op_id: (v.anomaly, v.composed) for v in classify_reads(reads, writes)}
+    assert verdicts == {
+        1: (NEVER_WRITTEN, True),
+        # Before any write with b or c was called: a share nobody had written yet.
+        2: (NEVER_WRITTEN, False),
+        3: (STALE_READ, False),
+    }
+
+
 def test_a_route_from_a_write_invoked_after_the_read_is_never_written() -> None:
     writes = [write(A, 0, 10), write(B, 50, 60)]
     assert classes([read(1, B, 20, 30), read(2, B, 45, 55)], writes) == {
@@ -334,6 +348,7 @@ def test_the_anomalies_table_counts_each_class_per_mode_and_scenario(
         "stale_read": 1,
         "non_monotonic_read": 1,
         "version_backwards": 1,
+        "never_written_composed": 0,
         "examples": [
             "never_written a1/6",
             "non_monotonic_read a1/4",

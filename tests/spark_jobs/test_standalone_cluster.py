@@ -102,11 +102,22 @@ class Analyze:
         return stdout, stderr, wall
 
 
+def _untimed(value: Any) -> Any:
+    """``value`` without the checker's wall times (``check_ms_*``), which differ between
+    any two runs."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if not k.startswith("check_ms")}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
 def _tables(out: Path) -> dict[str, list[str]]:
-    """summary.json's tables, each row canonical JSON, rows sorted (order may differ)."""
+    """summary.json's tables, each row canonical JSON without wall times, rows sorted
+    (order may differ)."""
     tables = json.loads((out / "summary.json").read_text())
     return {
-        name: sorted(json.dumps(row, sort_keys=True) for row in rows)
+        name: sorted(json.dumps(_untimed(row), sort_keys=True) for row in rows)
         for name, rows in tables.items()
     }
 
