@@ -406,19 +406,12 @@ class FailoverGroup:
         else:
             start = invoke_us if invoke_us is not None else self._previous_call_us(complete_us)
             registers.record(self.topic, start, complete_us, value)
-        self.last_invoke_us = start
-        self.ctx.recorder.operation(
-            process=PROCESS_RAFT,
-            kind=KIND_EXPIRE,
-            node=node,
-            topic=self.topic,
-            outcome=OUTCOME_OK,
-            value=value,
-            broker=self.name,
-            extra={"election": {"old": self.route_master, "new": new_addr}, **extra},
-            origin=ORIGIN_NODE,
-            invoke_us=start,
-            complete_us=complete_us,
+        self._node_write(
+            node,
+            value,
+            start,
+            complete_us,
+            {"election": {"old": self.route_master, "new": new_addr}, **extra},
         )
         self.elections.append(
             {"new_master": new_addr, "old_master": self.route_master, "node": node}
@@ -427,6 +420,26 @@ class FailoverGroup:
         self.route_master = new_addr
         self._truth(value, complete_us, KIND_EXPIRE)
         return True
+
+    def _node_write(
+        self, node: str, value: str, invoke_us: int, complete_us: int, extra: dict[str, Any]
+    ) -> None:
+        """Record a change of the topic the raft cluster made (an election, an expiry) as
+        the node write it is, reported by ``node``."""
+        self.last_invoke_us = invoke_us
+        self.ctx.recorder.operation(
+            process=PROCESS_RAFT,
+            kind=KIND_EXPIRE,
+            node=node,
+            topic=self.topic,
+            outcome=OUTCOME_OK,
+            value=value,
+            broker=self.name,
+            extra=extra,
+            origin=ORIGIN_NODE,
+            invoke_us=invoke_us,
+            complete_us=complete_us,
+        )
 
     def record_expiry(
         self, node: str, gone: set[str], invoke_us: int, complete_us: int, extra: dict[str, Any]
@@ -439,19 +452,8 @@ class FailoverGroup:
         if value == self.ctx.registers.latest(self.topic):
             return False
         self.ctx.registers.record(self.topic, invoke_us, complete_us, value)
-        self.last_invoke_us = invoke_us
-        self.ctx.recorder.operation(
-            process=PROCESS_RAFT,
-            kind=KIND_EXPIRE,
-            node=node,
-            topic=self.topic,
-            outcome=OUTCOME_OK,
-            value=value,
-            broker=self.name,
-            extra={"expired": sorted(a for a in gone if a)} | extra,
-            origin=ORIGIN_NODE,
-            invoke_us=invoke_us,
-            complete_us=complete_us,
+        self._node_write(
+            node, value, invoke_us, complete_us, {"expired": sorted(a for a in gone if a)} | extra
         )
         self._truth(value, complete_us, KIND_EXPIRE)
         return True

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiment_history.schema import ROUTE_ITEM_SEP, interval_us
+from experiment_history.schema import ROUTE_ITEM_SEP
 from experiment_history.superseding import (
     TIME_MAX_US,
     TIME_MIN_US,
@@ -51,7 +51,7 @@ from experiment_history.superseding import (
     TimedWrite,
     TopicWrites,
 )
-from spark_jobs.checker import ABSENT_VALUE, register_role, topic_groups
+from spark_jobs.checker import ABSENT_VALUE, register_rows, topic_groups
 
 OK = "ok"
 NEVER_WRITTEN = "never_written"
@@ -188,12 +188,7 @@ def split_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[TimedRead], list
     for the checker: :func:`spark_jobs.checker.register_role`)."""
     reads: list[TimedRead] = []
     writes: list[TimedWrite] = []
-    for row in rows:
-        role = register_role(row)
-        if role is None:
-            continue
-        is_write, value, complete = role
-        invoke, end = interval_us(row)
+    for row, is_write, value, complete, invoke, end in register_rows(rows):
         if is_write:
             writes.append(TimedWrite(value, invoke, end if complete else TIME_MAX_US))
         else:

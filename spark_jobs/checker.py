@@ -335,6 +335,21 @@ def register_role(row: Mapping[str, Any]) -> tuple[bool, str, bool] | None:
     return None
 
 
+def register_rows(
+    rows: Iterable[Mapping[str, Any]],
+) -> Iterator[tuple[Mapping[str, Any], bool, str, bool, int, int]]:
+    """The rows of one topic that count for its register (:func:`register_role`), each as
+    (row, is_write, value, complete, invoke µs, complete µs by :func:`interval_us`): the
+    one reading of a register operation every class of the analysis starts from."""
+    for row in rows:
+        role = register_role(row)
+        if role is None:
+            continue
+        is_write, value, complete = role
+        invoke, end = interval_us(row)
+        yield row, is_write, value, complete, invoke, end
+
+
 def register_ops_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[RegisterOp]:
     """Turn ``operations`` rows of one topic into register operations (see
     :func:`register_role` for which rows count and how), times from :func:`interval_us`.
@@ -342,12 +357,7 @@ def register_ops_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[RegisterOp
     Sorted by (invoke, op id): the search breaks ties by position, so a fixed order keeps
     the steps and the minimal counterexample independent of the order rows arrive in."""
     result: list[RegisterOp] = []
-    for row in rows:
-        role = register_role(row)
-        if role is None:
-            continue
-        is_write, value, complete = role
-        invoke, end = interval_us(row)
+    for row, is_write, value, complete, invoke, end in register_rows(rows):
         result.append(
             RegisterOp(int(row["op_id"]), is_write, value, invoke, end if complete else None)
         )

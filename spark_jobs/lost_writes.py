@@ -43,11 +43,10 @@ from experiment_history.schema import (
     KIND_ROUTE_READ,
     OUTCOME_OK,
     PROCESS_RAFT,
-    interval_us,
 )
 from experiment_history.superseding import TIME_MAX_US, TimedWrite, TopicWrites
 from spark_jobs.anomalies import ROW_COLUMNS
-from spark_jobs.checker import register_role, topic_groups
+from spark_jobs.checker import register_rows, topic_groups
 
 SAMPLE_OP_ID = -1
 """The op id of a node sample read into the per-topic rows (never an example)."""
@@ -149,12 +148,7 @@ def split_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[ObservedRead], l
     :data:`SAMPLE_OP_ID`) as reads and writes, as ``checker.register_role`` counts them."""
     reads: list[ObservedRead] = []
     writes: list[OpWrite] = []
-    for row in rows:
-        role = register_role(row)
-        if role is None:
-            continue
-        is_write, value, complete = role
-        invoke, end = interval_us(row)
+    for row, is_write, value, complete, invoke, end in register_rows(rows):
         op_id = int(row["op_id"])
         if is_write:
             candidate = (row.get("process") or "") != PROCESS_RAFT

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from experiment_history.schema import ORIGIN_INFERRED, PROCESS_RAFT, interval_us
+from experiment_history.schema import ORIGIN_INFERRED, PROCESS_RAFT
 from experiment_history.superseding import ABSENT, TIME_MAX_US, TIME_MIN_US
 from spark_jobs.anomalies import ROW_COLUMNS
-from spark_jobs.checker import register_role, topic_groups
+from spark_jobs.checker import register_rows, topic_groups
 
 MONOTONIC_READS = "monotonic_reads"
 READ_YOUR_WRITES = "read_your_writes"
@@ -189,12 +189,7 @@ def split_rows(
     counts them; a write is ``own`` unless the raft cluster made it or it was inferred."""
     reads: list[SessionRead] = []
     writes: list[SessionWrite] = []
-    for row in rows:
-        role = register_role(row)
-        if role is None:
-            continue
-        is_write, value, complete = role
-        invoke, end = interval_us(row)
+    for row, is_write, value, complete, invoke, end in register_rows(rows):
         process = str(row.get("process") or "")
         op_id = int(row["op_id"])
         if is_write:

@@ -21,9 +21,10 @@ checked in one file. Private names used, each checked against 0.3.17:
   ``TCPTransport._onTick``, ``TCPTransport._onMessageReceived``;
 * the log message texts of ``pysyncobj.syncobj`` that :class:`AlarmHandler` watches.
 
-:mod:`raftstore.raft.pysyncobj_check` lists the names as data: a node refuses to start
-on another PySyncObj release, or on an object that lacks one of them, and the suite
-checks them against the installed package.
+:data:`PRIVATE_METHODS` and :data:`SYNCOBJ_ATTRIBUTES` list the names as data: a node
+refuses to start on another PySyncObj release, or on an object that lacks one of them
+(:func:`check_pysyncobj`, :func:`missing_attributes`), and the suite checks them against
+the installed package.
 
 The transport's part lives in ``transport.py`` beside this module because it is a
 security boundary with its own tests; nothing else in the project touches PySyncObj
@@ -38,19 +39,22 @@ import random
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from time import monotonic
 from typing import Any
 
 from pysyncobj import SyncObj, replicated
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.journal import FileJournal
 from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _RAFT_STATE, SyncObjExceptionWrongVer
+from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.transport import TCPTransport
 
 from raftstore.raft.append import PySyncObjLogView, trim_append_entries
 from raftstore.raft.cipher import RaftCipher
 from raftstore.raft.codec import FORMAT_JSON, FORMAT_MSGPACK
-from raftstore.raft.pysyncobj_check import PySyncObjMismatch, check_pysyncobj, missing_attributes
 from raftstore.raft.settings import RaftSettings
 from raftstore.raft.transport import PORT_LISTENING, PORT_NOT_LISTENING, RaftTransport
 
@@ -70,6 +74,102 @@ RETRYABLE = frozenset(
 FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 # PySyncObj log lines that mean the state machine may have diverged.
 ALARM_MARKERS = ("truncating already-applied", "exceeds journal end")
+
+
+# ------------------------------------------------------------ the checked release
+
+PYSYNCOBJ_CHECKED = "0.3.17"
+"""The PySyncObj release every name below was read in."""
+
+PRIVATE_METHODS: dict[type[Any], tuple[str, ...]] = {
+    SyncObj: (
+        "_SyncObj__applyLogEntries",
+        "_SyncObj__doApplyCommand",
+        "_SyncObj__generateRaftTimeout",
+        "_SyncObj__getEntries",
+        "_SyncObj__sendAppendEntries",
+        "_isLeader",
+        "_onTick",
+        "_getEncryptor",
+    ),
+    TcpConnection: (
+        "_TcpConnection__processRead",
+        "_TcpConnection__trySendBuffer",
+    ),
+    TCPTransport: ("_onNewIncomingConnection", "_onTick", "_onMessageReceived"),
+}
+"""Methods the glue overrides or calls, by the class that defines them."""
+
+SYNCOBJ_ATTRIBUTES = (
+    "_SyncObj__raftLog",
+    "_SyncObj__raftCommitIndex",
+    "_SyncObj__raftLastApplied",
+    "_SyncObj__raftState",
+    "_SyncObj__raftLeader",
+    "_SyncObj__raftElectionDeadline",
+    "_SyncObj__commandsWaitingCommit",
+    "_SyncObj__newAppendEntriesTime",
+    "_SyncObj__lastResponseTime",
+    "_SyncObj__otherNodes",
+    "_SyncObj__selfNode",
+    "_SyncObj__conf",
+    "_SyncObj__transport",
+    "_poller",
+)
+"""Attributes ``SyncObj.__init__`` sets on each object that the glue reads."""
+
+
+class PySyncObjMismatch(RuntimeError):
+    """The installed PySyncObj is not the one the glue was checked against."""
+
+
+def installed_version() -> str | None:
+    """The installed PySyncObj's version, or None when its metadata is missing."""
+    try:
+        return version("pysyncobj")
+    except PackageNotFoundError:
+        return None
+
+
+def missing_methods() -> list[str]:
+    """``Class.name`` of every private method in :data:`PRIVATE_METHODS` not found."""
+    return [
+        f"{cls.__name__}.{name}"
+        for cls, names in PRIVATE_METHODS.items()
+        for name in names
+        if not callable(getattr(cls, name, None))
+    ]
+
+
+def missing_attributes(sync: Any) -> list[str]:
+    """Every name of :data:`SYNCOBJ_ATTRIBUTES` (and the journal's file) ``sync`` lacks."""
+    missing = [name for name in SYNCOBJ_ATTRIBUTES if not hasattr(sync, name)]
+    journal = getattr(sync, "_SyncObj__raftLog", None)
+    if isinstance(journal, FileJournal):
+        handle = getattr(journal, "_FileJournal__journalFile", None)
+        if handle is None or not hasattr(handle, "_ResizableFile__f"):
+            missing.append("FileJournal._FileJournal__journalFile._ResizableFile__f")
+    return missing
+
+
+def check_pysyncobj() -> None:
+    """Refuse to start on a PySyncObj other than :data:`PYSYNCOBJ_CHECKED`, or one
+    whose private methods moved."""
+    found = installed_version()
+    if found != PYSYNCOBJ_CHECKED:
+        raise PySyncObjMismatch(
+            f"PySyncObj {found or 'of unknown version'} is installed, but this NameServer's "
+            f"Raft glue (raftstore/raft/glue.py, transport.py) was checked against "
+            f"{PYSYNCOBJ_CHECKED} only: it overrides private PySyncObj methods that another "
+            f"release may rename without an error. Install pysyncobj=={PYSYNCOBJ_CHECKED} "
+            f"(requirements.lock pins it)."
+        )
+    missing = missing_methods()
+    if missing:
+        raise PySyncObjMismatch(
+            f"PySyncObj {found} lacks private methods the Raft glue relies on: "
+            + ", ".join(missing)
+        )
 
 
 # ------------------------------------------------------------------ PySyncObj glue

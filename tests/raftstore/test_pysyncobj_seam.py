@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from raftstore.raft import RaftReplicator, pysyncobj_check
-from raftstore.raft.pysyncobj_check import (
+from raftstore.raft import RaftReplicator, glue
+from raftstore.raft.glue import (
     PYSYNCOBJ_CHECKED,
     PySyncObjMismatch,
     check_pysyncobj,
@@ -39,16 +39,16 @@ async def test_a_live_node_has_every_attribute_the_glue_reads(tmp_path: Path) ->
 
 def test_another_release_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     # The package metadata is outside the project: pretend an upgrade happened.
-    monkeypatch.setattr(pysyncobj_check, "installed_version", lambda: "0.3.18")
+    monkeypatch.setattr(glue, "installed_version", lambda: "0.3.18")
     with pytest.raises(PySyncObjMismatch, match=r"PySyncObj 0\.3\.18 is installed.*0\.3\.17"):
         check_pysyncobj()
 
 
 def test_a_renamed_private_method_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    wanted = dict(pysyncobj_check.PRIVATE_METHODS)
+    wanted = dict(glue.PRIVATE_METHODS)
     syncobj = next(cls for cls in wanted if cls.__name__ == "SyncObj")
     wanted[syncobj] = (*wanted[syncobj], "_SyncObj__renamedInAnUpgrade")
-    monkeypatch.setattr(pysyncobj_check, "PRIVATE_METHODS", wanted)
+    monkeypatch.setattr(glue, "PRIVATE_METHODS", wanted)
     assert missing_methods() == ["SyncObj._SyncObj__renamedInAnUpgrade"]
     with pytest.raises(PySyncObjMismatch, match="_SyncObj__renamedInAnUpgrade"):
         check_pysyncobj()
