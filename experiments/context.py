@@ -7,7 +7,6 @@ acts through it, and neither module needs the other for its types.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import time
@@ -34,6 +33,7 @@ from experiments.follow_up import FollowUpReader
 from experiments.progress import Progress, silent
 from experiments.registers import QuietShare, RegisterLog, with_broker
 from experiments.workload import BrokerFleet, Recorder, now_ms, now_us, read_route
+from experiments.write_order import FreshRound, TopicGate
 from gateway.expiry_reports import KIND_EXPIRE as JOURNAL_EXPIRE
 from gateway.internal import JOURNAL_FIELD, JOURNAL_ONLY
 from remoting.client import RemotingClient, RemotingClientError
@@ -96,7 +96,8 @@ class ExperimentContext:
     _truth: dict[str, str] = field(default_factory=dict)
     _truth_pending: set[str] = field(default_factory=set)
     _expiries_seen: set[tuple[str, int, int]] = field(default_factory=set)
-    _topic_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _topic_gate: TopicGate = field(default_factory=TopicGate)
+    _journal_round: FreshRound | None = None
     _starts_seen: set[tuple[str, int]] = field(default_factory=set)
 
     @property
@@ -155,6 +156,7 @@ class ExperimentContext:
         call: Callable[[], Awaitable[list[tuple[str, int]]]],
         *,
         origin: str = ORIGIN_HARNESS,
+        first: bool = False,
     ) -> list[tuple[str, int]]:
         """Send a registration or unregistration of ``broker`` (``call`` returns the
         (node, ack µs) of every node that acknowledged it) and record it, with
@@ -172,8 +174,10 @@ class ExperimentContext:
         fresh_shares``, the nemesis) every round is a write, so two brokers of a topic
         write it often, and a value built on the register's latest value is only right
         when it is built on everything before it. So the writes of a topic go one at a
-        time (a per-topic lock, held until every node answered the round), and each
-        first collects the nodes' journals (:meth:`collect_journal`): a scan's expiry
+        time, held until every node answered the round, and writes of disjoint topics
+        together (:class:`~experiments.write_order.TopicGate`; ``first``: ahead of the
+        writes still waiting, for a restart a fault schedule waits on), and each first
+        collects the nodes' journals (:meth:`collect_journal`): a scan's expiry
         committed since the last probe round is recorded before the write that comes
         after it is valued.
         """
@@ -182,9 +186,7 @@ class ExperimentContext:
         # Every round is a write: one at a time per topic, each valued on what the
         # nodes have reported so far (see the docstring).
         topics = sorted(t for t in self.topics if t in self.fleet.brokers[broker].topics)
-        async with contextlib.AsyncExitStack() as held:
-            for topic in topics:
-                await held.enter_async_context(self._topic_locks.setdefault(topic, asyncio.Lock()))
+        async with self._topic_gate.hold(topics, first=first):
             await self.collect_journal()
             acks = await self._broker_write(broker, kind, call, origin)
             if not acks:
@@ -337,6 +339,15 @@ class ExperimentContext:
         return journal
 
     async def collect_journal(self) -> None:
+        """:meth:`read_journals`, shared by everyone who asks while one is under way
+        (:class:`~experiments.write_order.FreshRound`): each caller returns after a
+        read that began after it asked, and the writes that wait at once cost one read
+        of every node, not one each."""
+        if self._journal_round is None:
+            self._journal_round = FreshRound(self.read_journals)
+        await self._journal_round()
+
+    async def read_journals(self) -> None:
         """Record the entries of every node's journal (:meth:`journal`) that are new since
         the last call, in both modes: each is a change a node made that no client asked
         for (a scan's expiry, eventual mode's unregistration when a broker connection
@@ -389,9 +400,6 @@ class ExperimentContext:
         self._starts_seen.add((node, started_us))
         self.registers.note_restart(node)
         self.notes["node_starts"] = self.notes.get("node_starts", 0) + 1
-
-    collect_expiries = collect_journal
-    """The name :meth:`collect_journal` had when the nodes reported raft expiries only."""
 
     def _record_expiry(self, node: str, report: dict[str, Any], wall_offset: int) -> None:
         """One write per watched topic a node's journal entry changed: every broker it

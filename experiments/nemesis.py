@@ -516,8 +516,12 @@ async def _inject(
         detail["no_fin"] = True
 
         async def revive() -> None:
+            # first: the schedule waits on this restart, not on the rounds queued before it.
             await ctx.broker_write(
-                broker, KIND_REGISTER, functools.partial(ctx.fleet.start_acknowledged, broker)
+                broker,
+                KIND_REGISTER,
+                functools.partial(ctx.fleet.start_acknowledged, broker),
+                first=True,
             )
 
         return revive, broker, detail

@@ -156,7 +156,7 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
             "expired": [{"cluster": "c", "addr": victim.addr}],
         },
     ]
-    asyncio.run(ctx.collect_expiries())
+    asyncio.run(ctx.collect_journal())
     writer.close()
     rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == EXPIRE_WRITE]
     assert rows, "the scan of the victim is recorded"
