@@ -81,6 +81,7 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
     is_writeable,
 )
+from remoting.properties import java_boolean
 from remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -781,7 +782,8 @@ async def _push(
 
 
 def _wait_store_ok(properties: str) -> bool:
-    return parse_properties(properties).get(WAIT_STORE_MSG_OK, "true").lower() != "false"
+    # MessageExt.isWaitStoreMsgOK: absent is true, otherwise Boolean.parseBoolean.
+    return java_boolean(parse_properties(properties).get(WAIT_STORE_MSG_OK), True)
 
 
 def write_ready_file(path: Path, controller: BrokerController) -> None:

@@ -31,6 +31,7 @@ from remoting.acl import Credentials, load_credentials
 from remoting.acl_policy import AclConfig, AclConfigError, AclFile, RemotingAcl
 from remoting.bodies import decode_properties
 from remoting.codes import RequestCode
+from remoting.properties import config_boolean
 from remoting.tls import (
     ClientTls,
     ClientTlsChoice,
@@ -357,8 +358,6 @@ ALIASES: dict[str, str] = {
     "flushConsumerOffsetInterval": "consumer_offset_flush_interval_ms",
 }
 HA_FIELDS = {f.name for f in dataclasses.fields(HAConfig)}
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off", ""}
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -383,9 +382,10 @@ def _coerce(name: str, value: Any, kind: Any) -> Any:
     if kind in ("bool", bool):
         if isinstance(value, bool):
             return value
-        if text.lower() in _TRUE | _FALSE:
-            return text.lower() in _TRUE
-        raise ConfigError(f"{name} must be a boolean, got {value!r}")
+        try:
+            return config_boolean(name, text)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     return value
 
 

@@ -31,6 +31,7 @@ from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
+from remoting.headers import header_bool
 from remoting.model import DataVersion, KVTable, TopicConfigSerializeWrapper
 from remoting.register_body import (
     RAFT_FAILOVER_FIELD,
@@ -259,7 +260,7 @@ class Registrar:
             response = await self.client.invoke(addr, request, self.timeout_s)
             if response.code != ResponseCode.SUCCESS:
                 return True
-            changed = (response.ext_fields or {}).get("changed", "").lower() == "true"
+            changed = header_bool(response, "changed") is True
             return changed or decode_data_version(response.body) != version
         except (RemotingClientError, BodyDecodeError) as exc:
             log.info("query data version at %s failed (%s); registering", addr, exc)

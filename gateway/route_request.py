@@ -8,6 +8,7 @@ from raftstore.zone import ZONE_MODE_EXT_FIELD, ZONE_NAME_EXT_FIELD, zone_filter
 from remoting.codes import STANDARD_JSON_VERSION
 from remoting.command import RemotingCommand
 from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
+from remoting.headers import header_bool
 
 RouteKey = tuple[str, bool]
 """(topic, standard JSON): requests with equal keys get the same answer body."""
@@ -17,8 +18,7 @@ def wants_standard_json(request: RemotingCommand) -> bool:
     """True when the answer must use quoted keys (4.9.4+ clients, or acceptStandardJsonOnly)."""
     if request.version >= STANDARD_JSON_VERSION:
         return True
-    ext = request.ext_fields
-    return ext is not None and ext.get("acceptStandardJsonOnly", "").lower() == "true"
+    return header_bool(request, "acceptStandardJsonOnly") is True
 
 
 def is_linearizable(request: RemotingCommand) -> bool:

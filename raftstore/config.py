@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from remoting.properties import config_boolean
+
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
 """A broker silent this long is dropped, unless it registered its own timeout."""
 HEARTBEAT_TIMEOUT_MS_MIN = 1_000
@@ -220,10 +222,7 @@ def _parse_value(kind: type, raw: str, java: str) -> object:
     """Parse one property value for a field of type ``kind``."""
     text = raw.strip()
     if kind is bool:
-        lowered = text.lower()
-        if lowered not in ("true", "false"):
-            raise ValueError(f"{java} must be true or false, got {raw!r}")
-        return lowered == "true"
+        return config_boolean(java, raw)
     if kind is int:
         try:
             return int(text, 10)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from remoting.model import MASTER_ID, TopicRouteData
+from remoting.properties import java_boolean
 
 ZONE_MODE_EXT_FIELD = "__ZONE_MODE"
 ZONE_NAME_EXT_FIELD = "__ZONE_NAME"
@@ -19,11 +20,7 @@ ZONE_NAME_EXT_FIELD = "__ZONE_NAME"
 
 def zone_filter_requested(zone_mode: str | None, zone_name: str | None) -> bool:
     """True when the request asks for zone filtering (Java ``Boolean.parseBoolean`` rules)."""
-    return (
-        zone_mode is not None
-        and zone_mode.lower() == "true"
-        and bool(zone_name and zone_name.strip())
-    )
+    return java_boolean(zone_mode, False) and bool(zone_name and zone_name.strip())
 
 
 def filter_route_by_zone(route: TopicRouteData, zone_name: str) -> TopicRouteData:

@@ -12,6 +12,7 @@ import re
 
 from remoting.command import RemotingCommand
 from remoting.errors import HeaderFieldError
+from remoting.properties import java_boolean
 
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
 _LONG_MIN = -(2**63)
@@ -69,6 +70,4 @@ def require_int(cmd: RemotingCommand, name: str, *, bits: int = 64) -> int:
 def header_bool(cmd: RemotingCommand, name: str) -> bool | None:
     """``Boolean.parseBoolean``: "true" in any case is True, other text False, absent None."""
     value = header_str(cmd, name)
-    if value is None:
-        return None
-    return value.lower() == "true"
+    return None if value is None else java_boolean(value, False)

@@ -136,3 +136,26 @@ def encode_properties(props: Mapping[str, str], *, escape: bool = False) -> byte
             value = _STORE_VALUE_SPECIAL.sub(_store_value_escape, value)
         lines.append(f"{key}={value}\n")
     return "".join(lines).encode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------- booleans
+
+
+def java_boolean(text: str | None, absent: bool) -> bool:
+    """Java ``Boolean.parseBoolean`` of a value a peer sent: "true" in any case is True,
+    any other text False; ``absent`` when there is no value. For wire values only, where
+    a real client's meaning must be kept (a header, a message property)."""
+    if text is None:
+        return absent
+    return text.lower() == "true"
+
+
+def config_boolean(key: str, text: str) -> bool:
+    """A boolean setting of a config file or flag: "true" or "false" in any case, with
+    blanks around. Anything else is a ValueError naming ``key``: Java's
+    ``Boolean.parseBoolean`` would silently read "yes" or "1" as false, and a
+    NameServer or broker started on a misread setting is worse than one that refuses."""
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"{key} must be true or false, got {text!r}")
+    return lowered == "true"

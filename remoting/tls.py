@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from remoting.errors import BodyDecodeError
-from remoting.properties import decode_properties
+from remoting.properties import config_boolean, decode_properties
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +103,10 @@ def _choice(kind: type[_E], key: str, text: str) -> _E:
 
 
 def _flag(key: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise TlsConfigError(f"{key}: must be true or false, not {text!r}")
-    return value == "true"
+    try:
+        return config_boolean(key, text)
+    except ValueError as exc:
+        raise TlsConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)

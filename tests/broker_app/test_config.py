@@ -123,7 +123,7 @@ def test_without_a_secret_file_ha_refuses_and_auth_off_is_the_classic_stream(
         build_config(
             {"store_dir": str(tmp_path), "haAuthEnable": "false", "haSecretFile": str(secret)}
         )
-    with pytest.raises(ConfigError, match="haAuthEnable must be a boolean"):
+    with pytest.raises(ConfigError, match="haAuthEnable must be true or false"):
         build_config({"store_dir": str(tmp_path), "haAuthEnable": "maybe"})
 
 

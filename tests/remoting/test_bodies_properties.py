@@ -6,6 +6,7 @@ import pytest
 
 from remoting.bodies import decode_properties, encode_properties
 from remoting.errors import BodyDecodeError
+from remoting.properties import config_boolean, java_boolean
 
 
 def test_it_writes_sorted_raw_key_value_lines_like_mix_all() -> None:
@@ -60,3 +61,21 @@ def test_the_escaped_form_round_trips_awkward_text() -> None:
     encoded = encode_properties(props, escape=True)
     assert encoded.isascii()
     assert decode_properties(encoded) == props
+
+
+@pytest.mark.parametrize(
+    ("text", "absent", "expected"),
+    [(None, True, True), (None, False, False), ("TRUE", False, True), ("yes", True, False)],
+)
+def test_wire_booleans_read_like_boolean_parse_boolean(
+    text: str | None, absent: bool, expected: bool
+) -> None:
+    assert java_boolean(text, absent) is expected
+
+
+@pytest.mark.parametrize("text", ["yes", "1", "on", "", "truee"])
+def test_a_config_boolean_is_true_or_false_or_a_named_error(text: str) -> None:
+    assert config_boolean("k", " False ") is False
+    assert config_boolean("k", "TRUE") is True
+    with pytest.raises(ValueError, match="k must be true or false"):
+        config_boolean("k", text)

@@ -260,7 +260,7 @@ def test_an_enforcing_port_answers_a_plain_frame_with_nothing(run_tls: RunTls) -
     [
         ({"tls.server.mode": "strict"}, "tls.server.mode: must be one of"),
         ({"tls.server.mode": "enforcing"}, "tls.server.certPath and tls.server.keyPath"),
-        ({"tls.enable": "yes"}, "tls.enable: must be true or false"),
+        ({"tls.enable": "yes"}, "tls.enable must be true or false"),
         (
             {
                 "tls.server.mode": "permissive",
