@@ -69,7 +69,7 @@ from experiment_history.schema import (
     RouteItem,
     canonical_route,
 )
-from experiments.context import ExperimentContext
+from experiments.context import JOURNAL_RAFT_KEYS, ExperimentContext
 from experiments.workload import (
     BROKER_HOST,
     CLUSTER_NAME,
@@ -100,8 +100,6 @@ SLAVE_TIMEOUT_FACTOR = 3
 """A slave registers with this many expiries as its heartbeat timeout: a skewed scan (the
 nemesis draws at most two expiries of skew) can expire the master, never the slave, so
 the group always keeps a member to elect and its topic never vanishes."""
-JOURNAL_RAFT_KEYS = ("raft_index", "raft_term", "applied_version", "raft_moved_on")
-"""Where a raft journal entry's command sits in the log, copied into the write's extra."""
 ELECTION_WAIT_S = 5.0
 """How long past its planned end a ``kill_master`` step waits for the election before the
 old master starts again (after that the election write stays pending)."""

@@ -13,14 +13,12 @@ The journal also says when it began (``started_us``: when this gateway started):
 eventual node's table begins empty then, so whatever it held before a restart is gone
 (a restarted raft node replays its log instead).
 
-In raft mode an entry also carries where its command sits in the Raft log: the applied
-index and term at which this node read the state the entry left (``raft_index``,
-``raft_term``) and the table version that state has (``applied_version``, the same on
-every node). The index is the entry's own unless entries applied after it before the
-read: ones that changed no state (an unchanged touch, a barrier), or ones that did
-(``raft_moved_on`` true then); reading the entry's exact
-index would need the apply thread to hand it out with each result
-(``raftstore.raft.applier``), which it does not.
+In raft mode an entry also carries where its command sits in the Raft log: the index
+and term of the log entry that carried it (``raft_index``, ``raft_term``), which the
+apply thread hands out with each result (``raftstore.raft.applier``), and the table
+version the command left (``applied_version``, the same on every node).
+``raft_moved_on`` is true only for a position read after the fact, at a later index
+(``NameServerService._raft_position``'s fallback).
 
 NODE_STATUS carries the journal (``expiries``, the name it had when it held scans only),
 so an operator sees what the node did by itself, and the consistency experiments record
@@ -58,8 +56,8 @@ class RaftPosition:
     term: int
     applied_version: int
     moved_on: bool = False
-    """True when a later change had applied before the read (the index is past the
-    command's own)."""
+    """True when the position was read after a later change had applied (the index is
+    past the command's own entry)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -633,12 +633,17 @@ class NameServerService:
         )
 
     async def _raft_position(self, result: ApplyResult) -> RaftPosition | None:
-        """Raft mode: the applied index and term at which this node reads the state a
-        command it just committed left, and that state's table version
-        (``gateway.expiry_reports``); None in eventual mode or when no entry boundary
-        came in time (the journal entry is kept without it)."""
+        """Raft mode: the index and term of the log entry that carried a command this
+        node just committed, as the apply thread handed them out with the result, and
+        the table version the command left (``gateway.expiry_reports``). A result
+        without them (none in raft mode today) falls back to the index at which this
+        node reads that state, which may be past the entry's (``moved_on``). None in
+        eventual mode, or when that read found no entry boundary in time (the journal
+        entry is kept without it)."""
         if not isinstance(self.replicator, RaftReplicator):
             return None
+        if result.log_index:
+            return RaftPosition(result.log_index, result.log_term, result.applied_version)
         replicator = self.replicator
         loop = asyncio.get_running_loop()
         try:

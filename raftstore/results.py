@@ -212,3 +212,8 @@ class ApplyResult:
     changes: Changes = field(default_factory=Changes)
     outcome: Outcome = None
     notifications: tuple[MinBrokerIdChange, ...] = ()
+    log_index: int = field(default=0, compare=False)
+    """Raft mode, in the result handed to the proposer: the index of the log entry that
+    carried the command (0: eventual mode, or not handed out)."""
+    log_term: int = field(default=0, compare=False)
+    """The term of that entry."""

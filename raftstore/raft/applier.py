@@ -9,6 +9,7 @@ same state. Readers take the same lock (one command at a time, never a whole bat
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -70,12 +71,14 @@ class AppliedState:
         self,
         entry: bytes,
         index: int,
+        term: int,
         own: list[LogEntry] | None,
         waiters: Container[str],
         heartbeat: Callable[[], None] | None,
     ) -> Ready:
-        """Apply ``entry`` (log index ``index``): ``own`` is the proposer's own commands
-        when this node made it; the answers for ``waiters`` come back."""
+        """Apply ``entry`` (log index ``index``, term ``term``): ``own`` is the proposer's
+        own commands when this node made it; the answers for ``waiters`` come back, each
+        result with the entry's index and term (``ApplyResult.log_index``)."""
         decoded = own
         if decoded is None or self._verify_own_entries:
             decoded = self.decode(entry, index, decoded)
@@ -106,6 +109,8 @@ class AppliedState:
                 if isinstance(outcome, ApplyResult):
                     self._notify(part.command, outcome)
             if part.proposal_id in waiters:
+                if isinstance(outcome, ApplyResult):
+                    outcome = dataclasses.replace(outcome, log_index=index, log_term=term)
                 ready.append((part.proposal_id, outcome))
         with lock:
             self.last_command_index = index

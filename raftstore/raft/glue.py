@@ -276,11 +276,11 @@ def _fsync_dir(path: Path) -> None:
 
 class RouteLog(SyncObj):  # type: ignore[misc]
     """The one PySyncObj object of a node; its replicated method only delegates to
-    ``apply(entry, index)``, which returns True when this node proposed the entry."""
+    ``apply(entry, index, term)``, which returns True when this node proposed the entry."""
 
     def __init__(
         self,
-        apply: Callable[[bytes, int], bool],
+        apply: Callable[[bytes, int, int], bool],
         settings: RaftSettings,
         self_addr: str,
         peers: list[str],
@@ -291,6 +291,7 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         check_pysyncobj()
         # Set before SyncObj.__init__: its tick thread may apply at once.
         self._apply_to_state = apply
+        self._applying_term = 0
         self.durability = durability
         self.resends_trimmed = 0
         self.announce_commit_first = settings.announce_commit_first
@@ -413,6 +414,9 @@ class RouteLog(SyncObj):  # type: ignore[misc]
         entries = self._SyncObj__getEntries(applied + 1, commit - applied)
         for done, entry in enumerate(entries, start=1):
             command, index, term = entry[0], entry[1], entry[2]
+            # apply_entry hands the entry's term on with its index (PySyncObj calls the
+            # replicated method with the command's own arguments only).
+            self._applying_term = term
             try:
                 subscribers = waiting.pop(index, [])
                 result = self._SyncObj__doApplyCommand(command)
@@ -495,7 +499,7 @@ class RouteLog(SyncObj):  # type: ignore[misc]
             or self._SyncObj__raftCommitIndex > self.raftLastApplied + 1
         ):
             self._announce_commit()
-        own = self._apply_to_state(entry, self.raftLastApplied + 1)
+        own = self._apply_to_state(entry, self.raftLastApplied + 1, self._applying_term)
         if not own:
             # Its proposer (or nobody we know of) waits elsewhere: no holding this tick.
             self._foreign_applied_tick = self._tick_no

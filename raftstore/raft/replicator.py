@@ -205,14 +205,16 @@ class RaftReplicator:
 
     # -------------------------------------------------------------- tick thread
 
-    def _apply_entry(self, entry: bytes, index: int) -> bool:
-        """Apply ``entry`` (log index ``index``); True when this node proposed it."""
+    def _apply_entry(self, entry: bytes, index: int, term: int) -> bool:
+        """Apply ``entry`` (log index ``index``, term ``term``); True when this node
+        proposed it."""
         own = self._commits.take_own(entry)
         batch, decoded = (None, None) if own is None else own
         sync = self._sync
         ready = self._applied.apply(
             entry,
             index,
+            term,
             decoded,
             self._commits.waiters,
             None if sync is None else sync.heartbeat_if_due,

@@ -199,7 +199,9 @@ def test_the_killed_broker_s_expiry_is_recorded_once_per_topic_at_the_scan(
         # Where the leader committed it: a log index and term, and the table version.
         source = json.loads(row["extra"])
         assert source["journal_kind"] == KIND_EXPIRE
+        # The entry's own position, handed out with the result: never read after it.
         assert source["raft_index"] > 0 and source["raft_term"] >= 1, source
+        assert source["raft_moved_on"] is False, source
         assert source["applied_version"] > 0, source
         assert row["broker"] == kill["target"]
         assert kill["start_ms"] * 1_000 <= row["invoke_us"] <= row["complete_us"]

@@ -47,12 +47,18 @@ async def test_a_write_proposed_on_a_follower_is_read_on_another_node_after_a_ba
     follower = await cluster.follower()
     result = await follower.propose(PutKV("ns", "colour", "blue"))
     assert result.changes.kv == frozenset({("ns", "colour")})
+    # The result names the log entry that carried it: nothing applied after it yet, so
+    # the proposer reads the state it left at that very index, in that term.
+    _, index, term = follower.read_at(lambda table: None)
+    assert (result.log_index, result.log_term) == (index, term)
+    second = await follower.propose(PutKV("ns", "shade", "dark"))
+    assert second.log_index > result.log_index and second.log_term == term
     assert _kv(follower, "colour") == "blue"
     for reader in cluster.nodes:
         await reader.barrier()
         assert _kv(reader, "colour") == "blue"
     statuses = await cluster.converged()
-    assert statuses[0].applied_version == 1
+    assert statuses[0].applied_version == 2
 
 
 async def test_a_node_left_without_quorum_refuses_writes_within_the_bound(
