@@ -43,7 +43,7 @@ from remoting.consistency import CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
 JOURNAL_TIMEOUT_S = 0.3
 """How long a journal read waits for a node (:meth:`ExperimentContext.journal`): a
 loopback answer takes about a millisecond, and a write waits for the read."""
-JOURNAL_RAFT_KEYS = ("raft_index", "raft_term", "applied_version", "raft_moved_on")
+JOURNAL_RAFT_KEYS = ("raft_index", "raft_term", "applied_version")
 """Where a raft journal entry's command sits in the log, copied into each write's
 ``extra``."""
 

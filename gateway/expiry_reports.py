@@ -17,8 +17,6 @@ In raft mode an entry also carries where its command sits in the Raft log: the i
 and term of the log entry that carried it (``raft_index``, ``raft_term``), which the
 apply thread hands out with each result (``raftstore.raft.applier``), and the table
 version the command left (``applied_version``, the same on every node).
-``raft_moved_on`` is true only for a position read after the fact, at a later index
-(``NameServerService._raft_position``'s fallback).
 
 NODE_STATUS carries the journal (``expiries``, the name it had when it held scans only),
 so an operator sees what the node did by itself, and the consistency experiments record
@@ -49,15 +47,12 @@ JOURNAL_KINDS = (KIND_EXPIRE, KIND_CHANNEL_CLOSE)
 
 @dataclass(frozen=True, slots=True)
 class RaftPosition:
-    """Where a committed command's outcome was read: the applied log index and term, and
-    the table version of the state it left."""
+    """Where a committed command sits in the Raft log (the index and term of the entry
+    that carried it) and the table version of the state it left."""
 
     index: int
     term: int
     applied_version: int
-    moved_on: bool = False
-    """True when the position was read after a later change had applied (the index is
-    past the command's own entry)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +93,6 @@ class ExpiryReport:
             entry["raft_index"] = self.raft.index
             entry["raft_term"] = self.raft.term
             entry["applied_version"] = self.raft.applied_version
-            entry["raft_moved_on"] = self.raft.moved_on
         return entry
 
 

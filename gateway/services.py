@@ -23,7 +23,6 @@ unregistration, and a closed connection's entries pass through it here.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
@@ -37,7 +36,7 @@ from raftstore import commands as cmd
 from raftstore.config import NamesrvConfig, clamp_heartbeat_timeout_ms
 from raftstore.liveness import RegistrationDeduper, TouchCoalescer
 from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
-from raftstore.replicator import MODE_RAFT, ReplicationError, Replicator
+from raftstore.replicator import MODE_RAFT, Replicator
 from raftstore.results import (
     ApplyResult,
     BrokerAddrInfo,
@@ -580,7 +579,7 @@ class NameServerService:
                 started_us,
                 outcome.expired,
                 elections=outcome.elections,
-                raft=await self._raft_position(result),
+                raft=self._raft_position(result),
             )
         for election in outcome.elections:
             log.warning(
@@ -632,28 +631,14 @@ class NameServerService:
             kind=KIND_CHANNEL_CLOSE,
         )
 
-    async def _raft_position(self, result: ApplyResult) -> RaftPosition | None:
+    def _raft_position(self, result: ApplyResult) -> RaftPosition | None:
         """Raft mode: the index and term of the log entry that carried a command this
         node just committed, as the apply thread handed them out with the result, and
-        the table version the command left (``gateway.expiry_reports``). A result
-        without them (none in raft mode today) falls back to the index at which this
-        node reads that state, which may be past the entry's (``moved_on``). None in
-        eventual mode, or when that read found no entry boundary in time (the journal
-        entry is kept without it)."""
-        if not isinstance(self.replicator, RaftReplicator):
+        the table version the command left (``gateway.expiry_reports``); None in
+        eventual mode."""
+        if not result.log_index:
             return None
-        if result.log_index:
-            return RaftPosition(result.log_index, result.log_term, result.applied_version)
-        replicator = self.replicator
-        loop = asyncio.get_running_loop()
-        try:
-            version, index, term = await loop.run_in_executor(
-                None, replicator.read_at, lambda table: table.applied_version
-            )
-        except ReplicationError:
-            return None
-        # A later change applied before the read: the index is past the command's.
-        return RaftPosition(index, term, result.applied_version, version != result.applied_version)
+        return RaftPosition(result.log_index, result.log_term, result.applied_version)
 
     def _raft(self) -> RaftReplicator:
         if not isinstance(self.replicator, RaftReplicator):

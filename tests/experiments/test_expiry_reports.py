@@ -86,7 +86,6 @@ def test_the_journal_says_what_each_change_was_and_where_raft_committed_it() -> 
         "raft_index": 41,
         "raft_term": 3,
         "applied_version": 17,
-        "raft_moved_on": False,
     }
     assert (elected["seq"], elected["expired"], "raft_index" in elected) == (2, [], False)
     assert (closed["kind"], closed["seq"]) == (KIND_CHANNEL_CLOSE, 3)
@@ -201,7 +200,6 @@ def test_the_killed_broker_s_expiry_is_recorded_once_per_topic_at_the_scan(
         assert source["journal_kind"] == KIND_EXPIRE
         # The entry's own position, handed out with the result: never read after it.
         assert source["raft_index"] > 0 and source["raft_term"] >= 1, source
-        assert source["raft_moved_on"] is False, source
         assert source["applied_version"] > 0, source
         assert row["broker"] == kill["target"]
         assert kill["start_ms"] * 1_000 <= row["invoke_us"] <= row["complete_us"]
