@@ -236,6 +236,10 @@ class ExperimentContext:
         changed = self.record_truth(broker, kind, ack_ms)
         if self.follow_up is not None and changed:
             self.follow_up.after_ack(node, ack_ms, changed)
+        if self.follow_up is not None and self.fleet.fresh_shares and changes:
+            # Every round is a write of its own: the broker reads one back as itself,
+            # so read-your-writes has sessions that write in the nemesis too.
+            self.follow_up.read_back_one(broker, ack_ms, changes)
         return acks
 
     def _note_quiet(

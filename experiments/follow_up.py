@@ -7,11 +7,13 @@ answered. :class:`FollowUpReader` reads every changed topic from every other nod
 fixed offsets after each acknowledged write, so the t-visibility buckets under 100 ms and
 just past it have reads in every run (docs/EXPERIMENTS.md "Running an experiment").
 
-After each acknowledged admin write (``ExperimentContext.admin_write``) it also reads the
-topic back once as the writer, under the write's own process (``admin``), from one node
-the write picks (:func:`read_back_node`), :data:`READ_BACK_OFFSET_MS` after the ack: no
-client process otherwise both writes and reads, and read-your-writes per session
-(``spark_jobs.sessions``) needs sessions that do.
+After each acknowledged admin write (``ExperimentContext.admin_write``), and after each
+acknowledged registration round of a nemesis broker (every round is a write there,
+``BrokerFleet.fresh_shares``; one of its topics, :meth:`FollowUpReader.read_back_one`),
+it also reads the topic back once as the writer, under the write's own process (``admin``
+or the broker), from one node the write picks (:func:`read_back_node`),
+:data:`READ_BACK_OFFSET_MS` after the ack: no client process otherwise both writes and
+reads, and read-your-writes per session (``spark_jobs.sessions``) needs sessions that do.
 """
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ class FollowUpReader:
         self.skipped = 0
         self.read_back = 0
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def read_back_one(self, process: str, ack_ms: int, changes: Sequence[tuple[str, str]]) -> None:
+        """:meth:`read_back_after` of one of the (topic, value) ``changes`` a write made,
+        picked by a checksum of each (the same in a replay, spread over the topics): a
+        broker round writes several topics, and reading back one per round keeps the
+        reads near one per broker per second."""
+        topic, value = min(changes, key=lambda c: zlib.crc32(f"{process}\n{c[0]}\n{c[1]}".encode()))
+        self.read_back_after(process, ack_ms, topic, value)
 
     def read_back_after(self, process: str, ack_ms: int, topic: str, value: str) -> None:
         """Read ``topic`` once as ``process``, the writer of ``value`` acknowledged at

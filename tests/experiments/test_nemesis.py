@@ -45,6 +45,7 @@ from experiments.nemesis import (
 )
 from experiments.runner import RunOutcome, run_experiment
 from experiments.scenarios import SCENARIOS, Nemesis
+from spark_jobs.sessions import read_your_writes, split_rows
 from tests.experiments.faketime import ensure_faketime
 
 NODES = ["n1", "n2", "n3"]
@@ -300,3 +301,15 @@ def test_every_write_is_traced_to_who_made_it_and_has_a_value_of_its_own(
         else:
             assert write["process"] == f"ns-{write['node']}"
             assert "raft_index" not in source
+    # Each acknowledged round is read back by its broker (one topic per round), so the
+    # brokers are sessions that write and read: read-your-writes is measured here.
+    checked, sessions = 0, set[str]()
+    ops = sorted((r for r in iter_rows(run.run_dir, "operations") if r["topic"]), key=_topic)
+    for _, rows in itertools.groupby(ops, key=_topic):
+        count = read_your_writes(*split_rows(list(rows)))
+        checked, sessions = checked + count.checked, sessions | set(count.sessions)
+    assert checked >= 10 and {s for s in sessions if s.startswith("broker-")}, sessions
+
+
+def _topic(row: dict[str, object]) -> str:
+    return str(row["topic"])
