@@ -99,6 +99,7 @@ class ExperimentContext:
     _topic_gate: TopicGate = field(default_factory=TopicGate)
     _journal_round: FreshRound | None = None
     _starts_seen: set[tuple[str, int]] = field(default_factory=set)
+    _journal_read_us: dict[str, int] = field(default_factory=dict)
 
     @property
     def raft(self) -> bool:
@@ -376,7 +377,11 @@ class ExperimentContext:
         it), and half the gap between the two clock reads of the offset (µs). It relies
         on the gateways running on this host (the local cluster): another host's wall
         clock would add its own offset, unmeasured."""
+        asked_us = now_us()
         journals = await asyncio.gather(*(self.journal(node) for node in self.nodes))
+        for node, journal in zip(self.nodes, journals, strict=True):
+            if journal is not None:
+                self._journal_read_us[node] = asked_us
         offset_us = wall_offset_us()
         since_us = self.recorder.started_ms * 1_000
         for node, journal in zip(self.nodes, journals, strict=True):
@@ -392,6 +397,22 @@ class ExperimentContext:
                 for reader in self.journal_readers:
                     reader(node, report, offset_us)
                 self._record_expiry(node, report, offset_us)
+
+    def journal_read_since(self, node: str, since_us: int) -> bool:
+        """True when a read of ``node``'s journal that was sent after ``since_us`` (the
+        harness clock) came back: every change the node made before then is recorded."""
+        return self._journal_read_us.get(node, -1) > since_us
+
+    def gateway_restarting(self, node: str) -> None:
+        """The harness is about to start ``node``'s gateway again (a kill's heal, a clock
+        skew's restart). Until the node is back where the others are, it may answer any
+        earlier state: eventual mode's table starts empty, and a raft node answers local
+        reads from the state it reloaded (its snapshot and log) while it catches up. Its
+        reads of such states are reads for the checker (``RegisterLog.note_restart``),
+        not writes to infer; noted here, before the node answers anything, rather than
+        when its journal is next read, which a slow start can delay."""
+        self.registers.note_restart(node)
+        self.notes["gateway_restarts"] = self.notes.get("gateway_restarts", 0) + 1
 
     def _node_started(self, node: str, started_us: int) -> None:
         """An eventual node started during the recording (its journal began then): it

@@ -504,6 +504,7 @@ async def _inject(
         detail["signal"] = "SIGKILL"
 
         async def restart() -> None:
+            ctx.gateway_restarting(node)
             await ctx.cluster.start_gateway(node)
 
         return restart, node, detail
@@ -540,11 +541,13 @@ async def _skew(
         detail["mechanism"] = "libfaketime"
         ctx.cluster.kill_gateway(node, signal.SIGKILL)
         await ctx.cluster.wait_gone(node)
+        ctx.gateway_restarting(node)
         await ctx.cluster.start_gateway(node, faketime_env(skew_ms))
 
         async def unskew() -> None:
             ctx.cluster.kill_gateway(node, signal.SIGKILL)
             await ctx.cluster.wait_gone(node)
+            ctx.gateway_restarting(node)
             await ctx.cluster.start_gateway(node)
 
         return unskew, node, detail

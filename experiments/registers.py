@@ -218,8 +218,9 @@ class RegisterLog:
         return old in order and new in order and order[new] > order[old]
 
     def note_restart(self, node: str) -> None:
-        """``node`` started again with an empty table (eventual mode, its journal says
-        so): from now on any broker may be missing from its answer for any topic
+        """``node`` started again (its journal says so, or the harness restarted it):
+        eventual mode's table starts empty and a raft node catches up from the state it
+        reloaded, so from now on any broker may be missing from its answer for any topic
         (:meth:`shares_written`)."""
         self._restarted.add(node)
 

@@ -314,6 +314,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         timeout_s=cfg.request_timeout_s,
         process=process,
         before_round=ctx.collect_journal,
+        journal_read_since=ctx.journal_read_since,
     )
     ctx.closers.append(prober.close)
     warm_start = now_ms()
@@ -362,6 +363,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
             "recorded_ms": now_ms() - start,
             "inferred_writes": prober.writes,
             "composed_reads": prober.composed,
+            "deferred_inferences": prober.deferred,
         },
         "faults": faults,
         "notes": {k: v for k, v in ctx.notes.items() if k != "skewed_scan_expired"}

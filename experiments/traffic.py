@@ -321,9 +321,14 @@ class Prober:
         timeout_s: float,
         process: Callable[[str], str],
         before_round: Callable[[], Awaitable[None]] | None = None,
+        journal_read_since: Callable[[str, int], bool] | None = None,
     ) -> None:
         self.nodes = dict(nodes)
         self.before_round = before_round
+        self.journal_read_since = journal_read_since
+        """(node, µs) -> True when a read of ``node``'s journal that began after that
+        moment came back (``ExperimentContext.journal_read_since``): a change is
+        inferred only then, since until the node's journal is read, it may report it."""
         self.topics = list(topics)
         self.recorder = recorder
         self.registers = registers
@@ -337,6 +342,9 @@ class Prober:
         self.composed = 0
         """Changes to a value no write had, made of recorded writes' shares (a node that
         applied them in another order): reads, not writes."""
+        self.deferred = 0
+        """Unexplained answers left for a later round because the node's journal had not
+        been read since (a slow or unreachable node): nothing is inferred from them."""
 
     async def sample(self) -> dict[tuple[str, str], ReadResult]:
         """One round: every (node, topic) read in parallel; records and returns them."""
@@ -365,7 +373,11 @@ class Prober:
             await self.before_round()
             unexplained = [u for u in unexplained if not self.observe(*u, infer=False)]
         for node, topic, result in unexplained:
-            self.observe(node, topic, result)
+            if self.journal_read_since is None or self.journal_read_since(node, result.complete_us):
+                self.observe(node, topic, result)
+            else:
+                # Not yet: the node's journal, unread since this answer, may report it.
+                self.deferred += 1
         return answers
 
     def baseline(self, answers: dict[tuple[str, str], ReadResult], since_ms: int) -> None:
