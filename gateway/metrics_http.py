@@ -1,18 +1,20 @@
-"""The gateway's metrics port: ``GET /metrics`` over a minimal HTTP/1.1 server inside
-the gateway's event loop (the metrics themselves are :mod:`gateway.metrics`).
+"""The gateway's metrics port: ``GET /metrics`` inside the gateway's event loop (the
+metrics themselves are :mod:`gateway.metrics`, encoded by prometheus_client's
+``choose_encoder`` for the request's ``Accept``).
 
 One request per connection, a bounded request head (:data:`HEAD_BYTES_MAX`, else 431),
-a head deadline (:data:`HEAD_TIMEOUT_S`, else 408), 404 for other paths, 405 for other
-methods, and at most :data:`CONNECTIONS_MAX` connections at once.
+a deadline for the whole head however slowly it arrives (:data:`HEAD_TIMEOUT_S`, else
+408), 404 for other paths, 405 for other methods, 400 for a malformed head (an HTTP/1.1
+one without ``Host`` included), and at most :data:`CONNECTIONS_MAX` connections at once
+(more wait in the listening socket's backlog).
 
-It accepts through :class:`remoting.listener.Listener`, as the remoting ports do, not
-asyncio's ``start_server``: at its connection bound it stops accepting (scrapers wait
-in the backlog) instead of accepting and closing, and when the process runs out of
-descriptors it pauses and tries again (50 ms, doubling to 1 s), one rate-limited line
-each. asyncio's own accept loop (Python 3.11) went on calling ``accept`` a hundred
-times per wake-up after EMFILE, logging a traceback and arming one more retry timer
-each time: a gateway out of descriptors for two seconds wrote 2,400 log lines from
-this port alone (tests/integration/test_ports_after_descriptor_exhaustion.py).
+prometheus_client's ``start_http_server`` cannot keep these limits: it starts one thread
+per connection with no bound and no head deadline, so a peer sending its head byte by
+byte holds a thread and a descriptor as long as it likes, and at EMFILE its accept loop
+spins on a listening socket that stays readable. So connections are accepted by
+:class:`remoting.listener.Listener`, as on the remoting ports (accepts pause at the
+bound, and back off with one rate-limited line at EMFILE), and the HTTP/1.1 head is
+parsed and the response written by ``h11``.
 """
 
 from __future__ import annotations
@@ -21,34 +23,32 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from http import HTTPStatus
 from typing import Protocol
+
+import h11
 
 from remoting.limits import RefusalLog
 from remoting.listener import ConnectionBudget, Listener, Slot, bind_tcp
 
 log = logging.getLogger(__name__)
 
-METRICS_PATH = "/metrics"
+METRICS_PATH = b"/metrics"
 HEAD_BYTES_MAX = 8 * 1024
 """A scrape's request head is a few hundred bytes; anything longer is refused (431)."""
 HEAD_TIMEOUT_S = 5.0
+"""The whole request head must arrive within this (else 408), however it is split."""
 CONNECTIONS_MAX = 32
 """Scrapers served at once; more wait in the listening socket's backlog."""
 WRITE_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 1.0
 ACCEPT_BACKLOG = 128
+READ_CHUNK = 4096
 
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
+
+class HeadTooLarge(Exception):
+    """A request head longer than the server's ``head_bytes_max`` (431)."""
 
 
 class Exposition(Protocol):
@@ -59,44 +59,39 @@ class Exposition(Protocol):
         ...
 
 
-def http_response(
-    status: int,
-    body: bytes,
-    content_type: str = "text/plain; charset=utf-8",
-    extra_headers: Iterable[tuple[str, str]] = (),
-) -> bytes:
-    """One complete HTTP/1.1 response that closes the connection."""
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One response of the port (it always closes the connection)."""
+
+    status: int
+    body: bytes
+    content_type: str = "text/plain; charset=utf-8"
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    headers_only: bool = False
+    """The answer to a HEAD request: its body is not sent."""
+
+
+def response_bytes(conn: h11.Connection, answer: Answer) -> bytes:
+    """``answer`` as h11 writes it on ``conn`` (h11 leaves the reason phrase empty
+    unless given one: the standard library's)."""
     headers = [
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
-        "Cache-Control: no-store",
-        "Connection: close",
-        *(f"{name}: {value}" for name, value in extra_headers),
+        ("Content-Type", answer.content_type),
+        ("Content-Length", str(len(answer.body))),
+        ("Cache-Control", "no-store"),
+        ("Connection", "close"),
+        *answer.extra_headers,
     ]
-    return ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1") + body
-
-
-def parse_head(head: bytes) -> tuple[str, str, dict[str, str]] | None:
-    """(method, path, lower-cased headers) of a request head; None when malformed."""
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        return None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1]:
-        return None
-    method, target, _version = parts
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            return None
-        headers[name.lower()] = value.strip()
-    return method, target.split("?", 1)[0], headers
+    events: list[h11.Event] = [
+        h11.Response(
+            status_code=answer.status,
+            headers=headers,
+            reason=HTTPStatus(answer.status).phrase.encode("ascii"),
+        )
+    ]
+    if not answer.headers_only:
+        events.append(h11.Data(data=answer.body))
+    events.append(h11.EndOfMessage())
+    return b"".join(conn.send(event) or b"" for event in events)
 
 
 class MetricsHttpServer:
@@ -159,16 +154,18 @@ class MetricsHttpServer:
         """One scraper's connection: its request answered, then closed."""
         try:
             try:
+                # The limit bounds what the transport buffers ahead (twice it).
                 reader, writer = await asyncio.open_connection(sock=sock, limit=self.head_bytes_max)
             except OSError:
                 sock.close()
                 return
             try:
+                conn = h11.Connection(h11.SERVER)
                 # A scraper that hangs up or stalls costs its own connection only.
                 with contextlib.suppress(ConnectionError, TimeoutError):
-                    answer = await self._answer(reader)
+                    answer = await self._answer(reader, conn)
                     if answer is not None:
-                        writer.write(answer)
+                        writer.write(response_bytes(conn, answer))
                         await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
             finally:
                 writer.close()
@@ -177,28 +174,55 @@ class MetricsHttpServer:
         finally:
             slot.release()
 
-    async def _answer(self, reader: asyncio.StreamReader) -> bytes | None:
+    async def _read_request(
+        self, reader: asyncio.StreamReader, conn: h11.Connection
+    ) -> h11.Request | None:
+        """The request head, parsed by h11; None when the peer leaves before one.
+        TimeoutError past the head deadline, HeadTooLarge past ``head_bytes_max``,
+        h11.RemoteProtocolError when malformed."""
+        received = 0
+        async with asyncio.timeout(self.head_timeout_s):
+            while True:
+                event = conn.next_event()
+                if isinstance(event, h11.Request):
+                    return event
+                if event is not h11.NEED_DATA:
+                    return None
+                if received >= self.head_bytes_max:
+                    raise HeadTooLarge
+                # Never read past the bound: h11's own bound is on its buffer, which a
+                # complete head read in one go passes.
+                data = await reader.read(min(READ_CHUNK, self.head_bytes_max - received))
+                if not data:
+                    return None  # gone before the end of its head: nobody to answer
+                received += len(data)
+                conn.receive_data(data)
+
+    async def _answer(self, reader: asyncio.StreamReader, conn: h11.Connection) -> Answer | None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.head_timeout_s)
-        except asyncio.LimitOverrunError:
-            return http_response(431, b"request head too large\n")
+            request = await self._read_request(reader, conn)
         except TimeoutError:
-            return http_response(408, b"request head too slow\n")
-        except asyncio.IncompleteReadError:
+            return Answer(408, b"request head too slow\n")
+        except HeadTooLarge:
+            return Answer(431, b"request head too large\n")
+        except h11.RemoteProtocolError:
+            return Answer(400, b"bad request\n")
+        if request is None:
             return None
-        parsed = parse_head(head)
-        if parsed is None:
-            return http_response(400, b"bad request\n")
-        method, path, headers = parsed
-        if path != METRICS_PATH:
-            return http_response(404, b"not found: try /metrics\n")
-        if method != "GET":
-            return http_response(405, b"only GET\n", extra_headers=[("Allow", "GET")])
+        answer = await self._route(request)
+        return replace(answer, headers_only=True) if request.method == b"HEAD" else answer
+
+    async def _route(self, request: h11.Request) -> Answer:
+        if request.target.split(b"?", 1)[0] != METRICS_PATH:
+            return Answer(404, b"not found: try /metrics\n")
+        if request.method != b"GET":
+            return Answer(405, b"only GET\n", extra_headers=(("Allow", "GET"),))
+        accept = b", ".join(value for name, value in request.headers if name == b"accept")
         try:
             body, content_type = await asyncio.to_thread(
-                self.metrics.exposition, headers.get("accept", "")
+                self.metrics.exposition, accept.decode("latin-1")
             )
         except Exception:
             log.exception("metrics exposition failed")
-            return http_response(500, b"metrics exposition failed\n")
-        return http_response(200, body, content_type)
+            return Answer(500, b"metrics exposition failed\n")
+        return Answer(200, body, content_type)

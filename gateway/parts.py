@@ -17,15 +17,11 @@ from gateway.acl import namesrv_acl
 from gateway.clock import Clock
 from gateway.config_store import ConfigStoreError, ConfigStoreFile
 from gateway.handoff import HandoffServer
-from gateway.metrics import (
-    GatewayMetrics,
-    MetricsHttpServer,
-    ScanCountingService,
-    metrics_bind_host,
-)
+from gateway.metrics import GatewayMetrics, metrics_bind_host
+from gateway.metrics_http import MetricsHttpServer
 from gateway.mirror import Mirror
 from gateway.options import GatewayConfigError, GatewayOptions, RaftOptions
-from gateway.services import ScanFallback
+from gateway.services import NameServerService, ScanFallback
 from raftstore.config import NamesrvConfig
 from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
 from raftstore.replicator import MODE_EVENTUAL, MODE_RAFT, LocalReplicator, Replicator
@@ -187,11 +183,11 @@ def build_service(
     replicator: Replicator,
     clock: Clock,
     notify: Callable[[tuple[MinBrokerIdChange, ...]], None],
-) -> ScanCountingService:
+) -> NameServerService:
     """The NameServer service over ``replicator``, with the raft options' skew allowance
     and failover bound (none outside raft mode)."""
     raft = options.raft
-    return ScanCountingService(
+    return NameServerService(
         replicator,
         clock,
         notify,
@@ -202,13 +198,13 @@ def build_service(
 
 def build_metrics(
     options: GatewayOptions,
-    service: ScanCountingService,
+    service: NameServerService,
     acl: RemotingAcl | None,
     scan_fallback: ScanFallback,
     mirror: Mirror,
 ) -> tuple[GatewayMetrics | None, MetricsHttpServer | None]:
     """The metrics and their HTTP port, only when ``metrics_port`` asks for them; the
-    service then counts its scans in them."""
+    metrics then count the service's scans, as one of its scan observers."""
     if options.metrics_port <= 0:
         return None, None
     metrics = GatewayMetrics(
@@ -218,7 +214,7 @@ def build_metrics(
         mirror=mirror,
         registrations=service.registrations,
     )
-    service.metrics = metrics
+    service.scan_observers.append(metrics.count_scan)
     http = MetricsHttpServer(
         metrics, metrics_bind_host(options.metrics_host, options.host), options.metrics_port
     )

@@ -95,6 +95,11 @@ class ScanOutcome:
     elections: tuple[MasterElection, ...] = ()
 
 
+ScanObserver = Callable[[ScanOutcome | Exception], None]
+"""Told each liveness scan's result: its outcome, or the exception it raised (which the
+scan then raises again). Called on the event loop thread; it must not block."""
+
+
 SCAN_FALLBACK_MISSED_PERIODS = 3
 """External scan periods a node waits through, without one scan, before it scans itself."""
 
@@ -263,6 +268,10 @@ class NameServerService:
         self.before_scan: Callable[[], Awaitable[None]] | None = None
         """Awaited before a scan proposes its expiry (a restored node stamps the restored
         brokers there first: gateway/restore.py)."""
+        self.scan_observers: list[ScanObserver] = []
+        """Told the result of every :meth:`scan` (the internal port's, Celery's, and the
+        gateway's own loops' alike), in order; one that raises is logged and skipped
+        (the metrics count scans here: gateway/parts.py)."""
 
     def _require_quorum(self, *, proposing: bool = False) -> None:
         """Raft mode: raise NoQuorumError while this node has no contact with a quorum
@@ -548,8 +557,26 @@ class NameServerService:
 
         Eventual: expire this node's own table. Raft: only the node that believes
         it leads proposes one ExpireBrokers with the skew allowance; a follower
-        answers nothing expired (role ``follower``).
+        answers nothing expired (role ``follower``). Every :attr:`scan_observers` is
+        told the outcome, or the exception, which is raised again.
         """
+        try:
+            outcome = await self._scan(now_ms)
+        except Exception as exc:
+            self._tell_scan_observers(exc)
+            raise
+        self._tell_scan_observers(outcome)
+        return outcome
+
+    def _tell_scan_observers(self, result: ScanOutcome | Exception) -> None:
+        for observer in self.scan_observers:
+            try:
+                observer(result)
+            except Exception:
+                # Watching a scan must not change what the scan answers.
+                log.exception("scan observer failed")
+
+    async def _scan(self, now_ms: int | None) -> ScanOutcome:
         stamp = _check_int(
             "now_ms", self.clock.now_ms() if now_ms is None else now_ms, low=0, high=BROKER_ID_MAX
         )
