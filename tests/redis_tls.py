@@ -15,7 +15,6 @@ import shutil
 import signal
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from urllib.parse import quote
 import redis
 
 from localcluster.tls_files import CertFiles, issue_cert, make_ca
+from tests.waiting import wait_until
 from tools import ports
 
 APT_TIMEOUT_S = 900
@@ -135,12 +135,22 @@ def redis_tls_server(folder: Path) -> Iterator[RedisTlsServer]:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _answers(port, ca.cert):
-            if process.poll() is not None or time.monotonic() > deadline:
-                log = (folder / "redis.log").read_text(encoding="utf-8", errors="replace")
-                raise RuntimeError(f"TLS Redis did not start on {port}:\n{log[-3000:]}")
-            time.sleep(POLL_INTERVAL_S)
+
+        def log_tail() -> str:
+            return (folder / "redis.log").read_text(encoding="utf-8", errors="replace")[-3000:]
+
+        def answering() -> bool:
+            if _answers(port, ca.cert):
+                return True
+            assert process.poll() is None, f"TLS Redis exited:\n{log_tail()}"
+            return False
+
+        wait_until(
+            answering,
+            what=lambda: f"TLS Redis answering on {port}\n{log_tail()}",
+            timeout_s=START_TIMEOUT_S,
+            interval_s=POLL_INTERVAL_S,
+        )
         yield RedisTlsServer(port, ca.cert)
     finally:
         process.send_signal(signal.SIGTERM)

@@ -44,6 +44,7 @@ import pytest
 from django.core.management import get_commands, load_command_class
 
 from localcluster.launcher import cluster_down
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -345,11 +346,18 @@ def readme_cluster(blocks: list[Block], tmp_path: Path) -> Iterator[ReadmeCluste
 
 
 def _wait_up(process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + UP_TIMEOUT_S
-    while UP_LINE not in log.read_text(errors="replace"):
+    def up() -> bool:
+        if UP_LINE in log.read_text(errors="replace"):
+            return True
         assert process.poll() is None, f"make run exited:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"not up in {UP_TIMEOUT_S} s:\n{log.read_text()}"
-        time.sleep(POLL_S)
+        return False
+
+    wait_until(
+        up,
+        what=lambda: f"make run up\n{log.read_text()}",
+        timeout_s=UP_TIMEOUT_S,
+        interval_s=POLL_S,
+    )
 
 
 def test_every_command_block_is_fenced_and_marked_with_a_known_kind(blocks: list[Block]) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from broker_app.ha.auth import (
@@ -43,6 +43,9 @@ KEY = HAKey(secrets.token_bytes(32))
 AUTH = HAAuth(KEY)
 OTHER_KEY = HAKey(secrets.token_bytes(32))
 
+HA_WAIT_S = 10.0
+"""How long an HA test waits for the pair to get somewhere."""
+
 
 def make_store(root: Path) -> MessageStore:
     return MessageStore(StoreConfig(root, segment_bytes=SEGMENT_BYTES, record_bytes_max=16 * 1024))
@@ -51,13 +54,6 @@ def make_store(root: Path) -> MessageStore:
 def put(store: MessageStore, count: int, size: int = 300) -> None:
     for index in range(count):
         store.put_message(MessageInput("TopicA", index % 4, os.urandom(size)), index)
-
-
-async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
 
 
 def files(store: MessageStore) -> dict[str, bytes]:

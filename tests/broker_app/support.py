@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,9 +37,12 @@ from remoting.model import DataVersion, RegisterBrokerBody
 from remoting.register_body import decode_register_broker_request_body
 from remoting.server import RemotingServer
 from tests.integration.gateway_harness import write_test_acl
+from tests.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
+BROKER_WAIT_S = 15.0
+"""How long a test waits for a broker (or the name server) to do something."""
 STOP_TIMEOUT_S = 15.0
 # Compressed intervals every broker test process uses.
 FAST_HA = {
@@ -115,15 +117,20 @@ class FakeNameServer:
         """The requests of one code."""
         return [r for r in list(self.received) if r.code == code]
 
-    def wait_for(self, code: int, count: int = 1, timeout_s: float = 15.0) -> list[Received]:
+    def wait_for(
+        self, code: int, count: int = 1, timeout_s: float = BROKER_WAIT_S
+    ) -> list[Received]:
         """Block until ``count`` requests of ``code`` arrived."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def arrived() -> list[Received]:
             found = self.of(code)
-            if len(found) >= count:
-                return found
-            time.sleep(0.05)
-        raise AssertionError(f"expected {count} x code {code}, got codes {self.codes()}")
+            return found if len(found) >= count else []
+
+        return wait_until(
+            arrived,
+            what=lambda: f"{count} x code {code} among the codes received {self.codes()}",
+            timeout_s=timeout_s,
+        )
 
     async def _handle(self, cmd: RemotingCommand, _conn: Connection) -> RemotingCommand | None:
         received = Received(
@@ -221,15 +228,18 @@ class BrokerProcess:
         self.info = self._wait_ready()
 
     def _wait_ready(self) -> dict[str, Any]:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+        def ready() -> dict[str, Any] | None:
             if self.ready_file.exists():
                 return dict(json.loads(self.ready_file.read_text()))
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.kill()
-        raise AssertionError(f"broker did not start:\n{self.log_path.read_text()[-3000:]}")
+            assert self.proc.poll() is None, "the broker exited"
+            return None
+
+        try:
+            return wait_until(ready, what="the broker's ready file", timeout_s=READY_TIMEOUT_S)
+        except AssertionError as exc:
+            self.kill()
+            log = self.log_path.read_text()[-3000:]
+            raise AssertionError(f"broker did not start ({exc}):\n{log}") from None
 
     @property
     def addr(self) -> str:
@@ -282,16 +292,6 @@ class BrokerProcess:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
-
-
-def wait_until(predicate: Any, timeout_s: float = 15.0, what: str = "condition") -> None:
-    """Poll ``predicate`` until it is true."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def send(

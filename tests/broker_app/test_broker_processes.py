@@ -11,8 +11,9 @@ from remoting.acl import signature_matches
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from tests.broker_app.support import BrokerProcess, FakeNameServer, send, wait_until
+from tests.broker_app.support import BROKER_WAIT_S, BrokerProcess, FakeNameServer, send
 from tests.integration.gateway_harness import ADMIN
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -36,7 +37,11 @@ def pair(tmp_path: Path, namesrv: FakeNameServer) -> Iterator[tuple[BrokerProces
     )
     slave = BrokerProcess(tmp_path, "slave", role="SLAVE", broker_id=1, namesrv=namesrv.addr)
     try:
-        wait_until(lambda: slave.runtime_info()["haConnected"] == "true", what="HA link")
+        wait_until(
+            lambda: slave.runtime_info()["haConnected"] == "true",
+            what="HA link",
+            timeout_s=BROKER_WAIT_S,
+        )
         yield master, slave
     finally:
         slave.terminate()
@@ -53,7 +58,11 @@ def test_messages_replicate_byte_identical_and_sync_sends_wait_for_the_slave(
         assert response.ext_fields is not None and len(response.ext_fields["msgId"]) == 32
     assert response.ext_fields["queueOffset"] == "49"
     master_max = master.runtime_info()["commitLogMaxOffset"]
-    wait_until(lambda: slave.runtime_info()["commitLogMaxOffset"] == master_max)
+    wait_until(
+        lambda: slave.runtime_info()["commitLogMaxOffset"] == master_max,
+        what="the slave caught up",
+        timeout_s=BROKER_WAIT_S,
+    )
     assert slave.commit_log_files() == master.commit_log_files()
     assert len(master.commit_log_files()) >= 2
 
@@ -70,7 +79,11 @@ def test_a_stopped_slave_turns_sync_sends_into_flush_slave_timeout(
         slave.resume()
     assert response.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
     assert int(master.runtime_info()["commitLogMaxOffset"]) > 0
-    wait_until(lambda: send(master.addr, "TopicA", b"after").code == ResponseCode.SUCCESS)
+    wait_until(
+        lambda: send(master.addr, "TopicA", b"after").code == ResponseCode.SUCCESS,
+        what="a send accepted again",
+        timeout_s=BROKER_WAIT_S,
+    )
 
 
 def test_a_topic_created_on_the_master_reaches_the_slave_and_the_namesrv(
@@ -101,7 +114,7 @@ def test_a_topic_created_on_the_master_reaches_the_slave_and_the_namesrv(
             body = client.invoke(RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)).body
         return body is not None and b'"CreatedTopic"' in body
 
-    wait_until(slave_has_topic, what="topic on the slave")
+    wait_until(slave_has_topic, what="topic on the slave", timeout_s=BROKER_WAIT_S)
     incremental = [
         r
         for r in namesrv.of(RequestCode.REGISTER_BROKER)
@@ -167,7 +180,11 @@ def test_a_min_broker_id_notification_is_recorded_and_exposed(
     try:
         with BlockingClient(broker.addr, timeout_s=5.0) as client:
             client.invoke_oneway(notify)
-        wait_until(lambda: broker.runtime_info().get("minBrokerId") == "1")
+        wait_until(
+            lambda: broker.runtime_info().get("minBrokerId") == "1",
+            what="minBrokerId 1 after the notify",
+            timeout_s=BROKER_WAIT_S,
+        )
         assert broker.runtime_info()["minBrokerAddr"] == broker.addr
     finally:
         broker.terminate()
@@ -231,6 +248,7 @@ def test_brokers_without_an_ha_secret_replicate_nothing_and_their_logs_say_why(
         wait_until(
             lambda: "no haSecretFile: not following" in slave.log_path.read_text(),
             what="the slave's log line",
+            timeout_s=BROKER_WAIT_S,
         )
         info = master.runtime_info()
         assert info["haAuth"] == "refused (no haSecretFile)" and info["haConnections"] == "0"

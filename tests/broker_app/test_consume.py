@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,7 @@ from remoting.message_codec import MessageExt, decode_messages
 from remoting.model import TopicConfig
 from tests.broker_app.support import FakeNameServer
 from tests.integration.gateway_harness import ADMIN
+from tests.waiting import eventually
 
 FAST_HA = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=2000, reconnect_delay_ms=100)
 TOPIC = "ConsumeTopic"
@@ -61,12 +62,8 @@ def broker_config(root: Path, namesrv: str, *, broker_id: int, **extra: object) 
     return BrokerConfig(**settings)  # type: ignore[arg-type]
 
 
-async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    """Poll ``predicate`` on the running loop."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
+WAIT_S = 10.0
+"""How long a test waits for the brokers to get somewhere."""
 
 
 @pytest.fixture
@@ -215,16 +212,28 @@ async def test_a_second_client_makes_the_broker_notify_the_first(
             RemotingCommand.request(RequestCode.HEART_BEAT, {}, heartbeat_body("c2")),
         )
         pushed = client.pushed  # type: ignore[attr-defined]
-        await until(lambda: any(p.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED for p in pushed))
+        await eventually(
+            lambda: any(p.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED for p in pushed),
+            what="a NOTIFY_CONSUMER_IDS_CHANGED push",
+            timeout_s=WAIT_S,
+        )
         assert sorted(master.consumers.group(GROUP).client_ids()) == ["c1", "c2"]  # type: ignore[union-attr]
         pushed.clear()
     finally:
         await other.close()
     # The second client's connection closed: it leaves and the first hears of it.
-    await until(lambda: master.consumers.group(GROUP).client_ids() == ["c1"])  # type: ignore[union-attr]
-    await until(
-        lambda: any(p.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED for p in client.pushed)
-    )  # type: ignore[attr-defined]
+    await eventually(
+        lambda: (
+            (group := master.consumers.group(GROUP)) is not None and group.client_ids() == ["c1"]
+        ),
+        what="only c1 in the group",
+        timeout_s=WAIT_S,
+    )
+    await eventually(
+        lambda: any(p.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED for p in pushed),
+        what="a NOTIFY_CONSUMER_IDS_CHANGED push",
+        timeout_s=WAIT_S,
+    )
 
 
 async def test_pull_returns_stored_messages_in_the_wire_format_clients_decode(
@@ -265,7 +274,11 @@ async def test_a_pull_with_nothing_new_is_held_until_a_message_arrives(
             timeout_s=15.0,
         )
     )
-    await until(lambda: master.pull_hold.waiting() == 1)
+    await eventually(
+        lambda: master.pull_hold.waiting() == 1,
+        what="one pull held",
+        timeout_s=WAIT_S,
+    )
     assert not pending.done()
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -409,7 +422,11 @@ async def test_a_sent_back_message_is_retried_then_dead_lettered(
         answer = await send_back(current)
         assert answer.code == ResponseCode.SUCCESS
         # Delay level 3 + reconsumeTimes: 1 s each in this broker's table.
-        await until(functools.partial(retried, round_number + 1), 8.0)
+        await eventually(
+            functools.partial(retried, round_number + 1),
+            what=f"retry round {round_number + 1}",
+            timeout_s=8.0,
+        )
         pulled = await call(
             client,
             master,
@@ -484,12 +501,14 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
             RequestCode.UPDATE_CONSUMER_OFFSET,
             {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "commitOffset": "30"},
         )
-        await until(
+        await eventually(
             lambda: (
                 slave.metadata.topic(TOPIC) is not None
                 and slave.require_store().queue_max_offset(TOPIC, 0) == 40
                 and slave.metadata.consumer_offset(TOPIC, GROUP, 0) == 30
-            )
+            ),
+            what="the topic, its messages and the offset on the slave",
+            timeout_s=WAIT_S,
         )
         await call(client, slave, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
         from_slave = await call(client, slave, RequestCode.PULL_MESSAGE, pull_fields(30))
@@ -506,7 +525,11 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
         slave.synchronizer = None  # SlaveSynchronize stops: the slave never learns the topic
         master.create_topic(TopicConfig("FreshTopic", 1, 1))
         await master.put_message(MessageInput("FreshTopic", 0, b"fresh"))
-        await until(lambda: slave.require_store().queue_max_offset("FreshTopic", 0) == 1)
+        await eventually(
+            lambda: slave.require_store().queue_max_offset("FreshTopic", 0) == 1,
+            what="FreshTopic's message on the slave",
+            timeout_s=WAIT_S,
+        )
         assert slave.metadata.topic("FreshTopic") is None
         fresh = await call(
             client,

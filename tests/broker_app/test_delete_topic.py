@@ -28,8 +28,9 @@ from remoting.bodies import decode_topic_config_serialize_wrapper
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion, TopicConfig
-from tests.broker_app.support import BrokerProcess, send, wait_until
+from tests.broker_app.support import BROKER_WAIT_S, BrokerProcess, send
 from tests.integration.gateway_harness import ADMIN, GatewayProcess, config_args, route_request
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -158,8 +159,13 @@ def test_a_deleted_topic_leaves_the_master_the_slave_and_the_route(
         wait_until(
             lambda: route_code(gateway, TOPIC) == ResponseCode.SUCCESS,
             what="the topic in the gateway's route",
+            timeout_s=BROKER_WAIT_S,
         )
-        wait_until(lambda: TOPIC in broker_topics(slave.addr), what="the topic on the slave")
+        wait_until(
+            lambda: TOPIC in broker_topics(slave.addr),
+            what="the topic on the slave",
+            timeout_s=BROKER_WAIT_S,
+        )
         assert send(master.addr, TOPIC, b"soon gone").code == ResponseCode.SUCCESS
         queues = master.store_dir / "consumequeue" / TOPIC
         assert queues.is_dir()
@@ -176,9 +182,14 @@ def test_a_deleted_topic_leaves_the_master_the_slave_and_the_route(
         wait_until(
             lambda: route_code(gateway, TOPIC) == ResponseCode.TOPIC_NOT_EXIST,
             what="the route gone after the re-registration",
+            timeout_s=BROKER_WAIT_S,
         )
         # The slave keeps it deleted through its next metadata sync from the master.
-        wait_until(lambda: TOPIC not in broker_topics(slave.addr), timeout_s=2.0)
+        wait_until(
+            lambda: TOPIC not in broker_topics(slave.addr),
+            what="the topic gone from the slave",
+            timeout_s=2.0,
+        )
     finally:
         slave.terminate()
 
@@ -233,7 +244,11 @@ def test_an_unsigned_delete_is_refused_while_the_acl_is_on(
     with pytest.raises(BrokerControlError, match="refused to delete"):
         broker_control.delete_topic(master.addr, TOPIC)
     assert TOPIC in broker_topics(master.addr)
-    wait_until(lambda: route_code(gateway, TOPIC) == ResponseCode.SUCCESS)
+    wait_until(
+        lambda: route_code(gateway, TOPIC) == ResponseCode.SUCCESS,
+        what="the topic (not deleted) routed",
+        timeout_s=BROKER_WAIT_S,
+    )
 
 
 def test_a_broker_that_splits_its_registration_keeps_every_other_topic_routed(
@@ -257,11 +272,13 @@ def test_a_broker_that_splits_its_registration_keeps_every_other_topic_routed(
         wait_until(
             lambda: route_code(gateway, TOPIC) == ResponseCode.SUCCESS,
             what="the created topic routed",
+            timeout_s=BROKER_WAIT_S,
         )
         broker_control.delete_topic(split.addr, TOPIC, ADMIN)
         wait_until(
             lambda: route_code(gateway, TOPIC) == ResponseCode.TOPIC_NOT_EXIST,
             what="the route gone after the split re-registration",
+            timeout_s=BROKER_WAIT_S,
         )
         assert {t for t in kept if route_code(gateway, t) != ResponseCode.SUCCESS} == set()
     finally:

@@ -7,8 +7,7 @@ real NOTIFY_MIN_BROKER_ID_CHANGE frame; a returning old master is told to follow
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.broker_app.support import FakeNameServer
+from tests.waiting import eventually
 
 FAST_HA = HAConfig(heartbeat_interval_ms=100, housekeeping_interval_ms=2000, reconnect_delay_ms=100)
 TOPIC = "TopicTest"
@@ -50,12 +50,8 @@ def broker_config(root: Path, namesrv: str, *, broker_id: int) -> BrokerConfig:
     )
 
 
-async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    """Poll ``predicate`` on the running loop."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
+WAIT_S = 10.0
+"""How long a test waits for the brokers to get somewhere."""
 
 
 @pytest.fixture
@@ -82,9 +78,15 @@ async def fill(master: BrokerController, slave: BrokerController) -> None:
     for _ in range(MESSAGES):
         await master.put_message(MessageInput(TOPIC, 0, b"x" * 200))
     assert master.store is not None and slave.store is not None
-    await until(
-        lambda: slave.store is not None and slave.store.max_offset == master.store.max_offset
-    )  # type: ignore[union-attr]
+    await eventually(
+        lambda: (
+            slave.store is not None
+            and master.store is not None
+            and slave.store.max_offset == master.store.max_offset
+        ),
+        what="the slave caught up",
+        timeout_s=WAIT_S,
+    )
 
 
 async def notify_elected(slave: BrokerController, old_master: BrokerController) -> None:
@@ -111,7 +113,11 @@ async def test_the_elected_slave_becomes_master_and_registers_as_id_0(
     master, slave, namesrv = pair
     await fill(master, slave)
     await notify_elected(slave, master)
-    await until(lambda: slave.role is BrokerRole.SYNC_MASTER)
+    await eventually(
+        lambda: slave.role is BrokerRole.SYNC_MASTER,
+        what="the slave switched to SYNC_MASTER",
+        timeout_s=WAIT_S,
+    )
     assert slave.broker_id == 0 and slave.ha_client is None and slave.ha_service is not None
 
     def registered_as_master() -> bool:
@@ -120,7 +126,7 @@ async def test_the_elected_slave_becomes_master_and_registers_as_id_0(
             for r in namesrv.of(RequestCode.REGISTER_BROKER)
         )
 
-    await until(registered_as_master)
+    await eventually(registered_as_master, what="a registration as master", timeout_s=WAIT_S)
     last = [
         r
         for r in namesrv.of(RequestCode.REGISTER_BROKER)
@@ -157,11 +163,23 @@ async def test_the_returning_old_master_follows_the_new_one(
     assert await master.follow_master(1, slave.broker_addr, slave.ha_addr)
     assert master.role is BrokerRole.SLAVE and master.broker_id == 1
     assert master.check_writable(TOPIC, None) is not None
-    await until(lambda: slave.ha_service is not None and bool(slave.ha_service.slaves()))
+    await eventually(
+        lambda: slave.ha_service is not None and bool(slave.ha_service.slaves()),
+        what="a slave connected to the new master",
+        timeout_s=WAIT_S,
+    )
     for _ in range(5):
         await slave.put_message(MessageInput(TOPIC, 0, b"y" * 100))
     assert master.store is not None and slave.store is not None
-    await until(lambda: master.store.max_offset == slave.store.max_offset)  # type: ignore[union-attr]
+    await eventually(
+        lambda: (
+            master.store is not None
+            and slave.store is not None
+            and master.store.max_offset == slave.store.max_offset
+        ),
+        what="the new slave caught up",
+        timeout_s=WAIT_S,
+    )
 
 
 def test_a_register_answer_carries_the_assigned_broker_id() -> None:

@@ -49,6 +49,7 @@ from remoting.codes import ResponseCode
 from tests.broker_app.ha_support import (
     AUTH,
     FAST,
+    HA_WAIT_S,
     KEY,
     OTHER_KEY,
     files,
@@ -56,9 +57,9 @@ from tests.broker_app.ha_support import (
     make_store,
     put,
     serve_fake_master,
-    until,
 )
 from tests.broker_app.support import FakeNameServer
+from tests.waiting import eventually
 
 SERVICE_LOG = "broker_app.ha.service"
 CLIENT_LOG = "broker_app.ha.client"
@@ -349,16 +350,26 @@ async def test_the_slave_keeps_replicating_while_rogues_knock_and_the_log_stays_
             writer.close()
             return rest
 
-        await until(lambda: bool(service.slaves()))
+        await eventually(
+            lambda: bool(service.slaves()), what="a slave connected", timeout_s=HA_WAIT_S
+        )
         rogues = 40
         for round_no in range(4):
             knocks = asyncio.gather(*(rogue(i) for i in range(round_no * 10, round_no * 10 + 10)))
             put(master, 100)
             service.notify_new_data()
             assert await knocks == [b""] * 10
-        await until(lambda: slave.max_offset == master.max_offset)
+        await eventually(
+            lambda: slave.max_offset == master.max_offset,
+            what="the slave caught up",
+            timeout_s=HA_WAIT_S,
+        )
         assert files(slave) == files(master)
-        await until(lambda: service.push_to_slave_max_offset == master.max_offset)
+        await eventually(
+            lambda: service.push_to_slave_max_offset == master.max_offset,
+            what="the slave's report of the master's offset",
+            timeout_s=HA_WAIT_S,
+        )
         assert client.connected and client.disconnects == 0
         assert len(service.slaves()) == 1
         assert service.refused_connections == rogues
@@ -409,7 +420,9 @@ async def test_a_master_without_a_secret_refuses_every_slave_and_says_why(
         writer.write(encode_report(0))
         assert await read_all(reader) == b""
         writer.close()
-        await until(lambda: client.disconnects >= 2)
+        await eventually(
+            lambda: client.disconnects >= 2, what="two disconnects", timeout_s=HA_WAIT_S
+        )
         assert not client.connected and slave.max_offset == 0
         assert not service.slaves() and service.push_to_slave_max_offset == 0
         assert service.refused_connections >= 3
@@ -435,7 +448,11 @@ async def test_a_slave_without_a_secret_does_not_connect_and_says_why(
     client.set_master_address(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
     client.start()
     try:
-        await until(lambda: any("no haSecretFile" in r.getMessage() for r in caplog.records))
+        await eventually(
+            lambda: any("no haSecretFile" in r.getMessage() for r in caplog.records),
+            what="the no-haSecretFile log line",
+            timeout_s=HA_WAIT_S,
+        )
         await asyncio.sleep(0.5)  # five reconnect delays: it still does not dial
         assert accepted == 0 and not client.connected and slave.max_offset == 0
         [line] = [r.getMessage() for r in caplog.records if r.name == CLIENT_LOG]
@@ -468,7 +485,7 @@ async def test_a_slave_appends_nothing_from_a_master_that_did_not_prove_the_secr
     client.set_master_address(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
     client.start()
     try:
-        await until(lambda: client.disconnects >= 1)
+        await eventually(lambda: client.disconnects >= 1, what="a disconnect", timeout_s=HA_WAIT_S)
     finally:
         await client.close()
         server.close()
@@ -493,7 +510,11 @@ async def test_the_same_stream_behind_the_right_secret_is_appended(tmp_path: Pat
     client.set_master_address(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
     client.start()
     try:
-        await until(lambda: slave.max_offset == len(body))
+        await eventually(
+            lambda: slave.max_offset == len(body),
+            what="the body on the slave",
+            timeout_s=HA_WAIT_S,
+        )
     finally:
         await client.close()
         server.close()
@@ -518,7 +539,11 @@ async def test_auth_off_is_the_classic_stream_a_raw_peer_speaks(tmp_path: Path) 
                 received.append(transfer.body)
         assert b"".join(received) == master.read_raw(0, master.max_offset)
         writer.write(encode_report(master.max_offset))
-        await until(lambda: service.push_to_slave_max_offset == master.max_offset)
+        await eventually(
+            lambda: service.push_to_slave_max_offset == master.max_offset,
+            what="the slave's report of the master's offset",
+            timeout_s=HA_WAIT_S,
+        )
         writer.close()
     finally:
         await service.close()
@@ -529,7 +554,11 @@ async def test_classic_slaves_and_masters_replicate_with_each_other(tmp_path: Pa
     put(master, 30)
     classic = HAAuth.classic()
     async with ha_pair(master, slave, master_auth=classic, slave_auth=classic):
-        await until(lambda: slave.max_offset == master.max_offset)
+        await eventually(
+            lambda: slave.max_offset == master.max_offset,
+            what="the slave caught up",
+            timeout_s=HA_WAIT_S,
+        )
         assert files(slave) == files(master)
 
 
@@ -544,7 +573,11 @@ async def test_a_classic_slave_and_an_authenticating_master_part_with_clear_reas
         def said(text: str) -> bool:
             return any(text in r.getMessage() for r in caplog.records)
 
-        await until(lambda: said("the master asks for the HA handshake"))
+        await eventually(
+            lambda: said("the master asks for the HA handshake"),
+            what="the handshake request in the log",
+            timeout_s=HA_WAIT_S,
+        )
         assert said("classic report of offset 0")
         assert slave.max_offset == 0 and service.push_to_slave_max_offset == 0
 
@@ -582,7 +615,11 @@ async def test_brokers_sharing_the_secret_replicate_and_one_with_another_gets_no
     try:
         assert rogue.ha_client is not None and master.ha_service is not None
         service = master.ha_service
-        await until(lambda: service.refused_connections >= 2)
+        await eventually(
+            lambda: service.refused_connections >= 2,
+            what="two refused connections",
+            timeout_s=HA_WAIT_S,
+        )
         # Only the rogue: no slave, so SYNC_MASTER answers SLAVE_NOT_AVAILABLE (4.x).
         lonely = await master.put_message(MessageInput("TopicA", 0, b"before"))
         assert lonely.code == ResponseCode.SLAVE_NOT_AVAILABLE
@@ -591,11 +628,17 @@ async def test_brokers_sharing_the_secret_replicate_and_one_with_another_gets_no
         )
         await slave.start()
         try:
-            await until(lambda: bool(service.slaves()))
+            await eventually(
+                lambda: bool(service.slaves()), what="a slave connected", timeout_s=HA_WAIT_S
+            )
             outcome = await master.put_message(MessageInput("TopicA", 0, b"x" * 300))
             assert outcome.code == ResponseCode.SUCCESS
             slave_store, master_store = slave.require_store(), master.require_store()
-            await until(lambda: slave_store.max_offset == master_store.max_offset)
+            await eventually(
+                lambda: slave_store.max_offset == master_store.max_offset,
+                what="the slave caught up",
+                timeout_s=HA_WAIT_S,
+            )
             info = master.runtime_info()
             assert info["haConnections"] == "1" and info["haAuth"] == "authenticated"
             assert int(info["haRefusedConnections"]) >= 2

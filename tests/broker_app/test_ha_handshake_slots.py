@@ -17,7 +17,8 @@ from broker_app.ha.auth import HELLO_BYTES
 from broker_app.ha.client import HAClient
 from broker_app.ha.config import HAConfig
 from broker_app.ha.service import HANDSHAKES_PENDING_MAX, HANDSHAKES_PER_ADDRESS_MAX, HAService
-from tests.broker_app.ha_support import AUTH, files, make_store, put, until
+from tests.broker_app.ha_support import AUTH, HA_WAIT_S, files, make_store, put
+from tests.waiting import eventually
 
 ROGUE_ADDRESS = "127.0.0.2"
 # Silent peers keep their slots for the whole test unless the bound closes them.
@@ -62,7 +63,11 @@ async def test_one_address_cannot_take_the_handshake_slots_from_the_real_slave(
         client.set_master_address(f"127.0.0.1:{service.port}")
         client.start()
         # While the rogue's slots are still held, the slave gets one and catches up.
-        await until(lambda: slave.max_offset == master.max_offset, CATCH_UP_S)
+        await eventually(
+            lambda: slave.max_offset == master.max_offset,
+            what="the slave caught up",
+            timeout_s=CATCH_UP_S,
+        )
         assert files(slave) == files(master)
         assert len(service.slaves()) == 1
     finally:
@@ -89,7 +94,11 @@ async def test_a_slot_comes_back_to_an_address_when_its_handshake_ends(tmp_path:
         assert await greeting(reader) == b""
         writer.close()
         held.pop().close()  # the master sees the close and frees the slot
-        await until(lambda: service.refused_connections == 2)
+        await eventually(
+            lambda: service.refused_connections == 2,
+            what="two refused connections",
+            timeout_s=HA_WAIT_S,
+        )
         reader, writer = await asyncio.open_connection(
             "127.0.0.1", service.port, local_addr=(ROGUE_ADDRESS, 0)
         )

@@ -16,36 +16,51 @@ from broker_app.ha.service import HAService
 from tests.broker_app.ha_support import (
     AUTH,
     FAST,
+    HA_WAIT_S,
     files,
     ha_pair,
     make_store,
     open_authenticated,
     put,
     serve_fake_master,
-    until,
 )
+from tests.waiting import eventually
 
 
 async def test_a_slave_copies_the_master_log_byte_for_byte(tmp_path: Path) -> None:
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
     async with ha_pair(master, slave) as (service, _):
-        await until(lambda: bool(service.slaves()))
+        await eventually(
+            lambda: bool(service.slaves()), what="a slave connected", timeout_s=HA_WAIT_S
+        )
         for _ in range(5):
             put(master, 100)
             service.notify_new_data()
-        await until(lambda: slave.max_offset == master.max_offset)
+        await eventually(
+            lambda: slave.max_offset == master.max_offset,
+            what="the slave caught up",
+            timeout_s=HA_WAIT_S,
+        )
         assert files(slave) == files(master)
         assert len(files(master)) > 2
         message = slave.get_message("TopicA", 3, 99)
         assert message == master.get_message("TopicA", 3, 99)
-        await until(lambda: service.push_to_slave_max_offset == master.max_offset)
+        await eventually(
+            lambda: service.push_to_slave_max_offset == master.max_offset,
+            what="the slave's report of the master's offset",
+            timeout_s=HA_WAIT_S,
+        )
 
 
 async def test_an_empty_slave_starts_at_the_masters_last_segment(tmp_path: Path) -> None:
     master, slave = make_store(tmp_path / "m"), make_store(tmp_path / "s")
     put(master, 600)
     async with ha_pair(master, slave):
-        await until(lambda: slave.max_offset == master.max_offset)
+        await eventually(
+            lambda: slave.max_offset == master.max_offset,
+            what="the slave caught up",
+            timeout_s=HA_WAIT_S,
+        )
         assert slave.min_offset == master.commit_log.last_segment_start() > 0
         last = master.commit_log.segment_paths()[-1]
         assert files(slave) == {last.name: last.read_bytes()}
@@ -62,7 +77,9 @@ async def test_the_sync_wait_ends_when_the_slave_acks_and_times_out_without_it(
     _reader, writer = await open_authenticated(service.port)
     try:
         writer.write(encode_report(0))
-        await until(lambda: bool(service.slaves()))
+        await eventually(
+            lambda: bool(service.slaves()), what="a slave connected", timeout_s=HA_WAIT_S
+        )
         assert service.is_slave_ok(master.max_offset)
         assert not await service.wait_for_ack(master.max_offset, 0.2)
         waiting = asyncio.create_task(service.wait_for_ack(master.max_offset, 5.0))
@@ -122,7 +139,9 @@ async def test_a_slave_fed_garbage_by_its_master_keeps_its_log_intact(tmp_path: 
         client.set_master_address(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
         client.start()
         try:
-            await until(lambda c=client: c.disconnects >= 1)
+            await eventually(
+                lambda c=client: c.disconnects >= 1, what="a disconnect", timeout_s=HA_WAIT_S
+            )
         finally:
             await client.close()
             server.close()

@@ -27,10 +27,10 @@ from localcluster.launcher import (
     find_redis_server,
     free_port,
     redis_answers,
-    wait_until,
     write_redis_config,
 )
 from tests.integration.gateway_harness import ADMIN
+from tests.waiting import wait_until
 from tests.web.conftest import BROKERS, SECRET, TOPICS, RunningGateway, start_gateway, stop_gateway
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

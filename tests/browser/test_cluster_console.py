@@ -30,7 +30,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,6 @@ from broker_app.config import BrokerConfig
 from broker_app.messages import build_send_request
 from localcluster import broker_control
 from localcluster.launcher import free_port
-from localcluster.readiness import wait_until
 from localcluster.run_secrets import read_run_secrets
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_config_serialize_wrapper
@@ -56,6 +55,7 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -123,11 +123,6 @@ def console(browser: Any, cluster: Cluster) -> Iterator[Any]:
         yield log_in(context.new_page(), cluster.console_url, OPERATOR, OPERATOR_PASSWORD)
     finally:
         context.close()
-
-
-def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    """Poll ``predicate`` until true (the launcher's readiness poll)."""
-    wait_until(predicate, what=what, timeout_s=timeout_s)
 
 
 def served_by(addr: str, topic: str) -> set[str] | None:
@@ -253,9 +248,10 @@ def test_the_badge_agrees_on_a_healthy_cluster_and_disagrees_under_an_asymmetric
     live(tab)
     # The fourth broker's registration reaches the three nodes a few ms apart.
     for node in cluster.nodes:
-        wait_for(
+        wait_until(
             lambda n=node: served_by(n, PARTITIONED_BROKER) == {PARTITIONED_BROKER},
-            f"{PARTITIONED_BROKER} on {node}",
+            what=f"{PARTITIONED_BROKER} on {node}",
+            timeout_s=WAIT_S,
         )
     badge_becomes(tab, "nodes agree", SETTLE_TIMEOUT_S)
 
@@ -289,7 +285,7 @@ def test_the_badge_agrees_on_a_healthy_cluster_and_disagrees_under_an_asymmetric
     line = divergence_lines(tab)[0]
     assert "nodes disagree on what clients see: {n1, n3} vs {n2}" in line, line
     rows = tab.locator("#nodes-table .badge", has_text="disagrees")
-    wait_for(lambda: rows.count() == NODES, "every node row marked")
+    wait_until(lambda: rows.count() == NODES, what="every node row marked", timeout_s=WAIT_S)
     screenshot(tab, "overview-disagree.png")
     assert noticed_s < DIVERGENCE_TIMEOUT_S
 
@@ -347,9 +343,17 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
         assert all(addr in result for addr in masters), result
     for topic in (TOPIC, CONTROL_TOPIC):
         for node in nodes:
-            wait_for(lambda n=node, t=topic: served_by(n, t) == set(GROUPS), f"{topic} on {node}")
+            wait_until(
+                lambda n=node, t=topic: served_by(n, t) == set(GROUPS),
+                what=f"{topic} on {node}",
+                timeout_s=WAIT_S,
+            )
         for addr in brokers.values():  # the slaves copy it from their masters
-            wait_for(lambda a=addr, t=topic: t in broker_topics(a), f"{topic} on {addr}")
+            wait_until(
+                lambda a=addr, t=topic: t in broker_topics(a),
+                what=f"{topic} on {addr}",
+                timeout_s=WAIT_S,
+            )
     tab.goto(f"{url}/topics/{TOPIC}/")
     assert "all nodes agree" in tab.inner_text("h1")
     queues = tab.inner_text("#queue-datas")
@@ -385,9 +389,9 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
     # a broker still holds comes back on every node, what it deleted does not, past one
     # full registration period of every broker.
     for node in nodes:
-        wait_for(
+        wait_until(
             lambda n=node: served_by(n, CONTROL_TOPIC) == set(GROUPS),
-            f"{CONTROL_TOPIC} back on {node}",
+            what=f"{CONTROL_TOPIC} back on {node}",
             timeout_s=PAST_REGISTRATION_S,
         )
     time.sleep(max(0.0, deleted_at + PAST_REGISTRATION_S - time.monotonic()))
@@ -415,9 +419,9 @@ def test_a_topic_deleted_in_the_console_is_gone_from_brokers_and_nodes_for_good(
     for addr in masters:
         assert CONTROL_TOPIC not in broker_topics(addr), addr
     # The slave that missed it copies its master's table at its next metadata sync.
-    wait_for(
+    wait_until(
         lambda: CONTROL_TOPIC not in broker_topics(stuck.spec.addr),
-        "the missed slave catching up with its master",
+        what="the missed slave catching up with its master",
         timeout_s=30.0,
     )
 
@@ -521,21 +525,25 @@ def test_the_brokers_page_shows_each_consumer_groups_clients_and_lag(
         ("broker-b", "0"): "authenticated · 1 slave connected",
         ("broker-b", "1"): "authenticated · connected",
     }
-    deadline = time.monotonic() + 15.0
-    while True:
-        rows = tab.locator("#brokers tbody tr").all()
-        ha = {
-            (
-                row.locator("td").nth(1).inner_text(),
-                row.locator("td").nth(2).inner_text(),
-            ): row.locator("td.ha").inner_text()
-            for row in rows
-        }
-        if ha == expected_ha or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    shown: dict[tuple[str, str], str] = {}
+
+    def ha_shown() -> bool:
+        shown.clear()
+        for row in tab.locator("#brokers tbody tr").all():
+            cells = row.locator("td")
+            broker = (cells.nth(1).inner_text(), cells.nth(2).inner_text())
+            shown[broker] = row.locator("td.ha").inner_text()
+        if shown == expected_ha:
+            return True
         tab.reload()
-    assert ha == expected_ha
+        return False
+
+    wait_until(
+        ha_shown,
+        what=lambda: f"the HA states {expected_ha} (shown: {shown})",
+        timeout_s=15.0,
+        interval_s=0.5,
+    )
     screenshot(tab, "brokers.png")
     group = tab.locator(f".consumer-group[data-group='{CONSUMER_GROUP}']")
     assert group.locator(".total-lag").inner_text() == "6"

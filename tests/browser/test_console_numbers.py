@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from localcluster.demo import DemoBroker, register_request, topic_table
-from localcluster.launcher import accepts_connections, asgi_server_argv, free_port, wait_until
+from localcluster.launcher import accepts_connections, asgi_server_argv, free_port
 from namesrv_app.web.units import DEMO_TIMEOUT_MS, demo_timing_note
 from remoting.blocking import BlockingClient
 from remoting.model import DataVersion
@@ -29,6 +29,7 @@ from tests.browser.conftest import (
     screenshot,
     settle,
 )
+from tests.waiting import wait_until
 from tests.web.conftest import BROKERS, CLUSTER, TOPICS
 
 pytestmark = pytest.mark.slow

@@ -11,6 +11,7 @@ import pytest
 
 from localcluster.demo import DemoBroker
 from tests.browser.conftest import ConsoleNode, screenshot, settle
+from tests.waiting import wait_until
 from tests.web.conftest import BROKERS, CLUSTER, TOPICS
 
 pytestmark = pytest.mark.slow
@@ -54,13 +55,20 @@ def test_the_topics_page_hides_system_topics_unless_asked(
     # The page reads the projection, which may write broker-s's topics (and the cast's,
     # registered again by the page fixture after a long test let them expire) a moment
     # after the gateway answered the registration: load it until they are there.
-    deadline = time.monotonic() + PROJECTION_WAIT_S
-    while True:
+    listed: dict[str, str] = {}
+
+    def cast_listed() -> bool:
         page.goto(f"{console_node.url}/topics/")
-        listed = _types_listed(page)
-        if {"TopicTest", *GROUP_TOPICS} <= set(listed) or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
+        listed.clear()
+        listed.update(_types_listed(page))
+        return {"TopicTest", *GROUP_TOPICS} <= set(listed)
+
+    wait_until(
+        cast_listed,
+        what=lambda: f"the cast's topics on the page (listed: {sorted(listed)})",
+        timeout_s=PROJECTION_WAIT_S,
+        interval_s=0.3,
+    )
     assert listed["TopicTest"] == "NORMAL"
     assert listed["%RETRY%demo-group"] == "RETRY" and listed["%DLQ%demo-group"] == "DLQ"
     assert not set(SYSTEM_TOPICS) & set(listed)

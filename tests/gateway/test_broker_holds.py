@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion, TopicConfigSerializeWrapper
+from tests.waiting import eventually
 
 CLUSTER = "DefaultCluster"
 MASTER = "127.0.0.1:10911"
@@ -46,6 +47,7 @@ ADMIN = Credentials("ops-admin", "ops-admin-secret")
 SHARED = Credentials("brokers", "shared-broker-secret")
 OWNER_B = Credentials("owner-b", "owner-of-broker-b")
 WAIT_S = 5.0
+"""A close is seen by the gateway's loop a moment later: how long to wait for it."""
 START_MS = 1_700_000_000_000
 
 
@@ -107,13 +109,6 @@ class Node:
     def addrs_of(self, name: str) -> dict[int, str]:
         data = self.gateway.replicator.read(lambda table: table.broker_data(name))
         return {} if data is None else dict(data.broker_addrs)
-
-    async def until(self, done: Callable[[], bool]) -> None:
-        """Poll ``done()`` (a close is seen by the gateway's loop a moment later)."""
-        deadline_s = asyncio.get_running_loop().time() + WAIT_S
-        while not done():
-            assert asyncio.get_running_loop().time() < deadline_s, "not reached in time"
-            await asyncio.sleep(0.01)
 
     async def close_all(self) -> None:
         for client in self._clients:
@@ -186,7 +181,11 @@ async def test_once_the_holder_closed_a_new_connection_registers_a_new_address(
     await node.send(real, register("broker-a", MASTER))
 
     await real.close()
-    await node.until(lambda: node.gateway.service.holds.holder("broker-a", 0) is None)
+    await eventually(
+        lambda: node.gateway.service.holds.holder("broker-a", 0) is None,
+        what="broker-a's hold released",
+        timeout_s=WAIT_S,
+    )
     answer = await node.send(node.connection(), register("broker-a", NEW_HOME))
 
     assert answer.code == ResponseCode.SUCCESS
@@ -265,13 +264,19 @@ async def test_a_second_connection_of_the_same_address_neither_unregisters_nor_l
     assert (await node.send(new, register("broker-a", MASTER))).code == ResponseCode.SUCCESS
 
     await old.close()
-    await node.until(lambda: holds.holder("broker-a", 0) not in (first_holder, None))
+    await eventually(
+        lambda: holds.holder("broker-a", 0) not in (first_holder, None),
+        what="the hold passed to the newer connection",
+        timeout_s=WAIT_S,
+    )
     assert node.master_of("broker-a") == MASTER
     moved = await node.send(node.connection(), register("broker-a", HIJACK))
     assert moved.code == ResponseCode.NO_PERMISSION
 
     await new.close()
-    await node.until(lambda: node.master_of("broker-a") is None)
+    await eventually(
+        lambda: node.master_of("broker-a") is None, what="broker-a gone", timeout_s=WAIT_S
+    )
 
 
 async def test_a_newcomer_closing_leaves_the_holders_entry_alone(node: Node) -> None:
@@ -284,7 +289,9 @@ async def test_a_newcomer_closing_leaves_the_holders_entry_alone(node: Node) -> 
 
     assert node.master_of("broker-a") == MASTER
     await real.close()
-    await node.until(lambda: node.master_of("broker-a") is None)
+    await eventually(
+        lambda: node.master_of("broker-a") is None, what="broker-a gone", timeout_s=WAIT_S
+    )
 
 
 def test_a_returning_master_of_a_raft_failover_group_is_left_to_the_table() -> None:
@@ -458,7 +465,11 @@ async def test_a_heartbeat_naming_another_broker_than_the_addresss_is_refused_wh
     owner = node.connection(OWNER_B)
     await node.send(owner, register("broker-b", MASTER))
     await owner.close()
-    await node.until(lambda: node.gateway.service.holds.holder("broker-b", 0) is None)
+    await eventually(
+        lambda: node.gateway.service.holds.holder("broker-b", 0) is None,
+        what="broker-b's hold released",
+        timeout_s=WAIT_S,
+    )
 
     answer = await node.send(
         node.connection(), touch(RequestCode.BROKER_HEARTBEAT, "broker-z", MASTER)

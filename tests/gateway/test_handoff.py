@@ -15,7 +15,10 @@ import pytest
 
 from gateway import handoff
 from gateway.handoff import MAGIC, STREAM_BYTES_MAX, HandoffServer
+from tests.waiting import eventually
 from tools import process_facts
+
+WAIT_S = 5.0
 
 
 class Adopted:
@@ -51,13 +54,6 @@ def tcp_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 def open_fds() -> int:
     return process_facts.open_fds(os.getpid())
-
-
-async def wait_for(condition: object, timeout_s: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition never became true"
-        await asyncio.sleep(0.01)
 
 
 async def test_a_connection_and_its_bytes_reach_the_gateway(
@@ -122,9 +118,13 @@ async def test_anything_else_is_refused_and_its_descriptors_closed(
     for number, (_, send) in enumerate(cases, start=1):
         with unix_client(made.path) as sock:
             send(sock)
-        await wait_for(lambda n=number: made.refused == n)  # type: ignore[misc]
+        await eventually(
+            lambda n=number: made.refused == n,  # type: ignore[misc]
+            what=f"refusal {number}",
+            timeout_s=WAIT_S,
+        )
     assert adopted.sockets == []
-    await wait_for(lambda: open_fds() == before)
+    await eventually(lambda: open_fds() == before, what="every descriptor closed", timeout_s=WAIT_S)
     os.close(read_end)
     os.close(write_end)
     # Still serving: a proper hand-over after all that is taken.
@@ -139,7 +139,9 @@ async def test_a_silent_peer_is_dropped_after_the_message_timeout(
     made, _ = server
     monkeypatch.setattr(handoff, "MESSAGE_TIMEOUT_S", 0.2)
     with unix_client(made.path) as sock:
-        await wait_for(lambda: made.refused == 1)
+        await eventually(
+            lambda: made.refused == 1, what="the silent peer refused", timeout_s=WAIT_S
+        )
         sock.settimeout(1)
         assert sock.recv(1) == b""
 

@@ -32,6 +32,7 @@ from remoting.command import RemotingCommand
 from remoting.model import DataVersion
 from tests.integration.gateway_harness import ADMIN, write_test_acl
 from tests.raftstore.raft_node import InProcessCluster
+from tests.waiting import eventually
 from tools.ports import free_port
 
 SECRET = "metrics-test-secret"
@@ -285,13 +286,16 @@ async def test_the_http_port_answers_metrics_only(gateway: Gateway) -> None:
     port = metrics_port(gateway)
     status, _h, _b = await http_request(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     assert status == 404
-    status, _h, _b = await http_request(port, b"GET /metrics/x HTTP/1.1\r\n\r\n")
+    status, _h, _b = await http_request(port, b"GET /metrics/x HTTP/1.1\r\nHost: x\r\n\r\n")
     assert status == 404
-    status, headers, _b = await http_request(port, b"POST /metrics HTTP/1.1\r\n\r\n")
+    status, headers, _b = await http_request(port, b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
     assert status == 405 and headers["allow"] == "GET"
-    status, _h, _b = await http_request(port, b"HEAD /metrics HTTP/1.1\r\n\r\n")
+    status, _h, _b = await http_request(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
     assert status == 405
     status, _h, _b = await http_request(port, b"nonsense\r\n\r\n")
+    assert status == 400
+    # HTTP/1.1 requires Host.
+    status, _h, _b = await http_request(port, b"GET /metrics HTTP/1.1\r\n\r\n")
     assert status == 400
     huge = b"GET /metrics HTTP/1.1\r\nX-Filler: " + b"a" * 20_000 + b"\r\n\r\n"
     status, _h, _b = await http_request(port, huge)
@@ -304,7 +308,8 @@ async def test_the_http_port_answers_metrics_only(gateway: Gateway) -> None:
 async def test_openmetrics_is_served_when_asked_for(gateway: Gateway) -> None:
     status, headers, body = await http_request(
         metrics_port(gateway),
-        b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text; version=1.0.0\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+        b"Accept: application/openmetrics-text; version=1.0.0\r\n\r\n",
     )
     assert status == 200
     assert headers["content-type"].startswith("application/openmetrics-text")
@@ -394,14 +399,18 @@ async def test_three_raft_gateways_show_one_leader_and_their_raft_state(tmp_path
 
 async def _agreed(nodes: list[Gateway]) -> list[Samples]:
     """Scrape every node until they agree on one leader and one term."""
-    deadline = asyncio.get_running_loop().time() + LEADER_TIMEOUT_S
-    while True:
+    seen: dict[str, object] = {}
+
+    async def agreed() -> list[Samples] | None:
         scraped = [await scrape(metrics_port(node)) for node in nodes]
-        leaders = sum(value(s, "namesrv_raft_is_leader") or 0 for s in scraped)
+        seen["leaders"] = leaders = sum(value(s, "namesrv_raft_is_leader") or 0 for s in scraped)
         known = {value(s, "namesrv_raft_leader_known") for s in scraped}
-        terms = {value(s, "namesrv_raft_term") for s in scraped}
-        if leaders == 1 and known == {1} and len(terms) == 1:
-            return scraped
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"no agreed leader: {leaders} leaders, terms {terms}")
-        await asyncio.sleep(0.2)
+        seen["terms"] = terms = {value(s, "namesrv_raft_term") for s in scraped}
+        return scraped if leaders == 1 and known == {1} and len(terms) == 1 else None
+
+    return await eventually(
+        agreed,
+        what=lambda: f"an agreed leader ({seen['leaders']} leaders, terms {seen['terms']})",
+        timeout_s=LEADER_TIMEOUT_S,
+        interval_s=0.2,
+    )

@@ -28,6 +28,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion
 from tests.gateway.test_metrics import SECRET, metrics_port, options, scrape, value
+from tests.waiting import eventually
 
 PERIOD_S = 0.5
 HEARTBEAT_TIMEOUT_MS = 1000
@@ -106,11 +107,14 @@ async def external_scan(node: Gateway, client: RemotingClient) -> int:
 async def wait_for_route_code(node: Gateway, client: RemotingClient, code: int) -> float:
     """Seconds until the silent broker's topic answers ``code``."""
     started_at = time.monotonic()
-    while time.monotonic() - started_at < DEADLINE_S:
-        if await route_code(node, client, SILENT_TOPIC) == code:
-            return time.monotonic() - started_at
-        await asyncio.sleep(POLL_S)
-    pytest.fail(f"{SILENT_TOPIC} did not answer {code} within {DEADLINE_S} s")
+
+    async def answered() -> bool:
+        return await route_code(node, client, SILENT_TOPIC) == code
+
+    await eventually(
+        answered, what=f"{SILENT_TOPIC} answering {code}", timeout_s=DEADLINE_S, interval_s=POLL_S
+    )
+    return time.monotonic() - started_at
 
 
 async def test_without_scans_the_gateway_expires_a_silent_broker_and_raises_an_alarm(

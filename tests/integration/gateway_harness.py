@@ -15,7 +15,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,12 +29,14 @@ from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
+from tests.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "integration-secret"
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
-POLL_INTERVAL_S = 0.05
+WAIT_S = 10.0
+"""How long a test waits for a gateway to show a change it made."""
 NODE_STATUS = 40002
 SCAN_NOT_ACTIVE_BROKER = 40001
 CLUSTER = "DefaultCluster"
@@ -134,12 +135,7 @@ class GatewayProcess:
             self.proc = subprocess.Popen(
                 command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, preexec_fn=self.preexec
             )
-        deadline_s = time.monotonic() + READY_TIMEOUT_S
-        while not self.ready_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline_s:
-                raise RuntimeError(f"gateway did not start:\n{self.log_path.read_text()}")
-            time.sleep(POLL_INTERVAL_S)
-        self.info = json.loads(self.ready_file.read_text())
+        self.info = wait_for_ready_file(self.proc, self.ready_file, self.log_path)
         return self
 
     def terminate(self) -> int:
@@ -177,18 +173,27 @@ class GatewayProcess:
 
     def wait_for_projection(self, timeout_s: float = 10.0) -> dict[str, Any]:
         """Wait until the projection's NodeState reflects the table's version and digest."""
-        deadline_s = time.monotonic() + timeout_s
-        while True:
-            status = self.node_status()
-            rows = self.db_rows(
+        seen: dict[str, Any] = {}
+
+        def caught_up() -> dict[str, Any] | None:
+            seen["table"] = status = self.node_status()
+            seen["projection"] = rows = self.db_rows(
                 "select applied_version, digest from namesrv_app_nodestate where node_id = "
                 f"'{self.node_id}'"
             )
-            if rows and rows[0] == (status["applied_version"], status["digest"]):
-                return status
-            if time.monotonic() > deadline_s:
-                raise AssertionError(f"projection stuck at {rows}, table at {status}")
-            time.sleep(POLL_INTERVAL_S)
+            return (
+                status
+                if rows and rows[0] == (status["applied_version"], status["digest"])
+                else None
+            )
+
+        return wait_until(
+            caught_up,
+            what=lambda: (
+                f"projection at {seen['projection']} equal to the table at {seen['table']}"
+            ),
+            timeout_s=timeout_s,
+        )
 
 
 def register_request(
@@ -223,10 +228,21 @@ def route_request(topic: str, version: int) -> RemotingCommand:
     )
 
 
-def wait_until(predicate: Any, timeout_s: float = 10.0) -> None:
-    """Poll ``predicate`` until it is true; AssertionError at the deadline."""
-    deadline_s = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline_s:
-            raise AssertionError("condition not reached in time")
-        time.sleep(POLL_INTERVAL_S)
+def wait_for_ready_file(
+    proc: subprocess.Popen[bytes], ready_file: Path, log_path: Path
+) -> dict[str, Any]:
+    """The gateway's ready file, once ``proc`` wrote it; RuntimeError("gateway did not
+    start") with the log when the process exits first or READY_TIMEOUT_S passes."""
+
+    def started() -> bool:
+        if ready_file.exists():
+            return True
+        assert proc.poll() is None, "the gateway exited"
+        return False
+
+    try:
+        wait_until(started, what=f"the ready file {ready_file}", timeout_s=READY_TIMEOUT_S)
+    except AssertionError as exc:
+        raise RuntimeError(f"gateway did not start ({exc}):\n{log_path.read_text()}") from None
+    info: dict[str, Any] = json.loads(ready_file.read_text())
+    return info

@@ -30,12 +30,12 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion
 from tests.integration.gateway_harness import (
-    POLL_INTERVAL_S,
-    READY_TIMEOUT_S,
     REPO_ROOT,
     SECRET,
     GatewayProcess,
+    wait_for_ready_file,
 )
+from tests.waiting import wait_until
 from tools import ports
 
 CLUSTER = "RaftCluster"
@@ -169,12 +169,7 @@ class RaftGateway(GatewayProcess):
     def wait_ready(self) -> RaftGateway:
         """Wait for the ready file and read the bound ports."""
         assert self.proc is not None
-        deadline_s = time.monotonic() + READY_TIMEOUT_S
-        while not self.ready_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline_s:
-                raise RuntimeError(f"gateway did not start:\n{self.log_path.read_text()}")
-            time.sleep(POLL_INTERVAL_S)
-        self.info = json.loads(self.ready_file.read_text())
+        self.info = wait_for_ready_file(self.proc, self.ready_file, self.log_path)
         return self
 
     @property
@@ -301,27 +296,35 @@ class RaftGatewayCluster:
     def leader(self, among: list[int] | None = None, timeout_s: float = LEADER_TIMEOUT_S) -> int:
         """Index of the node that every asked running node agrees leads."""
         asked = among if among is not None else [i for i, n in enumerate(self.nodes) if n.running]
-        deadline_s = time.monotonic() + timeout_s
-        while time.monotonic() < deadline_s:
+
+        def agreed() -> tuple[int] | None:
             statuses = {i: self.nodes[i].node_status() for i in asked}
             leaders = {s["leader"] for s in statuses.values()}
             for i, status in statuses.items():
                 if status["state"] == "leader" and leaders == {status["self_addr"]}:
-                    return i
-            time.sleep(0.1)
-        raise AssertionError("no agreed leader")
+                    return (i,)
+            return None
+
+        (index,) = wait_until(agreed, what="an agreed leader", timeout_s=timeout_s, interval_s=0.1)
+        return index
 
     def converged(self, timeout_s: float = CONVERGE_TIMEOUT_S) -> list[dict[str, Any]]:
         """Wait until every running node reports the same applied index and digest."""
-        deadline_s = time.monotonic() + timeout_s
         statuses: list[dict[str, Any]] = []
-        while time.monotonic() < deadline_s:
-            statuses = [node.node_status() for node in self.running()]
-            if len({(s["applied_index"], s["digest"]) for s in statuses}) == 1:
-                return statuses
-            time.sleep(0.1)
-        raise AssertionError(
-            f"no convergence: {[(s['applied_index'], s['digest']) for s in statuses]}"
+
+        def same() -> list[dict[str, Any]] | None:
+            statuses[:] = [node.node_status() for node in self.running()]
+            return (
+                statuses
+                if len({(s["applied_index"], s["digest"]) for s in statuses}) == 1
+                else None
+            )
+
+        return wait_until(
+            same,
+            what=lambda: f"convergence of {[(s['applied_index'], s['digest']) for s in statuses]}",
+            timeout_s=timeout_s,
+            interval_s=0.1,
         )
 
     def stop(self) -> None:
@@ -357,13 +360,16 @@ def running_cluster(
 def write_until_accepted(node: RaftGateway, request: RemotingCommand, timeout_s: float) -> float:
     """Send ``request`` (a fresh copy each time) until it succeeds; seconds it took."""
     started = time.monotonic()
-    last: RemotingCommand | None = None
-    while time.monotonic() - started < timeout_s:
+    last: list[RemotingCommand] = []
+
+    def accepted() -> bool:
         fresh = RemotingCommand.request(
             request.code, dict(request.ext_fields or {}), request.body, version=request.version
         )
-        last = node.invoke(fresh)
-        if last.code == ResponseCode.SUCCESS:
-            return time.monotonic() - started
-        time.sleep(0.05)
-    raise AssertionError(f"write not accepted within {timeout_s} s: {last}")
+        last[:] = [node.invoke(fresh)]
+        return last[0].code == ResponseCode.SUCCESS
+
+    wait_until(
+        accepted, what=lambda: f"the write accepted (last answer: {last})", timeout_s=timeout_s
+    )
+    return time.monotonic() - started

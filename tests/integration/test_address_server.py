@@ -28,7 +28,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.broker_app.support import BrokerProcess
 from tests.integration.cluster_fixtures import cluster_cli, start_cluster, stop_cluster
-from tests.integration.gateway_harness import wait_until
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -128,10 +128,18 @@ def _registrations(node: dict[str, Any]) -> float:
 def test_every_node_serves_the_three_members_publicly_and_read_only(run_dir: Path) -> None:
     nodes = _nodes(run_dir)
     expected = _expected(nodes)
-    wait_until(lambda: _lists(nodes, expected), LIST_TIMEOUT_S)
+    wait_until(
+        lambda: _lists(nodes, expected),
+        what="every node listing the members",
+        timeout_s=LIST_TIMEOUT_S,
+    )
     # Each member recorded its own remoting address, keyed by its Raft address.
     recorded = {n["raft_addr"]: n["remoting_addr"] for n in nodes}
-    wait_until(lambda: all(_records(n["remoting_addr"]) == recorded for n in nodes), LIST_TIMEOUT_S)
+    wait_until(
+        lambda: all(_records(n["remoting_addr"]) == recorded for n in nodes),
+        what="every member's own address recorded on every node",
+        timeout_s=LIST_TIMEOUT_S,
+    )
     port = nodes[1]["web_port"]
     status, headers, body = _get(port, "/rocketmq/nsaddr-unit1?nofix=1")
     assert (status, body.decode()) == (200, expected)
@@ -146,9 +154,17 @@ def test_a_broker_following_the_address_server_registers_with_every_member(
     run_dir: Path, broker: BrokerProcess
 ) -> None:
     nodes = _nodes(run_dir)
-    wait_until(lambda: broker.runtime_info()["namesrvAddr"] == _expected(nodes), LIST_TIMEOUT_S)
+    wait_until(
+        lambda: broker.runtime_info()["namesrvAddr"] == _expected(nodes),
+        what="the broker's namesrvAddr from the address server",
+        timeout_s=LIST_TIMEOUT_S,
+    )
     # The first round went to each of them (the only broker of this cluster).
-    wait_until(lambda: all(_registrations(n) >= 1 for n in nodes), REGISTER_TIMEOUT_S)
+    wait_until(
+        lambda: all(_registrations(n) >= 1 for n in nodes),
+        what="a registration at every node",
+        timeout_s=REGISTER_TIMEOUT_S,
+    )
 
 
 def test_add_node_lists_the_new_member_and_the_broker_registers_with_it(
@@ -157,21 +173,49 @@ def test_add_node_lists_the_new_member_and_the_broker_registers_with_it(
     grown = _json(cluster_cli("add-node", "--run-dir", str(run_dir), "--json"))["nodes"]
     assert [n["id"] for n in grown] == ["n1", "n2", "n3", "n4"]
     expected = _expected(grown)
-    wait_until(lambda: _lists(grown, expected), LIST_TIMEOUT_S)  # n4's own web port too
+    wait_until(
+        lambda: _lists(grown, expected),
+        what="every node listing n4 (its own web port too)",
+        timeout_s=LIST_TIMEOUT_S,
+    )
     recorded = {n["raft_addr"]: n["remoting_addr"] for n in grown}
-    wait_until(lambda: _records(grown[0]["remoting_addr"]) == recorded, LIST_TIMEOUT_S)
-    wait_until(lambda: broker.runtime_info()["namesrvAddr"] == expected, LIST_TIMEOUT_S)
+    wait_until(
+        lambda: _records(grown[0]["remoting_addr"]) == recorded,
+        what="n4's address recorded",
+        timeout_s=LIST_TIMEOUT_S,
+    )
+    wait_until(
+        lambda: broker.runtime_info()["namesrvAddr"] == expected,
+        what="the broker's namesrvAddr with n4",
+        timeout_s=LIST_TIMEOUT_S,
+    )
     # In raft mode n4 learns the broker from the log as well: count the broker's own
     # REGISTER_BROKER requests arriving at n4.
-    wait_until(lambda: _registrations(grown[3]) >= 1, REGISTER_TIMEOUT_S)
+    wait_until(
+        lambda: _registrations(grown[3]) >= 1,
+        what="a registration at n4",
+        timeout_s=REGISTER_TIMEOUT_S,
+    )
 
 
 def test_remove_node_takes_the_member_off_every_list(run_dir: Path, broker: BrokerProcess) -> None:
     shrunk = _json(cluster_cli("remove-node", "n4", "--run-dir", str(run_dir), "--json"))["nodes"]
     assert [n["id"] for n in shrunk] == ["n1", "n2", "n3"]
     expected = _expected(shrunk)
-    wait_until(lambda: _lists(shrunk, expected), LIST_TIMEOUT_S)
+    wait_until(
+        lambda: _lists(shrunk, expected),
+        what="every node listing the members without n4",
+        timeout_s=LIST_TIMEOUT_S,
+    )
     # The leader dropped n4's record: the namespace holds the members only.
     recorded = {n["raft_addr"]: n["remoting_addr"] for n in shrunk}
-    wait_until(lambda: _records(shrunk[0]["remoting_addr"]) == recorded, LIST_TIMEOUT_S)
-    wait_until(lambda: broker.runtime_info()["namesrvAddr"] == expected, LIST_TIMEOUT_S)
+    wait_until(
+        lambda: _records(shrunk[0]["remoting_addr"]) == recorded,
+        what="n4's record dropped",
+        timeout_s=LIST_TIMEOUT_S,
+    )
+    wait_until(
+        lambda: broker.runtime_info()["namesrvAddr"] == expected,
+        what="the broker's namesrvAddr without n4",
+        timeout_s=LIST_TIMEOUT_S,
+    )

@@ -53,7 +53,8 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
-from tests.integration.gateway_harness import wait_until
+from tests.integration.gateway_harness import WAIT_S
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -137,7 +138,9 @@ def original(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Original]:
         update = RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body)
         assert _signed(run_dir, addr, update).code == ResponseCode.SUCCESS
         wait_until(
-            lambda: answers(remoting_addr(summary, 2))["config"]["orderMessageEnable"] == "true"
+            lambda: answers(remoting_addr(summary, 2))["config"]["orderMessageEnable"] == "true",
+            what="the config change on node 3",
+            timeout_s=WAIT_S,
         )
         expected = answers(remoting_addr(summary, 1))
         backup_file = folder / "old.nsbackup"

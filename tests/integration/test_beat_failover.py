@@ -14,10 +14,12 @@ import pytest
 from localcluster.argv import beat_argv
 from namesrv_site.celery import BEAT_LOCK_TIMEOUT_S
 from tests.integration.cluster_fixtures import PROJECT_DIR, start_cluster, stop_cluster
+from tests.waiting import wait_until
 from tools import process_facts
 
 pytestmark = pytest.mark.slow
 SENT = "Sending due task"
+POLL_S = 0.25
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -29,15 +31,6 @@ def _sent(log: Path) -> int:
         return log.read_text(encoding="utf-8", errors="replace").count(SENT)
     except OSError:
         return 0
-
-
-def _wait(check: object, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.25)
-    return False
 
 
 def test_only_one_beat_is_active_and_another_takes_over(tmp_path: Path) -> None:
@@ -57,8 +50,13 @@ def test_only_one_beat_is_active_and_another_takes_over(tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
         )
     try:
-        assert _wait(lambda: "STANDBY" in second_log.read_text(errors="replace"), 30), (
-            second_log.read_text(errors="replace")
+        wait_until(
+            lambda: "STANDBY" in second_log.read_text(errors="replace"),
+            what=lambda: (
+                f"STANDBY in the second beat's log:\n{second_log.read_text(errors='replace')}"
+            ),
+            timeout_s=30,
+            interval_s=POLL_S,
         )
         before = (_sent(first_log), _sent(second_log))
         time.sleep(4.0)
@@ -67,8 +65,13 @@ def test_only_one_beat_is_active_and_another_takes_over(tmp_path: Path) -> None:
 
         os.kill(first_pid, signal.SIGKILL)  # the first host is gone: its lock expires
         lost_at = time.monotonic()
-        assert _wait(lambda: _sent(second_log) > 0, BEAT_LOCK_TIMEOUT_S + 10), second_log.read_text(
-            errors="replace"
+        wait_until(
+            lambda: _sent(second_log) > 0,
+            what=lambda: (
+                f"a scan sent by the second beat:\n{second_log.read_text(errors='replace')}"
+            ),
+            timeout_s=BEAT_LOCK_TIMEOUT_S + 10,
+            interval_s=POLL_S,
         )
         assert time.monotonic() - lost_at <= BEAT_LOCK_TIMEOUT_S + 10
         assert "ACTIVE" in second_log.read_text(errors="replace")

@@ -29,9 +29,10 @@ from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion
-from tests.broker_app.support import BrokerProcess, send, wait_until
+from tests.broker_app.support import BROKER_WAIT_S, BrokerProcess, send
 from tests.integration.gateway_harness import REPO_ROOT, SECRET
 from tests.integration.raft_cluster_harness import RAFT_SECRET, RaftGateway, free_port
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -202,6 +203,7 @@ def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
         wait_until(
             lambda: all(master_of(n, "FailoverTopic") == master.addr for n in nameservers),
             what="every node routes FailoverTopic to the master",
+            timeout_s=BROKER_WAIT_S,
         )
         wait_until(
             lambda: (
@@ -209,6 +211,7 @@ def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
                 == master.runtime_info()["commitLogMaxOffset"]
             ),
             what="slave in sync",
+            timeout_s=BROKER_WAIT_S,
         )
         with Forger(nameservers) as forger:
             assert forger.accepted == NODES, "a new slave id is anyone's to add"
@@ -217,8 +220,8 @@ def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
             master.kill()
             wait_until(
                 lambda: all(master_of(n, "FailoverTopic") == slave.addr for n in nameservers),
-                timeout_s=FAILOVER_BOUND_S,
                 what="every node names the slave, not the forger, as master",
+                timeout_s=FAILOVER_BOUND_S,
             )
             elapsed_s = time.monotonic() - killed_at
             assert all(master_of(n, "FailoverTopic") != forger.addr for n in nameservers)
@@ -227,6 +230,7 @@ def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
         wait_until(
             lambda: slave.runtime_info()["brokerRole"] == "ASYNC_MASTER",
             what="the slave switched role",
+            timeout_s=BROKER_WAIT_S,
         )
         assert send(slave.addr, "FailoverTopic", b"after").code == ResponseCode.SUCCESS
         assert slave.runtime_info()["brokerId"] == "0"

@@ -11,8 +11,7 @@ moves that broker from any connection.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from remoting.model import DataVersion
 from tests.integration.cluster_fixtures import query_route
 from tests.integration.gateway_harness import GatewayProcess
 from tests.integration.raft_cluster_harness import RaftGateway, RaftGatewayCluster
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -83,13 +83,6 @@ def master_at(addr: str, name: str) -> str | None:
         if data.broker_name == name:
             return data.broker_addrs.get(0)
     return None
-
-
-def wait_for(condition: Callable[[], bool]) -> None:
-    deadline_s = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline_s, "not reached in time"
-        time.sleep(0.05)
 
 
 def send(addr: str, request: RemotingCommand, credentials: Credentials | None) -> RemotingCommand:
@@ -150,7 +143,11 @@ def test_eventual_a_hijack_of_a_live_master_is_refused_and_the_route_kept(
 def test_eventual_a_refused_move_is_in_the_gateway_log(eventual: EventualNode) -> None:
     send(eventual.addr, register("broker-a", HIJACK), None)
 
-    wait_for(lambda: "refused a broker change" in eventual.log())
+    wait_until(
+        lambda: "refused a broker change" in eventual.log(),
+        what="the refusal in the gateway log",
+        timeout_s=WAIT_S,
+    )
     assert f"REGISTER_BROKER of broker-a id 0 at {HIJACK} refused" in eventual.log()
 
 
@@ -160,7 +157,11 @@ def test_eventual_the_holder_registers_a_new_address_after_closing(
     with BlockingClient(eventual.addr, timeout_s=WAIT_S) as broker_c:
         assert broker_c.invoke(register("broker-c", "127.0.0.1:10931")).code == 0
     # Closing unregisters it (eventual mode); its restart on another port registers.
-    wait_for(lambda: master_at(eventual.addr, "broker-c") is None)
+    wait_until(
+        lambda: master_at(eventual.addr, "broker-c") is None,
+        what="broker-c unregistered",
+        timeout_s=WAIT_S,
+    )
 
     with BlockingClient(eventual.addr, timeout_s=WAIT_S) as restarted:
         assert restarted.invoke(register("broker-c", "127.0.0.1:10971")).code == 0
@@ -181,7 +182,7 @@ def test_eventual_a_per_broker_account_moves_its_own_broker_and_the_move_is_logg
         assert moved.code == ResponseCode.SUCCESS, moved
         assert master_at(eventual.addr, "broker-b") == "127.0.0.1:10981"
     line = "broker-b's master moved from 127.0.0.1:10941 to 127.0.0.1:10981"
-    wait_for(lambda: line in eventual.log())
+    wait_until(lambda: line in eventual.log(), what="the move in the gateway log", timeout_s=WAIT_S)
 
 
 # ---------------------------------------------------------------- raft mode
@@ -253,7 +254,11 @@ def test_raft_a_bound_broker_name_is_safe_even_where_its_broker_is_not_connected
     raft.cluster.converged()
     assert [master_at(n.addr, "broker-b") for n in raft.nodes] == ["127.0.0.1:10981"] * 3
     line = "broker-b's master moved from 127.0.0.1:10941 to 127.0.0.1:10981"
-    wait_for(lambda: all(line in n.log_path.read_text() for n in raft.nodes))
+    wait_until(
+        lambda: all(line in n.log_path.read_text() for n in raft.nodes),
+        what="the move in every node's log",
+        timeout_s=WAIT_S,
+    )
 
 
 # ---------------------------------------------------------------- the file's mode

@@ -27,6 +27,7 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -85,11 +86,13 @@ class Heartbeat:
 def wait_for_route_code(addr: str, topic: str, code: int, deadline_s: float) -> float:
     """Seconds until GET_ROUTEINFO_BY_TOPIC answers ``code``; fails after ``deadline_s``."""
     started = time.monotonic()
-    while time.monotonic() - started < deadline_s:
-        if query_route(addr, topic)[0] == code:
-            return time.monotonic() - started
-        time.sleep(0.2)
-    pytest.fail(f"{topic} still answered otherwise than {code} after {deadline_s} s")
+    wait_until(
+        lambda: query_route(addr, topic)[0] == code,
+        what=f"{topic} answering {code}",
+        timeout_s=deadline_s,
+        interval_s=0.2,
+    )
+    return time.monotonic() - started
 
 
 def test_beat_drops_a_silent_broker_and_keeps_a_heartbeating_one(

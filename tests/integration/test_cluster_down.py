@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from localcluster import launcher
 from tests.integration.cluster_fixtures import FREE_PORTS, PROJECT_DIR, cluster_cli
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +28,7 @@ def redis_slot(run_dir: Path) -> launcher.ProcessSlot:
 
 def wait_for_line(path: Path, text: str, deadline_s: float = 10.0) -> None:
     """Wait until a started process printed ``text`` (its signal handler is then set)."""
-    started = time.monotonic()
-    while text not in path.read_text() and time.monotonic() - started < deadline_s:
-        time.sleep(0.05)
+    wait_until(lambda: text in path.read_text(), what=f"{text!r} in {path}", timeout_s=deadline_s)
 
 
 def test_down_leaves_alone_a_process_that_reused_a_recorded_pid(tmp_path: Path) -> None:

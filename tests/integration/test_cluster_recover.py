@@ -38,7 +38,7 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
-from tests.integration.gateway_harness import wait_until
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -141,7 +141,9 @@ def test_a_lost_majority_is_recovered_from_the_survivor_and_grown_back(run_dir: 
             fields = {"namespace": namespace, "key": key, "value": value}
             put = admin_request(run_dir, n1, RequestCode.PUT_KV_CONFIG, fields)
             assert put.code == ResponseCode.SUCCESS, put.remark
-        wait_until(lambda: _three_agree(run_dir), AGREE_BOUND_S)
+        wait_until(
+            lambda: _three_agree(run_dir), what="the three nodes agreeing", timeout_s=AGREE_BOUND_S
+        )
         written = _answers(run_dir, n1)
         assert all(code == ResponseCode.SUCCESS for code, _ in written.values())
 
@@ -151,7 +153,11 @@ def test_a_lost_majority_is_recovered_from_the_survivor_and_grown_back(run_dir: 
                 os.kill(pid, signal.SIGKILL)
         for node in lost:
             for pid in (node["gateway_pid"], node["web_pid"]):
-                wait_until(lambda p=pid: launcher.process_start_ticks(p) is None, GONE_BOUND_S)
+                wait_until(
+                    lambda p=pid: launcher.process_start_ticks(p) is None,
+                    what=f"pid {pid} gone",
+                    timeout_s=GONE_BOUND_S,
+                )
             shutil.rmtree(run_dir / node["id"])  # the disk is lost
 
         done = cluster_cli("recover", "--survivor", "n1", "--run-dir", str(run_dir), "--json")
@@ -177,7 +183,11 @@ def test_a_lost_majority_is_recovered_from_the_survivor_and_grown_back(run_dir: 
         nodes = recorded_cluster(run_dir)["nodes"]
         assert [n["id"] for n in nodes] == ["n1", "n4", "n5"]
         assert not {n["raft_addr"] for n in nodes} & {n["raft_addr"] for n in lost}
-        wait_until(lambda: _three_agree(run_dir), AGREE_BOUND_S)
+        wait_until(
+            lambda: _three_agree(run_dir),
+            what="the three nodes agreeing after the recovery",
+            timeout_s=AGREE_BOUND_S,
+        )
         statuses = _statuses(run_dir)
         assert {tuple(sorted(s["members"])) for s in statuses.values()} == {
             tuple(sorted(n["raft_addr"] for n in nodes))

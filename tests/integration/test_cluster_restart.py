@@ -33,7 +33,7 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
-from tests.integration.gateway_harness import wait_until
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,7 +63,11 @@ def _node(run_dir: Path, node_id: str) -> dict[str, Any]:
 def _kill(pid: int) -> None:
     """SIGKILL one process (not its group: a crash, not a stop) and wait until it is gone."""
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: launcher.process_start_ticks(pid) is None, GONE_BOUND_S)
+    wait_until(
+        lambda: launcher.process_start_ticks(pid) is None,
+        what=f"pid {pid} gone",
+        timeout_s=GONE_BOUND_S,
+    )
 
 
 def _pid_argv(run_dir: Path, node_id: str, kind: str) -> tuple[str, ...]:
@@ -122,7 +126,11 @@ def test_restart_brings_back_a_killed_node_with_what_it_missed(run_dir: Path) ->
         fields = {"namespace": KV["namespace"], "key": KV["key"]}
         got = admin_request(run_dir, n2, RequestCode.GET_KV_CONFIG, fields)
         assert (got.code, (got.ext_fields or {}).get("value")) == (ResponseCode.SUCCESS, "v1")
-        wait_until(lambda: _all_equal_and_running(run_dir), CATCH_UP_BOUND_S)
+        wait_until(
+            lambda: _all_equal_and_running(run_dir),
+            what="every node equal and running",
+            timeout_s=CATCH_UP_BOUND_S,
+        )
     with urllib.request.urlopen(f"http://127.0.0.1:{after['web_port']}/healthz", timeout=10) as ok:
         assert ok.status == 200
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import stat
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from remoting.command import RemotingCommand
 from remoting.tls import ClientTls, TlsClientConfig, client_context
 from tests.integration.cluster_fixtures import start_cluster, stop_cluster
 from tests.interop.java_tls import JavaTlsClient, java_tls_client
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -68,13 +68,19 @@ def trusting(ca_file: str) -> Any:
 
 
 def wait_for_route(addr: str, ca_file: str) -> RemotingCommand:
-    """The demo brokers register within a few seconds of their start."""
-    deadline_s = time.monotonic() + ROUTE_WAIT_S
-    while True:
-        answer = asyncio.run(ask_route(addr, trusting(ca_file)))
-        if answer.code == ResponseCode.SUCCESS or time.monotonic() > deadline_s:
-            return answer
-        time.sleep(0.5)
+    """The route once the demo brokers registered (within a few seconds of their start)."""
+    last: list[RemotingCommand] = []
+
+    def routed() -> RemotingCommand | None:
+        last[:] = [asyncio.run(ask_route(addr, trusting(ca_file)))]
+        return last[0] if last[0].code == ResponseCode.SUCCESS else None
+
+    return wait_until(
+        routed,
+        what=lambda: f"the route from {addr} (last answer: {last[0].code} {last[0].remark})",
+        timeout_s=ROUTE_WAIT_S,
+        interval_s=0.5,
+    )
 
 
 def test_up_names_the_ca_and_keeps_the_keys_to_their_owner(tls_cluster: dict[str, Any]) -> None:

@@ -45,6 +45,7 @@ from tests.integration.raft_cluster_harness import (
     topic_of,
     write_until_accepted,
 )
+from tests.waiting import wait_until
 from tools import process_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -58,6 +59,7 @@ FLOOD_SOURCES = 8
 """Flood connections come from 127.0.0.2 to 127.0.0.9, as measured."""
 FLOOD_CONNECT_S = 5.0
 STEP_TIMEOUT_S = 20.0
+POLL_S = 0.1
 ROUTE_ANSWER_S = 2.0
 LOG_LINES_MAX = 200
 RAFT_PAUSED = "raft port: out of descriptors"
@@ -120,14 +122,6 @@ def first_free_descriptor(pid: int) -> int:
     there, its next open, accept or socket fails with EMFILE."""
     used = {int(name) for name in os.listdir(f"/proc/{pid}/fd")}
     return next(number for number in range(len(used) + 1) if number not in used)
-
-
-def wait_for(condition: object, timeout_s: float = STEP_TIMEOUT_S) -> None:
-    """Poll ``condition()`` until it is true."""
-    deadline_s = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline_s, "condition never became true"
-        time.sleep(0.1)
 
 
 def route_answered(client: BlockingClient, topic: str) -> bool:
@@ -200,30 +194,60 @@ def test_out_of_descriptors_a_node_answers_routes_keeps_its_raft_port_and_is_rej
     with BlockingClient(node.addr, timeout_s=ROUTE_ANSWER_S) as steady:
         assert route_answered(steady, topic_of(0))  # the front keeps a copy
         with flood(node.info["port"]):
-            wait_for(lambda: open_files(pid) >= FLOOD_CONNECTIONS)  # handed over
+            wait_until(
+                lambda: open_files(pid) >= FLOOD_CONNECTIONS,
+                what="the flood handed over to the gateway",
+                timeout_s=STEP_TIMEOUT_S,
+                interval_s=POLL_S,
+            )
             time.sleep(0.5)  # the hand-overs in flight are done
             soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
             resource.prlimit(pid, resource.RLIMIT_NOFILE, (first_free_descriptor(pid), hard))
             # An unauthenticated caller on the Raft port meets the exhausted gateway
             # (the log, already open, is where to see it: the status port cannot accept).
             caller = socket.create_connection((host, int(raft_port)), timeout=5.0)
-            wait_for(lambda: any(RAFT_PAUSED in s for s in log_lines(node)[lines_before:]))
+            wait_until(
+                lambda: any(RAFT_PAUSED in s for s in log_lines(node)[lines_before:]),
+                what="the Raft port paused in the log",
+                timeout_s=STEP_TIMEOUT_S,
+                interval_s=POLL_S,
+            )
             assert route_answered(steady, topic_of(0))
         caller.close()
-    wait_for(lambda: open_files(pid) < FLOOD_CONNECTIONS // 4)
+    wait_until(
+        lambda: open_files(pid) < FLOOD_CONNECTIONS // 4,
+        what="the flood's descriptors closed",
+        timeout_s=STEP_TIMEOUT_S,
+        interval_s=POLL_S,
+    )
     # Its limit back (a few descriptors above what it holds would do for the port, not
     # for the peers, the status and the writes below).
     resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-    wait_for(lambda: node.node_status()["raft_port"] == "listening")
+    wait_until(
+        lambda: node.node_status()["raft_port"] == "listening",
+        what="the Raft port listening again",
+        timeout_s=STEP_TIMEOUT_S,
+        interval_s=POLL_S,
+    )
     assert node.node_status()["raft_accept_pauses"] >= 1
 
     # Every connection of the node cut: the peers dialling it must come back.
     for name in cluster.proxy.links:
         if str(index) in name.split("->"):
             cluster.proxy.order(link=name, mode="drop")
-    wait_for(lambda: not any(p["connected"] for p in node.node_status()["peers"]))
+    wait_until(
+        lambda: not any(p["connected"] for p in node.node_status()["peers"]),
+        what="every peer cut",
+        timeout_s=STEP_TIMEOUT_S,
+        interval_s=POLL_S,
+    )
     cluster.heal()
-    wait_for(lambda: all(p["connected"] for p in node.node_status()["peers"]))
+    wait_until(
+        lambda: all(p["connected"] for p in node.node_status()["peers"]),
+        what="every peer back",
+        timeout_s=STEP_TIMEOUT_S,
+        interval_s=POLL_S,
+    )
     leader = cluster.nodes[cluster.leader()]
     write_until_accepted(leader, register_frame(1), STEP_TIMEOUT_S)
     cluster.converged()

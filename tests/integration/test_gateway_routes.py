@@ -17,11 +17,12 @@ from tests.integration.gateway_harness import (
     SLAVE_ADDR,
     SLAVE_HA,
     TOPICS,
+    WAIT_S,
     GatewayProcess,
     register_request,
     route_request,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -89,13 +90,15 @@ def test_closing_a_broker_connection_drops_what_it_registered(gateway: GatewayPr
             body = client.invoke(route_request("TopicTest", JAVA_5_VERSION)).body
             return body is not None and MASTER_ADDR.encode() not in body
 
-        wait_until(only_slave_left)
+        wait_until(only_slave_left, what="only the slave in the route", timeout_s=WAIT_S)
         slave.close()
         wait_until(
             lambda: (
                 client.invoke(route_request("TopicTest", JAVA_5_VERSION)).code
                 == ResponseCode.TOPIC_NOT_EXIST
-            )
+            ),
+            what="the route gone",
+            timeout_s=WAIT_S,
         )
         gateway.wait_for_projection()
         assert gateway.db_rows("select count(*) from namesrv_app_queuedata") == [(0,)]

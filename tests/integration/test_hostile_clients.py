@@ -38,6 +38,7 @@ from tests.integration.gateway_harness import (
     GatewayProcess,
     register_request,
 )
+from tests.waiting import wait_until
 from tools.process_facts import rss_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -189,16 +190,6 @@ def test_thirty_never_finished_16_mib_frames_stay_within_the_budget(
     assert "past the budget" in gateway.log_path.read_text()
 
 
-def wait_until_closed_by_peer(sock: socket.socket, timeout_s: float) -> bool:
-    """True once the other end closes ``sock``, False if it stays open ``timeout_s``."""
-    deadline_s = time.monotonic() + timeout_s
-    while not is_closed_by_peer(sock):
-        if time.monotonic() > deadline_s:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_the_deadline_and_address_cap_flags_reach_the_public_port(tmp_path: Path) -> None:
     process = GatewayProcess(
         "n1",
@@ -211,11 +202,17 @@ def test_the_deadline_and_address_cap_flags_reach_the_public_port(tmp_path: Path
     sockets = [socket.create_connection(("127.0.0.1", port), SOCKET_TIMEOUT_S) for _ in range(4)]
     try:
         slow, *_others, refused = sockets
-        assert wait_until_closed_by_peer(refused, timeout_s=2.0)
+        wait_until(
+            lambda: is_closed_by_peer(refused), what="the fourth connection closed", timeout_s=2.0
+        )
         slow.sendall(struct.pack(">i", 100) + b"\0" * 10)  # 10 of the frame's 104 bytes
         started_s = time.monotonic()
 
-        assert wait_until_closed_by_peer(slow, timeout_s=5.0)
+        wait_until(
+            lambda: is_closed_by_peer(slow),
+            what="the slow frame's connection closed",
+            timeout_s=5.0,
+        )
         assert time.monotonic() - started_s >= 0.9
         with process.client(timeout_s=CLIENT_TIMEOUT_S) as client:  # in a freed place
             assert client.invoke(cluster_info_request()).code == ResponseCode.SUCCESS

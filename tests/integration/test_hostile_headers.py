@@ -38,8 +38,8 @@ from tests.integration.gateway_harness import (
     MASTER_HA,
     GatewayProcess,
     register_request,
-    wait_until,
 )
+from tests.waiting import wait_until
 from tools import process_facts
 from tools.process_facts import rss_bytes
 
@@ -155,7 +155,11 @@ def test_the_8_mib_single_quoted_header_is_refused_and_route_answers_go_on(
     assert answer_s < ROUTE_ANSWER_S_MAX
     assert peak_bytes - baseline_bytes < RSS_GROWTH_BYTES_MAX, (peak_bytes, baseline_bytes)
     refusal = f"header of {HEADER_BYTES} bytes exceeds the limit of {HEADER_BYTES_MAX} bytes"
-    wait_until(lambda: refusal in gateway.log_path.read_text(), timeout_s=SOCKET_TIMEOUT_S)
+    wait_until(
+        lambda: refusal in gateway.log_path.read_text(),
+        what="the header refusal in the log",
+        timeout_s=SOCKET_TIMEOUT_S,
+    )
 
 
 # ------------------------------------------------------------ REGISTER_BROKER bodies
@@ -211,6 +215,7 @@ def test_a_hostile_register_body_is_refused_with_its_limit_and_logged(
             "refused a REGISTER_BROKER body from 127.0.0.1 (fuzz-broker id 0"
             in gateway.log_path.read_text()
         ),
+        what="the body refusal in the log",
         timeout_s=SOCKET_TIMEOUT_S,
     )
     assert node_state(gateway) == before

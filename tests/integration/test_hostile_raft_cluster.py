@@ -47,6 +47,7 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -125,10 +126,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     summary = start_cluster(run_dir, "--mode", "raft", "--demo-sim", nodes=NODES)
     try:
         running = Cluster(summary)
-        deadline_s = time.monotonic() + 30.0
-        while not all(_master_of(addr, "broker-a") == MASTER_A for addr in running.addrs):
-            assert time.monotonic() < deadline_s, "the simulated brokers never registered"
-            time.sleep(0.2)
+        wait_until(
+            lambda: all(_master_of(addr, "broker-a") == MASTER_A for addr in running.addrs),
+            what="the simulated brokers registered",
+            timeout_s=30.0,
+            interval_s=0.2,
+        )
         yield running
     finally:
         stop_cluster(run_dir)

@@ -24,7 +24,8 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.frame import FRAME_BYTES_MAX, FrameDecoder, encode_frame
 from tests.integration.cluster_fixtures import TEST_CLUSTER, query_route, register_broker
-from tests.integration.gateway_harness import ADMIN, GatewayProcess, wait_until
+from tests.integration.gateway_harness import ADMIN, GatewayProcess
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -106,6 +107,7 @@ def test_the_gateway_scans_for_silent_brokers_at_the_configured_period(
         register_broker(held, broker, ["ScanTopic"], heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
         wait_until(
             lambda: query_route(gateway.addr, "ScanTopic")[0] == ResponseCode.TOPIC_NOT_EXIST,
+            what="the silent broker's route scanned out",
             timeout_s=5.0,
         )
 

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from localcluster import broker_control
 from localcluster.broker_control import BrokerSpec
 from tests.node.hosts import NodeProcess, fixed_host_ports, write_configs
 from tests.node.netns import PROJECT_DIR, Network, unavailable_reason
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 NAMESERVERS = ("a", "b", "c")
@@ -51,15 +52,10 @@ def _probe(net: Network, host: str, *args: str, env_file: Path) -> dict[str, Any
     return result
 
 
-def _eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not after {timeout_s:.0f} s")
-
-
+STEP_S = 60.0
+"""How long each step waits for the hosts (a node's /readyz: READY_S)."""
+READY_S = 120.0
+POLL_S = 0.5
 APPLIED_INDEX_SPREAD_MAX = 5
 
 
@@ -101,7 +97,12 @@ def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
         for node in nodes.values():
             node.start()
         for host in NAMESERVERS:
-            _eventually(functools.partial(ready, host), f"/readyz of {host}", 120.0)
+            wait_until(
+                functools.partial(ready, host),
+                what=f"/readyz of {host}",
+                timeout_s=READY_S,
+                interval_s=POLL_S,
+            )
 
         # A master and a slave on the broker host register with all three, signed.
         run_dir = tmp_path / "broker-host"
@@ -119,17 +120,32 @@ def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
             )
             broker_control.start_broker(run_dir, spec, prefix=prefix)
         for host in NAMESERVERS:
-            _eventually(functools.partial(both_brokers_routed, host), f"broker routes on {host}")
+            wait_until(
+                functools.partial(both_brokers_routed, host),
+                what=f"broker routes on {host}",
+                timeout_s=STEP_S,
+                interval_s=POLL_S,
+            )
 
         # Unplug c: a and b keep committing, c refuses writes within its bound.
         network.cut("c")
-        _eventually(lambda: put("a", "during-cut")["code"] == SUCCESS, "a write on the majority")
+        wait_until(
+            lambda: put("a", "during-cut")["code"] == SUCCESS,
+            what="a write on the majority",
+            timeout_s=STEP_S,
+            interval_s=POLL_S,
+        )
         assert "during-cut" in keys("b", "fault")
         isolated = put("c", "on-isolated", via="c")  # c's own address, from inside c
         assert isolated["code"] != SUCCESS, isolated
         assert isolated["elapsed_ms"] < PROPOSE_BOUND_MS + 2000, isolated
         network.heal("c")
-        _eventually(lambda: "during-cut" in keys("c", "fault"), "c catching up after the heal")
+        wait_until(
+            lambda: "during-cut" in keys("c", "fault"),
+            what="c catching up after the heal",
+            timeout_s=STEP_S,
+            interval_s=POLL_S,
+        )
         assert "on-isolated" not in keys("a", "fault")
         statuses = {}
 
@@ -144,7 +160,9 @@ def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
             same_digest = len({s["digest"] for s in statuses.values()}) == 1
             return same_digest and max(indexes) - min(indexes) <= APPLIED_INDEX_SPREAD_MAX
 
-        _eventually(same_state, "equal digests on all three")
+        wait_until(
+            same_state, what="equal digests on all three", timeout_s=STEP_S, interval_s=POLL_S
+        )
 
         # Rolling restart while a writer on the broker host writes through every node.
         acked_file, stop_file = tmp_path / "acked.txt", tmp_path / "stop"
@@ -172,8 +190,11 @@ def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
             for host in NAMESERVERS:
                 assert nodes[host].stop() == 0
                 nodes[host].start()
-                _eventually(
-                    functools.partial(ready, host), f"/readyz of {host} after its restart", 120.0
+                wait_until(
+                    functools.partial(ready, host),
+                    what=f"/readyz of {host} after its restart",
+                    timeout_s=READY_S,
+                    interval_s=POLL_S,
                 )
                 time.sleep(1.0)
         finally:
@@ -183,7 +204,12 @@ def test_hosts_replicate_survive_a_cut_link_and_a_rolling_restart(
         acked.update(acked_file.read_text(encoding="utf-8").split())
         assert len(acked) >= 20, f"the writer got too few writes through: {out!r}"
         for host in NAMESERVERS:
-            _eventually(functools.partial(has_acked, host), f"every acknowledged write on {host}")
+            wait_until(
+                functools.partial(has_acked, host),
+                what=f"every acknowledged write on {host}",
+                timeout_s=STEP_S,
+                interval_s=POLL_S,
+            )
     finally:
         broker_control_stop(tmp_path / "broker-host")
         for node in nodes.values():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from tests.integration.cluster_fixtures import (
     create_operator,
     stop_cluster,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +46,18 @@ def test_the_leader_and_peers_are_named_by_node_id(tmp_path: Path) -> None:
     try:
         token = create_operator(run_dir, "eye", role="viewer", token=True)
         base = f"http://127.0.0.1:{summary['nodes'][0]['web_port']}"
-        deadline = time.monotonic() + 30
-        panels = _nodes(base, token)
-        while not all(p.get("leader") for p in panels) and time.monotonic() < deadline:
-            time.sleep(0.5)
-            panels = _nodes(base, token)
+        panels: list[dict[str, Any]] = []
+
+        def leaders_named() -> bool:
+            panels[:] = _nodes(base, token)
+            return all(p.get("leader") for p in panels)
+
+        wait_until(
+            leaders_named,
+            what=lambda: f"a leader on every node's panel ({panels})",
+            timeout_s=30,
+            interval_s=0.5,
+        )
 
         ids = {"n1", "n2", "n3"}
         leaders = {p["leader_id"] for p in panels}

@@ -33,6 +33,7 @@ from node.processes import PROJECT_DIR, node_env, reset_metrics_dir, web_argv
 from node.supervise import prepare_data_dir
 from tests.descriptors import descriptors_for, open_files_max
 from tests.integration.gateway_harness import GatewayProcess
+from tests.waiting import wait_until
 from tools import ports, process_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -139,11 +140,19 @@ def web(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes], Path]]:
             preexec_fn=open_files_max(OPEN_FILES_MAX),
         )
     try:
-        deadline_s = time.monotonic() + START_TIMEOUT_S
-        while not accepts_connections(config.web.port):
-            text = log.read_text(errors="replace")
-            assert process.poll() is None and time.monotonic() < deadline_s, text[-3000:]
-            time.sleep(0.2)
+
+        def listening() -> bool:
+            if accepts_connections(config.web.port):
+                return True
+            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+            return False
+
+        wait_until(
+            listening,
+            what=lambda: f"the web port\n{log.read_text(errors='replace')[-3000:]}",
+            timeout_s=START_TIMEOUT_S,
+            interval_s=0.2,
+        )
         yield config.web.port, process, log
     finally:
         process.terminate()

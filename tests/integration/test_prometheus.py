@@ -33,6 +33,7 @@ from remoting.codes import ResponseCode
 from remoting.model import DataVersion
 from tests.integration.gateway_harness import write_test_acl
 from tests.raftstore.raft_node import InProcessCluster
+from tests.waiting import eventually
 from tools.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -148,21 +149,21 @@ class PrometheusProcess:
 
 async def _wait_for(what: str, check: Any, server: PrometheusProcess, timeout_s: float) -> Any:
     """Poll ``check()`` in a thread until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    last: Any = None
-    while True:
+    last: list[Any] = [None]
+
+    async def done() -> Any:
         if server.proc.poll() is not None:
             raise AssertionError(f"prometheus exited:\n{server.log.read_text()}")
         try:
-            last = await asyncio.to_thread(check)
+            last[0] = await asyncio.to_thread(check)
         except OSError as exc:  # not listening yet
-            last = exc
-        else:
-            if last:
-                return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{what}: still {last!r}")
-        await asyncio.sleep(POLL_S)
+            last[0] = exc
+            return None
+        return last[0]
+
+    return await eventually(
+        done, what=lambda: f"{what} (still {last[0]!r})", timeout_s=timeout_s, interval_s=POLL_S
+    )
 
 
 async def test_prometheus_sees_three_raft_nodes_and_exactly_one_leader(

@@ -19,7 +19,7 @@ import pytest
 from localcluster import broker_control
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from tests.broker_app.support import BrokerProcess, send, wait_until
+from tests.broker_app.support import BrokerProcess, send
 from tests.integration.gateway_harness import ADMIN
 from tests.integration.raft_cluster_harness import (
     RaftGateway,
@@ -27,6 +27,7 @@ from tests.integration.raft_cluster_harness import (
     free_port,
     running_cluster,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -79,8 +80,8 @@ def _create(broker: BrokerProcess, topic: str) -> None:
 def _routed_on(nodes: list[RaftGateway], topic: str) -> None:
     wait_until(
         lambda: all(_routed(node, topic) for node in nodes),
-        ROUTE_BOUND_S,
-        f"{topic} routed on {[node.node_id for node in nodes]}",
+        what=f"{topic} routed on {[node.node_id for node in nodes]}",
+        timeout_s=ROUTE_BOUND_S,
     )
 
 
@@ -114,8 +115,8 @@ def test_a_broker_keeps_working_through_a_leader_kill_and_a_minority_partition(
                 f"namesrv {cut_addr} refused the registration: code 1: no raft quorum"
                 in broker.log_path.read_text(errors="replace")
             ),
-            ROUTE_BOUND_S,
-            "the broker's log line for the cut-off node's refusal",
+            what="the broker's log line for the cut-off node's refusal",
+            timeout_s=ROUTE_BOUND_S,
         )
         assert not _routed(cluster.nodes[cut], "DuringPartition")
         assert send(broker.addr, "DuringPartition", b"past a cut").code == ResponseCode.SUCCESS

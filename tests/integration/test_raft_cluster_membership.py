@@ -21,7 +21,8 @@ from tests.integration.cluster_fixtures import (
     remoting_addr,
     stop_cluster,
 )
-from tests.integration.gateway_harness import wait_until
+from tests.integration.gateway_harness import WAIT_S
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -73,7 +74,11 @@ def test_up_in_raft_mode_wires_every_node_as_a_peer(run_dir: Path) -> None:
     assert len({s["leader"] for s in statuses.values()}) == 1
     with BlockingClient(remoting_addr(summary, 0), timeout_s=8) as client:
         register_broker(client, make_broker("broker-m", 23_000), [TOPIC])
-    wait_until(lambda: query_route(remoting_addr(summary, 2), TOPIC)[0] == ResponseCode.SUCCESS)
+    wait_until(
+        lambda: query_route(remoting_addr(summary, 2), TOPIC)[0] == ResponseCode.SUCCESS,
+        what="the route on the third node",
+        timeout_s=WAIT_S,
+    )
 
 
 def test_add_node_then_remove_node_changes_the_membership(run_dir: Path) -> None:

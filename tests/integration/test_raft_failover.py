@@ -17,6 +17,7 @@ from tests.integration.raft_cluster_harness import (
     topic_of,
     write_until_accepted,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -56,10 +57,15 @@ def test_writes_resume_on_a_new_leader_after_the_leader_is_killed(
 
 def _wait_for_leader_record(path: Path, leader: str) -> list[dict[str, Any]]:
     """The node's leader-change records once the last one names ``leader`` (polled)."""
-    deadline = time.monotonic() + LEADER_RECORD_WAIT_S
-    seen = leader_log.read(path)
-    while not (seen and seen[-1]["leader"] == leader) and time.monotonic() < deadline:
-        time.sleep(0.1)
-        seen = leader_log.read(path)
-    assert seen and seen[-1]["leader"] == leader, f"consoles were not told: {seen}"
-    return seen
+    seen: list[dict[str, Any]] = []
+
+    def told() -> list[dict[str, Any]] | None:
+        seen[:] = leader_log.read(path)
+        return seen if seen and seen[-1]["leader"] == leader else None
+
+    return wait_until(
+        told,
+        what=lambda: f"the consoles told of {leader} (records: {seen})",
+        timeout_s=LEADER_RECORD_WAIT_S,
+        interval_s=0.1,
+    )

@@ -17,7 +17,6 @@ import subprocess
 import threading
 import time
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,6 +35,7 @@ from tests.integration.raft_cluster_harness import (
     register_frame,
     write_until_accepted,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -269,14 +269,6 @@ class ConnectFlood:
             selector.close()
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = RECONNECT_S) -> None:
-    """Poll ``condition()`` until it is true."""
-    deadline_s = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline_s, "condition never became true"
-        time.sleep(0.05)
-
-
 def peers_connected(node: RaftGateway) -> list[bool]:
     return [bool(peer["connected"]) for peer in node.node_status()["peers"]]
 
@@ -295,15 +287,27 @@ def test_members_reconnect_and_authenticate_while_strangers_flood_the_raft_port(
 
     try:
         with ConnectFlood(node.raft_port) as flood:
-            wait_for(lambda: flood.dropped >= UNAUTHENTICATED_MAX)
+            wait_until(
+                lambda: flood.dropped >= UNAUTHENTICATED_MAX,
+                what="strangers dropped",
+                timeout_s=RECONNECT_S,
+            )
             for name in links:
                 cluster.proxy.order(link=name, mode="drop")
-            wait_for(lambda: not any(peers_connected(node)))
+            wait_until(
+                lambda: not any(peers_connected(node)),
+                what="every member's connection cut",
+                timeout_s=RECONNECT_S,
+            )
             for name in links:
                 cluster.proxy.order(link=name, mode="pass", delay_ms=LINK_DELAY_MS)
             dropped_before = flood.dropped
             started_s = time.monotonic()
-            wait_for(lambda: all(peers_connected(node)))
+            wait_until(
+                lambda: all(peers_connected(node)),
+                what="every member reconnected",
+                timeout_s=RECONNECT_S,
+            )
             took_s = time.monotonic() - started_s
             dropped_meanwhile = flood.dropped - dropped_before
             still_commits(cluster, 14)

@@ -13,7 +13,7 @@ from remoting.bodies import decode_topic_route_data
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.consistency import ROUTES_VERSION_FIELD
-from tests.integration.gateway_harness import wait_until
+from tests.integration.gateway_harness import WAIT_S
 from tests.integration.raft_cluster_harness import (
     DIGEST_CHECKPOINTS,
     RAFT_ADD_NODE,
@@ -26,6 +26,7 @@ from tests.integration.raft_cluster_harness import (
     topic_of,
     unregister_frame,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,7 +43,11 @@ def test_a_broker_registered_through_node_2_is_routed_by_node_3(
     assert fresh.code == ResponseCode.SUCCESS and fresh.body is not None
     route = decode_topic_route_data(fresh.body)
     assert [bd.broker_addrs for bd in route.broker_datas] == [{0: broker(1).addr}]
-    wait_until(lambda: cluster.nodes[0].invoke(route_frame(topic_of(1))).code == 0)
+    wait_until(
+        lambda: cluster.nodes[0].invoke(route_frame(topic_of(1))).code == 0,
+        what="the route on n1 (a local read)",
+        timeout_s=WAIT_S,
+    )
     assert all(s["has_quorum"] for s in cluster.converged())
 
 
@@ -107,7 +112,9 @@ def test_a_graceful_unregister_drops_the_routes_everywhere(cluster: RaftGatewayC
         lambda: all(
             n.invoke(route_frame(topic_of(3))).code == ResponseCode.TOPIC_NOT_EXIST
             for n in cluster.nodes
-        )
+        ),
+        what="the unregistered topic gone on every node",
+        timeout_s=WAIT_S,
     )
     cluster.converged()
 

@@ -35,10 +35,11 @@ from remoting.model import DataVersion
 from tests.integration.gateway_harness import (
     ACL_FILE_NAME,
     BROKER_ACCOUNT,
+    WAIT_S,
     GatewayProcess,
-    wait_until,
 )
 from tests.integration.raft_cluster_harness import RaftGatewayCluster
+from tests.waiting import wait_until
 from tools import ports, process_facts
 
 BROKER = DemoBroker("FrontCluster", "broker-front", 0, "127.0.0.1:30911", "127.0.0.1:30912")
@@ -163,7 +164,11 @@ def test_a_broker_connection_closing_unregisters_it_in_eventual_mode(
         with gateway.client() as reader:
             assert route(reader, "ClosingTopic").code == ResponseCode.SUCCESS
     with gateway.client() as reader:
-        wait_until(lambda: route(reader, "ClosingTopic").code == ResponseCode.TOPIC_NOT_EXIST)
+        wait_until(
+            lambda: route(reader, "ClosingTopic").code == ResponseCode.TOPIC_NOT_EXIST,
+            what="ClosingTopic gone from the route",
+            timeout_s=WAIT_S,
+        )
 
 
 class RawConnection:
@@ -212,11 +217,15 @@ def test_a_broker_s_connection_moves_to_the_gateway_and_outlives_the_front(
     try:
         assert reader.invoke(route_query("MovedTopic")).code == ResponseCode.TOPIC_NOT_EXIST
         assert broker_conn.invoke(registration(1)).code == ResponseCode.SUCCESS
-        wait_until(lambda: scraped(gateway, adopted) == before + 1)
+        wait_until(
+            lambda: scraped(gateway, adopted) == before + 1,
+            what="the connection handed to the gateway",
+            timeout_s=WAIT_S,
+        )
         assert scraped(gateway, 'namesrv_front_handoffs_total{outcome="refused"}') == 0
         old = front_pid(gateway.info["pid"])
         os.kill(old, signal.SIGKILL)
-        wait_until(lambda: is_dead(old))
+        wait_until(lambda: is_dead(old), what=f"the old front {old} gone", timeout_s=WAIT_S)
         with pytest.raises(ConnectionError):
             reader.invoke(route_query("MovedTopic"))
         assert broker_conn.invoke(registration(2)).code == ResponseCode.SUCCESS
@@ -273,7 +282,11 @@ def test_a_broker_request_the_acl_refuses_is_answered_by_the_front_and_not_hande
         after = (scraped(gateway, adopted), scraped(gateway, bad_signature))
         signed = sign(register_request(hostile, table, DataVersion(1, 2)), BROKER_ACCOUNT)
         moved = conn.invoke(signed)
-        wait_until(lambda: scraped(gateway, adopted) == before[0] + 1)
+        wait_until(
+            lambda: scraped(gateway, adopted) == before[0] + 1,
+            what="the hostile connection handed to the gateway",
+            timeout_s=WAIT_S,
+        )
     finally:
         conn.close()
 
@@ -293,6 +306,7 @@ def test_route_answers_of_the_front_are_counted_by_the_gateway(gateway: GatewayP
     # The first read fetched the answer; the other 49 were copies.
     wait_until(
         lambda: scraped(gateway, "namesrv_front_route_answers_total") - before >= 49,
+        what="49 route answers copied by the front",
         timeout_s=10.0,
     )
 
@@ -356,7 +370,7 @@ def wait_for_a_new_front(gateway: GatewayProcess, old: int) -> None:
         served = answer.code in (0, ResponseCode.TOPIC_NOT_EXIST)
         return served and front_pid(gateway.info["pid"]) != old
 
-    wait_until(served_by_a_new_front, timeout_s=15.0)
+    wait_until(served_by_a_new_front, what="a new front serving", timeout_s=15.0)
 
 
 def test_a_killed_front_is_restarted(gateway: GatewayProcess) -> None:
@@ -383,18 +397,24 @@ def test_the_front_exits_when_its_gateway_is_killed(tmp_path: Path) -> None:
     front_pid(process.info["pid"])
     process.proc.kill()
     process.proc.wait()
-    # The front dies with it at once, so a restarted gateway can bind the port again.
-    deadline_s = time.monotonic() + 0.5
-    while True:
+
+    def port_free() -> bool:
         with socket.socket() as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", process.info["port"]))
                 probe.listen()
-                break
             except OSError:
-                assert time.monotonic() < deadline_s, "the front outlived its gateway"
-                time.sleep(0.02)
+                return False
+            return True
+
+    # The front dies with it at once, so a restarted gateway can bind the port again.
+    wait_until(
+        port_free,
+        what="the port free (the front gone with its gateway)",
+        timeout_s=0.5,
+        interval_s=0.02,
+    )
 
 
 def test_raft_mode_reads_through_a_front_see_the_node_s_own_writes(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -89,10 +90,7 @@ def kill_redis(summary: dict[str, Any]) -> None:
     if accepts_connections(port):
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(summary["redis"]["pid"]), signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while accepts_connections(port):
-        assert time.monotonic() < deadline, "redis still answers after SIGKILL"
-        time.sleep(0.05)
+    wait_until(lambda: not accepts_connections(port), what="redis gone after SIGKILL", timeout_s=10)
 
 
 def node_status(summary: dict[str, Any], run_dir: Path, index: int) -> dict[str, Any]:
@@ -172,14 +170,19 @@ class Console:
 def wait_for_expiry(addrs: list[str]) -> float:
     """Seconds until the silent broker's topic is gone on every node."""
     started = time.monotonic()
-    while time.monotonic() - started < EXPIRY_DEADLINE_S:
-        if all(
-            query_route(addr, SILENT_TOPIC)[0] == ResponseCode.TOPIC_NOT_EXIST for addr in addrs
-        ):
-            return time.monotonic() - started
-        time.sleep(0.2)
-    codes = {addr: query_route(addr, SILENT_TOPIC)[0] for addr in addrs}
-    pytest.fail(f"{SILENT_TOPIC} still served {EXPIRY_DEADLINE_S} s after Redis died: {codes}")
+    codes: dict[str, int] = {}
+
+    def gone() -> bool:
+        codes.update((addr, query_route(addr, SILENT_TOPIC)[0]) for addr in addrs)
+        return all(code == ResponseCode.TOPIC_NOT_EXIST for code in codes.values())
+
+    wait_until(
+        gone,
+        what=lambda: f"{SILENT_TOPIC} gone after Redis died (codes: {codes})",
+        timeout_s=EXPIRY_DEADLINE_S,
+        interval_s=0.2,
+    )
+    return time.monotonic() - started
 
 
 def test_without_redis_routes_are_served_silent_brokers_expire_and_the_console_answers(
@@ -261,18 +264,22 @@ def test_the_console_shows_live_updates_paused_until_redis_is_back(
                 stdout=log,
                 stderr=log,
             )
-            deadline = time.monotonic() + 15
-            while not redis_answers(port, password):
-                assert time.monotonic() < deadline, "restarted redis does not answer"
-                time.sleep(0.1)
+            wait_until(
+                lambda: redis_answers(port, password),
+                what="the restarted redis answering",
+                timeout_s=15,
+                interval_s=0.1,
+            )
             page.wait_for_selector("#live-banner", state="hidden", timeout=BROWSER_TIMEOUT_MS)
             assert page.evaluate("window.namesrvLive.connected") is True
             # Beat and its worker reconnect on their own: the scans arrive again and
             # every gateway stops scanning itself and clears its alarm.
-            deadline = time.monotonic() + SCANS_BACK_DEADLINE_S
-            while any(node_status(summary, run_dir, i)["alarms"] for i in range(NODES)):
-                assert time.monotonic() < deadline, "the alarms outlived Redis's return"
-                time.sleep(0.5)
+            wait_until(
+                lambda: not any(node_status(summary, run_dir, i)["alarms"] for i in range(NODES)),
+                what="every alarm cleared after Redis's return",
+                timeout_s=SCANS_BACK_DEADLINE_S,
+                interval_s=0.5,
+            )
         finally:
             browser.close()
             if redis is not None:

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from localcluster.readiness import wait_until
 from localcluster.tls_files import CertFiles, make_ca
 from node.processes import worker_argv
 from tests.integration.redis_tls_probe import ECHOED
 from tests.redis_tls import RedisTlsServer, redis_tls_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 PROJECT_DIR = Path(__file__).resolve().parents[2]

@@ -35,6 +35,7 @@ from tests.integration.gateway_harness import (
     register_request,
     route_request,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -282,14 +283,6 @@ def test_reads_stay_open_to_anyone(gateway: GatewayProcess) -> None:
         other.close()
 
 
-def wait_for(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + RELOAD_WAIT_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {RELOAD_WAIT_S} s: {what}")
-        time.sleep(0.1)
-
-
 def test_an_edited_accounts_file_takes_effect_without_a_restart(tmp_path: Path) -> None:
     acl_file = write_acl(tmp_path / "acl.yml")
     process = GatewayProcess(
@@ -304,9 +297,11 @@ def test_an_edited_accounts_file_takes_effect_without_a_restart(tmp_path: Path) 
         with process.client() as client:
             assert client.invoke(read).code == ResponseCode.SUCCESS
             write_acl(acl_file, reads_need_signature=True)
-            wait_for(
+            wait_until(
                 lambda: client.invoke(read).code == ResponseCode.NO_PERMISSION,
-                "reads need a signature",
+                what="reads need a signature",
+                timeout_s=RELOAD_WAIT_S,
+                interval_s=0.1,
             )
             assert client.invoke(sign(read, BROKER_ACCOUNT)).code == ResponseCode.SUCCESS
 

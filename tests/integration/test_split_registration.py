@@ -11,7 +11,6 @@ part delete the topics of the others.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
@@ -31,6 +30,7 @@ from remoting.frame import FRAME_BYTES_MAX
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from tests.integration.gateway_harness import GatewayProcess, config_args, route_request
 from tests.integration.raft_cluster_harness import running_cluster
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -100,10 +100,9 @@ async def until_accepted(attempt: Callable[[], Awaitable[bool]]) -> None:
     broker's next round does. On a loaded machine a raft node may refuse a round with
     "no raft quorum" while the leader's tick thread applies three 50,000-topic entries
     (docs/BENCHMARKS.md, "split registrations"); any other refusal fails the test."""
-    deadline = time.monotonic() + RETRY_S
-    while not await attempt():
-        assert time.monotonic() < deadline, "not accepted within the retries"
-        await asyncio.sleep(1.0)
+    await eventually(
+        attempt, what="the registration round accepted", timeout_s=RETRY_S, interval_s=1.0
+    )
 
 
 def test_a_50000_topic_broker_registers_in_parts_and_loses_exactly_a_removed_topic(

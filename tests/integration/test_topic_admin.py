@@ -24,7 +24,6 @@ import pytest
 
 from broker_app.config import BrokerConfig
 from localcluster import broker_control
-from localcluster.readiness import wait_until
 from namesrv_app.topic_admin import broker_topics
 from remoting.codes import ResponseCode
 from tests.integration.cluster_fixtures import (
@@ -37,6 +36,7 @@ from tests.integration.cluster_fixtures import (
     start_cluster,
     stop_cluster,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

@@ -14,7 +14,6 @@ import os
 import re
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from node.processes import (
     web_argv,
 )
 from node.supervise import collect_static, collected, prepare_data_dir
+from tests.waiting import wait_until
 from tools import ports, process_facts
 
 pytestmark = pytest.mark.slow
@@ -164,11 +164,21 @@ def https_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpsWeb]:
             manage_argv("shell", "-c", MAKE_ACCOUNT),
             {**env, "OPERATOR_PASSWORD": OPERATOR_PASSWORD},
         )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not accepts_connections(config.web.port):
-            text = log.read_text(encoding="utf-8", errors="replace")
-            assert web.poll() is None and time.monotonic() < deadline, text[-3000:]
-            time.sleep(0.2)
+
+        def listening() -> bool:
+            if accepts_connections(config.web.port):
+                return True
+            assert web.poll() is None, log.read_text(encoding="utf-8", errors="replace")[-3000:]
+            return False
+
+        wait_until(
+            listening,
+            what=lambda: (
+                f"the web port\n{log.read_text(encoding='utf-8', errors='replace')[-3000:]}"
+            ),
+            timeout_s=START_TIMEOUT_S,
+            interval_s=0.2,
+        )
         yield HttpsWeb(config.web.port, ca_file, web.pid)
     finally:
         web.terminate()

@@ -9,7 +9,6 @@ not the default 10 s, 30 s, 1 min ...
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.model import PERM_READ, PERM_WRITE
 from tests.integration.cluster_fixtures import query_route, remoting_addr, start_cluster
+from tests.waiting import wait_until
 
 TOPIC_QUEUE_NUMS = 4
 FAST_DELAY_LEVELS = " ".join(["1s"] * 18)
@@ -65,20 +65,27 @@ class ConsumeCluster:
         # The slave learns the topic from its master (SlaveSynchronize, every second here);
         # it serves pulls of the topic only once it has.
         slave = self.brokers["broker-a-1"].addr
-        deadline = time.monotonic() + ROUTE_WAIT_S
-        while topic not in slave_topics(slave):
-            assert time.monotonic() < deadline, f"the slave never learned {topic}"
-            time.sleep(0.2)
+        wait_until(
+            lambda: topic in slave_topics(slave),
+            what=f"{topic} on the slave",
+            timeout_s=ROUTE_WAIT_S,
+            interval_s=0.2,
+        )
 
     def wait_route(self, topic: str, check: Any, timeout_s: float = ROUTE_WAIT_S) -> None:
         """Until every node's route of ``topic`` passes ``check``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            routes = [query_route(addr, topic) for addr in self.namesrv]
-            if all(route is not None and check(route) for _code, route in routes):
-                return
-            assert time.monotonic() < deadline, f"route of {topic} not ready: {routes}"
-            time.sleep(0.3)
+        routes: list[Any] = []
+
+        def ready() -> bool:
+            routes[:] = [query_route(addr, topic) for addr in self.namesrv]
+            return all(route is not None and check(route) for _code, route in routes)
+
+        wait_until(
+            ready,
+            what=lambda: f"the route of {topic} ready ({routes})",
+            timeout_s=timeout_s,
+            interval_s=0.3,
+        )
 
 
 def slave_topics(addr: str) -> set[str]:

@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +40,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.integration.cluster_fixtures import PROJECT_DIR, stop_cluster
 from tests.interop.consume_cluster import ConsumeCluster, start_consume_cluster
+from tests.waiting import wait_until
 from tools.interop_setup import InteropClients
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -233,11 +233,19 @@ def test_an_orderly_cpp_consumer_locks_its_queues_and_reads_each_in_order(
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 60
-        while len(events(output.read_text(), "received")) < 40:
+
+        def all_received() -> bool:
+            if len(events(output.read_text(), "received")) >= 40:
+                return True
             assert driver.poll() is None, output.read_text()[-2000:]
-            assert time.monotonic() < deadline, "the orderly consumer did not get every message"
-            time.sleep(0.2)
+            return False
+
+        wait_until(
+            all_received,
+            what="every message at the orderly consumer",
+            timeout_s=60,
+            interval_s=0.2,
+        )
         queues = [{"topic": topic, "brokerName": "broker-a", "queueId": i} for i in range(4)]
         body = json.dumps({"consumerGroup": group, "clientId": "probe", "mqSet": queues})
         with BlockingClient(cluster.brokers["broker-a-0"].addr, timeout_s=5.0) as client:
@@ -406,13 +414,15 @@ def test_killing_a_master_lets_consumers_read_everything_from_the_slave(
     sent = events(out, "sent")
     assert len(sent) == 60 and any(e["brokerName"] == "broker-a" for e in sent)
     master, slave = cluster.brokers["broker-a-0"].addr, cluster.brokers["broker-a-1"].addr
-    deadline = time.monotonic() + SYNC_TIMEOUT_S
-    while (
-        broker_control.runtime_info(master)["commitLogMaxOffset"]
-        != broker_control.runtime_info(slave)["commitLogMaxOffset"]
-    ):
-        assert time.monotonic() < deadline, "the slave did not catch up"
-        time.sleep(0.1)
+    wait_until(
+        lambda: (
+            broker_control.runtime_info(master)["commitLogMaxOffset"]
+            == broker_control.runtime_info(slave)["commitLogMaxOffset"]
+        ),
+        what="the slave caught up",
+        timeout_s=SYNC_TIMEOUT_S,
+        interval_s=0.1,
+    )
     broker_control.stop_broker(cluster.run_dir, "broker-a-0", kill=True)
 
     def master_gone(route: Any) -> bool:

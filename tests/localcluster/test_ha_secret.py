@@ -17,7 +17,8 @@ from localcluster.launcher import ClusterPlan, plan_ports
 from localcluster.lifecycle import demo_broker_specs
 from localcluster.plan import DEMO_BROKER_SETTINGS, free_port
 from localcluster.run_secrets import HA_SECRET_FILE, create_run_secrets, read_run_secrets
-from tests.broker_app.support import FakeNameServer, send, wait_until
+from tests.broker_app.support import BROKER_WAIT_S, FakeNameServer, send
+from tests.waiting import wait_until
 
 
 def _plan(run_dir: Path) -> ClusterPlan:
@@ -87,6 +88,7 @@ def test_a_demo_master_and_slave_replicate_with_the_runs_settings(
         wait_until(
             lambda: broker_control.runtime_info(slave).get("haConnected") == "true",
             what="the demo slave's HA link",
+            timeout_s=BROKER_WAIT_S,
         )
         assert send(master, "TopicA", b"replicated").code == 0
         wait_until(
@@ -96,6 +98,7 @@ def test_a_demo_master_and_slave_replicate_with_the_runs_settings(
                 != "0"
             ),
             what="the slave holding the master's log",
+            timeout_s=BROKER_WAIT_S,
         )
         assert broker_control.runtime_info(master)["haRefusedConnections"] == "0"
     finally:

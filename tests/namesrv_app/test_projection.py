@@ -19,6 +19,7 @@ from raftstore.commands import BrokerHeartbeat
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -235,22 +236,24 @@ def test_changes_made_while_the_writer_is_away_merge_into_one_transaction() -> N
         writer.stop()
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = FLUSH_TIMEOUT_S) -> None:
+def wait_for_writer(
+    condition: Callable[[], bool], what: str, timeout_s: float = FLUSH_TIMEOUT_S
+) -> None:
     """Poll ``condition()`` until it holds (the writer thread works on its own).
 
     The test database is one shared in-memory SQLite, whose table locks make a read
     that meets the writer's transaction fail with "table is locked": that read is
     retried, as "not yet"."""
-    deadline_s = time.monotonic() + timeout_s
-    while True:
+
+    def holds() -> bool:
         try:
-            if condition():
-                return
+            return condition()
         except OperationalError as exc:
             if "locked" not in str(exc):
                 raise
-        assert time.monotonic() < deadline_s, "condition not reached in time"
-        time.sleep(0.01)
+            return False
+
+    wait_until(holds, what=what, timeout_s=timeout_s, interval_s=0.01)
 
 
 def stored_digest() -> str:
@@ -285,9 +288,11 @@ def test_heartbeats_alone_do_not_recompute_the_digest_but_route_changes_do() -> 
     )
     writer.start(rebuild=True)
     try:
-        wait_until(lambda: writer.rebuilds == 1)
+        wait_for_writer(lambda: writer.rebuilds == 1, "the rebuild")
         register(service, "broker-a", "127.0.0.1:10911", 0, "T1", "T2")
-        wait_until(lambda: stored_digest() == replicator.read(lambda t: t.digest()))
+        wait_for_writer(
+            lambda: stored_digest() == replicator.read(lambda t: t.digest()), "the digest stored"
+        )
 
         # The rebuild's digest, then the route change's. A batch the test database
         # refuses ("table is locked") is redone by a rebuild, which takes its own
@@ -304,11 +309,12 @@ def test_heartbeats_alone_do_not_recompute_the_digest_but_route_changes_do() -> 
             rebuilds_before = writer.rebuilds
             for _ in range(3):
                 heartbeat(service, clock, "127.0.0.1:10911")
-            wait_until(
+            wait_for_writer(
                 lambda: (
                     models.NodeState.objects.get(node_id="n1").applied_version
                     == replicator.read(lambda t: t.applied_version)
-                )
+                ),
+                "the heartbeats' version stored",
             )
             if writer.rebuilds == rebuilds_before:
                 break
@@ -317,7 +323,9 @@ def test_heartbeats_alone_do_not_recompute_the_digest_but_route_changes_do() -> 
         assert stored_digest() != replicator.read(lambda t: t.digest())
 
         run(service.put_kv(namespace="ns", key="k", value="v"))
-        wait_until(lambda: stored_digest() == replicator.read(lambda t: t.digest()))
+        wait_for_writer(
+            lambda: stored_digest() == replicator.read(lambda t: t.digest()), "the digest stored"
+        )
         assert commit_digests() > after_route_change
 
         heartbeat(service, clock, "127.0.0.1:10911")
@@ -361,7 +369,10 @@ def test_a_route_change_ends_the_liveness_wait() -> None:
         heartbeat(service, clock, "127.0.0.1:10911")
         run(service.wipe_write_perm("broker-a"))
         version = replicator.read(lambda t: t.applied_version)
-        wait_until(lambda: models.NodeState.objects.get(node_id="n1").applied_version == version)
+        wait_for_writer(
+            lambda: models.NodeState.objects.get(node_id="n1").applied_version == version,
+            "the wiped version stored",
+        )
         assert db_view() == replicator.read(table_view)
     finally:
         writer.stop()
@@ -387,8 +398,9 @@ def test_a_big_batch_keeps_the_writer_to_its_share_unless_a_flush_waits() -> Non
         topics = [f"PacedTopic{i:05d}" for i in range(3000)]
         cpu_before, started = writer_cpu_s(writer), time.monotonic()
         register(service, "broker-a", "10.0.0.1:10911", 0, *topics)
-        wait_until(
+        wait_for_writer(
             lambda: models.QueueData.objects.filter(broker_name="broker-a").count() == 3000,
+            "3000 topics written",
             timeout_s=60.0,
         )
         paced_wall_s = time.monotonic() - started

@@ -13,15 +13,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from localcluster.run_secrets import ADMIN_ACCESS_KEY, RunSecrets, create_run_secrets
 from node.config import Endpoint, NodeConfig, Peer, write_node_config
+from tests.waiting import wait_until
 from tools import ports
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -175,16 +175,23 @@ def http_status(url: str) -> int:
 
 
 def wait_for(
-    predicate: object, what: str, timeout_s: float = 90.0, processes: Sequence[NodeProcess] = ()
+    predicate: Callable[[], object],
+    what: str,
+    timeout_s: float = 90.0,
+    processes: Sequence[NodeProcess] = (),
 ) -> None:
-    """Poll ``predicate`` until true; fail with the nodes' logs when it never is."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
+    """``tests.waiting.wait_until`` watching ``processes``: fail at once with the log of
+    one that exited, and with all their logs at the timeout."""
+
+    def holds() -> object:
+        if predicate():
+            return True
         dead = [p for p in processes if p.popen is not None and p.popen.poll() is not None]
         if dead:
             raise AssertionError(f"{what}: run_node exited:\n" + "\n".join(p.log() for p in dead))
-        time.sleep(0.3)
-    logs = "\n".join(f"--- {p.config_path}\n{p.log()}" for p in processes)
-    raise AssertionError(f"{what}: not after {timeout_s:.0f} s\n{logs}")
+        return False
+
+    def described() -> str:
+        return "\n".join([what, *(f"--- {p.config_path}\n{p.log()}" for p in processes)])
+
+    wait_until(holds, what=described, timeout_s=timeout_s, interval_s=0.3)

@@ -14,10 +14,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ from tests.packaging.declared import (
     RUNTIME_LOCK,
     shipped_packages,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -171,16 +171,18 @@ class InstalledNode:
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
 
-    def wait_until(self, predicate: object, what: str) -> None:
+    def wait_until(self, predicate: Callable[[], object], what: str) -> None:
         """Poll ``predicate``; fail with the node's log when it exits or never holds."""
-        deadline = time.monotonic() + NODE_READY_S
-        while time.monotonic() < deadline:
-            if predicate():  # type: ignore[operator]
-                return
-            if self.popen.poll() is not None:
-                raise AssertionError(f"{what}: the node exited:\n{self.log()}")
-            time.sleep(0.3)
-        raise AssertionError(f"{what}: not after {NODE_READY_S:.0f} s\n{self.log()}")
+
+        def holds() -> bool:
+            if predicate():
+                return True
+            assert self.popen.poll() is None, f"{what}: the node exited:\n{self.log()}"
+            return False
+
+        wait_until(
+            holds, what=lambda: f"{what}\n{self.log()}", timeout_s=NODE_READY_S, interval_s=0.3
+        )
 
     def stop(self) -> int:
         """SIGTERM the node (it stops its processes); its exit status."""

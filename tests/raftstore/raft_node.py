@@ -274,27 +274,40 @@ class ProcessCluster:
 
     async def leader(self, timeout_s: float = 15.0) -> int:
         """Index of the node every running node agrees leads."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while asyncio.get_running_loop().time() < deadline:
+        from tests.waiting import eventually
+
+        async def agreed() -> tuple[int] | None:
             running = [(i, await n.status()) for i, n in enumerate(self.nodes) if n.running]
             leaders = {s["leader"] for _, s in running}
             for i, s in running:
                 if s["state"] == "leader" and leaders == {s["self_addr"]}:
-                    return i
-            await asyncio.sleep(0.1)
-        raise AssertionError("no agreed leader")
+                    return (i,)
+            return None
+
+        (index,) = await eventually(
+            agreed, what="an agreed leader", timeout_s=timeout_s, interval_s=0.1
+        )
+        return index
 
     async def converged(self, timeout_s: float = 20.0) -> list[dict[str, Any]]:
         """Wait until every running node has the same applied index and digest."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        from tests.waiting import eventually
+
         statuses: list[dict[str, Any]] = []
-        while asyncio.get_running_loop().time() < deadline:
-            statuses = await self.statuses()
-            if len({(s["applied_index"], s["digest"]) for s in statuses}) == 1:
-                return statuses
-            await asyncio.sleep(0.1)
-        raise AssertionError(
-            f"no convergence: {[(s['applied_index'], s['digest']) for s in statuses]}"
+
+        async def same() -> list[dict[str, Any]] | None:
+            statuses[:] = await self.statuses()
+            return (
+                statuses
+                if len({(s["applied_index"], s["digest"]) for s in statuses}) == 1
+                else None
+            )
+
+        return await eventually(
+            same,
+            what=lambda: f"convergence of {[(s['applied_index'], s['digest']) for s in statuses]}",
+            timeout_s=timeout_s,
+            interval_s=0.1,
         )
 
     async def close(self) -> None:
@@ -345,26 +358,36 @@ class InProcessCluster:
 
     async def leader(self, timeout_s: float = 15.0) -> Any:
         """The node every started node agrees leads."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while asyncio.get_running_loop().time() < deadline:
+        from tests.waiting import eventually
+
+        def agreed() -> Any:
             statuses = [n.status() for n in self.nodes if n.status().state != "stopped"]
             leaders = {s.leader for s in statuses}
             for node, s in zip(self.nodes, [n.status() for n in self.nodes], strict=True):
                 if s.state == "leader" and leaders == {node.self_addr}:
                     return node
-            await asyncio.sleep(0.05)
-        raise AssertionError("no agreed leader")
+            return None
+
+        return await eventually(
+            agreed, what="an agreed leader", timeout_s=timeout_s, interval_s=0.05
+        )
 
     async def converged(self, timeout_s: float = 15.0) -> list[Any]:
         """Wait until every started node reports the same applied index and digest."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        from tests.waiting import eventually
+
         statuses: list[Any] = []
-        while asyncio.get_running_loop().time() < deadline:
-            statuses = [n.status() for n in self.nodes if n.status().state != "stopped"]
-            if len({(s.applied_index, s.digest) for s in statuses}) == 1:
-                return statuses
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"no convergence: {[(s.applied_index, s.digest) for s in statuses]}")
+
+        def same() -> list[Any] | None:
+            statuses[:] = [n.status() for n in self.nodes if n.status().state != "stopped"]
+            return statuses if len({(s.applied_index, s.digest) for s in statuses}) == 1 else None
+
+        return await eventually(
+            same,
+            what=lambda: f"convergence of {[(s.applied_index, s.digest) for s in statuses]}",
+            timeout_s=timeout_s,
+            interval_s=0.05,
+        )
 
     async def close(self) -> None:
         """Stop every node."""

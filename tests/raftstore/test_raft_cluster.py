@@ -16,6 +16,7 @@ from raftstore.raft.settings import RaftSettings
 from raftstore.replicator import NoQuorumError
 from raftstore.results import ApplyResult
 from tests.raftstore.raft_node import InProcessCluster, stall_tick_thread
+from tests.waiting import eventually
 
 PROPOSE_TIMEOUT_S = 1.5
 STALL_S = 1.6
@@ -192,8 +193,6 @@ async def test_a_pysyncobj_divergence_warning_shows_up_in_that_nodes_status(
             )
 
     sync.addOnTickCallback(warn_once)
-    deadline = asyncio.get_running_loop().time() + 5
-    while not node.status().alarms and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.05)
+    await eventually(lambda: node.status().alarms, what="an alarm", timeout_s=5, interval_s=0.05)
     assert "truncating already-applied" in node.status().alarms[0]
     assert cluster.nodes[0].status().alarms == ()

@@ -38,9 +38,11 @@ from raftstore.raft.transport import (
 from remoting.limits import RefusalLog
 from tests.descriptors import descriptors_left
 from tests.raftstore.raft_node import CLUSTER_SECRET, InProcessCluster
+from tests.waiting import eventually
 
 PROPOSE_TIMEOUT_S = 3.0
 STEP_TIMEOUT_S = 10.0
+POLL_S = 0.05
 
 
 @pytest.fixture
@@ -49,14 +51,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[InProcessCluster]:
     await nodes.start()
     yield nodes
     await nodes.close()
-
-
-async def eventually(condition: Callable[[], bool], timeout_s: float = STEP_TIMEOUT_S) -> None:
-    """Poll ``condition()`` until it is true."""
-    deadline_s = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline_s, "condition never became true"
-        await asyncio.sleep(0.05)
 
 
 def on_tick_thread(node: RaftReplicator, action: Callable[[], Any]) -> threading.Event:
@@ -137,7 +131,12 @@ async def test_a_raft_port_that_stops_listening_is_alarmed_bound_again_and_rejoi
 
     try:
         assert on_tick_thread(node, close_the_port).wait(STEP_TIMEOUT_S)
-        await eventually(lambda: node.status().raft_port == PORT_NOT_LISTENING)
+        await eventually(
+            lambda: node.status().raft_port == PORT_NOT_LISTENING,
+            what="the Raft port closed",
+            timeout_s=STEP_TIMEOUT_S,
+            interval_s=POLL_S,
+        )
         status = node.status()
         assert any(f"Raft port {node.self_addr} is not listening" in a for a in status.alarms)
         body, _ = GatewayMetrics(node).exposition()
@@ -147,8 +146,18 @@ async def test_a_raft_port_that_stops_listening_is_alarmed_bound_again_and_rejoi
     finally:
         blocker.close()
 
-    await eventually(lambda: node.status().raft_port == PORT_LISTENING)
-    await eventually(lambda: all(peer.connected for peer in node.status().peers))
+    await eventually(
+        lambda: node.status().raft_port == PORT_LISTENING,
+        what="the Raft port listening again",
+        timeout_s=STEP_TIMEOUT_S,
+        interval_s=POLL_S,
+    )
+    await eventually(
+        lambda: all(peer.connected for peer in node.status().peers),
+        what="every peer connected",
+        timeout_s=STEP_TIMEOUT_S,
+        interval_s=POLL_S,
+    )
     assert not any("Raft port" in alarm for alarm in node.status().alarms)
     assert transport_of(node).rebinds >= 1
     body, _ = GatewayMetrics(node).exposition()
@@ -193,7 +202,12 @@ async def test_callers_that_never_prove_the_secret_are_bounded_oldest_first(
     host, port = node.self_addr.rsplit(":", 1)
     callers = [caller(host, int(port), STRANGER_HOST) for _ in range(40)]
     try:
-        await eventually(lambda: transport_of(node).callers_waiting <= UNAUTHENTICATED_MAX)
+        await eventually(
+            lambda: transport_of(node).callers_waiting <= UNAUTHENTICATED_MAX,
+            what="the strangers cut to the cap",
+            timeout_s=STEP_TIMEOUT_S,
+            interval_s=POLL_S,
+        )
         for oldest in callers[: 40 - UNAUTHENTICATED_MAX]:
             assert oldest.recv(1) == b""  # dropped by the node
         await (await cluster.leader()).propose(PutKV("ns", "k", "v"))
@@ -218,7 +232,12 @@ async def test_a_caller_from_a_member_s_address_outlasts_any_number_of_strangers
     member = caller(host, int(port), "127.0.0.1")
     strangers = [caller(host, int(port), STRANGER_HOST) for _ in range(2 * UNAUTHENTICATED_MAX)]
     try:
-        await eventually(lambda: is_dropped(strangers[UNAUTHENTICATED_MAX - 1], 0.05))
+        await eventually(
+            lambda: is_dropped(strangers[UNAUTHENTICATED_MAX - 1], 0.05),
+            what="the oldest strangers dropped",
+            timeout_s=STEP_TIMEOUT_S,
+            interval_s=POLL_S,
+        )
         assert not is_dropped(member)
 
         member.sendall(sealed(os.urandom(32)))  # its random key, as a member's first message

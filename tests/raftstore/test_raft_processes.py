@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.raftstore.raft_node import ProcessCluster
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -25,13 +26,17 @@ async def cluster(tmp_path: Path) -> AsyncIterator[ProcessCluster]:
 
 async def _write_until_ok(cluster: ProcessCluster, key: str, budget_s: float = 20.0) -> int:
     """Write through any running node until one acknowledges; returns its index."""
-    deadline = asyncio.get_running_loop().time() + budget_s
-    while asyncio.get_running_loop().time() < deadline:
+
+    async def acknowledged() -> tuple[int] | None:
         for i, node in enumerate(cluster.nodes):
             if node.running and (await node.put(key, "v"))["ok"]:
-                return i
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"no node acknowledged {key}")
+                return (i,)
+        return None
+
+    (index,) = await eventually(
+        acknowledged, what=f"a node acknowledging {key}", timeout_s=budget_s, interval_s=0.2
+    )
+    return index
 
 
 async def test_writes_resume_on_a_new_leader_after_the_leader_is_killed(

@@ -18,7 +18,6 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +38,12 @@ from remoting.listener import (
 )
 from tests.descriptors import descriptors_left
 from tests.remoting.conftest import PeerFactory, ScriptedProcessor, ServerFactory
+from tests.waiting import eventually
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUIET_S = 0.3
 """How long a peer that is not served waits to see that no answer comes."""
-
-
-async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Poll ``condition()`` until it is true."""
-    deadline_s = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline_s, "condition never became true"
-        await asyncio.sleep(0.01)
+WAIT_S = 5.0
 
 
 async def answered(peer: Any, opaque: int, timeout_s: float = 5.0) -> bool:
@@ -95,7 +88,9 @@ async def test_closed_connections_give_their_slots_back(
             assert await answered(peer, round_no * 10 + opaque)
         for peer in peers:
             await peer.close()
-        await wait_until(lambda: budget.in_use == 0)
+        await eventually(
+            lambda: budget.in_use == 0, what="every budget slot given back", timeout_s=WAIT_S
+        )
 
 
 async def test_out_of_descriptors_a_server_pauses_accepting_and_resumes_after_a_backoff(
@@ -110,10 +105,18 @@ async def test_out_of_descriptors_a_server_pauses_accepting_and_resumes_after_a_
             for client in clients:
                 client.setblocking(False)
                 client.connect_ex(("127.0.0.1", server.port))
-            await wait_until(lambda: listener.paused == PAUSE_OUT_OF_DESCRIPTORS)
+            await eventually(
+                lambda: listener.paused == PAUSE_OUT_OF_DESCRIPTORS,
+                what="a pause for descriptors",
+                timeout_s=WAIT_S,
+            )
             await asyncio.sleep(0.5)  # several backoffs, each failing again
             assert server.connection_count < len(clients)  # the rest wait in the backlog
-        await wait_until(lambda: server.connection_count == len(clients))
+        await eventually(
+            lambda: server.connection_count == len(clients),
+            what="every client accepted",
+            timeout_s=WAIT_S,
+        )
         assert listener.paused is None
         assert server.budget.pauses[PAUSE_OUT_OF_DESCRIPTORS] >= 1
         lines = [r for r in caplog.records if "accept failed" in r.getMessage()]
@@ -159,16 +162,22 @@ async def test_a_socket_in_its_prepare_step_holds_a_slot_until_the_step_times_ou
         budget=budget, prepare=never_decides, prepare_timeout_s=0.5
     )
     stuck = await raw_peer_factory(server.port)
-    await wait_until(lambda: len(seen) == 1)
+    await eventually(lambda: len(seen) == 1, what="the first connection prepared", timeout_s=WAIT_S)
     assert budget.in_use == 1
     behind = await raw_peer_factory(server.port)
     await asyncio.sleep(QUIET_S)
     assert len(seen) == 1  # the cap holds the second one in the backlog
 
     assert await stuck.read_until_eof() == []  # closed at the deadline, nothing served
-    await wait_until(lambda: len(seen) == 2)  # its slot went to the second
+    await eventually(
+        lambda: len(seen) == 2,
+        what="the second connection prepared (the stuck one's slot)",
+        timeout_s=WAIT_S,
+    )
     assert await behind.read_until_eof() == []
-    await wait_until(lambda: budget.in_use == 0)
+    await eventually(
+        lambda: budget.in_use == 0, what="every budget slot given back", timeout_s=WAIT_S
+    )
     assert server.connection_count == 0
 
 
@@ -202,7 +211,9 @@ async def test_a_refusal_from_the_prepare_step_closes_the_socket_and_frees_its_s
     for _ in range(3):
         peer = await raw_peer_factory(server.port)
         assert await peer.read_until_eof() == []
-    await wait_until(lambda: budget.in_use == 0)
+    await eventually(
+        lambda: budget.in_use == 0, what="every budget slot given back", timeout_s=WAIT_S
+    )
 
 
 async def test_an_adopted_connection_leaves_an_eighth_of_the_budget_to_accepted_ones(

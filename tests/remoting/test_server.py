@@ -17,20 +17,14 @@ from remoting.command import RemotingCommand, make_response
 from remoting.connection import Connection, ready
 from remoting.frame import encode_frame
 from remoting.server import RemotingServer
+from tests.waiting import eventually
 
 # Fixtures and their types come from tests/remoting/conftest.py.
 ServerFactory = Callable[..., Awaitable[RemotingServer]]
 PeerFactory = Callable[[int], Awaitable[Any]]
 
 SHORT_WAIT_S = 0.3
-
-
-async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Poll ``condition()`` until it is true."""
-    deadline_s = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline_s, "condition never became true"
-        await asyncio.sleep(0.01)
+WAIT_S = 5.0
 
 
 @pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
@@ -292,7 +286,9 @@ async def test_a_malformed_frame_closes_only_that_connection(
     await bad.send_bytes(garbage)
 
     assert await bad.read_until_eof() == []
-    await wait_until(lambda: len(closed.closed) == 1)
+    await eventually(
+        lambda: len(closed.closed) == 1, what="the bad connection reported closed", timeout_s=WAIT_S
+    )
     await healthy.send(scripted_processor.echo_request(2))
     assert (await healthy.read_command()).opaque == 2
     assert server.connection_count == 1
@@ -312,7 +308,9 @@ async def test_closed_hook_fires_once_when_the_client_closes(
 
     await peer.close()
 
-    await wait_until(lambda: server.connection_count == 0)
+    await eventually(
+        lambda: server.connection_count == 0, what="no connection left", timeout_s=WAIT_S
+    )
     await asyncio.sleep(SHORT_WAIT_S)
     assert len(closed.closed) == 1
 
@@ -323,7 +321,9 @@ async def test_closed_hook_fires_once_when_the_server_closes(
     closed = closed_log
     server = await remoting_server_factory(on_connection_closed=closed)
     peers = [await raw_peer_factory(server.port) for _ in range(3)]
-    await wait_until(lambda: server.connection_count == 3)
+    await eventually(
+        lambda: server.connection_count == 3, what="three connections", timeout_s=WAIT_S
+    )
 
     await server.close()
 
@@ -345,7 +345,9 @@ async def test_frames_before_a_bad_one_in_the_same_read_are_still_processed(
     await peer.send_bytes(encode_frame(scripted_processor.echo_request(7)) + too_long_frame())
 
     await peer.read_until_eof()
-    await wait_until(lambda: len(closed_log.closed) == 1)
+    await eventually(
+        lambda: len(closed_log.closed) == 1, what="the connection reported closed", timeout_s=WAIT_S
+    )
     assert [cmd.opaque for cmd in scripted_processor.seen] == [7]
 
 
@@ -360,7 +362,9 @@ async def test_closed_hook_fires_once_after_a_protocol_error(
     await peer.read_until_eof()
     await peer.close()
 
-    await wait_until(lambda: len(closed.closed) >= 1)
+    await eventually(
+        lambda: len(closed.closed) >= 1, what="the connection reported closed", timeout_s=WAIT_S
+    )
     await asyncio.sleep(SHORT_WAIT_S)
     assert len(closed.closed) == 1
 
@@ -428,7 +432,9 @@ async def test_it_stops_reading_a_peer_with_too_many_requests_in_flight(
     await peer.send_bytes(
         b"".join(encode_frame(scripted_processor.sleep_request(n, 100)) for n in range(40))
     )
-    await wait_until(lambda: len(scripted_processor.seen) == 4)
+    await eventually(
+        lambda: len(scripted_processor.seen) == 4, what="four requests seen", timeout_s=WAIT_S
+    )
     await asyncio.sleep(0.05)
     conn = server.connections[0]
 
@@ -545,7 +551,9 @@ async def test_a_thousand_idle_connections_do_not_slow_a_new_client(
             idle.append(socket.create_connection(("127.0.0.1", server.port)))
             if len(idle) % 100 == 0:
                 await asyncio.sleep(0)  # let the server accept
-        await wait_until(lambda: server.connection_count == 1000, timeout_s=10.0)
+        await eventually(
+            lambda: server.connection_count == 1000, what="1000 connections", timeout_s=10.0
+        )
         client = RemotingClient()
         loop = asyncio.get_running_loop()
         started_s = loop.time()

@@ -17,6 +17,7 @@ from remoting.command import RemotingCommand, make_response
 from remoting.connection import Connection
 from remoting.frame import encode_frame
 from remoting.server import RemotingServer
+from tests.waiting import eventually
 
 # Fixtures and their types come from tests/remoting/conftest.py.
 ServerFactory = Callable[..., Awaitable[RemotingServer]]
@@ -141,10 +142,7 @@ async def test_closing_the_adopted_connection_fires_the_new_owner_s_hook(
         await peer.send(request(MOVE_CODE, 1))
         assert await answers(peer, 1) == {1: "second"}
         await peer.close()
-        deadline = asyncio.get_running_loop().time() + 5
-        while not closed:
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.01)
+        await eventually(lambda: closed, what="the new owner's close hook", timeout_s=5)
         assert len(closed) == 1 and made.second.connection_count == 0
     finally:
         await made.second.close(0.5)

@@ -19,20 +19,14 @@ from remoting.command import RemotingCommand
 from remoting.frame import encode_frame
 from remoting.limits import REFUSAL_LOG_LINES_MAX
 from remoting.server import RemotingServer
+from tests.waiting import eventually
 
 ServerFactory = Callable[..., Awaitable[RemotingServer]]
 PeerFactory = Callable[[int], Awaitable[Any]]
 
 BUDGET_BYTES = 64 * 1024
 PEER_HOST = "127.0.0.1"
-
-
-async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Poll ``condition()`` until it is true."""
-    deadline_s = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline_s, "condition never became true"
-        await asyncio.sleep(0.01)
+WAIT_S = 5.0
 
 
 def big_echo(opaque: int, body_bytes: int, processor: Any) -> bytes:
@@ -75,7 +69,11 @@ async def test_the_connection_that_pushes_past_the_budget_is_closed_and_the_othe
     holder, grower, bystander = [await raw_peer_factory(server.port) for _ in range(3)]
     held_frame = big_echo(1, 40 * 1024, scripted_processor)
     await holder.send_bytes(held_frame[:-10])
-    await wait_until(lambda: server.unfinished_frames_bytes == len(held_frame) - 10)
+    await eventually(
+        lambda: server.unfinished_frames_bytes == len(held_frame) - 10,
+        what="the held frame counted",
+        timeout_s=WAIT_S,
+    )
 
     await grower.send_bytes(big_echo(2, 40 * 1024, scripted_processor)[: 30 * 1024])
 
@@ -94,15 +92,25 @@ async def test_the_budget_freed_by_a_closed_connection_serves_a_later_client(
     server = await remoting_server_factory(unfinished_frames_bytes_max=BUDGET_BYTES)
     quitter = await raw_peer_factory(server.port)
     await quitter.send_bytes(big_echo(1, 50 * 1024, scripted_processor)[:-1])
-    await wait_until(lambda: server.unfinished_frames_bytes > 50 * 1024)
+    await eventually(
+        lambda: server.unfinished_frames_bytes > 50 * 1024,
+        what="the quitter's frame counted",
+        timeout_s=WAIT_S,
+    )
 
     await quitter.close()
-    await wait_until(lambda: server.unfinished_frames_bytes == 0)
+    await eventually(
+        lambda: server.unfinished_frames_bytes == 0, what="the budget given back", timeout_s=WAIT_S
+    )
 
     later = await raw_peer_factory(server.port)
     frame = big_echo(2, 50 * 1024, scripted_processor)
     await later.send_bytes(frame[:-1])
-    await wait_until(lambda: server.unfinished_frames_bytes == len(frame) - 1)
+    await eventually(
+        lambda: server.unfinished_frames_bytes == len(frame) - 1,
+        what="the later frame counted",
+        timeout_s=WAIT_S,
+    )
     await later.send_bytes(frame[-1:])
     assert (await later.read_command()).opaque == 2
     assert server.unfinished_frames_bytes == 0
@@ -117,7 +125,9 @@ async def test_frames_completed_one_after_another_never_add_up_against_the_budge
     for opaque in range(5):
         frame = big_echo(opaque, 40 * 1024, scripted_processor)
         await peer.send_bytes(frame[:-100])
-        await wait_until(holds(server, len(frame) - 100))
+        await eventually(
+            holds(server, len(frame) - 100), what=f"frame {opaque} held", timeout_s=WAIT_S
+        )
         await peer.send_bytes(frame[-100:])
         assert (await peer.read_command()).opaque == opaque
 
@@ -130,7 +140,11 @@ async def test_a_bad_frame_releases_what_its_connection_held(
     server = await remoting_server_factory(unfinished_frames_bytes_max=BUDGET_BYTES)
     peer = await raw_peer_factory(server.port)
     await peer.send_bytes((1000).to_bytes(4, "big") + b"\x09" + b"\0" * 100)
-    await wait_until(lambda: server.unfinished_frames_bytes == 105)
+    await eventually(
+        lambda: server.unfinished_frames_bytes == 105,
+        what="the frame start counted",
+        timeout_s=WAIT_S,
+    )
 
     await peer.send_bytes(b"\0" * 900)  # serialize type 9 does not exist
 
@@ -243,10 +257,14 @@ async def test_a_new_connection_is_admitted_once_one_of_the_address_closes(
 ) -> None:
     server = await remoting_server_factory(connections_per_address_max=2)
     first, _second = [await raw_peer_factory(server.port) for _ in range(2)]
-    await wait_until(lambda: server.connections_from(PEER_HOST) == 2)
+    await eventually(
+        lambda: server.connections_from(PEER_HOST) == 2, what="two connections", timeout_s=WAIT_S
+    )
 
     await first.close()
-    await wait_until(lambda: server.connections_from(PEER_HOST) == 1)
+    await eventually(
+        lambda: server.connections_from(PEER_HOST) == 1, what="one connection", timeout_s=WAIT_S
+    )
     newcomer = await raw_peer_factory(server.port)
 
     assert await echo_is_answered(newcomer, scripted_processor, 1)
@@ -321,7 +339,11 @@ async def test_a_prefix_at_its_cap_is_refused_from_every_address_and_another_is_
     refusals = [r.getMessage() for r in caplog.records if "refusing" in r.getMessage()]
     assert refusals and "127.0.5.0/24 already holds 4 connections" in refusals[0]
     await admitted[0].close()
-    await wait_until(lambda: server.connections_from_prefix("127.0.5.1") == 3)
+    await eventually(
+        lambda: server.connections_from_prefix("127.0.5.1") == 3,
+        what="three connections from the /24",
+        timeout_s=WAIT_S,
+    )
     assert await echo_is_answered(
         await raw_peer_factory(server.port, "127.0.5.3"), scripted_processor, 10
     )

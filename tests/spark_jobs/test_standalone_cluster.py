@@ -25,6 +25,7 @@ import pytest
 
 from spark_jobs import cli
 from spark_jobs.session import APP_NAME, ZIP_PREFIX
+from tests.waiting import wait_until
 from tools.spark_standalone import (
     HOST,
     Cluster,
@@ -162,15 +163,14 @@ def test_analyze_on_a_standalone_cluster_matches_local(
     assert any(list(d.glob(f"{ZIP_PREFIX}*.zip")) for d in executors), (
         f"no shipped code zip in {executors}"
     )
-    deadline = time.monotonic() + 15
-    while True:
-        completed = [
+    completed = wait_until(
+        lambda: [
             app for app in cluster.state().get("completedapps", []) if app.get("name") == APP_NAME
-        ]
-        if completed or time.monotonic() > deadline:
-            break
-        time.sleep(0.25)
-    assert completed, "the master recorded no completed analysis application"
+        ],
+        what="a completed analysis application on the master",
+        timeout_s=15,
+        interval_s=0.25,
+    )
     assert app_dirs[0].name == completed[0]["id"]
 
     cluster_tables, local_tables = _tables(tmp_path / "cluster"), _tables(tmp_path / "local")

@@ -39,15 +39,13 @@ from namesrv_app.tokens import issue_token
 from raftstore.replicator import LocalReplicator
 from remoting.blocking import BlockingClient
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from tests.integration.gateway_harness import ADMIN, write_test_acl
+from tests.integration.gateway_harness import ADMIN, wait_for_ready_file, write_test_acl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "web-test-secret"
 CLUSTER = "DefaultCluster"
 TOPICS = ("TopicTest", "DemoOrders")
 START_MS = 1_700_000_000_000
-READY_TIMEOUT_S = 60.0
-POLL_S = 0.05
 BROKERS = (
     DemoBroker(CLUSTER, "broker-a", 0, "127.0.0.1:10911", "127.0.0.1:10912"),
     DemoBroker(CLUSTER, "broker-a", 1, "127.0.0.1:10921", "127.0.0.1:10922"),
@@ -203,7 +201,6 @@ def start_gateway(
     ``scan_fallback_s`` None keeps run_gateway's default fallback; by default it is off
     (no Celery here: the gateway would otherwise expire the cast, registered once,
     after three silent periods)."""
-    import json
 
     ready = folder / f"{node_id}.ready.json"
     db_path = folder / f"{node_id}.sqlite3"
@@ -234,13 +231,11 @@ def start_gateway(
     ]
     log = (folder / f"{node_id}.log").open("ab")
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError((folder / f"{node_id}.log").read_text())
-        time.sleep(POLL_S)
-    info = json.loads(ready.read_text())
+    try:
+        info = wait_for_ready_file(proc, ready, folder / f"{node_id}.log")
+    except RuntimeError:
+        proc.kill()
+        raise
     admin_secret = folder / "admin.secret"
     admin_secret.write_text(ADMIN.secret_key, encoding="utf-8")
     admin_secret.chmod(0o600)

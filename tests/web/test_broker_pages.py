@@ -36,6 +36,7 @@ from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.integration.gateway_harness import write_test_acl
 from tests.integration.raft_cluster_harness import free_port
+from tests.waiting import wait_until
 from tests.web.conftest import RunningGateway, log_in, node_settings
 
 LABEL = "broker-a-0"
@@ -203,10 +204,11 @@ def test_a_group_whose_client_left_still_shows_its_offsets(
     broker: LocalBroker, consumer_group: BlockingClient, viewer: User
 ) -> None:
     consumer_group.close()
-    deadline = time.monotonic() + 10
-    while broker_control.consumer_groups(broker.spec.addr)[0].online:
-        assert time.monotonic() < deadline, "the broker kept the closed client"
-        time.sleep(0.05)
+    wait_until(
+        lambda: not broker_control.consumer_groups(broker.spec.addr)[0].online,
+        what="the closed client gone from the broker",
+        timeout_s=10,
+    )
     page = logged_in("vera").get("/brokers/").content.decode()
     assert "no client online" in page and CLIENT_ID not in page
     assertInHTML('<span class="total-lag">3</span>', page)

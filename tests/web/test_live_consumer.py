@@ -18,11 +18,11 @@ from localcluster.launcher import (
     find_redis_server,
     free_port,
     redis_answers,
-    wait_until,
     write_redis_config,
 )
 from namesrv_app.events import ChangeEvent, channel_layer_publisher
 from namesrv_app.live import CLOSE_FORBIDDEN, EventsConsumer, publish_change, publish_event
+from tests.waiting import wait_until
 
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 RECEIVE_TIMEOUT_S = 3.0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from localcluster.launcher import find_redis_server, redis_answers, wait_until, write_redis_config
+from localcluster.launcher import find_redis_server, redis_answers, write_redis_config
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.live import CLOSE_LAYER_DOWN, EventsConsumer
 from namesrv_app.management.commands.run_gateway import scan_fallback_s
 from remoting.blocking import BlockingClient
 from remoting.command import RemotingCommand
+from tests.waiting import wait_until
 from tests.web.conftest import (
     SECRET,
     RunningGateway,
@@ -156,16 +156,17 @@ def fallback_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runni
 
 def wait_for_alarm(gateway: RunningGateway) -> list[str]:
     """NODE_STATUS's alarms once the fallback has raised one."""
-    deadline = time.monotonic() + ALARM_DEADLINE_S
-    while time.monotonic() < deadline:
+
+    def alarms() -> list[str]:
         with BlockingClient(f"127.0.0.1:{gateway.internal_port}") as client:
             answer = client.invoke(RemotingCommand.request(NODE_STATUS, {"secret": SECRET}))
         assert answer.body is not None
-        alarms: list[str] = json.loads(answer.body)["alarms"]
-        if alarms:
-            return alarms
-        time.sleep(0.2)
-    pytest.fail(f"no scan fallback alarm within {ALARM_DEADLINE_S} s")
+        raised: list[str] = json.loads(answer.body)["alarms"]
+        return raised
+
+    return wait_until(
+        alarms, what="a scan fallback alarm", timeout_s=ALARM_DEADLINE_S, interval_s=0.2
+    )
 
 
 def test_the_scan_fallback_alarm_shows_on_the_overview_and_the_nodes_page(
