@@ -69,7 +69,7 @@ from broker_app.store.message_store import (
     PutResult,
     validate_topic,
 )
-from broker_app.store.record import parse_properties
+from broker_app.store.record import wait_store_ok
 from remoting.client import RemotingClient
 from remoting.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -81,12 +81,10 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
     is_writeable,
 )
-from remoting.properties import java_boolean
 from remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
-WAIT_STORE_MSG_OK = "WAIT"
 STOP_TIMEOUT_S = 5.0
 CLIENT_SCAN_INTERVAL_MS = 10_000
 """How often silent clients are looked for (``ClientHousekeepingService``: every 10 s)."""
@@ -579,7 +577,7 @@ class BrokerController:
         result = self.store.put_message(message, self.clock_ms())
         if self.ha_service is not None:
             self.ha_service.notify_new_data()
-        if self.role is not BrokerRole.SYNC_MASTER or not _wait_store_ok(message.properties):
+        if self.role is not BrokerRole.SYNC_MASTER or not wait_store_ok(message.properties):
             return PutOutcome(result, ResponseCode.SUCCESS)
         return await self._wait_for_slave(result)
 
@@ -779,11 +777,6 @@ async def _push(
         await send(push)
     except (ConnectionError, OSError) as exc:
         log.info("could not notify consumer %s: %s", client_id, exc)
-
-
-def _wait_store_ok(properties: str) -> bool:
-    # MessageExt.isWaitStoreMsgOK: absent is true, otherwise Boolean.parseBoolean.
-    return java_boolean(parse_properties(properties).get(WAIT_STORE_MSG_OK), True)
 
 
 def write_ready_file(path: Path, controller: BrokerController) -> None:

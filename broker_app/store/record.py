@@ -38,6 +38,8 @@ import zlib
 from dataclasses import dataclass
 from enum import Enum
 
+from remoting.properties import java_boolean
+
 ReadableBuffer = bytes | bytearray | memoryview | mmap.mmap
 
 MESSAGE_MAGIC = 0x524D5131  # "RMQ1"
@@ -111,6 +113,16 @@ def parse_properties(text: str) -> dict[str, str]:
         if sep and name:
             result[name] = value
     return result
+
+
+WAIT_STORE_MSG_OK = "WAIT"
+"""The message property a producer sets to false when a SYNC_MASTER need not wait for
+its slaves before answering."""
+
+
+def wait_store_ok(properties: str) -> bool:
+    """``MessageExt.isWaitStoreMsgOK``: absent is true, otherwise ``Boolean.parseBoolean``."""
+    return java_boolean(parse_properties(properties).get(WAIT_STORE_MSG_OK), True)
 
 
 def format_properties(properties: dict[str, str]) -> str:
