@@ -10,11 +10,9 @@ from pathlib import Path
 
 from gateway.clock import SystemClock
 from gateway.services import NameServerService
-from raftstore.raft.settings import RaftSettings
 from tests.gateway.conftest import default_registration
 from tests.raftstore.raft_node import InProcessCluster, stall_tick_thread
-
-STALL_S = 1.6
+from tests.waiting import eventually
 
 
 async def _register(service: NameServerService) -> bool:
@@ -33,9 +31,18 @@ async def test_an_unchanged_registration_on_a_late_ticking_follower_is_proposed(
         assert await _register(service) is False, "the first registration is proposed"
         assert await _register(service) is True, "the same table again: from the state"
 
-        pending = await stall_tick_thread(follower, STALL_S)
-        await asyncio.sleep(RaftSettings().quorum_window_s + 0.2)
-        assert follower.quorum_refusal() is not None, "stale by the clock"
-        assert await _register(service) is False, "proposed, and committed once it ticks"
+        pending, release = await stall_tick_thread(follower)
+        try:
+            await eventually(
+                lambda: follower.quorum_refusal() is not None,
+                what="contact with the quorum stale by the clock",
+                timeout_s=5,
+            )
+            registering = asyncio.ensure_future(_register(service))
+            await asyncio.sleep(0.2)
+            assert not registering.done(), "proposed: the answer waits for the commit"
+        finally:
+            release()
+        assert await registering is False, "proposed, and committed once it ticks"
         await pending
         assert await _register(service) is True

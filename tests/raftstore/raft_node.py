@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -410,27 +411,31 @@ if __name__ == "__main__":
     main()
 
 
-async def stall_tick_thread(node: Any, seconds: float) -> asyncio.Future[Any]:
-    """Hold ``node``'s Raft tick thread for ``seconds`` (an apply listener that sleeps
-    on a KV write, as a large entry or a starved core would hold it); returns once the
-    thread is held, with the write's pending proposal to await afterwards."""
+async def stall_tick_thread(
+    node: Any, longest_s: float = 15.0
+) -> tuple[asyncio.Future[Any], Callable[[], None]]:
+    """Hold ``node``'s Raft tick thread (an apply listener that blocks on a KV write, as a
+    large entry or a starved core would hold it) until the returned ``release`` is called,
+    or ``longest_s`` at most; returns once the thread is held, with the write's pending
+    proposal to await afterwards. The test, not a sleep, decides when the tick resumes, so
+    a slow machine cannot end the stall before the test has looked."""
     import threading
-    import time
 
     from raftstore.commands import PutKV
 
     held = threading.Event()
+    released = threading.Event()
 
     def hold(command: Any, _result: Any) -> None:
         if getattr(command, "key", "") == STALL_KEY and not held.is_set():
             held.set()
-            time.sleep(seconds)
+            released.wait(longest_s)
 
     node.subscribe(hold)
     pending: asyncio.Future[Any] = asyncio.ensure_future(node.propose(PutKV("ns", STALL_KEY, "1")))
     while not held.is_set():
         await asyncio.sleep(0.01)
-    return pending
+    return pending, released.set
 
 
 STALL_KEY = "stall-the-tick"

@@ -12,14 +12,12 @@ import pytest
 from raftstore.commands import Barrier, Command, PutKV
 from raftstore.raft import RaftReplicator, find_divergence
 from raftstore.raft.codec import encode_entry
-from raftstore.raft.settings import RaftSettings
 from raftstore.replicator import NoQuorumError
 from raftstore.results import ApplyResult
 from tests.raftstore.raft_node import InProcessCluster, stall_tick_thread
 from tests.waiting import eventually
 
 PROPOSE_TIMEOUT_S = 1.5
-STALL_S = 1.6
 
 
 @pytest.fixture
@@ -85,11 +83,21 @@ async def test_a_follower_whose_tick_runs_late_proposes_but_answers_nothing_from
     an answer from the applied state, which nothing commits, is refused meanwhile."""
     await cluster.leader()
     follower = await cluster.follower()
-    pending = await stall_tick_thread(follower, STALL_S)
-    await asyncio.sleep(RaftSettings().quorum_window_s + 0.2)
-    assert follower.quorum_refusal(proposing=True) is None
-    assert isinstance(follower.quorum_refusal(), NoQuorumError)
-    result = await follower.propose(PutKV("ns", "after", "1"))
+    pending, release = await stall_tick_thread(follower)
+    try:
+        await eventually(
+            lambda: follower.quorum_refusal() is not None,
+            what="contact with the quorum stale by the clock",
+            timeout_s=5,
+        )
+        assert follower.quorum_refusal(proposing=True) is None
+        assert isinstance(follower.quorum_refusal(), NoQuorumError)
+        proposal = asyncio.ensure_future(follower.propose(PutKV("ns", "after", "1")))
+        await asyncio.sleep(0.2)
+        assert not proposal.done(), "the commit waits for the tick"
+    finally:
+        release()
+    result = await proposal
     assert result.changes.kv == frozenset({("ns", "after")})
     assert follower.quorum_refusal() is None, "contact is back once the tick reads again"
     with contextlib.suppress(NoQuorumError):
