@@ -36,6 +36,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, m
 from prometheus_client.exposition import choose_encoder
 from rest_framework.exceptions import AuthenticationFailed
 
+from gateway.metric_families import LATENCY_BUCKETS_S
 from namesrv_app.roles import is_viewer
 from namesrv_app.tokens import authenticate_token
 
@@ -43,21 +44,9 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 UNRESOLVED_VIEW = "unresolved"
 FORWARDING_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP")
 TOKEN_KEYWORD = "token"
-WEB_LATENCY_BUCKETS_S = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-)
+# The gateway's bounds from a millisecond up: a request through Django's middleware
+# takes at least that, so the finer bounds would only be empty buckets.
+WEB_LATENCY_BUCKETS_S = tuple(bound for bound in LATENCY_BUCKETS_S if bound >= 0.001)
 
 WEB_REQUESTS = Counter(
     "namesrv_web_requests",
