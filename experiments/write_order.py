@@ -84,7 +84,6 @@ class FreshRound:
         self._read = read
         self._started = 0
         self._task: asyncio.Task[None] | None = None
-        self.runs = 0
 
     async def __call__(self) -> None:
         need = self._started + 1
@@ -99,5 +98,4 @@ class FreshRound:
             if self._started >= need:
                 return
             self._started += 1
-            self.runs += 1
             self._task = asyncio.get_running_loop().create_task(self._read())

@@ -5,10 +5,23 @@ waiting ones, and one journal read shared by every write that asks at once."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from experiments.write_order import FreshRound, TopicGate
+
+
+@pytest.fixture
+def gate() -> TopicGate:
+    return TopicGate()
+
+
+@pytest.fixture
+def log() -> list[str]:
+    """What the writes did, in order: ``+name`` when one got its topics, ``-name`` when
+    it let them go."""
+    return []
 
 
 async def _write(gate: TopicGate, topics: set[str], log: list[str], name: str, **kw: bool) -> None:
@@ -18,20 +31,44 @@ async def _write(gate: TopicGate, topics: set[str], log: list[str], name: str, *
         log.append(f"-{name}")
 
 
-def test_disjoint_writes_run_together_and_overlapping_ones_in_order() -> None:
-    async def main() -> list[str]:
-        gate = TopicGate()
-        log: list[str] = []
-        tasks = [
-            asyncio.create_task(_write(gate, {"a", "b"}, log, "ab")),
-            asyncio.create_task(_write(gate, {"c"}, log, "c")),
-            asyncio.create_task(_write(gate, {"b", "c"}, log, "bc")),
-            asyncio.create_task(_write(gate, {"a"}, log, "a")),
-        ]
-        await asyncio.gather(*tasks)
-        return log
+async def _holding(
+    gate: TopicGate, topics: set[str], log: list[str], name: str
+) -> Callable[[], Awaitable[None]]:
+    """Start a write that holds ``topics`` until it is let go; returns, once it holds
+    them, what lets it go (and waits until it has)."""
+    release = asyncio.Event()
 
-    log = asyncio.run(main())
+    async def hold() -> None:
+        async with gate.hold(topics):
+            log.append(f"+{name}")
+            await release.wait()
+            log.append(f"-{name}")
+
+    task = asyncio.create_task(hold())
+    while f"+{name}" not in log:
+        await asyncio.sleep(0)
+
+    async def let_go() -> None:
+        release.set()
+        await task
+
+    return let_go
+
+
+async def _queued(
+    gate: TopicGate, topics: set[str], log: list[str], name: str, **kw: bool
+) -> asyncio.Task[None]:
+    """Start a write and return its task once it waits in the gate."""
+    task = asyncio.create_task(_write(gate, topics, log, name, **kw))
+    await asyncio.sleep(0)
+    return task
+
+
+async def test_disjoint_writes_run_together_and_overlapping_ones_in_order(
+    gate: TopicGate, log: list[str]
+) -> None:
+    topics = {"ab": {"a", "b"}, "c": {"c"}, "bc": {"b", "c"}, "a": {"a"}}
+    await asyncio.gather(*(_write(gate, held, log, name) for name, held in topics.items()))
     # ab and c start together; bc waits for both; a asked after bc and shares nothing
     # with it, but ab holds "a", so it starts when ab ends, before bc.
     assert log[:2] == ["+ab", "+c"]
@@ -39,7 +76,6 @@ def test_disjoint_writes_run_together_and_overlapping_ones_in_order() -> None:
     assert log.index("+a") > log.index("-ab")
     # Never two holders of one topic at a time.
     holders: dict[str, str] = {}
-    topics = {"ab": {"a", "b"}, "c": {"c"}, "bc": {"b", "c"}, "a": {"a"}}
     for event in log:
         name = event[1:]
         for topic in topics[name]:
@@ -50,107 +86,55 @@ def test_disjoint_writes_run_together_and_overlapping_ones_in_order() -> None:
                 del holders[topic]
 
 
-def test_a_write_waiting_for_one_topic_holds_none() -> None:
+async def test_a_write_waiting_for_one_topic_holds_none(gate: TopicGate, log: list[str]) -> None:
     """No convoy: a wide write waiting for one busy topic does not block the others."""
-
-    async def main() -> list[str]:
-        gate = TopicGate()
-        log: list[str] = []
-        release = asyncio.Event()
-
-        async def slow() -> None:
-            async with gate.hold({"z"}):
-                log.append("+z")
-                await release.wait()
-
-        slow_task = asyncio.create_task(slow())
-        await asyncio.sleep(0)
-        wide = asyncio.create_task(_write(gate, {"a", "b", "z"}, log, "wide"))
-        await asyncio.sleep(0)
-        # "a" is claimed by the waiting wide write, which asked first: it stays in order.
-        # "y" is free: it runs now, although the wide write is still waiting.
-        await _write(gate, {"y"}, log, "y")
-        assert gate.waiting() == 1
-        release.set()
-        await asyncio.gather(slow_task, wide)
-        return log
-
-    assert asyncio.run(main()) == ["+z", "+y", "-y", "+wide", "-wide"]
+    let_go = await _holding(gate, {"z"}, log, "z")
+    wide = await _queued(gate, {"a", "b", "z"}, log, "wide")
+    # "a" is claimed by the waiting wide write, which asked first: it stays in order.
+    # "y" is free: it runs now, although the wide write is still waiting.
+    await _write(gate, {"y"}, log, "y")
+    assert gate.waiting() == 1
+    await let_go()
+    await wide
+    assert log == ["+z", "+y", "-y", "-z", "+wide", "-wide"]
 
 
-def test_first_goes_ahead_of_the_waiting_writes() -> None:
-    async def main() -> list[str]:
-        gate = TopicGate()
-        log: list[str] = []
-        release = asyncio.Event()
-
-        async def running() -> None:
-            async with gate.hold({"a"}):
-                log.append("+run")
-                await release.wait()
-                log.append("-run")
-
-        first_task = asyncio.create_task(running())
-        await asyncio.sleep(0)
-        queued = [asyncio.create_task(_write(gate, {"a"}, log, f"q{i}")) for i in range(3)]
-        await asyncio.sleep(0)
-        restart = asyncio.create_task(_write(gate, {"a"}, log, "restart", first=True))
-        await asyncio.sleep(0)
-        release.set()
-        await asyncio.gather(first_task, restart, *queued)
-        return log
-
-    log = asyncio.run(main())
+async def test_first_goes_ahead_of_the_waiting_writes(gate: TopicGate, log: list[str]) -> None:
+    let_go = await _holding(gate, {"a"}, log, "run")
+    queued = [await _queued(gate, {"a"}, log, f"q{i}") for i in range(3)]
+    restart = await _queued(gate, {"a"}, log, "restart", first=True)
+    await let_go()
+    await asyncio.gather(restart, *queued)
     assert log[:4] == ["+run", "-run", "+restart", "-restart"]
 
 
-def test_a_cancelled_waiter_leaves_the_queue() -> None:
-    async def main() -> list[str]:
-        gate = TopicGate()
-        log: list[str] = []
-        release = asyncio.Event()
-
-        async def running() -> None:
-            async with gate.hold({"a"}):
-                await release.wait()
-
-        holder = asyncio.create_task(running())
-        await asyncio.sleep(0)
-        doomed = asyncio.create_task(_write(gate, {"a", "b"}, log, "doomed"))
-        await asyncio.sleep(0)
-        doomed.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await doomed
-        # "b" is free again although "a" is still held.
-        await _write(gate, {"b"}, log, "b")
-        release.set()
-        await holder
-        assert gate.waiting() == 0
-        return log
-
-    assert asyncio.run(main()) == ["+b", "-b"]
+async def test_a_cancelled_waiter_leaves_the_queue(gate: TopicGate, log: list[str]) -> None:
+    let_go = await _holding(gate, {"a"}, log, "holder")
+    doomed = await _queued(gate, {"a", "b"}, log, "doomed")
+    doomed.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await doomed
+    # "b" is free again although "a" is still held.
+    await _write(gate, {"b"}, log, "b")
+    await let_go()
+    assert gate.waiting() == 0
+    assert log == ["+holder", "+b", "-b", "-holder"]
 
 
-def test_fresh_round_shares_one_read_and_each_caller_sees_a_later_one() -> None:
-    async def main() -> tuple[int, list[int]]:
-        reads: list[int] = []
-        gate = asyncio.Event()
+async def test_fresh_round_shares_one_read_and_each_caller_sees_a_later_one() -> None:
+    reads: list[int] = []
+    go = asyncio.Event()
 
-        async def read() -> None:
-            reads.append(len(reads))
-            await gate.wait()
+    async def read() -> None:
+        reads.append(len(reads))
+        await go.wait()
 
-        fresh = FreshRound(read)
-        early = asyncio.create_task(fresh())
-        await asyncio.sleep(0)
-        # These ask while read 0 is under way: read 0 began before them, so they share
-        # read 1.
-        late = [asyncio.create_task(fresh()) for _ in range(20)]
-        await asyncio.sleep(0)
-        gate.set()
-        await asyncio.gather(early, *late)
-        return fresh.runs, reads
-
-    runs, reads = asyncio.run(main())
-    assert runs == 2
+    fresh = FreshRound(read)
+    early = asyncio.create_task(fresh())
+    await asyncio.sleep(0)
+    # These ask while read 0 is under way: read 0 began before them, so they share read 1.
+    late = [asyncio.create_task(fresh()) for _ in range(20)]
+    await asyncio.sleep(0)
+    go.set()
+    await asyncio.gather(early, *late)
     assert reads == [0, 1]
