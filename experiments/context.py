@@ -7,9 +7,7 @@ acts through it, and neither module needs the other for its types.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,44 +26,20 @@ from experiment_history.schema import (
     PROCESS_RAFT,
 )
 from experiments.config import ExperimentConfig
-from experiments.faults import NODE_STATUS_CODE, ClusterHandle, ProxyMesh, RaftMesh
+from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
 from experiments.follow_up import FollowUpReader
+from experiments.journals import NodeJournals
 from experiments.progress import Progress, silent
 from experiments.registers import QuietShare, RegisterLog, with_broker
 from experiments.workload import BrokerFleet, Recorder, now_ms, now_us, read_route
-from experiments.write_order import FreshRound, TopicGate
+from experiments.write_order import TopicGate
 from gateway.expiry_reports import KIND_EXPIRE as JOURNAL_EXPIRE
-from gateway.internal import JOURNAL_FIELD, JOURNAL_ONLY
-from remoting.client import RemotingClient, RemotingClientError
-from remoting.codes import ResponseCode
+from remoting.client import RemotingClient
 from remoting.consistency import CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
 
-JOURNAL_TIMEOUT_S = 0.3
-"""How long a journal read waits for a node (:meth:`ExperimentContext.journal`): a
-loopback answer takes about a millisecond, and a write waits for the read."""
 JOURNAL_RAFT_KEYS = ("raft_index", "raft_term", "applied_version")
 """Where a raft journal entry's command sits in the log, copied into each write's
 ``extra``."""
-
-
-def wall_us() -> int:
-    """This host's wall clock in µs: the clock the gateways stamp the scans they report in
-    NODE_STATUS with (``gateway.expiry_reports``)."""
-    return time.time_ns() // 1_000
-
-
-def wall_offset_us() -> int:
-    """This host's wall clock minus the harness's clock (:func:`now_us`), in µs, now.
-
-    :func:`now_us` is the monotonic clock anchored to the wall clock when the harness
-    started, so the offset is 0 at the start and then follows whatever the wall clock
-    does that the monotonic clock does not (NTP slewing, a step). The harness clock is
-    read on both sides of the wall clock and the midpoint taken, so reading the two
-    clocks one after the other adds at most half that gap (a few µs)."""
-    before = now_us()
-    wall = wall_us()
-    after = now_us()
-    return wall - (before + after) // 2
 
 
 @dataclass(slots=True)
@@ -88,18 +62,22 @@ class ExperimentContext:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
     registers: RegisterLog = field(default_factory=RegisterLog)
-    journal_readers: list[Callable[[str, dict[str, Any], int], object]] = field(
-        default_factory=list
-    )
-    """Called with (node, entry, wall offset µs) for each new node journal entry before it
-    is recorded (the nemesis' failover group records its elections: experiments.failover)."""
+    journals: NodeJournals = field(init=False)
+    """The nodes' own journals: each new entry is recorded by :meth:`_record_expiry`,
+    after the readers added to them (the nemesis' failover group records its elections:
+    experiments.failover)."""
     _truth: dict[str, str] = field(default_factory=dict)
     _truth_pending: set[str] = field(default_factory=set)
-    _expiries_seen: set[tuple[str, int, int]] = field(default_factory=set)
     _topic_gate: TopicGate = field(default_factory=TopicGate)
-    _journal_round: FreshRound | None = None
-    _starts_seen: set[tuple[str, int]] = field(default_factory=set)
-    _journal_read_us: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.journals = NodeJournals(
+            self.cluster,
+            self.raft,
+            lambda: self.recorder.started_ms * 1_000,
+            self._node_started,
+            self._record_expiry,
+        )
 
     @property
     def raft(self) -> bool:
@@ -178,7 +156,7 @@ class ExperimentContext:
         time, held until every node answered the round, and writes of disjoint topics
         together (:class:`~experiments.write_order.TopicGate`; ``first``: ahead of the
         writes still waiting, for a restart a fault schedule waits on), and each first
-        collects the nodes' journals (:meth:`collect_journal`): a scan's expiry
+        collects the nodes' journals (:meth:`NodeJournals.collect`): a scan's expiry
         committed since the last probe round is recorded before the write that comes
         after it is valued.
         """
@@ -188,7 +166,7 @@ class ExperimentContext:
         # nodes have reported so far (see the docstring).
         topics = sorted(t for t in self.topics if t in self.fleet.brokers[broker].topics)
         async with self._topic_gate.hold(topics, first=first):
-            await self.collect_journal()
+            await self.journals.collect()
             acks = await self._broker_write(broker, kind, call, origin)
             if not acks:
                 await self._resolve_unacknowledged(topics)
@@ -327,82 +305,6 @@ class ExperimentContext:
             )
         return acks
 
-    async def journal(self, node: str) -> dict[str, Any] | None:
-        """``node``'s journal of its own changes (NODE_STATUS ``journal=only``, which
-        computes no digest: ``gateway.expiry_reports``): ``expiries`` (the entries) and
-        ``started_us`` (when the gateway started); None when it did not answer in
-        :data:`JOURNAL_TIMEOUT_S` (a paused or cut-off node must not hold up a write)."""
-        try:
-            answer = await self.cluster.internal(
-                node, NODE_STATUS_CODE, {JOURNAL_FIELD: JOURNAL_ONLY}, JOURNAL_TIMEOUT_S
-            )
-        except RemotingClientError:
-            return None
-        if answer.code != ResponseCode.SUCCESS:
-            return None
-        journal: dict[str, Any] = json.loads(answer.body or b"{}")
-        return journal
-
-    async def collect_journal(self) -> None:
-        """:meth:`read_journals`, shared by everyone who asks while one is under way
-        (:class:`~experiments.write_order.FreshRound`): each caller returns after a
-        read that began after it asked, and the writes that wait at once cost one read
-        of every node, not one each."""
-        if self._journal_round is None:
-            self._journal_round = FreshRound(self.read_journals)
-        await self._journal_round()
-
-    async def read_journals(self) -> None:
-        """Record the entries of every node's journal (:meth:`journal`) that are new since
-        the last call, in both modes: each is a change a node made that no client asked
-        for (a scan's expiry, eventual mode's unregistration when a broker connection
-        closed), with its start and the moment its outcome came back as the window.
-
-        Raft mode: the leader's committed ExpireBrokers; one write per watched topic it
-        changed, ``node`` the reporting leader. Eventual mode: each node's own change,
-        one write per topic per entry, ``node`` that node and ``process`` ``ns-<node>``
-        (an entry whose result a recorded write already had, because another node's same
-        change was recorded first, records nothing: its value would repeat;
-        ``notes.journal_repeats`` counts them).
-
-        The node stamps those on its wall clock (µs; NODE_STATUS carries nothing else),
-        and every other row of the history is on the harness's clock (:func:`now_us`),
-        so each stamp is moved onto it by the wall clock's offset from the harness clock
-        (:func:`wall_offset_us`), read as the statuses come back. That is exact while the
-        wall clock does not move against the monotonic one between the node's stamp and
-        this read; what it leaves: any slewing or step of the wall clock in between
-        (a report is first read at the first status round after its commit, one probe
-        round, about 250 ms, plus the status call, unless the node did not answer: at
-        NTP's 500 ppm slewing limit, at most about 0.15 ms per 300 ms; a step, all of
-        it), and half the gap between the two clock reads of the offset (µs). It relies
-        on the gateways running on this host (the local cluster): another host's wall
-        clock would add its own offset, unmeasured."""
-        asked_us = now_us()
-        journals = await asyncio.gather(*(self.journal(node) for node in self.nodes))
-        for node, journal in zip(self.nodes, journals, strict=True):
-            if journal is not None:
-                self._journal_read_us[node] = asked_us
-        offset_us = wall_offset_us()
-        since_us = self.recorder.started_ms * 1_000
-        for node, journal in zip(self.nodes, journals, strict=True):
-            started_us = int((journal or {}).get("started_us", 0))
-            if not self.raft and started_us - offset_us >= since_us:
-                self._node_started(node, started_us)
-            for report in (journal or {}).get("expiries", []):
-                # Keyed by the node's own stamp, which is the same in every status.
-                key = (node, int(report["seq"]), int(report["started_us"]))
-                if key in self._expiries_seen or key[2] - offset_us < since_us:
-                    continue
-                self._expiries_seen.add(key)
-                for reader in self.journal_readers:
-                    reader(node, report, offset_us)
-                self._record_expiry(node, report, offset_us)
-
-    def journal_read_since(self, node: str, since_us: int) -> bool:
-        """True when a read of ``node``'s journal that was sent after ``since_us`` (the
-        harness clock) came back: every change the node made before then is recorded."""
-        return self._journal_read_us.get(node, -1) > since_us
-
     def gateway_restarting(self, node: str) -> None:
         """The harness is about to start ``node``'s gateway again (a kill's heal, a clock
         skew's restart). Until the node is back where the others are, it may answer any
@@ -414,15 +316,12 @@ class ExperimentContext:
         self.registers.note_restart(node)
         self.notes["gateway_restarts"] = self.notes.get("gateway_restarts", 0) + 1
 
-    def _node_started(self, node: str, started_us: int) -> None:
+    def _node_started(self, node: str) -> None:
         """An eventual node started during the recording (its journal began then): it
         holds only what the brokers sent it since. No write of its own (its value,
         nothing, would repeat at every restart), but any broker may be missing from its
         answers from now on (``RegisterLog.note_restart``): reads of a partial route,
         for the checker. ``notes.node_starts`` counts them."""
-        if (node, started_us) in self._starts_seen:
-            return
-        self._starts_seen.add((node, started_us))
         self.registers.note_restart(node)
         self.notes["node_starts"] = self.notes.get("node_starts", 0) + 1
 
@@ -431,7 +330,7 @@ class ExperimentContext:
         removed leaves the register together, as they left the table in one command
         (removing them one at a time from the latest value would record states that
         never existed, each with only one of them gone). The entry's wall clock stamps
-        less ``wall_offset`` (:func:`wall_offset_us`) are its window on the harness
+        less ``wall_offset`` (``experiments.journals.wall_offset_us``) are its window on the harness
         clock. ``extra`` says where the write came from: ``reported_by`` (the node),
         ``scan_seq`` (the entry's number there), ``journal_kind`` and, in raft mode,
         ``raft_index``, ``raft_term`` and ``applied_version``."""

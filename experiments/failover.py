@@ -193,8 +193,8 @@ class FailoverGroup:
         self.ctx.truth_overrides[self.topic] = self.value(self.members[0].addr)
         self.ctx.closers.append(self.close)
         # The context hands each node journal entry to its readers before recording it
-        # (``ExperimentContext.journal_readers``).
-        self.ctx.journal_readers.append(self.journal_entry)
+        # (``NodeJournals.readers``).
+        self.ctx.journals.readers.append(self.journal_entry)
         self.journal_fed = True
         for member in self.members:
             self._start(member)
@@ -522,7 +522,7 @@ class FailoverGroup:
         """Record the elections of one node journal entry (NODE_STATUS, ``elections`` of an
         ``expire`` entry, ``gateway.expiry_reports``) of the run's failover group, with the
         entry's window moved onto the harness clock by ``offset_us`` (the wall clock's offset,
-        ``experiments.context.wall_offset_us``), and an expiry of the master that elected
+        ``experiments.journals.wall_offset_us``), and an expiry of the master that elected
         nobody; True when one was recorded. ``ExperimentContext`` calls it with each new
         entry before it records the entry's expiries (which leave the group's topic alone:
         it is in ``truth_overrides``)."""

@@ -10,7 +10,7 @@ Each topic's route is a register (spark_jobs.checker). Its writes come from two 
   a start brings back is one no earlier write had);
 * **reported writes**: a change a node made that no client asked for (a scan's expiry in
   either mode, eventual mode's unregistration when a broker connection closed), as the
-  node's journal reports it (``ExperimentContext.collect_journal``), with its window;
+  node's journal reports it (``NodeJournals.collect``), with its window;
 * **inferred writes**, for what the system does on its own and nothing reports: the
   prober sees a node change to a value no recorded write can explain, and the window
   opens at that node's previous probe (the change happened on that node after it last

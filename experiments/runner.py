@@ -313,8 +313,8 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         sample_ms=cfg.sample_ms,
         timeout_s=cfg.request_timeout_s,
         process=process,
-        before_round=ctx.collect_journal,
-        journal_read_since=ctx.journal_read_since,
+        before_round=ctx.journals.collect,
+        journal_read_since=ctx.journals.read_since,
     )
     ctx.closers.append(prober.close)
     warm_start = now_ms()

@@ -300,7 +300,7 @@ class Prober:
     A node's route for a topic changes only through a write applied there. Writes the
     harness sent are recorded at their RPC (``ExperimentContext.acknowledged``); what is
     left is what the system does by itself, which the nodes' journals report and
-    ``before_round`` records first (``ExperimentContext.collect_journal``): what remains
+    ``before_round`` records first (``NodeJournals.collect``): what remains
     is a change nobody reported, a detector's find. When a node changes to a value no
     recorded write can explain (:meth:`RegisterLog.candidates`), and that is not the
     recorded writes' shares put together in another order
@@ -327,7 +327,7 @@ class Prober:
         self.before_round = before_round
         self.journal_read_since = journal_read_since
         """(node, µs) -> True when a read of ``node``'s journal that began after that
-        moment came back (``ExperimentContext.journal_read_since``): a change is
+        moment came back (``NodeJournals.read_since``): a change is
         inferred only then, since until the node's journal is read, it may report it."""
         self.topics = list(topics)
         self.recorder = recorder

@@ -20,7 +20,7 @@ version the command left (``applied_version``, the same on every node).
 
 NODE_STATUS carries the journal (``expiries``, the name it had when it held scans only),
 so an operator sees what the node did by itself, and the consistency experiments record
-each entry as the write it is (``ExperimentContext.collect_journal``), instead of
+each entry as the write it is (``NodeJournals.collect``), instead of
 inferring it from the routes. The journal is bounded: a reader polling every second sees
 every entry.
 """

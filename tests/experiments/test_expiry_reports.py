@@ -22,10 +22,10 @@ import pytest
 
 from experiment_history.runs import iter_rows
 from experiment_history.schema import KIND_EXPIRE as EXPIRE_WRITE, ORIGIN_NODE, PROCESS_RAFT
-from experiments import context as context_module
+from experiments import journals as journals_module
 from experiments.config import ExperimentConfig
-from experiments.context import wall_offset_us
 from experiments.faults import NODE_STATUS_CODE
+from experiments.journals import wall_offset_us
 from experiments.runner import run_experiment
 from experiments.workload import now_us
 from gateway.expiry_reports import (
@@ -120,7 +120,7 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
     the harness started: the node's wall-clock stamps of its scans must be recorded on the
     harness clock (2 s earlier), and a scan from before the recording started (which its
     wall-clock stamp puts after it) must not be recorded at all."""
-    monkeypatch.setattr(context_module, "wall_us", lambda: time.time_ns() // 1_000 + WALL_STEP_US)
+    monkeypatch.setattr(journals_module, "wall_us", lambda: time.time_ns() // 1_000 + WALL_STEP_US)
     offset = wall_offset_us()
     assert abs(offset - WALL_STEP_US) < SLACK_US
     topics = ["topic-000", "topic-001"]
@@ -155,7 +155,7 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
             "expired": [{"cluster": "c", "addr": victim.addr}],
         },
     ]
-    asyncio.run(ctx.collect_journal())
+    asyncio.run(ctx.journals.collect())
     writer.close()
     rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == EXPIRE_WRITE]
     assert rows, "the scan of the victim is recorded"
