@@ -48,13 +48,9 @@ from gateway.backpressure import RequestQueues
 from gateway.clock import Clock, SystemClock
 from gateway.config_store import persist_config_updates
 from gateway.dispatch import PENDING, RequestDispatcher
-from gateway.front import (
-    FRONT_PEER,
-    FrontOptions,
-    FrontProcess,
-    lower_priority,
-    parse_peer,
-)
+from gateway.front_link import FRONT_PEER, parse_peer
+from gateway.front_options import FrontOptions
+from gateway.front_process import FrontProcess
 from gateway.internal import InternalDispatcher
 from gateway.kv_file import KvConfigFile
 from gateway.loops import LeaderPublisher, scan_fallback_loop, scan_loop, watch_leadership
@@ -77,6 +73,7 @@ from gateway.parts import (
     internal_server,
     node_properties,
 )
+from gateway.priority import lower_priority
 from gateway.private_codes import FRONT_PEER_CODE, FRONT_STATS_CODE, ROUTE_ANSWERS_FIELD
 from gateway.restore import RestoredNode, load as load_restore
 from gateway.route_answers import RouteVersions

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from gateway.clock import SystemClock
-from gateway.front import BELOW_FRONT_NICE
+from gateway.priority import BELOW_FRONT_NICE
 from gateway.services import NAME_CHARS_MAX as NAME_CHARS_MAX
 from raftstore import vocab
 from remoting.acl import read_secret_file

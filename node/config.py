@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 
 import tomli_w
 
-from gateway.front import BELOW_FRONT_NICE
+from gateway.priority import BELOW_FRONT_NICE
 from node import config_schema
 from node.config_schema import (
     DEFAULT_PROPOSE_TIMEOUT_S,

@@ -19,7 +19,7 @@ import msgspec
 import msgspec.inspect as schema
 from msgspec import Meta, Struct
 
-from gateway.front import BELOW_FRONT_NICE, NICE_STEPS_MAX
+from gateway.priority import BELOW_FRONT_NICE, NICE_STEPS_MAX
 from remoting.tls import ClientAuth, TlsMode
 
 PORT_MAX = 65535

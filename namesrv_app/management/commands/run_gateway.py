@@ -16,9 +16,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError, CommandParser
 
 from broker_app.management.command import ProjectCommand
-from gateway.front import NICE_STEPS_MAX
 from gateway.options import GatewayConfigError, GatewayOptions, RaftOptions
 from gateway.parts import initial_config, node_properties
+from gateway.priority import NICE_STEPS_MAX
 from gateway.server import serve
 from namesrv_app.checks import check_namesrv_settings
 from namesrv_app.conf import (
