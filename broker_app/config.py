@@ -5,16 +5,23 @@ A config file may be JSON (an object) or Java properties (RocketMQ's
 camelCase names (``brokerClusterName``, ``namesrvAddr``, ``brokerRole``,
 ``haListenPort``, ``registerNameServerPeriod``...), so an existing
 ``broker.conf`` mostly works as is. Command-line flags override the file.
+
+The values are converted by msgspec to :class:`BrokerConfig`'s own field types (the
+dataclass is the schema, :func:`build_config`); a value that does not fit is one
+:class:`ConfigError` that names the key as the user wrote it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+import msgspec
+import msgspec.inspect as schema
 
 from broker_app.address_server import (
     FETCH_INTERVAL_DEFAULT_MS,
@@ -41,6 +48,7 @@ from remoting.tls import (
     client_context,
     read_tls_properties,
 )
+from tools import msgspec_errors
 
 DELETE_TOPIC_IN_BROKER = 215
 """RocketMQ's ``RequestCode.DELETE_TOPIC_IN_BROKER`` (not in :class:`RequestCode`: only
@@ -357,7 +365,18 @@ ALIASES: dict[str, str] = {
     "channelExpiredTimeout": "channel_expired_ms",
     "flushConsumerOffsetInterval": "consumer_offset_flush_interval_ms",
 }
-HA_FIELDS = {f.name for f in dataclasses.fields(HAConfig)}
+
+_SCHEMA = schema.type_info(BrokerConfig)
+"""BrokerConfig as msgspec sees it: the schema :func:`build_config` converts to."""
+
+
+_TOP = {f.name: f.type for f in msgspec_errors.fields(_SCHEMA)}
+_HA = {f.name: f.type for f in msgspec_errors.fields(_TOP["ha"])}
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_BLANK_IS_NONE = frozenset({"ha_secret_file", "tls_config_file", "ha_master_address"})
+"""Settings whose blank value (a broker.conf line left empty) is "none", not the current
+folder or an empty address."""
+_CONF_NAMES = {name: alias for alias, name in reversed(ALIASES.items())}
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -371,78 +390,98 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return dict(decode_properties(text.encode("utf-8")))
 
 
-def _coerce(name: str, value: Any, kind: Any) -> Any:
-    """Turn a raw (often textual) value into the type of field ``name``."""
-    text = str(value).strip()
-    if kind in ("int", int):
-        try:
-            return int(text)
-        except ValueError as exc:
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from exc
-    if kind in ("bool", bool):
-        if isinstance(value, bool):
-            return value
-        try:
-            return config_boolean(name, text)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    return value
-
-
-def _field_kinds(cls: type) -> dict[str, str]:
-    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
-
-
 def build_config(settings: dict[str, Any]) -> BrokerConfig:
-    """A validated :class:`BrokerConfig` from raw settings (file values, then flags)."""
-    top: dict[str, Any] = {}
-    ha: dict[str, Any] = {}
-    kinds = _field_kinds(BrokerConfig)
-    ha_kinds = _field_kinds(HAConfig)
-    for raw_name, value in settings.items():
-        if value is None:
-            continue
-        name = ALIASES.get(raw_name, raw_name)
-        if name.startswith("ha.") or (name in HA_FIELDS and name not in kinds):
-            key = name.removeprefix("ha.")
-            ha[key] = _coerce(raw_name, value, ha_kinds[key])
-        elif name in kinds:
-            top[name] = _convert_top(raw_name, name, value, kinds[name])
-        else:
-            raise ConfigError(f"unknown setting {raw_name!r}")
-    if "store_dir" not in top:
-        raise ConfigError("storePathRootDir (store_dir) must be set")
-    config = BrokerConfig(**top, ha=HAConfig(**ha))
+    """A validated :class:`BrokerConfig` from raw settings (file values, then flags).
+
+    msgspec converts the settings to BrokerConfig's own fields and types (text to
+    integers, enums, paths, the nested HAConfig); a value that does not fit is a
+    ConfigError naming the key as the user wrote it (``brokerId must be a whole number,
+    got 'x'``)."""
+    tree, written = _settings_tree(settings)
+    try:
+        config = msgspec.convert(tree, BrokerConfig, strict=False, dec_hook=_decode_path)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_explain(str(exc), written, settings)) from None
     config.validate()
     return config
 
 
-def _convert_top(raw_name: str, name: str, value: Any, kind: str) -> Any:
-    if name == "namesrv_addrs":
+def _settings_tree(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+    """The settings in BrokerConfig's shape, HA ones under ``ha``, each value in the form
+    msgspec is given (:func:`_text_form`); and which key the user wrote for each field."""
+    top: dict[str, Any] = {}
+    ha: dict[str, Any] = {}
+    written: dict[tuple[str, ...], str] = {}
+    path: tuple[str, ...]
+    for raw_name, value in settings.items():
+        if value is None:
+            continue
+        name = ALIASES.get(raw_name, raw_name)
+        if name.startswith("ha.") or (name in _HA and name not in _TOP):
+            table, kinds, path = ha, _HA, ("ha", name.removeprefix("ha."))
+        else:
+            table, kinds, path = top, _TOP, (name,)
+        key = path[-1]
+        if key not in kinds or path == ("ha",):
+            raise ConfigError(f"unknown setting {raw_name!r}")
+        table[key] = _text_form(raw_name, key, kinds[key], value)
+        written[path] = raw_name
+    return {**top, "ha": ha}, written
+
+
+def _text_form(raw_name: str, name: str, kind: schema.Type, value: Any) -> Any:
+    """``value`` as msgspec is given it: text without the blanks around it.
+
+    A broker.conf holds only text, and a JSON value or a flag is read by the same rule
+    (``5`` as ``"5"``, ``true`` as ``"True"``), so a JSON ``1`` is no more a boolean than
+    a properties ``1``. Three rules are ours, not msgspec's lax reading of text: a whole
+    number is digits with an optional sign, as Java's ``Integer.parseInt`` reads it, a boolean
+    is ``true`` or ``false`` in any case, as :func:`~remoting.properties.config_boolean`
+    says (msgspec would also take ``1`` and ``0``, which Java's ``Boolean.parseBoolean``
+    silently reads as false), and an enum is named in any case (``slave``). A list
+    (``namesrvAddr``) is ';'-separated text or a JSON list."""
+    bare = msgspec_errors.bare(kind)
+    if isinstance(bare, schema.VarTupleType) and not isinstance(value, dict):
         items = value if isinstance(value, list | tuple) else str(value).split(";")
-        return tuple(addr.strip() for addr in items if str(addr).strip())
-    if name in ("store_dir", "ready_file", "namesrv_secret_key_file", "acl_file"):
-        return Path(str(value))
-    if name in ("ha_secret_file", "tls_config_file"):
-        # An empty value is "no file" (a broker.conf line left blank), not the current folder.
-        return Path(str(value)) if str(value).strip() else None
-    if name in ("role", "failover_master_role"):
+        return [str(item).strip() for item in items if str(item).strip()]
+    if isinstance(value, list | dict):
+        return value  # msgspec refuses it, naming the type it wanted
+    text = str(value).strip()
+    if isinstance(bare, schema.BoolType):
         try:
-            return BrokerRole(str(value).upper())
+            return config_boolean(raw_name, text)
         except ValueError as exc:
-            raise ConfigError(f"brokerRole must be one of {[r.value for r in BrokerRole]}") from exc
-    if name == "flush_disk_type":
-        try:
-            return FlushDiskType(str(value).upper())
-        except ValueError as exc:
-            raise ConfigError(f"flushDiskType must be SYNC_FLUSH or ASYNC_FLUSH: {value}") from exc
-    if name == "ha_master_address":
-        return str(value) or None
-    if kind.startswith("int"):
-        return _coerce(raw_name, value, int)
-    if kind.startswith("bool"):
-        return _coerce(raw_name, value, bool)
-    return str(value)
+            raise ConfigError(str(exc)) from None
+    if isinstance(bare, schema.EnumType):
+        return text.upper()
+    if isinstance(bare, schema.IntType):
+        # Java's Integer.parseInt: digits with an optional sign (msgspec alone would
+        # also read "5.0" and "1e3" as whole numbers).
+        if _JAVA_INT.fullmatch(text) is None:
+            raise ConfigError(f"{raw_name} must be {msgspec_errors.describe(kind)}, got {value!r}")
+        return int(text)
+    if not text and name in _BLANK_IS_NONE:
+        return None
+    return text
+
+
+def _decode_path(kind: type, value: Any) -> Any:
+    """msgspec's hook for the one field type it does not know, :class:`Path`."""
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise TypeError(f"Expected `{kind.__name__}`, got `{type(value).__name__}`")
+
+
+def _explain(message: str, written: dict[tuple[str, ...], str], settings: dict[str, Any]) -> str:
+    """msgspec's complaint as ``<the key the user wrote> must be <type>, got <value>``."""
+    text, path = msgspec_errors.split(message)
+    if name := msgspec_errors.missing_field(text):
+        return f"{_CONF_NAMES.get(name, name)} ({name}) must be set"
+    if not path:
+        return message
+    raw_name = written.get(tuple(map(str, path)), ".".join(map(str, path)))
+    kind = msgspec_errors.info_at(_SCHEMA, path)
+    return f"{raw_name} must be {msgspec_errors.describe(kind)}, got {settings.get(raw_name)!r}"
 
 
 def split_address(address: str) -> tuple[str, int]:

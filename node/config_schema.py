@@ -21,6 +21,8 @@ from msgspec import Meta, Struct
 
 from gateway.priority import BELOW_FRONT_NICE, NICE_STEPS_MAX
 from remoting.tls import ClientAuth, TlsMode
+from tools import msgspec_errors
+from tools.msgspec_errors import Step
 
 PORT_MAX = 65535
 NODE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
@@ -189,12 +191,7 @@ class ConfigProblem(ValueError):
 
 # ------------------------------------------------------------------- converting
 
-_AT = re.compile(r" - at `(?:key` in `)?(?P<path>\$[^`]*)`$")
-_STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
-_MISSING = re.compile(r"^Object missing required field `(?P<key>[^`]+)`")
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`")
 _ABSENT = object()
-Step = str | int
 
 
 def convert(data: Any, kind: type[T], at: tuple[str, ...] = ()) -> T:
@@ -208,18 +205,14 @@ def convert(data: Any, kind: type[T], at: tuple[str, ...] = ()) -> T:
 
 def _explain(message: str, data: Any, kind: type[Any], at: tuple[str, ...]) -> str:
     """msgspec's ``message`` about ``data`` as ``<key>: <problem>``."""
-    found = _AT.search(message)
-    text = message[: found.start()] if found else message
-    path = _steps(found.group("path")) if found else []
-    info = _info_at(schema.type_info(kind), path)
-    if missing := _MISSING.match(text):
-        key = missing.group("key")
-        return f"{_place(at, path, key, _field_info(info, key))}: is required"
-    if unknown := _UNKNOWN.match(text):
-        key = unknown.group("key")
+    text, path = msgspec_errors.split(message)
+    info = msgspec_errors.info_at(schema.type_info(kind), path)
+    if key := msgspec_errors.missing_field(text):
+        return f"{_place(at, path, key, msgspec_errors.field_info(info, key))}: is required"
+    if key := msgspec_errors.unknown_field(text):
         if not at and not path and isinstance(_value_at(data, [key]), dict):
             return f"[{key}]: unknown section"
-        known = ", ".join(f.encode_name for f in _fields(info))
+        known = ", ".join(f.encode_name for f in msgspec_errors.fields(info))
         return f"{_place(at, path, key, None)}: unknown key (known here: {known})"
     value = _value_at(data, path)
     if path and path[-1] == "...":
@@ -227,19 +220,11 @@ def _explain(message: str, data: Any, kind: type[Any], at: tuple[str, ...]) -> s
     return f"{_place(at, path[:-1], path[-1] if path else '', info)}: {_problem(info, value)}"
 
 
-def _steps(path: str) -> list[Step]:
-    """``$.web.allowed_hosts[1]`` as ``["web", "allowed_hosts", 1]``."""
-    steps: list[Step] = []
-    for name, index in _STEP.findall(path[1:]):
-        steps.append(name or (int(index) if index.isdigit() else "..."))
-    return steps
-
-
 def _place(at: tuple[str, ...], parent: list[Step], key: Step, info: Any) -> str:
     """Where a key is, as the file shows it: ``id``, ``[raft] listen``, ``[peers.n2]``,
     ``[web] allowed_hosts[1]`` (the schema's lists hold no tables)."""
     names = [*at, *map(str, parent)]
-    if isinstance(_bare(info), schema.StructType):
+    if isinstance(msgspec_errors.bare(info), schema.StructType):
         names += [str(key)] if key != "" else []
         return f"[{'.'.join(names)}]"
     if isinstance(key, int):
@@ -249,74 +234,11 @@ def _place(at: tuple[str, ...], parent: list[Step], key: Step, info: Any) -> str
 
 def _problem(info: Any, value: Any) -> str:
     """Why ``value`` does not fit the type ``info``."""
-    bare = _bare(info)
+    bare = msgspec_errors.bare(info)
     shown = "" if value is _ABSENT else f", not {value!r}"
     if isinstance(bare, schema.StrType) and bare.pattern and isinstance(value, str):
-        return f"{value!r} is not {_describe(info)}"
-    return f"must be {_describe(info)}{shown}"
-
-
-def _describe(info: Any) -> str:
-    """The type ``info`` in the words of the file's docs."""
-    if isinstance(info, schema.Metadata):
-        description = (info.extra_json_schema or {}).get("description")
-        if description:
-            return str(description)
-    bare = _bare(info)
-    words: dict[type[Any], str] = {
-        schema.IntType: "a whole number",
-        schema.FloatType: "a number",
-        schema.BoolType: "true or false",
-        schema.StructType: "a table",
-        schema.DictType: "a table",
-        schema.ListType: "a list",
-    }
-    if isinstance(bare, schema.IntType) and bare.ge is not None and bare.le is not None:
-        return f"a whole number from {bare.ge} to {bare.le}"
-    if isinstance(bare, schema.FloatType) and bare.ge is not None and bare.le is not None:
-        return f"a number from {bare.ge:g} to {bare.le:g}"
-    if isinstance(bare, schema.StrType):
-        return "a non-empty string" if bare.min_length else "a string"
-    if isinstance(bare, schema.LiteralType):
-        return f"one of {', '.join(map(str, bare.values))}"
-    if isinstance(bare, schema.EnumType):
-        return f"one of {', '.join(str(m.value) for m in bare.cls)}"
-    return words.get(type(bare), "something else")
-
-
-def _bare(info: Any) -> Any:
-    """The type without its description and without ``| None``."""
-    while True:
-        if isinstance(info, schema.Metadata):
-            info = info.type
-        elif isinstance(info, schema.UnionType):
-            info = next(t for t in info.types if not isinstance(t, schema.NoneType))
-        else:
-            return info
-
-
-def _fields(info: Any) -> tuple[schema.Field, ...]:
-    bare = _bare(info)
-    return bare.fields if isinstance(bare, schema.StructType) else ()
-
-
-def _field_info(info: Any, key: str) -> Any:
-    return next((f.type for f in _fields(info) if f.encode_name == key), None)
-
-
-def _info_at(info: Any, path: list[Step]) -> Any:
-    """The type of the value at ``path`` under ``info``."""
-    for step in path:
-        bare = _bare(info)
-        if isinstance(bare, schema.StructType):
-            info = _field_info(bare, str(step))
-        elif isinstance(bare, schema.ListType):
-            info = bare.item_type
-        elif isinstance(bare, schema.DictType):
-            info = bare.value_type
-        else:
-            return None
-    return info
+        return f"{value!r} is not {msgspec_errors.describe(info)}"
+    return f"must be {msgspec_errors.describe(info)}{shown}"
 
 
 def _value_at(data: Any, path: list[Step]) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from django.core.management.base import CommandError
 
 from broker_app.config import BrokerRole, ConfigError, build_config, read_config_file
 from broker_app.management.commands.run_broker import settings_from_options
+from broker_app.store.message_store import FlushDiskType
 
 
 def test_a_rocketmq_broker_conf_is_understood(tmp_path: Path) -> None:
@@ -76,6 +78,125 @@ def test_the_register_period_is_clamped_to_sixty_seconds() -> None:
 def test_settings_that_cannot_work_are_refused(settings: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         build_config(settings)
+
+
+def _config_file(folder: Path, form: str, settings: dict[str, object]) -> Path:
+    """``settings`` (with a store folder) written as a broker.conf or as a JSON file."""
+    settings = {"storePathRootDir": str(folder / "store"), **settings}
+    if form == "json":
+        path = folder / "broker.json"
+        path.write_text(json.dumps(settings))
+    else:
+        path = folder / "broker.conf"
+        path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    return path
+
+
+@pytest.mark.parametrize("form", ["properties", "json"])
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        ({"brokerId": "one"}, "brokerId must be a whole number, got 'one'"),
+        (
+            {"haSendHeartbeatInterval": "5s"},
+            "haSendHeartbeatInterval must be a whole number, got '5s'",
+        ),
+        (
+            {"ha.transfer_batch_bytes": "big"},
+            "ha.transfer_batch_bytes must be a whole number, got 'big'",
+        ),
+        ({"brokerId": "5.0"}, "brokerId must be a whole number, got '5.0'"),
+        (
+            {"registerNameServerPeriod": "1e3"},
+            "registerNameServerPeriod must be a whole number, got '1e3'",
+        ),
+        ({"forceRegister": "1"}, "forceRegister must be true or false, got '1'"),
+        ({"aclEnable": "0"}, "aclEnable must be true or false, got '0'"),
+        ({"slaveReadEnable": "yes"}, "slaveReadEnable must be true or false, got 'yes'"),
+        ({"noSuchKey": "1"}, "unknown setting 'noSuchKey'"),
+        ({"ha.noSuchKey": "1"}, "unknown setting 'ha.noSuchKey'"),
+        (
+            {"brokerRole": "BOSS"},
+            "brokerRole must be one of ASYNC_MASTER, SYNC_MASTER, SLAVE, got 'BOSS'",
+        ),
+        (
+            {"failoverMasterRole": "leader"},
+            "failoverMasterRole must be one of ASYNC_MASTER, SYNC_MASTER, SLAVE, got 'leader'",
+        ),
+        (
+            {"flushDiskType": "SOMETIMES"},
+            "flushDiskType must be one of SYNC_FLUSH, ASYNC_FLUSH, got 'SOMETIMES'",
+        ),
+    ],
+)
+def test_a_value_that_does_not_fit_is_refused_naming_the_key_as_written(
+    tmp_path: Path, form: str, setting: dict[str, str], says: str
+) -> None:
+    settings = read_config_file(_config_file(tmp_path, form, setting))
+    with pytest.raises(ConfigError) as caught:
+        build_config(settings)
+    assert str(caught.value) == says
+
+
+def test_a_broker_conf_value_is_read_in_any_case_and_without_its_blanks(tmp_path: Path) -> None:
+    conf = _config_file(
+        tmp_path,
+        "properties",
+        {
+            "brokerId": "1 ",
+            "brokerRole": "slave",
+            "flushDiskType": "sync_flush",
+            "forceRegister": "FALSE ",
+            "aclEnable": "True",
+            "namesrvAddr": "127.0.0.1:9876; ;127.0.0.1:9877 ",
+            "haSecretFile": "",
+            "haMasterAddress": "",
+        },
+    )
+    config = build_config(read_config_file(conf))
+    assert (config.broker_id, config.role, config.flush_disk_type) == (
+        1,
+        BrokerRole.SLAVE,
+        FlushDiskType.SYNC_FLUSH,
+    )
+    assert (config.force_register, config.acl_enabled) == (False, True)
+    assert config.namesrv_addrs == ("127.0.0.1:9876", "127.0.0.1:9877")
+    assert (config.ha_secret_file, config.ha_master_address) == (None, None)
+    assert config.store_dir == tmp_path / "store"
+
+
+def test_a_json_value_is_held_to_the_rule_of_its_text(tmp_path: Path) -> None:
+    conf = _config_file(
+        tmp_path,
+        "json",
+        {
+            "brokerId": 1,
+            "brokerRole": "SLAVE",
+            "forceRegister": False,
+            "namesrvAddr": ["127.0.0.1:9876", " 127.0.0.1:9877 "],
+            "ha.heartbeat_interval_ms": 200,
+        },
+    )
+    config = build_config(read_config_file(conf))
+    assert (config.broker_id, config.force_register, config.ha.heartbeat_interval_ms) == (
+        1,
+        False,
+        200,
+    )
+    assert config.namesrv_addrs == ("127.0.0.1:9876", "127.0.0.1:9877")
+    refused = {
+        "forceRegister must be true or false, got '1'": {"forceRegister": 1},
+        "brokerId must be a whole number, got True": {"brokerId": True},
+        "brokerId must be a whole number, got 1.5": {"brokerId": 1.5},
+        "brokerName must be a string, got ['a']": {"brokerName": ["a"]},
+    }
+    for says, settings in refused.items():
+        with pytest.raises(ConfigError) as caught:
+            build_config({"store_dir": str(tmp_path), **settings})
+        assert str(caught.value) == says
+    with pytest.raises(ConfigError) as caught:
+        build_config({"brokerName": "no-store"})
+    assert str(caught.value) == "storePathRootDir (store_dir) must be set"
 
 
 def test_an_access_key_without_a_readable_private_secret_file_is_refused(tmp_path: Path) -> None:
