@@ -120,9 +120,7 @@ class ConsumeProcessor:
         language = request.language.name if request.language is not None else "OTHER"
         version = request.version
         for consumer in data.consumers:
-            broker.ensure_consumer_group(
-                consumer.group, retry=consumer.message_model != "BROADCASTING"
-            )
+            broker.groups.ensure(consumer.group, retry=consumer.message_model != "BROADCASTING")
             channel = ClientChannel(data.client_id, conn, language, version, now)
             if broker.consumers.register(consumer, channel, now):
                 log.info(
@@ -131,7 +129,7 @@ class ConsumeProcessor:
                     data.client_id,
                     channel.address,
                 )
-                broker.notify_consumer_ids_changed(consumer.group)
+                broker.groups.notify_ids_changed(consumer.group)
         for group in data.producer_groups:
             broker.producers.register(
                 group, ClientChannel(data.client_id, conn, language, version, now)
@@ -148,7 +146,7 @@ class ConsumeProcessor:
         if producer_group:
             broker.producers.unregister(producer_group, conn)
         if consumer_group and broker.consumers.unregister(consumer_group, conn):
-            broker.notify_consumer_ids_changed(consumer_group)
+            broker.groups.notify_ids_changed(consumer_group)
         if request.is_oneway:
             return None
         return request.make_response(ResponseCode.SUCCESS)
@@ -200,7 +198,7 @@ class ConsumeProcessor:
     ) -> RemotingCommand | None:
         """UPDATE_CONSUMER_OFFSET (often one-way): store the group's offset of one queue.
         A slave takes it too; the master's table overwrites it at the next sync."""
-        self.broker.commit_consumer_offset(
+        self.broker.groups.commit_offset(
             require_str(request, "topic"),
             require_str(request, "consumerGroup"),
             require_int(request, "queueId", bits=32),
@@ -265,7 +263,7 @@ class ConsumeProcessor:
             return request.make_response(*found)
         broker = self.broker
         if header.sys_flag & FLAG_COMMIT_OFFSET and broker.role is not BrokerRole.SLAVE:
-            broker.commit_consumer_offset(
+            broker.groups.commit_offset(
                 header.topic, header.group, header.queue_id, header.commit_offset
             )
         hashes = None if found.takes_all else found.tag_hashes()
@@ -469,7 +467,7 @@ class ConsumeProcessor:
             origin_msg_id=header_str(request, "originMsgId") or "",
             original_msg_id=message_id(broker.broker_addr, original.physical_offset),
         )
-        broker.ensure_consumer_group(group, retry=True, dead_letter=decision.dead_letter)
+        broker.groups.ensure(group, retry=True, dead_letter=decision.dead_letter)
         await broker.put_message(decision.message)
         if decision.dead_letter:
             log.warning(

@@ -14,10 +14,12 @@ from typing import Protocol
 
 from broker_app.clients import ConsumerManager, ProducerManager, RebalanceLockManager
 from broker_app.config import BrokerConfig, BrokerRole
+from broker_app.consumer_groups import ConsumerGroups
 from broker_app.long_polling import PullHold
 from broker_app.metadata import BrokerMetadata
+from broker_app.replication import BrokerReplication
 from broker_app.store.message_store import MessageInput, MessageStore, PutResult
-from remoting.model import TopicConfig
+from broker_app.topics import BrokerTopics
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +35,21 @@ class BrokerCore(Protocol):
     """The broker as its request handlers see it: state they read, calls they make."""
 
     config: BrokerConfig
-    role: BrokerRole
     metadata: BrokerMetadata
+    topics: BrokerTopics
+    groups: ConsumerGroups
+    replication: BrokerReplication
     consumers: ConsumerManager
     producers: ProducerManager
     locks: RebalanceLockManager
     pull_hold: PullHold
     store: MessageStore | None
     clock_ms: Callable[[], int]
+
+    @property
+    def role(self) -> BrokerRole:
+        """Master or slave, at this moment."""
+        ...
 
     @property
     def port(self) -> int:
@@ -52,31 +61,8 @@ class BrokerCore(Protocol):
         """``host:port`` of the remoting server, as registered."""
         ...
 
-    def check_writable(self, topic: str, default_queue_nums: int | None) -> tuple[int, str] | None:
-        """Why a send to ``topic`` is refused (code, remark), or None."""
-        ...
-
     async def put_message(self, message: MessageInput) -> PutOutcome:
         """Store one message and say what SEND_MESSAGE answers."""
-        ...
-
-    def create_topic(self, config: TopicConfig) -> None:
-        """Create or update a topic and tell the NameServers."""
-        ...
-
-    async def delete_topic(self, topic: str) -> bool:
-        """Delete a topic here and re-register; True when it existed."""
-        ...
-
-    async def on_min_broker_id_change(
-        self,
-        *,
-        min_broker_id: int | None,
-        min_broker_addr: str | None,
-        offline_broker_addr: str | None,
-        ha_broker_addr: str | None,
-    ) -> None:
-        """Record a NOTIFY_MIN_BROKER_ID_CHANGE."""
         ...
 
     def runtime_info(self) -> dict[str, str]:
@@ -89,16 +75,4 @@ class BrokerCore(Protocol):
 
     def memory_bytes(self) -> int:
         """The memory a pull may assume (slave redirection)."""
-        ...
-
-    def ensure_consumer_group(self, group: str, *, retry: bool, dead_letter: bool = False) -> None:
-        """Create a subscription group (and its retry/DLQ topics) on first sight."""
-        ...
-
-    def commit_consumer_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
-        """Record a consumer offset (persisted later)."""
-        ...
-
-    def notify_consumer_ids_changed(self, group: str) -> None:
-        """Tell a group's consumers that its membership changed."""
         ...

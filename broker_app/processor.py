@@ -208,7 +208,7 @@ class BrokerProcessor:
     async def send_message(self, request: RemotingCommand) -> RemotingCommand:
         """SEND_MESSAGE: store, maybe wait for the slave, answer SendMessageResponseHeader."""
         header = parse_send_header(request)
-        refusal = self.broker.check_writable(header.topic, header.default_topic_queue_nums)
+        refusal = self.broker.topics.check_writable(header.topic, header.default_topic_queue_nums)
         if refusal is not None:
             code, remark = refusal
             return request.make_response(code, remark)
@@ -236,7 +236,7 @@ class BrokerProcessor:
     async def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC: update the table, bump DataVersion, register."""
         config = parse_create_topic(request)
-        self.broker.create_topic(config)
+        self.broker.topics.create(config)
         return request.make_response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
@@ -250,12 +250,12 @@ class BrokerProcessor:
             refusal = f"The topic[{topic}] is conflict with system topic."
         if refusal is not None:
             return request.make_response(ResponseCode.SYSTEM_ERROR, refusal)
-        await self.broker.delete_topic(topic)
+        await self.broker.topics.delete(topic)
         return request.make_response(ResponseCode.SUCCESS)
 
     async def notify_min_broker_id_change(self, request: RemotingCommand) -> RemotingCommand | None:
         """NOTIFY_MIN_BROKER_ID_CHANGE (one-way): record it and call the role-change seam."""
-        await self.broker.on_min_broker_id_change(
+        await self.broker.replication.on_min_broker_id_change(
             min_broker_id=header_int(request, "minBrokerId"),
             min_broker_addr=header_str(request, "minBrokerAddr"),
             offline_broker_addr=header_str(request, "offlineBrokerAddr"),

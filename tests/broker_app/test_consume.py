@@ -73,7 +73,7 @@ async def master(tmp_path: Path) -> AsyncIterator[BrokerController]:
         broker_config(tmp_path, namesrv.addr, broker_id=0), MemoryRepository()
     )
     await broker.start()
-    broker.create_topic(TopicConfig(TOPIC, 2, 2))
+    broker.topics.create(TopicConfig(TOPIC, 2, 2))
     try:
         yield broker
     finally:
@@ -488,7 +488,7 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
     slave = BrokerController(broker_config(tmp_path, namesrv.addr, broker_id=1), MemoryRepository())
     await slave.start()
     try:
-        master.create_topic(TopicConfig(TOPIC, 2, 2))
+        master.topics.create(TopicConfig(TOPIC, 2, 2))
         await call(client, master, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
         for index in range(40):
             await put(master, b"x" * 200 + str(index).encode())
@@ -522,8 +522,10 @@ async def test_the_slave_serves_pulls_and_offsets_follow_the_master(
         assert (beyond.ext_fields or {})["nextBeginOffset"] == "90"
         # A topic whose config the slave has not copied yet: its replicated messages
         # are served all the same.
-        slave.synchronizer = None  # SlaveSynchronize stops: the slave never learns the topic
-        master.create_topic(TopicConfig("FreshTopic", 1, 1))
+        slave.replication.synchronizer = (
+            None  # SlaveSynchronize stops: the slave never learns the topic
+        )
+        master.topics.create(TopicConfig("FreshTopic", 1, 1))
         await master.put_message(MessageInput("FreshTopic", 0, b"fresh"))
         await eventually(
             lambda: slave.require_store().queue_max_offset("FreshTopic", 0) == 1,
@@ -560,7 +562,7 @@ async def test_offsets_and_retry_topics_survive_a_restart(
     try:
         first = BrokerController(config, repository)
         await first.start()
-        first.create_topic(TopicConfig(TOPIC, 2, 2))
+        first.topics.create(TopicConfig(TOPIC, 2, 2))
         await call(client, first, RequestCode.HEART_BEAT, {}, heartbeat_body("c1"))
         await call(
             client,

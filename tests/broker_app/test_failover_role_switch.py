@@ -97,7 +97,7 @@ async def notify_elected(slave: BrokerController, old_master: BrokerController) 
             "minBrokerId": "0",
             "minBrokerAddr": slave.broker_addr,
             "offlineBrokerAddr": old_master.broker_addr,
-            "haBrokerAddr": slave.ha_addr,
+            "haBrokerAddr": slave.replication.ha_addr,
         },
     )
     client = RemotingClient()
@@ -118,7 +118,9 @@ async def test_the_elected_slave_becomes_master_and_registers_as_id_0(
         what="the slave switched to SYNC_MASTER",
         timeout_s=WAIT_S,
     )
-    assert slave.broker_id == 0 and slave.ha_client is None and slave.ha_service is not None
+    replication = slave.replication
+    assert replication.broker_id == 0
+    assert replication.ha_client is None and replication.ha_service is not None
 
     def registered_as_master() -> bool:
         return any(
@@ -142,16 +144,16 @@ async def test_the_promoted_sync_master_stores_writes_and_says_no_slave_is_in_sy
 ) -> None:
     master, slave, _ = pair
     await fill(master, slave)
-    assert slave.check_writable(TOPIC, None) is not None
-    assert await slave.promote_to_master()
-    assert slave.check_writable(TOPIC, None) is None
+    assert slave.topics.check_writable(TOPIC, None) is not None
+    assert await slave.replication.promote_to_master()
+    assert slave.topics.check_writable(TOPIC, None) is None
     assert slave.store is not None
     before = slave.store.max_offset
     outcome = await slave.put_message(MessageInput(TOPIC, 0, b"after failover"))
     # SYNC_MASTER without a connected slave: stored, answered SLAVE_NOT_AVAILABLE (4.x).
     assert outcome.code == ResponseCode.SLAVE_NOT_AVAILABLE
     assert slave.store.max_offset > before
-    assert not await slave.promote_to_master()
+    assert not await slave.replication.promote_to_master()
 
 
 async def test_the_returning_old_master_follows_the_new_one(
@@ -159,12 +161,13 @@ async def test_the_returning_old_master_follows_the_new_one(
 ) -> None:
     master, slave, _ = pair
     await fill(master, slave)
-    await slave.promote_to_master()
-    assert await master.follow_master(1, slave.broker_addr, slave.ha_addr)
-    assert master.role is BrokerRole.SLAVE and master.broker_id == 1
-    assert master.check_writable(TOPIC, None) is not None
+    await slave.replication.promote_to_master()
+    assert await master.replication.follow_master(1, slave.broker_addr, slave.replication.ha_addr)
+    assert master.role is BrokerRole.SLAVE and master.replication.broker_id == 1
+    assert master.topics.check_writable(TOPIC, None) is not None
+    replication = slave.replication
     await eventually(
-        lambda: slave.ha_service is not None and bool(slave.ha_service.slaves()),
+        lambda: replication.ha_service is not None and bool(replication.ha_service.slaves()),
         what="a slave connected to the new master",
         timeout_s=WAIT_S,
     )

@@ -613,8 +613,8 @@ async def test_brokers_sharing_the_secret_replicate_and_one_with_another_gets_no
     rogue = BrokerController(broker_config(tmp_path, namesrv.addr, 2, stranger), MemoryRepository())
     await rogue.start()
     try:
-        assert rogue.ha_client is not None and master.ha_service is not None
-        service = master.ha_service
+        service = master.replication.ha_service
+        assert rogue.replication.ha_client is not None and service is not None
         await eventually(
             lambda: service.refused_connections >= 2,
             what="two refused connections",
