@@ -193,6 +193,11 @@ def manage_argv(*args: str) -> list[str]:
     return node_processes.manage_argv(*args)
 
 
+GatewayArgs = node_processes.GatewayArgs
+"""``run_gateway``'s options, typed (the test harnesses build their gateways' command
+lines with it too, so every command line of a gateway comes from one place)."""
+
+
 def gateway_argv(plan: ClusterPlan, node: NodePlan, env: ClusterEnv | None = None) -> list[str]:
     """The command line of a node's gateway (from its node config)."""
     return node_processes.gateway_argv(node_config(plan, node, env or _bare_env(plan)))

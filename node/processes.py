@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -274,65 +275,104 @@ def collectstatic_argv() -> list[str]:
     return manage_argv("collectstatic", "--noinput", "-v", "0")
 
 
+@dataclass(frozen=True, slots=True)
+class GatewayArgs:
+    """``run_gateway``'s options, typed: the one place their flag names are written.
+
+    Each field is the option of its name (``ready_file`` is ``--ready-file``); a field left
+    None is left off the command line, so run_gateway's own default (settings.NAMESRV)
+    applies. Options are written in the order of the fields. :func:`gateway_argv` fills
+    them from a node config; the test harnesses fill the ones they need (ports 0, a ready
+    file of their own, ``--scan-fallback-s 0``), so a renamed or added option changes here.
+    """
+
+    node: str | None = None
+    host: str | None = None
+    port: int | None = None
+    internal_port: int | None = None
+    mode: str | None = None
+    ready_file: Path | None = None
+    read_front: bool | None = None
+    """True ``--read-front``, False ``--no-read-front``."""
+    below_front_nice: int | None = None
+    tls_config: Path | None = None
+    config: Path | None = None
+    restore_state: Path | None = None
+    raft_port: int | None = None
+    raft_host: str | None = None
+    raft_peers: tuple[str, ...] | None = None
+    raft_dir: Path | None = None
+    scan_interval_ms: int | None = None
+    propose_timeout_s: float | None = None
+    skew_allowance_ms: int | None = None
+    remoting_advertise: str | None = None
+    raft_bind_host: str | None = None
+    raft_dial: tuple[tuple[str, str], ...] | None = None
+    """(peer Raft identity, address dialled instead); empty writes an empty map."""
+    metrics_port: int | None = None
+    metrics_host: str | None = None
+    migrate: bool = False
+    """``--migrate``: apply the database migrations first."""
+    acl_file: Path | None = None
+    scan_fallback_s: float | None = None
+
+    def args(self) -> list[str]:
+        """The options without the command (``manage.py run_gateway`` takes them)."""
+        args: list[str] = []
+        for field in fields(self):
+            value = getattr(self, field.name)
+            flag = "--" + field.name.replace("_", "-")
+            # --migrate is a switch with no --no- form: False leaves it off.
+            if value is None or (value is False and field.name == "migrate"):
+                continue
+            if isinstance(value, bool):
+                args.append(flag if value else "--no-" + flag[2:])
+            elif isinstance(value, tuple):
+                items = (item if isinstance(item, str) else "=".join(item) for item in value)
+                args += [flag, ",".join(items)]
+            else:
+                args += [flag, str(value)]
+        return args
+
+    def argv(self) -> list[str]:
+        """The whole command line: ``manage.py run_gateway`` with :meth:`args`."""
+        return manage_argv("run_gateway", *self.args())
+
+
 def gateway_argv(config: NodeConfig) -> list[str]:
     """The command line of the node's gateway."""
-    argv = manage_argv(
-        "run_gateway",
-        "--node",
-        config.node_id,
-        "--host",
-        config.remoting.host,
-        "--port",
-        str(config.remoting.port),
-        "--internal-port",
-        str(config.internal_port),
-        "--mode",
-        config.mode,
-        "--ready-file",
-        str(ready_file(config)),
-        "--read-front" if config.read_front else "--no-read-front",
-        "--below-front-nice",
-        str(config.below_front_nice),
+    metrics = config.metrics
+    args = GatewayArgs(
+        node=config.node_id,
+        host=config.remoting.host,
+        port=config.remoting.port,
+        internal_port=config.internal_port,
+        mode=config.mode,
+        ready_file=ready_file(config),
+        read_front=config.read_front,
+        below_front_nice=config.below_front_nice,
+        tls_config=tls_properties_file(config),
+        config=config.namesrv_config_file,
+        restore_state=config.restore_state_file,
+        metrics_port=metrics.port if metrics else None,
+        metrics_host=metrics.host if metrics else None,
     )
-    tls_file = tls_properties_file(config)
-    if tls_file is not None:
-        argv += ["--tls-config", str(tls_file)]
-    if config.namesrv_config_file is not None:
-        argv += ["--config", str(config.namesrv_config_file)]
-    if config.restore_state_file is not None:
-        argv += ["--restore-state", str(config.restore_state_file)]
     if config.mode != vocab.MODE_RAFT or config.raft is None:
-        return argv + _metrics_args(config)
-    argv += [
-        "--raft-port",
-        str(config.raft.port),
-        "--raft-host",
-        config.raft.host,
-        "--raft-peers",
-        ",".join(config.raft_members()),
-        "--raft-dir",
-        str(config.data_dir / RAFT_DIR_NAME),
-        "--scan-interval-ms",
-        str(RAFT_SCAN_INTERVAL_MS),
-        "--propose-timeout-s",
-        str(config.propose_timeout_s),
-        "--skew-allowance-ms",
-        str(config.skew_allowance_ms),
+        return args.argv()
+    return replace(
+        args,
+        raft_port=config.raft.port,
+        raft_host=config.raft.host,
+        raft_peers=config.raft_members(),
+        raft_dir=config.data_dir / RAFT_DIR_NAME,
+        scan_interval_ms=RAFT_SCAN_INTERVAL_MS,
+        propose_timeout_s=config.propose_timeout_s,
+        skew_allowance_ms=config.skew_allowance_ms,
         # The address this member records for every node's address server (RAFT.md).
-        "--remoting-advertise",
-        str(config.remoting_advertise or config.remoting),
-    ]
-    if config.raft_bind_host:
-        argv += ["--raft-bind-host", config.raft_bind_host]
-    if config.raft_dial:
-        argv += ["--raft-dial", ",".join(f"{p}={a}" for p, a in config.raft_dial)]
-    return argv + _metrics_args(config)
-
-
-def _metrics_args(config: NodeConfig) -> list[str]:
-    if config.metrics is None:
-        return []
-    return ["--metrics-port", str(config.metrics.port), "--metrics-host", config.metrics.host]
+        remoting_advertise=str(config.remoting_advertise or config.remoting),
+        raft_bind_host=config.raft_bind_host or None,
+        raft_dial=config.raft_dial or None,
+    ).argv()
 
 
 def asgi_server_argv(

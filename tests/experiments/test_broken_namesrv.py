@@ -29,6 +29,7 @@ import pytest
 from experiment_history.runs import iter_rows
 from experiments.config import ExperimentConfig
 from experiments.runner import RunOutcome, analyze_runs, run_experiment
+from localcluster.argv import GatewayArgs
 from remoting.consistency import CONSISTENCY_LINEARIZABLE
 from spark_jobs.checker import LINEARIZABLE, NOT_LINEARIZABLE
 from tests.experiments.broken_namesrv import (
@@ -259,7 +260,7 @@ def test_the_experiment_command_has_no_option_for_it() -> None:
 
 
 def test_the_patch_stays_out_of_every_process_but_a_switched_on_gateway() -> None:
-    gateway = [sys.executable, "-m", "namesrv_site.cli", "run_gateway", "--node", "n2"]
+    gateway = GatewayArgs(node="n2").argv()
     front = [sys.executable, "-m", "gateway.front", "--node", "n2"]
     assert is_gateway(gateway) and not is_gateway(front)
     assert node_of(gateway) == "n2"

@@ -14,13 +14,13 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from localcluster.argv import GatewayArgs
 from node.files import write_secret_file
 from remoting import register_body
 from remoting.acl import Credentials
@@ -109,28 +109,18 @@ class GatewayProcess:
             "NAMESRV_LOG_LEVEL": "WARNING",
             **self.extra_env,
         }
-        command = [
-            sys.executable,
-            "manage.py",
-            "run_gateway",
-            "--node",
-            self.node_id,
-            "--port",
-            "0",
-            "--internal-port",
-            "0",
-            "--ready-file",
-            str(self.ready_file),
+        args = GatewayArgs(
+            node=self.node_id,
+            port=0,
+            internal_port=0,
+            ready_file=self.ready_file,
+            migrate=migrate,
+            acl_file=write_test_acl(self.db_path.parent) if self.with_test_acl else None,
             # The tests send the scans they want; the gateway must not add its own
             # (extra_args may turn the fallback back on: the last flag wins).
-            "--scan-fallback-s",
-            "0",
-        ]
-        if migrate:
-            command.append("--migrate")
-        if self.with_test_acl:
-            command += ["--acl-file", str(write_test_acl(self.db_path.parent))]
-        command.extend(self.extra_args)
+            scan_fallback_s=0,
+        )
+        command = [*args.argv(), *self.extra_args]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, preexec_fn=self.preexec

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from gateway.private_codes import InternalCode
+from localcluster.argv import GatewayArgs
 from localcluster.demo import DemoBroker, register_request, topic_table
+from raftstore.vocab import MODE_RAFT
 from remoting.blocking import BlockingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -132,35 +134,20 @@ class RaftGateway(GatewayProcess):
             "LEADER_LOG_FILE": str(self.leader_log),
             **self.extra_env,
         }
-        dial = ",".join(f"{peer}={target}" for peer, target in sorted(self.dial.items()))
-        command = [
-            sys.executable,
-            "manage.py",
-            "run_gateway",
-            "--node",
-            self.node_id,
-            "--port",
-            "0",
-            "--internal-port",
-            "0",
-            "--ready-file",
-            str(self.ready_file),
-            "--mode",
-            "raft",
-            "--raft-port",
-            str(self.raft_port),
-            "--raft-peers",
-            ",".join(self.peers),
-            "--raft-dir",
-            str(self.raft_dir),
-            "--raft-dial",
-            dial,
-            "--propose-timeout-s",
-            str(PROPOSE_TIMEOUT_S),
-        ]
-        if migrate:
-            command.append("--migrate")
-        command.extend(self.extra_args)
+        args = GatewayArgs(
+            node=self.node_id,
+            port=0,
+            internal_port=0,
+            ready_file=self.ready_file,
+            mode=MODE_RAFT,
+            raft_port=self.raft_port,
+            raft_peers=self.peers,
+            raft_dir=self.raft_dir,
+            raft_dial=tuple(sorted(self.dial.items())),
+            propose_timeout_s=PROPOSE_TIMEOUT_S,
+            migrate=migrate,
+        )
+        command = [*args.argv(), *self.extra_args]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, preexec_fn=self.preexec

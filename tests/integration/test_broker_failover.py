@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from localcluster.argv import GatewayArgs
 from localcluster.demo import DemoBroker, register_request, topic_table
+from raftstore.vocab import MODE_RAFT
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
@@ -62,32 +63,19 @@ class FailoverGateway(RaftGateway):
             "NAMESRV_RAFT_SECRET": RAFT_SECRET,
             "NAMESRV_LOG_LEVEL": "WARNING",
         }
-        command = [
-            sys.executable,
-            "manage.py",
-            "run_gateway",
-            "--node",
-            self.node_id,
-            "--port",
-            "0",
-            "--internal-port",
-            "0",
-            "--ready-file",
-            str(self.ready_file),
-            "--mode",
-            "raft",
-            "--raft-port",
-            str(self.raft_port),
-            "--raft-peers",
-            ",".join(self.peers),
-            "--raft-dir",
-            str(self.raft_dir),
-            "--scan-interval-ms",
-            str(SCAN_INTERVAL_MS),
-            "--skew-allowance-ms",
-            str(SKEW_ALLOWANCE_MS),
-            "--migrate",
-        ]
+        command = GatewayArgs(
+            node=self.node_id,
+            port=0,
+            internal_port=0,
+            ready_file=self.ready_file,
+            mode=MODE_RAFT,
+            raft_port=self.raft_port,
+            raft_peers=self.peers,
+            raft_dir=self.raft_dir,
+            scan_interval_ms=SCAN_INTERVAL_MS,
+            skew_allowance_ms=SKEW_ALLOWANCE_MS,
+            migrate=True,
+        ).argv()
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
 

@@ -17,7 +17,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from rest_framework.test import APIClient
 
 from gateway.clock import ManualClock
 from gateway.services import NameServerService
+from localcluster.argv import GatewayArgs
 from localcluster.demo import DemoBroker, register_request, topic_table
 from namesrv_app.projection.delta import read_full_state
 from namesrv_app.projection.rows import write_full_state
@@ -194,7 +194,7 @@ def start_gateway(
     folder: Path,
     node_id: str = "n1",
     extra_env: dict[str, str] | None = None,
-    scan_fallback_s: str | None = "0",
+    scan_fallback_s: float | None = 0,
 ) -> RunningGateway:
     """Start a gateway on free ports with its own DB; wait for its ready file.
 
@@ -212,23 +212,15 @@ def start_gateway(
         "NAMESRV_LOG_LEVEL": "WARNING",
         **(extra_env or {}),
     }
-    argv = [
-        sys.executable,
-        "manage.py",
-        "run_gateway",
-        "--node",
-        node_id,
-        "--port",
-        "0",
-        "--internal-port",
-        "0",
-        "--ready-file",
-        str(ready),
-        "--migrate",
-        "--acl-file",
-        str(write_test_acl(folder)),
-        *(["--scan-fallback-s", scan_fallback_s] if scan_fallback_s is not None else []),
-    ]
+    argv = GatewayArgs(
+        node=node_id,
+        port=0,
+        internal_port=0,
+        ready_file=ready,
+        migrate=True,
+        acl_file=write_test_acl(folder),
+        scan_fallback_s=scan_fallback_s,
+    ).argv()
     log = (folder / f"{node_id}.log").open("ab")
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
     try:

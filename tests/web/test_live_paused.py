@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from localcluster.argv import GatewayArgs
 from localcluster.launcher import find_redis_server, redis_answers, write_redis_config
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.live import CLOSE_LAYER_DOWN, EventsConsumer
@@ -196,9 +197,8 @@ def test_run_gateway_defaults_the_fallback_to_the_scan_interval_in_eventual_mode
     assert scan_fallback_s({"scan_fallback_s": 2.5, "mode": "eventual"}, conf) == 2.5
 
 
-@pytest.mark.parametrize("given", ["-1", "nan"])
-def test_run_gateway_refuses_a_negative_fallback(given: str) -> None:
+@pytest.mark.parametrize("given", [-1.0, float("nan")])
+def test_run_gateway_refuses_a_negative_fallback(given: float) -> None:
+    args = GatewayArgs(port=0, internal_port=0, scan_fallback_s=given).args()
     with pytest.raises(CommandError, match="--scan-fallback-s must be 0"):
-        call_command(
-            "run_gateway", "--port", "0", "--internal-port", "0", f"--scan-fallback-s={given}"
-        )
+        call_command("run_gateway", *args)
