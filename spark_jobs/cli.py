@@ -29,8 +29,8 @@ from experiment_history.simulate import (
     SCENARIO_ASYMMETRIC,
     SCENARIOS,
     SimConfig,
-    simulate,
 )
+from experiment_history.simulate_run import simulate
 from spark_jobs.checker import CheckBudget
 from tools.cli import ExactArgumentParser
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from experiment_history.runs import HistoryWriter, RunMeta, iter_rows, read_table
 from experiment_history.schema import ORIGIN_HARNESS, ORIGIN_NODE, WRITE_KINDS
-from experiment_history.simulate import SimConfig, simulate
+from experiment_history.simulate import SimConfig
+from experiment_history.simulate_run import simulate
 
 SMALL = SimConfig(
     brokers=20, topics=40, reads=800, seed=11, fault_share=0.1, consumer_groups=2, sample_topics=40

@@ -23,7 +23,8 @@ import pytest
 
 from experiment_history.runs import HistoryWriter, RunMeta, read_table
 from experiment_history.schema import PROCESS_FOLLOW_UP, follow_up_process
-from experiment_history.simulate import SimConfig, simulate
+from experiment_history.simulate import SimConfig
+from experiment_history.simulate_run import simulate
 from spark_jobs.calibrate import Calibration, calibrate, client_polls, load_calibration
 
 pytestmark = pytest.mark.slow

@@ -12,6 +12,7 @@ MODULES = (
     "experiment_history.runs",
     "experiment_history.clients",
     "experiment_history.simulate",
+    "experiment_history.simulate_run",
     "experiment_reports.report",
     "experiment_reports.seeds",
     "experiment_reports.text",
