@@ -18,9 +18,10 @@
    GET /api/v1/routes/<random topic>/ with the token: one ordered cold pass,
    ``--warm-passes`` more, then ``--seconds`` of random topics; prints
    requests/s, latency percentiles and the workers' CPU per answer.
-4. Baseline, same run and same server command: the DRF view alone (every request
-   marked as declined by the fast path, so it goes through Django's handler, the
-   middleware stack and the view) for ``--baseline-seconds``; prints the ratio.
+4. Baseline, same run and same server command: the DRF view alone (Django's
+   application without :class:`~namesrv_app.api.route_reads.RouteReads` in front, so
+   every read goes through Django's handler, the middleware stack and the view) for
+   ``--baseline-seconds``; prints the ratio.
 5. Pages: logs in and times /topology/ and /topics/ (first, middle and a
    searched page) sequentially; prints the median and p95 per page.
 """
@@ -64,6 +65,8 @@ def _env(db_path: Path) -> dict[str, str]:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
         "NAMESRV_DB_PATH": str(db_path),
+        # The accounts too: a second run must not find the first one's user.
+        "NAMESRV_SHARED_DB_PATH": str(db_path.parent / "shared.sqlite3"),
         "NAMESRV_STATIC_ROOT": str(db_path.parent / "static"),
         "NAMESRV_DEBUG": "false",
         "DJANGO_SECRET_KEY": "bench-only",
@@ -129,21 +132,12 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
 
 
 def drf_view_application() -> Any:
-    """uvicorn factory for the baseline: the shipped app with the fast path declining all.
-
-    The scope mark is the one :class:`RouteReadAsgi` sets when it passes a request
-    on, so the wrapper and the middleware both step aside and the DRF view answers.
-    """
+    """uvicorn factory for the baseline: the site's Django application alone, without
+    the route reads answered beside it, so the DRF view answers every read."""
     import importlib
 
     # The site's module sets Django up; the app's modules need that first.
-    application = importlib.import_module("namesrv_site.asgi").application
-    declined = importlib.import_module("namesrv_app.api.fast_routes").DECLINED_SCOPE_KEY
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await application({**scope, declined: True}, receive, send)
-
-    return app
+    return importlib.import_module("namesrv_site.asgi").django_application
 
 
 def server_argv(port: int, workers: int, server: str, http: str, baseline: bool) -> list[str]:

@@ -9,7 +9,7 @@ rule; they differ only in where the version comes from:
   apply listener bumps under the replicator's lock for every topic an apply may change;
 * the read front (:mod:`gateway.front`, another process): the gateway's answers,
   versioned by the same counters, read from shared memory;
-* the REST lane (:mod:`namesrv_app.api.fast_routes`, the web process): the route JSON of
+* the REST route reads (:mod:`namesrv_app.api.route_reads`, the web process): the route JSON of
   the projection, versioned by the projection's ``(node_id, routes_version)``.
 
 A version is read *before* the answer is computed (or under the lock that orders it with

@@ -21,14 +21,14 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from namesrv_app.api.fast_routes import RouteReadAsgi  # noqa: E402
+from namesrv_app.api.route_reads import RouteReads  # noqa: E402
 from namesrv_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Cached REST route reads are answered before Django's handler (its per-request
-        # thread hops cost more than the answer); everything else passes through.
-        "http": RouteReadAsgi(django_application),
+        # Plain REST route reads are answered beside Django (its handler's thread hops
+        # cost more than the answer); every other request is Django's.
+        "http": RouteReads(django_application),
         # The session cookie authenticates the socket; the origin check stops
         # another site's page from opening it with the operator's cookie.
         "websocket": AllowedHostsOriginValidator(

@@ -151,11 +151,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First, so the common route read skips the stack's thread hops (it applies the
-    # security and frame headers itself and falls through for everything else).
-    "namesrv_app.api.fast_routes.RouteReadFastPath",
-    # Next, so it times everything below it (the fast route lane answers its reads
-    # before this and is measured by the gateway's own metrics).
+    # First, so it times everything below it (plain route reads are answered beside
+    # Django, namesrv_app.api.route_reads, and never reach it).
     "namesrv_app.web.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Right below the security headers it answers with: the static files (whitenoise).
@@ -410,7 +407,7 @@ NAMESRV_WEB: dict[str, Any] = {
     "GATEWAY_TIMEOUT_S": float(env_str("NAMESRV_WEB_GATEWAY_TIMEOUT_S", "3.0")),
     "PEER_TIMEOUT_S": float(env_str("NAMESRV_WEB_PEER_TIMEOUT_S", "1.0")),
     "PAGE_SIZE": env_int("NAMESRV_WEB_PAGE_SIZE", 50),
-    # Local route reads (namesrv_app.api.fast_routes): an answer may lag the
+    # Local route reads (namesrv_app.api.route_reads): an answer may lag the
     # projection by this much (it reports the applied_version it reflects) ...
     "ROUTE_VERSION_TTL_MS": env_int("NAMESRV_WEB_ROUTE_VERSION_TTL_MS", 200),
     # ... and a revoked token or role still reads routes for at most this long (its

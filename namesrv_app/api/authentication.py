@@ -37,7 +37,7 @@ class HashedTokenAuthentication(TokenAuthentication):
 
 
 class RouteReadTokenAuthentication(TokenAuthentication):
-    """The REST route lane's token check (namesrv_app.api.fast_routes): the same check
+    """The REST route reads' token check (namesrv_app.api.route_reads): the same check
     as the API's, its grants held in Django's cache.
 
     A grant is held for ``NAMESRV_WEB['TOKEN_CACHE_TTL_MS']`` (5 s), never past the

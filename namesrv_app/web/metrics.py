@@ -4,9 +4,8 @@
   name (the URL pattern's name, so the label set is bounded by the URL conf;
   ``unresolved`` for 404s and answers middleware gave before URL resolution) and
   status, and times it per view. It belongs first in the settings' base
-  MIDDLEWARE, behind ``RouteReadFastPath``: cached route reads that
-  ``namesrv_app/api/fast_routes.py`` answers (its ASGI lane before Django, its
-  middleware before URL resolution) are not counted here.
+  MIDDLEWARE. The route reads ``namesrv_app/api/route_reads.py`` answers beside
+  Django never reach it and are not counted here.
 * :func:`metrics_view` renders the metrics. With ``PROMETHEUS_MULTIPROC_DIR`` set
   (several uvicorn workers), it merges every worker's files through
   ``MultiProcessCollector`` (prometheus_client's multiprocess mode: the directory

@@ -48,7 +48,7 @@ class ProjectedRoute:
     applied_version: int
     route: TopicRouteData | None
     # Moves only when a route answer may change (never on heartbeats): the key
-    # of the API's route answer cache (namesrv_app.api.fast_routes).
+    # of the API's route answer cache (namesrv_app.api.route_reads).
     routes_version: int = 0
 
 

@@ -58,7 +58,7 @@ PASSWORD = "correct horse battery staple"
 @pytest.fixture(autouse=True)
 def fresh_route_cache() -> Iterator[None]:
     """Each test's DB starts over, so the API's per-process route cache must too."""
-    from namesrv_app.api.fast_routes import CACHE
+    from namesrv_app.api.route_reads import CACHE
 
     CACHE.clear()
     yield

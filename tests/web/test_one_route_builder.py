@@ -25,7 +25,7 @@ from gateway.clock import ManualClock
 from gateway.dispatch import PENDING, RequestDispatcher
 from gateway.services import NameServerService
 from namesrv_app import models
-from namesrv_app.api.fast_routes import CACHE
+from namesrv_app.api.route_reads import CACHE
 from namesrv_app.projection.rows import PROJECTION_MODELS
 from namesrv_app.projection.writer import ProjectionWriter
 from namesrv_app.tokens import issue_token

@@ -11,6 +11,7 @@ then every console page and API endpoint that shows them is asked.
 from __future__ import annotations
 
 import asyncio
+import json
 import unicodedata
 from dataclasses import dataclass
 from html import escape
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.asgi import get_asgi_application
 from django.test import Client
 from django.urls import resolve, reverse
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -27,20 +29,20 @@ from gateway.clock import ManualClock
 from gateway.services import NameServerService
 from localcluster.demo import DemoBroker
 from namesrv_app import gateway_client
-from namesrv_app.api.fast_routes import CACHE
+from namesrv_app.api.route_reads import CACHE, RouteReads
 from namesrv_app.projection.delta import read_full_state
 from namesrv_app.projection.rows import write_full_state
 from namesrv_app.tokens import issue_token
 from namesrv_app.web.names import name_to_segment, segment_to_name
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from tests.web.asgi import Answer, asgi_answer, asgi_scope
 from tests.web.conftest import CLUSTER, START_MS, RunningGateway, log_in, make_user
 
 SCRIPT_TOPIC = "<script>alert(1)</script>"
 SLASH_TOPIC = "orders/eu"
 PLAIN_TOPIC = "TopicTest"
 UNREACHABLE = {"NODE_ID": "n1", "PORT": 1, "INTERNAL_PORT": 1, "INTERNAL_SECRET": "x"}
-FAST_PATH = "namesrv_app.api.fast_routes.RouteReadFastPath"
 LIVE_JS = Path(__file__).resolve().parents[2] / "namesrv_app/static/namesrv/live.js"
 NAME_CHARS_MAX = 255
 EXAMPLES = 30
@@ -400,20 +402,33 @@ def test_a_topic_following_the_rule_keeps_its_plain_url(clients: tuple[Client, C
 # ------------------------------------------------------------------- the route fast path
 
 
-def test_the_fast_path_and_the_drf_route_read_a_name_the_same_way(
-    clients: tuple[Client, Client], settings: Any
+def test_route_reads_beside_django_and_the_drf_view_read_a_name_the_same_way(
+    transactional_db: Any, settings: Any
 ) -> None:
-    _, api = clients
+    """A name under the topic rule is answered beside Django; a ~-escaped one is the DRF
+    view's; both as the view alone answers them."""
+    settings.NAMESRV = UNREACHABLE
     project_names(Names(("a%41", SLASH_TOPIC), "broker-a", CLUSTER, "ns", "k", "v"))
-    json = {"Accept": "application/json"}
-    plain, escaped = "/api/v1/routes/a%2541/", "/api/v1/routes/~orders~2Feu/"
-    fast = api.get(plain, headers=json)
-    assert (CACHE.misses, fast.json()["topic"]) == (1, "a%41")  # answered by the fast path
-    declined = api.get(escaped, headers=json)
-    assert CACHE.misses == 1 and declined.json()["topic"] == SLASH_TOPIC  # the DRF view
-    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != FAST_PATH]
-    assert api.get(plain, headers=json).content == fast.content
-    assert api.get(escaped, headers=json).content == declined.content
+    key, _ = issue_token(make_user("vera", "viewer"))
+    auth = [(b"authorization", f"Token {key}".encode()), (b"accept", b"application/json")]
+    django = get_asgi_application()
+    app = RouteReads(django)
+    # uvicorn's scope holds the decoded path: /api/v1/routes/a%2541/ and ~orders~2Feu.
+    plain = asgi_scope("/api/v1/routes/a%41/", auth)
+    escaped = asgi_scope("/api/v1/routes/~orders~2Feu/", auth)
+
+    async def answers() -> list[Answer]:
+        return [await asgi_answer(app, plain) for _ in range(2)] + [
+            await asgi_answer(app, escaped),
+            await asgi_answer(django, plain),
+            await asgi_answer(django, escaped),
+        ]
+
+    learnt, beside, declined, view_plain, view_escaped = asyncio.run(answers())
+    assert CACHE.misses == 1 and json.loads(beside[2])["topic"] == "a%41"
+    assert json.loads(declined[2])["topic"] == SLASH_TOPIC
+    assert learnt[2] == beside[2] == view_plain[2]
+    assert declined[2] == view_escaped[2]
 
 
 # ------------------------------------------------------------------- over the wire
