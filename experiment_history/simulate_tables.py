@@ -200,6 +200,10 @@ class RaftTables(NodeTables):
 
     def _change(self, broker: int, state: bool, now_ms: int, rows: HistoryRows) -> None:
         commit_ms = max(now_ms, self.leader_ready_ms) + self.latencies.commit()
+        if self.commit_times:
+            # Entries commit in log order: a later entry never commits before an earlier
+            # one, however short its own draw (and version() bisects these times).
+            commit_ms = max(commit_ms, self.commit_times[-1])
         self.registered[broker] = state
         self.changes[broker].append((commit_ms, state))
         self.commit_times.append(commit_ms)

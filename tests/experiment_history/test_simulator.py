@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from dataclasses import replace
 
 from experiment_history.runs import HistoryWriter, RunMeta, iter_rows, read_table
 from experiment_history.schema import ORIGIN_HARNESS, ORIGIN_NODE, WRITE_KINDS
 from experiment_history.simulate import SimConfig
+from experiment_history.simulate_rows import HistoryRows
 from experiment_history.simulate_run import simulate
+from experiment_history.simulate_tables import RaftTables
+from experiment_history.simulate_world import SimWorld
 
 SMALL = SimConfig(
     brokers=20, topics=40, reads=800, seed=11, fault_share=0.1, consumer_groups=2, sample_topics=40
@@ -98,3 +102,28 @@ def test_a_history_of_the_older_shape_reads_its_origin_as_null(tmp_path):
             }
         )
     assert [r["origin"] for r in iter_rows(tmp_path / "r", "operations")] == [None, None]
+
+
+class _Draws:
+    """Commit latencies in a given order (the model's Latencies draws them at random)."""
+
+    def __init__(self, *draws_ms: int) -> None:
+        self._draws = iter(draws_ms)
+
+    def commit(self) -> int:
+        return next(self._draws)
+
+
+def test_raft_entries_commit_in_log_order_whatever_each_commit_draws(tmp_path):
+    """One scan expires two brokers; the second entry draws a shorter commit than the
+    first. It still commits after it (the log is applied in order), so the version a
+    read reports counts exactly the entries committed by then."""
+    config = replace(SMALL, mode="raft", brokers=2)
+    tables = RaftTables(config, SimWorld(config, random.Random(1)), _Draws(500, 1))
+    writer = HistoryWriter(tmp_path / "run", RunMeta("r", config.scenario, "raft", 1, ["ns0"]))
+    scan_ms = config.broker_timeout_ms + 1
+    tables.scan(tables.leader, scan_ms, HistoryRows(writer))
+    assert tables.commit_times == [scan_ms + 500, scan_ms + 500]
+    assert tables.version(tables.leader, scan_ms + 10) == 0, "neither entry committed yet"
+    assert tables.version(tables.leader, scan_ms + 500) == 2
+    assert not tables.sees(tables.leader, 1, scan_ms + 500)
