@@ -9,8 +9,8 @@ so clients do not change.
 
 Every token expires (``NAMESRV_WEB['TOKEN_DAYS']``, 90 days unless configured, or
 ``create_operator --token-days``), and an expired one is refused with a 401 that says so.
-:func:`authenticate_token` is the one check: the DRF authentication class, the fast
-route lane and ``/metrics`` all call it.
+:func:`authenticate_token` is the one check: the DRF authentication class, the route
+reads answered beside Django and ``/metrics`` all call it.
 """
 
 from __future__ import annotations

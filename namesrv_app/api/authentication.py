@@ -1,5 +1,5 @@
 """The API's token authentication: DRF's header handling over hashed, expiring tokens,
-and the route lane's grants held in Django's cache."""
+and the route reads' grants held in Django's cache."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 from django.core.cache import BaseCache, caches
 from django.utils import timezone
 from django.utils.functional import cached_property
-from rest_framework.authentication import TokenAuthentication
+from rest_framework.authentication import TokenAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
 
 from namesrv_app.gateway_client import web_setting
 from namesrv_app.models import ApiToken
@@ -20,6 +21,8 @@ TOKEN_GRANTS_CACHE = "api_tokens"
 """The Django cache (settings.CACHES) holding route-read grants, per process."""
 TOKEN_CACHE_TTL_MS = 5_000
 GRANTED_ROLES = frozenset({"viewer", "operator"})
+BEARER_KEYWORD = b"bearer"
+BEARER_REFUSED = "The API takes 'Authorization: Token <key>'; the Bearer scheme is not used here."
 
 
 class HashedTokenAuthentication(TokenAuthentication):
@@ -30,6 +33,15 @@ class HashedTokenAuthentication(TokenAuthentication):
     """
 
     model = ApiToken
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        """DRF's check, but a ``Bearer`` header (what OAuth clients send) is told which
+        scheme to use instead of "credentials were not provided"."""
+        scheme = get_authorization_header(request).split()[:1]
+        if scheme and scheme[0].lower() == BEARER_KEYWORD:
+            raise AuthenticationFailed(BEARER_REFUSED)
+        answer: tuple[Any, ApiToken] | None = super().authenticate(request)
+        return answer
 
     def authenticate_credentials(self, key: str) -> tuple[Any, ApiToken]:
         """The user of a valid, unexpired key; AuthenticationFailed otherwise."""

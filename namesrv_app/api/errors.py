@@ -7,9 +7,10 @@ redirect (an empty body). :class:`ApiErrorAnswers` turns each of them into
 ``{"detail": ...}`` with the same status and headers; the console keeps its HTML pages.
 
 A path without its trailing slash is redirected, not answered: one URL per resource keeps
-the audit log, the metrics and the route lane's exact-path match whole. A GET or HEAD
-gets a 301; any other method a 308, which a client repeats with the same method and body
-(after a 301 clients send a POST again as a GET, and its body is lost).
+the audit log, the metrics and the exact-path match of the route reads answered beside
+Django whole. A GET or HEAD gets a 301; any other method a 308, which a client repeats
+with the same method and body (after a 301 clients send a POST again as a GET, and its
+body is lost).
 """
 
 from __future__ import annotations

@@ -43,11 +43,17 @@ def _name(**extra: Any) -> serializers.CharField:
 # ------------------------------------------------------------------- inputs
 
 
+CONSISTENCY_CHOICES = f'"{{input}}" is not a valid choice: use {" or ".join(CONSISTENCY_LEVELS)}.'
+
+
 class RouteQuerySerializer(Serializer):
     """``?consistency=local|linearizable``."""
 
     consistency = serializers.ChoiceField(
-        choices=CONSISTENCY_LEVELS, default=CONSISTENCY_LOCAL, required=False
+        choices=CONSISTENCY_LEVELS,
+        default=CONSISTENCY_LOCAL,
+        required=False,
+        error_messages={"invalid_choice": CONSISTENCY_CHOICES},
     )
 
 

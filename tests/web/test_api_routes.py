@@ -112,3 +112,11 @@ def test_the_comparison_marks_a_node_that_answers_differently(
         }
     finally:
         stop_gateway(other)
+
+
+def test_an_unknown_consistency_is_refused_with_the_valid_ones(
+    cast: Any, viewer_api: APIClient
+) -> None:
+    response = viewer_api.get("/api/v1/routes/TopicTest/?consistency=strong")
+    assert response.status_code == 400
+    assert '"strong" is not a valid choice: use local or linearizable.' in str(response.json())

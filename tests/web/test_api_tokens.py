@@ -1,9 +1,9 @@
 """API tokens are stored hashed and expire (namesrv_app.tokens).
 
 The key is shown once by ``create_operator --token``; the shared database keeps its
-SHA-256 and an expiry. Every door that takes a token (the DRF views, the fast route
-lane, ``/metrics``) goes through the one check, so an expired token is refused with
-the same 401 everywhere, also by the route lane that caches grants.
+SHA-256 and an expiry. Every door that takes a token (the DRF views, the route reads
+answered beside Django, ``/metrics``) goes through the one check, so an expired token is
+refused with the same 401 everywhere, also by the route reads that hold grants.
 """
 
 from __future__ import annotations
@@ -132,3 +132,13 @@ def test_an_inactive_users_token_is_refused(cast: Any) -> None:
     User.objects.filter(pk=user.pk).update(is_active=False)
     assert get(TOPICS, key).status_code == 401
     assert get(ROUTE, key).status_code == 401
+
+
+def test_a_bearer_header_is_told_which_scheme_the_api_takes(viewer: User) -> None:
+    key, _ = issue_token(viewer)
+    for path in (ROUTE, TOPICS):
+        answer = Client().get(path, headers={"Authorization": f"Bearer {key}"})
+        assert answer.status_code == 401
+        assert answer.json()["detail"] == (
+            "The API takes 'Authorization: Token <key>'; the Bearer scheme is not used here."
+        )

@@ -399,7 +399,7 @@ def test_a_topic_following_the_rule_keeps_its_plain_url(clients: tuple[Client, C
     assert reverse("api:route", kwargs={"topic": "a%41|b"}) == "/api/v1/routes/a%2541%7Cb/"
 
 
-# ------------------------------------------------------------------- the route fast path
+# ------------------------------------------------------------------- route reads beside Django
 
 
 def test_route_reads_beside_django_and_the_drf_view_read_a_name_the_same_way(
