@@ -18,7 +18,13 @@ from gateway.backups import BackupTooLarge, take_backup
 from gateway.dispatch import replication_remark
 from gateway.member_addrs import member_addrs
 from gateway.private_codes import InternalCode
-from gateway.services import ROLE_STANDALONE, NameServerService, ScanFallback, ServiceError
+from gateway.services import (
+    ROLE_STANDALONE,
+    NameServerService,
+    ScanFallback,
+    ScanOutcome,
+    ServiceError,
+)
 from raftstore.backup import DEFAULT_CLUSTER_NAME, BackupError
 from raftstore.raft import MembershipError
 from raftstore.replicator import ReplicationError
@@ -79,6 +85,10 @@ class InternalDispatcher:
         self.service = service
         self.secret = secret
         self.scan_fallback = scan_fallback if scan_fallback is not None else ScanFallback()
+        self.last_scan: dict[str, object] | None = None
+        """This node's last liveness scan (NODE_STATUS ``last_scan``): when it ended
+        (``at_ms``, this node's clock), its role and how many brokers it expired."""
+        service.scan_observers.append(self._note_scan)
         self.handlers: dict[int, InternalHandler] = {
             InternalCode.SCAN_NOT_ACTIVE_BROKER: self._scan,
             InternalCode.NODE_STATUS: self._status,
@@ -89,6 +99,11 @@ class InternalDispatcher:
             InternalCode.BACKUP: self._backup,
             InternalCode.MEMBER_ADDRS: self._member_addrs,
         }
+
+    def _note_scan(self, result: ScanOutcome | Exception) -> None:
+        if not isinstance(result, Exception):
+            at_ms = self.service.clock.now_ms()
+            self.last_scan = {"at_ms": at_ms, "role": result.role, "expired": len(result.expired)}
 
     async def handle(
         self, request: RemotingCommand, conn: Connection | None
@@ -137,6 +152,7 @@ class InternalDispatcher:
         fallback = self.scan_fallback
         status["alarms"] = [*status.get("alarms", ()), *fallback.alarms()]
         status["scan_fallback"] = fallback.status()
+        status["last_scan"] = self.last_scan
         status["expiries"] = self.service.expiry_reports.snapshot()
         return _json_response(request, status)
 

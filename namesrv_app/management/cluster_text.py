@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from localcluster import launcher
+from raftstore.vocab import MODE_RAFT
+
+RAFT_ONLY_FIELDS = frozenset(
+    {"state", "leader", "term", "commit_index", "applied_index", "log_length", "has_quorum"}
+)
+"""NODE_STATUS fields that mean something in raft mode only (an eventual node reports
+itself its own leader, term 0, with quorum: true and empty)."""
 
 
 def up_text(summary: dict[str, Any]) -> str:
@@ -56,13 +64,25 @@ def status_text(status: dict[str, Any]) -> str:
         f"{p['name']:<12} pid {p['pid']:<8} {'alive' if p['alive'] else 'DEAD'}"
         for p in status["processes"]
     ]
+    now_ms = time.time_ns() // 1_000_000
     for node in status["nodes"]:
         facts = node["status"] or {}
+        # An eventual node has no leader, term, log or quorum: its Raft words are left
+        # out, and its own last scan said instead.
+        raft = facts.get("mode") == MODE_RAFT
         scalars = ", ".join(
             f"{key}={value}"
             for key, value in sorted(facts.items())
-            if not isinstance(value, (list, dict))
+            if not isinstance(value, (list, dict)) and (raft or key not in RAFT_ONLY_FIELDS)
         )
+        last_scan = facts.get("last_scan")
+        if facts and not raft:
+            scalars += ", last_scan=" + (
+                f"{max(0, now_ms - int(last_scan['at_ms'])) / 1000:.1f} s ago "
+                f"({last_scan['expired']} expired)"
+                if isinstance(last_scan, dict)
+                else "none yet"
+            )
         rows.append(f"{node['id']}: {scalars or node['error']}")
         # Raft safety alarms, the scan fallback, a Raft port that is not listening.
         rows.extend(f"{node['id']} ALARM: {alarm}" for alarm in facts.get("alarms", ()))

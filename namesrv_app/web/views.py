@@ -7,6 +7,7 @@ page, so the pages stay fast with 1k brokers and 10k topics.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import wraps
 from http import HTTPStatus
@@ -21,6 +22,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from namesrv_app import audit, gateway_client, models, topic_types
+from namesrv_app.conf import namesrv_settings
 from namesrv_app.gateway_client import GatewayError
 from namesrv_app.models import AuditEntry
 from namesrv_app.roles import is_operator, is_viewer, role_of
@@ -79,6 +81,25 @@ def _context(request: HttpRequest, section: str, **extra: Any) -> dict[str, Any]
     }
 
 
+def _nodes_context(panels: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the node tables show: Raft's fields in raft mode only (the mode the nodes
+    report; this node's setting when none answers); an eventual node has no leader, term
+    or quorum, and shows its own last scan instead (its age on the wall clock, which the
+    gateways stamp it with)."""
+    answered = {p.get("mode") for p in panels if p["reachable"]}
+    raft = (
+        gateway_client.MODE_RAFT in answered
+        if answered
+        else namesrv_settings().MODE == gateway_client.MODE_RAFT
+    )
+    return {
+        "nodes": panels,
+        "disagree": any(p["disagrees"] for p in panels),
+        "raft_mode": raft,
+        "wall_now_ms": time.time_ns() // 1_000_000,
+    }
+
+
 # ------------------------------------------------------------------- pages
 
 
@@ -91,8 +112,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     context = _context(
         request,
         "overview",
-        nodes=panels,
-        disagree=any(p["disagrees"] for p in panels),
+        **_nodes_context(panels),
         local_applied=local_applied_version(panels),
         liveness=reads.liveness_counts(),
         clusters=reads.cluster_summaries(),
@@ -244,14 +264,13 @@ def topic_detail(request: HttpRequest, topic: str) -> HttpResponse:
 
 @console_view()
 def nodes(request: HttpRequest) -> HttpResponse:
-    """Every node's Raft panel and the membership form."""
+    """Every node's panel (Raft's fields in raft mode) and the membership form."""
     panels = reads.node_panels()
     context = _context(
         request,
         "nodes",
-        nodes=panels,
+        **_nodes_context(panels),
         membership_form=MembershipForm(),
-        disagree=any(p["disagrees"] for p in panels),
     )
     return render(request, "console/nodes.html", context)
 

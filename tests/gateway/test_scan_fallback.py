@@ -127,6 +127,7 @@ async def test_without_scans_the_gateway_expires_a_silent_broker_and_raises_an_a
         quiet = await node_status(node, client)
         assert quiet["alarms"] == []
         assert quiet["scan_fallback"]["enabled"] and not quiet["scan_fallback"]["active"]
+        assert quiet["last_scan"] is None
 
         waited_s = await wait_for_route_code(node, client, ResponseCode.TOPIC_NOT_EXIST)
 
@@ -134,6 +135,9 @@ async def test_without_scans_the_gateway_expires_a_silent_broker_and_raises_an_a
         assert waited_s >= HEARTBEAT_TIMEOUT_MS / 1000 - 0.2
         status = await node_status(node, client)
         assert status["scan_fallback"]["active"] and status["scan_fallback"]["runs"] >= 1
+        # The scan that expired the broker, as the console and `cluster status` show it.
+        assert status["last_scan"]["role"] == "standalone"
+        assert status["last_scan"]["at_ms"] <= time.time_ns() // 1_000_000
         [alarm] = status["alarms"]
         assert alarm.startswith(ALARM_PREFIX)
         assert alarm.endswith(f"s; this node scans itself every {PERIOD_S:g} s")

@@ -44,3 +44,28 @@ def test_a_node_whose_raft_port_is_not_listening_is_named_in_the_status_text() -
     assert "raft_port=not listening" in text
     assert f"n1 ALARM: {alarm}" in text.splitlines()
     assert "applied index: n1 9, n2 -" in text.splitlines()
+
+
+def test_an_eventual_node_shows_its_own_last_scan_and_no_raft_words() -> None:
+    from raftstore.replicator import LocalReplicator
+
+    scanned = dataclasses.asdict(LocalReplicator("n1").status())
+    scanned["last_scan"] = {"at_ms": 1_000, "role": "standalone", "expired": 2}
+    never = {**dataclasses.asdict(LocalReplicator("n2").status()), "last_scan": None}
+    status = {
+        "run_dir": "/run/local",
+        "processes": [{"name": "n1-gateway", "pid": 42, "alive": True, "log": "n1/gateway.log"}],
+        "running": True,
+        "nodes": [
+            {"id": "n1", "status": scanned, "error": None},
+            {"id": "n2", "status": never, "error": None},
+        ],
+    }
+    lines = cluster_text.status_text(status).splitlines()
+    [n1] = [line for line in lines if line.startswith("n1: ")]
+    [n2] = [line for line in lines if line.startswith("n2: ")]
+    assert "mode=eventual" in n1 and " s ago (2 expired)" in n1
+    assert n2.endswith("last_scan=none yet")
+    for word in ("leader=", "term=", "has_quorum=", "state=", "commit_index=", "log_length="):
+        assert word not in n1 and word not in n2
+    assert not any(line.startswith("applied index:") for line in lines)

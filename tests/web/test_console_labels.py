@@ -249,6 +249,7 @@ def test_follower_indexes_say_they_are_known_on_the_leader() -> None:
             "nodes": [_panel("n1", "leader", 42, 43), _panel("n2", "follower", -1, -1)],
             "disagree": False,
             "can_write": False,
+            "raft_mode": True,
         },
     )
     leader, follower = html.split("<h2>n2", 1)
@@ -267,7 +268,12 @@ def test_a_node_without_a_quorum_says_so_on_its_panel() -> None:
     cut_off = {**_panel("n2", "follower", -1, -1), "has_quorum": False, "alarms": [alarm]}
     html = render_to_string(
         "console/nodes.html",
-        {"nodes": [_panel("n1", "leader", 42, 43), cut_off], "disagree": False, "can_write": False},
+        {
+            "nodes": [_panel("n1", "leader", 42, 43), cut_off],
+            "disagree": False,
+            "can_write": False,
+            "raft_mode": True,
+        },
     )
     healthy, lost = html.split("<h2>n2", 1)
     assert "<dt>quorum</dt><dd>yes</dd>" in healthy and "alarm:" not in healthy
