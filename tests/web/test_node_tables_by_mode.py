@@ -56,3 +56,13 @@ def test_raft_nodes_keep_their_raft_fields(eventual_nodes: list[dict[str, Any]],
     )
     assert "<th>term</th>" in html and "<th>leader</th>" in html
     assert "since its last scan" not in html
+
+
+def test_an_eventual_cluster_offers_no_membership_change(
+    eventual_nodes: list[dict[str, Any]], db: Any
+) -> None:
+    html = render_to_string(
+        "console/nodes.html",
+        {"nodes": eventual_nodes, "raft_mode": False, "wall_now_ms": NOW_MS, "can_write": True},
+    )
+    assert "Membership" not in html and "Download a backup" in html
