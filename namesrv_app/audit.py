@@ -12,7 +12,11 @@ Views may say more than the URL does: ``note(request, result=..., action=...)``
 (the console's operation forms give their result sentence this way). A read that
 hands out what matters asks to be recorded too (``record_read``: backups). An
 operation run from a shell records itself (``record_operation``: recovery after quorum
-loss). Password and CSRF fields never reach the log.
+loss); ``manage.py topic create/delete`` records each change and each refusal through
+``record_command``, as the node it acts through, under the shell's OS account (the
+command has no account of its own). A refusal is recorded with its reason: the
+API's 400 field messages flattened into one line (``refusal_text``), the same
+sentences the console and the CLI answer. Password and CSRF fields never reach the log.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import getpass
 import json
 import logging
+import os
 from http import HTTPStatus
 from typing import Any
 
@@ -75,6 +80,65 @@ _OPERATION_ALIAS = "audit-operation"
 SQLITE_TIMEOUT_S = 20
 
 
+def os_user() -> str:
+    """The shell's account, the "who" of a command-line entry (its uid when it has no name)."""
+    try:
+        return getpass.getuser()[:150]
+    except (OSError, KeyError):
+        return f"uid {os.getuid()}"
+
+
+def record_command(
+    *,
+    action: str,
+    target: str,
+    detail: dict[str, Any],
+    status: int,
+    result: str,
+) -> None:
+    """Write one entry for a change asked from ``manage.py`` on a node (``topic create``):
+    this process runs with that node's settings, so the entry goes to the cluster-wide
+    database its web processes write. The user is the shell's account; ``channel`` is
+    ``cli``; ``ok`` as for a request (2xx but not 207). A lost entry is logged, not
+    fatal: the change itself happened (or was refused) either way."""
+    try:
+        AuditEntry.objects.create(
+            at=timezone.now(),
+            username=os_user(),
+            node_id=namesrv_settings().NODE_ID,
+            channel=OPERATION_CHANNEL,
+            action=action[:128],
+            target=target[:255],
+            detail=detail,
+            status=status,
+            ok=status < HTTPStatus.BAD_REQUEST and status != HTTPStatus.MULTI_STATUS,
+            result=result[:RESULT_CHARS_MAX],
+        )
+    except Exception:
+        logger.exception("could not write the audit entry of %s %s", action, target)
+
+
+def refusal_text(errors: Any, prefix: str = "") -> str:
+    """Field messages (DRF's 400 body, or field -> messages) as one line:
+    ``queue_datas.0.read_queue_nums: Queue counts are ...; topic: ...``."""
+    if isinstance(errors, dict):
+        parts = [refusal_text(v, f"{prefix}.{k}" if prefix else str(k)) for k, v in errors.items()]
+    elif isinstance(errors, list) and all(isinstance(e, str) for e in errors):
+        text = " ".join(str(e) for e in errors)
+        return f"{prefix}: {text}" if prefix and text else text
+    elif isinstance(errors, list):
+        parts = [refusal_text(e, f"{prefix}[{i}]") for i, e in enumerate(errors)]
+    else:
+        return f"{prefix}: {errors}" if prefix else str(errors)
+    return "; ".join(part for part in parts if part)
+
+
+def form_refusal(form: Any) -> str:
+    """Why a console form was refused: its field messages, in ``refusal_text``'s line."""
+    errors = form.errors.items()
+    return refusal_text({("" if f == "__all__" else f): list(e) for f, e in errors})
+
+
 def record_operation(
     database_url: str,
     *,
@@ -100,7 +164,7 @@ def record_operation(
     try:
         AuditEntry.objects.using(_OPERATION_ALIAS).create(
             at=timezone.now(),
-            username=getpass.getuser()[:150],
+            username=os_user(),
             node_id=node_id,
             channel=OPERATION_CHANNEL,
             action=action[:128],
@@ -162,6 +226,9 @@ def _result(request: HttpRequest, response: HttpResponse) -> str:
     data = getattr(response, "data", None)
     if isinstance(data, dict) and "detail" in data:
         return str(data["detail"])[:RESULT_CHARS_MAX]
+    if response.status_code == HTTPStatus.BAD_REQUEST and isinstance(data, dict | list) and data:
+        # A validation failure: its field messages, as the API answered them.
+        return refusal_text(data)[:RESULT_CHARS_MAX]
     return response.reason_phrase or ""
 
 

@@ -9,6 +9,11 @@ registration. That is the default here (``method="brokers"``). The NameServer-on
 path (REGISTER_TOPIC_IN_NAMESRV, 217, and 216 alone) stays an explicit option
 (``method="namesrv"``).
 
+A create of a topic some chosen group already serves (in this node's projection)
+says what it changes there (:func:`what_changes`): "Topic X updated on broker-a:
+readQueueNums 4 -> 8", or "already exists on broker-a with these settings; nothing
+changed", on every surface.
+
 Every call returns a :class:`TopicChange`: a sentence, the HTTP status it amounts to
 (201/200 done, 207 partly done, 502/503 done nowhere), each broker's result and
 each node's. A delete of a topic that no node routes and no broker holds raises
@@ -288,18 +293,66 @@ def create_topic(
     """Create ``topic`` with these queues per broker group: through each group's master
     (default), or registered on the NameServers only. GatewayError (503/502) when the
     NameServer-only registration landed nowhere."""
+    changes = what_changes(topic, queue_datas)
     if method == METHOD_NAMESRV:
         outcome = gateway_client.register_topic(topic, list(queue_datas))
         groups = ", ".join(q.broker_name for q in queue_datas)
+        where = f"on the NameServers only (queues on {groups}) {_node_results(outcome)}."
         detail = (
-            f"Registered topic {topic} on the NameServers only (queues on {groups}) "
-            f"{_node_results(outcome)}."
+            f"{changes}. Registered {where}" if changes else f"Registered topic {topic} {where}"
         )
         return TopicChange(topic, detail, _status(HTTPStatus.CREATED, (), outcome), (), outcome)
-    return _create_through_brokers(topic, queue_datas)
+    return _create_through_brokers(topic, queue_datas, changes)
 
 
-def _create_through_brokers(topic: str, queue_datas: Sequence[QueueData]) -> TopicChange:
+CHANGED_FIELDS = (
+    ("readQueueNums", "read_queue_nums"),
+    ("writeQueueNums", "write_queue_nums"),
+    ("perm", "perm"),
+)
+"""What a repeated create may change on a group, by RocketMQ's (TopicConfig's) names."""
+
+
+def what_changes(topic: str, queue_datas: Sequence[QueueData]) -> str | None:
+    """What creating ``topic`` with these queues changes, as this node's projection
+    knows the topic, e.g. "Topic X updated on broker-a: readQueueNums 4 -> 8"; None
+    when no chosen group serves it yet (a plain create, said as "Created topic")."""
+    names = [q.broker_name for q in queue_datas]
+    before = {
+        row.broker_name: row
+        for row in models.QueueData.objects.filter(topic=topic, broker_name__in=names)
+    }
+    if not before:
+        return None
+    updated, unchanged, created = [], [], []
+    for queues in queue_datas:
+        old = before.get(queues.broker_name)
+        if old is None:
+            created.append(queues.broker_name)
+            continue
+        diffs = [
+            f"{label} {getattr(old, attr)} -> {getattr(queues, attr)}"
+            for label, attr in CHANGED_FIELDS
+            if getattr(old, attr) != getattr(queues, attr)
+        ]
+        if diffs:
+            updated.append(f"updated on {queues.broker_name}: {', '.join(diffs)}")
+        else:
+            unchanged.append(queues.broker_name)
+    parts = updated
+    if unchanged:
+        there = " there" if updated or created else ""
+        parts.append(
+            f"already exists on {', '.join(unchanged)} with these settings; nothing changed{there}"
+        )
+    if created:
+        parts.append(f"created on {', '.join(created)}")
+    return f"Topic {topic} " + "; ".join(parts)
+
+
+def _create_through_brokers(
+    topic: str, queue_datas: Sequence[QueueData], changes: str | None
+) -> TopicChange:
     specs = {q.broker_name: q for q in queue_datas}
     masters = master_addrs(list(specs))
     gateway_client.signing_credentials()  # fails here, once, when this node cannot sign
@@ -327,7 +380,10 @@ def _create_through_brokers(topic: str, queue_datas: Sequence[QueueData]) -> Top
     }
     outcome = _wait_for_routes(topic, expected)
     done = ", ".join(r.label() for r in created)
-    detail = f"Created topic {topic} on the masters of {done}"
+    if changes:
+        detail = f"{changes}. The masters of {done} have it"
+    else:
+        detail = f"Created topic {topic} on the masters of {done}"
     if any(not r.done for r in results):
         detail += f"; it FAILED on {_failures(results)}"
     if outcome.failed:

@@ -56,8 +56,8 @@ from rest_framework.exceptions import AuthenticationFailed
 from gateway.route_answers import RouteAnswers
 from namesrv_app.api.authentication import RouteReadTokenAuthentication
 from namesrv_app.gateway_client import web_setting
+from namesrv_app.topic_rules import validate_topic
 from namesrv_app.web import reads
-from namesrv_app.web.forms import validate_topic
 from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LOCAL
 
 ROUTE_ANSWERS_MAX = 16_384

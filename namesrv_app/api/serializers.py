@@ -5,26 +5,32 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from namesrv_app import topic_admin, topic_types
 from namesrv_app.models import AuditEntry
-from namesrv_app.web.forms import (
-    BROKER_ID_MAX,
-    KV_VALUE_CHARS_MAX,
-    NAME_CHARS_MAX,
+from namesrv_app.topic_rules import (
     QUEUE_NUMS_MAX,
     QUEUE_NUMS_MIN,
     TOPIC_CHARS_MAX,
     unknown_broker_names,
+    validate_broker_groups,
+    validate_perm,
+    validate_queue_nums,
+    validate_topic,
+)
+from namesrv_app.web.forms import (
+    BROKER_ID_MAX,
+    KV_VALUE_CHARS_MAX,
+    NAME_CHARS_MAX,
     validate_addr,
     validate_name,
-    validate_perm,
-    validate_topic,
 )
 from remoting.consistency import CONSISTENCY_LEVELS, CONSISTENCY_LOCAL
 
 BROKERS_PER_TOPIC_MAX = 1024
+QUEUE_NUMS_HELP = f"queues per broker group, {QUEUE_NUMS_MIN} to {QUEUE_NUMS_MAX}"
 
 if TYPE_CHECKING:
     # The stubs make Serializer generic over its instance; DRF itself is not
@@ -72,12 +78,25 @@ class TopicQuerySerializer(Serializer):
     )
 
 
+class QueueNumsField(serializers.IntegerField):
+    """A queue count checked by ``validate_queue_nums`` alone, so its sentence (the range
+    and the value) is the one the console and the CLI answer; min and max stay on the
+    field for the schema. (A class, not a configured field: DRF copies declared fields by
+    calling ``__init__`` again.)"""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX, help_text=QUEUE_NUMS_HELP, **kwargs
+        )
+        self.validators = [validate_queue_nums]
+
+
 class QueueSpecSerializer(Serializer):
     """One broker group's queues for a topic being registered."""
 
     broker_name = _name()
-    read_queue_nums = serializers.IntegerField(min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX)
-    write_queue_nums = serializers.IntegerField(min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX)
+    read_queue_nums = QueueNumsField()
+    write_queue_nums = QueueNumsField()
     perm = serializers.IntegerField(validators=[validate_perm], help_text="2, 4 or 6")
 
 
@@ -102,12 +121,10 @@ class RegisterTopicSerializer(Serializer):
 
     def validate_queue_datas(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Every broker group must be known to this node, and named once."""
-        names = [q["broker_name"] for q in value]
-        if len(set(names)) != len(names):
-            raise serializers.ValidationError("each broker_name may appear only once")
-        unknown = unknown_broker_names(names)
-        if unknown:
-            raise serializers.ValidationError(f"unknown broker groups: {', '.join(unknown)}")
+        try:
+            validate_broker_groups([q["broker_name"] for q in value])
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from exc
         return value
 
 

@@ -30,8 +30,8 @@ from namesrv_app.api import serializers as s
 from namesrv_app.api.permissions import ApiDocsPermission, IsOperator, RouteReadPermission
 from namesrv_app.gateway_client import GatewayError, PartialWrite, WriteOutcome
 from namesrv_app.models import AuditEntry
+from namesrv_app.topic_rules import validate_deletable_topic
 from namesrv_app.web import reads
-from namesrv_app.web.forms import validate_deletable_topic
 from remoting.consistency import CONSISTENCY_LINEARIZABLE
 from remoting.model import QueueData
 

@@ -37,15 +37,15 @@ from localcluster.broker_control import BrokerControlError, ConsumerGroupInfo
 from namesrv_app import audit, models
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.topic_admin import create_topic_on_broker
-from namesrv_app.web import reads
-from namesrv_app.web.forms import (
+from namesrv_app.topic_rules import (
     DEFAULT_QUEUE_NUMS,
     PERM_CHOICES,
     QUEUE_NUMS_MAX,
     QUEUE_NUMS_MIN,
-    validate_addr,
     validate_topic,
 )
+from namesrv_app.web import reads
+from namesrv_app.web.forms import validate_addr
 from namesrv_app.web.views import _context, console_view
 from raftstore.failover import DEFAULT_FAILOVER_LAG_BYTES_MAX
 

@@ -6,16 +6,11 @@ service the API and the CLI share (:mod:`namesrv_app.topic_admin`), and returns
 the result text shown to the operator. Destructive forms require an explicit
 ``confirm``.
 
-Input rules (the console's, checked before anything reaches the gateway):
+Input rules (the console's, checked before anything reaches the gateway): the topic
+rules live in :mod:`namesrv_app.topic_rules`, one function and one error text each,
+shared with the REST API and ``manage.py topic``; the rest are here:
 
-* topic names match ``^[%|a-zA-Z0-9_-]+$`` and are at most 127 characters
-  (RocketMQ's ``TopicValidator``); a delete also takes any topic the node stores,
-  since the wire accepts names outside that rule;
-* queue counts are 1..1024;
-* perm is one of 2 (write), 4 (read), 6 (read+write); the inherit (1) and
-  priority (8) bits are deliberately not offered;
-* broker names must be broker groups this node knows (upstream would log
-  "illegal broker" and silently store nothing);
+* names are non-blank and free of control characters;
 * addresses are ``host:port``.
 """
 
@@ -28,14 +23,21 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from namesrv_app import gateway_client, models, topic_admin
+from namesrv_app.topic_rules import (
+    DEFAULT_PERM,
+    DEFAULT_QUEUE_NUMS,
+    PERM_CHOICES,
+    PERM_RULE,
+    QUEUE_NUMS_MAX,
+    QUEUE_NUMS_MIN,
+    TOPIC_CHARS_MAX,
+    UNKNOWN_GROUPS,
+    validate_deletable_topic,
+    validate_queue_nums,
+    validate_topic,
+)
 from remoting.model import QueueData, has_control_characters
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_CHARS_MAX = 127
-QUEUE_NUMS_MIN = 1
-QUEUE_NUMS_MAX = 1024
-PERM_CHOICES = ((6, "6 read + write"), (4, "4 read only"), (2, "2 write only"))
-PERM_VALUES = frozenset(value for value, _ in PERM_CHOICES)
 NAME_CHARS_MAX = 255
 # A KV value travels in the request header, which the gateway reads only up to 256 KiB
 # (remoting/frame.py): 32,768 characters fit even when each is written as a 6-byte escape.
@@ -43,28 +45,6 @@ KV_VALUE_CHARS_MAX = 32_768
 ADDR_PATTERN = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
 PORT_MAX = 65535
 BROKER_ID_MAX = 2**63 - 1
-DEFAULT_QUEUE_NUMS = 8
-
-
-def validate_topic(value: str) -> None:
-    """RocketMQ's topic rule: allowed characters and at most 127 of them."""
-    if len(value) > TOPIC_CHARS_MAX:
-        raise ValidationError(f"A topic name has at most {TOPIC_CHARS_MAX} characters.")
-    if not TOPIC_PATTERN.match(value):
-        raise ValidationError("A topic name may only contain letters, digits, %, |, _ and -.")
-
-
-def validate_deletable_topic(value: str) -> None:
-    """A name following the topic rule, or any topic this node stores.
-
-    The wire accepts names the rule refuses (upstream does), and an operator
-    must be able to delete such a topic from the console and the API too.
-    """
-    try:
-        validate_topic(value)
-    except ValidationError:
-        if not models.QueueData.objects.filter(topic=value).exists():
-            raise
 
 
 def validate_name(value: str) -> None:
@@ -79,22 +59,6 @@ def validate_addr(value: str) -> None:
     """``host:port`` with a port in 1..65535."""
     if not ADDR_PATTERN.match(value) or not 0 < int(value.rsplit(":", 1)[1]) <= PORT_MAX:
         raise ValidationError("Enter an address as host:port.")
-
-
-def validate_perm(value: int) -> None:
-    """Only 2, 4 or 6."""
-    if value not in PERM_VALUES:
-        raise ValidationError("perm must be 2 (write), 4 (read) or 6 (read+write).")
-
-
-def unknown_broker_names(names: list[str]) -> list[str]:
-    """The names in ``names`` that are not broker groups of this node (one query)."""
-    known = set(
-        models.BrokerGroup.objects.filter(broker_name__in=names).values_list(
-            "broker_name", flat=True
-        )
-    )
-    return [name for name in names if name not in known]
 
 
 def _choice_field(form: forms.Form, name: str) -> forms.ChoiceField:
@@ -146,6 +110,12 @@ class OperationForm(forms.Form):
 # through the brokers first by default, NameServer-only as an explicit option.
 
 
+def _queue_nums_input() -> forms.NumberInput:
+    """The browser's own range check; the server's is ``validate_queue_nums``, whose
+    sentence every surface answers."""
+    return forms.NumberInput(attrs={"min": QUEUE_NUMS_MIN, "max": QUEUE_NUMS_MAX})
+
+
 class RegisterTopicForm(OperationForm):
     """Create a topic on chosen broker groups: through their masters (17, recommended),
     or REGISTER_TOPIC_IN_NAMESRV (217) on the NameServers only.
@@ -156,14 +126,29 @@ class RegisterTopicForm(OperationForm):
 
     title = "Register a topic"
     topic = forms.CharField(max_length=TOPIC_CHARS_MAX, validators=[validate_topic])
-    brokers = forms.MultipleChoiceField(choices=(), help_text="broker groups serving the topic")
+    # The choices are the groups this node knows; a post naming another one is
+    # refused with the API's and the CLI's sentence.
+    brokers = forms.MultipleChoiceField(
+        choices=(),
+        help_text="broker groups serving the topic",
+        error_messages={"invalid_choice": UNKNOWN_GROUPS.format(names="%(value)s")},
+    )
     read_queue_nums = forms.IntegerField(
-        min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX, initial=DEFAULT_QUEUE_NUMS
+        validators=[validate_queue_nums],
+        initial=DEFAULT_QUEUE_NUMS,
+        widget=_queue_nums_input(),
     )
     write_queue_nums = forms.IntegerField(
-        min_value=QUEUE_NUMS_MIN, max_value=QUEUE_NUMS_MAX, initial=DEFAULT_QUEUE_NUMS
+        validators=[validate_queue_nums],
+        initial=DEFAULT_QUEUE_NUMS,
+        widget=_queue_nums_input(),
     )
-    perm = forms.TypedChoiceField(choices=PERM_CHOICES, coerce=int, initial=6)
+    perm = forms.TypedChoiceField(
+        choices=PERM_CHOICES,
+        coerce=int,
+        initial=DEFAULT_PERM,
+        error_messages={"invalid_choice": PERM_RULE},
+    )
     method = forms.ChoiceField(
         choices=topic_admin.METHOD_CHOICES,
         initial=topic_admin.METHOD_BROKERS,

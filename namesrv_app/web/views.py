@@ -355,7 +355,7 @@ def operation(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         audit.note(
             request,
-            result=result or error or "invalid form",
+            result=result or error or audit.form_refusal(form),
             action=f"ops:{slug}",
             failed=result is None,
         )

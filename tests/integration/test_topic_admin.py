@@ -247,6 +247,20 @@ def test_the_cli_creates_and_deletes_a_topic_through_the_brokers(cluster: Cluste
     assert f"broker broker-a ({master}): done" in created.stdout
     for node in cluster.nodes:
         assert served_by(node, topic) == {"broker-a"}, node
+    # Once n1's projection has it, the same create again says that nothing changed.
+    wait_until(
+        lambda: cluster.rest("GET", f"/api/v1/topics/{topic}/")[0] == 200,
+        what=f"{topic} in n1's projection",
+        timeout_s=WAIT_S,
+    )
+    again = topic_cli(cluster, "create", topic, "--brokers", "broker-a")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.startswith(
+        f"Topic {topic} already exists on broker-a with these settings; nothing changed. "
+        f"The masters of broker-a ({master}) have it"
+    ), again.stdout
+    listed = topic_cli(cluster, "list", "--search", topic).stdout.splitlines()
+    assert listed[1].split()[:3] == [topic, "normal", "broker-a"], listed
 
     deleted = topic_cli(cluster, "delete", topic)
     assert deleted.returncode == 0, deleted.stdout + deleted.stderr
@@ -254,3 +268,12 @@ def test_the_cli_creates_and_deletes_a_topic_through_the_brokers(cluster: Cluste
     for node in cluster.nodes:
         assert served_by(node, topic) is None, node
     assert topic not in broker_topics(master)
+    # The shared database has each change, as the shell's account on the node acted through.
+    status, log = cluster.rest("GET", "/api/v1/audit/")
+    assert status == 200, log
+    cli = [(e["action"], e["node_id"], e["ok"]) for e in log["results"] if e["target"] == topic]
+    assert cli == [
+        ("topic delete", "n1", True),
+        ("topic create", "n1", True),
+        ("topic create", "n1", True),
+    ], log
