@@ -350,9 +350,16 @@ class Command(ProjectCommand):
                 time.sleep(FOREGROUND_POLL_S)
                 reported |= self._report_deaths(run_dir, reported)
         finally:
-            self.stdout.write("stopping the cluster ...")
-            self.stdout.write(cluster_text.down_text(launcher.cluster_down(run_dir)))
-            foreground.unlink(missing_ok=True)
+            if foreground.exists():
+                self.stdout.write("stopping the cluster ...")
+                self.stdout.write(cluster_text.down_text(launcher.cluster_down(run_dir)))
+                foreground.unlink(missing_ok=True)
+            else:
+                # `cluster down` from another shell removed the record once it had
+                # stopped every process, then ended this one: nothing is left to stop.
+                self.stdout.write(
+                    f"the cluster in {run_dir} was stopped by `cluster down` from another shell"
+                )
             self.stdout.flush()
 
     def _report_deaths(self, run_dir: Path, reported: set[str]) -> set[str]:
