@@ -424,10 +424,21 @@ class _Starter:
         return {name: record.pid for name, record in self.records.items()}
 
 
-def _log_contains(path: Path, mark: bytes) -> bool:
-    """True when the log at ``path`` contains ``mark``."""
+def _log_size(path: Path) -> int:
+    """The bytes the log at ``path`` holds now (0 when there is none)."""
     try:
-        return mark in path.read_bytes()
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_contains(path: Path, mark: bytes, after: int = 0) -> bool:
+    """True when the log at ``path`` contains ``mark`` past its first ``after`` bytes
+    (a restart appends to the log: an earlier run's lines do not count)."""
+    try:
+        with path.open("rb") as log:
+            log.seek(after)
+            return mark in log.read()
     except OSError:
         return False
 
@@ -480,11 +491,15 @@ def _start_celery(starter: _Starter, timeout_s: float) -> None:
     """Start the Celery worker and beat; wait until the worker reports ready."""
     run_dir = starter.plan.run_dir
     node_ids = [node.node_id for node in starter.plan.nodes]
+    worker_log = starter.slots["worker"].log_path
+    before = _log_size(worker_log)
     starter.start("worker", worker_argv(run_dir, node_ids), starter.env.base())
     starter.start("beat", beat_argv(run_dir), starter.env.base())
-    worker_log = starter.slots["worker"].log_path
     starter.wait(
-        "worker", lambda: _log_contains(worker_log, WORKER_READY_MARK), "celery worker", timeout_s
+        "worker",
+        lambda: _log_contains(worker_log, WORKER_READY_MARK, before),
+        "celery worker",
+        timeout_s,
     )
 
 
