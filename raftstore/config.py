@@ -295,3 +295,18 @@ def key_notes() -> dict[str, str]:
         or f"refused unless left at the default: {_MUST_STAY_DEFAULT[java]}"
         for java in JAVA_TO_FIELD
     }
+
+
+_UNIT_SUFFIXES = (("_ms", "ms"), ("_seconds", "s"), ("_bytes_max", "bytes"))
+
+
+def key_units() -> dict[str, str]:
+    """Java key -> the unit its value is in, for the keys that have one (their field
+    names say it: ``scanNotActiveBrokerInterval`` is ``scan_not_active_broker_interval_ms``)."""
+    units = {}
+    for name, java in FIELD_TO_JAVA.items():
+        for suffix, unit in _UNIT_SUFFIXES:
+            if f"{suffix}_" in f"{name}_":
+                units[java] = unit
+                break
+    return units

@@ -35,7 +35,7 @@ from namesrv_app.web.forms import (
     NamesrvConfigForm,
     OperationForm,
 )
-from raftstore.config import key_notes
+from raftstore.config import key_notes, key_units
 
 View = Callable[..., HttpResponse]
 RECENT_ROWS = 10
@@ -279,9 +279,10 @@ def nodes(request: HttpRequest) -> HttpResponse:
 def namesrv_config(request: HttpRequest) -> HttpResponse:
     """Every node's NameServer config side by side, differences marked; the update form."""
     comparison = reads.config_comparison()
-    notes = key_notes()
+    notes, units = key_notes(), key_units()
     for row in comparison["rows"]:
         row["note"] = notes.get(row["key"], "")
+        row["unit"] = units.get(row["key"], "")
         row["refused"] = row["note"].startswith(REFUSED_NOTE_PREFIX)
     context = _context(
         request,

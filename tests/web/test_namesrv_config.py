@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -70,6 +71,11 @@ def test_the_console_page_shows_each_node_and_the_form(
     page = client.get("/config/").content.decode()
     assert "orderMessageEnable" in page and "the same on every node" in page
     assert "blacklisted" in page and 'action="/ops/namesrv-config/"' in page
+    # Each value with its unit; an empty one (rocketmqHome) says so.
+    interval = page.split("<code>scanNotActiveBrokerInterval</code>", 1)[1].split("</tr>", 1)[0]
+    assert re.search(r"<code>\d+</code> ms</td>", interval), interval
+    home = page.split("<code>rocketmqHome</code>", 1)[1].split("</tr>", 1)[0]
+    assert '<span class="muted">(empty)</span>' in home, home
 
     refused = client.post(
         "/ops/namesrv-config/", {"key": "kvConfigPath", "value": "/x", "confirm": "on"}
