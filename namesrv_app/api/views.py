@@ -30,6 +30,7 @@ from namesrv_app.api import serializers as s
 from namesrv_app.api.permissions import ApiDocsPermission, IsOperator, RouteReadPermission
 from namesrv_app.gateway_client import GatewayError, PartialWrite, WriteOutcome
 from namesrv_app.models import AuditEntry
+from namesrv_app.roles import role_of
 from namesrv_app.topic_rules import validate_deletable_topic
 from namesrv_app.web import reads
 from remoting.consistency import CONSISTENCY_LINEARIZABLE
@@ -86,6 +87,16 @@ class ApiDocsView(SpectacularSwaggerView):
     session is sent to the login page and back, instead of a bare 401."""
 
     permission_classes = [ApiDocsPermission]
+    # Under the console's top bar (namesrv_app/templates/_top_nav.html).
+    template_name = "api/swagger_ui.html"
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """drf-spectacular's page, with what the top bar shows: the user's role and
+        this section marked."""
+        response: Response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]
+        response.data.update(role=role_of(request.user), section="api")
+        return response
 
     # DRF types this as Response, but finalize_response takes any HttpResponseBase,
     # and a redirect is what a browser without a session needs.

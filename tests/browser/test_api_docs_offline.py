@@ -29,6 +29,9 @@ def test_the_api_docs_render_with_the_network_cut(page: Any, console_node: Conso
 
     assert outside == []
     assert page.locator(".swagger-ui .opblock").count() > 10
+    # Under the console's top bar, API marked: every page is one click away.
+    assert page.locator("header.top nav a.on").inner_text() == "API"
+    assert page.locator("header.top nav a", has_text="Overview").count() == 1
     screenshot(page, "api-docs.png")
 
 
