@@ -7,6 +7,11 @@ in a temporary folder on a free loopback port and scrapes every second.
 The three raft gateways run in this test's event loop (real Raft ports, real
 remoting and metrics ports, one RaftReplicator each), since the metrics port is an
 option of :class:`~gateway.options.GatewayOptions`.
+
+The same run checks the shipped monitoring files (deploy/, see
+tests/deploy/test_monitoring_files.py): every gateway metric the alerting rules and
+the Grafana dashboard name is in what the three gateways export, and Prometheus loads
+the rules and evaluates each of them without an error.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ from raftstore.vocab import MODE_RAFT
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.model import DataVersion
+from tests.deploy.monitoring import (
+    PROMETHEUS_OWN,
+    RULES,
+    WEB_PREFIX,
+    rules,
+    sample_names,
+    used_metric_names,
+)
 from tests.integration.gateway_harness import write_test_acl
 from tests.raftstore.raft_node import InProcessCluster
 from tests.waiting import eventually
@@ -54,6 +67,7 @@ scrape_configs:
   - job_name: namesrv
     static_configs:
       - targets: [{targets}]
+rule_files: ["{rules}"]
 """
 
 
@@ -147,6 +161,13 @@ class PrometheusProcess:
                 self.proc.wait()
 
 
+def _metrics_text(target: str) -> str:
+    """A gateway's exposition, as Prometheus scrapes it."""
+    with urllib.request.urlopen(f"http://{target}/metrics", timeout=HTTP_TIMEOUT_S) as answer:
+        text: str = answer.read().decode("utf-8")
+        return text
+
+
 async def _wait_for(what: str, check: Any, server: PrometheusProcess, timeout_s: float) -> Any:
     """Poll ``check()`` in a thread until it returns something truthy."""
     last: list[Any] = [None]
@@ -172,7 +193,9 @@ async def test_prometheus_sees_three_raft_nodes_and_exactly_one_leader(
     config = tmp_path / "prometheus" / "prometheus.yml"
     config.parent.mkdir()
     targets = [f"127.0.0.1:{node.ready_info()['metrics_port']}" for node in raft_gateways]
-    config.write_text(SCRAPE_CONFIG.format(targets=", ".join(f'"{t}"' for t in targets)))
+    config.write_text(
+        SCRAPE_CONFIG.format(targets=", ".join(f'"{t}"' for t in targets), rules=RULES)
+    )
     server = PrometheusProcess(prometheus_binary, config, free_port())
     try:
         await _wait_for(
@@ -233,5 +256,29 @@ async def test_prometheus_sees_three_raft_nodes_and_exactly_one_leader(
             )
 
         await _wait_for("the registration counted and replicated", registered, server, 30.0)
+
+        # Every gateway metric the shipped rules and dashboard name is exported (the
+        # registration above made the per-code request series exist).
+        texts = await asyncio.gather(
+            *(asyncio.to_thread(_metrics_text, target) for target in targets)
+        )
+        exposed = set().union(*(sample_names(text) for text in texts))
+        named = {
+            name for name in used_metric_names() - PROMETHEUS_OWN if not name.startswith(WEB_PREFIX)
+        }
+        assert named <= exposed, sorted(named - exposed)
+
+        # Prometheus loaded every rule and evaluated each without an error.
+        def rules_evaluated() -> list[dict[str, Any]] | None:
+            groups = server.get("/api/v1/rules")["data"]["groups"]
+            loaded = [rule for group in groups for rule in group["rules"]]
+            evaluated = all(rule.get("lastEvaluation", "").startswith("2") for rule in loaded)
+            return loaded if loaded and evaluated else None
+
+        loaded = await _wait_for("the rules evaluated", rules_evaluated, server, 10.0)
+        assert [rule["name"] for rule in loaded] == [rule["alert"] for rule in rules()]
+        assert {(rule["name"], rule["health"], rule.get("lastError", "")) for rule in loaded} == {
+            (rule["name"], "ok", "") for rule in loaded
+        }
     finally:
         server.stop()

@@ -1,0 +1,1 @@
+"""Tests of the files under deploy/ (alerting rules, the Grafana dashboard)."""
