@@ -207,3 +207,21 @@ def test_register_offload_bench_times_both_arms_of_every_costly_shape(
         assert row.decode_ms > 0 and row.sender_ms > 0 and row.probes >= 0, row
     register_offload.print_rows(rows)
     assert "on the loop / worker" in capsys.readouterr().out
+
+
+def test_route_reads_bench_times_a_held_read_against_django_s_answer() -> None:
+    """In a process of its own: the bench sets Django up over its own folder."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.route_reads", "--requests", "200", "--repeats", "1"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(done.stdout[done.stdout.index("{") :])
+    assert report["route_read_beside_django_us"]["best"] > 0
+    assert report["django_over_beside_ratio"] > 1
