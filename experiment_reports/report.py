@@ -15,12 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiment_reports.mode_notes import (
+    BROKER_KILL_TABLES,
+    NO_KILL,
+    WHY_PREFIX,
+    any_fault,
+    broker_killed,
+    label_simulated,
+    section_reason,
+    verdict_reason,
+)
 from experiment_reports.seeds import (
     SEED_INTERVALS,
     SEEDS_ABOUT,
     SEEDS_EMPTY,
     SEEDS_TITLE,
     interval_table,
+    several_seeds,
 )
 from experiment_reports.t_buckets import t_bucket_label
 from experiment_reports.text import SESSION_TABLE, client_markdown, shares_as_percent
@@ -373,7 +384,8 @@ SECTIONS = (
     Section(
         "latency",
         "Operation latency",
-        "p50/p95/p99 of completion minus invocation, per operation kind, in µs.",
+        "p50/p95/p99 of completion minus invocation, per operation kind, in µs. Kinds "
+        "marked simulated are the harness's model, not a measurement.",
         "No operation completed.",
         keys=("kind",),
     ),
@@ -556,16 +568,64 @@ def verdicts(tables: Mapping[str, Sequence[Row]], modes: Sequence[str]) -> list[
         row = _first(tables.get("dead_sends", []), mode)
         return "not measured" if row is None else f"{row['sends_to_dead']} of {row['sends']}"
 
-    return [
+    faulted, killed = any_fault(tables), broker_killed(tables)
+    # A row the scenario cannot produce (no fault window, no broker killed) is left out
+    # rather than shown as a zero that reads like a result.
+    rows = [
         per_mode("route history", linear),
         per_mode("nodes diverged", diverged),
-        per_mode("reads answered in the fault window", available("read", "answered_share")),
-        per_mode("writes acknowledged in the fault window", available("write", "ok_share")),
+        *(
+            [
+                per_mode("reads answered in the fault window", available("read", "answered_share")),
+                per_mode("writes acknowledged in the fault window", available("write", "ok_share")),
+            ]
+            if faulted
+            else []
+        ),
         per_mode("TOPIC_NOT_EXIST for live topics", not_exist),
-        per_mode("sends to a dead broker", dead),
+        *([per_mode("sends to a dead broker", dead)] if killed else []),
         per_mode("satisfies monotonic reads (per session)", session("monotonic_reads")),
         per_mode("satisfies read-your-writes (per session)", session("read_your_writes")),
     ]
+    return rows
+
+
+WHY = "why the modes differ"
+"""The verdicts' column of :func:`mode_notes.verdict_reason`."""
+
+
+def verdicts_with_reasons(
+    tables: Mapping[str, Sequence[Row]], modes: Sequence[str]
+) -> list[dict[str, Any]]:
+    """:func:`verdicts` with a :data:`WHY` cell each: the line on why the modes answer
+    differently (empty where they agree)."""
+    return [{**row, WHY: verdict_reason(row, modes)} for row in verdicts(tables, modes)]
+
+
+@dataclass(frozen=True, slots=True)
+class ShownSection:
+    """What the report shows of one section: its rows (side by side unless per event, a
+    simulated kind labelled), the sentence shown instead when the scenario cannot produce
+    them, and the line on why the modes' figures differ."""
+
+    rows: list[dict[str, Any]]
+    instead: str
+    reason: str
+
+
+def shown_section(
+    section: Section, tables: Mapping[str, Sequence[Row]], modes: Sequence[str]
+) -> ShownSection:
+    """One section as ``summary.md`` and the console show it."""
+    rows: Sequence[Row] = tables.get(section.name, [])
+    if section.name in BROKER_KILL_TABLES and not broker_killed(tables):
+        return ShownSection([], NO_KILL, "")
+    if section.name == "latency":
+        rows = label_simulated(rows)
+    shown = (
+        [dict(r) for r in rows] if section.per_event else side_by_side(rows, modes, section.keys)
+    )
+    return ShownSection(shown, "", section_reason(section.name, shown, modes))
 
 
 def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
@@ -576,16 +636,24 @@ def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) ->
     return "\n".join(lines) + "\n"
 
 
-def section_markdown(section: Section, rows: Sequence[Row], modes: Sequence[str]) -> str:
+def section_markdown(
+    section: Section,
+    rows: Sequence[Row],
+    modes: Sequence[str],
+    tables: Mapping[str, Sequence[Row]] | None = None,
+) -> str:
     """One table of ``summary.md``: its title, what it measures, the rows or what their
-    absence means, and a sentence for each mode that has none."""
+    absence means (or that the scenario cannot produce them, judged from ``tables``),
+    the line on why the modes differ, and a sentence for each mode that has none."""
     parts = [f"\n## {section.title}\n\n{section.about}\n\n"]
+    shown = shown_section(section, {**(tables or {}), section.name: rows}, modes)
+    if shown.instead:
+        return "".join(parts) + f"_{shown.instead}_\n"
     if not rows:
         return "".join(parts) + f"_{section.empty}_\n"
-    if section.per_event:
-        parts.append(markdown_table(shares_as_percent(rows)))
-    else:
-        parts.append(markdown_table(shares_as_percent(side_by_side(rows, modes, section.keys))))
+    parts.append(markdown_table(shares_as_percent(shown.rows)))
+    if shown.reason:
+        parts.append(f"\n{shown.reason}\n")
     absent = [m for m in modes if not any(r.get("mode") == m for r in rows)]
     parts += [f"\n_{mode}: {section.empty[0].lower()}{section.empty[1:]}_\n" for mode in absent]
     return "".join(parts)
@@ -593,7 +661,10 @@ def section_markdown(section: Section, rows: Sequence[Row], modes: Sequence[str]
 
 def seeds_markdown(rows: Sequence[Row], modes: Sequence[str]) -> str:
     """The ``Across seeds`` section of ``summary.md``: each measure per mode as
-    ``mean [lo, hi] unit, n=seeds``."""
+    ``mean [lo, hi] unit, n=seeds``; nothing with one seed per mode (no interval to
+    give, and the numbers are the tables' own)."""
+    if rows and not several_seeds(rows):
+        return ""
     head = f"\n## {SEEDS_TITLE}\n\n{SEEDS_ABOUT}\n\n"
     if not rows:
         return head + f"_{SEEDS_EMPTY}_\n"
@@ -604,6 +675,14 @@ def markdown_verdicts(tables: Mapping[str, Sequence[Row]]) -> str:
     """The verdicts of every mode side by side, as a Markdown table."""
     modes = modes_in(tables)
     return markdown_table(verdicts(tables, modes), ["", *modes])
+
+
+def verdict_reasons_markdown(tables: Mapping[str, Sequence[Row]]) -> str:
+    """Under the verdicts of ``summary.md``: for each row whose modes answer differently,
+    one line on why (nothing when they agree)."""
+    rows = verdicts_with_reasons(tables, modes_in(tables))
+    lines = [f"- {row['']}: {row[WHY]}" for row in rows if row[WHY]]
+    return "\n" + "\n".join([f"{WHY_PREFIX.strip()}", *lines]) + "\n" if lines else ""
 
 
 def write_markdown(
@@ -617,11 +696,12 @@ def write_markdown(
     counterexamples as operations, the plots, and the seconds of each Spark job."""
     modes = modes_in(tables)
     parts = [f"# {title}\n\n## Verdicts\n\n", markdown_verdicts(tables)]
+    parts.append(verdict_reasons_markdown(tables))
     parts.append(client_markdown(tables, modes))
     if SEED_INTERVALS in tables:
         parts.append(seeds_markdown(tables[SEED_INTERVALS], modes))
     for section in SECTIONS:
-        parts.append(section_markdown(section, tables.get(section.name, []), modes))
+        parts.append(section_markdown(section, tables.get(section.name, []), modes, tables))
     parts.append(
         "\n## Counterexamples\n\nThe operations of each minimal history that no "
         "order explains (times in µs since the fault started; a route as its "

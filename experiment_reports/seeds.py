@@ -116,6 +116,13 @@ def interval_table(rows: Sequence[Row], modes: Sequence[str]) -> list[dict[str, 
     return list(table.values())
 
 
+def several_seeds(rows: Sequence[Row]) -> bool:
+    """Whether some measure had more than one seed. With one seed per mode the table
+    would repeat the run's own numbers with no interval on every row, so the report
+    leaves it out (the client paragraph says that one seed gives no interval)."""
+    return any(int(r.get("seeds") or 0) > 1 for r in rows)
+
+
 def seeds_of(rows: Sequence[Row], mode: str) -> list[int]:
     """The seeds that gave a mode any measure."""
     return sorted({int(s) for r in rows if r.get("mode") == mode for s in r["seed_values"]})

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django import forms
 from django.conf import settings
@@ -325,21 +327,23 @@ def _grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def report_sections(
     tables: dict[str, list[dict[str, Any]]], modes: list[str]
 ) -> list[dict[str, Any]]:
-    """The report's tables as ``summary.md`` has them: every mode side by side, and for an
-    empty table (or a mode without rows) the sentence that says what that means."""
+    """The report's tables as ``summary.md`` has them: every mode side by side, the line
+    on why the modes differ, and for an empty table (or a mode without rows, or a table
+    the scenario cannot produce) the sentence that says what that means."""
     sections = []
     for section in report.SECTIONS:
         rows = tables.get(section.name, [])
-        shown = rows if section.per_event else report.side_by_side(rows, modes, section.keys)
+        shown = report.shown_section(section, tables, modes)
         absent = [m for m in modes if rows and not any(r.get("mode") == m for r in rows)]
         sections.append(
             {
                 "name": section.name,
                 "title": section.title,
                 "about": section.about,
-                "empty": section.empty,
-                **_grid(shown),
-                "absent": [f"{m}: {section.empty}" for m in absent],
+                "empty": shown.instead or section.empty,
+                "reason": shown.reason,
+                **_grid(shown.rows),
+                "absent": [] if shown.instead else [f"{m}: {section.empty}" for m in absent],
             }
         )
     return sections
@@ -358,7 +362,10 @@ def experiment_report(request: HttpRequest, run_id: str) -> HttpResponse:
     modes = report.modes_in(tables) or [m.mode for m in pair]
     folder = report_dir(run)
     plots = [n for n in report.PLOT_NAMES if folder is not None and (folder / f"{n}.png").is_file()]
-    verdict_rows = report.verdicts(tables, modes) if tables else []
+    verdict_rows = report.verdicts_with_reasons(tables, modes) if tables else []
+    seed_rows = tables.get(report_seeds.SEED_INTERVALS, [])
+    if not report_seeds.several_seeds(seed_rows):
+        seed_rows = []  # one seed per mode: no interval, and the tables hold its numbers
     context = _context(
         request,
         "experiments",
@@ -366,11 +373,13 @@ def experiment_report(request: HttpRequest, run_id: str) -> HttpResponse:
         pair=[{"run": member, "times": run_times(member)} for member in pair],
         plots=plots,
         modes=modes,
-        verdicts=[[r[""], *(r[m] for m in modes)] for r in verdict_rows],
+        verdicts=[
+            {"label": r[""], "values": [r[m] for m in modes], "why": r[report.WHY]}
+            for r in verdict_rows
+        ],
+        any_reason=any(r[report.WHY] for r in verdict_rows),
         sections=report_sections(tables, modes),
-        seeds=_grid(
-            report_seeds.interval_table(tables.get(report_seeds.SEED_INTERVALS, []), modes)
-        ),
+        seeds=_grid(report_seeds.interval_table(seed_rows, modes)),
         seeds_title=report_seeds.SEEDS_TITLE,
         seeds_about=report_seeds.SEEDS_ABOUT,
         counterexamples=_grid(tables.get(report.COUNTEREXAMPLE_OPS, [])),
@@ -393,26 +402,41 @@ def experiment_plot(request: HttpRequest, run_id: str, name: str) -> HttpRespons
 # ------------------------------------------------------------------- timeline
 
 
-def _read_ops(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
-    """The first ``TIMELINE_OPS_MAX`` operations and the total count."""
+TIMELINE_COLUMNS = (
+    "op_id",
+    "process",
+    "kind",
+    "node",
+    "topic",
+    "invoke_ms",
+    "complete_ms",
+    "outcome",
+    "broker",
+)
+
+
+def _read_ops(run_dir: Path) -> tuple[list[dict[str, Any]], int, tuple[int, int] | None]:
+    """At most ``TIMELINE_OPS_MAX`` operations taken evenly over the whole recording (in
+    invocation order, the first and the last always among them), the total count, and
+    the recording's span in ms (first invocation, last completion) over every operation,
+    so the axis covers the whole run even where the drawing is a sample."""
     path = table_path(run_dir, OPERATIONS)
     if not path.is_file():
-        return [], 0
-    parquet = pq.ParquetFile(path)
-    columns = [
-        "op_id",
-        "process",
-        "kind",
-        "node",
-        "topic",
-        "invoke_ms",
-        "complete_ms",
-        "outcome",
-        "broker",
-    ]
-    batch = next(parquet.iter_batches(batch_size=TIMELINE_OPS_MAX, columns=columns), None)
-    rows = batch.to_pylist() if batch is not None else []
-    return rows, parquet.metadata.num_rows
+        return [], 0, None
+    table = pq.read_table(path, columns=list(TIMELINE_COLUMNS))
+    total = table.num_rows
+    if total == 0:
+        return [], 0, None
+    table = table.sort_by([("invoke_ms", "ascending"), ("op_id", "ascending")])
+    span = (
+        int(pc.min(table["invoke_ms"]).as_py()),
+        int(max(pc.max(table["complete_ms"]).as_py(), pc.max(table["invoke_ms"]).as_py())),
+    )
+    if total > TIMELINE_OPS_MAX:
+        step = (total - 1) / (TIMELINE_OPS_MAX - 1)
+        table = table.take(pa.array(sorted({round(i * step) for i in range(TIMELINE_OPS_MAX)})))
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows, total, span
 
 
 def _read_faults(run_dir: Path) -> list[dict[str, Any]]:
@@ -423,13 +447,24 @@ def _read_faults(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def timeline_layout(
-    ops: list[dict[str, Any]], faults: list[dict[str, Any]], lane_key: str
+    ops: list[dict[str, Any]],
+    faults: list[dict[str, Any]],
+    lane_key: str,
+    span_ms: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Pixel geometry of the timeline: lanes, op bars, fault windows and time ticks."""
+    """Pixel geometry of the timeline: lanes, op bars, fault windows and time ticks.
+
+    The axis runs over ``span_ms`` (the whole recording, from every operation) when given,
+    else over the drawn operations, and stretches to every fault's end, so a heal after
+    the last operation is drawn too."""
     lanes = sorted({str(op[lane_key]) or "-" for op in ops})
     lane_y = {lane: TIMELINE_TOP_PX + i * TIMELINE_LANE_PX for i, lane in enumerate(lanes)}
-    t0 = min((op["invoke_ms"] for op in ops), default=0)
-    t1 = max((max(op["complete_ms"], op["invoke_ms"]) for op in ops), default=t0 + 1)
+    if span_ms is None:
+        t0 = min((op["invoke_ms"] for op in ops), default=0)
+        t1 = max((max(op["complete_ms"], op["invoke_ms"]) for op in ops), default=t0 + 1)
+    else:
+        t0, t1 = span_ms
+    t1 = max([t1, *(int(f["end_ms"]) for f in faults if f["end_ms"] >= f["start_ms"])])
     span = max(t1 - t0, 1)
     # The right margin keeps the last tick label inside the picture.
     plot_px = TIMELINE_WIDTH_PX - TIMELINE_LABEL_PX - TIMELINE_RIGHT_PX
@@ -448,6 +483,8 @@ def timeline_layout(
                 "w": round(max(px(op["complete_ms"]) - x, TIMELINE_BAR_MIN_PX), 1),
                 "color": OUTCOME_COLORS.get(op["outcome"], OTHER_COLOR),
                 "op": op,
+                "start_s": round((op["invoke_ms"] - t0) / MS_PER_S, 3),
+                "took_ms": op["complete_ms"] - op["invoke_ms"],
             }
         )
     windows = []
@@ -460,14 +497,14 @@ def timeline_layout(
             {
                 "x": round(x, 1),
                 "w": round(max(px(end) - x, TIMELINE_BAR_MIN_PX), 1),
-                "fault": fault,
+                "fault": fault_seconds(fault, t0),
                 "open": fault["end_ms"] < fault["start_ms"],
             }
         )
     ticks = [
         {
             "x": round(px(t0 + span * i / TIMELINE_TICKS), 1),
-            "label": f"{span * i / TIMELINE_TICKS / 1000:.1f}s",
+            "label": f"{span * i / TIMELINE_TICKS / MS_PER_S:.1f} s",
         }
         for i in range(TIMELINE_TICKS + 1)
     ]
@@ -485,6 +522,18 @@ def timeline_layout(
         "axis_y": height,
         "t0": t0,
         "span_ms": span,
+        "faults": [fault_seconds(f, t0) for f in faults],
+    }
+
+
+def fault_seconds(fault: dict[str, Any], t0_ms: float) -> dict[str, Any]:
+    """A fault row with its start and heal in seconds from the recording's start
+    (``start_s``, ``end_s``; ``end_s`` None while the fault is open to the run's end)."""
+    healed = fault["end_ms"] >= fault["start_ms"]
+    return {
+        **fault,
+        "start_s": round((fault["start_ms"] - t0_ms) / MS_PER_S, 1),
+        "end_s": round((fault["end_ms"] - t0_ms) / MS_PER_S, 1) if healed else None,
     }
 
 
@@ -497,8 +546,8 @@ def experiment_timeline(request: HttpRequest, run_id: str) -> HttpResponse:
     if lane_key not in LANE_KEYS:
         lane_key = LANE_KEYS[0]
     run_dir = Path(run.out_dir)
-    ops, total = _read_ops(run_dir)
-    faults = _read_faults(run_dir)
+    ops, total, span_ms = _read_ops(run_dir)
+    layout = timeline_layout(ops, _read_faults(run_dir), lane_key, span_ms)
     context = _context(
         request,
         "experiments",
@@ -508,8 +557,9 @@ def experiment_timeline(request: HttpRequest, run_id: str) -> HttpResponse:
         limit=TIMELINE_OPS_MAX,
         lane_key=lane_key,
         lane_keys=LANE_KEYS,
-        layout=timeline_layout(ops, faults, lane_key),
-        faults=faults,
+        layout=layout,
+        faults=layout["faults"],
+        recording_s=round(layout["span_ms"] / MS_PER_S, 1),
         colors=sorted(OUTCOME_COLORS.items()),
     )
     return render(request, "experiments/timeline.html", context)

@@ -469,3 +469,81 @@ def test_tables_of_an_older_analysis_leave_unique_write_values_unknown() -> None
             "two_masters": {"count": 0, "groups_checked": 0},
         }
     }
+
+
+def _one_seed_partition_tables() -> dict[str, list[dict[str, Any]]]:
+    """A one-seed ``--mode both`` report of a partition that kills no broker."""
+    scenario = "s1-asymmetric-partition"
+    return {
+        "fault_windows": [
+            {"mode": m, "scenario": scenario, "kind": "asymmetric_partition", "target": "n1"}
+            for m in MODES
+        ],
+        "dead_sends": [
+            {"mode": m, "scenario": scenario, "sends": 696, "sends_to_dead": 0} for m in MODES
+        ],
+        "stale_route": [],
+        "divergence": [
+            {"mode": m, "scenario": scenario, "topics_diverged_share": share, "longest_ms": ms}
+            for m, share, ms in (("eventual", 0.5, 4_000), ("raft", 0.0, 0))
+        ],
+        "latency": [
+            {"mode": m, "scenario": scenario, "kind": kind, "ops": 10, "p50_us": p50}
+            for m, kind, p50 in (
+                ("eventual", "route_read", 1_902),
+                ("raft", "route_read", 777),
+                ("eventual", "send", 0),
+                ("raft", "send", 0),
+                ("eventual", "consume_alloc", 0),
+                ("raft", "consume_alloc", 0),
+            )
+        ],
+        "seed_intervals": [
+            {
+                "mode": m,
+                "scenario": scenario,
+                "measure": "route-read latency p50",
+                "unit": "ms",
+                "key": "read_p50_ms",
+                "seeds": 1,
+                "seed_values": [1],
+                "values": [v],
+                "mean": v,
+                "lo": None,
+                "hi": None,
+            }
+            for m, v in (("eventual", 1.9), ("raft", 0.78))
+        ],
+    }
+
+
+def test_a_one_seed_partition_report_leaves_out_what_the_run_cannot_tell(tmp_path: Path) -> None:
+    """summary.md of one seed and no broker kill: no across-seeds table, no dead-broker
+    verdict or table, simulated latencies labelled, and a line on each differing figure."""
+    text = write_markdown(tmp_path, _one_seed_partition_tables(), {}).read_text()
+    assert "## Across seeds" not in text and "n=1" not in text
+    assert "One seed (1) in raft mode, so no interval" in text  # the client paragraph says so
+    verdicts = text.split("## Verdicts", 1)[1].split("\n## ", 1)[0]
+    assert "sends to a dead broker" not in verdicts
+    assert "| nodes diverged | 50 % of topics, longest 4.0 s | never |" in verdicts
+    assert "Why the modes differ:\n- nodes diverged: Eventual nodes each take" in verdicts
+    assert "- route history:" not in verdicts  # neither mode had a topic: they agree
+    dead = text.split("## Sends to dead brokers", 1)[1].split("\n## ", 1)[0]
+    assert "_No broker was killed in this scenario" in dead and "696" not in dead
+    latency = text.split("## Operation latency", 1)[1].split("\n## ", 1)[0]
+    assert "| send (simulated: no message is sent; the harness's broker model answers" in latency
+    assert "| consume_alloc (computed in the client, not timed: 0 µs) |" in latency
+    assert "route_read is the client's wall time from asking one node to its answer" in latency
+
+
+def test_a_broker_kill_keeps_its_dead_broker_rows_and_agreeing_modes_get_no_reason() -> None:
+    tables = _one_seed_partition_tables()
+    tables["fault_windows"] = [
+        {"mode": m, "scenario": "s2-broker-kill", "kind": "kill_broker", "target": "broker-a"}
+        for m in MODES
+    ]
+    verdicts = markdown_verdicts(tables)
+    assert "| sends to a dead broker | 0 of 696 | 0 of 696 |" in verdicts
+    assert "Why" not in verdicts  # the table itself carries no reason column
+    dead = section_markdown(SECTION_BY_NAME["dead_sends"], tables["dead_sends"], MODES, tables)
+    assert "| sends_to_dead | 0 | 0 |" in dead and "Why the modes differ" not in dead

@@ -37,7 +37,17 @@ def _client(user: User) -> Client:
     return client
 
 
-def _history(run_dir: Path, mode: str, ops: int) -> None:
+def _history(
+    run_dir: Path,
+    mode: str,
+    ops: int,
+    base_ms: int = 0,
+    faults: tuple[tuple[int, int, str, str, str], ...] = (
+        (OP_MS * 3, OP_MS * 9, "kill_broker", "broker-00001", "{}"),
+    ),
+) -> None:
+    """``ops`` route reads, one every ``OP_MS`` from ``base_ms`` (a run's clock is the
+    epoch's), and ``faults`` (start and end relative to ``base_ms``)."""
     meta = RunMeta(
         run_id=run_dir.name, scenario=SCENARIO, mode=mode, seed=SEED, nodes=["n1", "n2", "n3"]
     )
@@ -50,18 +60,19 @@ def _history(run_dir: Path, mode: str, ops: int) -> None:
                     "route_read",
                     f"n{i % 3 + 1}",
                     "topic-000",
-                    i * OP_MS,
-                    i * OP_MS + 5,
+                    base_ms + i * OP_MS,
+                    base_ms + i * OP_MS + 5,
                     "ok" if i % 2 else "not_found",
                     "",
                     -1,
                     "",
                     "{}",
-                    (i * OP_MS) * 1_000,
-                    (i * OP_MS + 5) * 1_000,
+                    (base_ms + i * OP_MS) * 1_000,
+                    (base_ms + i * OP_MS + 5) * 1_000,
                 )
             )
-        writer.fault((OP_MS * 3, OP_MS * 9, "kill_broker", "broker-00001", "{}"))
+        for start, end, kind, target, detail in faults:
+            writer.fault((base_ms + start, base_ms + end, kind, target, detail))
 
 
 def _report(batch: Path) -> None:
@@ -171,6 +182,10 @@ def test_the_list_shows_every_run_with_its_headline(runs: Any, viewer: User) -> 
     assert "<strong>62.5 %</strong> of topics diverged" in page
     assert "42.0 s" in page
     assert 'id="launch"' not in page
+    assert "<th>started (UTC)</th>" in page
+    assert '2026-01-02 <span style="white-space: nowrap">03:04:05 UTC</span></td>' in page
+    # A run id is one line however narrow the window is.
+    assert f'<code style="white-space: nowrap">{RUN_IDS["raft"]}</code>' in page
 
 
 def test_the_list_shows_the_asked_duration_and_the_wall_time_with_its_parts(
@@ -240,6 +255,101 @@ def test_the_report_gives_each_measure_across_seeds_with_its_interval(
     assert "<td>sends to a dead broker (sends)</td><td>6 sends [1.03, 11], n=3</td>" in seeds
 
 
+def _one_seed_partition_report(batch: Path) -> None:
+    """A one-seed ``--mode both`` report of a scenario that partitions and kills no
+    broker, with the tables whose rows such a run has."""
+    scenario = "s1-asymmetric-partition"
+    tables: dict[str, list[dict[str, Any]]] = {
+        "fault_windows": [
+            {
+                "run_id": f"{scenario}-{m}-s1-1",
+                "mode": m,
+                "scenario": scenario,
+                "kind": "asymmetric_partition",
+                "target": "n1",
+                "start_ms": 0,
+                "end_ms": 9_500,
+                "open_end": False,
+            }
+            for m in ("eventual", "raft")
+        ],
+        "dead_sends": [
+            {"mode": m, "scenario": scenario, "sends": 696, "sends_to_dead": 0}
+            for m in ("eventual", "raft")
+        ],
+        "stale_route": [],
+        "latency": [
+            {"mode": m, "scenario": scenario, "kind": kind, "ops": 10, "p50_us": p50}
+            for m, kind, p50 in (
+                ("eventual", "route_read", 1_902),
+                ("raft", "route_read", 777),
+                ("eventual", "send", 0),
+                ("raft", "send", 0),
+            )
+        ],
+        "seed_intervals": [
+            {
+                "mode": m,
+                "scenario": scenario,
+                "measure": "route-read latency p50",
+                "unit": "ms",
+                "key": "read_p50_ms",
+                "seeds": 1,
+                "seed_values": [1],
+                "values": [v],
+                "mean": v,
+                "lo": None,
+                "hi": None,
+            }
+            for m, v in (("eventual", 1.9), ("raft", 0.78))
+        ],
+    }
+    write_tables(batch / "report", tables)
+
+
+@pytest.fixture
+def one_seed_partition(db: Any, tmp_path: Path) -> str:
+    """A raft run of a one-seed partition batch (and its eventual sibling); its run id."""
+    scenario = "s1-asymmetric-partition"
+    batch = tmp_path / f"{scenario}-s1"
+    for mode in ("eventual", "raft"):
+        run_id = f"{scenario}-{mode}-s1-1"
+        ExperimentRun.objects.create(
+            run_id=run_id,
+            scenario=scenario,
+            mode=mode,
+            seed=1,
+            started=STARTED,
+            finished=STARTED + dt.timedelta(seconds=42),
+            status=ExperimentRun.Status.FINISHED,
+            out_dir=str(batch / "runs" / run_id),
+        )
+    _one_seed_partition_report(batch)
+    return f"{scenario}-raft-s1-1"
+
+
+def test_a_one_seed_report_of_a_partition_shows_only_what_the_run_can_tell(
+    one_seed_partition: str, viewer: User
+) -> None:
+    """One seed: no across-seeds table; no broker killed: no dead-broker row or table;
+    the simulated sends labelled; a line on why the modes' latencies differ."""
+    page = _client(viewer).get(f"/experiments/{one_seed_partition}/").content.decode()
+    assert 'id="table-seed_intervals"' not in page and "Across seeds" not in page
+    assert "one seed, no interval" not in page
+    verdicts = page.split('id="table-verdicts"')[1].split("</table>")[0]
+    assert "sends to a dead broker" not in verdicts
+    assert "reads answered in the fault window" in verdicts  # a partition has a window
+    assert "<th>why the modes differ</th>" not in verdicts  # the modes agree on every row
+    assert 'id="table-dead_sends"' not in page and 'id="table-stale_route"' not in page
+    assert "No broker was killed in this scenario" in page
+    latency = page.split('id="table-latency"')[1].split("</table>")[0]
+    assert "<td>send (simulated: no message is sent;" in latency
+    assert "<td>route_read</td>" in latency
+    why = page.split('id="why-latency"')[1].split("</p>")[0]
+    assert "route_read is the client&#x27;s wall time from asking one node" in why
+    assert "no replication step is in it" in why
+
+
 def test_an_operator_sees_the_launch_form(runs: Any, operator: User) -> None:
     page = _client(operator).get("/experiments/").content.decode()
     assert 'id="launch"' in page
@@ -253,6 +363,12 @@ def test_the_report_puts_both_modes_side_by_side(runs: Any, viewer: User) -> Non
     assert "not linearizable (5 of 8 exercised topics not linearizable)" in verdicts
     assert "linearizable (8 of 8 exercised topics linearizable)" in verdicts
     assert "62 % of topics, longest 4.2 s" in verdicts and "<td>never</td>" in verdicts
+    # Where the modes answer differently, one line says why; where they agree, nothing.
+    assert "<th>why the modes differ</th>" in verdicts
+    diverged = verdicts.split("<th>nodes diverged</th>")[1].split("</tr>")[0]
+    assert ">Eventual nodes each take broker registrations" in diverged
+    writes = verdicts.split("<th>writes acknowledged in the fault window</th>")[1]
+    assert '<td class="muted why"></td>' in writes.split("</tr>")[0]
     divergence = page.split('id="table-divergence"')[1].split("</table>")[0]
     assert "<td>longest_ms</td><td>4200</td><td>0</td>" in divergence
     assert page.count('class="plot"') == 1
@@ -307,7 +423,7 @@ def test_the_timeline_draws_ops_per_process_and_fault_windows(runs: Any, viewer:
     assert page.count('class="op"') == 12
     assert page.count('class="fault"') == 1
     assert "producer-0" in page and "producer-2" in page
-    assert "Showing 12 of 12 operations." in page
+    assert "Showing 12 of 12 operations;" in page
 
 
 def test_the_timeline_can_lane_by_node(runs: Any, viewer: User) -> None:
@@ -315,9 +431,23 @@ def test_the_timeline_can_lane_by_node(runs: Any, viewer: User) -> None:
     assert b">n3</text>" in page and b">producer-0</text>" not in page
 
 
-def test_the_timeline_draws_a_bounded_number_of_ops(db: Any, viewer: User, tmp_path: Path) -> None:
+def test_the_timeline_covers_the_whole_recording_with_faults_in_seconds(
+    db: Any, viewer: User, tmp_path: Path
+) -> None:
+    """More operations than are drawn: a sample taken evenly over the whole recording, so
+    the axis and the last bar reach its end and a heal after the first operations shows."""
     run_id = "big-raft-s1-1"
-    _history(tmp_path / run_id, "raft", ops=experiments.TIMELINE_OPS_MAX + 5)
+    ops = experiments.TIMELINE_OPS_MAX * 3 // 2
+    recording_ms = (ops - 1) * OP_MS + 5
+    heal_ms = recording_ms - 500
+    epoch_ms = 1_796_526_475_076
+    _history(
+        tmp_path / run_id,
+        "raft",
+        ops=ops,
+        base_ms=epoch_ms,
+        faults=((9_500, heal_ms, "partition", "n1|n2,n3", "{}"),),
+    )
     ExperimentRun.objects.create(
         run_id=run_id,
         scenario=SCENARIO,
@@ -326,9 +456,25 @@ def test_the_timeline_draws_a_bounded_number_of_ops(db: Any, viewer: User, tmp_p
         started=STARTED,
         out_dir=str(tmp_path / run_id),
     )
-    page = _client(viewer).get(f"/experiments/{run_id}/timeline/").content.decode()
+    response = _client(viewer).get(f"/experiments/{run_id}/timeline/")
+    page = response.content.decode()
     assert page.count('class="op"') == experiments.TIMELINE_OPS_MAX
-    assert f"Showing {experiments.TIMELINE_OPS_MAX} of {experiments.TIMELINE_OPS_MAX + 5}" in page
+    assert f"Showing {experiments.TIMELINE_OPS_MAX} of {ops} operations, taken evenly" in page
+    layout = response.context["layout"]
+    bucket_px = (layout["plot_right"] - layout["label_px"]) / experiments.TIMELINE_TICKS
+    last = max(layout["bars"], key=lambda b: b["x"])
+    assert last["op"]["op_id"] == ops - 1  # the recording's last operation is drawn
+    assert last["x"] + last["w"] >= layout["plot_right"] - bucket_px
+    assert layout["span_ms"] == recording_ms
+    assert layout["ticks"][-1]["label"] == f"{recording_ms / 1000:.1f} s"
+    # The partition healed after the first TIMELINE_OPS_MAX operations: still drawn.
+    (window,) = layout["windows"]
+    assert window["x"] + window["w"] > layout["plot_right"] - bucket_px
+    faults = page.split('id="timeline-faults"')[1].split("</table>")[0]
+    assert "start (s from start)" in faults and "heal (s from start)" in faults
+    assert '<td class="num">9.5 s</td>' in faults
+    assert f'<td class="num">{heal_ms / 1000:.1f} s</td>' in faults
+    assert str(epoch_ms)[:6] not in page  # no epoch milliseconds anywhere on the page
 
 
 @pytest.fixture
