@@ -11,11 +11,16 @@ from __future__ import annotations
 import os
 
 from django.core.asgi import get_asgi_application
+from django.urls import get_resolver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "namesrv_site.settings")
 
 # Django must be set up before the consumers (and their models) are imported.
 django_application = get_asgi_application()
+
+# Every view module now, while the process starts, not at the first request: the first
+# client (a load balancer's /healthz among them) would wait for it, about half a second.
+get_resolver().url_patterns  # noqa: B018
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
