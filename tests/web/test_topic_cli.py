@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 
 from namesrv_app import audit, gateway_client
 from namesrv_app.models import AuditEntry
-from tests.web.conftest import RunningGateway, log_in, project_cast
+from tests.web.conftest import BROKERS, TOPICS, RunningGateway, log_in, project_cast
 
 NEGATIVE_QUEUES = "Queue counts are 1 to 1024 queues per broker group; -4 is not."
 UNKNOWN_GROUP = "unknown broker groups: nope"
@@ -30,9 +30,18 @@ REPEATED = "CliRepeat"
 
 
 @pytest.fixture
-def known_brokers(db: Any) -> None:
-    """broker-a and broker-b with TopicTest, DemoOrders and CliRepeat (4 + 4 queues, perm 6)."""
+def known_brokers(db: Any, wired: RunningGateway) -> None:
+    """broker-a and broker-b with TopicTest, DemoOrders and CliRepeat (4 + 4 queues, perm 6)
+    in this node's projection, and registered with the session's gateway again: its broker
+    connections sit idle between tests, and once the gateway closes an idle one (after
+    serverChannelMaxIdleTimeSeconds) eventual mode unregisters that broker, so a topic
+    created on the NameServers would have no route."""
     project_cast(("TopicTest", "DemoOrders", REPEATED))
+    for broker in BROKERS:
+        idle = wired.broker_clients.pop(broker.addr, None)
+        if idle is not None:
+            idle.close()
+        assert wired.register(broker, TOPICS) == 0
 
 
 def topic(*args: str) -> str:
