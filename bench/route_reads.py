@@ -12,7 +12,6 @@ fastest batch of ``--repeats``, and the median) and the ratio.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -23,6 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tools.cli import ExactArgumentParser
 
 TOPIC = "TopicTest"
 ROUTE = f"/api/v1/routes/{TOPIC}/"
@@ -141,10 +142,7 @@ def _timer(app: Callable[..., Any], scope: dict[str, Any]) -> Callable[[int], fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = ExactArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20_000, help="requests per timed batch")
     parser.add_argument("--repeats", type=int, default=7, help="timed batches of each")
     args = parser.parse_args(argv)
