@@ -17,7 +17,7 @@ from gateway import selectors
 from gateway.backups import BackupTooLarge, take_backup
 from gateway.dispatch import replication_remark
 from gateway.member_addrs import member_addrs
-from gateway.private_codes import InternalCode
+from gateway.private_codes import STATUS_BROKERS_FIELD, STATUS_BROKERS_WANTED, InternalCode
 from gateway.services import (
     ROLE_STANDALONE,
     NameServerService,
@@ -154,6 +154,9 @@ class InternalDispatcher:
         status["scan_fallback"] = fallback.status()
         status["last_scan"] = self.last_scan
         status["expiries"] = self.service.expiry_reports.snapshot()
+        if header_str(request, STATUS_BROKERS_FIELD) == STATUS_BROKERS_WANTED:
+            now_ms = self.service.clock.now_ms()
+            status["brokers"] = selectors.broker_views(self.service.replicator, now_ms)
         return _json_response(request, status)
 
     async def _add_node(self, request: RemotingCommand) -> RemotingCommand:

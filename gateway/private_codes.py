@@ -30,7 +30,9 @@ class InternalCode(IntEnum):
     index) plus ``routes_version``, ``alarms`` (raft safety alarms, and the scan
     fallback's while this node scans itself) and ``scan_fallback`` (its state). Ext
     ``consistency=linearizable`` commits a barrier first, so applied_index covers
-    everything committed before the call."""
+    everything committed before the call. Ext ``brokers=1`` adds ``brokers``: every
+    broker replica the node knows and the age of its last heartbeat by the node's
+    own clock (``gateway.selectors.broker_views``; the console's node x broker matrix)."""
     RAFT_ADD_NODE = 40003
     """Add the Raft member in ext ``addr``: 0, or SYSTEM_ERROR with the refusal."""
     RAFT_REMOVE_NODE = 40004
@@ -53,6 +55,10 @@ class InternalCode(IntEnum):
     empty outside raft mode). The web process's address server asks it. Numbered
     apart from the codes above, which grow one by one."""
 
+
+STATUS_BROKERS_FIELD = "brokers"
+STATUS_BROKERS_WANTED = "1"
+"""NODE_STATUS ext ``brokers=1``: the status answer includes ``brokers``."""
 
 FRONT_PEER_CODE = 99_876
 """The first frame on a front's link: ``extFields.peer`` = the client's ``host:port``.

@@ -12,6 +12,7 @@ from typing import Any
 
 from raftstore.replicator import Replicator
 from raftstore.route_table import RouteTable
+from raftstore.tables import BrokerLiveView
 from remoting.model import (
     BrokerMemberGroup,
     ClusterInfo,
@@ -98,3 +99,44 @@ def node_status(replicator: Replicator) -> dict[str, Any]:
     status = dataclasses.asdict(replicator.status())
     status["routes_version"] = routes_version(replicator)
     return status
+
+
+def broker_views(replicator: Replicator, now_ms: int) -> list[dict[str, Any]]:
+    """Every broker replica this node knows, as it sees it (NODE_STATUS ``brokers``):
+    its group, id and address, and the age of its last heartbeat by this node's clock
+    (``age_ms``, with its ``timeout_ms``; both None for an address with no live entry).
+    Ordered by (cluster, broker name, id); a live entry no group names comes last."""
+
+    def read(table: RouteTable) -> list[dict[str, Any]]:
+        live = {(e.cluster_name, e.broker_addr): e for e in table.live_brokers()}
+        views: list[dict[str, Any]] = []
+        groups = sorted(table.broker_datas().values(), key=lambda g: (g.cluster, g.broker_name))
+        for group in groups:
+            for broker_id, addr in sorted(group.broker_addrs.items()):
+                entry = live.pop((group.cluster, addr), None)
+                views.append(
+                    _broker_view(group.cluster, group.broker_name, broker_id, addr, entry, now_ms)
+                )
+        for (cluster, addr), entry in sorted(live.items()):
+            views.append(_broker_view(cluster, None, None, addr, entry, now_ms))
+        return views
+
+    return replicator.read(read)
+
+
+def _broker_view(
+    cluster: str,
+    broker_name: str | None,
+    broker_id: int | None,
+    addr: str,
+    entry: BrokerLiveView | None,
+    now_ms: int,
+) -> dict[str, Any]:
+    return {
+        "cluster": cluster,
+        "broker_name": broker_name,
+        "broker_id": broker_id,
+        "addr": addr,
+        "age_ms": None if entry is None else max(0, now_ms - entry.last_update_ms),
+        "timeout_ms": None if entry is None else entry.heartbeat_timeout_ms,
+    }

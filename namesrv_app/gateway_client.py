@@ -27,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.private_codes import InternalCode
+from gateway.private_codes import STATUS_BROKERS_FIELD, STATUS_BROKERS_WANTED, InternalCode
 from namesrv_app.conf import namesrv_settings
 from raftstore import vocab
 from raftstore.config import (
@@ -242,9 +242,13 @@ def _internal(
 # ------------------------------------------------------------------- reads
 
 
-def node_status(node: NodeAddress | None = None, timeout_s: float | None = None) -> dict[str, Any]:
-    """NODE_STATUS of a node (default: this one): ReplicatorStatus fields + routes_version."""
-    response = _internal(InternalCode.NODE_STATUS, node=node, timeout_s=timeout_s)
+def node_status(
+    node: NodeAddress | None = None, timeout_s: float | None = None, *, brokers: bool = False
+) -> dict[str, Any]:
+    """NODE_STATUS of a node (default: this one): ReplicatorStatus fields + routes_version;
+    with ``brokers``, also every broker replica the node knows, as it sees it."""
+    fields = {STATUS_BROKERS_FIELD: STATUS_BROKERS_WANTED} if brokers else None
+    response = _internal(InternalCode.NODE_STATUS, fields, node=node, timeout_s=timeout_s)
     try:
         status: dict[str, Any] = json.loads(response.body or b"{}")
     except ValueError as exc:
@@ -554,10 +558,11 @@ def ask_every_node(question: Any, nodes: list[NodeAddress] | None = None) -> lis
         return list(pool.map(ask, targets))
 
 
-def every_node_status() -> list[NodeAnswer]:
-    """NODE_STATUS of every node of the cluster file."""
+def every_node_status(*, brokers: bool = False) -> list[NodeAnswer]:
+    """NODE_STATUS of every node of the cluster file (with ``brokers``: each node's
+    broker replicas too, :func:`node_status`)."""
     wait_s = float(web_setting("PEER_TIMEOUT_S", PEER_TIMEOUT_S))
-    return ask_every_node(lambda node: node_status(node, timeout_s=wait_s))
+    return ask_every_node(lambda node: node_status(node, timeout_s=wait_s, brokers=brokers))
 
 
 def every_node_route(topic: str) -> list[NodeAnswer]:

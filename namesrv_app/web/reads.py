@@ -502,11 +502,12 @@ def kv_namespaces(search: str = "") -> list[dict[str, Any]]:
 # ------------------------------------------------------------------- nodes
 
 
-def node_panels() -> list[dict[str, Any]]:
+def node_panels(*, brokers: bool = False) -> list[dict[str, Any]]:
     """Every node's status over the wire, plus a ``disagrees`` flag per node and the
-    live brokers it lacks or alone has (:mod:`namesrv_app.agreement`).
+    live brokers it lacks or alone has (:mod:`namesrv_app.agreement`); with ``brokers``,
+    each node's broker replicas as it sees them (``brokers``, for the matrix).
     """
-    answers = gateway_client.every_node_status()
+    answers = gateway_client.every_node_status(brokers=brokers)
     names = {a.node.raft_addr: a.node.node_id for a in answers if a.node.raft_addr}
     panels = []
     for answer in answers:

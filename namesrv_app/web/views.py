@@ -22,11 +22,12 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from namesrv_app import audit, gateway_client, models, topic_types
+from namesrv_app.agreement import broker_matrix
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.gateway_client import GatewayError
 from namesrv_app.models import AuditEntry
 from namesrv_app.roles import is_operator, is_viewer, role_of
-from namesrv_app.web import reads, units
+from namesrv_app.web import reads, topology_drawing, units
 from namesrv_app.web.forms import (
     OPERATION_FORMS,
     KVDeleteForm,
@@ -41,9 +42,6 @@ View = Callable[..., HttpResponse]
 RECENT_ROWS = 10
 REFUSED_NOTE_PREFIX = "refused"
 """How a ``key_notes()`` line starts for a key this NameServer refuses to change."""
-SVG_GROUP_WIDTH = 170
-SVG_ROW_HEIGHT = 26
-SVG_GROUPS_PER_ROW = 5
 
 
 def console_view(*, operator: bool = False) -> Callable[[View], View]:
@@ -146,44 +144,23 @@ def local_applied_version(panels: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _svg_layout(groups: list[dict[str, Any]]) -> dict[str, Any]:
-    """Positions of the page's broker groups and replicas for the topology picture."""
-    boxes: list[dict[str, Any]] = []
-    for index, group in enumerate(groups):
-        x = (index % SVG_GROUPS_PER_ROW) * SVG_GROUP_WIDTH + 10
-        row_height = (len(group["replicas"]) + 2) * SVG_ROW_HEIGHT
-        boxes.append({"group": group, "x": x, "index": index, "row_height": row_height})
-    rows: dict[int, int] = {}
-    for box in boxes:
-        row = box["index"] // SVG_GROUPS_PER_ROW
-        rows[row] = max(rows.get(row, 0), box["row_height"])
-    offsets, y = {}, 10
-    for row in sorted(rows):
-        offsets[row] = y
-        y += rows[row] + 10
-    for box in boxes:
-        box["y"] = offsets[box["index"] // SVG_GROUPS_PER_ROW]
-        box["height"] = box["row_height"] - 6
-        box["replicas"] = [
-            {**replica, "cy": box["y"] + (i + 2) * SVG_ROW_HEIGHT - 8}
-            for i, replica in enumerate(box["group"]["replicas"])
-        ]
-    width = SVG_GROUPS_PER_ROW * SVG_GROUP_WIDTH + 20
-    return {"boxes": boxes, "width": width, "height": y, "box_width": SVG_GROUP_WIDTH - 14}
-
-
 @console_view()
 def topology(request: HttpRequest) -> HttpResponse:
-    """Cluster -> broker group -> replicas, as a picture and a table (one page of groups)."""
+    """Cluster -> broker group -> replicas, as a picture and a table (one page of groups),
+    and the node x broker matrix: every replica as each node's own table has it."""
     search, cluster = request.GET.get("search", ""), request.GET.get("cluster", "")
     page = _page(request, reads.broker_groups(search, cluster))
     groups = reads.replicas_of(page.object_list)
+    matrix = broker_matrix(
+        reads.node_panels(brokers=True), reads.expiring_after_ms, search=search, cluster=cluster
+    )
     context = _context(
         request,
         "topology",
         page=page,
         groups=groups,
-        svg=_svg_layout(groups),
+        matrix=matrix,
+        svg=topology_drawing.layout(groups, matrix),
         timing_note=units.demo_timing_note(
             r["heartbeat_timeout_ms"] for g in groups for r in g["replicas"]
         ),

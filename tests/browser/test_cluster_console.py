@@ -288,6 +288,18 @@ def test_the_badge_agrees_on_a_healthy_cluster_and_disagrees_under_an_asymmetric
     wait_until(lambda: rows.count() == NODES, what="every node row marked", timeout_s=WAIT_S)
     screenshot(tab, "overview-disagree.png")
     assert noticed_s < DIVERGENCE_TIMEOUT_S
+    # The Topology page shows who holds broker-p: n1 and n3 alive, n2 absent.
+    tab.goto(f"{cluster.console_url}/topology/")
+    row = tab.locator("#broker-matrix tr.warn", has_text=PARTITIONED_BROKER)
+    assert row.count() == 1
+    cells = [row.locator("td").nth(4 + i).get_attribute("class") for i in range(NODES)]
+    assert cells == ["cell-alive", "cell-absent", "cell-alive"], cells
+    assert tab.locator("#broker-matrix tr.warn").count() == 1  # the demo brokers agree
+    marks = tab.locator("svg.topology rect.mark.absent")
+    assert marks.count() == 1 and marks.locator("title").text_content() == "n2: absent"
+    screenshot(tab, "topology-disagree.png")
+    tab.goto(cluster.console_url)
+    live(tab)
 
     # Healed: the broker's next forced registration reaches n2 again.
     n2_link.set_mode("pass")

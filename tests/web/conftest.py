@@ -14,6 +14,7 @@ point the web side at its ports.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -189,6 +190,17 @@ class RunningGateway:
         )
         return client.invoke(request).code
 
+    def register_again(self, brokers: tuple[DemoBroker, ...], topics: tuple[str, ...]) -> None:
+        """Register ``brokers`` over fresh connections. The session gateway's broker
+        connections sit idle between tests, and once it closes an idle one (after
+        serverChannelMaxIdleTimeSeconds) eventual mode unregisters that broker: a test
+        that needs them in the table registers them again first."""
+        for broker in brokers:
+            idle = self.broker_clients.pop(broker.addr, None)
+            if idle is not None:
+                idle.close()
+            assert self.register(broker, topics) == 0
+
 
 def start_gateway(
     folder: Path,
@@ -282,3 +294,36 @@ def wired(settings: Any, gateway: RunningGateway) -> RunningGateway:
     """The web side talks to the session gateway."""
     settings.NAMESRV = node_settings(gateway)
     return gateway
+
+
+def three_node_settings(n1: RunningGateway, n2: RunningGateway, folder: Path) -> dict[str, Any]:
+    """settings.NAMESRV of n1 in a cluster file (written to ``folder``) of n1, n2 and an
+    n3 that never answers (port 1)."""
+    nodes = [
+        {
+            "id": node_id,
+            "host": "127.0.0.1",
+            "remoting_port": g.port,
+            "internal_port": g.internal_port,
+        }
+        for node_id, g in (("n1", n1), ("n2", n2))
+    ]
+    nodes.append({"id": "n3", "host": "127.0.0.1", "remoting_port": 1, "internal_port": 1})
+    cluster_file = folder / "cluster.json"
+    cluster_file.write_text(json.dumps({"nodes": nodes}))
+    return node_settings(n1, cluster_file=str(cluster_file))
+
+
+@pytest.fixture
+def second_node(wired: RunningGateway, settings: Any, tmp_path: Path) -> Iterator[RunningGateway]:
+    """n1: the session gateway with broker-a and broker-b (registered again); n2: a real
+    gateway that only heard broker-a's master (TopicTest, not DemoOrders); n3: unreachable."""
+    wired.register_again(BROKERS, TOPICS)
+    other = start_gateway(tmp_path, node_id="n2")
+    try:
+        # Two topics: a one-topic registration cannot create a broker (5.x's guard).
+        assert other.register(BROKERS[0], ("TopicTest", "OnlyOnN2")) == 0
+        settings.NAMESRV = three_node_settings(wired, other, tmp_path)
+        yield other
+    finally:
+        stop_gateway(other)

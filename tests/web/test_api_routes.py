@@ -67,35 +67,11 @@ def test_a_linearizable_read_asks_the_gateway(wired: RunningGateway, viewer_api:
 def test_the_comparison_marks_a_node_that_answers_differently(
     wired: RunningGateway, viewer_api: APIClient, settings: Any, tmp_path: Any
 ) -> None:
-    import json
-
-    from tests.web.conftest import node_settings, start_gateway, stop_gateway
+    from tests.web.conftest import start_gateway, stop_gateway, three_node_settings
 
     other = start_gateway(tmp_path, node_id="n2")
     try:
-        cluster_file = tmp_path / "cluster.json"
-        cluster_file.write_text(
-            json.dumps(
-                {
-                    "nodes": [
-                        {
-                            "id": "n1",
-                            "host": "127.0.0.1",
-                            "remoting_port": wired.port,
-                            "internal_port": wired.internal_port,
-                        },
-                        {
-                            "id": "n2",
-                            "host": "127.0.0.1",
-                            "remoting_port": other.port,
-                            "internal_port": other.internal_port,
-                        },
-                        {"id": "n3", "host": "127.0.0.1", "remoting_port": 1, "internal_port": 1},
-                    ]
-                }
-            )
-        )
-        settings.NAMESRV = node_settings(wired, cluster_file=str(cluster_file))
+        settings.NAMESRV = three_node_settings(wired, other, tmp_path)
         body = viewer_api.get("/api/v1/routes/TopicTest/compare/").json()
         by_node = {n["node_id"]: n for n in body["nodes"]}
         assert body["agree"] is False

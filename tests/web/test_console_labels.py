@@ -4,9 +4,6 @@ follower indexes, and which live events are heartbeats."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,9 +26,6 @@ from tests.web.conftest import (
     TOPICS,
     RunningGateway,
     log_in,
-    node_settings,
-    start_gateway,
-    stop_gateway,
 )
 
 DEMO_TIMEOUT_MS = 3000
@@ -71,36 +65,6 @@ def test_the_topic_page_labels_queues_per_broker_and_in_total(
 
 
 # ------------------------------------------------------------------- missing on a node
-
-
-@pytest.fixture
-def second_node(wired: RunningGateway, settings: Any, tmp_path: Path) -> Iterator[RunningGateway]:
-    """n2: a real gateway that only heard broker-a (TopicTest, not DemoOrders); n3: unreachable."""
-    other = start_gateway(tmp_path, node_id="n2")
-    try:
-        # Two topics: a one-topic registration cannot create a broker (5.x's guard).
-        assert other.register(BROKERS[0], ("TopicTest", "OnlyOnN2")) == 0
-        nodes = [
-            {
-                "id": "n1",
-                "host": "127.0.0.1",
-                "remoting_port": wired.port,
-                "internal_port": wired.internal_port,
-            },
-            {
-                "id": "n2",
-                "host": "127.0.0.1",
-                "remoting_port": other.port,
-                "internal_port": other.internal_port,
-            },
-            {"id": "n3", "host": "127.0.0.1", "remoting_port": 1, "internal_port": 1},
-        ]
-        cluster_file = tmp_path / "cluster.json"
-        cluster_file.write_text(json.dumps({"nodes": nodes}))
-        settings.NAMESRV = node_settings(wired, cluster_file=str(cluster_file))
-        yield other
-    finally:
-        stop_gateway(other)
 
 
 def test_a_topic_missing_on_a_node_says_so_instead_of_listing_fields(

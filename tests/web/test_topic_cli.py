@@ -32,16 +32,10 @@ REPEATED = "CliRepeat"
 @pytest.fixture
 def known_brokers(db: Any, wired: RunningGateway) -> None:
     """broker-a and broker-b with TopicTest, DemoOrders and CliRepeat (4 + 4 queues, perm 6)
-    in this node's projection, and registered with the session's gateway again: its broker
-    connections sit idle between tests, and once the gateway closes an idle one (after
-    serverChannelMaxIdleTimeSeconds) eventual mode unregisters that broker, so a topic
-    created on the NameServers would have no route."""
+    in this node's projection, and registered with the session's gateway again
+    (``RunningGateway.register_again``: else a topic created there could have no route)."""
     project_cast(("TopicTest", "DemoOrders", REPEATED))
-    for broker in BROKERS:
-        idle = wired.broker_clients.pop(broker.addr, None)
-        if idle is not None:
-            idle.close()
-        assert wired.register(broker, TOPICS) == 0
+    wired.register_again(BROKERS, TOPICS)
 
 
 def topic(*args: str) -> str:
