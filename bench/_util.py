@@ -270,6 +270,26 @@ def start_gateways(
 # ---------------------------------------------------------------------- the cast
 
 
+def web_env(folder: Path, db_name: str = "projection.sqlite3") -> dict[str, str]:
+    """The environment of a benchmark's web process over throw-away databases in
+    ``folder``: launched-cluster settings (no DEBUG), loopback-only placeholders for the
+    gateway it never reaches. The accounts too are fresh: a second run must not find the
+    first one's user."""
+    return {
+        "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
+        "NAMESRV_DB_PATH": str(folder / db_name),
+        "NAMESRV_SHARED_DB_PATH": str(folder / "shared.sqlite3"),
+        "NAMESRV_STATIC_ROOT": str(folder / "static"),
+        "NAMESRV_DEBUG": "false",
+        "DJANGO_SECRET_KEY": "bench-only",
+        "NAMESRV_INTERNAL_SECRET": "bench",
+        "NAMESRV_LOG_LEVEL": "WARNING",
+        "NAMESRV_PORT": "1",
+        "NAMESRV_INTERNAL_PORT": "1",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+
+
 def free_port() -> int:
     """A port free on 127.0.0.1 right now."""
     with socket.socket() as sock:

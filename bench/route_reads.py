@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench._util import web_env
 from tools.cli import ExactArgumentParser
 
 TOPIC = "TopicTest"
@@ -31,20 +32,7 @@ ROUTE = f"/api/v1/routes/{TOPIC}/"
 
 def _setup(folder: Path) -> bytes:
     """Django over a fresh database in ``folder``, the cast projected; a viewer's token."""
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
-            "NAMESRV_DB_PATH": str(folder / "projection.sqlite3"),
-            "NAMESRV_SHARED_DB_PATH": str(folder / "shared.sqlite3"),
-            "NAMESRV_STATIC_ROOT": str(folder / "static"),
-            "NAMESRV_DEBUG": "false",
-            "DJANGO_SECRET_KEY": "bench-only",
-            "NAMESRV_INTERNAL_SECRET": "bench",
-            "NAMESRV_LOG_LEVEL": "WARNING",
-            "NAMESRV_PORT": "1",
-            "NAMESRV_INTERNAL_PORT": "1",
-        }
-    )
+    os.environ.update(web_env(folder))
     (folder / "static").mkdir()
     import django
 

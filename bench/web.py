@@ -46,11 +46,10 @@ from typing import Any
 
 import psutil
 
+from bench._util import CLUSTER, REPO_ROOT, web_env
 from tools import process_facts
 from tools.cli import ExactArgumentParser
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CLUSTER = "BenchCluster"
 START_MS = 1_700_000_000_000
 PAGE_SAMPLES = 15
 READY_TIMEOUT_S = 60.0
@@ -61,21 +60,7 @@ LOAD_START_DELAY_S = 0.5
 
 
 def _env(db_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "namesrv_site.settings",
-        "NAMESRV_DB_PATH": str(db_path),
-        # The accounts too: a second run must not find the first one's user.
-        "NAMESRV_SHARED_DB_PATH": str(db_path.parent / "shared.sqlite3"),
-        "NAMESRV_STATIC_ROOT": str(db_path.parent / "static"),
-        "NAMESRV_DEBUG": "false",
-        "DJANGO_SECRET_KEY": "bench-only",
-        "NAMESRV_INTERNAL_SECRET": "bench",
-        "NAMESRV_LOG_LEVEL": "WARNING",
-        "NAMESRV_PORT": "1",
-        "NAMESRV_INTERNAL_PORT": "1",
-        "PYTHONPATH": str(REPO_ROOT),
-    }
+    return {**os.environ, **web_env(db_path.parent, db_path.name)}
 
 
 def build_db(db_path: Path, brokers: int, topics: int) -> str:

@@ -32,6 +32,8 @@ CONSISTENT_HASH_VIRTUAL_NODES = 10
 LATENCY_MAX_MS = (50, 100, 550, 1800, 3000, 5000, 15000)
 NOT_AVAILABLE_DURATION_MS = (0, 0, 2000, 5000, 6000, 10000, 30000)
 ISOLATION_LATENCY_MS = 10000
+SEND_ATTEMPTS_MAX = 3
+"""``retryTimesWhenSendFailed`` = 2: three attempts in DefaultMQProducer's sync send loop."""
 
 
 def _to_int32(value: int) -> int:

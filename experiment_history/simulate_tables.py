@@ -97,7 +97,7 @@ class EventualTables(NodeTables):
             self._change(node, b, False, now_ms, rows)
 
     def node_stopped(self, node: int, now_ms: int) -> None:
-        pass
+        """Nothing to do: an eventual node is its own table, and no other node notices."""
 
     def node_restarted(self, node: int, now_ms: int) -> None:
         # S3: a restarted node has an empty table until brokers register again.
@@ -181,7 +181,7 @@ class RaftTables(NodeTables):
             self.leader_ready_ms = now_ms + self.cfg.election_ms
 
     def node_restarted(self, node: int, now_ms: int) -> None:
-        pass
+        """Nothing to do: a restarted member catches up from the leader's log."""
 
     def register_initially(self, topic: int, value: str, rows: HistoryRows) -> None:
         leader, topic_name = self.world.node_names[self.leader], self.world.topic_names[topic]

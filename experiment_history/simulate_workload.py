@@ -8,6 +8,7 @@ import random
 from dataclasses import dataclass, field
 
 from experiment_history.clients import (
+    SEND_ATTEMPTS_MAX,
     JavaRandom,
     MQFaultStrategy,
     ThreadLocalIndex,
@@ -23,8 +24,6 @@ from experiment_history.simulate_events import Latencies
 from experiment_history.simulate_rows import HistoryRows
 from experiment_history.simulate_tables import NodeTables
 from experiment_history.simulate_world import SimWorld
-
-SEND_ATTEMPTS_MAX = 3  # retryTimesWhenSendFailed = 2, so three attempts in the sync loop
 
 
 @dataclass(slots=True)

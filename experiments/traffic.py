@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from experiment_history.clients import (
+    SEND_ATTEMPTS_MAX,
     JavaRandom,
     MQFaultStrategy,
     ThreadLocalIndex,
@@ -61,8 +62,6 @@ JOURNAL_RECHECKS = 2
 JOURNAL_RECHECK_S = 0.05
 """A probe round that saw a change nothing explains reads the nodes' journals again up
 to :data:`JOURNAL_RECHECKS` times, this many seconds apart, before it infers a write."""
-SEND_ATTEMPTS_MAX = 3
-"""``retryTimesWhenSendFailed`` = 2: three attempts in the sync send loop."""
 
 
 @dataclass(frozen=True, slots=True)

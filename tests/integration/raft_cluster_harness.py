@@ -109,6 +109,8 @@ class RaftGateway(GatewayProcess):
     peers: tuple[str, ...] = ()
     dial: dict[str, str] = field(default_factory=dict)
     raft_dir: Path = Path()
+    options: dict[str, Any] = field(default_factory=dict)
+    """More :class:`GatewayArgs` fields (``scan_interval_ms=1000``, ...)."""
 
     @property
     def leader_log(self) -> Path:
@@ -146,6 +148,7 @@ class RaftGateway(GatewayProcess):
             raft_dial=tuple(sorted(self.dial.items())),
             propose_timeout_s=PROPOSE_TIMEOUT_S,
             migrate=migrate,
+            **self.options,
         )
         command = [*args.argv(), *self.extra_args]
         with self.log_path.open("ab") as log:

@@ -13,8 +13,6 @@ alive with heartbeats. The master never saw it on its HA port, so it is never el
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,17 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from localcluster.argv import GatewayArgs
 from localcluster.demo import DemoBroker, register_request, topic_table
-from raftstore.vocab import MODE_RAFT
 from remoting.blocking import BlockingClient
 from remoting.bodies import decode_topic_route_data
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.model import DataVersion
 from tests.broker_app.support import BROKER_WAIT_S, BrokerProcess, send
-from tests.integration.gateway_harness import REPO_ROOT, SECRET
-from tests.integration.raft_cluster_harness import RAFT_SECRET, RaftGateway, free_port
+from tests.integration.raft_cluster_harness import RaftGateway, free_port
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -51,40 +46,11 @@ FAILOVER_BROKER = {
 }
 
 
-class FailoverGateway(RaftGateway):
-    """A raft gateway that scans itself every second (fast failure detection)."""
-
-    def launch(self, *, migrate: bool = True) -> None:
-        """Start ``run_gateway --mode raft`` with the fast-scan options."""
-        env = {
-            **os.environ,
-            "NAMESRV_DB_PATH": str(self.db_path),
-            "NAMESRV_INTERNAL_SECRET": SECRET,
-            "NAMESRV_RAFT_SECRET": RAFT_SECRET,
-            "NAMESRV_LOG_LEVEL": "WARNING",
-        }
-        command = GatewayArgs(
-            node=self.node_id,
-            port=0,
-            internal_port=0,
-            ready_file=self.ready_file,
-            mode=MODE_RAFT,
-            raft_port=self.raft_port,
-            raft_peers=self.peers,
-            raft_dir=self.raft_dir,
-            scan_interval_ms=SCAN_INTERVAL_MS,
-            skew_allowance_ms=SKEW_ALLOWANCE_MS,
-            migrate=True,
-        ).argv()
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
-
-
 @pytest.fixture
-def nameservers(tmp_path: Path) -> Iterator[list[FailoverGateway]]:
+def nameservers(tmp_path: Path) -> Iterator[list[RaftGateway]]:
     raft_addrs = tuple(f"127.0.0.1:{free_port()}" for _ in range(NODES))
     nodes = [
-        FailoverGateway(
+        RaftGateway(
             node_id=f"n{i + 1}",
             db_path=tmp_path / f"n{i + 1}.sqlite3",
             ready_file=tmp_path / f"n{i + 1}.ready.json",
@@ -92,6 +58,8 @@ def nameservers(tmp_path: Path) -> Iterator[list[FailoverGateway]]:
             raft_port=int(raft_addrs[i].rpartition(":")[2]),
             peers=raft_addrs,
             raft_dir=tmp_path / f"raft-n{i + 1}",
+            # Scans every second: fast failure detection.
+            options={"scan_interval_ms": SCAN_INTERVAL_MS, "skew_allowance_ms": SKEW_ALLOWANCE_MS},
         )
         for i in range(NODES)
     ]
@@ -106,7 +74,7 @@ def nameservers(tmp_path: Path) -> Iterator[list[FailoverGateway]]:
             node.kill()
 
 
-def master_of(node: FailoverGateway, topic: str) -> str | None:
+def master_of(node: RaftGateway, topic: str) -> str | None:
     """The address a node's route for ``topic`` shows as broker-a's id 0."""
     request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     with BlockingClient(node.addr, timeout_s=5.0) as client:
@@ -130,7 +98,7 @@ class Forger:
     """Registers broker-a id 7 at an address of its own on every node, with a huge
     confirmOffset and a made-up HA link, and heartbeats it every 500 ms."""
 
-    def __init__(self, nameservers: list[FailoverGateway]) -> None:
+    def __init__(self, nameservers: list[RaftGateway]) -> None:
         self.addr = f"127.0.0.1:{free_port()}"
         self.broker = DemoBroker("DefaultCluster", BROKER_NAME, 7, self.addr, self.addr)
         self.fields = {
@@ -177,7 +145,7 @@ class Forger:
 
 
 def test_routes_on_every_node_name_the_slave_as_master_after_a_kill(
-    tmp_path: Path, nameservers: list[FailoverGateway]
+    tmp_path: Path, nameservers: list[RaftGateway]
 ) -> None:
     namesrv = ";".join(node.addr for node in nameservers)
     master = BrokerProcess(

@@ -7,7 +7,6 @@ tested against a real cluster (tests/integration/test_cluster_lifecycle.py).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import warnings
 from pathlib import Path
@@ -17,6 +16,8 @@ import pytest
 from django.core.handlers.asgi import ASGIHandler
 from django.test import Client
 
+from tests.web.asgi import asgi_answer, asgi_scope
+
 CSS_PATH = "/static/namesrv/console.css"
 CSS_FILE = Path(__file__).resolve().parents[2] / "namesrv_app/static/namesrv/console.css"
 
@@ -25,36 +26,8 @@ async def asgi_get(path: str) -> tuple[int, dict[bytes, bytes], bytes]:
     """One GET through ``namesrv_site.asgi.application`` (what uvicorn serves)."""
     from namesrv_site.asgi import application
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
-    sent: list[dict[str, Any]] = []
-    delivered = asyncio.Event()
-
-    async def receive() -> dict[str, Any]:
-        if not delivered.is_set():
-            delivered.set()
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await asyncio.Event().wait()  # never disconnects while answering
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await application(scope, receive, send)
-    headers = {name.lower(): value for name, value in sent[0]["headers"]}
-    return int(sent[0]["status"]), headers, b"".join(m.get("body", b"") for m in sent[1:])
+    status, headers, body = await asgi_answer(application, asgi_scope(path, []))
+    return status, {name.lower(): value for name, value in headers}, body
 
 
 @pytest.mark.django_db
