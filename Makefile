@@ -70,4 +70,4 @@ bench: setup
 	$(PY) -m bench.cores
 
 clean:
-	rm -rf $(VENV) run .pytest_cache .mypy_cache .ruff_cache build raft_namesrv.egg-info
+	rm -rf $(VENV) run .cache/prepared .pytest_cache .mypy_cache .ruff_cache build raft_namesrv.egg-info

@@ -4,15 +4,18 @@ Three parts, each optional (``--parts``), each with a floor or baseline measured
 same run where one exists:
 
 1. **cluster**: ``manage.py cluster up --mode raft`` of an empty 3-node cluster on free
-   ports, until it returns ready; ``cluster down``; ``cluster up`` again on the same run
-   folder (the Raft folders, databases and static files kept: a restart); ``cluster
-   down``. The launcher records no timings of its own, so a watcher thread polls the run
-   folder every ``POLL_S`` while ``up`` runs and puts each process on the same clock:
-   spawned (the start time the kernel keeps, from the pid file the launcher writes),
-   ready (the gateway's ready file written, its mtime; the web port accepting a
-   connection; Redis's, the worker's and beat's log saying so). The launcher's own
-   ``migrate`` and ``collectstatic`` children are timed too (found under the ``up``
-   process, spawn to exit); they run between Redis ready and the first gateway spawned.
+   ports, until it returns ready, then ``cluster down``, four times: a fresh run folder
+   with no template to copy (the baseline: migrate and collectstatic run), a fresh one
+   copying the templates the first left (``node.preparation``), the second folder again
+   (a restart: stamped, nothing to prepare), and again with its stamps removed (the
+   baseline: the commands run with nothing to change). The launcher records no timings
+   of its own, so a watcher thread polls the run folder every ``POLL_S`` while ``up``
+   runs and puts each process on the same clock: spawned (the start time the kernel
+   keeps, from the pid file the launcher writes), ready (the gateway's ready file
+   written, its mtime; the web port accepting a connection; Redis's, the worker's and
+   beat's log saying so). The launcher's own ``migrate`` and ``collectstatic`` children
+   are timed too (found under the ``up`` process, spawn to exit); they run between
+   Redis ready and the first gateway spawned.
 2. **fixed**: what every process pays before it serves, each a fresh interpreter timed
    from outside (best and median of ``--repeats``): ``python -c pass`` and ``import
    django`` (the floors), ``django.setup()``, the web app (``namesrv_site.asgi``), the
@@ -58,6 +61,7 @@ from localcluster.processes import process_start_ticks, read_pid_file
 from localcluster.readiness import accepts_connections
 from localcluster.run_folder import process_slots
 from localcluster.run_secrets import BROKER_ACCESS_KEY, read_run_secrets
+from node import preparation
 from remoting import acl
 from remoting.acl import Credentials
 from remoting.blocking import BlockingClient
@@ -265,7 +269,7 @@ def cluster_cli(*args: str) -> tuple[float, str]:
     return took, done.stdout
 
 
-def watched_up(run_dir: Path) -> tuple[float, list[Seen]]:
+def watched_up(run_dir: Path, env: Mapping[str, str]) -> tuple[float, list[Seen]]:
     """``cluster up --mode raft`` on free ports in ``run_dir``, watched; its wall seconds
     and every process seen (the managed ones, then the launcher's helpers)."""
     watcher = Watcher(run_dir)
@@ -276,6 +280,7 @@ def watched_up(run_dir: Path) -> tuple[float, list[Seen]]:
         up = subprocess.Popen(
             [*UP_ARGV, "--run-dir", str(run_dir), *FREE_PORTS],
             cwd=_util.REPO_ROOT,
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
@@ -333,33 +338,51 @@ def _span(start: object, end: object) -> object:
 
 
 def cluster_part(root: Path) -> dict[str, Any]:
-    """Part 1: up, down, up again on the same run folder, down; the figures."""
-    run_dir = root / "run"
-    figures: dict[str, Any] = {}
+    """Part 1, four ``up``s of a 3-node raft cluster, each followed by ``down``: with no
+    template to copy (the baseline: the launcher migrates and collects), a fresh run
+    folder copying the templates the first one left, a restart of that folder (stamped:
+    nothing to do), and the same restart with its stamps removed (the baseline: migrate
+    and collectstatic run with nothing to change)."""
+    # A template folder of its own: the first up finds it empty, as a fresh checkout does.
+    env = {**os.environ, preparation.TEMPLATES_DIR_ENV: str(root / "templates")}
+    cold_dir, run_dir = root / "cold", root / "run"
+    ups: dict[str, float] = {}
+    downs: dict[str, float] = {}
     rows: list[tuple[object, ...]] = []
-    try:
-        up_s, seen = watched_up(run_dir)
-        rows += up_rows("first up", up_s, seen)
-        down_s, _ = cluster_cli("down", "--run-dir", str(run_dir))
-        again_s, seen_again = watched_up(run_dir)
-        rows += up_rows("restart", again_s, seen_again)
-    finally:
-        final_down_s, _ = cluster_cli("down", "--run-dir", str(run_dir))
-    figures.update(
-        up_s=up_s,
-        down_s=down_s,
-        restart_up_s=again_s,
-        restart_down_s=final_down_s,
-        steps=[[str(r[0]), str(r[1]), r[2], r[3]] for r in rows],
-    )
+    for label, folder in (
+        ("first up, no template", cold_dir),
+        ("first up", run_dir),
+        ("restart", run_dir),
+        ("restart, stamps removed", run_dir),
+    ):
+        if label.endswith("stamps removed"):
+            for stamp in folder.rglob(f"*{preparation.STAMP_SUFFIX}"):
+                stamp.unlink()
+        try:
+            ups[label], seen = watched_up(folder, env)
+            rows += up_rows(label, ups[label], seen)
+        finally:
+            downs[label], _ = cluster_cli("down", "--run-dir", str(folder))
     _util.print_table(
         "cluster up/down, 3-node raft cluster, empty (wall s of the command)",
-        ("command", "s"),
+        ("`cluster up`", "up s", "baseline", "baseline s", "ratio", "`down` s"),
         [
-            ("`cluster up` (empty run folder)", up_s),
-            ("`cluster down`", down_s),
-            ("`cluster up` again on the same run folder (restart)", again_s),
-            ("`cluster down` after the restart", final_down_s),
+            (
+                "fresh run folder, templates copied",
+                ups["first up"],
+                "no template: migrate + collectstatic",
+                ups["first up, no template"],
+                ups["first up"] / ups["first up, no template"],
+                downs["first up"],
+            ),
+            (
+                "same folder again (restart), stamped",
+                ups["restart"],
+                "stamps removed: migrate + collectstatic",
+                ups["restart, stamps removed"],
+                ups["restart"] / ups["restart, stamps removed"],
+                downs["restart"],
+            ),
         ],
     )
     _util.print_table(
@@ -368,7 +391,11 @@ def cluster_part(root: Path) -> dict[str, Any]:
         ("up", "step", "from s", "to s", "took s"),
         [(*r, _span(r[2], r[3])) for r in rows],
     )
-    return figures
+    return {
+        "up_s": ups,
+        "down_s": downs,
+        "steps": [[str(r[0]), str(r[1]), r[2], r[3]] for r in rows],
+    }
 
 
 # ---------------------------------------------------------------------- part 2

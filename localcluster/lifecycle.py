@@ -41,6 +41,7 @@ from localcluster.plan import (
     PROJECT_DIR,
     READY_TIMEOUT_S,
     STOP_GRACE_S,
+    STOP_STAGES,
     ClusterPlan,
     LauncherError,
     NodePlan,
@@ -79,7 +80,7 @@ from localcluster.tls_files import (
     TLS_DIR,
     ensure_run_tls,
 )
-from node import processes as node_processes
+from node import preparation, processes as node_processes
 from node.files import atomic_write
 from remoting.acl import Credentials
 from remoting.model import MASTER_ID, PERM_READ, PERM_WRITE
@@ -318,15 +319,30 @@ def _prepare_run_dir(plan: ClusterPlan) -> None:
 
 
 def migrate_nodes(plan: ClusterPlan, env: ClusterEnv, timeout_s: float = MIGRATE_TIMEOUT_S) -> None:
-    """Migrate the cluster's shared database once, then every node's projection at once."""
+    """Migrate the cluster's shared database once, then every node's projection at once;
+    a database already migrated for this code, or fresh and copied from the template of
+    its schema, is left alone (:mod:`node.preparation`)."""
+    schema = preparation.schema_fingerprint()
     shared, projection = node_processes.migrate_argvs()
-    _migrate(plan, env, plan.nodes[:1], shared, timeout_s)
-    _migrate(plan, env, plan.nodes, projection, timeout_s)
+    first = plan.nodes[0]
+    shared_db = preparation.sqlite_file(env.for_node(plan, first).get("DATABASE_URL", ""))
+    _migrate(plan, env, [(first, shared_db)], shared, node_processes.SHARED_DB, schema, timeout_s)
+    projections = [
+        (node, Path(env.for_node(plan, node)[node_processes.PROJECTION_DB_ENV]))
+        for node in plan.nodes
+    ]
+    _migrate(plan, env, projections, projection, node_processes.PROJECTION_DB, schema, timeout_s)
 
 
 def prepare_nodes(plan: ClusterPlan, env: ClusterEnv, timeout_s: float = MIGRATE_TIMEOUT_S) -> None:
     """:func:`migrate_nodes`, while one ``collectstatic`` fills the run folder's static
-    folder, which every node's web process serves (they all run this checkout's code)."""
+    folder, which every node's web process serves (they all run this checkout's code);
+    skipped when the folder was collected for this code, or copied from the template."""
+    static = preparation.static_fingerprint()
+    root = plan.run_dir / node_processes.STATIC_DIR_NAME
+    if preparation.is_prepared(root, static) or preparation.static_from_template(root, static):
+        migrate_nodes(plan, env, timeout_s)
+        return
     log_path = plan.run_dir / "collectstatic.log"
     with open(log_path, "ab") as log:
         collecting = subprocess.Popen(
@@ -348,17 +364,25 @@ def prepare_nodes(plan: ClusterPlan, env: ClusterEnv, timeout_s: float = MIGRATE
         raise LauncherError(
             f"collectstatic failed (exit {code}, {log_path}):\n{log_tail(log_path)}"
         )
+    preparation.keep_static(root, static)
 
 
 def _migrate(
     plan: ClusterPlan,
     env: ClusterEnv,
-    nodes: Sequence[NodePlan],
+    targets: Sequence[tuple[NodePlan, Path | None]],
     argv: Sequence[str],
+    alias: str,
+    schema: str,
     timeout_s: float,
 ) -> None:
+    """``argv`` (migrate ``alias``) for each node whose database (None: on a server) is
+    not prepared for ``schema``, all at once; each stamped after."""
     running = []
-    for node in nodes:
+    for node, db in targets:
+        if preparation.database_ready(db, alias, schema):
+            continue
+        fresh = db is not None and not db.exists()
         log_path = plan.node_dir(node.node_id) / "migrate.log"
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
@@ -369,9 +393,9 @@ def _migrate(
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        running.append((node, proc, log_path))
+        running.append((node, db, fresh, proc, log_path))
     failures = []
-    for node, proc, log_path in running:
+    for node, db, fresh, proc, log_path in running:
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -379,6 +403,8 @@ def _migrate(
             code = proc.wait()
         if code != 0:
             failures.append(f"{node.node_id} (exit {code}, {log_path}):\n{log_tail(log_path)}")
+        elif db is not None:
+            preparation.keep_database(db, alias, schema, template=fresh)
     if failures:
         raise LauncherError("migrating the node databases failed: " + "\n".join(failures))
 
@@ -615,7 +641,8 @@ def _node_statuses(run_dir: Path, alive: set[str]) -> list[dict[str, Any]]:
 def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]:
     """Stop every process the pid files of ``run_dir`` name, in order, and nothing else.
 
-    Each kind gets SIGTERM and up to ``grace_s`` before SIGKILL; the pid files go away.
+    Each stage of kinds (STOP_STAGES) gets SIGTERM and up to ``grace_s`` before SIGKILL;
+    the pid files go away.
     """
     run_dir = Path(run_dir).resolve()
     slots = process_slots(run_dir, known_node_ids(run_dir))
@@ -627,8 +654,8 @@ def cluster_down(run_dir: Path, grace_s: float = STOP_GRACE_S) -> dict[str, Any]
         # Brokers first, while the gateways still hear their UNREGISTER_BROKER.
         stopped: list[str] = stop_brokers(run_dir)
         killed: list[str] = []
-        for kind in PROCESS_ORDER:
-            kind_slots = [s for s in slots if s.kind == kind]
+        for stage in STOP_STAGES:
+            kind_slots = [s for s in slots if s.kind in stage]
             records = [r for s in kind_slots if (r := read_pid_file(s.pid_path)) is not None]
             live = [r for r in records if is_alive(r)]
             killed += [r.name for r in stop_processes(live, grace_s)]

@@ -56,7 +56,9 @@ NODE_STATUS_TIMEOUT_S = 3.0
 
 # Stop order: clients of the gateways first, Redis last (Celery and Channels need it
 # until they are gone, so they shut down cleanly instead of logging reconnect storms).
-PROCESS_ORDER = ("demo", "beat", "worker", "web", "gateway", "redis")
+# The kinds of one stage stop together: none of them needs another of its stage.
+STOP_STAGES = (("demo",), ("beat", "worker", "web"), ("gateway",), ("redis",))
+PROCESS_ORDER = tuple(kind for stage in STOP_STAGES for kind in stage)
 
 
 class LauncherError(RuntimeError):

@@ -36,6 +36,8 @@ SHARED_DB_FILE_NAME = "shared.sqlite3"
 """Accounts, tokens and experiment runs when no [database] url is configured."""
 SHARED_DB = "default"
 PROJECTION_DB = "projection"
+PROJECTION_DB_ENV = "NAMESRV_DB_PATH"
+"""The environment variable naming the projection's SQLite file."""
 READY_FILE_NAME = "gateway.ready.json"
 CLUSTER_FILE_NAME = "cluster.json"
 INTERNAL_SECRET_FILE_NAME = "internal.secret"
@@ -209,7 +211,7 @@ def node_env(config: NodeConfig, base: Mapping[str, str]) -> dict[str, str]:
             "NAMESRV_INTERNAL_PORT": str(config.internal_port),
             "NAMESRV_INTERNAL_SECRET_FILE": str(internal_secret_file(config)),
             "NAMESRV_CLUSTER_FILE": str(cluster_file(config)),
-            "NAMESRV_DB_PATH": str(config.data_dir / DB_FILE_NAME),
+            PROJECTION_DB_ENV: str(config.data_dir / DB_FILE_NAME),
             "DATABASE_URL": shared_database_url(config),
             "NAMESRV_SCAN_INTERVAL_S": str(config.scan_interval_s),
             # The web workers' counters, merged by /metrics (emptied at every start).

@@ -2,7 +2,8 @@
 
 The supervisor is the one process an init system (systemd, a container runtime)
 starts on a host. It migrates the node's databases (while ``collectstatic`` gathers
-the web process's static files), starts the gateway, the web process and, with
+the web process's static files; each only when this code has not done it already,
+:mod:`node.preparation`), starts the gateway, the web process and, with
 Redis configured, the scan worker and beat; writes each one's output to
 ``<data_dir>/<name>.log``; and stays until SIGTERM/SIGINT, then stops them in order
 (web and Celery first, the gateway last, so clients are not cut mid-request). When
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node import processes
+from node import preparation, processes
 from node.config import NodeConfig
 from node.files import write_secret_file
 
@@ -106,9 +107,18 @@ def _tail(path: Path, size: int = 2000) -> str:
 
 
 def migrate(config: NodeConfig, env: Mapping[str, str]) -> None:
-    """Apply the migrations; SupervisorError with the log's tail when it fails."""
+    """Apply the migrations of each database not migrated for this code already (its
+    stamp, :mod:`node.preparation`; a database on a server always); SupervisorError with
+    the log's tail when one fails."""
     log_path = config.data_dir / "migrate.log"
-    for argv in processes.migrate_argvs():
+    schema = preparation.schema_fingerprint()
+    files = (
+        preparation.sqlite_file(env.get("DATABASE_URL", "")),
+        Path(env[processes.PROJECTION_DB_ENV]),
+    )
+    for argv, db in zip(processes.migrate_argvs(), files, strict=True):
+        if db is not None and preparation.is_prepared(db, schema):
+            continue
         with open(log_path, "ab") as log:
             code = subprocess.call(
                 argv,
@@ -123,13 +133,19 @@ def migrate(config: NodeConfig, env: Mapping[str, str]) -> None:
             raise SupervisorError(
                 f"migrate {argv[-1]} failed (exit {code}), {log_path}:\n{_tail(log_path)}"
             )
+        if db is not None:
+            preparation.stamp(db, schema)
 
 
-def collect_static(config: NodeConfig, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def collect_static(config: NodeConfig, env: Mapping[str, str]) -> Collecting | None:
     """Start ``collectstatic`` into the node's static folder (its output in
-    ``collectstatic.log``); :func:`collected` waits for it."""
+    ``collectstatic.log``); :func:`collected` waits for it. None when the folder was
+    collected for this code already (its stamp)."""
+    fingerprint = preparation.static_fingerprint()
+    if preparation.is_prepared(processes.static_root(config), fingerprint):
+        return None
     with open(config.data_dir / "collectstatic.log", "ab") as log:
-        return subprocess.Popen(
+        popen = subprocess.Popen(
             processes.collectstatic_argv(),
             cwd=processes.PROJECT_DIR,
             env=dict(env),
@@ -137,18 +153,31 @@ def collect_static(config: NodeConfig, env: Mapping[str, str]) -> subprocess.Pop
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    return Collecting(popen, fingerprint)
 
 
-def collected(config: NodeConfig, collecting: subprocess.Popen[bytes]) -> None:
-    """Wait for :func:`collect_static`; SupervisorError with the log's tail when it failed."""
+@dataclass(frozen=True, slots=True)
+class Collecting:
+    """A running ``collectstatic`` and the fingerprint its folder is stamped with."""
+
+    popen: subprocess.Popen[bytes]
+    fingerprint: str
+
+
+def collected(config: NodeConfig, collecting: Collecting | None) -> None:
+    """Wait for :func:`collect_static` and stamp the folder; SupervisorError with the
+    log's tail when it failed."""
+    if collecting is None:
+        return
     try:
-        code = collecting.wait(timeout=MIGRATE_TIMEOUT_S)
+        code = collecting.popen.wait(timeout=MIGRATE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        collecting.kill()
-        code = collecting.wait()
+        collecting.popen.kill()
+        code = collecting.popen.wait()
     if code != 0:
         log_path = config.data_dir / "collectstatic.log"
         raise SupervisorError(f"collectstatic failed (exit {code}), {log_path}:\n{_tail(log_path)}")
+    preparation.stamp(processes.static_root(config), collecting.fingerprint)
 
 
 def stop(running: list[Child], grace_s: float = STOP_GRACE_S) -> None:
@@ -195,8 +224,9 @@ def run_node(
     try:
         migrate(config, env)
     except BaseException:
-        collecting.kill()
-        collecting.wait()
+        if collecting is not None:
+            collecting.popen.kill()
+            collecting.popen.wait()
         raise
     collected(config, collecting)
     if before_start is not None:

@@ -160,3 +160,27 @@ def test_down_stops_every_process_it_started(summary: dict[str, Any], run_dir: P
     done = cluster_cli("status", "--run-dir", str(run_dir), "--json")
     assert json.loads(done.stdout)["running"] is False
     assert done.returncode == 3
+
+
+def test_up_again_in_the_same_folder_migrates_and_collects_nothing(run_dir: Path) -> None:
+    # cluster up left a stamp beside every database and the static folder (node.preparation).
+    stamps = sorted(p.name for p in run_dir.rglob("*.prepared"))
+    assert stamps.count("namesrv.sqlite3.prepared") == NODES and "static.prepared" in stamps
+    logs = sorted([*run_dir.glob("*/migrate.log"), run_dir / "collectstatic.log"])
+    before = {log: log.stat().st_size if log.exists() else None for log in logs}
+
+    summary = start_cluster(run_dir, nodes=NODES)
+    try:
+        # Nothing ran: no log grew, and no command left a new one.
+        assert {log: log.stat().st_size if log.exists() else None for log in logs} == before
+        for node in summary["nodes"]:
+            base = f"http://127.0.0.1:{node['web_port']}"
+            for link in console_static_links(base):
+                assert_served_for_good(base, link)
+        # The migrated databases work: the projection and the gateway answer a route.
+        with BlockingClient(remoting_addr(summary, 0), timeout_s=5.0) as client:
+            register_broker(client, make_broker("broker-a", 10911), [TOPIC])
+            code, route = query_route(remoting_addr(summary, 0), TOPIC)
+        assert code == ResponseCode.SUCCESS and route is not None
+    finally:
+        stop_cluster(run_dir)

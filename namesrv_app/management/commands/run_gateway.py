@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import CommandError, CommandParser
 
 from broker_app.management.command import ProjectCommand
@@ -20,6 +19,7 @@ from gateway.options import GatewayConfigError, GatewayOptions, RaftOptions
 from gateway.parts import initial_config, node_properties
 from gateway.priority import NICE_STEPS_MAX
 from gateway.server import serve
+from namesrv_app import schema
 from namesrv_app.checks import check_namesrv_settings
 from namesrv_app.conf import (
     MODES,
@@ -479,10 +479,7 @@ class Command(ProjectCommand):
             self.stdout.write(print_config(gateway_options), ending="")
             return
         if options["migrate"]:
-            for database in ("default", "projection"):  # shared, then this node's own
-                call_command(
-                    "migrate", interactive=False, verbosity=0, skip_checks=True, database=database
-                )
+            schema.migrate(("default", "projection"))  # shared, then this node's own
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         try:
             asyncio.run(
