@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -308,6 +309,15 @@ def test_every_restored_node_answers_as_the_old_cluster_did(
     assert restored["restored"]["cluster"] == "old-cluster"
     for index in range(NODES):
         assert answers(remoting_addr(restored, index)) == original.expected
+    # The restore is in the new cluster's audit log, with the backup's header.
+    run_dir = Path(restored["run_dir"])
+    with sqlite3.connect(run_dir / "shared.sqlite3") as db:
+        entries = db.execute(
+            "SELECT channel, action, target, ok, detail FROM namesrv_app_auditentry"
+            " WHERE action = 'cluster up --restore'"
+        ).fetchall()
+    assert [e[:4] for e in entries] == [("cli", "cluster up --restore", "cluster", 1)]
+    assert json.loads(entries[0][4])["cluster"] == "old-cluster"
 
 
 def test_a_restore_into_a_folder_holding_a_node_is_refused(
@@ -326,6 +336,11 @@ def test_a_restore_into_a_folder_holding_a_node_is_refused(
     assert done.returncode != 0
     assert "holds a node's state (raft/raft.journal" in done.stderr
     assert "Nothing was started" in done.stderr
+    with sqlite3.connect(original.run_dir / "shared.sqlite3") as db:
+        refusals = db.execute(
+            "SELECT ok, result FROM namesrv_app_auditentry WHERE action = 'cluster up --restore'"
+        ).fetchall()
+    assert len(refusals) == 1 and refusals[0][0] == 0 and "holds a node's state" in refusals[0][1]
 
 
 def test_a_restored_broker_is_dropped_unless_it_registers_again(

@@ -3,7 +3,9 @@ wires the Raft peers, grows and shrinks the membership, and cluster.json follows
 
 from __future__ import annotations
 
+import getpass
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,21 @@ def test_add_node_then_remove_node_changes_the_membership(run_dir: Path) -> None
     statuses = _raft_statuses(run_dir)
     assert set(statuses) == {"n1", "n2", "n3"}
     assert all(new["raft_addr"] not in s["members"] for s in statuses.values())
+
+    # Each change is one audit entry in the cluster's shared database, a refusal too.
+    refused = cluster_cli("remove-node", "n9", "--run-dir", str(run_dir))
+    assert refused.returncode != 0 and "n9 is not a node" in refused.stderr
+    with sqlite3.connect(run_dir / "shared.sqlite3") as db:
+        entries = db.execute(
+            "SELECT node_id, channel, action, ok, result, username FROM namesrv_app_auditentry"
+        ).fetchall()
+    assert [e[:4] for e in entries] == [
+        ("n4", "cli", "cluster add-node", 1),
+        ("n4", "cli", "cluster remove-node", 1),
+        ("n9", "cli", "cluster remove-node", 0),
+    ]
+    assert "n9 is not a node" in entries[2][4]
+    assert {e[5] for e in entries} == {getpass.getuser()}
 
 
 def test_membership_changes_are_refused_in_eventual_mode(tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ and ``up --restore FILE`` starts a new cluster from one (:mod:`localcluster.back
 starts them again; ``up --node ID`` starts those of its processes that are not running
 (:mod:`localcluster.restart`). ``recover --survivor ID`` starts the survivor of a lost
 majority again as a one-member cluster and takes the others out
-(:mod:`localcluster.recover`; this command writes its audit entry).
+(:mod:`localcluster.recover`; this command writes its audit entry, as it does for
+``add-node``, ``remove-node`` and ``up --restore``, refusals included:
+:mod:`namesrv_app.cluster_audit`).
 
 A thin shell over :mod:`localcluster.launcher`, which holds every step as a plain
 function (the integration tests call the same functions).
@@ -30,7 +32,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from broker_app.management.command import ProjectCommand
 from localcluster import launcher
-from namesrv_app import recovery
+from namesrv_app import cluster_audit, recovery
 from namesrv_app.agreement import mark_agreement
 from namesrv_app.management import cluster_text
 from raftstore import vocab
@@ -233,10 +235,9 @@ class Command(ProjectCommand):
             elif verb == "down":
                 self._emit(launcher.cluster_down(run_dir), options["json"], cluster_text.down_text)
             elif verb == "add-node":
-                summary = launcher.cluster_add_node(run_dir)
-                self._emit(summary, options["json"], cluster_text.up_text)
+                self._emit(self._add_node(run_dir), options["json"], cluster_text.up_text)
             elif verb == "remove-node":
-                summary = launcher.cluster_remove_node(run_dir, options["node_id"])
+                summary = self._remove_node(run_dir, options["node_id"])
                 self._emit(summary, options["json"], cluster_text.up_text)
             elif verb == "backup":
                 saved = launcher.cluster_backup(run_dir, options["file"], options["from_node"])
@@ -253,6 +254,57 @@ class Command(ProjectCommand):
                 self._status(run_dir, options["json"])
         except launcher.LauncherError as exc:
             raise CommandError(str(exc)) from exc
+
+    def _add_node(self, run_dir: Path) -> dict[str, Any]:
+        """``add-node``, audited (success or refusal, :mod:`namesrv_app.cluster_audit`)."""
+        before = set(launcher.known_node_ids(run_dir))
+        try:
+            summary = launcher.cluster_add_node(run_dir)
+        except launcher.LauncherError as exc:
+            self._audit(run_dir, "cluster add-node", "(new node)", {}, str(exc), ok=False)
+            raise
+        added = [n for n in summary["nodes"] if n["id"] not in before]
+        target = str(added[0]["id"]) if added else "(new node)"
+        detail = {"members": [n["id"] for n in summary["nodes"]]}
+        if added:
+            detail["raft_addr"] = added[0].get("raft_addr")
+        self._audit(run_dir, "cluster add-node", target, detail, f"added {target}", ok=True)
+        return summary
+
+    def _remove_node(self, run_dir: Path, node_id: str) -> dict[str, Any]:
+        """``remove-node ID``, audited (success or refusal)."""
+        try:
+            summary = launcher.cluster_remove_node(run_dir, node_id)
+        except launcher.LauncherError as exc:
+            self._audit(run_dir, "cluster remove-node", node_id, {}, str(exc), ok=False)
+            raise
+        detail = {"members": [n["id"] for n in summary["nodes"]]}
+        self._audit(run_dir, "cluster remove-node", node_id, detail, f"removed {node_id}", ok=True)
+        return summary
+
+    def _audit(
+        self,
+        run_dir: Path,
+        action: str,
+        target: str,
+        detail: dict[str, Any],
+        result: str,
+        *,
+        ok: bool,
+    ) -> None:
+        """One audit entry of a verb that changes the cluster; a failure to write it is
+        said on stderr (the change itself happened, or was refused, either way)."""
+        failed = cluster_audit.record(
+            run_dir,
+            node_id=target,
+            action=action,
+            target=target,
+            detail=detail,
+            result=result,
+            ok=ok,
+        )
+        if failed is not None:
+            self.stderr.write(failed)
 
     def _up(self, run_dir: Path, options: dict[str, Any]) -> None:
         if options["node"] is not None:
@@ -284,13 +336,24 @@ class Command(ProjectCommand):
         demo_ports = options["demo_broker_base_port"]
         if demo_ports is None:
             demo_ports = 0 if options["base_port"] == 0 else launcher.DEMO_BROKER_BASE_PORT
-        summary = launcher.cluster_up(
-            plan,
-            demo=options["demo"],
-            demo_sim=options["demo_sim"],
-            demo_broker_base_port=demo_ports,
-            restore=options["restore"],
-        )
+        restore = options["restore"]
+        try:
+            summary = launcher.cluster_up(
+                plan,
+                demo=options["demo"],
+                demo_sim=options["demo_sim"],
+                demo_broker_base_port=demo_ports,
+                restore=restore,
+            )
+        except launcher.LauncherError as exc:
+            if restore is not None:
+                detail = {"file": str(restore)}
+                self._audit(run_dir, "cluster up --restore", "cluster", detail, str(exc), ok=False)
+            raise
+        if restore is not None:
+            restored = summary.get("restored", {})
+            result = f"every node started from {restore}"
+            self._audit(run_dir, "cluster up --restore", "cluster", restored, result, ok=True)
         self._emit(summary, options["json"], cluster_text.up_text)
         if options["foreground"]:
             self._stay_attached(plan.run_dir)
