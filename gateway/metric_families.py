@@ -156,16 +156,29 @@ class NodeSample:
     """Raft mode: (the Raft port accepts, times it paused accepting)."""
     raft_quorum: bool | None = None
     """Raft mode: this node has contact with a quorum (else it refuses writes)."""
+    view_fingerprint: int = 0
+    """:func:`view_fingerprint` of the node's client-view digest."""
+
+
+FINGERPRINT_HEX_DIGITS = 13
+"""52 bits: a float64 holds every such integer exactly, so Prometheus compares them."""
+
+
+def view_fingerprint(view_digest: str) -> int:
+    """The first 52 bits of a client-view digest (NODE_STATUS ``view_digest``) as an
+    integer: nodes that answer clients alike export the same value, so an alert can
+    compare nodes on what clients see, not only on counts."""
+    return int(view_digest[:FINGERPRINT_HEX_DIGITS] or "0", 16)
 
 
 def sample_node(replicator: Replicator) -> NodeSample:
-    """Read the gauges' values (any thread; raft mode also hashes the table)."""
+    """Read the gauges' values (any thread: the status hashes the table, off the loop)."""
     live, topics = replicator.read(
         lambda table: (len(table.live_brokers()), len(table.all_topic_list().topic_list))
     )
     raft = raft_port = quorum = None
+    status = replicator.status()
     if replicator.mode == MODE_RAFT:
-        status = replicator.status()
         raft = (
             status.term,
             status.state == "leader",
@@ -176,7 +189,10 @@ def sample_node(replicator: Replicator) -> NodeSample:
         port = getattr(status, "raft_port", "listening")
         raft_port = (port == "listening", int(getattr(status, "raft_accept_pauses", 0)))
         quorum = bool(getattr(status, "quorum_contact", True))
-    return NodeSample(replicator.node_id, replicator.mode, live, topics, raft, raft_port, quorum)
+    fingerprint = view_fingerprint(status.view_digest or status.digest)
+    return NodeSample(
+        replicator.node_id, replicator.mode, live, topics, raft, raft_port, quorum, fingerprint
+    )
 
 
 class NodeCollector:
@@ -362,6 +378,13 @@ def node_families(sample: NodeSample) -> Iterator[Metric]:
         "namesrv_live_brokers", "Live broker entries in this node's table.", sample.live_brokers
     )
     yield GaugeMetricFamily("namesrv_topics", "Topics in this node's table.", sample.topics)
+    yield GaugeMetricFamily(
+        "namesrv_client_view_fingerprint",
+        "The first 52 bits of this node's digest of what clients see (routes, cluster "
+        "info, topic lists, KV, config; not liveness), as a number: equal on nodes that "
+        "agree.",
+        sample.view_fingerprint,
+    )
     if sample.raft is None:
         return
     term, is_leader, leader_known, commit_index, applied_index = sample.raft

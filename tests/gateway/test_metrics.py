@@ -264,6 +264,23 @@ async def test_eventual_mode_has_node_gauges_and_no_raft_gauges(gateway: Gateway
     assert not any(name.startswith("namesrv_raft_") for name, _labels in samples)
 
 
+def test_the_client_view_fingerprint_is_equal_where_clients_get_equal_answers() -> None:
+    """Two eventual nodes: equal tables, equal fingerprints; a KV entry only one of them
+    has tells them apart until the other has it too."""
+    from gateway.metric_families import sample_node, view_fingerprint
+    from raftstore import commands as cmd
+
+    first, second = LocalReplicator("n1"), LocalReplicator("n2")
+    empty = sample_node(first).view_fingerprint
+    assert empty == sample_node(second).view_fingerprint > 0
+    assert empty == view_fingerprint(first.status().view_digest) < 2**52
+    put = cmd.PutKV("ORDER_TOPIC_CONFIG", "OnlyOnN1", "broker-a:4")
+    first.apply_now(put)
+    assert sample_node(first).view_fingerprint != sample_node(second).view_fingerprint
+    second.apply_now(put)
+    assert sample_node(first).view_fingerprint == sample_node(second).view_fingerprint
+
+
 def test_only_known_request_codes_get_their_own_label() -> None:
     metrics = GatewayMetrics(LocalReplicator("n1"))
     assert metrics.meter(105) is metrics.meter(105)
@@ -395,6 +412,10 @@ async def test_three_raft_gateways_show_one_leader_and_their_raft_state(tmp_path
     assert value(settled, "namesrv_raft_registrations_total", outcome="proposed") == 0
     assert value(settled, "namesrv_raft_registrations_total", outcome="answered_from_state") == 1
     assert value(settled, "namesrv_raft_registration_waits_timed_out_total") == 0
+    # One table everywhere: one fingerprint, and not the empty table's.
+    fingerprint = value(after, "namesrv_client_view_fingerprint")
+    assert fingerprint == value(settled, "namesrv_client_view_fingerprint")
+    assert {value(s, "namesrv_client_view_fingerprint") for s in scraped} - {fingerprint}
 
 
 async def _agreed(nodes: list[Gateway]) -> list[Samples]:
