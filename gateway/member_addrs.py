@@ -27,6 +27,7 @@ import logging
 import time
 from typing import Any
 
+from gateway.private_codes import MEMBERS_MAX
 from gateway.services import NameServerService
 from raftstore.raft import RaftReplicator
 from raftstore.replicator import Replicator
@@ -44,8 +45,6 @@ FAILURE_LOG_INTERVAL_S = 60.0
 """One line a minute while publishing fails (no quorum, a full KV quota)."""
 PRUNED_PER_ROUND_MAX = 16
 """Records of non-members the leader deletes per round (the rest in the next rounds)."""
-MEMBERS_MAX = 64
-"""Members a MEMBER_ADDRS answer names at most (a Raft cluster has a handful)."""
 
 
 def member_addrs(replicator: Replicator) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -33,15 +33,19 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
-from gateway.handoff import HandoffServer
-from gateway.services import ScanFallback
-from raftstore.liveness import RegistrationDeduper
-from raftstore.replicator import Replicator
 from raftstore.vocab import MODE_RAFT
-from remoting.acl_policy import RemotingAcl
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.listener import ConnectionBudget, open_files_limit, process_budget
+
+if TYPE_CHECKING:
+    # Annotations only: the web process imports this module for its latency buckets and
+    # should not pay for the gateway's service layer.
+    from gateway.handoff import HandoffServer
+    from gateway.services import ScanFallback
+    from raftstore.liveness import RegistrationDeduper
+    from raftstore.replicator import Replicator
+    from remoting.acl_policy import RemotingAcl
 
 log = logging.getLogger(__name__)
 

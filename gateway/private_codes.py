@@ -56,6 +56,9 @@ class InternalCode(IntEnum):
     apart from the codes above, which grow one by one."""
 
 
+MEMBERS_MAX = 64
+"""Members a MEMBER_ADDRS answer names at most (a Raft cluster has a handful)."""
+
 STATUS_BROKERS_FIELD = "brokers"
 STATUS_BROKERS_WANTED = "1"
 """NODE_STATUS ext ``brokers=1``: the status answer includes ``brokers``."""

@@ -50,6 +50,7 @@ from raftstore.results import (
     RegisterBrokerOutcome,
     Replication,
 )
+from remoting.body_limits import NAME_CHARS_MAX
 from remoting.model import (
     DataVersion,
     QueueData,
@@ -59,8 +60,6 @@ from remoting.model import (
 
 log = logging.getLogger(__name__)
 
-NAME_CHARS_MAX = 255
-"""Longest cluster name, broker name or address the node accepts and stores."""
 BROKER_ID_MAX = 2**63 - 1
 """Broker ids are Java longs."""
 QUEUE_NUMS_MAX = 2**31 - 1

@@ -14,9 +14,9 @@ from django.conf import settings
 
 from gateway.clock import SystemClock
 from gateway.priority import BELOW_FRONT_NICE
-from gateway.services import NAME_CHARS_MAX as NAME_CHARS_MAX
 from raftstore import vocab
 from remoting.acl import read_secret_file
+from remoting.body_limits import NAME_CHARS_MAX as NAME_CHARS_MAX
 from remoting.limits import (
     CONNECTIONS_PER_ADDRESS_MAX,
     FRAME_DEADLINE_S,

@@ -12,12 +12,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import import_string
 
-from gateway.loops import LeaderPublisher
 from raftstore.results import MasterMove
+
+if TYPE_CHECKING:
+    # An annotation only: gateway.loops brings PySyncObj, which the web process never needs.
+    from gateway.loops import LeaderPublisher
 
 log = logging.getLogger(__name__)
 

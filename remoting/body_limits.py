@@ -40,6 +40,8 @@ _MIB = 1024 * _KIB
 
 # ------------------------------------------------------------ the parts of bodies
 
+NAME_CHARS_MAX = 255
+"""Longest cluster name, broker name or address the node accepts and stores."""
 TOPIC_NAME_CHARS_MAX = 1024
 """Longest topic name in a REGISTER_BROKER body (and the longest string of its JSON). A
 topic name is at most 127 characters (``TopicValidator.TOPIC_MAX_LENGTH``), a group 255

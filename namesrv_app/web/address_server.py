@@ -28,7 +28,7 @@ Public like upstream's (no login, no token: the clients send neither) and read-o
 like every page. Cheap whoever asks: the answer is held for
 :data:`NSADDR_CACHE_TTL_MS` in each web process, so the gateway is asked at most once
 a second per process, and what it is asked is a read of a few keys, bounded by
-:data:`~gateway.member_addrs.MEMBERS_MAX`.
+:data:`~gateway.private_codes.MEMBERS_MAX`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
-from gateway.member_addrs import MEMBERS_MAX
+from gateway.private_codes import MEMBERS_MAX
 from namesrv_app import gateway_client
 from namesrv_app.conf import namesrv_settings
 from namesrv_app.gateway_client import GatewayError
