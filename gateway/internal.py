@@ -18,13 +18,8 @@ from gateway.backups import BackupTooLarge, take_backup
 from gateway.dispatch import replication_remark
 from gateway.member_addrs import member_addrs
 from gateway.private_codes import STATUS_BROKERS_FIELD, STATUS_BROKERS_WANTED, InternalCode
-from gateway.services import (
-    ROLE_STANDALONE,
-    NameServerService,
-    ScanFallback,
-    ScanOutcome,
-    ServiceError,
-)
+from gateway.scan_fallback import ROLE_STANDALONE, ScanFallback, ScanOutcome
+from gateway.services import NameServerService, ServiceError
 from raftstore.backup import DEFAULT_CLUSTER_NAME, BackupError
 from raftstore.raft import MembershipError
 from raftstore.replicator import ReplicationError

@@ -7,7 +7,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from gateway.services import NameServerService, ScanFallback
+from gateway.scan_fallback import ScanFallback
+from gateway.services import NameServerService
 from raftstore.raft import RaftReplicator
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     # Annotations only: the web process imports this module for its latency buckets and
     # should not pay for the gateway's service layer.
     from gateway.handoff import HandoffServer
-    from gateway.services import ScanFallback
+    from gateway.scan_fallback import ScanFallback
     from raftstore.liveness import RegistrationDeduper
     from raftstore.replicator import Replicator
     from remoting.acl_policy import RemotingAcl

@@ -40,9 +40,10 @@ the internal port and the gateway's own scan loops alike): ``namesrv_scan_runs_t
 ``namesrv_scan_failures_total`` and ``namesrv_scan_expired_total`` (live entries the
 scans of this node expired; in raft mode only the leader's scan expires anything).
 
-The scan fallback (``GatewayOptions.scan_fallback_s``; :class:`~gateway.services.ScanFallback`),
-read at scrape time: ``namesrv_scan_fallback_active`` (1 while this node scans itself
-because no external scan arrived for three periods, the alarm of NODE_STATUS) and
+The scan fallback (``GatewayOptions.scan_fallback_s``;
+:class:`~gateway.scan_fallback.ScanFallback`), read at scrape time:
+``namesrv_scan_fallback_active`` (1 while this node scans itself because no external
+scan arrived for three periods, the alarm of NODE_STATUS) and
 ``namesrv_scan_fallback_runs_total`` (the scans it ran; they count in
 ``namesrv_scan_runs_total`` too). Both are 0 when the fallback is off.
 
@@ -74,7 +75,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import choose_encoder
 
 from gateway.metric_families import CodeMeter, NodeCollector
-from gateway.services import ScanFallback, ScanOutcome
+from gateway.scan_fallback import ScanFallback, ScanOutcome
 from raftstore.liveness import RegistrationDeduper
 from raftstore.replicator import Replicator
 from remoting.acl_policy import RemotingAcl
@@ -183,7 +184,7 @@ class GatewayMetrics:
 
     def count_scan(self, result: ScanOutcome | Exception) -> None:
         """Count one liveness scan: what it expired, or that it failed (a
-        :data:`~gateway.services.ScanObserver` of the service)."""
+        :data:`~gateway.scan_fallback.ScanObserver` of the service)."""
         self.scan_runs.inc()
         if isinstance(result, Exception):
             self.scan_failures.inc()

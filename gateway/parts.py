@@ -21,7 +21,8 @@ from gateway.metrics import GatewayMetrics, metrics_bind_host
 from gateway.metrics_http import MetricsHttpServer
 from gateway.mirror import Mirror
 from gateway.options import GatewayConfigError, GatewayOptions, RaftOptions
-from gateway.services import NameServerService, ScanFallback
+from gateway.scan_fallback import ScanFallback
+from gateway.services import NameServerService
 from raftstore.config import NamesrvConfig
 from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
 from raftstore.replicator import MODE_EVENTUAL, MODE_RAFT, LocalReplicator, Replicator

@@ -15,7 +15,7 @@
 In eventual mode the liveness scan comes from Celery beat over the internal port;
 with ``scan_fallback_s`` set, a gateway that hears no scan for three such periods
 scans itself every period and raises an alarm until the scans come back
-(:class:`~gateway.services.ScanFallback`), so a dead beat or Redis cannot keep a
+(:class:`~gateway.scan_fallback.ScanFallback`), so a dead beat or Redis cannot keep a
 silent broker in the table forever.
 
 In eventual mode a closed broker connection unregisters what was registered
@@ -77,7 +77,7 @@ from gateway.priority import lower_priority
 from gateway.private_codes import FRONT_PEER_CODE, FRONT_STATS_CODE, ROUTE_ANSWERS_FIELD
 from gateway.restore import RestoredNode, load as load_restore
 from gateway.route_answers import RouteVersions
-from gateway.services import ScanFallback
+from gateway.scan_fallback import ScanFallback
 from raftstore.commands import Command, PutKV
 from raftstore.raft import RaftReplicator
 from raftstore.replicator import MODE_EVENTUAL, Replicator

@@ -24,14 +24,18 @@ unregistration, and a closed connection's entries pass through it here.
 from __future__ import annotations
 
 import logging
-import math
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from gateway.broker_holds import BrokerHolds
 from gateway.clock import Clock, SystemClock
 from gateway.expiry_reports import KIND_CHANNEL_CLOSE, ExpiryReports, RaftPosition
+from gateway.scan_fallback import (
+    ROLE_FOLLOWER,
+    ROLE_LEADER,
+    ROLE_STANDALONE,
+    ScanObserver,
+    ScanOutcome,
+)
 from raftstore import commands as cmd
 from raftstore.config import NamesrvConfig, clamp_heartbeat_timeout_ms
 from raftstore.liveness import RegistrationDeduper, TouchCoalescer
@@ -39,11 +43,9 @@ from raftstore.raft import DEFAULT_SKEW_ALLOWANCE_MS, RaftReplicator
 from raftstore.replicator import MODE_RAFT, Replicator
 from raftstore.results import (
     ApplyResult,
-    BrokerAddrInfo,
     ConfigOutcome,
     ExpireOutcome,
     KvQuotaExceeded,
-    MasterElection,
     MinBrokerIdChange,
     PermOutcome,
     QueryDataVersionOutcome,
@@ -71,123 +73,11 @@ Notifier = Callable[[tuple[MinBrokerIdChange, ...]], None]
 """Receives the NOTIFY_MIN_BROKER_ID_CHANGE messages a command asks to send."""
 
 
-ROLE_LEADER = "leader"
-ROLE_FOLLOWER = "follower"
-ROLE_STANDALONE = "standalone"
 REMARK_NOT_RAFT = "not in raft mode"
 
 
 class ServiceError(ValueError):
     """Input a service refuses; the message is fit to show the caller (a wire remark)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScanOutcome:
-    """What one liveness scan did on this node.
-
-    ``role`` is ``leader`` (raft: this node proposed the one ExpireBrokers),
-    ``follower`` (raft: skipped, the leader decides) or ``standalone`` (eventual).
-    """
-
-    expired: tuple[BrokerAddrInfo, ...]
-    role: str
-    elections: tuple[MasterElection, ...] = ()
-
-
-ScanObserver = Callable[[ScanOutcome | Exception], None]
-"""Told each liveness scan's result: its outcome, or the exception it raised (which the
-scan then raises again). Called on the event loop thread; it must not block."""
-
-
-SCAN_FALLBACK_MISSED_PERIODS = 3
-"""External scan periods a node waits through, without one scan, before it scans itself."""
-
-
-class ScanFallback:
-    """When the external scans stop, this node scans itself ("no single point for expiry").
-
-    In eventual mode the liveness scan arrives from outside (Celery beat and its
-    worker, through Redis, over the internal port) every ``period_s`` seconds. When
-    none has arrived for :data:`SCAN_FALLBACK_MISSED_PERIODS` periods, the gateway
-    scans on its own every ``period_s`` (the same :meth:`NameServerService.scan`,
-    stamped by the gateway's clock) and reports an alarm, until an external scan
-    arrives again. Only the proposal side reads time here (a monotonic clock, for
-    the silence); the apply path still gets its time inside each command.
-
-    ``period_s`` 0 turns it off (raft mode, or a gateway that scans itself anyway).
-    Used from the gateway's event loop only; scrapes read ``active`` and ``runs``.
-    """
-
-    def __init__(
-        self, period_s: float = 0.0, *, monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
-        if not math.isfinite(period_s) or period_s < 0:
-            raise ValueError(f"the scan fallback period must be >= 0 seconds, got {period_s}")
-        self.period_s = float(period_s)
-        self._monotonic = monotonic
-        self._last_external = monotonic()
-        self.active = False
-        """True while this node scans itself (the alarm is up)."""
-        self.runs = 0
-        """Scans the fallback ran (failed ones included)."""
-
-    @property
-    def enabled(self) -> bool:
-        """Whether this node takes over at all."""
-        return self.period_s > 0
-
-    @property
-    def trigger_after_s(self) -> float:
-        """The silence after which the fallback starts scanning."""
-        return SCAN_FALLBACK_MISSED_PERIODS * self.period_s
-
-    def silence_s(self) -> float:
-        """Seconds since the last external scan (or since the gateway started)."""
-        return max(0.0, self._monotonic() - self._last_external)
-
-    def restart(self) -> None:
-        """Count the silence from now (the gateway starts listening)."""
-        self._last_external = self._monotonic()
-
-    def external_scan(self) -> None:
-        """An external scan arrived: stop scanning here and clear the alarm."""
-        self._last_external = self._monotonic()
-        if self.active:
-            self.active = False
-            log.warning("scan fallback off: external scans are back, this node stops scanning")
-
-    def seconds_until_due(self) -> float:
-        """0 when this node should scan now (for the first time or again), else the wait."""
-        return max(0.0, self.trigger_after_s - self.silence_s())
-
-    def begin_run(self) -> None:
-        """A fallback scan starts now; the first one since the external scans stopped
-        raises the alarm."""
-        self.runs += 1
-        if not self.active:
-            self.active = True
-            log.warning("%s", self.alarm())
-
-    def alarm(self) -> str:
-        """The alarm text, as NODE_STATUS lists it."""
-        return (
-            f"scan fallback: no scan from Celery beat for {self.silence_s():.0f} s; "
-            f"this node scans itself every {self.period_s:g} s"
-        )
-
-    def alarms(self) -> list[str]:
-        """The alarm while active, else nothing."""
-        return [self.alarm()] if self.enabled and self.active else []
-
-    def status(self) -> dict[str, object]:
-        """What NODE_STATUS says about the fallback."""
-        return {
-            "enabled": self.enabled,
-            "active": self.active,
-            "period_s": self.period_s,
-            "silence_s": round(self.silence_s(), 3),
-            "runs": self.runs,
-        }
 
 
 def _check_text(label: str, value: object, *, chars_max: int = NAME_CHARS_MAX) -> str:

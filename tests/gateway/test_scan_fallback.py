@@ -19,8 +19,8 @@ import pytest
 
 from gateway.options import GatewayConfigError, GatewayOptions, scan_fallback_period_s
 from gateway.private_codes import InternalCode
+from gateway.scan_fallback import SCAN_FALLBACK_MISSED_PERIODS, ScanFallback
 from gateway.server import Gateway
-from gateway.services import SCAN_FALLBACK_MISSED_PERIODS, ScanFallback
 from localcluster.demo import DemoBroker, register_request, topic_table
 from raftstore.vocab import MODE_EVENTUAL, MODE_RAFT
 from remoting.client import RemotingClient

@@ -9,7 +9,8 @@ import pytest
 
 from gateway.dispatch import RequestDispatcher
 from gateway.metrics import GatewayMetrics
-from gateway.services import NameServerService, ScanOutcome, ServiceError
+from gateway.scan_fallback import ScanOutcome
+from gateway.services import NameServerService, ServiceError
 from raftstore.replicator import LocalReplicator
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
