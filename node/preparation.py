@@ -139,16 +139,22 @@ def _copy_database(source: Path, target: Path) -> None:
 
 def database_from_template(db: Path, alias: str, fingerprint: str) -> bool:
     """A fresh database ``db`` copied from the template of its schema and stamped; False
-    (nothing done) when ``db`` exists or there is no template yet."""
+    (nothing done) when ``db`` exists or there is no template yet.
+
+    The copy is made beside ``db`` and linked into place only if ``db`` still does not
+    exist (``os.link`` fails on an existing name): two processes starting on one file at
+    once never write over each other, and the loser migrates the winner's file, as
+    before templates (a no-op)."""
     template = _template(fingerprint, f"{alias}.sqlite3")
     if db.exists() or not template.is_file():
         return False
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
-        _copy_database(template, db)
+        with tempfile.TemporaryDirectory(dir=db.parent, prefix=".prepared-") as scratch:
+            staged = Path(scratch) / db.name
+            _copy_database(template, staged)
+            os.link(staged, db)
     except (OSError, sqlite3.Error):
-        for leftover in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-            leftover.unlink(missing_ok=True)
         return False
     stamp(db, fingerprint)
     return True

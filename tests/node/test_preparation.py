@@ -154,3 +154,21 @@ def test_run_node_prepares_a_node_once_per_version_of_the_code(tmp_path: Path) -
     assert [log.stat().st_size for log in logs] == sizes
     for db in ("namesrv.sqlite3", "shared.sqlite3"):
         assert ("namesrv_app", "0001_initial") in _rows(config.data_dir / db)
+
+
+def test_a_database_another_process_created_meanwhile_is_left_alone(
+    tmp_path: Path, templates: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    preparation.keep_database(_migrated(tmp_path / "first.sqlite3"), "default", "fp", template=True)
+    db = tmp_path / "shared.sqlite3"
+    copy = preparation._copy_database
+
+    def racing(source: Path, target: Path) -> None:
+        db.write_bytes(b"the other process's database")  # it won the race
+        copy(source, target)
+
+    monkeypatch.setattr(preparation, "_copy_database", racing)
+    assert not preparation.database_from_template(db, "default", "fp")
+    assert db.read_bytes() == b"the other process's database"
+    assert not preparation.is_prepared(db, "fp")  # so it is migrated, as before templates
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".prepared-")) == []
