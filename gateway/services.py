@@ -58,6 +58,7 @@ from remoting.model import (
     QueueData,
     TopicConfigSerializeWrapper,
     has_control_characters,
+    has_lone_surrogate,
 )
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,28 @@ def _check_text(label: str, value: object, *, chars_max: int = NAME_CHARS_MAX) -
         raise ServiceError(f"{label} is longer than {chars_max} characters")
     if has_control_characters(value):
         raise ServiceError(f"{label} contains control characters")
+    return _check_unicode(label, value)
+
+
+def _check_unicode(label: str, value: str) -> str:
+    """``value`` unless it holds a lone surrogate (:func:`has_lone_surrogate`)."""
+    if has_lone_surrogate(value):
+        raise ServiceError(f"{label} holds a lone surrogate: not Unicode text")
     return value
+
+
+def _check_topic_names(names: Iterable[str]) -> None:
+    """Every registered topic name is Unicode text. One encode of them all (the common
+    case costs microseconds for thousands of topics), then the culprit is named."""
+    names = list(names)
+    try:
+        "".join(names).encode("utf-8")
+    except UnicodeEncodeError:
+        bad = next(n for n in names if has_lone_surrogate(n))
+        raise ServiceError(
+            f"topic {bad.encode('utf-8', 'backslashreplace').decode()} holds a lone "
+            "surrogate: not Unicode text"
+        ) from None
 
 
 def _check_offset(label: str, value: int | None) -> int | None:
@@ -264,16 +286,22 @@ class NameServerService:
         (:class:`~raftstore.commands.RegisterBroker`) only in raft mode.
         """
         raft = self.registrations is not None
+        if topic_config_wrapper is not None and topic_config_wrapper.topic_config_table:
+            _check_topic_names(topic_config_wrapper.topic_config_table)
         return cmd.RegisterBroker(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),
             broker_name=_check_text("brokerName", broker_name),
             broker_id=_check_int("brokerId", broker_id, low=0, high=BROKER_ID_MAX),
-            ha_server_addr=ha_server_addr or "",
+            ha_server_addr=_check_unicode("haServerAddr", ha_server_addr or ""),
             now_ms=self.clock.now_ms(),
             topic_config_wrapper=topic_config_wrapper,
-            filter_server_list=(None if filter_server_list is None else tuple(filter_server_list)),
-            zone_name=zone_name or None,
+            filter_server_list=(
+                None
+                if filter_server_list is None
+                else tuple(_check_unicode("filterServer", f) for f in filter_server_list)
+            ),
+            zone_name=_check_unicode("zoneName", zone_name) if zone_name else None,
             heartbeat_timeout_ms=(
                 None
                 if heartbeat_timeout_ms is None
@@ -639,7 +667,10 @@ class NameServerService:
         """UPDATE_NAMESRV_CONFIG: the blacklisted key that refused it, or None when applied."""
         if not properties:
             return None
-        pairs = tuple((str(k), str(v)) for k, v in properties.items())
+        pairs = tuple(
+            (_check_unicode("key", str(k)), _check_unicode(str(k), str(v)))
+            for k, v in properties.items()
+        )
         blacklist = self.replicator.read(lambda table: table.config.blacklisted_keys())
         for key, _ in pairs:
             if key in blacklist:
@@ -671,4 +702,4 @@ def _check_text_or_empty(label: str, value: str | None) -> str:
         raise ServiceError(f"{label} is missing")
     if len(value) > KV_VALUE_CHARS_MAX:
         raise ServiceError(f"{label} is longer than {KV_VALUE_CHARS_MAX} characters")
-    return value
+    return _check_unicode(label, value)

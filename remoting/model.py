@@ -36,6 +36,18 @@ _CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f]")
 """Unicode's control characters (category Cc): exactly these 65 code points."""
 
 
+_LONE_SURROGATES = re.compile("[\ud800-\udfff]")
+"""A surrogate code point left in a decoded string: JSON's ``\\ud83d\\ude00`` pair decodes to
+one astral character, so any surrogate still there had no partner."""
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds a lone surrogate (``\\ud800`` in JSON without its pair): it
+    is not Unicode text, no UTF-8 file, database or page can hold it, and no broker
+    writes one (RocketMQ's TopicValidator allows ASCII names only)."""
+    return _LONE_SURROGATES.search(text) is not None
+
+
 def has_control_characters(text: str) -> bool:
     """True when ``text`` holds a control character (names must not: a log line or a
     console page would show something other than what was stored)."""

@@ -192,3 +192,60 @@ async def test_eventual_mode_registers_every_request_whole(node: Node) -> None:
     ]
     assert kinds == [Kind.FULL, Kind.FULL]
     assert node[0].read(lambda t: t.pickup_topic_route("T2")) is not None
+
+
+async def test_a_topic_name_with_a_lone_surrogate_is_refused_and_nothing_changes(
+    node: Node,
+) -> None:
+    """JSON may carry ``\\ud800`` without its pair: no UTF-8 file, database or page can hold
+    such a name, so the whole registration is refused, naming the topic; a real pair (an
+    emoji) is Unicode text and registers."""
+    replicator, _, dispatcher = node
+    request = register_request(0, MASTER_ADDR, MASTER_HA, "T1", "bad?name")
+    # The encoder writes what Java would (a "?"); a hostile peer writes the escape.
+    assert request.body is not None and request.body.count(b"bad?name") == 2
+    request.body = request.body.replace(b"bad?name", b"bad\\ud800name")
+    assert request.ext_fields is not None
+    request.ext_fields["bodyCrc32"] = str(body_crc32(request.body))
+    response = await dispatcher.handle(request)
+    assert response is not None and response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark == "topic bad\\ud800name holds a lone surrogate: not Unicode text"
+    assert replicator.read(lambda t: t.broker_datas()) == {}
+    emoji = await dispatcher.handle(
+        register_request(0, MASTER_ADDR, MASTER_HA, "T1", "ok\U0001f600")
+    )
+    assert emoji is not None and emoji.code == ResponseCode.SUCCESS
+    assert replicator.read(lambda t: t.all_topic_list().topic_list) == ["T1", "ok\U0001f600"]
+
+
+async def test_every_other_name_and_value_with_a_lone_surrogate_is_refused(node: Node) -> None:
+    from gateway.services import ServiceError
+
+    _, service, _ = node
+    for field in ("brokerName", "clusterName", "haServerAddr"):
+        fields = {"brokerName": "broker-a", "clusterName": "C", "haServerAddr": "h:1"}
+        fields[field] = "x\udc00"
+        try:
+            await service.register_broker(
+                cluster_name=fields["clusterName"],
+                broker_addr=MASTER_ADDR,
+                broker_name=fields["brokerName"],
+                broker_id=0,
+                ha_server_addr=fields["haServerAddr"],
+            )
+        except ServiceError as exc:
+            assert "lone surrogate" in str(exc) and field in str(exc)
+        else:
+            raise AssertionError(f"{field} with a lone surrogate was accepted")
+    for namespace, key, value in (
+        ("n\ud800", "k", "v"),
+        ("n", "k\ud800", "v"),
+        ("n", "k", "\ud800"),
+    ):
+        try:
+            await service.put_kv(namespace=namespace, key=key, value=value)
+        except ServiceError as exc:
+            assert "lone surrogate" in str(exc)
+        else:
+            raise AssertionError(f"KV {namespace!r} {key!r} {value!r} was accepted")
+    assert node[0].read(lambda t: t.kv_namespaces()) == {}
