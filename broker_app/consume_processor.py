@@ -5,7 +5,9 @@ Upstream's ``ClientManageProcessor`` (HEART_BEAT 34, UNREGISTER_CLIENT 35),
 14/15), ``PullMessageProcessor`` (PULL_MESSAGE 11 with long polling), the offset
 queries of ``AdminBrokerProcessor`` (29-32, LOCK/UNLOCK_BATCH_MQ 41/42) and
 ``consumerSendMsgBack`` (36) in one module. :class:`~broker_app.processor.BrokerProcessor`
-routes the codes here; the rules of each answer are in the handlers' docstrings.
+routes the codes here; the rules of each answer are in the handlers' docstrings. The
+offset codes (14/15, 29-32) are answered by :mod:`broker_app.offset_handlers`, which the
+processor owns and names under the same method names.
 
 The state lives in the broker core: its :class:`~broker_app.clients.ConsumerManager`,
 its metadata (consumer offsets, subscription groups) and its message store.
@@ -30,6 +32,10 @@ from broker_app.clients import (
 )
 from broker_app.config import BrokerRole
 from broker_app.core import BrokerCore
+from broker_app.offset_handlers import (
+    QUERY_NOT_FOUND_REMARK as QUERY_NOT_FOUND_REMARK,
+    OffsetHandlers,
+)
 from broker_app.redelivery import DEFAULT_MAX_RECONSUME_TIMES, reconsume_times, send_back
 from broker_app.store.message_store import GetResult, GetStatus
 from broker_app.store.record import MessageRecord, parse_properties
@@ -61,7 +67,6 @@ SUSPEND_MAX_S = 60.0
 """The longest a pull is held, whatever the client asks for."""
 Refusal = tuple[int, str]
 """A response code and its remark."""
-QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,9 @@ class ConsumeProcessor:
 
     def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
+        # The offset codes' handlers (broker_app/offset_handlers.py); the code table in
+        # broker_app/processor.py names them through this attribute.
+        self.offsets = OffsetHandlers(broker)
 
     # -- clients ---------------------------------------------------------------
 
@@ -173,77 +181,6 @@ class ConsumeProcessor:
             )
         body = fastjson.dumps(consumer_connection(group)).encode()
         return request.make_response(ResponseCode.SUCCESS, body=body)
-
-    # -- offsets ---------------------------------------------------------------
-
-    async def query_consumer_offset(
-        self, request: RemotingCommand, _conn: Connection
-    ) -> RemotingCommand:
-        """QUERY_CONSUMER_OFFSET: the committed offset; for a group that never committed
-        on a queue that still starts at 0, offset 0 (the group reads it all), else
-        QUERY_NOT_FOUND (the client then starts where ``consumeFromWhere`` says)."""
-        group = require_str(request, "consumerGroup")
-        topic = require_str(request, "topic")
-        queue_id = require_int(request, "queueId", bits=32)
-        offset = self.broker.metadata.consumer_offset(topic, group, queue_id)
-        if offset is None:
-            store = self.broker.require_store()
-            if store.queue_min_offset(topic, queue_id) > 0:
-                return request.make_response(ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK)
-            offset = 0
-        return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
-
-    async def update_consumer_offset(
-        self, request: RemotingCommand, _conn: Connection
-    ) -> RemotingCommand | None:
-        """UPDATE_CONSUMER_OFFSET (often one-way): store the group's offset of one queue.
-        A slave takes it too; the master's table overwrites it at the next sync."""
-        self.broker.groups.commit_offset(
-            require_str(request, "topic"),
-            require_str(request, "consumerGroup"),
-            require_int(request, "queueId", bits=32),
-            require_int(request, "commitOffset"),
-        )
-        if request.is_oneway:
-            return None
-        return request.make_response(ResponseCode.SUCCESS)
-
-    async def search_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        """SEARCH_OFFSET_BY_TIMESTAMP: the first queue offset stored at or after ``timestamp``."""
-        store = self.broker.require_store()
-        offset = store.offset_by_time(
-            require_str(request, "topic"),
-            require_int(request, "queueId", bits=32),
-            require_int(request, "timestamp"),
-        )
-        return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
-
-    async def max_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        """GET_MAX_OFFSET: the queue's next offset."""
-        store = self.broker.require_store()
-        offset = store.queue_max_offset(
-            require_str(request, "topic"), require_int(request, "queueId", bits=32)
-        )
-        return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
-
-    async def min_offset(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-        """GET_MIN_OFFSET: the queue's first readable offset."""
-        store = self.broker.require_store()
-        offset = store.queue_min_offset(
-            require_str(request, "topic"), require_int(request, "queueId", bits=32)
-        )
-        return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
-
-    async def earliest_store_time(
-        self, request: RemotingCommand, _conn: Connection
-    ) -> RemotingCommand:
-        """GET_EARLIEST_MSG_STORETIME: store time of the queue's first message (-1: none)."""
-        store = self.broker.require_store()
-        topic = require_str(request, "topic")
-        queue_id = require_int(request, "queueId", bits=32)
-        stored = store.store_time_at(topic, queue_id, store.queue_min_offset(topic, queue_id))
-        timestamp = -1 if stored is None else stored
-        return request.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": str(timestamp)})
 
     # -- pulling ---------------------------------------------------------------
 

@@ -16,6 +16,12 @@ proposed (:mod:`gateway.broker_holds`, docs/SECURITY.md "Who may move a broker")
 Handlers only parse headers and bodies, call one service or selector and shape
 the answer; every rule lives in ``raftstore`` and every write goes through
 :class:`~gateway.services.NameServerService`.
+
+Where each code is handled: both tables in :meth:`RequestDispatcher.__init__` name
+every code. Writes and reads that may wait (a linearizable route query's barrier) are
+methods here; reads answered at once (route queries without a barrier, cluster info,
+topic lists, KV reads, the namesrv config, broker member groups) are methods of
+:class:`gateway.dispatch_reads.ImmediateReads`, reached as ``dispatcher.reads``.
 """
 
 from __future__ import annotations
@@ -26,9 +32,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway import selectors
 from gateway.broker_holds import HoldRefusal, Touch
 from gateway.clock import Clock
+from gateway.dispatch_reads import (
+    REMARK_DISABLE as REMARK_DISABLE,
+    REMARK_NOT_READY,
+    ROUTE_FAQ_URL as ROUTE_FAQ_URL,
+    ImmediateReads,
+    need_wait_for_service,
+    route_not_found_remark as route_not_found_remark,
+)
 from gateway.registration import (
     CONFIRM_OFFSET_FIELD,
     MAX_OFFSET_FIELD,
@@ -37,25 +50,18 @@ from gateway.registration import (
     replication_of,
 )
 from gateway.route_cache import RouteCache
-from gateway.route_request import is_linearizable, wants_standard_json
+from gateway.route_request import is_linearizable, wants_standard_json as wants_standard_json
 from gateway.services import NameServerService, ServiceError
 from gateway.split_registration import PartHeld
 from raftstore.config import NamesrvConfig, blacklist_reason
 from raftstore.replicator import NoQuorumError, ReplicationError
 from raftstore.results import RegisterBrokerOutcome
-from raftstore.zone import (
-    ZONE_MODE_EXT_FIELD,
-    ZONE_NAME_EXT_FIELD,
-    filter_route_by_zone,
-    zone_filter_requested,
-)
 from remoting import bodies
 from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, make_response
 from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_int, header_str, require_int, require_str
-from remoting.model import TopicList
 
 if TYPE_CHECKING:
     from remoting.connection import Connection
@@ -76,16 +82,9 @@ PENDING = Pending.PENDING
 
 SyncHandler = Callable[[RemotingCommand], "RemotingCommand | Pending"]
 
-ROUTE_FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 # Raft failover: the broker id a registrant is told to take (docs/RAFT.md, "Failover").
 ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
 
-_SUCCESS = int(ResponseCode.SUCCESS)
-"""Route bodies use quoted keys from this request version on. Plain ints: the route
-query path uses both per query, and an IntEnum member lookup costs a descriptor call."""
-
-REMARK_NOT_READY = "name server not ready"
-REMARK_DISABLE = "disable"
 REMARK_REGISTER_FAILED = "register broker failed"
 REMARK_BLACKLISTED = "Can not update config in black list."
 
@@ -93,15 +92,6 @@ REMARK_BLACKLISTED = "Can not update config in black list."
 def blacklisted_remark(key: str) -> str:
     """Upstream's remark, then which key refused the update and why."""
     return f"{REMARK_BLACKLISTED} {key} is {blacklist_reason(key)}."
-
-
-def route_not_found_remark(topic: str | None) -> str:
-    """The 5.x TOPIC_NOT_EXIST remark, FAQ link included."""
-    shown = "null" if topic is None else topic
-    return (
-        f"No topic route info in name server for the topic: {shown}\n"
-        f"See {ROUTE_FAQ_URL} for further details."
-    )
 
 
 def replication_remark(exc: ReplicationError) -> str:
@@ -119,14 +109,6 @@ def replication_remark(exc: ReplicationError) -> str:
 
 def _peer_host(conn: Connection | None) -> str:
     return "" if conn is None else conn.peer_host
-
-
-def need_wait_for_service(config: NamesrvConfig, started_ms: int, now_ms: int) -> bool:
-    """5.x ClientRequestProcessor readiness: refuse routes for ``waitSecondsForService``
-    after the processor started, when ``needWaitForService`` is on."""
-    if not config.need_wait_for_service:
-        return False
-    return now_ms - started_ms < config.wait_seconds_for_service * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,21 +143,25 @@ class RequestDispatcher:
         self.started_ms = self.clock.now_ms()
         self.route_cache = route_cache if route_cache is not None else RouteCache(self.replicator)
         self.registrar = Registrar(service)
+        self.reads = reads = ImmediateReads(
+            self.replicator, self.route_cache, self.clock, self.started_ms, node_properties
+        )
         # Requests answered without waiting for anything: the remoting server
-        # writes their answer from answer_now without creating a Task.
+        # writes their answer from answer_now without creating a Task. All but
+        # 105 (kept here for its barrier twin below) live in gateway.dispatch_reads.
         self.sync_handlers: dict[int, SyncHandler] = {
-            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.GET_KV_CONFIG: reads.get_kv_config,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.route_answer_now,
-            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
-            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
-            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
-            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
-            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
-            RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
-            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_has_unit_sub_topic_list,
-            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_ununit_list,
-            RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
-            RequestCode.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
+            RequestCode.GET_BROKER_CLUSTER_INFO: reads.get_broker_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: reads.get_all_topic_list,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: reads.get_kv_list_by_namespace,
+            RequestCode.GET_TOPICS_BY_CLUSTER: reads.get_topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: reads.get_system_topic_list,
+            RequestCode.GET_UNIT_TOPIC_LIST: reads.get_unit_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: reads.get_has_unit_sub_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: reads.get_has_unit_sub_ununit_list,
+            RequestCode.GET_NAMESRV_CONFIG: reads.get_namesrv_config,
+            RequestCode.GET_BROKER_MEMBER_GROUP: reads.get_broker_member_group,
         }
         # Writes, and reads that may wait (a linearizable route query's barrier).
         self.handlers: dict[int, Handler] = {
@@ -260,24 +246,6 @@ class RequestDispatcher:
         )
         return make_response(request, ResponseCode.SUCCESS)
 
-    def get_kv_config(self, request: RemotingCommand) -> RemotingCommand:
-        """101: the value in ext ``value``; 22 with ``extFields {}`` when missing."""
-        namespace = header_str(request, "namespace")
-        key = header_str(request, "key")
-        value = (
-            None
-            if namespace is None or key is None
-            else selectors.kv_get(self.replicator, namespace, key)
-        )
-        if value is None:
-            return make_response(
-                request,
-                ResponseCode.QUERY_NOT_FOUND,
-                remark=f"No config item, Namespace: {namespace} Key: {key}",
-                ext_fields={},
-            )
-        return make_response(request, ResponseCode.SUCCESS, ext_fields={"value": value})
-
     async def delete_kv_config(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
@@ -286,18 +254,6 @@ class RequestDispatcher:
             namespace=require_str(request, "namespace"), key=require_str(request, "key")
         )
         return make_response(request, ResponseCode.SUCCESS)
-
-    def get_kv_list_by_namespace(self, request: RemotingCommand) -> RemotingCommand:
-        """219: the namespace as a KVTable; 22 when it never existed."""
-        namespace = header_str(request, "namespace")
-        table = None if namespace is None else selectors.kv_list(self.replicator, namespace)
-        if table is None:
-            return make_response(
-                request,
-                ResponseCode.QUERY_NOT_FOUND,
-                remark=f"No config item, Namespace: {namespace}",
-            )
-        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_kv_table(table))
 
     # ---------------------------------------------------------------- brokers
 
@@ -443,17 +399,6 @@ class RequestDispatcher:
             },
         )
 
-    def get_broker_member_group(self, request: RemotingCommand) -> RemotingCommand:
-        """901: a copy of the group's addresses, ``{}`` when unknown."""
-        group = selectors.broker_member_group(
-            self.replicator,
-            require_str(request, "clusterName"),
-            require_str(request, "brokerName"),
-        )
-        return make_response(
-            request, ResponseCode.SUCCESS, body=bodies.encode_broker_member_group(group)
-        )
-
     async def wipe_write_perm_of_broker(
         self, request: RemotingCommand, conn: Connection | None
     ) -> RemotingCommand:
@@ -492,54 +437,9 @@ class RequestDispatcher:
         return self.route_answer(request)
 
     def route_answer(self, request: RemotingCommand) -> RemotingCommand:
-        """105: the cached route body; 17 when unknown; 1 while not ready.
-
-        Both answers carry ext ``routesVersion``, this node's routes version read before
-        the body (:data:`~remoting.consistency.ROUTES_VERSION_FIELD`).
-
-        The body is the cached one of the applied state (see
-        :class:`~gateway.route_cache.RouteCache`), in the request's JSON style.
-        """
-        cache = self.route_cache
-        config = cache.config
-        if config.need_wait_for_service and need_wait_for_service(
-            config, self.started_ms, self.clock.now_ms()
-        ):
-            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_NOT_READY)
-        ext = request.ext_fields or {}
-        topic = ext.get("topic")
-        standard = wants_standard_json(request)
-        # Read before the body: the answer's routes are at least this new.
-        answered = cache.versions.answer_fields()
-        body = None if topic is None else cache.route_body(topic, standard=standard)
-        if body is None:
-            return make_response(
-                request,
-                ResponseCode.TOPIC_NOT_EXIST,
-                remark=route_not_found_remark(topic),
-                ext_fields=answered,
-            )
-        zone_name = ext.get(ZONE_NAME_EXT_FIELD)
-        if (
-            topic is not None
-            and zone_name is not None
-            and zone_filter_requested(ext.get(ZONE_MODE_EXT_FIELD), zone_name)
-        ):
-            body = self._zone_filtered_route_body(topic, zone_name) or body
-        return make_response(request, _SUCCESS, body=body, ext_fields=answered)
-
-    def _zone_filtered_route_body(self, topic: str, zone_name: str) -> bytes | None:
-        """5.x ZoneRouteRPCHook: the route for one zone, re-encoded in the plain style."""
-        route = selectors.topic_route(self.replicator, topic)
-        if route is None:
-            return None
-        filtered = filter_route_by_zone(route, zone_name)
-        return bodies.encode_topic_route_data(filtered, standard=False)
-
-    def get_broker_cluster_info(self, request: RemotingCommand) -> RemotingCommand:
-        """106: always fastjson's plain form (unquoted broker-id keys)."""
-        info = selectors.cluster_info(self.replicator)
-        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_cluster_info(info))
+        """105: :meth:`ImmediateReads.route_answer` (kept here: tests and the route
+        fast path's patches call it on the dispatcher)."""
+        return self.reads.route_answer(request)
 
     async def delete_topic_in_namesrv(
         self, request: RemotingCommand, conn: Connection | None
@@ -561,60 +461,6 @@ class RequestDispatcher:
 
     # ---------------------------------------------------------------- topic lists
 
-    def _topic_list_response(
-        self, request: RemotingCommand, enabled: bool, read: Callable[[], TopicList]
-    ) -> RemotingCommand:
-        if not enabled:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_DISABLE)
-        topics = read()
-        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_topic_list(topics))
-
-    def get_all_topic_list(self, request: RemotingCommand) -> RemotingCommand:
-        """206: every topic; 1 "disable" when enableAllTopicList is off."""
-        return self._topic_list_response(
-            request,
-            self._config().enable_all_topic_list,
-            lambda: selectors.all_topic_list(self.replicator),
-        )
-
-    def get_topics_by_cluster(self, request: RemotingCommand) -> RemotingCommand:
-        """224: topics of one cluster; 1 "disable" when enableTopicList is off."""
-        enabled = self._config().enable_topic_list
-        cluster = require_str(request, "cluster") if enabled else ""
-        return self._topic_list_response(
-            request, enabled, lambda: selectors.topics_by_cluster(self.replicator, cluster)
-        )
-
-    def get_system_topic_list(self, request: RemotingCommand) -> RemotingCommand:
-        """304: cluster and broker names plus one broker address; no enable check."""
-        return self._topic_list_response(
-            request, True, lambda: selectors.system_topic_list(self.replicator)
-        )
-
-    def get_unit_topic_list(self, request: RemotingCommand) -> RemotingCommand:
-        """311: unit topics; 1 "disable" when enableTopicList is off."""
-        return self._topic_list_response(
-            request,
-            self._config().enable_topic_list,
-            lambda: selectors.unit_topic_list(self.replicator),
-        )
-
-    def get_has_unit_sub_topic_list(self, request: RemotingCommand) -> RemotingCommand:
-        """312: topics with unit subscriptions; 1 "disable" when enableTopicList is off."""
-        return self._topic_list_response(
-            request,
-            self._config().enable_topic_list,
-            lambda: selectors.has_unit_sub_topic_list(self.replicator),
-        )
-
-    def get_has_unit_sub_ununit_list(self, request: RemotingCommand) -> RemotingCommand:
-        """313: non-unit topics with unit subscriptions; 1 "disable" when enableTopicList is off."""
-        return self._topic_list_response(
-            request,
-            self._config().enable_topic_list,
-            lambda: selectors.has_unit_sub_ununit_topic_list(self.replicator),
-        )
-
     # ---------------------------------------------------------------- config
 
     async def update_namesrv_config(
@@ -630,13 +476,6 @@ class RequestDispatcher:
                     request, ResponseCode.NO_PERMISSION, remark=blacklisted_remark(rejected)
                 )
         return make_response(request, ResponseCode.SUCCESS)
-
-    def get_namesrv_config(self, request: RemotingCommand) -> RemotingCommand:
-        """319: ``key=value`` lines, keys sorted; the per-process keys as this node runs them."""
-        props = self._config().to_properties()
-        if self.node_properties is not None:
-            props.update(self.node_properties())
-        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_properties(props))
 
     # ---------------------------------------------------------------- fallback
 
