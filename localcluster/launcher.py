@@ -69,7 +69,6 @@ from localcluster.lifecycle import (
     cluster_down as cluster_down,
     cluster_status as cluster_status,
     cluster_up as cluster_up,
-    known_node_ids as known_node_ids,
     record_foreground as record_foreground,
     refuse_running as refuse_running,
     stopping as stopping,

@@ -235,9 +235,10 @@ class Command(ProjectCommand):
             elif verb == "down":
                 self._emit(launcher.cluster_down(run_dir), options["json"], cluster_text.down_text)
             elif verb == "add-node":
-                self._emit(self._add_node(run_dir), options["json"], cluster_text.up_text)
+                summary = cluster_audit.add_node(run_dir, self.stderr.write)
+                self._emit(summary, options["json"], cluster_text.up_text)
             elif verb == "remove-node":
-                summary = self._remove_node(run_dir, options["node_id"])
+                summary = cluster_audit.remove_node(run_dir, options["node_id"], self.stderr.write)
                 self._emit(summary, options["json"], cluster_text.up_text)
             elif verb == "backup":
                 saved = launcher.cluster_backup(run_dir, options["file"], options["from_node"])
@@ -254,57 +255,6 @@ class Command(ProjectCommand):
                 self._status(run_dir, options["json"])
         except launcher.LauncherError as exc:
             raise CommandError(str(exc)) from exc
-
-    def _add_node(self, run_dir: Path) -> dict[str, Any]:
-        """``add-node``, audited (success or refusal, :mod:`namesrv_app.cluster_audit`)."""
-        before = set(launcher.known_node_ids(run_dir))
-        try:
-            summary = launcher.cluster_add_node(run_dir)
-        except launcher.LauncherError as exc:
-            self._audit(run_dir, "cluster add-node", "(new node)", {}, str(exc), ok=False)
-            raise
-        added = [n for n in summary["nodes"] if n["id"] not in before]
-        target = str(added[0]["id"]) if added else "(new node)"
-        detail = {"members": [n["id"] for n in summary["nodes"]]}
-        if added:
-            detail["raft_addr"] = added[0].get("raft_addr")
-        self._audit(run_dir, "cluster add-node", target, detail, f"added {target}", ok=True)
-        return summary
-
-    def _remove_node(self, run_dir: Path, node_id: str) -> dict[str, Any]:
-        """``remove-node ID``, audited (success or refusal)."""
-        try:
-            summary = launcher.cluster_remove_node(run_dir, node_id)
-        except launcher.LauncherError as exc:
-            self._audit(run_dir, "cluster remove-node", node_id, {}, str(exc), ok=False)
-            raise
-        detail = {"members": [n["id"] for n in summary["nodes"]]}
-        self._audit(run_dir, "cluster remove-node", node_id, detail, f"removed {node_id}", ok=True)
-        return summary
-
-    def _audit(
-        self,
-        run_dir: Path,
-        action: str,
-        target: str,
-        detail: dict[str, Any],
-        result: str,
-        *,
-        ok: bool,
-    ) -> None:
-        """One audit entry of a verb that changes the cluster; a failure to write it is
-        said on stderr (the change itself happened, or was refused, either way)."""
-        failed = cluster_audit.record(
-            run_dir,
-            node_id=target,
-            action=action,
-            target=target,
-            detail=detail,
-            result=result,
-            ok=ok,
-        )
-        if failed is not None:
-            self.stderr.write(failed)
 
     def _up(self, run_dir: Path, options: dict[str, Any]) -> None:
         if options["node"] is not None:
@@ -337,23 +287,20 @@ class Command(ProjectCommand):
         if demo_ports is None:
             demo_ports = 0 if options["base_port"] == 0 else launcher.DEMO_BROKER_BASE_PORT
         restore = options["restore"]
-        try:
-            summary = launcher.cluster_up(
+
+        def start() -> dict[str, Any]:
+            return launcher.cluster_up(
                 plan,
                 demo=options["demo"],
                 demo_sim=options["demo_sim"],
                 demo_broker_base_port=demo_ports,
                 restore=restore,
             )
-        except launcher.LauncherError as exc:
-            if restore is not None:
-                detail = {"file": str(restore)}
-                self._audit(run_dir, "cluster up --restore", "cluster", detail, str(exc), ok=False)
-            raise
-        if restore is not None:
-            restored = summary.get("restored", {})
-            result = f"every node started from {restore}"
-            self._audit(run_dir, "cluster up --restore", "cluster", restored, result, ok=True)
+
+        if restore is None:
+            summary = start()
+        else:
+            summary = cluster_audit.up_restore(run_dir, restore, start, self.stderr.write)
         self._emit(summary, options["json"], cluster_text.up_text)
         if options["foreground"]:
             self._stay_attached(plan.run_dir)
