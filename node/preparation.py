@@ -35,7 +35,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from node.processes import PROJECT_DIR
@@ -168,21 +168,26 @@ def database_ready(db: Path | None, alias: str, fingerprint: str) -> bool:
     return is_prepared(db, fingerprint) or database_from_template(db, alias, fingerprint)
 
 
+def _keep(source: Path, kept: Path, copy: Callable[[Path, Path], object]) -> None:
+    """``source`` copied to the template ``kept`` unless one is there: staged beside it
+    and renamed into place, so a reader never sees half a template. A failure leaves
+    no template (the next fresh node migrates or collects)."""
+    if kept.exists():
+        return
+    with contextlib.suppress(OSError, sqlite3.Error):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=kept.parent) as scratch:
+            staged = Path(scratch) / kept.name
+            copy(source, staged)
+            os.replace(staged, kept)
+
+
 def keep_database(db: Path, alias: str, fingerprint: str, *, template: bool) -> None:
     """Stamp ``db``, just migrated; with ``template`` (it was fresh: it holds only what
     the migrations wrote) keep it as its schema's template if there is none."""
     stamp(db, fingerprint)
-    kept = _template(fingerprint, f"{alias}.sqlite3")
-    if not template or kept.exists():
-        return
-    try:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=kept.parent) as scratch:
-            staged = Path(scratch) / kept.name
-            _copy_database(db, staged)
-            os.replace(staged, kept)
-    except (OSError, sqlite3.Error):
-        return  # no template: the next fresh database is migrated
+    if template:
+        _keep(db, _template(fingerprint, f"{alias}.sqlite3"), _copy_database)
 
 
 def static_from_template(root: Path, fingerprint: str) -> bool:
@@ -202,14 +207,4 @@ def static_from_template(root: Path, fingerprint: str) -> bool:
 def keep_static(root: Path, fingerprint: str) -> None:
     """Stamp ``root``, freshly collected; keep it as the template if there is none."""
     stamp(root, fingerprint)
-    template = _template(fingerprint, "static")
-    if template.exists():
-        return
-    try:
-        template.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=template.parent) as scratch:
-            staged = Path(scratch) / "static"
-            shutil.copytree(root, staged)
-            os.replace(staged, template)
-    except OSError:
-        return
+    _keep(root, _template(fingerprint, "static"), shutil.copytree)
