@@ -28,14 +28,23 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from gateway.broker_holds import BrokerHolds
 from gateway.clock import Clock, SystemClock
-from gateway.expiry_reports import KIND_CHANNEL_CLOSE, ExpiryReports, RaftPosition
-from gateway.scan_fallback import (
-    ROLE_FOLLOWER,
-    ROLE_LEADER,
-    ROLE_STANDALONE,
-    ScanObserver,
-    ScanOutcome,
+from gateway.expiry_reports import ExpiryReports
+from gateway.scan_fallback import ScanObserver
+from gateway.service_checks import (
+    BROKER_ID_MAX,
+    KV_VALUE_CHARS_MAX,
+    QUEUE_NUMS_MAX,
+    ServiceError,
+    _check_int,
+    _check_offset,
+    _check_queue_data,
+    _check_text,
+    _check_text_or_empty,
+    _check_topic_names,
+    _check_unicode,
 )
+from gateway.service_liveness import LivenessScan
+from gateway.service_raft import REMARK_NOT_RAFT, RaftAdmin
 from raftstore import commands as cmd
 from raftstore.config import NamesrvConfig, clamp_heartbeat_timeout_ms
 from raftstore.liveness import RegistrationDeduper, TouchCoalescer
@@ -44,7 +53,6 @@ from raftstore.replicator import MODE_RAFT, Replicator
 from raftstore.results import (
     ApplyResult,
     ConfigOutcome,
-    ExpireOutcome,
     KvQuotaExceeded,
     MinBrokerIdChange,
     PermOutcome,
@@ -52,94 +60,26 @@ from raftstore.results import (
     RegisterBrokerOutcome,
     Replication,
 )
-from remoting.body_limits import NAME_CHARS_MAX
-from remoting.model import (
-    DataVersion,
-    QueueData,
-    TopicConfigSerializeWrapper,
-    has_control_characters,
-    has_lone_surrogate,
-)
+from remoting.model import DataVersion, QueueData, TopicConfigSerializeWrapper
 
 log = logging.getLogger(__name__)
 
-BROKER_ID_MAX = 2**63 - 1
-"""Broker ids are Java longs."""
-QUEUE_NUMS_MAX = 2**31 - 1
-"""Queue counts, perm and flags are Java ints."""
-KV_VALUE_CHARS_MAX = 1_048_576
-"""A KV value bigger than 1 MiB is a mistake, not a config item."""
+__all__ = [
+    "BROKER_ID_MAX",
+    "KV_VALUE_CHARS_MAX",
+    "QUEUE_NUMS_MAX",
+    "REMARK_NOT_RAFT",
+    "NameServerService",
+    "Notifier",
+    "ServiceError",
+]
+
 
 Notifier = Callable[[tuple[MinBrokerIdChange, ...]], None]
 """Receives the NOTIFY_MIN_BROKER_ID_CHANGE messages a command asks to send."""
 
 
-REMARK_NOT_RAFT = "not in raft mode"
-
-
-class ServiceError(ValueError):
-    """Input a service refuses; the message is fit to show the caller (a wire remark)."""
-
-
-def _check_text(label: str, value: object, *, chars_max: int = NAME_CHARS_MAX) -> str:
-    """A non-empty string without control characters, at most ``chars_max`` long."""
-    if not isinstance(value, str) or not value:
-        raise ServiceError(f"{label} is missing")
-    if len(value) > chars_max:
-        raise ServiceError(f"{label} is longer than {chars_max} characters")
-    if has_control_characters(value):
-        raise ServiceError(f"{label} contains control characters")
-    return _check_unicode(label, value)
-
-
-def _check_unicode(label: str, value: str) -> str:
-    """``value`` unless it holds a lone surrogate (:func:`has_lone_surrogate`)."""
-    if has_lone_surrogate(value):
-        raise ServiceError(f"{label} holds a lone surrogate: not Unicode text")
-    return value
-
-
-def _check_topic_names(names: Iterable[str]) -> None:
-    """Every registered topic name is Unicode text. One encode of them all (the common
-    case costs microseconds for thousands of topics), then the culprit is named."""
-    names = list(names)
-    try:
-        "".join(names).encode("utf-8")
-    except UnicodeEncodeError:
-        bad = next(n for n in names if has_lone_surrogate(n))
-        raise ServiceError(
-            f"topic {bad.encode('utf-8', 'backslashreplace').decode()} holds a lone "
-            "surrogate: not Unicode text"
-        ) from None
-
-
-def _check_offset(label: str, value: int | None) -> int | None:
-    """An optional commit-log offset (a Java long, never negative)."""
-    return None if value is None else _check_int(label, value, low=0, high=BROKER_ID_MAX)
-
-
-def _check_int(label: str, value: object, *, low: int, high: int) -> int:
-    """An int (not a bool) within ``low..high``."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ServiceError(f"{label} must be an integer")
-    if not low <= value <= high:
-        raise ServiceError(f"{label} must be within {low}..{high}, got {value}")
-    return value
-
-
-def _check_queue_data(queue: QueueData) -> QueueData:
-    _check_text("brokerName", queue.broker_name)
-    for label, number in (
-        ("readQueueNums", queue.read_queue_nums),
-        ("writeQueueNums", queue.write_queue_nums),
-        ("perm", queue.perm),
-        ("topicSysFlag", queue.topic_sys_flag),
-    ):
-        _check_int(label, number, low=0, high=QUEUE_NUMS_MAX)
-    return queue
-
-
-class NameServerService:
+class NameServerService(LivenessScan, RaftAdmin):
     """Validates, stamps and proposes every NameServer write.
 
     ``notifier`` receives the min-broker-id notifications a registration or an
@@ -455,160 +395,6 @@ class NameServerService:
         assert isinstance(outcome, QueryDataVersionOutcome)
         return outcome
 
-    async def expire_brokers(
-        self, now_ms: int | None = None, *, skew_allowance_ms: int = 0
-    ) -> ExpireOutcome:
-        """The liveness scan: drop brokers silent longer than their timeout."""
-        stamp = self.clock.now_ms() if now_ms is None else now_ms
-        command = cmd.ExpireBrokers(
-            now_ms=_check_int("now_ms", stamp, low=0, high=BROKER_ID_MAX),
-            skew_allowance_ms=_check_int(
-                "skew_allowance_ms", skew_allowance_ms, low=0, high=BROKER_ID_MAX
-            ),
-        )
-        outcome = (await self._propose(command)).outcome
-        return outcome if isinstance(outcome, ExpireOutcome) else ExpireOutcome()
-
-    async def scan(self, now_ms: int | None = None) -> ScanOutcome:
-        """The periodic liveness scan in this node's mode.
-
-        Eventual: expire this node's own table. Raft: only the node that believes
-        it leads proposes one ExpireBrokers with the skew allowance; a follower
-        answers nothing expired (role ``follower``). Every :attr:`scan_observers` is
-        told the outcome, or the exception, which is raised again.
-        """
-        try:
-            outcome = await self._scan(now_ms)
-        except Exception as exc:
-            self._tell_scan_observers(exc)
-            raise
-        self._tell_scan_observers(outcome)
-        return outcome
-
-    def _tell_scan_observers(self, result: ScanOutcome | Exception) -> None:
-        for observer in self.scan_observers:
-            try:
-                observer(result)
-            except Exception:
-                # Watching a scan must not change what the scan answers.
-                log.exception("scan observer failed")
-
-    async def _scan(self, now_ms: int | None) -> ScanOutcome:
-        stamp = _check_int(
-            "now_ms", self.clock.now_ms() if now_ms is None else now_ms, low=0, high=BROKER_ID_MAX
-        )
-        if isinstance(self.replicator, RaftReplicator) and not self.replicator.is_leader():
-            return ScanOutcome(expired=(), role=ROLE_FOLLOWER)
-        if self.before_scan is not None:
-            await self.before_scan()
-        started_us = self.expiry_reports.clock_us()
-        # Proposed through _propose, so only the leader, which proposed the scan,
-        # sends the elected groups their NOTIFY_MIN_BROKER_ID_CHANGE.
-        result = await self._propose(
-            cmd.ExpireBrokers(
-                now_ms=stamp,
-                skew_allowance_ms=(
-                    self.skew_allowance_ms if self.replicator.mode == MODE_RAFT else 0
-                ),
-                failover_lag_bytes_max=self.failover_lag_bytes_max,
-            )
-        )
-        role = ROLE_LEADER if self.replicator.mode == MODE_RAFT else ROLE_STANDALONE
-        outcome = result.outcome
-        if not isinstance(outcome, ExpireOutcome):
-            return ScanOutcome(expired=(), role=role)
-        if outcome.expired or outcome.elections:
-            # Only a scan that changed something is journaled: only it reads the index.
-            self.expiry_reports.record(
-                started_us,
-                outcome.expired,
-                elections=outcome.elections,
-                raft=self._raft_position(result),
-            )
-        for election in outcome.elections:
-            log.warning(
-                "raft failover: %s elected %s (was id %d) to replace %s",
-                election.broker_name,
-                election.new_master_addr,
-                election.previous_broker_id,
-                election.old_master_addr,
-            )
-        return ScanOutcome(expired=outcome.expired, role=role, elections=outcome.elections)
-
-    async def channel_destroyed(self, channel: str | None) -> None:
-        """A connection closed: unregister what was registered over it (eventual mode).
-
-        A None channel is tolerated and does nothing (BrokerHousekeepingService).
-        The connection's holds end first; an entry another open connection registered
-        at the same address passes to that connection and stays (broker_holds rule 3),
-        the other entries it held are unregistered. A connection that held nothing
-        unregisters the entry whose channel it is, as upstream's onChannelDestroy.
-        In raft mode the close is this node's local observation only: nothing is
-        proposed, the replicated timeout decides (docs/RAFT.md, Liveness rule 1).
-        """
-        if not channel:
-            return
-        released = self.holds.release(channel)
-        if released.handed_over:
-            entries = ", ".join(f"{name} id {bid}" for name, bid in released.handed_over)
-            log.info(
-                "broker channel %s closed: %s now held by a newer connection of the same address",
-                channel,
-                entries,
-            )
-        if self.replicator.mode == MODE_RAFT:
-            log.info("broker channel %s closed: local observation, nothing replicated", channel)
-            return
-        started_us = self.expiry_reports.clock_us()
-        if released.dropped:
-            # What it held, by name: the table may name another channel for an entry
-            # this connection took over from an older one.
-            result = await self._propose(cmd.UnregisterBrokers(requests=released.dropped))
-        elif not released.handed_over:
-            result = await self._propose(cmd.ChannelDestroyed(channel=channel))
-        else:
-            return
-        # No client asked for it: the node's journal keeps it (gateway.expiry_reports).
-        self.expiry_reports.record(
-            started_us,
-            sorted(result.changes.live_brokers, key=lambda i: (i.cluster_name, i.broker_addr)),
-            kind=KIND_CHANNEL_CLOSE,
-        )
-
-    def _raft_position(self, result: ApplyResult) -> RaftPosition | None:
-        """Raft mode: the index and term of the log entry that carried a command this
-        node just committed, as the apply thread handed them out with the result, and
-        the table version the command left (``gateway.expiry_reports``); None in
-        eventual mode."""
-        if not result.log_index:
-            return None
-        return RaftPosition(result.log_index, result.log_term, result.applied_version)
-
-    def _raft(self) -> RaftReplicator:
-        if not isinstance(self.replicator, RaftReplicator):
-            raise ServiceError(REMARK_NOT_RAFT)
-        return self.replicator
-
-    async def add_raft_member(self, addr: str) -> None:
-        """Add a Raft member (start it first with the current members as peers).
-
-        ServiceError outside raft mode or for a malformed address; MembershipError
-        when the change is refused (pending change, no quorum, already a member).
-        """
-        await self._raft().add_node(_check_addr(addr))
-
-    async def remove_raft_member(self, addr: str) -> None:
-        """Remove a Raft member (ask another member to remove this one)."""
-        await self._raft().remove_node(_check_addr(addr))
-
-    def compact_raft_log(self) -> None:
-        """Raft mode: snapshot the table and compact the journal at the next tick."""
-        self._raft().force_snapshot()
-
-    def digest_checkpoints(self) -> dict[int, str]:
-        """Raft mode: the state digest every 128th log index (divergence checks)."""
-        return self._raft().digest_checkpoints()
-
     async def put_kv(self, *, namespace: str | None, key: str | None, value: str | None) -> None:
         """PUT_KV_CONFIG; ServiceError when the route table refused it over the KV quota.
 
@@ -685,21 +471,3 @@ class NameServerService:
         result = await self._propose(cmd.UpdateNamesrvConfig(properties=pairs))
         outcome = result.outcome
         return outcome.rejected_key if isinstance(outcome, ConfigOutcome) else None
-
-
-def _check_addr(addr: object) -> str:
-    """A ``host:port`` Raft address."""
-    text = _check_text("addr", addr)
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ServiceError(f"addr {text!r} is not host:port")
-    return text
-
-
-def _check_text_or_empty(label: str, value: str | None) -> str:
-    """A KV value may be empty but not missing, control characters allowed (it is data)."""
-    if value is None:
-        raise ServiceError(f"{label} is missing")
-    if len(value) > KV_VALUE_CHARS_MAX:
-        raise ServiceError(f"{label} is longer than {KV_VALUE_CHARS_MAX} characters")
-    return _check_unicode(label, value)

@@ -19,8 +19,10 @@ to one :data:`Handler`, and the commands it returns go out through
   (``IdleStateHandler(0, 0, 120)``), and every closure, whatever its cause,
   fires the server's closed hook exactly once (the channel-destroy hook).
 
-The request loop, back-pressure, the frame deadline and the hand-over share one
-piece of state per connection, so they stay one class; what the connection needs
+The request loop, back-pressure and the hand-over share one piece of state per
+connection, so they stay one class; its decoder, unfinished-frame budget and frame
+deadline are remoting/frame_reader.py's :class:`FrameReader`, its output buffer
+remoting/response_writer.py's :class:`ResponseWriter`; what the connection needs
 of its server is :class:`ConnectionOwner` (the server-wide limits are
 remoting/limits.py's).
 """
@@ -28,7 +30,6 @@ remoting/limits.py's).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import ipaddress
 import itertools
@@ -38,12 +39,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-from remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
-from remoting.command import RemotingCommand, make_response
+from remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE
+from remoting.command import RemotingCommand
 from remoting.errors import ProtocolError
-from remoting.frame import FrameDecoder, encode_frame, encode_frame_prefix
+from remoting.frame import encode_frame
+from remoting.frame_reader import FrameReader
 from remoting.limits import RefusalLog, UnfinishedFrameBudget
 from remoting.listener import Slot
+from remoting.response_writer import ResponseWriter, describe_exception as describe_exception
 from remoting.tls import peer_subject
 
 log = logging.getLogger(__name__)
@@ -128,23 +131,6 @@ class ConnectionOwner(Protocol):
         ...
 
 
-def describe_exception(exc: BaseException) -> str:
-    """A one-line description of ``exc`` for a SYSTEM_ERROR remark.
-
-    Mirrors ``UtilAll.exceptionSimpleDesc``: the exception text, then the
-    innermost frame it was raised in, so an operator can find the failing code.
-    """
-    text = f"{type(exc).__name__}: {exc}"
-    tb = exc.__traceback__
-    if tb is None:
-        return text
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    file_name = code.co_filename.rsplit("/", 1)[-1]
-    return f"{text}, {code.co_name}({file_name}:{tb.tb_lineno})"
-
-
 def ready(response: RemotingCommand | None) -> asyncio.Future[RemotingCommand | None]:
     """An already-answered awaitable for handlers that need not wait.
 
@@ -196,7 +182,8 @@ class Connection(asyncio.BufferedProtocol):
         self._max_inflight = server.max_inflight_per_connection
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder(server.frame_bytes_max)
+        # The decoder, the unfinished frame's budget and its deadline.
+        self._reader = FrameReader(self, server, self._loop)
         self._tasks: set[asyncio.Future[RemotingCommand | None]] = set()
         # Requests decoded while max_inflight handlers were already running.
         # Reading is paused whenever it is non-empty, so it never holds more
@@ -205,27 +192,14 @@ class Connection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._reading_paused = False
         self._draining = False
-        self._writable = asyncio.Event()
-        self._writable.set()
         self._lost: asyncio.Future[None] = self._loop.create_future()
         self._last_activity_s = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
-        # Bytes of the unfinished frame this connection holds in the server's
-        # budget (what the decoder held after the last read), and since when.
-        self._unfinished_bytes = 0
-        self._frame_started_s: float | None = None
-        self._frame_timer: asyncio.TimerHandle | None = None
         # False when the per-address cap refused the connection: it was never
         # opened, so no handler and no hook ever sees it.
         self._admitted = False
-        # Answers of this loop iteration, written together by _flush: at most
-        # one per request of the last read plus one per in-flight request.
-        self._outgoing: list[bytes] = []
-        self._outgoing_bytes = 0
-        self._flush_scheduled = False
-        # True inside data_received: answers given there are written together
-        # when it returns (one send per read, as the frames arrived together).
-        self._receiving = False
+        # The output buffer; its ``last_write_s`` is the idle clock's write side.
+        self._out = ResponseWriter(self, self._loop)
         # What another process read of an adopted connection (the server's adopt):
         # served first, as if it had just arrived.
         self._preamble = preamble
@@ -261,9 +235,7 @@ class Connection(asyncio.BufferedProtocol):
     @property
     def write_buffer_bytes(self) -> int:
         """Bytes written by the server and not yet taken by the kernel."""
-        if self._transport is None:
-            return self._outgoing_bytes
-        return self._outgoing_bytes + self._transport.get_write_buffer_size()
+        return self._out.buffered_bytes
 
     @property
     def inflight(self) -> int:
@@ -279,13 +251,13 @@ class Connection(asyncio.BufferedProtocol):
         """
         if self.is_closed:
             raise ConnectionError(f"connection {self.id} is closed")
-        self._write(encode_frame(cmd))
-        await self._writable.wait()
+        self._out.write(encode_frame(cmd))
+        await self._out.writable.wait()
 
     def close(self) -> None:
         """Close the connection after flushing what was already written."""
         if self._transport is not None:
-            self._flush()
+            self._out.flush()
             self._transport.close()
 
     # -- asyncio.Protocol callbacks -------------------------------------------------
@@ -293,7 +265,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Register the connection with its server and start the idle clock."""
         assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = self._out.transport = transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
@@ -317,11 +289,9 @@ class Connection(asyncio.BufferedProtocol):
         """Fail nothing silently: wake writers and fire the closed hook once."""
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        if self._frame_timer is not None:
-            self._frame_timer.cancel()
-        self._release_unfinished()
+        self._reader.stop()
         self._backlog.clear()
-        self._writable.set()
+        self._out.writable.set()
         if self._slot is not None:
             self._slot.release()
         if not self._lost.done():
@@ -341,10 +311,11 @@ class Connection(asyncio.BufferedProtocol):
         """Decode whatever frames ``data`` completes and dispatch them (``data`` is
         only read during the call)."""
         now_s = self._last_activity_s = self._loop.time()
+        reader = self._reader
         try:
-            commands = self._decoder.feed(data)
+            commands = reader.decoder.feed(data)
         except ProtocolError as exc:
-            self._release_unfinished()
+            reader.release()
             # Rate-limited: a peer reconnecting with garbage must not flood the log.
             self._server.refusal_log.warning(now_s, "closing %s: bad frame: %s", self.id, exc)
             # Frames completed before the fault are processed, as Netty does;
@@ -355,19 +326,20 @@ class Connection(asyncio.BufferedProtocol):
             return
         # Frames that complete within the read they started in (every ordinary
         # request) leave nothing behind: for them this test is all it costs.
-        if (self._unfinished_bytes or self._decoder.buffered_bytes) and not self._account(
+        if (reader.unfinished_bytes or reader.decoder.buffered_bytes) and not reader.account(
             bool(commands), now_s
         ):
             return
-        self._receiving = True
+        out = self._out
+        out.receiving = True
         try:
             for cmd in commands:
                 self._dispatch(cmd)
         finally:
-            self._receiving = False
-        if self._outgoing:
+            out.receiving = False
+        if out.outgoing:
             # Answers given without waiting leave now, in one send.
-            self._flush()
+            out.flush()
 
     def eof_received(self) -> bool:
         """Half-closed peers are closed fully, as Netty does."""
@@ -376,13 +348,13 @@ class Connection(asyncio.BufferedProtocol):
     def pause_writing(self) -> None:
         """The write buffer passed the high-water mark: stop taking requests."""
         self._writing_paused = True
-        self._writable.clear()
+        self._out.writable.clear()
         self._update_reading()
 
     def resume_writing(self) -> None:
         """The write buffer drained: take requests again."""
         self._writing_paused = False
-        self._writable.set()
+        self._out.writable.set()
         self._pump_backlog()
         self._update_reading()
 
@@ -418,17 +390,17 @@ class Connection(asyncio.BufferedProtocol):
         try:
             pending = self._handler(request, self)
         except Exception as exc:
-            self._answer(request, self._failure(request, exc))
+            self._out.answer_failure(request, exc)
             return
         if pending is None or isinstance(pending, RemotingCommand):
             # Answered without waiting (the cached route query): write it now,
             # unless there is nothing to say or the request was one-way.
             if pending is not None and not request.flag & FLAG_ONEWAY:
-                self._write_response(request, pending)
+                self._out.write_response(request, pending)
             return
         if isinstance(pending, asyncio.Future) and pending.done():
             # The handler answered without waiting (see ``ready``): skip the Task.
-            self._answer_from(request, pending)
+            self._out.answer_from(request, pending)
             return
         task = asyncio.ensure_future(pending)
         self._tasks.add(task)
@@ -438,82 +410,11 @@ class Connection(asyncio.BufferedProtocol):
         self, request: RemotingCommand, task: asyncio.Future[RemotingCommand | None]
     ) -> None:
         self._tasks.discard(task)
-        self._answer_from(request, task)
+        self._out.answer_from(request, task)
         self._pump_backlog()
         self._update_reading()
         if self._draining and not self._tasks:
             self._server.drain_progress()
-
-    def _answer_from(
-        self, request: RemotingCommand, done: asyncio.Future[RemotingCommand | None]
-    ) -> None:
-        if done.cancelled():
-            return
-        exc = done.exception()
-        if exc is not None:
-            self._answer(request, self._failure(request, exc))
-        else:
-            self._answer(request, done.result())
-
-    def _failure(self, request: RemotingCommand, exc: BaseException) -> RemotingCommand:
-        log.warning("%s: handler failed on code %d", self.id, request.code, exc_info=exc)
-        return make_response(request, ResponseCode.SYSTEM_ERROR, remark=describe_exception(exc))
-
-    def _answer(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
-        # One-way requests never get an answer, not even an error (Netty's rule).
-        if response is None or request.flag & FLAG_ONEWAY:
-            return
-        self._write_response(request, response)
-
-    def _write_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
-        if response.opaque != request.opaque or not response.flag & FLAG_RESPONSE:
-            # Netty stamps the request's opaque and the response bit on whatever
-            # the processor returned; do the same so handlers cannot get it wrong.
-            response = dataclasses.replace(
-                response, opaque=request.opaque, flag=response.flag | FLAG_RESPONSE
-            )
-        try:
-            prefix = encode_frame_prefix(response)
-        except Exception as exc:
-            log.warning("%s: cannot encode answer to code %d", self.id, request.code, exc_info=True)
-            self._write(
-                encode_frame(
-                    make_response(
-                        request, ResponseCode.SYSTEM_ERROR, remark=describe_exception(exc)
-                    )
-                )
-            )
-            return
-        # The body goes out as it is: joined with the other answers of this
-        # iteration when they are flushed, never copied onto its prefix first.
-        self._write(prefix, response.body)
-
-    def _write(self, frame: bytes, body: bytes | None = None) -> None:
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            return
-        # Answers finished in the same loop iteration leave in one send() (see
-        # docs/BENCHMARKS.md, "route query").
-        outgoing = self._outgoing
-        outgoing.append(frame)
-        if body:
-            outgoing.append(body)
-            self._outgoing_bytes += len(frame) + len(body)
-        else:
-            self._outgoing_bytes += len(frame)
-        if not self._flush_scheduled and not self._receiving:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        frames, self._outgoing = self._outgoing, []
-        self._outgoing_bytes = 0
-        transport = self._transport
-        if not frames or transport is None or transport.is_closing():
-            return
-        self._last_activity_s = self._loop.time()
-        transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     # -- handing the connection over -----------------------------------------------
 
@@ -553,7 +454,7 @@ class Connection(asyncio.BufferedProtocol):
         deadline_s = self._loop.time() + timeout_s
         if earlier:
             await asyncio.wait(earlier, timeout=timeout_s)
-        self._flush()
+        self._out.flush()
         transport = self._transport
         while (
             transport is not None
@@ -573,10 +474,11 @@ class Connection(asyncio.BufferedProtocol):
         # A started request is older than every waiting one, and those than the
         # frames read after the hand-over began.
         frames = [first, *self._backlog, *self._detached]
-        stream = b"".join([*(encode_frame(cmd) for cmd in frames), self._decoder.take_buffered()])
+        buffered = self._reader.decoder.take_buffered()
+        stream = b"".join([*(encode_frame(cmd) for cmd in frames), buffered])
         self._backlog.clear()
         self._detached = []
-        self._release_unfinished()
+        self._reader.release()
         fd = os.dup(transport.get_extra_info("socket").fileno())
         # asyncio closes its socket object without a shutdown: the duplicate keeps
         # the TCP connection whole.
@@ -601,80 +503,8 @@ class Connection(asyncio.BufferedProtocol):
             transport.pause_reading()
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
-            if self._frame_started_s is not None:
-                # Time spent not reading is the server's, not the peer's.
-                self._frame_started_s = self._loop.time()
+            self._reader.reading_resumed()
             transport.resume_reading()
-
-    # -- unfinished frames: the server's budget and the frame deadline ---------------
-
-    def _account(self, completed: bool, now_s: float) -> bool:
-        """Move the decoder's unfinished bytes into the server's budget after a read.
-
-        False when the growth does not fit: the connection is then cut, and the
-        frames the read completed are dropped with it.
-        """
-        buffered = self._decoder.buffered_bytes
-        if not self._server.unfinished_frames.reserve(buffered - self._unfinished_bytes):
-            self._cut(
-                "an unfinished frame of %d bytes would take the unfinished frames of all "
-                "connections past the budget of %d bytes",
-                buffered,
-                self._server.unfinished_frames.bytes_max,
-            )
-            return False
-        self._unfinished_bytes = buffered
-        if not buffered:
-            # The timer, if armed, finds nothing to check and lapses.
-            self._frame_started_s = None
-        elif completed or self._frame_started_s is None:
-            # The partial frame began in this read.
-            self._frame_started_s = now_s
-            if self._frame_timer is None:
-                self._schedule_frame_check(self._server.frame_deadline_s)
-        return True
-
-    def _release_unfinished(self) -> None:
-        if self._unfinished_bytes:
-            self._server.unfinished_frames.reserve(-self._unfinished_bytes)
-            self._unfinished_bytes = 0
-        self._frame_started_s = None
-
-    def _cut(self, reason: str, *args: object) -> None:
-        """Close the connection for exceeding a limit and free its buffer at once."""
-        self._server.refusal_log.warning(self._loop.time(), "closing %s: " + reason, self.id, *args)
-        self._release_unfinished()
-        # The transport stops reading on close, so nothing feeds this decoder
-        # again; replacing it frees the partial frame now, not at collection.
-        self._decoder = FrameDecoder(self._server.frame_bytes_max)
-        self.close()
-
-    def _schedule_frame_check(self, delay_s: float) -> None:
-        # Like the idle check: armed when a frame starts, re-armed lazily when
-        # it fires, never reset per read.
-        self._frame_timer = self._loop.call_later(delay_s, self._check_frame_deadline)
-
-    def _check_frame_deadline(self) -> None:
-        self._frame_timer = None
-        started_s = self._frame_started_s
-        if started_s is None or self.is_closed:
-            return
-        deadline_s = self._server.frame_deadline_s
-        if self._reading_paused:
-            # The server is not reading: the peer cannot finish. The clock
-            # starts again when reading resumes (_update_reading).
-            self._schedule_frame_check(deadline_s)
-            return
-        taken_s = self._loop.time() - started_s
-        if taken_s >= deadline_s:
-            self._cut(
-                "frame unfinished after %.1f s (%d bytes so far, deadline %.1f s)",
-                taken_s,
-                self._unfinished_bytes,
-                deadline_s,
-            )
-            return
-        self._schedule_frame_check(deadline_s - taken_s)
 
     # -- idle timeout -------------------------------------------------------------
 
@@ -685,7 +515,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _check_idle(self) -> None:
         idle_timeout_s = self._server.idle_timeout_s
-        idle_for_s = self._loop.time() - self._last_activity_s
+        idle_for_s = self._loop.time() - max(self._last_activity_s, self._out.last_write_s)
         if idle_for_s >= idle_timeout_s:
             log.info("closing %s: idle for %.1f s", self.id, idle_for_s)
             self.close()
