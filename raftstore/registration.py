@@ -169,10 +169,13 @@ _ACCEPTED = RegisterBrokerOutcome()
 def plan(t: Tables, config: NamesrvConfig, cmd: RegisterBroker) -> RegistrationPlan:
     """The edits of REGISTER_BROKER, 5.x ``registerBroker`` steps in upstream's order,
     plus the two raft-failover rules (:func:`_failover_role`); reads, changes nothing."""
-    if cmd.topics_elided and not elided_topics_hold(t, config, cmd):
-        return RegistrationPlan(cmd, RegisterBrokerOutcome(needs_full=True))
     wrapper = cmd.topic_config_wrapper
     data_version = wrapper.data_version if wrapper is not None else DataVersion()
+    superseded = None if wrapper is None else _superseded_plan(t, config, cmd, data_version)
+    if superseded is not None:
+        return superseded
+    if cmd.topics_elided and not elided_topics_hold(t, config, cmd):
+        return RegistrationPlan(cmd, RegisterBrokerOutcome(needs_full=True))
     p = RegistrationPlan(cmd, _ACCEPTED)
     p.join_cluster = cmd.broker_name not in t.cluster_addr.get(cmd.cluster_name, ())
     group, register_first = _group_for(t, cmd, p)
@@ -223,6 +226,50 @@ def plan(t: Tables, config: NamesrvConfig, cmd: RegisterBroker) -> RegistrationP
     )
     if min_id_changed and config.notify_min_broker_id_changed:
         p.notes = min_broker_id_notification(group, None, cmd.ha_server_addr)
+    return p
+
+
+def superseded_by(held: DataVersion, sent: DataVersion) -> bool:
+    """Whether ``held`` is later than ``sent`` in one broker's own history: every
+    ``nextVersion`` raises the counter and stamps the broker's clock, so an earlier
+    registration has a lower counter and no later timestamp (and no higher
+    stateVersion). A broker restarted without its store starts its counter again with
+    a later timestamp: not superseded, applied as 5.x does."""
+    return (
+        held.counter > sent.counter
+        and held.timestamp >= sent.timestamp
+        and held.state_version >= sent.state_version
+    )
+
+
+def _superseded_plan(
+    t: Tables, config: NamesrvConfig, cmd: RegisterBroker, data_version: DataVersion
+) -> RegistrationPlan | None:
+    """A copy of an earlier registration of a broker the table holds at a later one
+    (a registration without a body carries no DataVersion and is never one):
+    it refreshes liveness and changes nothing else. 5.x gets a broker's registrations
+    in order over its one channel; raft mode logs copies from several members (a
+    follower proposes its own when the leader's does not come in time), and such a
+    copy can commit after the broker's next registration. Applied as a change, it would
+    take the broker's topics back to an earlier table (docs/RAFT.md, "Late copies")."""
+    key = BrokerAddrInfo(cmd.cluster_name, cmd.broker_addr)
+    held = t.live.get(key)
+    group = t.broker_addr.get(cmd.broker_name)
+    if (
+        held is None
+        or group is None
+        or group.broker_addrs.get(cmd.broker_id) != cmd.broker_addr
+        or cmd.broker_name not in t.cluster_addr.get(cmd.cluster_name, ())
+        or not superseded_by(held.data_version, data_version)
+    ):
+        return None
+    p = RegistrationPlan(cmd, _ACCEPTED)
+    p.live_before = held
+    live = dataclasses.replace(held, last_update_ms=max(held.last_update_ms, cmd.now_ms))
+    p.live = None if live == held else live
+    p.outcome = RegisterBrokerOutcome(
+        *_master_of(t, cmd, group), order_topic_config=_order_topic_config(t, config)
+    )
     return p
 
 
