@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
+from django.db import router
 from django.utils import timezone
 
 from broker_app.management.command import ProjectCommand
@@ -32,6 +33,7 @@ from experiments.runner import (
     summary_text,
 )
 from experiments.scenarios import SCENARIOS, Nemesis
+from namesrv_app import schema
 from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir, chosen_run_dir
 from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from remoting.consistency import CONSISTENCY_LEVELS
@@ -142,7 +144,12 @@ class Command(ProjectCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run each requested mode in turn, then analyze when asked."""
-        apply_run_dir(chosen_run_dir(options["run_dir"], self.stdout.write, "the run"))
+        run_dir = chosen_run_dir(options["run_dir"], self.stdout.write, "the run")
+        apply_run_dir(run_dir)
+        if run_dir is None:
+            # This shell's own database (no cluster to record in): a fresh checkout's
+            # has no tables yet, and migrating it is cheap when it has no work.
+            schema.migrate((router.db_for_write(ExperimentRun),))
         modes = MODES if options["mode"] == MODE_BOTH else (options["mode"],)
         batch = batch_dir(
             options["out"],
