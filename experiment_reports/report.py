@@ -311,7 +311,11 @@ SECTIONS = (
         "the latest acknowledged one (or one whose write was still in flight). Its "
         "resolution is the sampling interval. not converged: no such round came before "
         "the run ended (converge_ms is then empty, not a number); not measured: no sampled "
-        "topic had an acknowledged write.",
+        "topic had an acknowledged write. Then each such topic on its own: how many had a "
+        "round after the heal in which every node answered it with one such route (topics "
+        "converged), and the median and largest time from the heal to that round, in "
+        "milliseconds (while brokers keep writing, a round with every topic agreed at once "
+        "may come only after the writes stop).",
         "No fault healed in this scenario, so convergence after a heal was not measured.",
         per_event=True,
     ),

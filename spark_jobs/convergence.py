@@ -18,6 +18,13 @@ the same topics in each sampling round, all answers of a round stamped with its 
   (milliseconds, at the sampling interval's resolution). With no such round before the run
   ends the fault is ``not converged`` and ``converge_ms`` is null, never a number; a run
   with no exercised topic sampled is ``not measured``.
+- Per topic as well: a topic's first round at or after the heal in which it alone is
+  converged (every node answered it, one route, one that could be in effect).
+  ``topics converged`` says how many exercised topics had one ("7 of 8"), and the
+  median and largest time from the heal to it are in milliseconds. While brokers keep
+  writing, a round in which *every* topic is converged at once can come only after the
+  writes stop (at 200 topics each route changes every second); the per-topic figures
+  say how soon each route agreed again.
 
 When the fault began and healed are shown in seconds from the recording's start
 (:data:`START_COLUMN`, :data:`HEAL_COLUMN`), not as wall-clock epoch milliseconds: the
@@ -69,6 +76,12 @@ START_COLUMN = "start (s from start)"
 HEAL_COLUMN = "heal (s from start)"
 """When the fault began and healed, in seconds from the recording's start (module doc);
 the unit is in the name, so every place that shows the table shows it."""
+TOPICS_COLUMN = "topics converged"
+TOPIC_MEDIAN_COLUMN = "per topic, median (ms)"
+TOPIC_MAX_COLUMN = "per topic, max (ms)"
+"""Each exercised topic on its own (module doc): how many converged after the heal, of
+how many, and the median and largest time from the heal to a topic's first converged
+round; at scale every topic converges long before all of them agree in one round."""
 TABLE_COLUMNS = (
     "run_id",
     "mode",
@@ -79,6 +92,9 @@ TABLE_COLUMNS = (
     HEAL_COLUMN,
     "status",
     "converge_ms",
+    TOPICS_COLUMN,
+    TOPIC_MEDIAN_COLUMN,
+    TOPIC_MAX_COLUMN,
 )
 MS_PER_S = 1000.0
 
@@ -190,6 +206,28 @@ def convergence_after_heals(history: Any) -> Any:
         .agg(F.min("ts_ms").alias("converged_ms"))
     )
     keys = ["run_id", "fault_kind", "target", "start_ms", "heal_ms"]
+    per_topic = (
+        heals.select(*keys)
+        .join(flags.filter(F.col("ok")), "run_id")
+        .filter(F.col("ts_ms") >= F.col("heal_ms"))
+        .groupBy(*keys, "topic")
+        .agg((F.min("ts_ms") - F.col("heal_ms")).alias("topic_ms"))
+        .groupBy(*keys)
+        .agg(
+            F.count("*").alias("topics_converged"),
+            # An element of the set (not an interpolation), exact at these sizes.
+            F.percentile_approx("topic_ms", 0.5, 1_000_000).alias(TOPIC_MEDIAN_COLUMN),
+            F.max("topic_ms").alias(TOPIC_MAX_COLUMN),
+        )
+    )
+    topics_converged = F.when(
+        F.col("topics").isNotNull(),
+        F.concat_ws(
+            " of ",
+            F.coalesce(F.col("topics_converged"), F.lit(0)).cast("string"),
+            F.col("topics").cast("string"),
+        ),
+    )
     status = (
         F.when(F.col("topics").isNull(), F.lit(NOT_MEASURED))
         .when(F.col("converged_ms").isNull(), F.lit(NOT_CONVERGED))
@@ -198,7 +236,9 @@ def convergence_after_heals(history: Any) -> Any:
     since_start = F.col("recording_start_ms")
     return (
         heals.join(first, keys, "left")
+        .join(per_topic, keys, "left")
         .join(topics, "run_id", "left")
+        .withColumn(TOPICS_COLUMN, topics_converged)
         .join(F.broadcast(recording_starts(history)), "run_id", "left")
         .withColumn("status", status)
         .withColumn(

@@ -21,6 +21,9 @@ from spark_jobs.convergence import (
     HEAL_COLUMN,
     NOT_CONVERGED,
     START_COLUMN,
+    TOPIC_MAX_COLUMN,
+    TOPIC_MEDIAN_COLUMN,
+    TOPICS_COLUMN,
     convergence_after_heals,
     first_converged,
     round_converged,
@@ -219,10 +222,20 @@ def test_both_tables_in_spark_and_in_the_report(spark: Any, tmp_path: Path) -> N
         ("never", "partition", 0.99, NOT_CONVERGED, None),
     ]
     assert [h[START_COLUMN] for h in heals] == [0.49, 2.99, 0.19]
+    # Each topic on its own: T agreed from the round at 5000 (3000 and 1000 ms after the
+    # heals); in run "never" n1 keeps A, so T never converges.
+    assert [(h[TOPICS_COLUMN], h[TOPIC_MEDIAN_COLUMN], h[TOPIC_MAX_COLUMN]) for h in heals] == [
+        ("1 of 1", 3000, 3000),
+        ("1 of 1", 1000, 1000),
+        ("0 of 1", None, None),
+    ]
     text = section_markdown(SECTION_BY_NAME["convergence"], heals, ["raft"])
     assert "## Time to converge after each heal" in text
     assert "| start (s from start) | heal (s from start) |" in text
-    assert "| never | raft | heal | partition | n1 | 0.19 | 0.99 | not converged | — |" in text
+    assert (
+        "| never | raft | heal | partition | n1 | 0.19 | 0.99 | not converged | — "
+        "| 0 of 1 | — | — |" in text
+    )
     text = section_markdown(SECTION_BY_NAME["lost_writes"], lost, ["raft"])
     assert "## Lost acknowledged writes" in text
     assert "conv/11 (read 12)" in text
