@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker_app.store.message_store import TOPIC_PATTERN
 from remoting import body_limits, fastjson
 from remoting.bodies import (
     decode_data_version,
@@ -37,6 +36,7 @@ from remoting.model import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from remoting.topic_rule import is_legal_topic
 
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
@@ -137,7 +137,7 @@ def default_topics(
     topics[SELF_TEST_TOPIC] = TopicConfig(SELF_TEST_TOPIC, 1, 1)
     topics[OFFSET_MOVED_EVENT] = TopicConfig(OFFSET_MOVED_EVENT, 1, 1)
     for name in (cluster_name, broker_name):
-        if TOPIC_PATTERN.match(name):
+        if is_legal_topic(name):
             # The cluster and broker-name topics carry no messages: perm INHERIT
             # plus read/write, as BrokerController sets them up.
             topics[name] = TopicConfig(name, 1, 1, PERM_INHERIT | PERM_READ | PERM_WRITE)

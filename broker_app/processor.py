@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ from remoting.connection import Connection
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_bool, header_int, header_str, require_str
 from remoting.model import DEFAULT_TOPIC_FILTER_TYPE, PERM_READ, PERM_WRITE, KVTable, TopicConfig
+from remoting.topic_rule import topic_refusal
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,6 @@ V2_NAMES = {
     "m": "batch",
 }
 MSG_REGION = "DefaultRegion"
-TOPIC_CHARS_MAX = 127
-TOPIC_CHARS = re.compile(r"[%|a-zA-Z0-9_-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,17 +103,6 @@ def parse_create_topic(request: RemotingCommand) -> TopicConfig:
         topic_sys_flag=header_int(request, "topicSysFlag", bits=32) or 0,
         order=bool(header_bool(request, "order")),
     )
-
-
-def topic_refusal(topic: str) -> str | None:
-    """``TopicValidator.validateTopic``: why ``topic`` is not a legal name, or None."""
-    if not topic.strip():
-        return "The specified topic is blank."
-    if not TOPIC_CHARS.fullmatch(topic):
-        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_CHARS_MAX:
-        return "The specified topic is longer than topic max length."
-    return None
 
 
 Route = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]

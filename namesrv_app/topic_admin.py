@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from broker_app.processor import topic_refusal
 from localcluster import broker_control
 from localcluster.broker_control import BrokerControlError
 from namesrv_app import gateway_client, models
@@ -42,6 +41,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.model import QueueData
+from remoting.topic_rule import topic_refusal
 
 METHOD_BROKERS = "brokers"
 METHOD_NAMESRV = "namesrv"

@@ -21,15 +21,13 @@ API's field names, for a caller without either (the CLI).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 from django.core.exceptions import ValidationError
 
 from namesrv_app import models
+from remoting.topic_rule import TOPIC_CHARS, TOPIC_CHARS_MAX
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_CHARS_MAX = 127
 QUEUE_NUMS_MIN = 1
 QUEUE_NUMS_MAX = 1024
 DEFAULT_QUEUE_NUMS = 8
@@ -52,7 +50,7 @@ def validate_topic(value: str) -> None:
     """RocketMQ's topic rule: allowed characters and at most 127 of them."""
     if len(value) > TOPIC_CHARS_MAX:
         raise ValidationError(TOPIC_TOO_LONG)
-    if not TOPIC_PATTERN.match(value):
+    if not TOPIC_CHARS.fullmatch(value):
         raise ValidationError(TOPIC_CHARACTERS)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from broker_app.store.record import (
     scan_record,
     tag_hash,
 )
+from remoting.topic_rule import is_legal_topic
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,6 @@ DEFAULT_CQ_ENTRIES_PER_SEGMENT = 300_000
 DEFAULT_FLUSH_INTERVAL_MS = 500
 # RocketMQ's TopicValidator: the topic becomes a directory name, so this
 # pattern is also what keeps a request from escaping the store directory.
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 QUEUE_ID_MAX = 65535
 FILTER_SCAN_ENTRIES_MAX = 16_000
 """Consume-queue entries one read looks through for matching tags (``maxFilterMessageCount``)."""
@@ -150,7 +149,7 @@ class GetResult:
 
 def validate_topic(topic: str) -> None:
     """Raise :class:`MessageRejected` unless ``topic`` is a legal RocketMQ topic name."""
-    if not TOPIC_PATTERN.match(topic):
+    if not is_legal_topic(topic):
         raise MessageRejected(f"the topic {topic!r} is not a legal topic name")
 
 
@@ -198,7 +197,7 @@ class MessageStore:
         if not self._cq_root.is_dir():
             return
         for topic_dir in self._cq_root.iterdir():
-            if not topic_dir.is_dir() or not TOPIC_PATTERN.match(topic_dir.name):
+            if not topic_dir.is_dir() or not is_legal_topic(topic_dir.name):
                 continue
             for queue_dir in topic_dir.iterdir():
                 if queue_dir.is_dir() and queue_dir.name.isdigit():

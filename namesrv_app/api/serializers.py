@@ -13,7 +13,6 @@ from namesrv_app.models import AuditEntry
 from namesrv_app.topic_rules import (
     QUEUE_NUMS_MAX,
     QUEUE_NUMS_MIN,
-    TOPIC_CHARS_MAX,
     unknown_broker_names,
     validate_broker_groups,
     validate_perm,
@@ -28,6 +27,7 @@ from namesrv_app.web.forms import (
     validate_name,
 )
 from remoting.consistency import CONSISTENCY_LEVELS, CONSISTENCY_LOCAL
+from remoting.topic_rule import TOPIC_CHARS_MAX
 
 BROKERS_PER_TOPIC_MAX = 1024
 QUEUE_NUMS_HELP = f"queues per broker group, {QUEUE_NUMS_MIN} to {QUEUE_NUMS_MAX}"

@@ -30,13 +30,13 @@ from namesrv_app.topic_rules import (
     PERM_RULE,
     QUEUE_NUMS_MAX,
     QUEUE_NUMS_MIN,
-    TOPIC_CHARS_MAX,
     UNKNOWN_GROUPS,
     validate_deletable_topic,
     validate_queue_nums,
     validate_topic,
 )
 from remoting.model import QueueData, has_control_characters
+from remoting.topic_rule import TOPIC_CHARS_MAX
 
 NAME_CHARS_MAX = 255
 # A KV value travels in the request header, which the gateway reads only up to 256 KiB
