@@ -14,6 +14,11 @@ from pathlib import Path
 from raftstore import vocab
 from remoting.consistency import CONSISTENCY_LOCAL
 
+RUNS_DIR_NAME = "runs"
+"""An invocation's folder holds ``runs/<run_id>`` (one history per mode and seed) ..."""
+REPORT_DIR_NAME = "report"
+"""... and ``report/``, the analysis of them all."""
+
 
 @dataclass(frozen=True, slots=True)
 class ExperimentConfig:

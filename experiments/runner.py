@@ -520,10 +520,6 @@ async def _scheduled_timeline(
     return rows
 
 
-RUNS_DIR_NAME = "runs"
-REPORT_DIR_NAME = "report"
-
-
 def batch_dir(
     out_dir: Path | str, scenario_name: str, seed: int, stamp: str, seeds: int = 1
 ) -> Path:

@@ -14,11 +14,9 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from django import forms
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
@@ -26,15 +24,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from experiment_history.runs import read_meta, read_table, table_path
-from experiment_history.schema import FAULTS, OPERATIONS
 from experiment_reports import report, seeds as report_seeds, text as report_text
-from experiments.runner import MODES, REPORT_DIR_NAME, RUNS_DIR_NAME
-from experiments.scenarios import SCENARIOS
+from experiments.config import REPORT_DIR_NAME, RUNS_DIR_NAME
 from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from namesrv_app.roles import is_operator
 from namesrv_app.web.views import _context, console_view
 from node.processes import manage_argv
+from raftstore.vocab import MODES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODE_BOTH = "both"
@@ -74,10 +70,28 @@ def experiments_root() -> Path:
 # ------------------------------------------------------------------- launching
 
 
+def scenario_choices() -> list[tuple[str, str]]:
+    """Every scenario, by name. The scenarios bring the whole harness (PySyncObj, the
+    simulated brokers): imported when the form is first shown, not at the web
+    process's start (docs/BENCHMARKS.md, "start-up")."""
+    from experiments.scenarios import SCENARIOS
+
+    return [(name, name) for name in sorted(SCENARIOS)]
+
+
+def _files() -> ModuleType:
+    """The run's Parquet and JSON files (:mod:`namesrv_app.web.experiment_files`): pyarrow
+    is imported on the first page that reads them, not at the web process's start
+    (docs/BENCHMARKS.md, "start-up")."""
+    from namesrv_app.web import experiment_files
+
+    return experiment_files
+
+
 class ExperimentLaunchForm(forms.Form):
     """What an operator may choose when starting an experiment from the console."""
 
-    scenario = forms.ChoiceField(choices=[(name, name) for name in sorted(SCENARIOS)])
+    scenario = forms.ChoiceField(choices=scenario_choices)
     mode = forms.ChoiceField(choices=[(m, m) for m in (MODE_BOTH, *MODES)], initial=MODE_BOTH)
     seed = forms.IntegerField(min_value=SEED_MIN, initial=1)
     duration_s = forms.IntegerField(
@@ -163,7 +177,7 @@ def asked_duration_s(run: ExperimentRun) -> float | None:
     if isinstance(stored, int | float):
         return float(stored)
     try:
-        value = read_meta(run.out_dir).params.get("duration_s")
+        value = _files().read_meta(run.out_dir).params.get("duration_s")
     except (OSError, ValueError, TypeError):
         return None
     return float(value) if isinstance(value, int | float) else None
@@ -402,50 +416,6 @@ def experiment_plot(request: HttpRequest, run_id: str, name: str) -> HttpRespons
 # ------------------------------------------------------------------- timeline
 
 
-TIMELINE_COLUMNS = (
-    "op_id",
-    "process",
-    "kind",
-    "node",
-    "topic",
-    "invoke_ms",
-    "complete_ms",
-    "outcome",
-    "broker",
-)
-
-
-def _read_ops(run_dir: Path) -> tuple[list[dict[str, Any]], int, tuple[int, int] | None]:
-    """At most ``TIMELINE_OPS_MAX`` operations taken evenly over the whole recording (in
-    invocation order, the first and the last always among them), the total count, and
-    the recording's span in ms (first invocation, last completion) over every operation,
-    so the axis covers the whole run even where the drawing is a sample."""
-    path = table_path(run_dir, OPERATIONS)
-    if not path.is_file():
-        return [], 0, None
-    table = pq.read_table(path, columns=list(TIMELINE_COLUMNS))
-    total = table.num_rows
-    if total == 0:
-        return [], 0, None
-    table = table.sort_by([("invoke_ms", "ascending"), ("op_id", "ascending")])
-    span = (
-        int(pc.min(table["invoke_ms"]).as_py()),
-        int(max(pc.max(table["complete_ms"]).as_py(), pc.max(table["invoke_ms"]).as_py())),
-    )
-    if total > TIMELINE_OPS_MAX:
-        step = (total - 1) / (TIMELINE_OPS_MAX - 1)
-        table = table.take(pa.array(sorted({round(i * step) for i in range(TIMELINE_OPS_MAX)})))
-    rows: list[dict[str, Any]] = table.to_pylist()
-    return rows, total, span
-
-
-def _read_faults(run_dir: Path) -> list[dict[str, Any]]:
-    if not table_path(run_dir, FAULTS).is_file():
-        return []
-    rows: list[dict[str, Any]] = read_table(run_dir, FAULTS).to_pylist()
-    return rows
-
-
 def timeline_layout(
     ops: list[dict[str, Any]],
     faults: list[dict[str, Any]],
@@ -546,8 +516,9 @@ def experiment_timeline(request: HttpRequest, run_id: str) -> HttpResponse:
     if lane_key not in LANE_KEYS:
         lane_key = LANE_KEYS[0]
     run_dir = Path(run.out_dir)
-    ops, total, span_ms = _read_ops(run_dir)
-    layout = timeline_layout(ops, _read_faults(run_dir), lane_key, span_ms)
+    files = _files()
+    ops, total, span_ms = files.read_ops(run_dir, TIMELINE_OPS_MAX)
+    layout = timeline_layout(ops, files.read_faults(run_dir), lane_key, span_ms)
     context = _context(
         request,
         "experiments",

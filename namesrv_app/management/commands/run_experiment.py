@@ -17,13 +17,11 @@ from django.db import router
 from django.utils import timezone
 
 from broker_app.management.command import ProjectCommand
-from experiments.config import ExperimentConfig
+from experiments.config import REPORT_DIR_NAME, RUNS_DIR_NAME, ExperimentConfig
 from experiments.nemesis import Schedule, load_schedule
 from experiments.progress import Progress
 from experiments.runner import (
     MODES,
-    REPORT_DIR_NAME,
-    RUNS_DIR_NAME,
     RunOutcome,
     analyze_runs,
     batch_configs,
