@@ -37,6 +37,11 @@ def wall_us() -> int:
     return time.time_ns() // 1_000
 
 
+SAME_CLOCK_US = 1_000
+"""A node whose measured clock offset is within this (beyond the measure's uncertainty)
+of this host's runs on this host's clock (:meth:`NodeJournals._clock`)."""
+
+
 def wall_offset_us() -> int:
     """This host's wall clock minus the harness's clock (:func:`now_us`), in µs, now.
 
@@ -71,6 +76,9 @@ class NodeJournals:
     _entries_seen: set[tuple[str, int, int]] = field(default_factory=set)
     _starts_seen: set[tuple[str, int]] = field(default_factory=set)
     _read_us: dict[str, int] = field(default_factory=dict)
+    _clocks: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    """Per (node, started_us): the best measure of that process's clock, (offset,
+    uncertainty) µs (:meth:`_clock`)."""
     _round: FreshRound | None = None
 
     async def journal(self, node: str) -> dict[str, Any] | None:
@@ -102,38 +110,67 @@ class NodeJournals:
         """Pass on the entries of every node's journal (:meth:`journal`) that are new
         since the last call, in both modes.
 
-        The node stamps those on its wall clock (µs; NODE_STATUS carries nothing else),
-        and every other row of the history is on the harness's clock (:func:`now_us`),
-        so the readers get the wall clock's offset from the harness clock
-        (:func:`wall_offset_us`), read as the statuses come back, to move each stamp
-        onto it. That is exact while the wall clock does not move against the monotonic
-        one between the node's stamp and this read; what it leaves: any slewing or step
-        of the wall clock in between (a report is first read at the first status round
-        after its commit, one probe round, about 250 ms, plus the status call, unless
-        the node did not answer: at NTP's 500 ppm slewing limit, at most about 0.15 ms
-        per 300 ms; a step, all of it), and half the gap between the two clock reads of
-        the offset (µs). It relies on the gateways running on this host (the local
-        cluster): another host's wall clock would add its own offset, unmeasured."""
-        asked_us = now_us()
+        The node stamps those on its wall clock (µs), and every other row of the history
+        is on the harness's clock (:func:`now_us`), so each stamp is moved onto it by
+        the node's clock offset (:meth:`_clock`): this host's (:func:`wall_offset_us`,
+        exact to µs while the wall clock does not slew or step between the stamp and the
+        read) for a gateway on this host's clock, and for one whose clock is off (the
+        nemesis' libfaketime restarts) its own, measured from the ``now_us`` of its
+        answers, with each entry's window widened by that measure's uncertainty."""
         nodes = list(self.cluster.remoting_addrs())
-        journals = await asyncio.gather(*(self.journal(node) for node in nodes))
-        for node, journal in zip(nodes, journals, strict=True):
-            if journal is not None:
-                self._read_us[node] = asked_us
-        offset_us = wall_offset_us()
+        answers = await asyncio.gather(*(self._timed_journal(node) for node in nodes))
+        host_us = wall_offset_us()
         since_us = self.since_us()
-        for node, journal in zip(nodes, journals, strict=True):
-            started_us = int((journal or {}).get("started_us", 0))
+        for node, (journal, asked_us, answered_us) in zip(nodes, answers, strict=True):
+            if journal is None:
+                continue
+            self._read_us[node] = asked_us
+            started_us = int(journal.get("started_us", 0))
+            offset_us, slack_us = self._clock(node, journal, host_us, asked_us, answered_us)
             if not self.raft and started_us - offset_us >= since_us:
                 self._started(node, started_us)
-            for entry in (journal or {}).get("expiries", []):
+            for entry in journal.get("expiries", []):
                 # Keyed by the node's own stamp, which is the same in every status.
                 key = (node, int(entry["seq"]), int(entry["started_us"]))
                 if key in self._entries_seen or key[2] - offset_us < since_us:
                     continue
                 self._entries_seen.add(key)
+                if slack_us:
+                    entry = {
+                        **entry,
+                        "started_us": int(entry["started_us"]) - slack_us,
+                        "committed_us": int(entry["committed_us"]) + slack_us,
+                    }
                 for reader in (*self.readers, self.on_entry):
                     reader(node, entry, offset_us)
+
+    async def _timed_journal(self, node: str) -> tuple[dict[str, Any] | None, int, int]:
+        asked_us = now_us()
+        journal = await self.journal(node)
+        return journal, asked_us, now_us()
+
+    def _clock(
+        self, node: str, journal: dict[str, Any], host_us: int, asked_us: int, answered_us: int
+    ) -> tuple[int, int]:
+        """``node``'s wall clock against the harness clock, (offset, slack) in µs, for the
+        gateway process that answered (one per ``started_us``): the node's ``now_us``
+        less the middle of the call, as NTP reads a server, uncertain by half the call
+        (the smallest seen is kept). Within that uncertainty (and
+        :data:`SAME_CLOCK_US`) of this host's offset, the node runs on this host's clock:
+        the host's exact offset, no slack. Otherwise the measured offset, with its
+        uncertainty as the slack."""
+        if "now_us" not in journal:
+            return host_us, 0
+        measured_us = int(journal["now_us"]) - (asked_us + answered_us) // 2
+        uncertainty_us = (answered_us - asked_us + 1) // 2
+        process = (node, int(journal.get("started_us", 0)))
+        best = self._clocks.get(process)
+        if best is None or uncertainty_us < best[1]:
+            best = self._clocks[process] = (measured_us, uncertainty_us)
+        measured_us, uncertainty_us = best
+        if abs(measured_us - host_us) <= uncertainty_us + SAME_CLOCK_US:
+            return host_us, 0
+        return measured_us, uncertainty_us
 
     def read_since(self, node: str, since_us: int) -> bool:
         """True when a read of ``node``'s journal that was sent after ``since_us`` (the

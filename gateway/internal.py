@@ -44,10 +44,10 @@ REMARK_FORBIDDEN = "internal request refused"
 REMARK_ADDR_MISSING = "ext addr (host:port of the Raft member) is missing"
 JOURNAL_FIELD = "journal"
 JOURNAL_ONLY = "only"
-"""NODE_STATUS with ext ``journal=only`` answers ``{"expiries": [...], "started_us": N}``
-alone: this node's journal of its own changes and when it began
-(``gateway.expiry_reports``), without the digests the full status computes, for a reader
-that asks often (the consistency experiments)."""
+"""NODE_STATUS with ext ``journal=only`` answers ``{"expiries": [...], "started_us": N,
+"now_us": N}`` alone: this node's journal of its own changes, when it began and the
+node's wall clock as it answered (``gateway.expiry_reports``), without the digests the
+full status computes, for a reader that asks often (the consistency experiments)."""
 BACKUP_CLUSTER_FIELD = "cluster"
 """BACKUP: the cluster's name, written into the backup's header and file name."""
 
@@ -139,7 +139,12 @@ class InternalDispatcher:
             # The journal alone: no digest, cheap enough to ask before every write.
             journal = self.service.expiry_reports
             return _json_response(
-                request, {"expiries": journal.snapshot(), "started_us": journal.started_us}
+                request,
+                {
+                    "expiries": journal.snapshot(),
+                    "started_us": journal.started_us,
+                    "now_us": journal.clock_us(),
+                },
             )
         if header_str(request, CONSISTENCY_FIELD) == CONSISTENCY_LINEARIZABLE:
             await self.service.replicator.barrier()

@@ -97,8 +97,10 @@ class _StatusCluster:
 
     node_ids = ["n1", "n2", "n3"]
 
-    def __init__(self) -> None:
+    def __init__(self, skew_us: int = 0) -> None:
         self.reports: list[dict[str, Any]] = []
+        self.skew_us = skew_us
+        """n1's wall clock against this host's (a gateway started under libfaketime)."""
 
     def remoting_addrs(self) -> dict[str, str]:
         return {n: f"127.0.0.1:{9000 + i}" for i, n in enumerate(self.node_ids)}
@@ -108,7 +110,12 @@ class _StatusCluster:
     ) -> RemotingCommand:
         """NODE_STATUS ``journal=only``, as a gateway answers it."""
         assert (code, ext) == (NODE_STATUS_CODE, {JOURNAL_FIELD: JOURNAL_ONLY})
-        body = {"expiries": list(self.reports) if node == "n1" else [], "started_us": 0}
+        skew_us = self.skew_us if node == "n1" else 0
+        body = {
+            "expiries": list(self.reports) if node == "n1" else [],
+            "started_us": 0,
+            "now_us": journals_module.wall_us() + skew_us,
+        }
         request = RemotingCommand.request(code, ext)
         return make_response(request, ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
@@ -167,6 +174,47 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
         assert abs(row["complete_us"] - (scan_us + 3_000)) < SLACK_US, row
         assert row["complete_us"] - row["invoke_us"] == 3_000
         assert row["invoke_ms"] == row["invoke_us"] // 1_000
+
+
+def test_a_node_on_a_skewed_clock_is_read_on_its_own_clock(tmp_path: Path) -> None:
+    """n1 runs 5 s ahead of this host (the nemesis' libfaketime restart): its stamps are
+    moved by its own offset, measured from its answer's ``now_us``, and its window
+    widened by that measure's uncertainty; read with this host's offset, the scan would
+    be recorded 5 s late."""
+    skew_us = 5_000_000
+    topics = ["topic-000", "topic-001"]
+    cluster = _StatusCluster(skew_us=skew_us)
+    ctx, writer, brokers = unit_context(
+        tmp_path,
+        "broker-kill",
+        topics=topics,
+        nodes=["n1", "n2", "n3"],
+        brokers=3,
+        seed=2,
+        cluster=cluster,
+    )
+    for topic in topics:
+        ctx.registers.record(topic, 0, 10, ctx.fleet.truth(topic))
+    victim = brokers[0]
+    scan_us = now_us()
+    wall = scan_us + wall_offset_us() + skew_us
+    cluster.reports = [
+        {
+            "seq": 1,
+            "started_us": wall,
+            "committed_us": wall + 3_000,
+            "expired": [{"cluster": "c", "addr": victim.addr}],
+        }
+    ]
+    asyncio.run(ctx.journals.collect())
+    writer.close()
+    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == EXPIRE_WRITE]
+    assert rows, "the scan of the victim is recorded"
+    for row in rows:
+        # Widened by the measure's uncertainty, never narrowed: the scan lies inside.
+        assert row["invoke_us"] <= scan_us + SLACK_US, row
+        assert row["complete_us"] >= scan_us + 3_000 - SLACK_US, row
+        assert abs(row["invoke_us"] - scan_us) < 10 * SLACK_US, row
 
 
 @pytest.mark.integration
