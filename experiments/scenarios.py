@@ -31,8 +31,9 @@ from experiment_history.schema import (
 )
 from experiments.context import ExperimentContext
 from experiments.failover import FAILOVER_BROKER, FAILOVER_TOPIC, FailoverGroup
-from experiments.faults import FaultError
+from experiments.faults import FaultError, faketime_available
 from experiments.nemesis import (
+    CLOCK_SKEW,
     SCHEDULE_FILE_NAME,
     Schedule,
     draw_schedule,
@@ -504,6 +505,13 @@ class Nemesis(Scenario):
         )
         for step in self.schedule.steps:
             ctx.progress.line("  " + step.describe())
+        if any(step.kind == CLOCK_SKEW for step in self.schedule.steps) and not (
+            faketime_available()
+        ):
+            ctx.progress.line(
+                "  clock_skew steps: libfaketime is not installed (apt-get install faketime), "
+                "so they forge the node's scan stamps instead of skewing its clock"
+            )
         (ctx.cluster.run_dir.parent / SCHEDULE_FILE_NAME).write_text(schedule_json(self.schedule))
 
     async def run_schedule(self, ctx: ExperimentContext, start_ms: int) -> list[dict[str, Any]]:
