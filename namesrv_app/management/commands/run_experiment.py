@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.db import router
+from django.db import connections, router
 from django.utils import timezone
 
 from broker_app.management.command import ProjectCommand
@@ -39,6 +39,16 @@ from remoting.consistency import CONSISTENCY_LEVELS
 MODE_BOTH = "both"
 DEFAULTS = ExperimentConfig(scenario="broker-kill", mode="eventual", out_dir=Path("."))
 DEFAULT_OUT = Path("run/experiments")
+
+
+def _migrated_for_runs() -> None:
+    """This shell's own database (no cluster to record in) holds the runs' table: a
+    fresh checkout's has no tables yet, and is migrated first. Looked at before
+    migrating anything: a database that has the table (a cluster's, a test's inside its
+    transaction) is left alone."""
+    alias = router.db_for_write(ExperimentRun)
+    if ExperimentRun._meta.db_table not in connections[alias].introspection.table_names():
+        schema.migrate((alias,))
 
 
 class Command(ProjectCommand):
@@ -145,9 +155,7 @@ class Command(ProjectCommand):
         run_dir = chosen_run_dir(options["run_dir"], self.stdout.write, "the run")
         apply_run_dir(run_dir)
         if run_dir is None:
-            # This shell's own database (no cluster to record in): a fresh checkout's
-            # has no tables yet, and migrating it is cheap when it has no work.
-            schema.migrate((router.db_for_write(ExperimentRun),))
+            _migrated_for_runs()
         modes = MODES if options["mode"] == MODE_BOTH else (options["mode"],)
         batch = batch_dir(
             options["out"],
