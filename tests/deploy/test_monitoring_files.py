@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -20,10 +19,12 @@ from django.test import Client
 from tests.deploy.monitoring import (
     DASHBOARD,
     PROMETHEUS_OWN,
+    PROMTOOL,
     ROOT,
     RULES,
     WEB_PREFIX,
     dashboard,
+    ensure_prometheus,
     metric_names,
     panels,
     rules,
@@ -31,7 +32,6 @@ from tests.deploy.monitoring import (
     used_metric_names,
 )
 
-PROMTOOL = Path("/usr/bin/promtool")
 RULE_TESTS = RULES.with_name("namesrv-alerts-test.yml")
 DEPLOY_DOC = ROOT / "docs" / "DEPLOY.md"
 PROMTOOL_TIMEOUT_S = 60
@@ -50,8 +50,7 @@ MIN_SCHEMA_VERSION = 36
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    if not PROMTOOL.exists():
-        pytest.skip("promtool is not installed (Debian package prometheus)")
+    ensure_prometheus()
     return subprocess.run(
         [str(PROMTOOL), *args],
         capture_output=True,

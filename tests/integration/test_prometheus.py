@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import subprocess
 import urllib.parse
 import urllib.request
@@ -37,9 +35,11 @@ from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.model import DataVersion
 from tests.deploy.monitoring import (
+    PROMETHEUS,
     PROMETHEUS_OWN,
     RULES,
     WEB_PREFIX,
+    ensure_prometheus,
     rules,
     sample_names,
     used_metric_names,
@@ -51,8 +51,6 @@ from tools.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-PROMETHEUS = Path("/usr/bin/prometheus")
-APT_TIMEOUT_S = 600
 START_TIMEOUT_S = 60.0
 SERIES_TIMEOUT_S = 60.0
 POLL_S = 0.5
@@ -71,28 +69,10 @@ rule_files: ["{rules}"]
 """
 
 
-def _apt_install(package: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", package],
-        timeout=APT_TIMEOUT_S,
-        capture_output=True,
-        check=False,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
-
-
 @pytest.fixture(scope="session")
 def prometheus_binary() -> Path:
-    """The Debian prometheus binary, installed on first use (the service is not started:
-    the test starts its own server)."""
-    if not PROMETHEUS.exists():
-        if os.geteuid() != 0 or shutil.which("apt-get") is None:
-            pytest.fail("prometheus is missing and cannot be installed (needs root and apt-get)")
-        if _apt_install("prometheus").returncode != 0:
-            # A fresh image may have no package lists yet.
-            subprocess.run(["apt-get", "update"], check=True, timeout=APT_TIMEOUT_S)
-            done = _apt_install("prometheus")
-            assert done.returncode == 0, done.stderr.decode(errors="replace")
+    """The Debian prometheus binary (:func:`tests.deploy.monitoring.ensure_prometheus`)."""
+    ensure_prometheus()
     return PROMETHEUS
 
 
