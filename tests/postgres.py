@@ -16,7 +16,6 @@ from __future__ import annotations
 import glob
 import os
 import pwd
-import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localcluster.tls_files import CertFiles, issue_cert, make_ca
+from tests.debian import apt_install
 from tools import ports
 
-APT_TIMEOUT_S = 900
 START_TIMEOUT_S = 60
 SERVICE_USER = "postgres"
 PASSWORD = "namesrv-test-password"
@@ -46,16 +45,7 @@ def ensure_installed() -> Path:
     folder = _bin_dir()
     if folder is not None:
         return folder
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise RuntimeError("PostgreSQL is missing and cannot be installed (needs root, apt-get)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]
-    done = subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False)
-    if done.returncode != 0:
-        subprocess.run(
-            ["apt-get", "update"], env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False
-        )
-        subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=True)
+    apt_install("postgresql")
     folder = _bin_dir()
     if folder is None:
         raise RuntimeError("apt-get installed postgresql but no pg_ctl was found")

@@ -9,10 +9,7 @@ and ``_count`` included, so a name is checked exactly as a query spells it).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +17,11 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.debian import apt_install
+
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = Path("/usr/bin/prometheus")
 PROMTOOL = Path("/usr/bin/promtool")
-APT_TIMEOUT_S = 600
 RULES = ROOT / "deploy" / "prometheus" / "namesrv-alerts.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "namesrv-dashboard.json"
 PROMETHEUS_OWN = frozenset({"up"})
@@ -121,26 +119,14 @@ def sample_names(exposition: str) -> set[str]:
     }
 
 
-def _apt_install(package: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", package],
-        timeout=APT_TIMEOUT_S,
-        capture_output=True,
-        check=False,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
-
-
 def ensure_prometheus() -> None:
     """Debian's prometheus package (the server and ``promtool``), installed on first use
     (the service is not started: the tests start their own server), whichever test
     needs it first."""
     if PROMETHEUS.exists() and PROMTOOL.exists():
         return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise RuntimeError("prometheus is missing and cannot be installed (needs root, apt-get)")
-    if _apt_install("prometheus").returncode != 0:
-        # A fresh image may have no package lists yet.
-        subprocess.run(["apt-get", "update"], check=True, timeout=APT_TIMEOUT_S)
-        done = _apt_install("prometheus")
-        assert done.returncode == 0, done.stderr.decode(errors="replace")
+    apt_install("prometheus")
+    if not (PROMETHEUS.exists() and PROMTOOL.exists()):
+        raise RuntimeError(
+            f"apt-get installed prometheus but {PROMETHEUS} or {PROMTOOL} is missing"
+        )
