@@ -120,6 +120,34 @@ class _StatusCluster:
         return make_response(request, ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
 
+TOPICS = ["topic-000", "topic-001"]
+
+
+def _context(tmp_path: Path, cluster: _StatusCluster) -> tuple[Any, Any, list[Any]]:
+    """A unit context over ``cluster`` with each topic's route written once."""
+    ctx, writer, brokers = unit_context(
+        tmp_path,
+        "broker-kill",
+        topics=TOPICS,
+        nodes=["n1", "n2", "n3"],
+        brokers=3,
+        seed=2,
+        cluster=cluster,
+    )
+    for topic in TOPICS:
+        ctx.registers.record(topic, 0, 10, ctx.fleet.truth(topic))
+    return ctx, writer, brokers
+
+
+def _recorded_expiries(ctx: Any, writer: Any, tmp_path: Path) -> list[dict[str, Any]]:
+    """Read every node's journal once and return the expiry writes it recorded."""
+    asyncio.run(ctx.journals.collect())
+    writer.close()
+    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == EXPIRE_WRITE]
+    assert rows, "the scan of the victim is recorded"
+    return rows
+
+
 def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,22 +158,10 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
     monkeypatch.setattr(journals_module, "wall_us", lambda: time.time_ns() // 1_000 + WALL_STEP_US)
     offset = wall_offset_us()
     assert abs(offset - WALL_STEP_US) < SLACK_US
-    topics = ["topic-000", "topic-001"]
     cluster = _StatusCluster()
-    ctx, writer, brokers = unit_context(
-        tmp_path,
-        "broker-kill",
-        topics=topics,
-        nodes=["n1", "n2", "n3"],
-        brokers=3,
-        seed=2,
-        cluster=cluster,
-    )
-    recorder, fleet = ctx.recorder, ctx.fleet
-    for topic in topics:
-        ctx.registers.record(topic, 0, 10, fleet.truth(topic))
+    ctx, writer, brokers = _context(tmp_path, cluster)
     victim = brokers[0]
-    start_us = recorder.started_ms * 1_000
+    start_us = ctx.recorder.started_ms * 1_000
     scan_us = now_us()  # harness clock: the scan starts now, commits 3 ms later
     wall = scan_us + WALL_STEP_US  # what the node's wall clock says at those moments
     cluster.reports = [
@@ -162,12 +178,9 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
             "expired": [{"cluster": "c", "addr": victim.addr}],
         },
     ]
-    asyncio.run(ctx.journals.collect())
-    writer.close()
-    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == EXPIRE_WRITE]
-    assert rows, "the scan of the victim is recorded"
+    rows = _recorded_expiries(ctx, writer, tmp_path)
     assert {json.loads(r["extra"])["scan_seq"] for r in rows} == {2}, "seq 1 predates the run"
-    assert {r["topic"] for r in rows} == {t for t in topics if t in victim.topics}
+    assert {r["topic"] for r in rows} == {t for t in TOPICS if t in victim.topics}
     for row in rows:
         assert row["broker"] == victim.name
         assert abs(row["invoke_us"] - scan_us) < SLACK_US, row
@@ -182,19 +195,8 @@ def test_a_node_on_a_skewed_clock_is_read_on_its_own_clock(tmp_path: Path) -> No
     widened by that measure's uncertainty; read with this host's offset, the scan would
     be recorded 5 s late."""
     skew_us = 5_000_000
-    topics = ["topic-000", "topic-001"]
     cluster = _StatusCluster(skew_us=skew_us)
-    ctx, writer, brokers = unit_context(
-        tmp_path,
-        "broker-kill",
-        topics=topics,
-        nodes=["n1", "n2", "n3"],
-        brokers=3,
-        seed=2,
-        cluster=cluster,
-    )
-    for topic in topics:
-        ctx.registers.record(topic, 0, 10, ctx.fleet.truth(topic))
+    ctx, writer, brokers = _context(tmp_path, cluster)
     victim = brokers[0]
     scan_us = now_us()
     wall = scan_us + wall_offset_us() + skew_us
@@ -206,10 +208,7 @@ def test_a_node_on_a_skewed_clock_is_read_on_its_own_clock(tmp_path: Path) -> No
             "expired": [{"cluster": "c", "addr": victim.addr}],
         }
     ]
-    asyncio.run(ctx.journals.collect())
-    writer.close()
-    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["kind"] == EXPIRE_WRITE]
-    assert rows, "the scan of the victim is recorded"
+    rows = _recorded_expiries(ctx, writer, tmp_path)
     for row in rows:
         # Widened by the measure's uncertainty, never narrowed: the scan lies inside.
         assert row["invoke_us"] <= scan_us + SLACK_US, row
