@@ -50,12 +50,19 @@ def chosen_run_dir(given: Path | None, say: Callable[[str], None], what: str) ->
     return found
 
 
+def holds_table(table: str, alias: str = "default") -> bool:
+    """Whether database ``alias`` has ``table`` (was migrated)."""
+    from django.db import connections
+
+    return table in connections[alias].introspection.table_names()
+
+
 def require_shared_tables(table: str) -> None:
     """CommandError, one line, when the shared database was never migrated (the command
     was run outside a cluster's run folder), instead of a traceback from the query."""
     from django.db import connection
 
-    if table in connection.introspection.table_names():
+    if holds_table(table):
         return
     name = connection.settings_dict["NAME"]
     raise CommandError(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.db import connections, router
+from django.db import router
 from django.utils import timezone
 
 from broker_app.management.command import ProjectCommand
@@ -32,7 +32,12 @@ from experiments.runner import (
 )
 from experiments.scenarios import SCENARIOS, Nemesis
 from namesrv_app import schema
-from namesrv_app.management.run_dir import add_run_dir_argument, apply_run_dir, chosen_run_dir
+from namesrv_app.management.run_dir import (
+    add_run_dir_argument,
+    apply_run_dir,
+    chosen_run_dir,
+    holds_table,
+)
 from namesrv_app.models import ASKED_DURATION_KEY, ExperimentRun
 from remoting.consistency import CONSISTENCY_LEVELS
 
@@ -47,7 +52,7 @@ def _migrated_for_runs() -> None:
     migrating anything: a database that has the table (a cluster's, a test's inside its
     transaction) is left alone."""
     alias = router.db_for_write(ExperimentRun)
-    if ExperimentRun._meta.db_table not in connections[alias].introspection.table_names():
+    if not holds_table(ExperimentRun._meta.db_table, alias):
         schema.migrate((alias,))
 
 
