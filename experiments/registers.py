@@ -90,8 +90,9 @@ class RegisterLog:
         self._restarted: set[str] = set()
         self._order: dict[str, dict[str, int]] = {}
         """Per topic: each written value and the number of its (last) write."""
-        self._shares: dict[str, set[tuple[str, RouteItem]]] = {}
-        """Per topic: every (broker, share) a write's value held."""
+        self._shares: dict[str, dict[tuple[str, RouteItem], int]] = {}
+        """Per topic: every (broker, share) a write's value held, and the number of the
+        first write that held it."""
         self._naming: dict[str, dict[str, int]] = {}
         """Per topic: how many writes' values name each broker (fewer than all: some
         write's value lacks it)."""
@@ -132,10 +133,10 @@ class RegisterLog:
         writes.append(RecordedWrite(invoke_us, complete_us, value))
         self._values.setdefault(topic, set()).add(value)
         self._order.setdefault(topic, {})[value] = len(writes) - 1
-        shares = self._shares.setdefault(topic, set())
+        shares = self._shares.setdefault(topic, {})
         naming = self._naming.setdefault(topic, {})
         for item in parse_route(value):
-            shares.add((item.broker, item))
+            shares.setdefault((item.broker, item), len(writes) - 1)
             naming[item.broker] = naming.get(item.broker, 0) + 1
         return len(writes) - 1
 
@@ -197,7 +198,7 @@ class RegisterLog:
         restarted = node in self._restarted
         if not total or (value in self._values.get(topic, ()) and not restarted):
             return False
-        shares = self._shares.get(topic, set())
+        shares = self._shares.get(topic, {})
         naming = self._naming.get(topic, {})
         items = {i.broker: i for i in parse_route(value)}
         return all((b, i) in shares for b, i in items.items()) and all(
@@ -209,13 +210,29 @@ class RegisterLog:
         return value in self._values.get(topic, ())
 
     def moved_on(self, topic: str, old: str, new: str) -> bool:
-        """True when ``new`` and ``old`` are both values recorded writes of ``topic`` had
-        and ``new``'s write was recorded after ``old``'s: a node that goes from one to the
-        other applied a later write, even if others superseded it since (a lagging node
-        catching up part of the way: a stale read, not a write). Going the other way, back
-        to an earlier write's value, is a change nobody reported."""
+        """True when ``new`` is a value a recorded write of ``topic`` had, recorded after
+        every write ``old`` needs (:meth:`_position`): a node that goes from one to the
+        other applied later writes, even if others superseded them since (a lagging node
+        catching up part of the way: a stale read, not a write). ``old`` may be a value
+        no write had, the recorded writes' shares put together (eventual mode: a node
+        that never heard of a broker the others hold). Going the other way, back to an
+        earlier write's value, is a change nobody reported."""
         order = self._order.get(topic, {})
-        return old in order and new in order and order[new] > order[old]
+        since = self._position(topic, old)
+        return new in order and since is not None and order[new] > since
+
+    def _position(self, topic: str, value: str) -> int | None:
+        """The number of the last write ``value`` needs: its own (last) write's when a
+        write had it, else the latest of the first writes that held each of its shares;
+        None when a share of it is one no write had."""
+        order = self._order.get(topic, {})
+        if value in order:
+            return order[value]
+        shares = self._shares.get(topic, {})
+        firsts = [shares.get((i.broker, i)) for i in parse_route(value)]
+        if any(first is None for first in firsts):
+            return None
+        return max((f for f in firsts if f is not None), default=-1)
 
     def note_restart(self, node: str) -> None:
         """``node`` started again (its journal says so, or the harness restarted it):

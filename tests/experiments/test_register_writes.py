@@ -175,6 +175,42 @@ def test_a_stale_node_never_becomes_a_write(tmp_path: Path) -> None:
     asyncio.run(prober.close())
 
 
+def test_a_node_that_never_heard_of_a_broker_catches_up_without_a_write(
+    tmp_path: Path,
+) -> None:
+    """Eventual mode: broker-x reaches only n2, so n1's answers lack it and are values no
+    write had (the recorded writes' shares put together). When n1 then answers a value
+    a later write had, it moved forward, even if writes superseded that one since: a
+    stale read for the checker, not a change nobody reported. Going back to an earlier
+    write's value is still one."""
+    prober, registers, writer = _prober(tmp_path)
+
+    def share(item: RouteItem, queues: int) -> RouteItem:
+        return RouteItem(item.broker, item.master_addr, queues, 4, 6)
+
+    x = RouteItem("broker-x", "127.0.0.1:9", 4, 4, 6)
+    registers.record(TOPIC, 0, 10, canonical_route([share(A, 1), share(B, 1)]))
+    prober.observe("n1", TOPIC, _answer(canonical_route([share(A, 1), share(B, 1)]), 50))
+    registers.record(TOPIC, 100, 110, canonical_route([share(A, 1), share(B, 1), x]))
+    registers.record(TOPIC, 200, 210, canonical_route([share(A, 2), share(B, 1), x]))
+    registers.record(TOPIC, 220, 230, canonical_route([share(A, 2), share(B, 2), x]))
+    prober.observe("n1", TOPIC, _answer(canonical_route([share(A, 2), share(B, 2)]), 250))
+    assert prober.composed == 1, "no write had n1's value: its shares put together"
+    # n2 drops every broker (its journal reports it), then they register again.
+    registers.record(TOPIC, 300, 310, "")
+    registers.record(TOPIC, 400, 410, canonical_route([share(A, 3)]))
+    caught_up = canonical_route([share(A, 3), share(B, 3)])
+    registers.record(TOPIC, 420, 430, caught_up)
+    registers.record(TOPIC, 440, 450, canonical_route([share(A, 3), share(B, 3), x]))
+    prober.observe("n1", TOPIC, _answer(caught_up, 600))
+    assert prober.writes == 0, "forward to a later write's value, past its successor"
+    prober.observe("n1", TOPIC, _answer(canonical_route([share(A, 3)]), 700))
+    assert prober.writes == 1, "back to an earlier write's value: broker-b left unreported"
+    (back,) = _inferred(tmp_path, writer)
+    assert (back["kind"], back["node"], back["invoke_us"]) == ("expire", "n1", 600)
+    asyncio.run(prober.close())
+
+
 def _context(tmp_path: Path) -> tuple[ExperimentContext, HistoryWriter, list[SimBroker]]:
     context, writer, brokers = unit_context(
         tmp_path, "clock-skew", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1
