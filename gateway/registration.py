@@ -220,7 +220,7 @@ class Registrar:
 
     async def _decide(self, request: RemotingCommand, sender: _Sender) -> Registered:
         """The kinds, cheapest first."""
-        raft = self.service.registrations is not None
+        raft = self.service.raft
         topics = register_body.topics_digest(request) if raft else None
         digest = register_body.registration_digest(request, topics) if raft else None
         command = self._command(request, sender, digest)
@@ -265,7 +265,7 @@ class Registrar:
         registered. In raft mode the parts are held undecoded with their digests, and a
         table whose digest is the broker's last one is answered as TOPICS_UNCHANGED
         (or from state), without decoding a part or logging the table again."""
-        raft = self.service.registrations is not None
+        raft = self.service.raft
         cut = register_body.topics_digest(request) if raft else None
         if cut is not None:
             part = Part(request, cut.data_version, cut.topics)
@@ -339,20 +339,16 @@ class Registrar:
     ) -> Registered | None:
         """TOPICS_UNCHANGED: the broker's last table with a new DataVersion, logged
         without the table; None when that table is not (or no longer) recorded."""
-        deduper = self.service.registrations
-        assert deduper is not None
-        elided = deduper.elided(
+        unchanged = await self.service.register_unchanged(
             command(
                 topic_config_wrapper=TopicConfigSerializeWrapper(data_version=topics.data_version),
                 topics_digest=topics.topics,
                 topics_elided=True,
             )
         )
-        if elided is None:
+        if unchanged is None:
             return None
-        outcome, from_state = await self.service.register(elided)
-        if outcome.needs_full:
-            return None
+        outcome, from_state = unchanged
         return Registered(Kind.LIVENESS_ONLY if from_state else Kind.TOPICS_UNCHANGED, outcome)
 
     async def _full(

@@ -225,7 +225,7 @@ class NameServerService(LivenessScan, RaftAdmin):
         ``enable_raft_failover`` is honoured only where failover runs, the digests
         (:class:`~raftstore.commands.RegisterBroker`) only in raft mode.
         """
-        raft = self.registrations is not None
+        raft = self.raft
         if topic_config_wrapper is not None and topic_config_wrapper.topic_config_table:
             _check_topic_names(topic_config_wrapper.topic_config_table)
         return cmd.RegisterBroker(
@@ -291,6 +291,28 @@ class NameServerService(LivenessScan, RaftAdmin):
         outcome = result.outcome
         assert isinstance(outcome, RegisterBrokerOutcome)
         return outcome, from_state is not None
+
+    async def register_unchanged(
+        self, command: cmd.RegisterBroker
+    ) -> tuple[RegisterBrokerOutcome, bool] | None:
+        """Raft mode: register ``command``, whose table is elided (``topics_elided``,
+        named by ``topics_digest``), as the broker's last applied table with this
+        command's DataVersion: the outcome and whether it was answered from the applied
+        state (as :meth:`register`). None when that table is not (or, by the time the
+        entry applied, no longer) the broker's here: decode the body and :meth:`register`
+        it whole."""
+        deduper = self.registrations
+        elided = None if deduper is None else deduper.elided(command)
+        if elided is None:
+            return None
+        outcome, from_state = await self.register(elided)
+        return None if outcome.needs_full else (outcome, from_state)
+
+    @property
+    def raft(self) -> bool:
+        """True in raft mode: registrations carry digests (:meth:`register_seen`,
+        :meth:`register_unchanged`)."""
+        return self.registrations is not None
 
     async def register_seen(
         self,
