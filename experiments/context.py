@@ -284,7 +284,29 @@ class ExperimentContext:
         system's own."""
         invoke_us = now_us()
         handles = [(t, v, self.registers.record(t, invoke_us, None, v)) for t, v in changes]
-        acks = await call()
+        try:
+            acks = await call()
+        except BaseException:
+            # Cancelled mid-call (a kill_broker step stops the broker's round while a
+            # node it cannot reach keeps it waiting) or failed: the request went out and
+            # a node may have applied it, so the write stays in the history, pending.
+            self._record_sent(handles, process, kind, [], broker, origin, invoke_us)
+            raise
+        self._record_sent(handles, process, kind, acks, broker, origin, invoke_us)
+        return acks
+
+    def _record_sent(
+        self,
+        handles: list[tuple[str, str, int]],
+        process: str,
+        kind: str,
+        acks: list[tuple[str, int]],
+        broker: str,
+        origin: str,
+        invoke_us: int,
+    ) -> None:
+        """One operation per (topic, value, register handle) of a write :meth:`sent`:
+        complete at the first of ``acks``, or pending (``timeout``) without one."""
         first = min(acks, key=lambda ack: ack[1]) if acks else None
         complete_us = now_us() if first is None else first[1]
         for topic, value, handle in handles:
@@ -303,7 +325,6 @@ class ExperimentContext:
                 invoke_us=invoke_us,
                 complete_us=complete_us,
             )
-        return acks
 
     def gateway_restarting(self, node: str) -> None:
         """The harness is about to start ``node``'s gateway again (a kill's heal, a clock

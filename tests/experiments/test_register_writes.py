@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
@@ -303,3 +304,31 @@ def test_a_stopped_broker_comes_back_with_a_route_share_it_never_had(tmp_path: P
     assert len({item.encode() for item in seen}) == 4
     assert [item.write_queues for item in seen] == [seen[0].write_queues + i for i in range(4)]
     assert all(item.read_queues == item.write_queues for item in seen)
+
+
+def test_a_round_cancelled_mid_call_stays_in_the_history_pending(tmp_path: Path) -> None:
+    """A kill_broker step cancels the broker's round while a node it cannot reach keeps
+    it waiting, after another node may have applied it: the write is recorded anyway,
+    pending (``timeout``: it may have landed or not), so a read of its share names it
+    instead of looking like a value nobody wrote."""
+    context, writer, (first, _second) = _context(tmp_path)
+    sent = context.registers.latest(TOPIC)
+
+    async def round_cut_short() -> None:
+        async def call() -> list[tuple[str, int]]:
+            await asyncio.sleep(60)  # n2 never answers
+            return []
+
+        task = asyncio.create_task(
+            context.broker_write(first.name, KIND_UNREGISTER, call, origin="client")
+        )
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(round_cut_short())
+    (row,) = _inferred(tmp_path, writer)
+    assert (row["kind"], row["outcome"], row["origin"]) == ("unregister", "timeout", "client")
+    assert row["value"] == with_broker(sent, first.name, None)
+    assert row["complete_us"] > row["invoke_us"]
