@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.context import JOURNAL_RAFT_KEYS
 from experiments.failover_history import FailoverHistory
 from experiments.failover_members import GroupMembers
+from experiments.node_changes import JOURNAL_RAFT_KEYS
 
 
 class JournalElections:

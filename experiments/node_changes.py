@@ -1,0 +1,163 @@
+"""What the nodes changed by themselves, recorded as writes of the history: the part of
+:class:`experiments.context.ExperimentContext` that turns each node's journal entries
+(a scan's expiries, eventual mode's unregistration of a closed connection, a node's start)
+into writes, and the quiet registrations a late expiry report shows were writes too.
+
+A mixin, so every method stays callable on the context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from experiment_history.schema import (
+    KIND_EXPIRE,
+    KIND_REGISTER,
+    KIND_UNREGISTER,
+    ORIGIN_INFERRED,
+    ORIGIN_NODE,
+    OUTCOME_OK,
+    PROCESS_RAFT,
+)
+from experiments.registers import QuietShare, RegisterLog, with_broker
+from experiments.workload import BrokerFleet, Recorder
+from gateway.expiry_reports import KIND_EXPIRE as JOURNAL_EXPIRE
+
+JOURNAL_RAFT_KEYS = ("raft_index", "raft_term", "applied_version")
+"""Where a raft journal entry's command sits in the log, copied into each write's
+``extra``."""
+
+
+class NodeChanges:
+    """Journal entries and quiet registrations to writes (see the module docstring)."""
+
+    fleet: BrokerFleet
+    recorder: Recorder
+    registers: RegisterLog
+    topics: list[str]
+    truth_overrides: dict[str, str]
+    notes: dict[str, Any]
+
+    if TYPE_CHECKING:
+
+        @property
+        def raft(self) -> bool: ...
+
+        def _share_changes(
+            self, brokers: Sequence[str], *, added: bool
+        ) -> list[tuple[str, str, list[str]]]: ...
+
+    def _note_quiet(
+        self,
+        broker: str,
+        changed: set[str],
+        invoke_us: int,
+        first: tuple[str, int],
+        acks: list[tuple[str, int]],
+    ) -> None:
+        """Keep the share of each watched topic an acknowledged registration of ``broker``
+        carried without changing its register (see :meth:`_restore_quiet`)."""
+        sim = self.fleet.brokers[broker]
+        items = tuple(
+            (topic, sim.route_item(topic))
+            for topic in self.topics
+            if topic in sim.topics and topic not in changed and topic not in self.truth_overrides
+        )
+        if items:
+            self.registers.note_quiet(
+                QuietShare(
+                    broker, invoke_us, first[1], first[0], tuple(sorted(n for n, _ in acks)), items
+                )
+            )
+
+    def _node_started(self, node: str) -> None:
+        """An eventual node started during the recording (its journal began then): it
+        holds only what the brokers sent it since. No write of its own (its value,
+        nothing, would repeat at every restart), but any broker may be missing from its
+        answers from now on (``RegisterLog.note_restart``): reads of a partial route,
+        for the checker. ``notes.node_starts`` counts them."""
+        self.registers.note_restart(node)
+        self.notes["node_starts"] = self.notes.get("node_starts", 0) + 1
+
+    def _record_expiry(self, node: str, report: dict[str, Any], wall_offset: int) -> None:
+        """One write per watched topic a node's journal entry changed: every broker it
+        removed leaves the register together, as they left the table in one command
+        (removing them one at a time from the latest value would record states that
+        never existed, each with only one of them gone). The entry's wall clock stamps
+        less ``wall_offset`` (``experiments.journals.wall_offset_us``) are its window on the harness
+        clock. ``extra`` says where the write came from: ``reported_by`` (the node),
+        ``scan_seq`` (the entry's number there), ``journal_kind`` and, in raft mode,
+        ``raft_index``, ``raft_term`` and ``applied_version``."""
+        by_addr = {sim.addr: name for name, sim in self.fleet.brokers.items()}
+        expired = sorted({by_addr[e["addr"]] for e in report["expired"] if e["addr"] in by_addr})
+        invoke_us = int(report["started_us"]) - wall_offset
+        complete_us = int(report["committed_us"]) - wall_offset
+        journal_kind = str(report.get("kind", JOURNAL_EXPIRE))
+        source = {
+            "reported_by": node,
+            "scan_seq": int(report["seq"]),
+            "journal_kind": journal_kind,
+        } | {key: report[key] for key in JOURNAL_RAFT_KEYS if key in report}
+        after: dict[str, str] = {}
+        for topic, value, gone in self._share_changes(expired, added=False):
+            after[topic] = value
+            if not self.raft and self.registers.written(topic, value):
+                # Eventual: this node reached a state an earlier write had (another
+                # node's same expiry, recorded first): a second write would repeat its
+                # value, and the node's reads of it are that write's.
+                self.notes["journal_repeats"] = self.notes.get("journal_repeats", 0) + 1
+                continue
+            self.registers.record(topic, invoke_us, complete_us, value)
+            self.recorder.operation(
+                process=PROCESS_RAFT if self.raft else f"ns-{node}",
+                kind=KIND_EXPIRE if journal_kind == JOURNAL_EXPIRE else KIND_UNREGISTER,
+                node=node,
+                topic=topic,
+                outcome=OUTCOME_OK,
+                value=value,
+                broker=",".join(gone),
+                extra=source | {"expired": gone},
+                origin=ORIGIN_NODE,
+                invoke_us=invoke_us,
+                complete_us=complete_us,
+            )
+        self._restore_quiet(expired, invoke_us, after, int(report["seq"]))
+
+    def _restore_quiet(
+        self, expired: Sequence[str], since_us: int, after: dict[str, str], scan_seq: int
+    ) -> None:
+        """The quiet registrations of ``expired`` brokers acknowledged at or after the
+        reported scan began (``since_us``) may have come after the expiry: each put its
+        broker's share back. Recorded as the registrations they were (their own window
+        and acks), in the order of their acks, each valued as the expiry's result
+        (``after``: topic to value) with the shares restored so far; a registration the
+        checker orders before the expiry is overwritten by it either way.
+
+        Without this, a live broker that a skewed scan expired and whose next, unchanged
+        registration (sent before the harness learnt of the expiry) brought it back
+        leaves reads of its route that no recorded write explains. Their origin is
+        ``inferred``: the registrations were acknowledged, but that each was a write, and
+        its value, the harness inferred from the late report."""
+        for share in self.registers.quiet_since(expired, since_us):
+            for topic, item in share.items:
+                if topic not in after:
+                    continue
+                value = with_broker(after[topic], share.broker, item)
+                if value == after[topic]:
+                    continue
+                after[topic] = value
+                self.registers.record(topic, share.invoke_us, share.complete_us, value)
+                self.recorder.operation(
+                    process=share.broker,
+                    kind=KIND_REGISTER,
+                    node=share.node,
+                    topic=topic,
+                    outcome=OUTCOME_OK,
+                    value=value,
+                    broker=share.broker,
+                    extra={"acked_by": list(share.acked_by), "after_expiry_scan": scan_seq},
+                    origin=ORIGIN_INFERRED,
+                    invoke_us=share.invoke_us,
+                    complete_us=share.complete_us,
+                )
