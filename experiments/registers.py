@@ -229,10 +229,13 @@ class RegisterLog:
         if value in order:
             return order[value]
         shares = self._shares.get(topic, {})
-        firsts = [shares.get((i.broker, i)) for i in parse_route(value)]
-        if any(first is None for first in firsts):
-            return None
-        return max((f for f in firsts if f is not None), default=-1)
+        last = -1
+        for item in parse_route(value):
+            first = shares.get((item.broker, item))
+            if first is None:
+                return None
+            last = max(last, first)
+        return last
 
     def note_restart(self, node: str) -> None:
         """``node`` started again (its journal says so, or the harness restarted it):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 
 APT_TIMEOUT_S = 900
 
@@ -26,3 +27,13 @@ def apt_install(package: str) -> None:
         ["apt-get", "update"], env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False
     )
     subprocess.run(install, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=True)
+
+
+def ensure_package(package: str, present: Callable[[], bool], what: str) -> None:
+    """Install ``package`` unless ``present()`` already holds; RuntimeError naming
+    ``what`` (the file the caller needs) when it still does not hold after the install."""
+    if present():
+        return
+    apt_install(package)
+    if not present():
+        raise RuntimeError(f"apt-get installed {package} but {what} is missing")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localcluster.tls_files import CertFiles, issue_cert, make_ca
-from tests.debian import apt_install
+from tests.debian import ensure_package
 from tools import ports
 
 START_TIMEOUT_S = 60
@@ -42,13 +42,9 @@ def _bin_dir() -> Path | None:
 
 def ensure_installed() -> Path:
     """The folder of initdb/pg_ctl, installing Debian's postgresql first if needed."""
+    ensure_package("postgresql", lambda: _bin_dir() is not None, "pg_ctl")
     folder = _bin_dir()
-    if folder is not None:
-        return folder
-    apt_install("postgresql")
-    folder = _bin_dir()
-    if folder is None:
-        raise RuntimeError("apt-get installed postgresql but no pg_ctl was found")
+    assert folder is not None
     return folder
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.debian import apt_install
+from tests.debian import ensure_package
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -123,10 +123,8 @@ def ensure_prometheus() -> None:
     """Debian's prometheus package (the server and ``promtool``), installed on first use
     (the service is not started: the tests start their own server), whichever test
     needs it first."""
-    if PROMETHEUS.exists() and PROMTOOL.exists():
-        return
-    apt_install("prometheus")
-    if not (PROMETHEUS.exists() and PROMTOOL.exists()):
-        raise RuntimeError(
-            f"apt-get installed prometheus but {PROMETHEUS} or {PROMTOOL} is missing"
-        )
+    ensure_package(
+        "prometheus",
+        lambda: PROMETHEUS.exists() and PROMTOOL.exists(),
+        f"{PROMETHEUS} or {PROMTOOL}",
+    )
