@@ -46,17 +46,22 @@ run: setup
 	$(PY) manage.py cluster up --nodes $(NODES) --mode $(MODE) --run-dir $(RUN_DIR) \
 		--demo --foreground $(RUN_ARGS)
 
-# The whole suite: lint and Django checks first, then every test (slow groups included).
+# The whole suite: lint and Django checks first, then every test (slow groups included),
+# in TEST_WORKERS pytest-xdist workers: most of a test's time is spent waiting on the
+# processes it started, so two workers keep both cores busy (`TEST_WORKERS=0`: one process).
+TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+
 test: setup lint
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run -v 0
-	$(PY) -m pytest
+	$(PYTEST)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test-slow: setup
-	$(PY) -m pytest -m slow
+	$(PYTEST) -m slow
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

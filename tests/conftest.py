@@ -7,6 +7,7 @@ import os
 import pytest
 
 from raftstore.raft import VERIFY_OWN_ENTRIES_ENV
+from tools.ports import PORT_SHARE_ENV
 
 # Every Raft node the suite starts, in this process or in a gateway subprocess
 # (which inherits the environment), decodes the entries it proposed as well and
@@ -14,6 +15,15 @@ from raftstore.raft import VERIFY_OWN_ENTRIES_ENV
 # that assert "no alarms" then also prove the commands built anywhere round-trip
 # exactly through the log codec.
 os.environ.setdefault(VERIFY_OWN_ENTRIES_ENV, "1")
+
+# The suite runs in several pytest-xdist workers ([tool.pytest.ini_options] addopts);
+# each picks its listening ports, and its clusters theirs, in a slice of its own
+# (tools.ports), so two workers never pick the same port between probe and bind.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ[PORT_SHARE_ENV] = "{}/{}".format(
+        int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")),
+        int(os.environ["PYTEST_XDIST_WORKER_COUNT"]),
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

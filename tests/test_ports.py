@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import socket
 
-from tools.ports import EPHEMERAL_RANGE_FILE, free_port, is_bindable, listen_port_range
+import pytest
+
+from tools.ports import (
+    EPHEMERAL_RANGE_FILE,
+    PORT_SHARE_ENV,
+    free_port,
+    is_bindable,
+    listen_port_range,
+)
 
 
 def test_ports_come_from_below_the_ephemeral_range() -> None:
@@ -33,3 +41,26 @@ def test_a_port_is_never_handed_out_twice_by_one_process() -> None:
     still distinct."""
     picked = [free_port() for _ in range(200)]
     assert len(set(picked)) == len(picked)
+
+
+def test_a_port_share_picks_only_in_its_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes given different shares never pick the same port."""
+    monkeypatch.delenv(PORT_SHARE_ENV, raising=False)
+    whole_low, whole_high = listen_port_range()
+    slices = []
+    for index in range(3):
+        monkeypatch.setenv(PORT_SHARE_ENV, f"{index}/3")
+        low, high = listen_port_range()
+        assert whole_low <= low < high <= whole_high
+        assert all(low <= free_port() <= high for _ in range(20))
+        slices.append((low, high))
+    assert slices[0][1] < slices[1][0] and slices[1][1] < slices[2][0]
+
+
+@pytest.mark.parametrize("share", ["3/3", "-1/2", "a/b", "1", "0/0", "0/65"])
+def test_a_bad_port_share_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, share: str
+) -> None:
+    monkeypatch.setenv(PORT_SHARE_ENV, share)
+    with pytest.raises(ValueError, match=PORT_SHARE_ENV):
+        listen_port_range()

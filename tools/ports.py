@@ -6,10 +6,17 @@ probing such a port and the real server binding it, a client connection elsewher
 on the machine may grab it ("cannot bind raft port ..."). Ports below the
 ephemeral range are never handed to client sockets, so a free one stays free until
 someone binds it on purpose.
+
+Processes that pick ports at the same time without talking to each other (the test
+suite's workers, each starting clusters) may each be given a slice of that span with
+``NAMESRV_PORT_SHARE=K/N`` (the K-th of N equal slices, from 0): two picks in different
+slices can never meet, even between one's probe and its server's bind. Subprocesses
+inherit the variable, so a cluster a worker launches picks in the worker's slice.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
@@ -21,6 +28,7 @@ LISTEN_PORT_SPAN = 12_000
 """How many ports below the ephemeral range are candidates."""
 LISTEN_PORT_FLOOR = 10_000
 ATTEMPTS_MAX = 500
+PORT_SHARE_ENV = "NAMESRV_PORT_SHARE"
 
 
 def listen_port_range() -> tuple[int, int]:
@@ -30,7 +38,25 @@ def listen_port_range() -> tuple[int, int]:
     except (OSError, ValueError, IndexError):
         ephemeral_low = 32_768
     high = ephemeral_low - 1
-    return max(LISTEN_PORT_FLOOR, high - LISTEN_PORT_SPAN), high
+    low = max(LISTEN_PORT_FLOOR, high - LISTEN_PORT_SPAN)
+    share = os.environ.get(PORT_SHARE_ENV)
+    if not share:
+        return low, high
+    index, count = _parse_share(share)
+    width = (high - low + 1) // count
+    return low + index * width, low + (index + 1) * width - 1
+
+
+def _parse_share(share: str) -> tuple[int, int]:
+    """``K/N`` as (K, N), with 0 <= K < N; a clear error for anything else."""
+    index_text, _, count_text = share.partition("/")
+    try:
+        index, count = int(index_text), int(count_text)
+    except ValueError:
+        index = count = -1
+    if not 0 <= index < count <= 64:
+        raise ValueError(f"{PORT_SHARE_ENV}={share!r}: expected K/N with 0 <= K < N <= 64")
+    return index, count
 
 
 def is_bindable(host: str, port: int) -> bool:
