@@ -58,9 +58,7 @@ def test_a_port_share_picks_only_in_its_slice(monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.parametrize("share", ["3/3", "-1/2", "a/b", "1", "0/0", "0/65"])
-def test_a_bad_port_share_is_refused_by_name(
-    monkeypatch: pytest.MonkeyPatch, share: str
-) -> None:
+def test_a_bad_port_share_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, share: str) -> None:
     monkeypatch.setenv(PORT_SHARE_ENV, share)
     with pytest.raises(ValueError, match=PORT_SHARE_ENV):
         listen_port_range()
