@@ -49,8 +49,9 @@ run: setup
 # The whole suite: lint and Django checks first, then every test (slow groups included),
 # in TEST_WORKERS pytest-xdist workers: most of a test's time is spent waiting on the
 # processes it started, so two workers keep both cores busy (`TEST_WORKERS=0`: one process).
+# Each worker gets whole modules, so a module's shared cluster or run starts once.
 TEST_WORKERS ?= 2
-PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 test: setup lint
 	$(PY) manage.py check --fail-level WARNING

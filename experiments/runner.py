@@ -17,7 +17,6 @@ import contextlib
 import functools
 import math
 import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -433,7 +432,9 @@ async def _churn(ctx: ExperimentContext, stop: asyncio.Event) -> int:
 
 
 async def _sleep_until(start_ms: int, offset_s: float) -> None:
-    delay = start_ms / 1000 + offset_s - time.time()
+    """Sleep until ``offset_s`` after ``start_ms``, both on the harness clock (``now_ms``:
+    the wall clock may step away from it during a run)."""
+    delay = start_ms / 1000 + offset_s - now_ms() / 1000
     if delay > 0:
         await asyncio.sleep(delay)
 

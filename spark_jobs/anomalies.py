@@ -305,12 +305,12 @@ def anomaly_summary(per_topic: Any) -> Any:
 
 def not_exist_live_summary(per_topic: Any) -> Any:
     """The ``not_exist_live`` table: per mode and scenario, reads, the reads classed
-    ``not_exist_live`` and their share (``rate``)."""
+    ``not_exist_live`` and their share (``rate``; null for a run without reads)."""
     from pyspark.sql import functions as F
 
     return (
         per_topic.groupBy("mode", "scenario")
         .agg(F.sum("reads").alias("reads"), F.sum(NOT_EXIST_LIVE).alias(NOT_EXIST_LIVE))
-        .withColumn("rate", F.col(NOT_EXIST_LIVE) / F.col("reads"))
+        .withColumn("rate", F.when(F.col("reads") > 0, F.col(NOT_EXIST_LIVE) / F.col("reads")))
         .orderBy("mode", "scenario")
     )

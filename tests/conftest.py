@@ -43,6 +43,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules with a slow test first (each module's tests kept together and in
+    order), so the longest ones start early and `make test`'s workers finish together
+    (``--dist loadscope`` hands each worker whole modules, in this order); then
+    :func:`_all_databases`."""
+    slow_modules = {
+        item.nodeid.partition("::")[0] for item in items if item.get_closest_marker("slow")
+    }
+    items.sort(key=lambda item: item.nodeid.partition("::")[0] not in slow_modules)
+    _all_databases(items)
+
+
+def _all_databases(items: list[pytest.Item]) -> None:
     """Every database test may use both databases: the shared one (accounts, runs)
     and the node's projection (namesrv_app.db_router). pytest-django allows only
     ``default`` unless told otherwise, so each ``django_db`` mark (or use of the

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -154,8 +153,9 @@ def test_reported_expiry_windows_are_moved_onto_the_harness_clock(
     """The host's wall clock has stepped 2 s ahead of the harness's monotonic clock since
     the harness started: the node's wall-clock stamps of its scans must be recorded on the
     harness clock (2 s earlier), and a scan from before the recording started (which its
-    wall-clock stamp puts after it) must not be recorded at all."""
-    monkeypatch.setattr(journals_module, "wall_us", lambda: time.time_ns() // 1_000 + WALL_STEP_US)
+    wall-clock stamp puts after it) must not be recorded at all. The wall clock is the
+    harness clock plus the step: the host's real one may have stepped already."""
+    monkeypatch.setattr(journals_module, "wall_us", lambda: now_us() + WALL_STEP_US)
     offset = wall_offset_us()
     assert abs(offset - WALL_STEP_US) < SLACK_US
     cluster = _StatusCluster()
