@@ -49,14 +49,16 @@ run: setup
 # The whole suite: lint and Django checks first, then every test (slow groups included),
 # in TEST_WORKERS pytest-xdist workers: most of a test's time is spent waiting on the
 # processes it started, so two workers keep both cores busy (`TEST_WORKERS=0`: one process).
-# Each worker gets whole modules, so a module's shared cluster or run starts once.
+# Each worker gets whole modules, so a module's shared cluster or run starts once. The
+# tests marked `serial` (they measure time, or exhaust descriptors) run afterwards, alone.
 TEST_WORKERS ?= 2
 PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 test: setup lint
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run -v 0
-	$(PYTEST)
+	$(PYTEST) -m "not serial"
+	$(PY) -m pytest -m serial
 
 test-fast: setup
 	$(PYTEST) -m "not slow"

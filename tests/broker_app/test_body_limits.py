@@ -184,6 +184,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 @pytest.mark.integration
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("code", "body", "remark"),
     [

@@ -43,7 +43,7 @@ from tests.waiting import wait_until
 from tools import process_facts
 from tools.process_facts import rss_bytes
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.serial]
 
 MIB = 1024 * 1024
 HEADER_BYTES = 8 * MIB

@@ -36,7 +36,7 @@ from tests.integration.gateway_harness import GatewayProcess
 from tests.waiting import wait_until
 from tools import ports, process_facts
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
 
 LOOPBACK = "127.0.0.1"
 OPEN_FILES_MAX = 160

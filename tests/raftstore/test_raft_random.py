@@ -18,7 +18,7 @@ import pytest
 
 from tests.raftstore.raft_node import ProcessCluster
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.serial]
 
 RUN_S = float(os.environ.get("RAFT_RANDOM_S", "45"))
 STEP_PAUSE_S = 0.3

@@ -35,11 +35,16 @@ from tools.spark_standalone import (
     standalone_cluster as standalone_cluster_of,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.integration,
+    pytest.mark.serial,
+    pytest.mark.timeout(900),
+]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ANALYZE_TIMEOUT_S = 420.0
-"""About 70 s on a quiet machine; `make test` runs another test worker beside it."""
+"""About 70 s on a quiet machine."""
 
 
 @pytest.fixture

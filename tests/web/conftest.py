@@ -207,12 +207,13 @@ def start_gateway(
     node_id: str = "n1",
     extra_env: dict[str, str] | None = None,
     scan_fallback_s: float | None = 0,
+    config: Path | None = None,
 ) -> RunningGateway:
     """Start a gateway on free ports with its own DB; wait for its ready file.
 
     ``scan_fallback_s`` None keeps run_gateway's default fallback; by default it is off
     (no Celery here: the gateway would otherwise expire the cast, registered once,
-    after three silent periods)."""
+    after three silent periods). ``config``: upstream's ``-c`` properties file."""
 
     ready = folder / f"{node_id}.ready.json"
     db_path = folder / f"{node_id}.sqlite3"
@@ -232,6 +233,7 @@ def start_gateway(
         migrate=True,
         acl_file=write_test_acl(folder),
         scan_fallback_s=scan_fallback_s,
+        config=config,
     ).argv()
     log = (folder / f"{node_id}.log").open("ab")
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)
@@ -260,10 +262,20 @@ def stop_gateway(gateway: RunningGateway) -> None:
         gateway.proc.wait()
 
 
+SESSION_IDLE_TIMEOUT_S = 86_400
+"""The session gateway's ``serverChannelMaxIdleTimeSeconds``: the cast registers once,
+and a test worker may run other modules for minutes between two of this one's tests;
+past upstream's 120 s the gateway would close the cast's idle connections and, in
+eventual mode, unregister the brokers."""
+
+
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
     """One real gateway for the session, with broker-a and broker-b registered."""
-    running = start_gateway(tmp_path_factory.mktemp("gateway"))
+    folder = tmp_path_factory.mktemp("gateway")
+    properties = folder / "namesrv.properties"
+    properties.write_text(f"serverChannelMaxIdleTimeSeconds={SESSION_IDLE_TIMEOUT_S}\n")
+    running = start_gateway(folder, config=properties)
     try:
         for broker in BROKERS:
             assert running.register(broker, TOPICS) == 0
