@@ -61,10 +61,12 @@ test: setup lint
 	$(PY) -m pytest -m serial
 
 test-fast: setup
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow and not serial"
+	$(PY) -m pytest -m "not slow and serial"
 
 test-slow: setup
-	$(PYTEST) -m slow
+	$(PYTEST) -m "slow and not serial"
+	$(PY) -m pytest -m "slow and serial"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
