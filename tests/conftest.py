@@ -16,7 +16,7 @@ from tools.ports import PORT_SHARE_ENV
 # exactly through the log codec.
 os.environ.setdefault(VERIFY_OWN_ENTRIES_ENV, "1")
 
-# The suite runs in several pytest-xdist workers ([tool.pytest.ini_options] addopts);
+# `make test` runs the suite in pytest-xdist workers (the Makefile's TEST_WORKERS);
 # each picks its listening ports, and its clusters theirs, in a slice of its own
 # (tools.ports), so two workers never pick the same port between probe and bind.
 if "PYTEST_XDIST_WORKER" in os.environ:
