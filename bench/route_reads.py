@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._util import web_env
+from remoting.register_request import BrokerRegistration
 from tools.cli import ExactArgumentParser
 
 TOPIC = "TopicTest"
@@ -60,11 +61,13 @@ def _setup(folder: Path) -> bytes:
         # Two broker groups serving the read topic, as a producer's topic usually is.
         for index in range(2):
             await service.register_broker(
-                cluster_name=CLUSTER,
-                broker_addr=broker_addr(index),
-                broker_name=broker_name(index),
-                broker_id=0,
-                topic_config_wrapper=topic_wrapper([TOPIC, f"{TOPIC}-{index}"]),
+                BrokerRegistration(
+                    cluster_name=CLUSTER,
+                    broker_addr=broker_addr(index),
+                    broker_name=broker_name(index),
+                    broker_id=0,
+                ),
+                topic_wrapper([TOPIC, f"{TOPIC}-{index}"]),
             )
 
     asyncio.run(register())

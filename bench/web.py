@@ -47,6 +47,7 @@ from typing import Any
 import psutil
 
 from bench._util import CLUSTER, REPO_ROOT, web_env
+from remoting.register_request import BrokerRegistration
 from tools import process_facts
 from tools.cli import ExactArgumentParser
 
@@ -100,12 +101,14 @@ def build_db(db_path: Path, brokers: int, topics: int) -> str:
             for broker_id in (0, 1):
                 port = 20000 + group * 4 + broker_id * 2
                 await service.register_broker(
-                    cluster_name=CLUSTER,
-                    broker_addr=f"10.0.{group // 250}.{group % 250}:{port}",
-                    broker_name=f"bench-broker-{group:04d}",
-                    broker_id=broker_id,
-                    ha_server_addr=f"10.0.{group // 250}.{group % 250}:{port + 1}",
-                    topic_config_wrapper=wrapper,
+                    BrokerRegistration(
+                        cluster_name=CLUSTER,
+                        broker_addr=f"10.0.{group // 250}.{group % 250}:{port}",
+                        broker_name=f"bench-broker-{group:04d}",
+                        broker_id=broker_id,
+                        ha_server_addr=f"10.0.{group // 250}.{group % 250}:{port + 1}",
+                    ),
+                    wrapper,
                     channel=f"c{group}-{broker_id}",
                 )
 

@@ -33,12 +33,8 @@ from remoting.command import RemotingCommand
 from remoting.errors import BodyDecodeError
 from remoting.headers import header_bool
 from remoting.model import DataVersion, KVTable, TopicConfigSerializeWrapper
-from remoting.register_body import (
-    RAFT_FAILOVER_FIELD,
-    SPLIT_PART_FIELD,
-    SPLIT_PARTS_FIELD,
-    register_broker_request,
-)
+from remoting.register_body import SPLIT_PART_FIELD, SPLIT_PARTS_FIELD, register_broker_request
+from remoting.register_request import RAFT_FAILOVER_FIELD
 
 log = logging.getLogger(__name__)
 

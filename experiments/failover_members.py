@@ -36,7 +36,8 @@ from remoting.client import RemotingClient, RemotingClientError
 from remoting.codes import ResponseCode
 from remoting.ha_report import HA_CLIENT_ADDR_FIELD, HA_SLAVE_ACKS_FIELD, encode_slave_acks
 from remoting.model import MASTER_ID, DataVersion, TopicConfigSerializeWrapper
-from remoting.register_body import RAFT_FAILOVER_FIELD, register_broker_request
+from remoting.register_body import register_broker_request
+from remoting.register_request import RAFT_FAILOVER_FIELD
 
 FAILOVER_PORT = 10_800
 """The first member's broker port (its HA port the next); the second's is two above."""

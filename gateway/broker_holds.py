@@ -66,7 +66,7 @@ from remoting.command import RemotingCommand
 from remoting.headers import header_bool
 from remoting.limits import RefusalLog
 from remoting.model import MASTER_ID
-from remoting.register_body import RAFT_FAILOVER_FIELD
+from remoting.register_request import RAFT_FAILOVER_FIELD
 
 log = logging.getLogger(__name__)
 

@@ -42,13 +42,7 @@ from gateway.dispatch_reads import (
     need_wait_for_service,
     route_not_found_remark as route_not_found_remark,
 )
-from gateway.registration import (
-    CONFIRM_OFFSET_FIELD,
-    MAX_OFFSET_FIELD,
-    Refused,
-    Registrar,
-    replication_of,
-)
+from gateway.registration import Refused, Registrar, replication_of
 from gateway.route_cache import RouteCache
 from gateway.route_request import is_linearizable, wants_standard_json as wants_standard_json
 from gateway.services import NameServerService, ServiceError
@@ -62,6 +56,11 @@ from remoting.command import RemotingCommand, make_response
 from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_int, header_str, require_int, require_str
+from remoting.register_request import (
+    CONFIRM_OFFSET_FIELD,
+    MAX_OFFSET_FIELD,
+    RegisterBrokerRequest,
+)
 
 if TYPE_CHECKING:
     from remoting.connection import Connection
@@ -265,7 +264,7 @@ class RequestDispatcher:
         1 "register broker failed", else the master/HA address for slaves. A part of
         a split table before its last is answered 0 with a remark saying it is held."""
         decided = await self.registrar.register(
-            request,
+            RegisterBrokerRequest.read(request),
             channel=None if conn is None else conn.id,
             peer_host=_peer_host(conn),
             peer_subject=None if conn is None else conn.peer_subject,

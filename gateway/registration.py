@@ -47,30 +47,22 @@ from gateway.services import NameServerService
 from gateway.split_registration import Part, PartHeld, PartRefused, SplitTables, split_fields
 from raftstore.commands import RegisterBroker
 from raftstore.results import RegisterBrokerOutcome, Replication
-from raftstore.zone import ZONE_NAME_EXT_FIELD
 from remoting import register_body
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.ha_report import read_ha_report
-from remoting.headers import header_bool, header_int, header_str, require_int, require_str
 from remoting.limits import RefusalLog
 from remoting.model import TopicConfigSerializeWrapper
-from remoting.register_body import RAFT_FAILOVER_FIELD, RegisterBodyRefused
+from remoting.register_body import RegisterBodyRefused
+from remoting.register_request import BrokerRegistration, RegisterBrokerRequest
 
 log = logging.getLogger(__name__)
-
-# Raft failover header fields (docs/RAFT.md, "Failover"); 5.x spells the offsets so.
-MAX_OFFSET_FIELD = "maxOffset"
-CONFIRM_OFFSET_FIELD = "confirmOffset"
 
 
 def replication_of(request: RemotingCommand) -> Replication | None:
     """What ``request`` reports of its broker's HA links (:mod:`remoting.ha_report`),
     None when it reports nothing; HeaderFieldError for a malformed report."""
-    client, acks = read_ha_report(request)
-    if client is None and acks is None:
-        return None
-    return Replication(client_addr=client, slave_acks=acks)
+    return Replication.reported(*read_ha_report(request))
 
 
 class Kind(enum.Enum):
@@ -102,26 +94,6 @@ class Refused:
 REMARK_CRC_MISMATCH = "crc32 not match"
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerEntry:
-    """The broker entry a registration names (its required header fields)."""
-
-    cluster_name: str
-    broker_addr: str
-    broker_name: str
-    broker_id: int
-
-    @classmethod
-    def read(cls, request: RemotingCommand) -> BrokerEntry:
-        """The entry from the request's header; HeaderFieldError when one is missing."""
-        return cls(
-            cluster_name=require_str(request, "clusterName"),
-            broker_addr=require_str(request, "brokerAddr"),
-            broker_name=require_str(request, "brokerName"),
-            broker_id=require_int(request, "brokerId"),
-        )
-
-
 class _ChangeRefused(Exception):
     """A guest's registration would change more than liveness (caught in ``register``)."""
 
@@ -134,7 +106,8 @@ class _ChangeRefused(Exception):
 class _Sender:
     """Who sent a registration, as the decision needs it."""
 
-    entry: BrokerEntry
+    broker: BrokerRegistration
+    """As the command names it: a guest's without its reports."""
     channel: str | None
     """The channel the command names: the holder's for a guest (rule 3), else its own."""
     guest: bool
@@ -153,7 +126,7 @@ class Registrar:
 
     async def register(
         self,
-        request: RemotingCommand,
+        request: RegisterBrokerRequest,
         *,
         channel: str | None,
         peer_host: str,
@@ -162,12 +135,12 @@ class Registrar:
         """Decide what ``request``, received over ``channel`` from ``peer_host`` (with
         the TLS client certificate ``peer_subject``), is and answer it that way; an
         accepted entry is then held for ``channel``."""
-        if not register_body.crc_matches(request):
+        frame, entry = request.frame, request.broker
+        if not register_body.crc_matches(frame):
             return Refused(ResponseCode.SYSTEM_ERROR, REMARK_CRC_MISMATCH)
-        entry = BrokerEntry.read(request)
         holds = self.service.holds
         refusal = holds.check_register(
-            request,
+            frame,
             channel=channel,
             peer_host=peer_host,
             name=entry.broker_name,
@@ -180,17 +153,17 @@ class Registrar:
         # Another connection's registration of the held address names the holder.
         holder = holds.channel_for(entry.broker_name, entry.broker_id, entry.broker_addr, channel)
         guest = holder != channel and not holds.bound_signer(
-            request, peer_host, entry.broker_name, peer_subject
+            frame, peer_host, entry.broker_name, peer_subject
         )
-        sender = _Sender(entry, holder, guest, peer_host)
-        split = split_fields(request.ext_fields)
+        sender = _Sender(entry.without_reports() if guest else entry, holder, guest, peer_host)
+        split = split_fields(frame.ext_fields)
         if isinstance(split, PartRefused):
             return Refused(ResponseCode.SYSTEM_ERROR, split.remark)
         try:
             if split is None:
-                registered = await self._decide(request, sender)
+                registered = await self._decide(frame, sender)
             else:
-                part = await self._split_part(request, sender, *split)
+                part = await self._split_part(frame, sender, *split)
                 if not isinstance(part, Registered):
                     return part
                 registered = part
@@ -223,7 +196,7 @@ class Registrar:
         raft = self.service.raft
         topics = register_body.topics_digest(request) if raft else None
         digest = register_body.registration_digest(request, topics) if raft else None
-        command = self._command(request, sender, digest)
+        command = self._command(sender, digest)
         if digest is not None:
             seen = await self._seen(digest, command())
             if seen is not None:
@@ -234,27 +207,12 @@ class Registrar:
                 return unchanged
         return await self._full(request, topics, command, sender)
 
-    def _command(
-        self, request: RemotingCommand, sender: _Sender, digest: bytes | None
-    ) -> Callable[..., RegisterBroker]:
-        """The request's RegisterBroker, its table (and digests) still to give. A
-        guest's offsets are not its own to report: they are left out."""
-        entry = sender.entry
+    def _command(self, sender: _Sender, digest: bytes | None) -> Callable[..., RegisterBroker]:
+        """The sender's RegisterBroker, its table (and digests) still to give."""
         return functools.partial(
             self.service.registration_command,
-            cluster_name=entry.cluster_name,
-            broker_addr=entry.broker_addr,
-            broker_name=entry.broker_name,
-            broker_id=entry.broker_id,
-            ha_server_addr=header_str(request, "haServerAddr"),
-            zone_name=header_str(request, ZONE_NAME_EXT_FIELD),
-            heartbeat_timeout_ms=header_int(request, "heartbeatTimeoutMillis"),
-            enable_acting_master=header_bool(request, "enableActingMaster"),
+            sender.broker,
             channel=sender.channel,
-            max_offset=None if sender.guest else header_int(request, MAX_OFFSET_FIELD),
-            confirm_offset=None if sender.guest else header_int(request, CONFIRM_OFFSET_FIELD),
-            replication=None if sender.guest else replication_of(request),
-            enable_raft_failover=header_bool(request, RAFT_FAILOVER_FIELD),
             request_digest=digest,
         )
 
@@ -272,14 +230,14 @@ class Registrar:
         else:
             body = await self.bodies.decode(request)
             part = Part(request, body.topic_config_wrapper.data_version, None, body)
-        entry = sender.entry
+        entry = sender.broker
         key = (entry.cluster_name, entry.broker_addr, entry.broker_name, entry.broker_id)
         taken = self.splits.add(key, index, parts, part)
         if isinstance(taken, PartRefused):
             return Refused(ResponseCode.SYSTEM_ERROR, taken.remark)
         if isinstance(taken, PartHeld):
             return taken
-        command = self._command(request, sender, None)
+        command = self._command(sender, None)
         digest = taken.digest
         if digest is not None and not sender.guest:
             whole = register_body.BodyDigest(digest, taken.data_version, b"")
@@ -310,7 +268,7 @@ class Registrar:
         if sender.guest:
             changes = self.service.registration_changes(command)
             if changes:
-                entry = sender.entry
+                entry = sender.broker
                 raise _ChangeRefused(
                     self.service.holds.refuse_change(
                         entry.broker_name,
@@ -324,14 +282,7 @@ class Registrar:
 
     async def _seen(self, digest: bytes, command: RegisterBroker) -> Registered | None:
         """SEEN: an applied copy of this very request answers it, body undecoded."""
-        outcome = await self.service.register_seen(
-            digest,
-            cluster_name=command.cluster_name,
-            broker_addr=command.broker_addr,
-            max_offset=command.max_offset,
-            confirm_offset=command.confirm_offset,
-            replication=command.replication,
-        )
+        outcome = await self.service.register_seen(digest, command)
         return None if outcome is None else Registered(Kind.SEEN, outcome)
 
     async def _topics_unchanged(

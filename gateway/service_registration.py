@@ -26,6 +26,7 @@ from raftstore.liveness import RegistrationDeduper
 from raftstore.replicator import Replicator
 from raftstore.results import ApplyResult, RegisterBrokerOutcome, Replication
 from remoting.model import TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 
 
 class Registrations:
@@ -46,66 +47,35 @@ class Registrations:
 
     async def register_broker(
         self,
-        *,
-        cluster_name: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int,
-        ha_server_addr: str | None = None,
+        broker: BrokerRegistration,
         topic_config_wrapper: TopicConfigSerializeWrapper | None = None,
+        *,
         filter_server_list: Iterable[str] | None = None,
-        zone_name: str | None = None,
-        heartbeat_timeout_ms: int | None = None,
-        enable_acting_master: bool | None = None,
         channel: str | None = None,
-        max_offset: int | None = None,
-        confirm_offset: int | None = None,
-        enable_raft_failover: bool | None = None,
     ) -> RegisterBrokerOutcome:
-        """REGISTER_BROKER of a decoded table (the console, tests): add or refresh a broker
-        and its topics, as :meth:`register` registers it. The gateway's requests go
-        through :class:`gateway.registration.Registrar`."""
+        """REGISTER_BROKER of a decoded table (the console, tests): add or refresh
+        ``broker`` and its topics, as :meth:`register` registers it. The gateway's
+        requests go through :class:`gateway.registration.Registrar`."""
         outcome, _ = await self.register(
             self.registration_command(
-                cluster_name=cluster_name,
-                broker_addr=broker_addr,
-                broker_name=broker_name,
-                broker_id=broker_id,
-                ha_server_addr=ha_server_addr,
+                broker,
+                channel=channel,
                 topic_config_wrapper=topic_config_wrapper,
                 filter_server_list=filter_server_list,
-                zone_name=zone_name,
-                heartbeat_timeout_ms=heartbeat_timeout_ms,
-                enable_acting_master=enable_acting_master,
-                channel=channel,
-                max_offset=max_offset,
-                confirm_offset=confirm_offset,
-                enable_raft_failover=enable_raft_failover,
             )
         )
         return outcome
 
     def registration_command(
         self,
+        broker: BrokerRegistration,
         *,
-        cluster_name: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int,
-        ha_server_addr: str | None = None,
+        channel: str | None,
         topic_config_wrapper: TopicConfigSerializeWrapper | None = None,
         filter_server_list: Iterable[str] | None = None,
-        zone_name: str | None = None,
-        heartbeat_timeout_ms: int | None = None,
-        enable_acting_master: bool | None = None,
-        channel: str | None = None,
-        max_offset: int | None = None,
-        confirm_offset: int | None = None,
-        enable_raft_failover: bool | None = None,
         request_digest: bytes | None = None,
         topics_digest: bytes | None = None,
         topics_elided: bool = False,
-        replication: Replication | None = None,
     ) -> cmd.RegisterBroker:
         """A validated REGISTER_BROKER command stamped now, its ``heartbeat_timeout_ms``
         clamped to a sane range (:func:`raftstore.config.clamp_heartbeat_timeout_ms`).
@@ -116,12 +86,13 @@ class Registrations:
         raft = self.raft
         if topic_config_wrapper is not None and topic_config_wrapper.topic_config_table:
             _check_topic_names(topic_config_wrapper.topic_config_table)
+        timeout_ms = broker.heartbeat_timeout_ms
         return cmd.RegisterBroker(
-            cluster_name=_check_text("clusterName", cluster_name),
-            broker_addr=_check_text("brokerAddr", broker_addr),
-            broker_name=_check_text("brokerName", broker_name),
-            broker_id=_check_int("brokerId", broker_id, low=0, high=BROKER_ID_MAX),
-            ha_server_addr=_check_unicode("haServerAddr", ha_server_addr or ""),
+            cluster_name=_check_text("clusterName", broker.cluster_name),
+            broker_addr=_check_text("brokerAddr", broker.broker_addr),
+            broker_name=_check_text("brokerName", broker.broker_name),
+            broker_id=_check_int("brokerId", broker.broker_id, low=0, high=BROKER_ID_MAX),
+            ha_server_addr=_check_unicode("haServerAddr", broker.ha_server_addr or ""),
             now_ms=self.clock.now_ms(),
             topic_config_wrapper=topic_config_wrapper,
             filter_server_list=(
@@ -129,27 +100,25 @@ class Registrations:
                 if filter_server_list is None
                 else tuple(_check_unicode("filterServer", f) for f in filter_server_list)
             ),
-            zone_name=_check_unicode("zoneName", zone_name) if zone_name else None,
+            zone_name=_check_unicode("zoneName", broker.zone_name) if broker.zone_name else None,
             heartbeat_timeout_ms=(
                 None
-                if heartbeat_timeout_ms is None
+                if timeout_ms is None
                 else clamp_heartbeat_timeout_ms(
-                    _check_int(
-                        "heartbeatTimeoutMillis", heartbeat_timeout_ms, low=1, high=BROKER_ID_MAX
-                    )
+                    _check_int("heartbeatTimeoutMillis", timeout_ms, low=1, high=BROKER_ID_MAX)
                 )
             ),
-            enable_acting_master=enable_acting_master,
+            enable_acting_master=broker.enable_acting_master,
             channel=channel,
-            max_offset=_check_offset("maxOffset", max_offset),
-            confirm_offset=_check_offset("confirmOffset", confirm_offset),
+            max_offset=_check_offset("maxOffset", broker.max_offset),
+            confirm_offset=_check_offset("confirmOffset", broker.confirm_offset),
             enable_raft_failover=(
-                enable_raft_failover if self.failover_lag_bytes_max is not None else None
+                broker.enable_raft_failover if self.failover_lag_bytes_max is not None else None
             ),
             request_digest=request_digest if raft else None,
             topics_digest=topics_digest if raft else None,
             topics_elided=topics_elided and raft,
-            replication=replication,
+            replication=Replication.reported(broker.ha_client_addr, broker.slave_acks),
         )
 
     def registration_changes(self, command: cmd.RegisterBroker) -> list[str]:
@@ -203,28 +172,21 @@ class Registrations:
         return self.registrations is not None
 
     async def register_seen(
-        self,
-        digest: bytes,
-        *,
-        cluster_name: str,
-        broker_addr: str,
-        max_offset: int | None = None,
-        confirm_offset: int | None = None,
-        replication: Replication | None = None,
+        self, digest: bytes, command: cmd.RegisterBroker
     ) -> RegisterBrokerOutcome | None:
-        """Raft mode: the outcome of a REGISTER_BROKER known by its request digest
-        (an applied copy of the same request changes nothing but liveness, which is
-        touched), or None (see :class:`gateway.registration.Registrar`)."""
+        """Raft mode: the outcome of ``command`` known by its request digest (an applied
+        copy of the same request changes nothing but liveness, which is touched), or
+        None (see :class:`gateway.registration.Registrar`)."""
         if self.registrations is None:
             return None
         self._require_quorum(proposing=True)
         heartbeat = cmd.BrokerHeartbeat(
-            cluster_name=_check_text("clusterName", cluster_name),
-            broker_addr=_check_text("brokerAddr", broker_addr),
-            now_ms=self.clock.now_ms(),
-            max_offset=_check_offset("maxOffset", max_offset),
-            confirm_offset=_check_offset("confirmOffset", confirm_offset),
-            replication=replication,
+            cluster_name=command.cluster_name,
+            broker_addr=command.broker_addr,
+            now_ms=command.now_ms,
+            max_offset=command.max_offset,
+            confirm_offset=command.confirm_offset,
+            replication=command.replication,
         )
         result = await self.registrations.register_seen(digest, heartbeat)
         if result is None:

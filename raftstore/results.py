@@ -31,6 +31,16 @@ class Replication:
         slave connects or leaves, not with every write."""
         return self.client_addr, frozenset(addr for addr, _ in self.slave_acks or ())
 
+    @classmethod
+    def reported(
+        cls, client_addr: str | None, slave_acks: tuple[tuple[str, int], ...] | None
+    ) -> Replication | None:
+        """What a request reported (:func:`remoting.ha_report.read_ha_report`), None when
+        it reported nothing."""
+        if client_addr is None and slave_acks is None:
+            return None
+        return cls(client_addr=client_addr, slave_acks=slave_acks)
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerAddrInfo:

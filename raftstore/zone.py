@@ -13,9 +13,9 @@ from dataclasses import replace
 
 from remoting.model import MASTER_ID, TopicRouteData
 from remoting.properties import java_boolean
+from remoting.register_request import ZONE_NAME_EXT_FIELD as ZONE_NAME_EXT_FIELD
 
 ZONE_MODE_EXT_FIELD = "__ZONE_MODE"
-ZONE_NAME_EXT_FIELD = "__ZONE_NAME"
 
 
 def zone_filter_requested(zone_mode: str | None, zone_name: str | None) -> bool:

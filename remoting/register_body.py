@@ -62,8 +62,6 @@ from remoting.model import (
     TopicQueueMappingInfo,
 )
 
-RAFT_FAILOVER_FIELD = "enableRaftFailover"
-"""REGISTER_BROKER header field of a broker whose master the NameServer elects."""
 SPLIT_PART_FIELD = "splitRegistrationPart"
 """REGISTER_BROKER header field: which part of a split table this is, from 0."""
 SPLIT_PARTS_FIELD = "splitRegistrationParts"

@@ -6,17 +6,17 @@ prime slave) in ``default-cluster`` serving ``unit-test0`` and ``unit-test1``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from gateway.clock import ManualClock
 from gateway.dispatch import RequestDispatcher
 from gateway.services import NameServerService
+from raftstore.commands import RegisterBroker
 from raftstore.config import NamesrvConfig
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 
 DEFAULT_CLUSTER = "default-cluster"
 DEFAULT_BROKER = "default-broker"
@@ -47,26 +47,33 @@ def build_node(
     return replicator, service, RequestDispatcher(service)
 
 
-def default_registration() -> dict[str, Any]:
-    """Upstream's 10-argument registration: a new-version broker (acting master false),
-    as keyword arguments of ``NameServerService.register_broker``."""
-    return {
-        "cluster_name": DEFAULT_CLUSTER,
-        "broker_addr": DEFAULT_ADDR,
-        "broker_name": DEFAULT_BROKER,
-        "broker_id": DEFAULT_BROKER_ID,
-        "ha_server_addr": DEFAULT_HA,
-        "topic_config_wrapper": unit_topics_wrapper(),
-        "filter_server_list": (),
-        "zone_name": "",
-        "enable_acting_master": False,
-        "channel": "default-channel",
-    }
+DEFAULT_BROKER_REGISTRATION = BrokerRegistration(
+    cluster_name=DEFAULT_CLUSTER,
+    broker_addr=DEFAULT_ADDR,
+    broker_name=DEFAULT_BROKER,
+    broker_id=DEFAULT_BROKER_ID,
+    ha_server_addr=DEFAULT_HA,
+    zone_name="",
+    enable_acting_master=False,
+)
+"""Upstream's 10-argument registration: a new-version broker (acting master false),
+with :func:`unit_topics_wrapper`, no filter server, over ``DEFAULT_CHANNEL``."""
+DEFAULT_CHANNEL = "default-channel"
+
+
+def default_registration(service: NameServerService) -> RegisterBroker:
+    """The command of :data:`DEFAULT_BROKER_REGISTRATION` on ``service``."""
+    return service.registration_command(
+        DEFAULT_BROKER_REGISTRATION,
+        channel=DEFAULT_CHANNEL,
+        topic_config_wrapper=unit_topics_wrapper(),
+        filter_server_list=(),
+    )
 
 
 async def register_default_broker(service: NameServerService) -> None:
-    """Register ``default-broker`` (:func:`default_registration`)."""
-    await service.register_broker(**default_registration())
+    """Register ``default-broker`` (:data:`DEFAULT_BROKER_REGISTRATION`)."""
+    await service.register(default_registration(service))
 
 
 @pytest.fixture

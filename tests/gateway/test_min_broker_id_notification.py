@@ -10,6 +10,7 @@ from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.model import TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 from remoting.server import RemotingServer
 
 RECEIVE_TIMEOUT_S = 5.0
@@ -38,13 +39,15 @@ async def test_a_slave_hears_when_a_lower_broker_id_registers() -> None:
     try:
         for broker_id, addr in ((1, slave_addr), (0, "127.0.0.1:10911")):
             await gateway.service.register_broker(
-                cluster_name="DefaultCluster",
-                broker_addr=addr,
-                broker_name="broker-a",
-                broker_id=broker_id,
-                ha_server_addr="127.0.0.1:10912",
-                topic_config_wrapper=two_topics(),
-                enable_acting_master=True,
+                BrokerRegistration(
+                    cluster_name="DefaultCluster",
+                    broker_addr=addr,
+                    broker_name="broker-a",
+                    broker_id=broker_id,
+                    ha_server_addr="127.0.0.1:10912",
+                    enable_acting_master=True,
+                ),
+                two_topics(),
             )
         notice = await asyncio.wait_for(received.get(), RECEIVE_TIMEOUT_S)
     finally:

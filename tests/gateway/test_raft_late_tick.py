@@ -17,7 +17,7 @@ from tests.waiting import eventually
 
 async def _register(service: NameServerService) -> bool:
     """Register ``default-broker`` with the same table; True when answered from state."""
-    _, from_state = await service.register(service.registration_command(**default_registration()))
+    _, from_state = await service.register(default_registration(service))
     return from_state
 
 

@@ -17,6 +17,7 @@ from remoting.model import (
     TopicConfigSerializeWrapper,
 )
 from remoting.register_body import body_crc32
+from remoting.register_request import BrokerRegistration, RegisterBrokerRequest
 from tests.gateway.conftest import build_node
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
@@ -187,7 +188,11 @@ async def test_eventual_mode_registers_every_request_whole(node: Node) -> None:
     registrar = Registrar(node[1])
     request = register_request(0, MASTER_ADDR, MASTER_HA, "T1", "T2")
     kinds = [
-        _kind(await registrar.register(request, channel=None, peer_host="127.0.0.1"))
+        _kind(
+            await registrar.register(
+                RegisterBrokerRequest.read(request), channel=None, peer_host="127.0.0.1"
+            )
+        )
         for _ in range(2)
     ]
     assert kinds == [Kind.FULL, Kind.FULL]
@@ -227,11 +232,13 @@ async def test_every_other_name_and_value_with_a_lone_surrogate_is_refused(node:
         fields[field] = "x\udc00"
         try:
             await service.register_broker(
-                cluster_name=fields["clusterName"],
-                broker_addr=MASTER_ADDR,
-                broker_name=fields["brokerName"],
-                broker_id=0,
-                ha_server_addr=fields["haServerAddr"],
+                BrokerRegistration(
+                    cluster_name=fields["clusterName"],
+                    broker_addr=MASTER_ADDR,
+                    broker_name=fields["brokerName"],
+                    broker_id=0,
+                    ha_server_addr=fields["haServerAddr"],
+                )
             )
         except ServiceError as exc:
             assert "lone surrogate" in str(exc) and field in str(exc)

@@ -8,6 +8,7 @@ from gateway.services import NameServerService
 from raftstore.replicator import LocalReplicator
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.register_request import BrokerRegistration
 from tests.gateway.conftest import unit_topics_wrapper
 
 Node = tuple[LocalReplicator, NameServerService, RequestDispatcher]
@@ -88,14 +89,16 @@ async def test_a_linearizable_read_passes_a_barrier_first(registered_node: Node)
 
 async def _register_zoned_master(service: NameServerService, name: str, zone: str) -> None:
     await service.register_broker(
-        cluster_name="ZonedCluster",
-        broker_addr=f"127.0.0.1:{10911 + len(name) * 7 + len(zone)}",
-        broker_name=name,
-        broker_id=0,
-        ha_server_addr="127.0.0.1:20911",
-        topic_config_wrapper=unit_topics_wrapper(),
-        zone_name=zone,
-        enable_acting_master=False,
+        BrokerRegistration(
+            cluster_name="ZonedCluster",
+            broker_addr=f"127.0.0.1:{10911 + len(name) * 7 + len(zone)}",
+            broker_name=name,
+            broker_id=0,
+            ha_server_addr="127.0.0.1:20911",
+            zone_name=zone,
+            enable_acting_master=False,
+        ),
+        unit_topics_wrapper(),
     )
 
 

@@ -19,6 +19,7 @@ from raftstore.commands import BrokerHeartbeat
 from raftstore.replicator import LocalReplicator
 from raftstore.route_table import RouteTable
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,14 +52,16 @@ def register(
     """Register ``name`` in DefaultCluster with ``topics`` (and filter servers)."""
     run(
         service.register_broker(
-            cluster_name="DefaultCluster",
-            broker_addr=addr,
-            broker_name=name,
-            broker_id=broker_id,
-            ha_server_addr=addr.replace("109", "119"),
-            topic_config_wrapper=wrapper(*topics),
+            BrokerRegistration(
+                cluster_name="DefaultCluster",
+                broker_addr=addr,
+                broker_name=name,
+                broker_id=broker_id,
+                ha_server_addr=addr.replace("109", "119"),
+                enable_acting_master=False,
+            ),
+            wrapper(*topics),
             filter_server_list=filters,
-            enable_acting_master=False,
             channel=f"channel-{addr}",
         )
     )

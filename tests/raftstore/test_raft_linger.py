@@ -12,6 +12,7 @@ from raftstore.commands import PutKV
 from raftstore.raft import RaftSettings
 from raftstore.raft.batching import LINGER_BATCH_COMMANDS
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 from tests.raftstore.raft_node import InProcessCluster
 
 
@@ -91,18 +92,20 @@ async def test_brokers_registering_through_the_service_share_log_entries(tmp_pat
             tasks.append(
                 asyncio.ensure_future(
                     service.register_broker(
-                        cluster_name="DefaultCluster",
-                        broker_addr=f"10.0.0.{index}:10911",
-                        broker_name=f"broker-{index}",
-                        broker_id=0,
-                        ha_server_addr=f"10.0.0.{index}:10912",
-                        topic_config_wrapper=TopicConfigSerializeWrapper(
+                        BrokerRegistration(
+                            cluster_name="DefaultCluster",
+                            broker_addr=f"10.0.0.{index}:10911",
+                            broker_name=f"broker-{index}",
+                            broker_id=0,
+                            ha_server_addr=f"10.0.0.{index}:10912",
+                            enable_acting_master=False,
+                        ),
+                        TopicConfigSerializeWrapper(
                             data_version=DataVersion(timestamp=1_000, counter=1),
                             topic_config_table={
                                 name: TopicConfig(name) for name in (f"T{index}", f"U{index}")
                             },
                         ),
-                        enable_acting_master=False,
                     )
                 )
             )

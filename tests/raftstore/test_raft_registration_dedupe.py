@@ -19,6 +19,7 @@ from raftstore.commands import Command, RegisterBroker
 from raftstore.results import ApplyResult, RegisterBrokerOutcome
 from remoting import register_body
 from remoting.model import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration, RegisterBrokerRequest
 from tests.raftstore.raft_node import InProcessCluster
 
 CLUSTER = "DefaultCluster"
@@ -40,13 +41,15 @@ async def _register(
     service: NameServerService, index: int, counter: int, broker_id: int = 0
 ) -> RegisterBrokerOutcome:
     return await service.register_broker(
-        cluster_name=CLUSTER,
-        broker_addr=f"10.0.{broker_id}.{index}:10911",
-        broker_name=f"broker-{index}",
-        broker_id=broker_id,
-        ha_server_addr=f"10.0.{broker_id}.{index}:10912",
-        topic_config_wrapper=_wrapper(index, counter),
-        enable_acting_master=False,
+        BrokerRegistration(
+            cluster_name=CLUSTER,
+            broker_addr=f"10.0.{broker_id}.{index}:10911",
+            broker_name=f"broker-{index}",
+            broker_id=broker_id,
+            ha_server_addr=f"10.0.{broker_id}.{index}:10912",
+            enable_acting_master=False,
+        ),
+        _wrapper(index, counter),
     )
 
 
@@ -266,7 +269,10 @@ async def test_each_copy_is_decided_once_and_answered_its_way(
     async def decided(counter: int) -> Counter[Kind]:
         frame = register_request(broker, table, DataVersion(timestamp=1, counter=counter))
         answers = await asyncio.gather(
-            *(r.register(frame, channel=None, peer_host="127.0.0.1") for r in registrars)
+            *(
+                r.register(RegisterBrokerRequest.read(frame), channel=None, peer_host="127.0.0.1")
+                for r in registrars
+            )
         )
         await asyncio.gather(*(m.replicator.barrier() for m in members))
         assert all(isinstance(a, Registered) for a in answers)
@@ -311,7 +317,9 @@ async def test_a_registration_that_moves_only_liveness_is_answered_from_state(
         frame = register_request(broker, table, DataVersion(timestamp=1, counter=1))
         assert frame.ext_fields is not None
         frame.ext_fields["maxOffset"] = str(max_offset)
-        answer = await registrar.register(frame, channel=None, peer_host="127.0.0.1")
+        answer = await registrar.register(
+            RegisterBrokerRequest.read(frame), channel=None, peer_host="127.0.0.1"
+        )
         assert isinstance(answer, Registered)
         assert not (answer.outcome.failed or answer.outcome.needs_full)
         return answer.kind
@@ -356,7 +364,9 @@ async def test_an_unchanged_split_table_is_known_by_its_digest_and_never_decoded
         kinds: Counter[Kind] = Counter()
         for registrar in registrars:
             for request in requests:
-                answer = await registrar.register(request, channel=None, peer_host="127.0.0.1")
+                answer = await registrar.register(
+                    RegisterBrokerRequest.read(request), channel=None, peer_host="127.0.0.1"
+                )
                 if isinstance(answer, Registered):
                     assert not (answer.outcome.failed or answer.outcome.needs_full)
                     kinds[answer.kind] += 1

@@ -40,6 +40,7 @@ from namesrv_app.tokens import issue_token
 from raftstore.replicator import LocalReplicator
 from remoting.blocking import BlockingClient
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 from tests.integration.gateway_harness import ADMIN, wait_for_ready_file, write_test_acl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -76,12 +77,14 @@ async def _register_cast(service: NameServerService, topics: tuple[str, ...]) ->
             topic_config_table={t: TopicConfig(t, 4, 4, 6) for t in topics},
         )
         await service.register_broker(
-            cluster_name=broker.cluster,
-            broker_addr=broker.addr,
-            broker_name=broker.broker_name,
-            broker_id=broker.broker_id,
-            ha_server_addr=broker.ha_addr,
-            topic_config_wrapper=wrapper,
+            BrokerRegistration(
+                cluster_name=broker.cluster,
+                broker_addr=broker.addr,
+                broker_name=broker.broker_name,
+                broker_id=broker.broker_id,
+                ha_server_addr=broker.ha_addr,
+            ),
+            wrapper,
             channel=f"chan-{broker.addr}",
         )
     await service.put_kv(namespace="ORDER_TOPIC_CONFIG", key="DemoOrders", value="broker-a:4")

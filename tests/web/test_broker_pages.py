@@ -34,6 +34,7 @@ from remoting import fastjson
 from remoting.blocking import BlockingClient
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.register_request import BrokerRegistration
 from tests.integration.gateway_harness import write_test_acl
 from tests.integration.raft_cluster_harness import free_port
 from tests.waiting import wait_until
@@ -86,11 +87,13 @@ def broker(run_dir: Path, settings: Any, gateway: RunningGateway, db: Any) -> Lo
     service = NameServerService(replicator, ManualClock(int(time.time() * 1000)))
     asyncio.run(
         service.register_broker(
-            cluster_name="DefaultCluster",
-            broker_addr=local.spec.addr,
-            broker_name="broker-a",
-            broker_id=0,
-            ha_server_addr=f"127.0.0.1:{local.spec.ha_port}",
+            BrokerRegistration(
+                cluster_name="DefaultCluster",
+                broker_addr=local.spec.addr,
+                broker_name="broker-a",
+                broker_id=0,
+                ha_server_addr=f"127.0.0.1:{local.spec.ha_port}",
+            )
         )
     )
     write_full_state(replicator.read(read_full_state), "n1", "eventual")

@@ -20,6 +20,7 @@ from namesrv_app.projection.rows import write_full_state
 from namesrv_app.web import reads
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 from tests.web.conftest import (
     BROKERS,
     START_MS,
@@ -105,16 +106,18 @@ async def _beat(service: NameServerService, addrs: set[str]) -> None:
         if broker.addr not in addrs:
             continue
         await service.register_broker(
-            cluster_name=broker.cluster,
-            broker_addr=broker.addr,
-            broker_name=broker.broker_name,
-            broker_id=broker.broker_id,
-            ha_server_addr=broker.ha_addr,
-            topic_config_wrapper=TopicConfigSerializeWrapper(
+            BrokerRegistration(
+                cluster_name=broker.cluster,
+                broker_addr=broker.addr,
+                broker_name=broker.broker_name,
+                broker_id=broker.broker_id,
+                ha_server_addr=broker.ha_addr,
+                heartbeat_timeout_ms=DEMO_TIMEOUT_MS,
+            ),
+            TopicConfigSerializeWrapper(
                 data_version=DataVersion(timestamp=START_MS, counter=1),
                 topic_config_table={t: TopicConfig(t, 4, 4, 6) for t in TOPICS},
             ),
-            heartbeat_timeout_ms=DEMO_TIMEOUT_MS,
             channel=f"chan-{broker.addr}",
         )
 

@@ -22,6 +22,7 @@ from namesrv_app.web import units
 from raftstore.config import key_notes
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 from tests.web.conftest import BROKERS, START_MS, TOPICS, RunningGateway, log_in
 
 DEMO_NOTE = (
@@ -43,16 +44,18 @@ def demo_brokers(db: Any) -> None:
 async def _register(service: NameServerService, timeout_ms: int) -> None:
     for broker in BROKERS:
         await service.register_broker(
-            cluster_name=broker.cluster,
-            broker_addr=broker.addr,
-            broker_name=broker.broker_name,
-            broker_id=broker.broker_id,
-            ha_server_addr=broker.ha_addr,
-            topic_config_wrapper=TopicConfigSerializeWrapper(
+            BrokerRegistration(
+                cluster_name=broker.cluster,
+                broker_addr=broker.addr,
+                broker_name=broker.broker_name,
+                broker_id=broker.broker_id,
+                ha_server_addr=broker.ha_addr,
+                heartbeat_timeout_ms=timeout_ms,
+            ),
+            TopicConfigSerializeWrapper(
                 data_version=DataVersion(timestamp=START_MS, counter=1),
                 topic_config_table={t: TopicConfig(t, 4, 4, 6) for t in TOPICS},
             ),
-            heartbeat_timeout_ms=timeout_ms,
             channel=f"chan-{broker.addr}",
         )
 

@@ -38,6 +38,7 @@ from remoting.model import (
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
+from remoting.register_request import BrokerRegistration
 from tests.web.conftest import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -122,18 +123,20 @@ async def apply(service: NameServerService, step: Any) -> None:
     """Send one step through the real service (the one write path)."""
     if isinstance(step, Register):
         await service.register_broker(
-            cluster_name="DefaultCluster",
-            broker_addr=step.addr,
-            broker_name=step.group,
-            broker_id=step.broker_id,
-            ha_server_addr=step.addr,
-            topic_config_wrapper=TopicConfigSerializeWrapper(
+            BrokerRegistration(
+                cluster_name="DefaultCluster",
+                broker_addr=step.addr,
+                broker_name=step.group,
+                broker_id=step.broker_id,
+                ha_server_addr=step.addr,
+                zone_name=step.zone,
+                enable_acting_master=step.acting_master,
+            ),
+            TopicConfigSerializeWrapper(
                 data_version=DataVersion(timestamp=1, counter=1),
                 topic_config_table={t: TopicConfig(t, 4, 4, 6) for t in step.topics},
             ),
             filter_server_list=step.filter_servers,
-            zone_name=step.zone,
-            enable_acting_master=step.acting_master,
             channel=f"channel-{step.addr}",
         )
     elif isinstance(step, Unregister):

@@ -36,6 +36,7 @@ from namesrv_app.tokens import issue_token
 from namesrv_app.web.names import name_to_segment, segment_to_name
 from raftstore.replicator import LocalReplicator
 from remoting.model import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting.register_request import BrokerRegistration
 from tests.web.asgi import Answer, asgi_answer, asgi_scope
 from tests.web.conftest import CLUSTER, START_MS, RunningGateway, log_in, make_user
 
@@ -70,12 +71,14 @@ async def _register(service: NameServerService, names: Names) -> None:
         topic_config_table={t: TopicConfig(t, 4, 4, 6) for t in (*names.topics, PLAIN_TOPIC)},
     )
     await service.register_broker(
-        cluster_name=names.cluster,
-        broker_addr="127.0.0.1:1",
-        broker_name=names.broker,
-        broker_id=0,
-        ha_server_addr="127.0.0.1:2",
-        topic_config_wrapper=wrapper,
+        BrokerRegistration(
+            cluster_name=names.cluster,
+            broker_addr="127.0.0.1:1",
+            broker_name=names.broker,
+            broker_id=0,
+            ha_server_addr="127.0.0.1:2",
+        ),
+        wrapper,
         channel="chan-names",
     )
     await service.put_kv(namespace=names.namespace, key=names.key, value=names.value)
