@@ -1,5 +1,11 @@
 """One REGISTER_BROKER request, decided once: what it is, and so how it is answered.
 
+The dispatcher reads the frame once (:class:`remoting.register_request.
+RegisterBrokerRequest`); the :class:`Registrar` runs the checks that are about the
+connection (CRC, holds, split parts) and then makes one call into the service
+(:meth:`gateway.service_registration.Registrations.register_request`), which checks the
+quorum once and decides the kind (:class:`~gateway.service_registration.Kind`).
+
 A broker sends the same registration to every member every 30 s. Raft mode tells
 four kinds apart, cheapest first, and each is answered one way:
 
@@ -34,7 +40,6 @@ NoQuorumError (the service checks, docs/RAFT.md "A node without a quorum says so
 
 from __future__ import annotations
 
-import enum
 import functools
 import logging
 import time
@@ -43,17 +48,18 @@ from dataclasses import dataclass
 
 from gateway.broker_holds import HoldRefusal
 from gateway.registration_bodies import BodyDecoder
+from gateway.service_registration import Kind, Registered
 from gateway.services import NameServerService
 from gateway.split_registration import Part, PartHeld, PartRefused, SplitTables, split_fields
 from raftstore.commands import RegisterBroker
-from raftstore.results import RegisterBrokerOutcome, Replication
+from raftstore.results import Replication
 from remoting import register_body
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.ha_report import read_ha_report
 from remoting.limits import RefusalLog
-from remoting.model import TopicConfigSerializeWrapper
-from remoting.register_body import RegisterBodyRefused
+from remoting.model import RegisterBrokerBody
+from remoting.register_body import BodyDigest, RegisterBodyRefused
 from remoting.register_request import BrokerRegistration, RegisterBrokerRequest
 
 log = logging.getLogger(__name__)
@@ -63,24 +69,6 @@ def replication_of(request: RemotingCommand) -> Replication | None:
     """What ``request`` reports of its broker's HA links (:mod:`remoting.ha_report`),
     None when it reports nothing; HeaderFieldError for a malformed report."""
     return Replication.reported(*read_ha_report(request))
-
-
-class Kind(enum.Enum):
-    """What a REGISTER_BROKER turned out to be (see the module docstring)."""
-
-    SEEN = "seen"
-    LIVENESS_ONLY = "liveness_only"
-    TOPICS_UNCHANGED = "topics_unchanged"
-    FULL = "full"
-    SPLIT = "split"
-
-
-@dataclass(frozen=True, slots=True)
-class Registered:
-    """The decision and the answer it gave."""
-
-    kind: Kind
-    outcome: RegisterBrokerOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,45 +179,32 @@ class Registrar:
             )
         return registered
 
-    async def _decide(self, request: RemotingCommand, sender: _Sender) -> Registered:
-        """The kinds, cheapest first."""
+    async def _decide(self, frame: RemotingCommand, sender: _Sender) -> Registered:
+        """An unsplit request: its digests (raft mode), then one call into the service."""
         raft = self.service.raft
-        topics = register_body.topics_digest(request) if raft else None
-        digest = register_body.registration_digest(request, topics) if raft else None
-        command = self._command(sender, digest)
-        if digest is not None:
-            seen = await self._seen(digest, command())
-            if seen is not None:
-                return seen
-        if topics is not None and not sender.guest:
-            unchanged = await self._topics_unchanged(topics, command)
-            if unchanged is not None:
-                return unchanged
-        return await self._full(request, topics, command, sender)
-
-    def _command(self, sender: _Sender, digest: bytes | None) -> Callable[..., RegisterBroker]:
-        """The sender's RegisterBroker, its table (and digests) still to give."""
-        return functools.partial(
-            self.service.registration_command,
+        topics = register_body.topics_digest(frame) if raft else None
+        return await self.service.register_request(
             sender.broker,
+            functools.partial(self.bodies.decode, frame),
             channel=sender.channel,
-            request_digest=digest,
+            request_digest=register_body.registration_digest(frame, topics) if raft else None,
+            topics=topics,
+            vet=self._vet(sender),
         )
 
     async def _split_part(
-        self, request: RemotingCommand, sender: _Sender, index: int, parts: int
+        self, frame: RemotingCommand, sender: _Sender, index: int, parts: int
     ) -> Registered | Refused | PartHeld:
         """SPLIT: part ``index`` of ``parts`` held, or the last one and the whole table
         registered. In raft mode the parts are held undecoded with their digests, and a
         table whose digest is the broker's last one is answered as TOPICS_UNCHANGED
         (or from state), without decoding a part or logging the table again."""
-        raft = self.service.raft
-        cut = register_body.topics_digest(request) if raft else None
+        cut = register_body.topics_digest(frame) if self.service.raft else None
         if cut is not None:
-            part = Part(request, cut.data_version, cut.topics)
+            part = Part(frame, cut.data_version, cut.topics)
         else:
-            body = await self.bodies.decode(request)
-            part = Part(request, body.topic_config_wrapper.data_version, None, body)
+            body = await self.bodies.decode(frame)
+            part = Part(frame, body.topic_config_wrapper.data_version, None, body)
         entry = sender.broker
         key = (entry.cluster_name, entry.broker_addr, entry.broker_name, entry.broker_id)
         taken = self.splits.add(key, index, parts, part)
@@ -237,35 +212,32 @@ class Registrar:
             return Refused(ResponseCode.SYSTEM_ERROR, taken.remark)
         if isinstance(taken, PartHeld):
             return taken
-        command = self._command(sender, None)
-        digest = taken.digest
-        if digest is not None and not sender.guest:
-            whole = register_body.BodyDigest(digest, taken.data_version, b"")
-            unchanged = await self._topics_unchanged(whole, command)
-            if unchanged is not None:
-                return unchanged
-        merged = taken.merge(
-            [
-                p.decoded if p.decoded is not None else await self.bodies.decode(p.request)
-                for p in taken.parts
-            ]
-        )
-        outcome, from_state = await self._register(
-            command(
-                topic_config_wrapper=merged.topic_config_wrapper,
-                filter_server_list=merged.filter_server_list,
-                topics_digest=digest,
-            ),
-            sender,
-        )
-        return Registered(Kind.LIVENESS_ONLY if from_state else Kind.SPLIT, outcome)
 
-    async def _register(
-        self, command: RegisterBroker, sender: _Sender
-    ) -> tuple[RegisterBrokerOutcome, bool]:
-        """``service.register``, after a guest's command was found to change nothing but
-        liveness (:class:`_ChangeRefused` otherwise)."""
-        if sender.guest:
+        async def merged() -> RegisterBrokerBody:
+            return taken.merge(
+                [
+                    p.decoded if p.decoded is not None else await self.bodies.decode(p.request)
+                    for p in taken.parts
+                ]
+            )
+
+        digest = taken.digest
+        return await self.service.register_request(
+            sender.broker,
+            merged,
+            channel=sender.channel,
+            topics=None if digest is None else BodyDigest(digest, taken.data_version, b""),
+            vet=self._vet(sender),
+            whole=Kind.SPLIT,
+        )
+
+    def _vet(self, sender: _Sender) -> Callable[[RegisterBroker], None] | None:
+        """A guest's check (None for any other sender): :class:`_ChangeRefused` when its
+        command would change more than liveness."""
+        if not sender.guest:
+            return None
+
+        def vet(command: RegisterBroker) -> None:
             changes = self.service.registration_changes(command)
             if changes:
                 entry = sender.broker
@@ -278,50 +250,5 @@ class Registrar:
                         sender.peer_host,
                     )
                 )
-        return await self.service.register(command)
 
-    async def _seen(self, digest: bytes, command: RegisterBroker) -> Registered | None:
-        """SEEN: an applied copy of this very request answers it, body undecoded."""
-        outcome = await self.service.register_seen(digest, command)
-        return None if outcome is None else Registered(Kind.SEEN, outcome)
-
-    async def _topics_unchanged(
-        self, topics: register_body.BodyDigest, command: Callable[..., RegisterBroker]
-    ) -> Registered | None:
-        """TOPICS_UNCHANGED: the broker's last table with a new DataVersion, logged
-        without the table; None when that table is not (or no longer) recorded."""
-        unchanged = await self.service.register_unchanged(
-            command(
-                topic_config_wrapper=TopicConfigSerializeWrapper(data_version=topics.data_version),
-                topics_digest=topics.topics,
-                topics_elided=True,
-            )
-        )
-        if unchanged is None:
-            return None
-        outcome, from_state = unchanged
-        return Registered(Kind.LIVENESS_ONLY if from_state else Kind.TOPICS_UNCHANGED, outcome)
-
-    async def _full(
-        self,
-        request: RemotingCommand,
-        topics: register_body.BodyDigest | None,
-        command: Callable[..., RegisterBroker],
-        sender: _Sender,
-    ) -> Registered:
-        """FULL: the body decoded and registered whole."""
-        body = await self.bodies.decode(request)
-        wrapper = body.topic_config_wrapper
-        topics_digest = None
-        if topics is not None and wrapper is not None:
-            # The digest names this table only if the cut DataVersion is the decoded one.
-            topics_digest = topics.topics if wrapper.data_version == topics.data_version else None
-        outcome, from_state = await self._register(
-            command(
-                topic_config_wrapper=wrapper,
-                filter_server_list=body.filter_server_list,
-                topics_digest=topics_digest,
-            ),
-            sender,
-        )
-        return Registered(Kind.LIVENESS_ONLY if from_state else Kind.FULL, outcome)
+        return vet

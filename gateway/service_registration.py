@@ -1,14 +1,20 @@
 """The REGISTER_BROKER half of :class:`gateway.services.NameServerService`: a
 registration's command built and checked, and the ways it is answered (whole, as an
-elided table, or, in raft mode, known by its digest). :class:`gateway.registration.
-Registrar` decides which; this is its only way to the table.
+elided table, or, in raft mode, known by its digest), decided in one call
+(:meth:`Registrations.register_request`) after one quorum check.
+:class:`gateway.registration.Registrar` makes that call once per request, after the
+checks that are about connections (CRC, holds, split parts); it is its only way to
+the table.
 
 A mixin, so every method stays callable on the service.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import enum
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.clock import Clock
@@ -25,8 +31,27 @@ from raftstore.config import clamp_heartbeat_timeout_ms
 from raftstore.liveness import RegistrationDeduper
 from raftstore.replicator import Replicator
 from raftstore.results import ApplyResult, RegisterBrokerOutcome, Replication
-from remoting.model import TopicConfigSerializeWrapper
+from remoting.model import RegisterBrokerBody, TopicConfigSerializeWrapper
+from remoting.register_body import BodyDigest
 from remoting.register_request import BrokerRegistration
+
+
+class Kind(enum.Enum):
+    """What a REGISTER_BROKER turned out to be (:mod:`gateway.registration`)."""
+
+    SEEN = "seen"
+    LIVENESS_ONLY = "liveness_only"
+    TOPICS_UNCHANGED = "topics_unchanged"
+    FULL = "full"
+    SPLIT = "split"
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """The decision and the answer it gave."""
+
+    kind: Kind
+    outcome: RegisterBrokerOutcome
 
 
 class Registrations:
@@ -129,18 +154,76 @@ class Registrations:
     async def register(self, command: cmd.RegisterBroker) -> tuple[RegisterBrokerOutcome, bool]:
         """Register ``command``: its outcome, and True when raft mode answered it from the
         applied state (its plan held only liveness edits) instead of proposing it."""
+        self._require_quorum(proposing=True)
+        return await self._answer(command)
+
+    async def register_request(
+        self,
+        broker: BrokerRegistration,
+        body: Callable[[], Awaitable[RegisterBrokerBody]],
+        *,
+        channel: str | None,
+        request_digest: bytes | None = None,
+        topics: BodyDigest | None = None,
+        vet: Callable[[cmd.RegisterBroker], None] | None = None,
+        whole: Kind = Kind.FULL,
+    ) -> Registered:
+        """One REGISTER_BROKER from the wire, decided here once, cheapest kind first
+        (:class:`Kind`), after one quorum check: in raft mode, known by its
+        ``request_digest`` (SEEN), or its table by ``topics`` (TOPICS_UNCHANGED, never for
+        a ``vet``ted one); else ``body()`` decoded and registered whole (``whole``: FULL,
+        or SPLIT for a split table's merged parts). ``vet``, a guest's check (rule 3 of
+        :mod:`gateway.broker_holds`), sees the whole command first and raises to refuse
+        it."""
+        self._require_quorum(proposing=True)
+        command = functools.partial(
+            self.registration_command, broker, channel=channel, request_digest=request_digest
+        )
+        if request_digest is not None:
+            seen = await self._seen(request_digest, command())
+            if seen is not None:
+                return Registered(Kind.SEEN, seen)
+        if topics is not None and vet is None:
+            unchanged = await self._unchanged(
+                command(
+                    topic_config_wrapper=TopicConfigSerializeWrapper(
+                        data_version=topics.data_version
+                    ),
+                    topics_digest=topics.topics,
+                    topics_elided=True,
+                )
+            )
+            if unchanged is not None:
+                outcome, from_state = unchanged
+                kind = Kind.LIVENESS_ONLY if from_state else Kind.TOPICS_UNCHANGED
+                return Registered(kind, outcome)
+        decoded = await body()
+        wrapper = decoded.topic_config_wrapper
+        # The digest names this table only if its DataVersion is the decoded one.
+        named = topics is not None and wrapper.data_version == topics.data_version
+        full = command(
+            topic_config_wrapper=wrapper,
+            filter_server_list=decoded.filter_server_list,
+            topics_digest=topics.topics if named and topics is not None else None,
+        )
+        if vet is not None:
+            vet(full)
+        outcome, from_state = await self._answer(full)
+        return Registered(Kind.LIVENESS_ONLY if from_state else whole, outcome)
+
+    async def _answer(self, command: cmd.RegisterBroker) -> tuple[RegisterBrokerOutcome, bool]:
+        """:meth:`register` after its quorum check."""
         deduper = self.registrations
         if deduper is None:
             result = await self.replicator.propose(command)
             from_state = None
         else:
-            self._require_quorum(proposing=True)
             from_state = await deduper.answer_from_state(command)
             if from_state is not None and not self._in_contact():
                 # Answered from state only while in contact: the broker is told nothing
-                # a cut-off node cannot stand behind. A node cut off refuses here; one
-                # whose Raft tick is only running late proposes it, and the commit
-                # decides.
+                # a cut-off node cannot stand behind. A node cut off (by now: the wait
+                # for the applied state may have taken a while) refuses here; one whose
+                # Raft tick is only running late proposes it, and the commit decides.
                 self._require_quorum(proposing=True)
                 from_state = None
             result = from_state if from_state is not None else await deduper.propose(command)
@@ -149,37 +232,35 @@ class Registrations:
         assert isinstance(outcome, RegisterBrokerOutcome)
         return outcome, from_state is not None
 
-    async def register_unchanged(
+    async def _unchanged(
         self, command: cmd.RegisterBroker
     ) -> tuple[RegisterBrokerOutcome, bool] | None:
         """Raft mode: register ``command``, whose table is elided (``topics_elided``,
         named by ``topics_digest``), as the broker's last applied table with this
         command's DataVersion: the outcome and whether it was answered from the applied
         state (as :meth:`register`). None when that table is not (or, by the time the
-        entry applied, no longer) the broker's here: decode the body and :meth:`register`
-        it whole."""
+        entry applied, no longer) the broker's here: the body is decoded and registered
+        whole."""
         deduper = self.registrations
         elided = None if deduper is None else deduper.elided(command)
         if elided is None:
             return None
-        outcome, from_state = await self.register(elided)
+        outcome, from_state = await self._answer(elided)
         return None if outcome.needs_full else (outcome, from_state)
 
     @property
     def raft(self) -> bool:
-        """True in raft mode: registrations carry digests (:meth:`register_seen`,
-        :meth:`register_unchanged`)."""
+        """True in raft mode: registrations carry digests (:meth:`register_request`)."""
         return self.registrations is not None
 
-    async def register_seen(
+    async def _seen(
         self, digest: bytes, command: cmd.RegisterBroker
     ) -> RegisterBrokerOutcome | None:
         """Raft mode: the outcome of ``command`` known by its request digest (an applied
         copy of the same request changes nothing but liveness, which is touched), or
-        None (see :class:`gateway.registration.Registrar`)."""
+        None."""
         if self.registrations is None:
             return None
-        self._require_quorum(proposing=True)
         heartbeat = cmd.BrokerHeartbeat(
             cluster_name=command.cluster_name,
             broker_addr=command.broker_addr,
@@ -192,7 +273,7 @@ class Registrations:
         if result is None:
             return None
         if not self._in_contact():
-            # As in :meth:`register`: refused when cut off, else decoded and proposed.
+            # As in :meth:`_answer`: refused when cut off, else decoded and proposed.
             self._require_quorum(proposing=True)
             return None
         self._notify(result)

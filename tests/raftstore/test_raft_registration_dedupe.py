@@ -16,6 +16,7 @@ from gateway.registration import Kind, Registered, Registrar
 from gateway.services import NameServerService
 from localcluster.demo import DemoBroker, register_request, topic_table
 from raftstore.commands import Command, RegisterBroker
+from raftstore.raft.replicator import RaftReplicator
 from raftstore.results import ApplyResult, RegisterBrokerOutcome
 from remoting import register_body
 from remoting.model import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
@@ -260,9 +261,20 @@ async def test_each_copy_is_decided_once_and_answered_its_way(
 ) -> None:
     """A broker's first registration is decoded and logged whole; the same request
     again is known by its digest everywhere; the same table with a new DataVersion is
-    logged without the table and decoded nowhere."""
+    logged without the table and decoded nowhere. Whatever its kind, a registration
+    checks the quorum once."""
     cluster, members = services
     registrars = [Registrar(m) for m in members]
+    quorum_checks: Counter[int] = Counter()
+    for index, member in enumerate(members):
+        assert isinstance(member.replicator, RaftReplicator)
+        refusal = member.replicator.quorum_refusal
+
+        def counted(*, proposing: bool = False, index: int = index, refusal: Any = refusal) -> Any:
+            quorum_checks[index] += proposing
+            return refusal(proposing=proposing)
+
+        member.replicator.quorum_refusal = counted  # type: ignore[method-assign]
     broker = DemoBroker(CLUSTER, "broker-k", 0, "10.3.0.1:10911", "10.3.0.1:10912")
     table = topic_table([f"K-{j}" for j in range(TOPICS_PER_BROKER)])
 
@@ -278,6 +290,8 @@ async def test_each_copy_is_decided_once_and_answered_its_way(
         assert all(isinstance(a, Registered) for a in answers)
         decided = [a for a in answers if isinstance(a, Registered)]
         assert not any(a.outcome.failed or a.outcome.needs_full for a in decided)
+        assert quorum_checks == Counter(dict.fromkeys(range(len(members)), 1))
+        quorum_checks.clear()
         return Counter(a.kind for a in decided)
 
     first = await decided(1)
