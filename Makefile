@@ -52,21 +52,21 @@ run: setup
 # Each worker gets whole modules, so a module's shared cluster or run starts once. The
 # tests marked `serial` (they measure time, or exhaust descriptors) run afterwards, alone.
 TEST_WORKERS ?= 2
-PYTEST = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
+# $(call pytest_phases,<marker expression>): the selected tests, the parallel ones in the
+# workers first, then the serial ones alone.
+pytest_phases = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "$(1)not serial" \
+	&& $(PY) -m pytest -m "$(1)serial"
 
 test: setup lint
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run -v 0
-	$(PYTEST) -m "not serial"
-	$(PY) -m pytest -m serial
+	$(call pytest_phases,)
 
 test-fast: setup
-	$(PYTEST) -m "not slow and not serial"
-	$(PY) -m pytest -m "not slow and serial"
+	$(call pytest_phases,not slow and )
 
 test-slow: setup
-	$(PYTEST) -m "slow and not serial"
-	$(PY) -m pytest -m "slow and serial"
+	$(call pytest_phases,slow and )
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
