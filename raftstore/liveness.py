@@ -84,7 +84,7 @@ class TouchCoalescer:
             self._in_flight.add(key)
             try:
                 self.proposed += 1
-                return await self._replicator.propose(command, linger=True)
+                return await self._replicator.propose(command, linger_for=command.broker_addr)
             finally:
                 self._in_flight.discard(key)
         self.skipped += 1
@@ -142,9 +142,9 @@ def _local_answer(table: RouteTable, command: Touch) -> ApplyResult:
     return ApplyResult(applied_version=table.applied_version)
 
 
-REGISTRATION_WAIT_MIN_S = 0.1
+REGISTRATION_WAIT_MIN_S = 0.015
 REGISTRATION_WAIT_MAX_S = 3.0
-REGISTRATION_WAIT_FACTOR = 4.0
+REGISTRATION_WAIT_FACTOR = 2.5
 """A follower waits for the leader's copy of a registration about four times the
 recent commit latency (within the bounds above) before it proposes its own; the upper
 bound is the default propose timeout, since extra copies deepen an overload (see
@@ -192,11 +192,15 @@ class RegistrationDeduper:
             max(REGISTRATION_WAIT_MIN_S, REGISTRATION_WAIT_FACTOR * self._latency_s),
         )
 
-    async def answer_from_state(self, command: RegisterBroker) -> ApplyResult | None:
+    async def answer_from_state(
+        self, command: RegisterBroker, *, wait: bool = True
+    ) -> ApplyResult | None:
         """The answer to ``command`` from the applied state when its plan there holds only
-        liveness edits (followers first give the leader's copy a chance), liveness
-        refreshed as a heartbeat does; None: propose it."""
-        answer = await self._settle(command, asyncio.get_running_loop())
+        liveness edits (followers first give the leader's copy a chance, unless ``wait``
+        is False: this registration already waited for it once, in
+        :meth:`register_seen`), liveness refreshed as a heartbeat does; None: propose
+        it."""
+        answer = await self._settle(command, asyncio.get_running_loop(), wait)
         if answer is None:
             return None
         self.answered_as_touch += 1
@@ -220,7 +224,7 @@ class RegistrationDeduper:
             self.proposed_elided += 1
         loop = asyncio.get_running_loop()
         proposed_at = loop.time()
-        result = await self._replicator.propose(command, linger=True)
+        result = await self._replicator.propose(command, linger_for=command.broker_addr)
         self._observe(loop.time() - proposed_at)
         return result
 
@@ -293,7 +297,7 @@ class RegistrationDeduper:
             self._unwatch(key, watch)
 
     async def _settle(
-        self, command: RegisterBroker, loop: asyncio.AbstractEventLoop
+        self, command: RegisterBroker, loop: asyncio.AbstractEventLoop, wait: bool
     ) -> ApplyResult | None:
         """The answer from applied state, or None: propose."""
         wrapper = command.topic_config_wrapper
@@ -304,7 +308,7 @@ class RegistrationDeduper:
         if applied is not None and _data_version(applied) == wrapper.data_version:
             return self._unchanged(command)
         leader, _ = self._replicator.leadership()
-        if leader is None or self._replicator.is_leader():
+        if not wait or leader is None or self._replicator.is_leader():
             return None
         return await self._wait_for(key, _Watch(loop, loop.create_future(), command, None))
 

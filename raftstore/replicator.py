@@ -87,11 +87,12 @@ class Replicator(Protocol):
     async def stop(self) -> None:
         """Stop and release resources; persisted state stays on disk."""
 
-    async def propose(self, command: Command, *, linger: bool = False) -> ApplyResult:
+    async def propose(self, command: Command, *, linger_for: str | None = None) -> ApplyResult:
         """Apply ``command`` (through the log in raft mode) and return its result here.
 
-        ``linger``: the caller does not mind waiting a little for the command to share
-        a log entry with others (raft mode; a broker's periodic writes)."""
+        ``linger_for``: the broker whose periodic write this is; the caller does not
+        mind waiting a little for the command to share a log entry with other brokers'
+        (raft mode)."""
 
     async def barrier(self) -> None:
         """Return once every command committed before the call is applied locally."""
@@ -161,9 +162,10 @@ class LocalReplicator:
         if applier is not None:
             await asyncio.to_thread(applier.shutdown, wait=True)
 
-    async def propose(self, command: Command, *, linger: bool = False) -> ApplyResult:
+    async def propose(self, command: Command, *, linger_for: str | None = None) -> ApplyResult:
         """Apply ``command`` after every command proposed before it, and notify listeners
-        before returning (nothing to share a log entry with: ``linger`` changes nothing):
+        before returning (nothing to share a log entry with: ``linger_for`` changes
+        nothing):
         here, or on the apply thread (see the class docstring)."""
         if not self._queued and _topics_carried(command) <= APPLY_ON_LOOP_TOPICS_MAX:
             return self.apply_now(command)

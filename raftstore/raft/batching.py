@@ -3,8 +3,10 @@
 * While a node has ``max_batches_in_flight`` entries in flight, the proposals that
   follow wait and then leave together as one batch entry, applied in order with
   each sub-result routed to its own caller.
-* A proposal made with ``linger`` may wait up to ``RaftSettings.linger_s`` for
-  company, unless one that may not wait joins the queue or it fills.
+* A broker's proposal (made ``linger_for`` it) may wait up to
+  ``RaftSettings.linger_s`` for company, unless one that may not wait joins the queue
+  or it fills; and only while another broker has proposed within ``linger_s``: a
+  lone broker's writes, one at a time, would wait for nobody.
 * Every PySyncObj failure is retried until the caller's deadline; the apply side
   drops a second copy of a proposal id, so a retry never applies a command twice.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import secrets
 from collections import deque
 from collections.abc import Callable
@@ -104,6 +107,11 @@ class GroupCommit:
         self._in_flight: set[Batch] = set()
         self._flush_scheduled = False
         self._linger_timer: asyncio.TimerHandle | None = None
+        # The two most recent distinct brokers that proposed, with the loop time.
+        self._recent_sources: tuple[tuple[str, float], tuple[str, float]] = (
+            ("", -math.inf),
+            ("", -math.inf),
+        )
         self.batches_submitted = 0
         self._ids = itertools.count(1)
         self._boot = secrets.token_hex(4)
@@ -112,8 +120,9 @@ class GroupCommit:
         """Serve proposals made on ``loop`` (the node's event loop)."""
         self._loop = loop
 
-    async def propose(self, command: Command, linger: bool) -> ApplyResult:
-        """Queue ``command`` for the next batch; its answer once applied here."""
+    async def propose(self, command: Command, linger_for: str | None) -> ApplyResult:
+        """Queue ``command`` for the next batch; its answer once applied here.
+        ``linger_for``: the broker whose write it is (see the module docstring)."""
         loop = self._loop_for_proposals()
         proposal_id = f"{self._node_id}/{self._boot}/{next(self._ids)}"
         entry = encode_entry(proposal_id, command)
@@ -122,7 +131,7 @@ class GroupCommit:
         applied: asyncio.Future[ApplyResult] = loop.create_future()
         now = loop.time()
         proposal = Proposal(proposal_id, command, entry, applied, now + self._propose_timeout_s)
-        if linger and self._settings.linger_s > 0:
+        if linger_for is not None and self._company_likely(linger_for, now):
             proposal.linger_until = now + self._settings.linger_s
         self.waiters[proposal_id] = applied
         self._queue.append(proposal)
@@ -133,6 +142,19 @@ class GroupCommit:
         finally:
             proposal.abandoned = True
             self.waiters.pop(proposal_id, None)
+
+    def _company_likely(self, source: str, now: float) -> bool:
+        """Whether a broker other than ``source`` proposed within ``linger_s`` (only
+        then may this proposal wait for company); records this one. The two most recent
+        distinct brokers are enough to tell."""
+        linger_s = self._settings.linger_s
+        if linger_s <= 0:
+            return False
+        since = now - linger_s
+        latest, other = self._recent_sources
+        likely = any(seen != source and at >= since for seen, at in (latest, other))
+        self._recent_sources = ((source, now), other if latest[0] == source else latest)
+        return likely
 
     def _loop_for_proposals(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()

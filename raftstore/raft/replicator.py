@@ -184,16 +184,18 @@ class RaftReplicator:
 
     # -------------------------------------------------------------- writes
 
-    async def propose(self, command: Command, *, linger: bool = False) -> ApplyResult:
+    async def propose(self, command: Command, *, linger_for: str | None = None) -> ApplyResult:
         """Commit ``command`` and return its result once applied on this node.
 
         The command joins the next group-commit batch
         (:class:`~raftstore.raft.batching.GroupCommit`); its answer is its own
-        sub-result of that batch. ``linger``: it may wait up to
-        ``RaftSettings.linger_s`` for other proposals to share its log entry.
+        sub-result of that batch. ``linger_for``: the broker whose write it is; it may
+        wait up to ``RaftSettings.linger_s`` for other brokers' writes to share its log
+        entry, while another broker has written within that time
+        (:meth:`~raftstore.raft.batching.GroupCommit.propose`).
         """
         self._require_started()
-        return await self._commits.propose(command, linger)
+        return await self._commits.propose(command, linger_for)
 
     async def barrier(self) -> None:
         """Commit a no-op through the leader; return once it is applied here.

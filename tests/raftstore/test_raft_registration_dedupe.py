@@ -162,8 +162,10 @@ async def test_copies_known_by_their_digest_are_answered_without_decoding(
         assert deduper_of is not None
         answer = deduper_of.answer_from_state
 
-        async def counting(command: RegisterBroker, answer: Any = answer) -> ApplyResult | None:
-            result = await answer(command)
+        async def counting(
+            command: RegisterBroker, *, wait: bool = True, answer: Any = answer
+        ) -> ApplyResult | None:
+            result = await answer(command, wait=wait)
             if result is not None and command.topics_elided:
                 elided_from_state["copies"] += 1
             return result
