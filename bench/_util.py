@@ -142,6 +142,8 @@ class BenchGateway:
     env: dict[str, str] = field(default_factory=dict)
     ready: Path = Path()
     log: Path = Path()
+    metrics_port: int = 0
+    """The Prometheus port (0: none)."""
 
     @property
     def addr(self) -> str:
@@ -193,6 +195,7 @@ def start_gateways(
     nodes: int = 3,
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    metrics: bool = False,
 ) -> list[BenchGateway]:
     """``nodes`` gateways of ``mode`` on free ports under ``root`` (logs, databases,
     raft dirs), started together and returned once every ready file is written.
@@ -200,9 +203,11 @@ def start_gateways(
     Each node has its own projection *and* its own accounts database: three
     ``--migrate`` runs on one fresh shared file would race (benchmarks never use
     the console). ``args`` and ``env`` are added to every node's command and
-    environment. The caller terminates the processes.
+    environment; ``metrics``: each node serves Prometheus metrics on a port of its own
+    (``BenchGateway.metrics_port``). The caller terminates the processes.
     """
     raft = [f"127.0.0.1:{free_port()}" for _ in range(nodes)]
+    metrics_ports = [free_port() if metrics else 0 for _ in range(nodes)]
     started: list[tuple[str, subprocess.Popen[bytes], Path, list[str], dict[str, str]]] = []
     try:
         for index in range(nodes):
@@ -233,6 +238,8 @@ def start_gateways(
                 "--migrate",
                 *args,
             ]
+            if metrics:
+                command += ["--metrics-port", str(metrics_ports[index])]
             if mode == "raft":
                 command += [
                     "--raft-port",
@@ -245,7 +252,7 @@ def start_gateways(
             proc = _launch(command, node_env, root / f"{node}.log")
             started.append((node, proc, ready, command, node_env))
         gateways = []
-        for node, proc, ready, command, node_env in started:
+        for index, (node, proc, ready, command, node_env) in enumerate(started):
             info = _wait_ready(node, proc, ready, root / f"{node}.log")
             gateways.append(
                 BenchGateway(
@@ -257,6 +264,7 @@ def start_gateways(
                     node_env,
                     ready,
                     root / f"{node}.log",
+                    metrics_ports[index],
                 )
             )
         return gateways

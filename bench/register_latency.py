@@ -15,6 +15,11 @@ ones:
 * raft mode, to all three nodes at once, as brokers send (acknowledged when all three
   answered), with the log entries each registration cost: 1 when the followers
   answered from the leader's copy, up to 3 when they did not see it in time;
+* raft mode under overload: ``bench.storm``'s "alone" load (``OVERLOAD_IN_FLIGHT``
+  registrations in flight from 300 brokers of 100 topics, each to all three nodes) for
+  ``--overload-s`` seconds, with the copies the three nodes proposed for each
+  acknowledged registration (1.00: every follower found the leader's copy in time;
+  from the nodes' Prometheus counters);
 * raft mode's floor in the same run: a light commit, PUT_KV_CONFIG of a 16-byte value on
   the leader, one at a time (a write that never waits for company in its log entry).
 
@@ -31,11 +36,12 @@ import asyncio
 import json
 import tempfile
 import time
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import _util
+from bench import _util, storm
 from gateway.private_codes import InternalCode
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -50,6 +56,10 @@ LEADER_BROKER = 100
 FOLLOWER_BROKER = 200
 EVENTUAL_BROKER = 300
 EVERYWHERE_BROKER = 400
+OVERLOAD_IN_FLIGHT = 256
+OVERLOAD_BROKERS = 300
+OVERLOAD_TOPICS = 100
+PROPOSED_SAMPLE = 'namesrv_raft_registrations_total{outcome="proposed"}'
 TARGET_LEADER_RATIO = 2.0
 TARGET_FOLLOWER_WAIT_MS = 20.0
 _MS = 1000.0
@@ -149,6 +159,44 @@ async def commit_index(gateway: _util.BenchGateway) -> int:
     return int((await statuses([gateway]))[gateway.node_id]["commit_index"])
 
 
+def proposed_copies(gateways: Sequence[_util.BenchGateway]) -> float:
+    """REGISTER_BROKER copies the nodes proposed so far, from their metrics ports."""
+    total = 0.0
+    for gateway in gateways:
+        url = f"http://127.0.0.1:{gateway.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+        for line in text.splitlines():
+            if line.startswith(PROPOSED_SAMPLE):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def overload(gateways: Sequence[_util.BenchGateway], seconds: float) -> dict[str, float]:
+    """``bench.storm``'s closed-loop load on every node; acknowledged/s, p50 and the
+    copies proposed per acknowledged registration."""
+    before = proposed_copies(gateways)
+    result = asyncio.run(
+        storm.registrar(
+            [g.addr for g in gateways],
+            OVERLOAD_BROKERS,
+            OVERLOAD_TOPICS,
+            0.0,
+            OVERLOAD_IN_FLIGHT,
+            seconds,
+        )
+    )
+    time.sleep(1.0)  # the last answers' counters
+    copies = proposed_copies(gateways) - before
+    return {
+        "p50_ms": result.p50_ms,
+        "p90_ms": float("nan"),
+        "n": float(result.acknowledged),
+        "acked_per_s": result.acked_per_s,
+        "entries_per_registration": copies / max(1, result.acknowledged),
+    }
+
+
 def summary(took: Sequence[float]) -> dict[str, float]:
     measured = list(took[WARMUP:])
     return {
@@ -167,6 +215,7 @@ def run_mode(mode: str, args: Any) -> dict[str, dict[str, float]]:
             mode,
             args=("--no-acl",),
             env={"NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET},
+            metrics=mode == "raft",
         )
         try:
             by_id = {g.node_id: g for g in gateways}
@@ -194,6 +243,7 @@ def run_mode(mode: str, args: Any) -> dict[str, dict[str, float]]:
                 )
             )
             entries = asyncio.run(commit_index(leader)) - before
+            loaded = overload(gateways, args.overload_s)
             return {
                 "light commit (leader)": summary(light),
                 "registration (leader)": summary(on_leader),
@@ -202,6 +252,7 @@ def run_mode(mode: str, args: Any) -> dict[str, dict[str, float]]:
                     **summary(everywhere),
                     "entries_per_registration": entries / total,
                 },
+                f"overload, {OVERLOAD_IN_FLIGHT} in flight to all three": loaded,
             }
         finally:
             for gateway in gateways:
@@ -212,9 +263,16 @@ def run_mode(mode: str, args: Any) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = ExactArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=200, help="measured requests per row")
-    parser.add_argument("--topics", type=int, default=20, help="topics of each broker")
-    parser.add_argument("--modes", default="eventual,raft", help="comma-separated modes")
+    parser.add_argument(
+        "--count", type=int, default=200, help="measured requests per row (default 200)"
+    )
+    parser.add_argument("--topics", type=int, default=20, help="topics of each broker (default 20)")
+    parser.add_argument(
+        "--modes", default="eventual,raft", help="comma-separated modes (default eventual,raft)"
+    )
+    parser.add_argument(
+        "--overload-s", type=float, default=10.0, help="seconds of the overload row (default 10)"
+    )
     args = parser.parse_args(argv)
     print(_util.machine_notes())
     rows: dict[str, dict[str, float]] = {}
@@ -223,12 +281,18 @@ def main(argv: list[str] | None = None) -> None:
             rows[f"{mode}: {name}"] = figures
     _util.print_table(
         f"changed registrations of {args.topics} topics, one at a time, after {WARMUP} unmeasured",
-        ("row", "p50 ms", "p90 ms", "measured", "log entries a registration"),
+        (
+            "row",
+            "p50 ms",
+            "p90 ms",
+            "acknowledged",
+            "log entries (overload: copies) each",
+        ),
         [
             (
                 name,
                 f"{f['p50_ms']:.2f}",
-                f"{f['p90_ms']:.2f}",
+                f"{f['p90_ms']:.2f}" if f["p90_ms"] == f["p90_ms"] else "-",
                 int(f["n"]),
                 f"{f['entries_per_registration']:.2f}" if "entries_per_registration" in f else "-",
             )
@@ -249,6 +313,9 @@ def main(argv: list[str] | None = None) -> None:
             f"follower's wait before its own proposal (follower p50 - leader p50): "
             f"{wait:.1f} ms (target at most {TARGET_FOLLOWER_WAIT_MS:.0f} ms)"
         )
+    for name, figures in rows.items():
+        if "acked_per_s" in figures:
+            print(f"{name}: {figures['acked_per_s']:.0f} registrations/s acknowledged")
     eventual = rows.get("eventual: registration (n1)")
     if eventual and leader:
         print(

@@ -179,10 +179,10 @@ class Registrations:
         command = functools.partial(
             self.registration_command, broker, channel=channel, request_digest=request_digest
         )
-        # A follower waits for the leader's copy once per registration: in the SEEN
-        # check when the request has a digest (the copy is the same request), else
-        # when its table is settled.
-        wait = request_digest is None
+        # A follower waits for the leader's copy in the SEEN check when the request
+        # has a digest (the copy is the same request); waited, it waits again when its
+        # table is settled only on a busy cluster (RegistrationDeduper.answer_from_state).
+        waited = request_digest is not None
         if request_digest is not None:
             seen = await self._seen(request_digest, command())
             if seen is not None:
@@ -196,7 +196,7 @@ class Registrations:
                     topics_digest=topics.topics,
                     topics_elided=True,
                 ),
-                wait=wait,
+                waited=waited,
             )
             if unchanged is not None:
                 outcome, from_state = unchanged
@@ -213,20 +213,20 @@ class Registrations:
         )
         if vet is not None:
             vet(full)
-        outcome, from_state = await self._answer(full, wait=wait)
+        outcome, from_state = await self._answer(full, waited=waited)
         return Registered(Kind.LIVENESS_ONLY if from_state else whole, outcome)
 
     async def _answer(
-        self, command: cmd.RegisterBroker, *, wait: bool = True
+        self, command: cmd.RegisterBroker, *, waited: bool = False
     ) -> tuple[RegisterBrokerOutcome, bool]:
-        """:meth:`register` after its quorum check (``wait``: as
+        """:meth:`register` after its quorum check (``waited``: as
         :meth:`~raftstore.liveness.RegistrationDeduper.answer_from_state`)."""
         deduper = self.registrations
         if deduper is None:
             result = await self.replicator.propose(command)
             from_state = None
         else:
-            from_state = await deduper.answer_from_state(command, wait=wait)
+            from_state = await deduper.answer_from_state(command, waited=waited)
             if from_state is not None and not self._in_contact():
                 # Answered from state only while in contact: the broker is told nothing
                 # a cut-off node cannot stand behind. A node cut off (by now: the wait
@@ -241,7 +241,7 @@ class Registrations:
         return outcome, from_state is not None
 
     async def _unchanged(
-        self, command: cmd.RegisterBroker, *, wait: bool = True
+        self, command: cmd.RegisterBroker, *, waited: bool = False
     ) -> tuple[RegisterBrokerOutcome, bool] | None:
         """Raft mode: register ``command``, whose table is elided (``topics_elided``,
         named by ``topics_digest``), as the broker's last applied table with this
@@ -253,7 +253,7 @@ class Registrations:
         elided = None if deduper is None else deduper.elided(command)
         if elided is None:
             return None
-        outcome, from_state = await self._answer(elided, wait=wait)
+        outcome, from_state = await self._answer(elided, waited=waited)
         return None if outcome.needs_full else (outcome, from_state)
 
     @property

@@ -144,12 +144,20 @@ def _local_answer(table: RouteTable, command: Touch) -> ApplyResult:
 
 REGISTRATION_WAIT_MIN_S = 0.015
 REGISTRATION_WAIT_MAX_S = 3.0
-REGISTRATION_WAIT_FACTOR = 2.5
-"""A follower waits for the leader's copy of a registration about four times the
-recent commit latency (within the bounds above) before it proposes its own; the upper
-bound is the default propose timeout, since extra copies deepen an overload (see
+REGISTRATION_WAIT_DEVIATIONS = 8.0
+"""A follower waits for the leader's copy of a registration the recent commit latency
+plus this many times its recent deviation (within the bounds above) before it
+proposes its own: a few ms on a quiet cluster, where latencies hardly vary, and
+seconds under an overload, whose latencies have a long tail. The upper bound is the
+default propose timeout, since extra copies deepen an overload (see
 docs/BENCHMARKS.md, "registration storm")."""
-_LATENCY_WEIGHT = 0.2
+BUSY_WAIT_S = 0.1
+"""A wait this long or longer means a busy cluster (see :attr:`RegistrationDeduper.busy`):
+a quiet one waits the floor, 15-20 ms."""
+BUSY_WAIT_FACTOR = 4.0
+"""On a busy cluster a follower waits at least this many times the mean latency."""
+_LATENCY_WEIGHT = 0.125
+_DEVIATION_WEIGHT = 0.25
 
 
 class RegistrationDeduper:
@@ -174,6 +182,7 @@ class RegistrationDeduper:
         # listener, read on the loop without a lock: a hint, never the decision.
         self._last_applied: dict[tuple[str, str], RegisterBroker] = {}
         self._latency_s = REGISTRATION_WAIT_MIN_S  # a guess until commits are seen
+        self._deviation_s = REGISTRATION_WAIT_MIN_S / 2
         # Watches to wake, filled on the apply thread and drained on their loop by
         # one call_soon_threadsafe per batch (each call writes the loop's wake-up pipe).
         self._to_wake: list[tuple[_Watch, ApplyResult | None]] = []
@@ -187,19 +196,28 @@ class RegistrationDeduper:
     @property
     def wait_s(self) -> float:
         """How long a follower waits for the leader's copy now."""
-        return min(
-            REGISTRATION_WAIT_MAX_S,
-            max(REGISTRATION_WAIT_MIN_S, REGISTRATION_WAIT_FACTOR * self._latency_s),
-        )
+        wait_s = self._latency_s + REGISTRATION_WAIT_DEVIATIONS * self._deviation_s
+        if wait_s >= BUSY_WAIT_S:
+            # A busy cluster's delays have a long tail: at least a few times their mean.
+            wait_s = max(wait_s, BUSY_WAIT_FACTOR * self._latency_s)
+        return min(REGISTRATION_WAIT_MAX_S, max(REGISTRATION_WAIT_MIN_S, wait_s))
+
+    @property
+    def busy(self) -> bool:
+        """Whether commits are slow enough here (:attr:`wait_s` of
+        :data:`BUSY_WAIT_S` or more) that a follower's copy waits twice."""
+        return self.wait_s >= BUSY_WAIT_S
 
     async def answer_from_state(
-        self, command: RegisterBroker, *, wait: bool = True
+        self, command: RegisterBroker, *, waited: bool = False
     ) -> ApplyResult | None:
         """The answer to ``command`` from the applied state when its plan there holds only
-        liveness edits (followers first give the leader's copy a chance, unless ``wait``
-        is False: this registration already waited for it once, in
-        :meth:`register_seen`), liveness refreshed as a heartbeat does; None: propose
-        it."""
+        liveness edits (followers first give the leader's copy a chance), liveness
+        refreshed as a heartbeat does; None: propose it. ``waited``: this registration
+        already waited for the leader's copy once (:meth:`register_seen`); it waits a
+        second time only on a busy cluster (:attr:`busy`), where a copy's delay has a
+        long tail and every extra copy deepens the load."""
+        wait = not waited or self.busy
         answer = await self._settle(command, asyncio.get_running_loop(), wait)
         if answer is None:
             return None
@@ -316,7 +334,11 @@ class RegistrationDeduper:
         return self._replicator.read(lambda table: _unchanged_answer(table, command))
 
     def _observe(self, seconds: float) -> None:
-        self._latency_s += _LATENCY_WEIGHT * (seconds - self._latency_s)
+        # As TCP estimates its retransmission timeout (RFC 6298): a smoothed mean and
+        # a smoothed mean deviation.
+        error = seconds - self._latency_s
+        self._deviation_s += _DEVIATION_WEIGHT * (abs(error) - self._deviation_s)
+        self._latency_s += _LATENCY_WEIGHT * error
 
     def _unwatch(self, key: tuple[str, str], watch: _Watch) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from bench import (
     consume,
     cores,
     first_failover,
+    register_latency,
     register_offload,
     route_query,
     split_registration,
@@ -112,6 +113,26 @@ def test_storm_bench_reads_and_registers_in_both_modes(capsys: pytest.CaptureFix
         assert result["large"]["registrar"]["acknowledged"] == 2
     assert summary["raft_over_eventual_storm_reads_front_on"] > 0
     assert "raft / eventual reads during the storm" in out
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_register_latency_bench_times_each_kind_of_node_and_counts_copies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    register_latency.main(["--count", "5", "--topics", "4", "--overload-s", "1"])
+    out = capsys.readouterr().out
+    for row in (
+        "eventual: registration (n1)",
+        "raft: light commit (leader)",
+        "raft: registration (leader)",
+        "raft: registration (follower, no leader copy)",
+        "raft: registration (all three nodes)",
+        "raft: overload, 256 in flight to all three",
+    ):
+        assert f"| {row} |" in out, out
+    assert "leader registration / light commit, p50:" in out
+    assert "registrations/s acknowledged" in out
 
 
 @pytest.mark.integration

@@ -16,6 +16,7 @@ from gateway.registration import Kind, Registered, Registrar
 from gateway.services import NameServerService
 from localcluster.demo import DemoBroker, register_request, topic_table
 from raftstore.commands import Command, RegisterBroker
+from raftstore.liveness import REGISTRATION_WAIT_MIN_S
 from raftstore.raft.replicator import RaftReplicator
 from raftstore.results import ApplyResult, RegisterBrokerOutcome
 from remoting import register_body
@@ -163,9 +164,9 @@ async def test_copies_known_by_their_digest_are_answered_without_decoding(
         answer = deduper_of.answer_from_state
 
         async def counting(
-            command: RegisterBroker, *, wait: bool = True, answer: Any = answer
+            command: RegisterBroker, *, waited: bool = False, answer: Any = answer
         ) -> ApplyResult | None:
-            result = await answer(command, wait=wait)
+            result = await answer(command, waited=waited)
             if result is not None and command.topics_elided:
                 elided_from_state["copies"] += 1
             return result
@@ -408,3 +409,40 @@ async def test_an_unchanged_split_table_is_known_by_its_digest_and_never_decoded
     for node in cluster.nodes:
         assert node.read(lambda t: t.pickup_topic_route("S-0")) is None
         assert node.read(lambda t: t.pickup_topic_route("S-1")) is not None
+
+
+async def test_a_copy_the_leader_never_gets_waits_once_on_a_quiet_cluster_twice_on_a_busy_one(
+    services: tuple[InProcessCluster, list[NameServerService]],
+) -> None:
+    """A broker that reaches only a follower: the follower looks its request digest up
+    and waits for the leader's copy once; on a quiet cluster it then proposes its own
+    (one timed-out wait, not one per check), on a busy one it waits a second time,
+    since there a copy's delay has a long tail and each extra copy adds to the load."""
+    cluster, members = services
+    leader = await cluster.leader()
+    await cluster.converged()  # the follower knows its leader: it waits for its copy
+    follower = next(m for m in members if m.replicator is not leader)
+    registrar = Registrar(follower)
+    deduper = follower.registrations
+    assert deduper is not None
+    broker = DemoBroker(CLUSTER, "broker-q", 0, "10.4.0.1:10911", "10.4.0.1:10912")
+    table = topic_table([f"Q-{j}" for j in range(TOPICS_PER_BROKER)])
+
+    async def register(counter: int) -> None:
+        frame = register_request(broker, table, DataVersion(timestamp=1, counter=counter))
+        answer = await registrar.register(
+            RegisterBrokerRequest.read(frame), channel=None, peer_host="127.0.0.1"
+        )
+        assert isinstance(answer, Registered) and not answer.outcome.failed
+
+    for _ in range(40):
+        deduper._observe(0.004)  # commits of a few ms, steady: a quiet cluster
+    assert deduper.wait_s == REGISTRATION_WAIT_MIN_S and not deduper.busy
+    await register(1)
+    assert deduper.waits_timed_out == 1
+
+    for index in range(40):
+        deduper._observe(0.04 + 0.02 * (index % 3))  # slower, and spread: a busy one
+    assert deduper.busy and deduper.wait_s < 0.5
+    await register(2)
+    assert deduper.waits_timed_out == 3
