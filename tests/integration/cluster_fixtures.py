@@ -36,6 +36,8 @@ FREE_PORTS = (
     "0",
     "--internal-base-port",
     "0",
+    "--raft-base-port",
+    "0",
     "--redis-port",
     "0",
 )
