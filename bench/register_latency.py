@@ -33,7 +33,6 @@ Run: ``.venv/bin/python -m bench.register_latency [--count 200] [--topics 20]``.
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import time
 import urllib.request
@@ -42,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import _util, storm
-from gateway.private_codes import InternalCode
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -50,7 +48,6 @@ from tools.cli import ExactArgumentParser
 
 WARMUP = 20
 REQUEST_TIMEOUT_S = 10.0
-INTERNAL_SECRET = "bench-register-latency-secret"
 LEADER_TIMEOUT_S = 30.0
 LEADER_BROKER = 100
 FOLLOWER_BROKER = 200
@@ -126,27 +123,11 @@ def kv_puts(count: int) -> list[RemotingCommand]:
     ]
 
 
-async def statuses(gateways: Sequence[_util.BenchGateway]) -> dict[str, dict[str, Any]]:
-    """Each node's NODE_STATUS."""
-    client = RemotingClient()
-    try:
-        found: dict[str, dict[str, Any]] = {}
-        for gateway in gateways:
-            request = RemotingCommand.request(
-                int(InternalCode.NODE_STATUS), {"secret": INTERNAL_SECRET}
-            )
-            answer = await client.invoke(f"127.0.0.1:{gateway.internal_port}", request, 5.0)
-            found[gateway.node_id] = json.loads(answer.body or b"{}")
-        return found
-    finally:
-        await client.close()
-
-
 async def roles(gateways: Sequence[_util.BenchGateway]) -> dict[str, str]:
     """Each node's Raft state (``leader``, ``follower``...), once one leads."""
     deadline = time.monotonic() + LEADER_TIMEOUT_S
     while True:
-        found = {node: str(s.get("state")) for node, s in (await statuses(gateways)).items()}
+        found = {node: str(s.get("state")) for node, s in (await storm.statuses(gateways)).items()}
         if "leader" in found.values():
             return found
         if time.monotonic() > deadline:
@@ -156,7 +137,7 @@ async def roles(gateways: Sequence[_util.BenchGateway]) -> dict[str, str]:
 
 async def commit_index(gateway: _util.BenchGateway) -> int:
     """``gateway``'s Raft commit index."""
-    return int((await statuses([gateway]))[gateway.node_id]["commit_index"])
+    return int((await storm.statuses([gateway]))[gateway.node_id]["commit_index"])
 
 
 def proposed_copies(gateways: Sequence[_util.BenchGateway]) -> float:
@@ -214,7 +195,7 @@ def run_mode(mode: str, args: Any) -> dict[str, dict[str, float]]:
             Path(folder),
             mode,
             args=("--no-acl",),
-            env={"NAMESRV_INTERNAL_SECRET": INTERNAL_SECRET},
+            env={"NAMESRV_INTERNAL_SECRET": storm.INTERNAL_SECRET},
             metrics=mode == "raft",
         )
         try:

@@ -269,15 +269,7 @@ class Registrations:
         None."""
         if self.registrations is None:
             return None
-        heartbeat = cmd.BrokerHeartbeat(
-            cluster_name=command.cluster_name,
-            broker_addr=command.broker_addr,
-            now_ms=command.now_ms,
-            max_offset=command.max_offset,
-            confirm_offset=command.confirm_offset,
-            replication=command.replication,
-        )
-        result = await self.registrations.register_seen(digest, heartbeat)
+        result = await self.registrations.register_seen(digest, command.heartbeat())
         if result is None:
             return None
         if not self._in_contact():

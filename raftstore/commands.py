@@ -63,6 +63,18 @@ class RegisterBroker:
     topics_elided: bool = False
     replication: Replication | None = None
 
+    def heartbeat(self) -> BrokerHeartbeat:
+        """The liveness half of this registration: what refreshing the broker takes
+        when its copy is answered from the applied state."""
+        return BrokerHeartbeat(
+            cluster_name=self.cluster_name,
+            broker_addr=self.broker_addr,
+            now_ms=self.now_ms,
+            max_offset=self.max_offset,
+            confirm_offset=self.confirm_offset,
+            replication=self.replication,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class UnregisterRequest:

@@ -222,16 +222,7 @@ class RegistrationDeduper:
         if answer is None:
             return None
         self.answered_as_touch += 1
-        await self._touches.refresh(
-            BrokerHeartbeat(
-                cluster_name=command.cluster_name,
-                broker_addr=command.broker_addr,
-                now_ms=command.now_ms,
-                max_offset=command.max_offset,
-                confirm_offset=command.confirm_offset,
-                replication=command.replication,
-            )
-        )
+        await self._touches.refresh(command.heartbeat())
         return answer
 
     async def propose(self, command: RegisterBroker) -> ApplyResult:
