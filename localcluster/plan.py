@@ -54,10 +54,12 @@ MIGRATE_TIMEOUT_S = 180.0
 LOG_TAIL_BYTES = 3000
 NODE_STATUS_TIMEOUT_S = 3.0
 
-# Stop order: clients of the gateways first, Redis last (Celery and Channels need it
-# until they are gone, so they shut down cleanly instead of logging reconnect storms).
-# The kinds of one stage stop together: none of them needs another of its stage.
-STOP_STAGES = (("demo",), ("beat", "worker", "web"), ("gateway",), ("redis",))
+# Stop order: the simulated brokers first (their unregistrations still reach the
+# gateways), Redis last (Celery and Channels need it until they are gone, so they shut
+# down cleanly instead of logging reconnect storms). The kinds of one stage stop
+# together: none of them needs another of its stage, and a gateway needs none of its
+# clients (a web process or a scan that loses it first logs one failed call).
+STOP_STAGES = (("demo",), ("beat", "worker", "web", "gateway"), ("redis",))
 PROCESS_ORDER = tuple(kind for stage in STOP_STAGES for kind in stage)
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from celery import shared_task
 
-from localcluster import launcher
+from localcluster.plan import LOOPBACK
+from localcluster.run_folder import cluster_node
 from namesrv_app.conf import namesrv_settings, system_clock
 
 logger = logging.getLogger(__name__)
@@ -83,11 +84,11 @@ def scan_node(node_id: str) -> int:
     """
     from remoting.client import RemotingClientError
 
-    node = launcher.cluster_node(cluster_file_path(), node_id)
+    node = cluster_node(cluster_file_path(), node_id)
     try:
         result = scan_node_once(
             node_id,
-            f"{node.get('host', launcher.LOOPBACK)}:{node['internal_port']}",
+            f"{node.get('host', LOOPBACK)}:{node['internal_port']}",
             secret=namesrv_settings().INTERNAL_SECRET,
             now_ms=system_clock().now_ms(),
         )
