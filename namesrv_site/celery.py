@@ -50,7 +50,8 @@ BEAT_STANDBY_RETRY_S = 1.0
 
 # Celery's Django fixup runs Django's system checks when a worker starts and discards
 # what they find (celery.fixups.django, validate_models): about 0.5 s of every worker's
-# start (they import every URL and view) that checks nothing.
+# start (they import every URL and view) whose findings nobody sees; `manage.py check`
+# in `make test` and each gateway's check of its settings are where they are read.
 os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 app = Celery("namesrv_site")
