@@ -104,9 +104,10 @@ class NodeChanges:
             after[topic] = value
             if not self.raft and self.registers.written(topic, value):
                 # Eventual: this node reached a state an earlier write had (another
-                # node's same expiry, recorded first): a second write would repeat its
-                # value, and the node's reads of it are that write's.
+                # node's same expiry, recorded first, or an older one): a second write
+                # would repeat its value, and the node's reads of it are that write's.
                 self.notes["journal_repeats"] = self.notes.get("journal_repeats", 0) + 1
+                self.registers.note_reached(node, topic, value)
                 continue
             self.registers.record(topic, invoke_us, complete_us, value)
             self.recorder.operation(

@@ -88,6 +88,9 @@ class RegisterLog:
         self._read: dict[str, tuple[int, str]] = {}
         self._values: dict[str, set[str]] = {}
         self._restarted: set[str] = set()
+        self._reached: dict[tuple[str, str], str] = {}
+        """Per (node, topic): the value an eventual node's journal said its own change left
+        it at, when an earlier write already had that value (:meth:`note_reached`)."""
         self._order: dict[str, dict[str, int]] = {}
         """Per topic: each written value and the number of its (last) write."""
         self._shares: dict[str, dict[tuple[str, RouteItem], int]] = {}
@@ -104,6 +107,7 @@ class RegisterLog:
         self._read.clear()
         self._values.clear()
         self._restarted.clear()
+        self._reached.clear()
         self._order.clear()
         self._shares.clear()
         self._naming.clear()
@@ -236,6 +240,27 @@ class RegisterLog:
                 return None
             last = max(last, first)
         return last
+
+    def note_reached(self, node: str, topic: str, value: str) -> None:
+        """An eventual ``node``'s journal reported a change of its own that left
+        ``topic`` at ``value``, a value an earlier write already had (often the empty
+        route: every broker of the topic expired there, as on another node before), so
+        no write of its own is recorded (its value would repeat). Until ``node`` answers
+        another value, its reads of ``value`` are that earlier write's, for the checker
+        to judge, not a change nobody reported (:meth:`journal_reached`)."""
+        self._reached[(node, topic)] = value
+
+    def journal_reached(self, node: str, topic: str, value: str) -> bool:
+        """True when ``node``'s answer ``value`` for ``topic`` is the one its journal last
+        reported reaching (:meth:`note_reached`); any other answer ends that report's
+        reach, so a later return to ``value`` that no journal reports is a change."""
+        reached = self._reached.get((node, topic))
+        if reached is None:
+            return False
+        if reached != value:
+            del self._reached[(node, topic)]
+            return False
+        return True
 
     def note_restart(self, node: str) -> None:
         """``node`` started again (its journal says so, or the harness restarted it):

@@ -409,9 +409,12 @@ class Prober:
         ``infer`` False: a change no recorded write explains is left for a later call
         (nothing is recorded or remembered of this answer) and False returned."""
         previous = self.last_seen.get((node, topic))
+        # Asked first, so that any answer ends what the node's journal last reported.
+        journaled = self.registers.journal_reached(node, topic, result.value)
         explained = (
             previous is None
             or previous.value == result.value
+            or journaled
             or result.value
             in self.registers.candidates(topic, result.invoke_us, result.complete_us)
         )

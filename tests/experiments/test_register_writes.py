@@ -212,6 +212,62 @@ def test_a_node_that_never_heard_of_a_broker_catches_up_without_a_write(
     asyncio.run(prober.close())
 
 
+def test_an_eventual_node_s_journaled_return_to_an_old_value_is_no_inferred_write(
+    tmp_path: Path,
+) -> None:
+    """Eventual mode: every broker of the topic expired on n2 long ago (the empty route,
+    recorded from n2's journal), then they registered again. Now n1's own scan expires
+    them (a link cut): its journal reports it, but its result, the empty route, is the
+    old write's value, so no write of its own is recorded, and n1's reads of the empty
+    route must not become an inferred write either. A later return to the empty route
+    that no journal reports still is one."""
+    context, writer, brokers = unit_context(
+        tmp_path,
+        "nemesis",
+        topics=[TOPIC],
+        nodes=["n1", "n2"],
+        brokers=2,
+        seed=1,
+        mode="eventual",
+    )
+    full = context.fleet.truth(TOPIC)
+    context.registers.record(TOPIC, 0, 10, full)
+    prober = Prober(
+        {"n1": "127.0.0.1:1", "n2": "127.0.0.1:2"},
+        [TOPIC],
+        context.recorder,
+        context.registers,
+        sample_ms=250,
+        timeout_s=1.0,
+        process=lambda node: f"ns-{node}",
+    )
+
+    def expired_on(node: str, at_us: int, seq: int) -> None:
+        report = {
+            "seq": seq,
+            "started_us": at_us,
+            "committed_us": at_us + 5,
+            "expired": [{"addr": b.addr} for b in brokers],
+        }
+        context._record_expiry(node, report, wall_offset=0)
+
+    prober.observe("n1", TOPIC, _answer(full, 20))
+    expired_on("n2", 100, 1)
+    context.registers.record(TOPIC, 200, 210, full)  # they register again
+    expired_on("n1", 1_000, 2)
+    assert context.notes["journal_repeats"] == 1, "n1's expiry repeats n2's old value"
+    prober.observe("n1", TOPIC, _answer("", 1_100))
+    prober.observe("n1", TOPIC, _answer("", 1_400))
+    assert prober.writes == 0, "n1's reads of the empty route are the old write's"
+    prober.observe("n1", TOPIC, _answer(full, 1_700))  # a recorded registration...
+    context.registers.record(TOPIC, 1_600, 1_650, full)
+    prober.observe("n1", TOPIC, _answer("", 2_000))  # ...then empty with no report
+    assert prober.writes == 1
+    inferred = [r for r in _inferred(tmp_path, writer) if r["origin"] == "inferred"]
+    assert [(r["node"], r["value"], r["invoke_us"]) for r in inferred] == [("n1", "", 1_700)]
+    asyncio.run(prober.close())
+
+
 def _context(tmp_path: Path) -> tuple[ExperimentContext, HistoryWriter, list[SimBroker]]:
     context, writer, brokers = unit_context(
         tmp_path, "clock-skew", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1

@@ -24,11 +24,12 @@ def unit_context(
     seed: int,
     cluster: Any = None,
     watched: list[str] | None = None,
+    mode: str = "raft",
 ) -> tuple[ExperimentContext, HistoryWriter, list[SimBroker]]:
-    """A raft-mode context of ``brokers`` simulated brokers serving ``topics`` (two
-    brokers a topic), the recorder started; it watches ``watched`` (default: ``topics``).
-    Returns the context, the history's writer and the brokers."""
-    writer = HistoryWriter(tmp_path / "run", RunMeta("r", scenario, "raft", 1, nodes))
+    """A ``mode`` (raft by default) context of ``brokers`` simulated brokers serving
+    ``topics`` (two brokers a topic), the recorder started; it watches ``watched``
+    (default: ``topics``). Returns the context, the history's writer and the brokers."""
+    writer = HistoryWriter(tmp_path / "run", RunMeta("r", scenario, mode, 1, nodes))
     recorder = Recorder(writer)
     recorder.start()
     rng = random.Random(seed)
@@ -43,7 +44,7 @@ def unit_context(
         rng=rng,
     )
     context = ExperimentContext(
-        config=ExperimentConfig(scenario=scenario, mode="raft", out_dir=tmp_path),
+        config=ExperimentConfig(scenario=scenario, mode=mode, out_dir=tmp_path),
         cluster=cast(Any, cluster),
         mesh=cast(Any, None),
         fleet=fleet,
