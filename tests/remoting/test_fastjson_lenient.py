@@ -127,16 +127,22 @@ def hostile_bodies() -> list[tuple[str, bytes]]:
     ]
 
 
+CPU_SAMPLES = 10
+"""Calls measured per figure: the escaped body's 10.6-13.3 ms over ten calls straddled its
+11.6 ms bound, so the least of two was a coin toss on a busy machine."""
+
+
 def cpu_s(read: Callable[[], object]) -> float:
-    """The least CPU seconds of two calls of ``read`` (refusals count as calls)."""
+    """The least CPU seconds of CPU_SAMPLES calls of ``read`` (refusals count as calls)."""
 
     def call() -> None:
         with contextlib.suppress(BodyDecodeError):
             read()
 
-    return least_cpu_s(call)
+    return least_cpu_s(call, times=CPU_SAMPLES)
 
 
+@pytest.mark.serial  # it measures CPU time: a busy neighbour worker made it miss by 4 %
 @pytest.mark.parametrize(
     ("shape", "body"), hostile_bodies(), ids=[shape for shape, _ in hostile_bodies()]
 )
