@@ -115,7 +115,12 @@ def _prober(tmp_path: Path) -> tuple[Prober, RegisterLog, HistoryWriter]:
     recorder = Recorder(writer)
     recorder.start()
     registers = RegisterLog()
-    prober = Prober(
+    return _prober_of(recorder, registers), registers, writer
+
+
+def _prober_of(recorder: Recorder, registers: RegisterLog) -> Prober:
+    """A prober of n1 and n2 (no node behind them: tests hand it the answers)."""
+    return Prober(
         {"n1": "127.0.0.1:1", "n2": "127.0.0.1:2"},
         [TOPIC],
         recorder,
@@ -124,7 +129,6 @@ def _prober(tmp_path: Path) -> tuple[Prober, RegisterLog, HistoryWriter]:
         timeout_s=1.0,
         process=lambda node: f"ns-{node}",
     )
-    return prober, registers, writer
 
 
 def _answer(value: str, at_us: int) -> ReadResult:
@@ -232,15 +236,7 @@ def test_an_eventual_node_s_journaled_return_to_an_old_value_is_no_inferred_writ
     )
     full = context.fleet.truth(TOPIC)
     context.registers.record(TOPIC, 0, 10, full)
-    prober = Prober(
-        {"n1": "127.0.0.1:1", "n2": "127.0.0.1:2"},
-        [TOPIC],
-        context.recorder,
-        context.registers,
-        sample_ms=250,
-        timeout_s=1.0,
-        process=lambda node: f"ns-{node}",
-    )
+    prober = _prober_of(context.recorder, context.registers)
 
     def expired_on(node: str, at_us: int, seq: int) -> None:
         report = {
