@@ -34,12 +34,10 @@ from remoting.errors import BodyDecodeError
 from remoting.headers import header_bool
 from remoting.model import DataVersion, KVTable, TopicConfigSerializeWrapper
 from remoting.register_body import SPLIT_PART_FIELD, SPLIT_PARTS_FIELD, register_broker_request
-from remoting.register_request import RAFT_FAILOVER_FIELD
+from remoting.register_request import ASSIGNED_BROKER_ID_FIELD, RAFT_FAILOVER_FIELD
 
 log = logging.getLogger(__name__)
 
-ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
-"""Response ext field of raft failover: the broker id the NameServers ask this broker to take."""
 """Request header field opting the broker's group into raft failover."""
 
 FailoverFields = Callable[[], dict[str, str]]

@@ -27,7 +27,15 @@ from experiments.journals import NodeJournals
 from experiments.node_changes import NodeChanges
 from experiments.progress import Progress, silent
 from experiments.registers import RegisterLog, with_broker
-from experiments.workload import BrokerFleet, Recorder, now_ms, now_us, read_route
+from experiments.workload import (
+    Ack,
+    BrokerFleet,
+    Recorder,
+    log_position,
+    now_ms,
+    now_us,
+    read_route,
+)
 from experiments.write_order import TopicGate
 from remoting.client import RemotingClient
 from remoting.consistency import CONSISTENCY_LINEARIZABLE, CONSISTENCY_LOCAL
@@ -123,11 +131,11 @@ class ExperimentContext(NodeChanges):
         self,
         broker: str,
         kind: str,
-        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+        call: Callable[[], Awaitable[list[Ack]]],
         *,
         origin: str = ORIGIN_HARNESS,
         first: bool = False,
-    ) -> list[tuple[str, int]]:
+    ) -> list[Ack]:
         """Send a registration or unregistration of ``broker`` (``call`` returns the
         (node, ack µs) of every node that acknowledged it) and record it, with
         ``origin``: ``harness`` (the churn, a scenario's stop or start) unless the
@@ -189,9 +197,9 @@ class ExperimentContext(NodeChanges):
         self,
         broker: str,
         kind: str,
-        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+        call: Callable[[], Awaitable[list[Ack]]],
         origin: str,
-    ) -> list[tuple[str, int]]:
+    ) -> list[Ack]:
         """:meth:`broker_write` itself."""
         changes = [(t, v) for t, v, _ in self._share_changes([broker], added=kind == KIND_REGISTER)]
         invoke_us = now_us()
@@ -199,9 +207,10 @@ class ExperimentContext(NodeChanges):
         if not acks:
             self.record_truth(broker, kind)
             return acks
-        node, ack_us = min(acks, key=lambda ack: ack[1])
+        first = min(acks, key=lambda ack: ack.at_us)
+        node, ack_us = first.node, first.at_us
         if kind == KIND_REGISTER:
-            self._note_quiet(broker, {t for t, _ in changes}, invoke_us, (node, ack_us), acks)
+            self._note_quiet(broker, {t for t, _ in changes}, invoke_us, first, acks)
         ack_ms = ack_us // 1_000
         changed = self.record_truth(broker, kind, ack_ms)
         if self.follow_up is not None and changed:
@@ -237,11 +246,11 @@ class ExperimentContext(NodeChanges):
         process: str,
         kind: str,
         changes: list[tuple[str, str]],
-        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+        call: Callable[[], Awaitable[list[Ack]]],
         *,
         broker: str = "",
         origin: str = ORIGIN_HARNESS,
-    ) -> list[tuple[str, int]]:
+    ) -> list[Ack]:
         """Await ``call``, a write that sets each (topic, value) of ``changes``, and record
         one write per topic at its RPC: invoked when sent, complete at the first ack, in
         microseconds (no ack: pending, ``timeout``, it may have happened or not), with
@@ -268,27 +277,31 @@ class ExperimentContext(NodeChanges):
         handles: list[tuple[str, str, int]],
         process: str,
         kind: str,
-        acks: list[tuple[str, int]],
+        acks: list[Ack],
         broker: str,
         origin: str,
         invoke_us: int,
     ) -> None:
         """One operation per (topic, value, register handle) of a write :meth:`sent`:
         complete at the first of ``acks``, or pending (``timeout``) without one."""
-        first = min(acks, key=lambda ack: ack[1]) if acks else None
-        complete_us = now_us() if first is None else first[1]
+        first = min(acks, key=lambda ack: ack.at_us) if acks else None
+        complete_us = now_us() if first is None else first.at_us
+        position = log_position(acks)
+        extra: dict[str, object] = {"acked_by": sorted(ack.node for ack in acks)}
+        if position:
+            extra["raft_index"] = position
         for topic, value, handle in handles:
             if first is not None:
-                self.registers.complete(topic, handle, complete_us)
+                self.registers.complete(topic, handle, complete_us, position)
             self.recorder.operation(
                 process=process,
                 kind=kind,
-                node="" if first is None else first[0],
+                node="" if first is None else first.node,
                 topic=topic,
                 outcome=OUTCOME_OK if first is not None else OUTCOME_TIMEOUT,
                 value=value,
                 broker=broker,
-                extra={"acked_by": sorted(node for node, _ in acks)},
+                extra=extra,
                 origin=origin,
                 invoke_us=invoke_us,
                 complete_us=complete_us,
@@ -310,8 +323,8 @@ class ExperimentContext(NodeChanges):
         kind: str,
         topic: str,
         value: str,
-        call: Callable[[], Awaitable[list[tuple[str, int]]]],
-    ) -> list[tuple[str, int]]:
+        call: Callable[[], Awaitable[list[Ack]]],
+    ) -> list[Ack]:
         """An admin's write that makes ``topic``'s route ``value`` (a delete: ``""``), sent
         by ``call`` ((node, ack µs) of every node that acknowledged it), recorded at its
         RPC like a broker's (:meth:`sent`, process ``admin``); the ground truth changes at
@@ -326,11 +339,11 @@ class ExperimentContext(NodeChanges):
             acks = await self.sent(PROCESS_ADMIN, kind, [(topic, value)], call)
         finally:
             self._truth_pending.discard(topic)
-        first = min(acks, key=lambda ack: ack[1], default=None)
-        self.record_truth("", kind, None if first is None else first[1] // 1_000)
+        first = min(acks, key=lambda ack: ack.at_us, default=None)
+        self.record_truth("", kind, None if first is None else first.at_us // 1_000)
         if self.follow_up is not None and first is not None:
             # The other nodes' follow-up reads, and the admin reading its own write back
             # (read-your-writes needs a session that writes and reads).
-            self.follow_up.after_ack(first[0], first[1] // 1_000, [topic])
-            self.follow_up.read_back_after(PROCESS_ADMIN, first[1] // 1_000, topic, value)
+            self.follow_up.after_ack(first.node, first.at_us // 1_000, [topic])
+            self.follow_up.read_back_after(PROCESS_ADMIN, first.at_us // 1_000, topic, value)
         return acks

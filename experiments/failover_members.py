@@ -29,7 +29,9 @@ from experiments.workload import (
     BROKER_HOST,
     CLUSTER_NAME,
     KIND_HEARTBEAT,
+    Ack,
     SimBroker,
+    answer_log_index,
     now_us,
 )
 from remoting.client import RemotingClient, RemotingClientError
@@ -37,7 +39,7 @@ from remoting.codes import ResponseCode
 from remoting.ha_report import HA_CLIENT_ADDR_FIELD, HA_SLAVE_ACKS_FIELD, encode_slave_acks
 from remoting.model import MASTER_ID, DataVersion, TopicConfigSerializeWrapper
 from remoting.register_body import register_broker_request
-from remoting.register_request import RAFT_FAILOVER_FIELD
+from remoting.register_request import ASSIGNED_BROKER_ID_FIELD, RAFT_FAILOVER_FIELD
 
 FAILOVER_PORT = 10_800
 """The first member's broker port (its HA port the next); the second's is two above."""
@@ -47,8 +49,6 @@ HA_LINK_PORT = 51_800
 """The local port of each member's HA connection when it is the slave (as its master
 sees the peer)."""
 SLAVE_ID = 1
-ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
-"""The registration answer's field telling a broker the id to take (gateway.dispatch)."""
 OFFSET_STEP = 4096
 """Bytes the master writes per registration round (its commit log grows; the slave keeps up)."""
 SLAVE_TIMEOUT_FACTOR = 3
@@ -181,12 +181,13 @@ class GroupMembers:
             extra_fields=fields,
         )
 
-    async def _register_at(self, member: Member, node: str) -> tuple[int | None, int | None]:
-        """One REGISTER_BROKER of ``member`` to ``node``, recorded as a heartbeat: (ack µs
-        when it succeeded, the id the answer assigned)."""
+    async def _register_at(self, member: Member, node: str) -> tuple[Ack | None, int | None]:
+        """One REGISTER_BROKER of ``member`` to ``node``, recorded as a heartbeat: (its
+        acknowledgement when it succeeded, the id the answer assigned)."""
         request = self._request(member)
         invoke = now_us()
         assigned = None
+        log_index = 0
         try:
             answer = await member.client.invoke(
                 self.ctx.nodes[node], request, self.ctx.config.request_timeout_s
@@ -194,6 +195,7 @@ class GroupMembers:
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
             text = (answer.ext_fields or {}).get(ASSIGNED_BROKER_ID_FIELD, "")
             assigned = int(text) if text.isdigit() else None
+            log_index = answer_log_index(answer)
             remark = answer.remark or ""
         except RemotingClientError as exc:
             outcome = OUTCOME_TIMEOUT if "no answer" in str(exc) else OUTCOME_ERROR
@@ -210,13 +212,13 @@ class GroupMembers:
             invoke_us=invoke,
             complete_us=done,
         )
-        return (done if outcome == OUTCOME_OK else None), assigned
+        return (Ack(node, done, log_index) if outcome == OUTCOME_OK else None), assigned
 
-    async def _send(self, member: Member) -> list[tuple[str, int, int | None]]:
-        """One round of ``member`` to every node: (node, ack µs, assigned id) of each ack."""
+    async def _send(self, member: Member) -> list[tuple[Ack, int | None]]:
+        """One round of ``member`` to every node: (ack, assigned id) of each ack."""
         nodes = list(self.ctx.cluster.node_ids)
         answers = await asyncio.gather(*(self._register_at(member, n) for n in nodes))
-        return [(n, ack, a) for n, (ack, a) in zip(nodes, answers, strict=True) if ack is not None]
+        return [(ack, a) for ack, a in answers if ack is not None]
 
     async def _round(self, member: Member) -> None:
         """One registration round. The master's is a write when the recorded route names
@@ -246,12 +248,12 @@ class GroupMembers:
     async def _write_round(self, member: Member, value: str) -> None:
         """A master's round that changes the topic's route to ``value``, recorded at its
         RPC (``ExperimentContext.sent``), true from its first ack."""
-        heard: list[tuple[str, int, int | None]] = []
+        heard: list[tuple[Ack, int | None]] = []
 
-        async def call() -> list[tuple[str, int]]:
+        async def call() -> list[Ack]:
             heard.extend(await self._send(member))
             # An answer assigning it a slave id stored nothing: no ack of the write.
-            return [(n, ack) for n, ack, a in heard if a is None or a == MASTER_ID]
+            return [ack for ack, a in heard if a is None or a == MASTER_ID]
 
         self.history.write_called()
         acks = await self.ctx.sent(
@@ -263,13 +265,13 @@ class GroupMembers:
             origin=ORIGIN_CLIENT,
         )
         if acks:
-            self.history.master_written(member.addr, value, min(ack for _, ack in acks))
+            self.history.master_written(member.addr, value, min(ack.at_us for ack in acks))
         self._heard(member, heard)
 
-    def _heard(self, member: Member, acks: list[tuple[str, int, int | None]]) -> None:
+    def _heard(self, member: Member, acks: list[tuple[Ack, int | None]]) -> None:
         """Take the ids the nodes assigned: a slave told id 0 was elected; a master told
         a slave id is a returning old master."""
-        for node, ack_us, assigned in sorted(acks, key=lambda a: a[1]):
+        for (node, ack_us, _), assigned in sorted(acks, key=lambda a: a[0].at_us):
             if assigned is None or assigned == member.broker_id:
                 continue
             if assigned == MASTER_ID:

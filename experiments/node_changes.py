@@ -19,9 +19,11 @@ from experiment_history.schema import (
     ORIGIN_NODE,
     OUTCOME_OK,
     PROCESS_RAFT,
+    canonical_route,
+    parse_route,
 )
 from experiments.registers import QuietShare, RegisterLog, with_broker
-from experiments.workload import BrokerFleet, Recorder
+from experiments.workload import Ack, BrokerFleet, Recorder, log_position
 from gateway.expiry_reports import KIND_EXPIRE as JOURNAL_EXPIRE
 
 JOURNAL_RAFT_KEYS = ("raft_index", "raft_term", "applied_version")
@@ -53,8 +55,8 @@ class NodeChanges:
         broker: str,
         changed: set[str],
         invoke_us: int,
-        first: tuple[str, int],
-        acks: list[tuple[str, int]],
+        first: Ack,
+        acks: list[Ack],
     ) -> None:
         """Keep the share of each watched topic an acknowledged registration of ``broker``
         carried without changing its register (see :meth:`_restore_quiet`)."""
@@ -67,7 +69,13 @@ class NodeChanges:
         if items:
             self.registers.note_quiet(
                 QuietShare(
-                    broker, invoke_us, first[1], first[0], tuple(sorted(n for n, _ in acks)), items
+                    broker,
+                    invoke_us,
+                    first.at_us,
+                    first.node,
+                    tuple(sorted(a.node for a in acks)),
+                    items,
+                    log_position(acks),
                 )
             )
 
@@ -78,6 +86,7 @@ class NodeChanges:
         answers from now on (``RegisterLog.note_restart``): reads of a partial route,
         for the checker. ``notes.node_starts`` counts them."""
         self.registers.note_restart(node)
+        self.fleet.views.restarted(node)
         self.notes["node_starts"] = self.notes.get("node_starts", 0) + 1
 
     def _record_expiry(self, node: str, report: dict[str, Any], wall_offset: int) -> None:
@@ -100,7 +109,12 @@ class NodeChanges:
             "journal_kind": journal_kind,
         } | {key: report[key] for key in JOURNAL_RAFT_KEYS if key in report}
         after: dict[str, str] = {}
-        for topic, value, gone in self._share_changes(expired, added=False):
+        changes = (
+            self._share_changes(expired, added=False)
+            if self.raft
+            else self._own_changes(node, expired, complete_us)
+        )
+        for topic, value, gone in changes:
             after[topic] = value
             if not self.raft and self.registers.written(topic, value):
                 # Eventual: this node reached a state an earlier write had (another
@@ -109,7 +123,9 @@ class NodeChanges:
                 self.notes["journal_repeats"] = self.notes.get("journal_repeats", 0) + 1
                 self.registers.note_reached(node, topic, value)
                 continue
-            self.registers.record(topic, invoke_us, complete_us, value)
+            self.registers.record(
+                topic, invoke_us, complete_us, value, int(report.get("raft_index", 0))
+            )
             self.recorder.operation(
                 process=PROCESS_RAFT if self.raft else f"ns-{node}",
                 kind=KIND_EXPIRE if journal_kind == JOURNAL_EXPIRE else KIND_UNREGISTER,
@@ -124,6 +140,26 @@ class NodeChanges:
                 complete_us=complete_us,
             )
         self._restore_quiet(expired, invoke_us, after, int(report["seq"]))
+
+    def _own_changes(
+        self, node: str, expired: Sequence[str], done_us: int
+    ) -> list[tuple[str, str, list[str]]]:
+        """Eventual mode: (topic, value, brokers) for every watched topic whose route on
+        ``node`` its own removal of ``expired`` (done at ``done_us``) changed, valued on
+        that node's table (``experiments.node_views``): a registration only other nodes
+        acknowledged is not in it."""
+        views = self.fleet.views
+        changes = []
+        for topic in self.topics:
+            if topic in self.truth_overrides:
+                continue
+            before = views.value(node, topic)
+            holders = [i.broker for i in parse_route(before) if i.broker in expired]
+            if holders:
+                value = canonical_route(i for i in parse_route(before) if i.broker not in expired)
+                changes.append((topic, value, holders))
+        views.removed(node, expired, done_us)
+        return changes
 
     def _restore_quiet(
         self, expired: Sequence[str], since_us: int, after: dict[str, str], scan_seq: int
@@ -148,7 +184,9 @@ class NodeChanges:
                 if value == after[topic]:
                     continue
                 after[topic] = value
-                self.registers.record(topic, share.invoke_us, share.complete_us, value)
+                self.registers.record(
+                    topic, share.invoke_us, share.complete_us, value, share.position
+                )
                 self.recorder.operation(
                     process=share.broker,
                     kind=KIND_REGISTER,
@@ -157,7 +195,8 @@ class NodeChanges:
                     outcome=OUTCOME_OK,
                     value=value,
                     broker=share.broker,
-                    extra={"acked_by": list(share.acked_by), "after_expiry_scan": scan_seq},
+                    extra={"acked_by": list(share.acked_by), "after_expiry_scan": scan_seq}
+                    | ({"raft_index": share.position} if share.position else {}),
                     origin=ORIGIN_INFERRED,
                     invoke_us=share.invoke_us,
                     complete_us=share.complete_us,

@@ -45,11 +45,13 @@ INITIAL = ABSENT
 @dataclass(frozen=True, slots=True)
 class RecordedWrite:
     """One write of a register: its window in microseconds (``complete_us`` None:
-    pending) and value."""
+    pending), value and, in raft mode, the index of the log entry that applied it
+    (``position``, 0: unknown)."""
 
     invoke_us: int
     complete_us: int | None
     value: str
+    position: int = 0
 
 
 def with_broker(value: str, broker: str, item: RouteItem | None) -> str:
@@ -72,6 +74,8 @@ class QuietShare:
     node: str
     acked_by: tuple[str, ...]
     items: tuple[tuple[str, RouteItem], ...]
+    position: int = 0
+    """Raft mode: the log entry that applied the registration (0: none named)."""
 
 
 QUIET_SHARES_KEPT = 16
@@ -130,11 +134,13 @@ class RegisterLog:
             )
         return sorted(found, key=lambda q: (q.complete_us, q.broker))
 
-    def record(self, topic: str, invoke_us: int, complete_us: int | None, value: str) -> int:
-        """Add one write of ``topic`` (acknowledged, pending or inferred); returns its
-        handle for :meth:`complete`."""
+    def record(
+        self, topic: str, invoke_us: int, complete_us: int | None, value: str, position: int = 0
+    ) -> int:
+        """Add one write of ``topic`` (acknowledged, pending or inferred; ``position``: its
+        raft log index when known); returns its handle for :meth:`complete`."""
         writes = self._writes.setdefault(topic, [])
-        writes.append(RecordedWrite(invoke_us, complete_us, value))
+        writes.append(RecordedWrite(invoke_us, complete_us, value, position))
         self._values.setdefault(topic, set()).add(value)
         self._order.setdefault(topic, {})[value] = len(writes) - 1
         shares = self._shares.setdefault(topic, {})
@@ -144,10 +150,13 @@ class RegisterLog:
             naming[item.broker] = naming.get(item.broker, 0) + 1
         return len(writes) - 1
 
-    def complete(self, topic: str, handle: int, complete_us: int) -> None:
-        """A pending write of ``topic`` was acknowledged at ``complete_us``."""
+    def complete(self, topic: str, handle: int, complete_us: int, position: int = 0) -> None:
+        """A pending write of ``topic`` was acknowledged at ``complete_us`` (``position``:
+        the raft log entry its answers named, 0: none)."""
         writes = self._writes[topic]
-        writes[handle] = dataclasses.replace(writes[handle], complete_us=complete_us)
+        writes[handle] = dataclasses.replace(
+            writes[handle], complete_us=complete_us, position=position
+        )
 
     def note_read(self, topic: str, value: str, invoke_us: int) -> None:
         """A node answered ``value`` to a read of ``topic`` sent at ``invoke_us`` (the
@@ -164,12 +173,22 @@ class RegisterLog:
         have landed after it). The next write's value is built on this one, so it must
         be the value the system settled on: an expiry the leader committed while a
         registration of another broker was on its way can end after it or before it,
-        and only a read tells."""
+        and only a read tells.
+
+        In raft mode the writes whose log entries are known (``position``) are ordered by
+        the log, not by when their answers came: an expiry reported by a node that
+        applied it late ends after a registration the log put after it. The latest such
+        write is the latest write when the latest answer was one of them."""
         writes = self._writes.get(topic, [])
         done = [w for w in writes if w.complete_us is not None]
         if not done:
             return INITIAL
-        newest = max(done, key=lambda w: w.complete_us or 0).value
+        last = max(done, key=lambda w: w.complete_us or 0)
+        if last.position:
+            last = max(
+                (w for w in done if w.position), key=lambda w: (w.position, w.complete_us or 0)
+            )
+        newest = last.value
         seen = self._read.get(topic)
         if seen is None or seen[1] == newest:
             return newest

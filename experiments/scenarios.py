@@ -44,6 +44,7 @@ from experiments.nemesis import (
     schedule_json,
 )
 from experiments.workload import (
+    Ack,
     SimBroker,
     delete_topic_on,
     now_ms,
@@ -543,9 +544,9 @@ class PartialTopicDelete(Scenario):
             broker.bump_version()
         reached = ctx.cluster.node_ids[0]
 
-        async def delete() -> list[tuple[str, int]]:
+        async def delete() -> list[Ack]:
             ok = await delete_topic_on(ctx.admin, ctx.nodes[reached], topic, ctx.timeout_s)
-            return [(reached, now_us())] if ok else []
+            return [Ack(reached, now_us())] if ok else []
 
         acks = await ctx.admin_write(KIND_DELETE_TOPIC, topic, "", delete)
         ok = bool(acks)
@@ -582,10 +583,10 @@ class TopicSubset(Scenario):
         target = ctx.cluster.node_ids[0]
         value = probe.route_item(NEW_TOPIC).encode()
 
-        async def create() -> list[tuple[str, int]]:
+        async def create() -> list[Ack]:
             addr = ctx.nodes[target]
             ok = await register_topic_on(ctx.admin, addr, NEW_TOPIC, probe, ctx.timeout_s)
-            return [(target, now_us())] if ok else []
+            return [Ack(target, now_us())] if ok else []
 
         acks = await ctx.admin_write(KIND_CREATE_TOPIC, NEW_TOPIC, value, create)
         ok = bool(acks)

@@ -47,6 +47,7 @@ from experiment_history.schema import (
     canonical_queues,
     route_brokers,
 )
+from experiments.node_views import NodeViews
 from experiments.registers import RegisterLog
 from experiments.workload import (
     BrokerFleet,
@@ -321,8 +322,11 @@ class Prober:
         process: Callable[[str], str],
         before_round: Callable[[], Awaitable[None]] | None = None,
         journal_read_since: Callable[[str, int], bool] | None = None,
+        views: NodeViews | None = None,
     ) -> None:
         self.nodes = dict(nodes)
+        self.views = views
+        """Each node's table as far as the harness saw it: every answer refreshes it."""
         self.before_round = before_round
         self.journal_read_since = journal_read_since
         """(node, µs) -> True when a read of ``node``'s journal that began after that
@@ -408,6 +412,8 @@ class Prober:
         """Take one answer of ``node`` for ``topic``; records a write when it is one.
         ``infer`` False: a change no recorded write explains is left for a later call
         (nothing is recorded or remembered of this answer) and False returned."""
+        if self.views is not None:
+            self.views.answered(node, topic, result.value, result.invoke_us)
         previous = self.last_seen.get((node, topic))
         # Asked first, so that any answer ends what the node's journal last reported.
         journaled = self.registers.journal_reached(node, topic, result.value)

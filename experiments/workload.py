@@ -23,7 +23,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from experiment_history.runs import HistoryWriter
 from experiment_history.schema import (
@@ -39,6 +39,7 @@ from experiment_history.schema import (
     RouteItem,
     canonical_route,
 )
+from experiments.node_views import NodeViews
 from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.bodies import decode_topic_route_data, encode_topic_route_data
 from remoting.client import RemotingClient, RemotingClientError
@@ -52,6 +53,7 @@ from remoting.consistency import (
 )
 from remoting.errors import BodyDecodeError
 from remoting.model import MASTER_ID, DataVersion, QueueData, TopicConfig, TopicRouteData
+from remoting.register_request import RAFT_LOG_INDEX_FIELD
 
 CLUSTER_NAME = "DefaultCluster"
 BROKER_HOST = "127.0.0.1"
@@ -63,6 +65,22 @@ A round that changes a register is also a ``register`` write (:attr:`BrokerFleet
 record_round`); the other route changes come from :class:`~experiments.traffic.Prober`."""
 
 
+class Ack(NamedTuple):
+    """One node's acknowledgement of a write: the node, when its answer came (µs on the
+    harness's clock) and, in raft mode, the index of the log entry that applied the
+    write there (0: the answer named none, e.g. it was answered from the applied state)."""
+
+    node: str
+    at_us: int
+    log_index: int = 0
+
+
+def log_position(acks: Sequence[Ack]) -> int:
+    """Where a raft write sits in the log: the entry its acknowledgements name (the
+    first, when copies of it were proposed twice); 0 when none names one."""
+    return min((a.log_index for a in acks if a.log_index), default=0)
+
+
 class RoundRecorder(Protocol):
     """Records one registration round of a broker: (broker, kind, the round, origin) ->
     ``ExperimentContext.broker_write``."""
@@ -71,7 +89,7 @@ class RoundRecorder(Protocol):
         self,
         broker: str,
         kind: str,
-        call: Callable[[], Awaitable[list[tuple[str, int]]]],
+        call: Callable[[], Awaitable[list[Ack]]],
         *,
         origin: str = ...,
     ) -> Awaitable[object]: ...
@@ -82,6 +100,12 @@ KIND_UNREGISTER_CALL = "unregister_call"
 
 _WALL_AT_START_NS = time.time_ns()
 _MONOTONIC_AT_START_NS = time.monotonic_ns()
+
+
+def answer_log_index(answer: RemotingCommand) -> int:
+    """The log index a raft node's REGISTER_BROKER answer names (0: none)."""
+    text = (answer.ext_fields or {}).get(RAFT_LOG_INDEX_FIELD, "")
+    return int(text) if text.isdigit() else 0
 
 
 def now_us() -> int:
@@ -429,6 +453,9 @@ class BrokerFleet:
         self.rng = rng
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._retired: list[RemotingClient] = []
+        self.views = NodeViews()
+        """Each node's table as the acknowledgements left it (eventual mode's expiries
+        are valued on it, ``NodeChanges``)."""
         self.fresh_shares = False
         """While set, every recorded registration round announces a share no earlier round
         of its broker did (:meth:`SimBroker.fresh_share`): a share a scan removed never
@@ -460,25 +487,28 @@ class BrokerFleet:
 
     async def register_acks(
         self, broker: SimBroker, node_ids: Iterable[str] | None = None
-    ) -> list[tuple[str, int]]:
+    ) -> list[Ack]:
         """One registration round of ``broker``: (node, ack µs) of every node that
         acknowledged it."""
         targets = list(broker.namesrv if node_ids is None else node_ids)
         acks = await asyncio.gather(*(self._register_at(broker, n) for n in targets))
-        return [(n, ack) for n, ack in zip(targets, acks, strict=True) if ack is not None]
+        return [ack for ack in acks if ack is not None]
 
-    async def _register_at(self, broker: SimBroker, node: str) -> int | None:
-        """One REGISTER_BROKER to ``node``, recorded; the ack time (µs) when it succeeded."""
+    async def _register_at(self, broker: SimBroker, node: str) -> Ack | None:
+        """One REGISTER_BROKER to ``node``, recorded; its acknowledgement when it succeeded."""
         request = register_request(
             broker.demo(), broker.topics, broker.data_version, heartbeat_timeout_ms=self.expiry_ms
         )
+        shares = {topic: broker.route_item(topic) for topic in broker.topics}
         invoke = now_us()
+        log_index = 0
         try:
             answer = await broker.client.invoke(
                 self.dial(broker.name, node), request, self.timeout_s
             )
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
             remark = answer.remark or ""
+            log_index = answer_log_index(answer)
         except RemotingClientError as exc:
             outcome = OUTCOME_TIMEOUT if "no answer" in str(exc) else OUTCOME_ERROR
             remark = str(exc)
@@ -494,7 +524,10 @@ class BrokerFleet:
             invoke_us=invoke,
             complete_us=done,
         )
-        return done if outcome == OUTCOME_OK else None
+        if outcome != OUTCOME_OK:
+            return None
+        self.views.acked(node, broker.name, shares, done)
+        return Ack(node, done, log_index)
 
     async def register_all(self) -> int:
         """Register every heart-beating broker once with all its nodes; successes."""
@@ -544,7 +577,7 @@ class BrokerFleet:
         self._retired.append(broker.client)
         broker.client = RemotingClient()
 
-    async def stop_graceful(self, name: str) -> list[tuple[str, int]]:
+    async def stop_graceful(self, name: str) -> list[Ack]:
         """Like a broker shutdown: UNREGISTER_BROKER to every node, then close the sockets.
         Returns (node, ack µs) of every node that acknowledged."""
         broker = self.brokers[name]
@@ -564,12 +597,13 @@ class BrokerFleet:
         acks = await asyncio.gather(*(self._unregister_one(broker, n, ext) for n in nodes))
         await broker.client.close()
         broker.client = RemotingClient()
-        return [(n, ack) for n, ack in zip(nodes, acks, strict=True) if ack is not None]
+        return [Ack(n, ack) for n, ack in zip(nodes, acks, strict=True) if ack is not None]
 
     async def _unregister_one(
         self, broker: SimBroker, node: str, ext: dict[str, str]
     ) -> int | None:
         request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext)
+        gone: dict[str, RouteItem | None] = dict.fromkeys(broker.topics)
         invoke = now_us()
         try:
             answer = await broker.client.invoke(
@@ -589,7 +623,10 @@ class BrokerFleet:
             invoke_us=invoke,
             complete_us=done,
         )
-        return done if outcome == OUTCOME_OK else None
+        if outcome != OUTCOME_OK:
+            return None
+        self.views.acked(node, broker.name, gone, done)
+        return done
 
     def start_broker(self, name: str) -> None:
         """A stopped broker starts again: a new topic-config version, alive, heartbeating."""
@@ -598,7 +635,7 @@ class BrokerFleet:
         broker.bump_version()
         self._start_task(broker)
 
-    async def start_acknowledged(self, name: str) -> list[tuple[str, int]]:
+    async def start_acknowledged(self, name: str) -> list[Ack]:
         """:meth:`start_broker`, but its first registration round goes out now and is
         awaited: (node, ack µs) of every node that acknowledged it. The heartbeat then
         goes on every period."""

@@ -57,8 +57,10 @@ from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_int, header_str, require_int, require_str
 from remoting.register_request import (
+    ASSIGNED_BROKER_ID_FIELD,
     CONFIRM_OFFSET_FIELD,
     MAX_OFFSET_FIELD,
+    RAFT_LOG_INDEX_FIELD,
     RegisterBrokerRequest,
 )
 
@@ -80,9 +82,6 @@ PENDING = Pending.PENDING
 """What :meth:`RequestDispatcher.answer_now` returns for a request that must wait."""
 
 SyncHandler = Callable[[RemotingCommand], "RemotingCommand | Pending"]
-
-# Raft failover: the broker id a registrant is told to take (docs/RAFT.md, "Failover").
-ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
 
 REMARK_REGISTER_FAILED = "register broker failed"
 REMARK_BLACKLISTED = "Can not update config in black list."
@@ -275,12 +274,14 @@ class RequestDispatcher:
             return make_response(request, ResponseCode.SUCCESS, remark=decided.remark)
         if decided.outcome.failed:
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
-        return self._registered(request, decided.outcome)
+        return self._registered(request, decided.outcome, decided.log_index)
 
     def _registered(
-        self, request: RemotingCommand, outcome: RegisterBrokerOutcome
+        self, request: RemotingCommand, outcome: RegisterBrokerOutcome, log_index: int
     ) -> RemotingCommand:
-        """The answer to a REGISTER_BROKER accepted with ``outcome``."""
+        """The answer to a REGISTER_BROKER accepted with ``outcome``; in raft mode it
+        names the log entry that applied it (``raftLogIndex``) when one did, for whoever
+        orders registrations against other writes (the consistency experiments)."""
         ext = {
             name: value
             for name, value in (
@@ -290,6 +291,7 @@ class RequestDispatcher:
                     ASSIGNED_BROKER_ID_FIELD,
                     None if outcome.assigned_broker_id is None else str(outcome.assigned_broker_id),
                 ),
+                (RAFT_LOG_INDEX_FIELD, str(log_index) if log_index else None),
             )
             if value is not None
         }

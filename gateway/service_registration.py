@@ -52,6 +52,10 @@ class Registered:
 
     kind: Kind
     outcome: RegisterBrokerOutcome
+    log_index: int = 0
+    """Raft mode: the index of the log entry that applied this registration, or an
+    applied copy of the same request (SEEN); 0 when no entry carried it (answered from
+    the applied state, or eventual mode)."""
 
 
 class Registrations:
@@ -155,7 +159,8 @@ class Registrations:
         """Register ``command``: its outcome, and True when raft mode answered it from the
         applied state (its plan held only liveness edits) instead of proposing it."""
         self._require_quorum(proposing=True)
-        return await self._answer(command)
+        result, from_state = await self._answer(command)
+        return self._outcome(result), from_state
 
     async def register_request(
         self,
@@ -186,7 +191,7 @@ class Registrations:
         if request_digest is not None:
             seen = await self._seen(request_digest, command())
             if seen is not None:
-                return Registered(Kind.SEEN, seen)
+                return Registered(Kind.SEEN, self._outcome(seen), seen.log_index)
         if topics is not None and vet is None:
             unchanged = await self._unchanged(
                 command(
@@ -199,9 +204,9 @@ class Registrations:
                 waited=waited,
             )
             if unchanged is not None:
-                outcome, from_state = unchanged
+                result, from_state = unchanged
                 kind = Kind.LIVENESS_ONLY if from_state else Kind.TOPICS_UNCHANGED
-                return Registered(kind, outcome)
+                return Registered(kind, self._outcome(result), result.log_index)
         decoded = await body()
         wrapper = decoded.topic_config_wrapper
         # The digest names this table only if its DataVersion is the decoded one.
@@ -213,12 +218,19 @@ class Registrations:
         )
         if vet is not None:
             vet(full)
-        outcome, from_state = await self._answer(full, waited=waited)
-        return Registered(Kind.LIVENESS_ONLY if from_state else whole, outcome)
+        result, from_state = await self._answer(full, waited=waited)
+        kind = Kind.LIVENESS_ONLY if from_state else whole
+        return Registered(kind, self._outcome(result), result.log_index)
+
+    @staticmethod
+    def _outcome(result: ApplyResult) -> RegisterBrokerOutcome:
+        outcome = result.outcome
+        assert isinstance(outcome, RegisterBrokerOutcome)
+        return outcome
 
     async def _answer(
         self, command: cmd.RegisterBroker, *, waited: bool = False
-    ) -> tuple[RegisterBrokerOutcome, bool]:
+    ) -> tuple[ApplyResult, bool]:
         """:meth:`register` after its quorum check (``waited``: as
         :meth:`~raftstore.liveness.RegistrationDeduper.answer_from_state`)."""
         deduper = self.registrations
@@ -236,13 +248,11 @@ class Registrations:
                 from_state = None
             result = from_state if from_state is not None else await deduper.propose(command)
         self._notify(result)
-        outcome = result.outcome
-        assert isinstance(outcome, RegisterBrokerOutcome)
-        return outcome, from_state is not None
+        return result, from_state is not None
 
     async def _unchanged(
         self, command: cmd.RegisterBroker, *, waited: bool = False
-    ) -> tuple[RegisterBrokerOutcome, bool] | None:
+    ) -> tuple[ApplyResult, bool] | None:
         """Raft mode: register ``command``, whose table is elided (``topics_elided``,
         named by ``topics_digest``), as the broker's last applied table with this
         command's DataVersion: the outcome and whether it was answered from the applied
@@ -253,17 +263,15 @@ class Registrations:
         elided = None if deduper is None else deduper.elided(command)
         if elided is None:
             return None
-        outcome, from_state = await self._answer(elided, waited=waited)
-        return None if outcome.needs_full else (outcome, from_state)
+        result, from_state = await self._answer(elided, waited=waited)
+        return None if self._outcome(result).needs_full else (result, from_state)
 
     @property
     def raft(self) -> bool:
         """True in raft mode: registrations carry digests (:meth:`register_request`)."""
         return self.registrations is not None
 
-    async def _seen(
-        self, digest: bytes, command: cmd.RegisterBroker
-    ) -> RegisterBrokerOutcome | None:
+    async def _seen(self, digest: bytes, command: cmd.RegisterBroker) -> ApplyResult | None:
         """Raft mode: the outcome of ``command`` known by its request digest (an applied
         copy of the same request changes nothing but liveness, which is touched), or
         None."""
@@ -277,6 +285,4 @@ class Registrations:
             self._require_quorum(proposing=True)
             return None
         self._notify(result)
-        outcome = result.outcome
-        assert isinstance(outcome, RegisterBrokerOutcome)
-        return outcome
+        return result

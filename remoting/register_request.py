@@ -26,6 +26,12 @@ CONFIRM_OFFSET_FIELD = "confirmOffset"
 RAFT_FAILOVER_FIELD = "enableRaftFailover"
 """Header field of a broker whose master the NameServer elects."""
 
+# The answer's ext fields this NameServer adds to 5.x's (haServerAddr, masterAddr).
+ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
+"""Raft failover: the broker id the NameServers ask the registrant to take."""
+RAFT_LOG_INDEX_FIELD = "raftLogIndex"
+"""Raft mode: the index of the log entry that applied the registration, when one did."""
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:

@@ -26,7 +26,7 @@ from experiment_history.schema import (
 )
 from experiments import follow_up
 from experiments.follow_up import READ_BACK_OFFSET_MS, FollowUpReader, read_back_node
-from experiments.workload import ReadResult, now_us
+from experiments.workload import Ack, ReadResult, now_us
 from spark_jobs.sessions import read_your_writes, split_rows
 from tests.experiments.unit_context import unit_context
 
@@ -68,9 +68,9 @@ def _rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lagging: str) -> list
         watched=[*TOPICS, NEW_TOPIC],
     )
 
-    async def create() -> list[tuple[str, int]]:
+    async def create() -> list[Ack]:
         await asyncio.sleep(0.005)
-        return [(ACKED_BY, now_us())]
+        return [Ack(ACKED_BY, now_us())]
 
     async def run() -> None:
         reader = FollowUpReader(ctx.nodes, ctx.recorder, 1.0, "local", offsets_ms=(0, 20))

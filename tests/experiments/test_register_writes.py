@@ -4,6 +4,7 @@ does on its own inferred by the prober (experiments/registers.py, experiments/tr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -15,9 +16,11 @@ from hypothesis import given, settings, strategies as st
 from experiment_history.runs import HistoryWriter, RunMeta, iter_rows
 from experiment_history.schema import KIND_REGISTER, KIND_UNREGISTER, RouteItem, canonical_route
 from experiments.context import ExperimentContext
+from experiments.node_views import NodeViews
 from experiments.registers import INITIAL, RegisterLog, with_broker
 from experiments.traffic import Prober
 from experiments.workload import (
+    Ack,
     ReadResult,
     Recorder,
     SimBroker,
@@ -75,6 +78,21 @@ def test_a_read_after_overlapping_writes_tells_which_one_the_register_ended_with
     assert log.latest(TOPIC) == ONLY_A, "a later write is the latest again"
 
 
+def test_raft_writes_whose_log_entries_are_known_are_ordered_by_the_log() -> None:
+    """An expiry (log entry 7) reported by a node that applied it late ends after the
+    registration the log put after it (entry 8): the register holds the registration's
+    value, and the next write is built on that. Writes without an entry keep the ack
+    order."""
+    log = RegisterLog()
+    log.record(TOPIC, 0, 5, BOTH, position=3)
+    handle = log.record(TOPIC, 10, None, WITH_CHURN)
+    log.complete(TOPIC, handle, 30, position=8)
+    log.record(TOPIC, 12, 40, ONLY_A, position=7)
+    assert log.latest(TOPIC) == WITH_CHURN, "entry 8 follows entry 7, whatever the acks say"
+    log.record(TOPIC, 50, 60, BOTH)
+    assert log.latest(TOPIC) == BOTH, "the latest answer named no entry: by the acks"
+
+
 def _by_the_definition(
     writes: list[tuple[int, int | None, str]], invoke: int, complete: int
 ) -> set[str]:
@@ -118,7 +136,9 @@ def _prober(tmp_path: Path) -> tuple[Prober, RegisterLog, HistoryWriter]:
     return _prober_of(recorder, registers), registers, writer
 
 
-def _prober_of(recorder: Recorder, registers: RegisterLog) -> Prober:
+def _prober_of(
+    recorder: Recorder, registers: RegisterLog, views: NodeViews | None = None
+) -> Prober:
     """A prober of n1 and n2 (no node behind them: tests hand it the answers)."""
     return Prober(
         {"n1": "127.0.0.1:1", "n2": "127.0.0.1:2"},
@@ -128,6 +148,7 @@ def _prober_of(recorder: Recorder, registers: RegisterLog) -> Prober:
         sample_ms=250,
         timeout_s=1.0,
         process=lambda node: f"ns-{node}",
+        views=views,
     )
 
 
@@ -236,7 +257,7 @@ def test_an_eventual_node_s_journaled_return_to_an_old_value_is_no_inferred_writ
     )
     full = context.fleet.truth(TOPIC)
     context.registers.record(TOPIC, 0, 10, full)
-    prober = _prober_of(context.recorder, context.registers)
+    prober = _prober_of(context.recorder, context.registers, context.fleet.views)
 
     def expired_on(node: str, at_us: int, seq: int) -> None:
         report = {
@@ -248,6 +269,7 @@ def test_an_eventual_node_s_journaled_return_to_an_old_value_is_no_inferred_writ
         context._record_expiry(node, report, wall_offset=0)
 
     prober.observe("n1", TOPIC, _answer(full, 20))
+    prober.observe("n2", TOPIC, _answer(full, 20))
     expired_on("n2", 100, 1)
     context.registers.record(TOPIC, 200, 210, full)  # they register again
     expired_on("n1", 1_000, 2)
@@ -264,6 +286,37 @@ def test_an_eventual_node_s_journaled_return_to_an_old_value_is_no_inferred_writ
     asyncio.run(prober.close())
 
 
+def test_an_eventual_node_s_expiry_is_valued_on_its_own_table(tmp_path: Path) -> None:
+    """Eventual mode: a registration only n1 acknowledged (a new share of the first
+    broker) is not in n2's table, so n2's own expiry of the second broker leaves n2 at
+    the first broker's old share, not at the register's latest value less the second
+    broker; n2's answer of it is that write's, nothing inferred."""
+    context, writer, (first, second) = unit_context(
+        tmp_path, "nemesis", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1, mode="eventual"
+    )
+    full = context.fleet.truth(TOPIC)
+    context.registers.record(TOPIC, 0, 10, full)
+    prober = _prober_of(context.recorder, context.registers, context.fleet.views)
+    for node in ("n1", "n2"):
+        prober.observe(node, TOPIC, _answer(full, 20))
+    old = first.route_item(TOPIC)
+    new = dataclasses.replace(old, write_queues=old.write_queues + 5)
+    context.fleet.views.acked("n1", first.name, {TOPIC: new}, 300)
+    context.registers.record(TOPIC, 250, 300, with_broker(full, first.name, new))
+    report = {
+        "seq": 1,
+        "started_us": 900,
+        "committed_us": 1_000,
+        "expired": [{"addr": second.addr}],
+    }
+    context._record_expiry("n2", report, wall_offset=0)
+    prober.observe("n2", TOPIC, _answer(canonical_route([old]), 1_100))
+    assert prober.writes == 0
+    expiry = [r for r in _inferred(tmp_path, writer) if r["kind"] == "expire"]
+    assert [(r["node"], r["value"]) for r in expiry] == [("n2", canonical_route([old]))]
+    asyncio.run(prober.close())
+
+
 def _context(tmp_path: Path) -> tuple[ExperimentContext, HistoryWriter, list[SimBroker]]:
     context, writer, brokers = unit_context(
         tmp_path, "clock-skew", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1
@@ -276,9 +329,9 @@ def _registered(context: ExperimentContext, broker: str) -> int:
     """One registration of ``broker`` that n1 acknowledges; returns the ack's µs."""
     acked: list[int] = []
 
-    async def call() -> list[tuple[str, int]]:
+    async def call() -> list[Ack]:
         acked.append(now_us())
-        return [("n1", acked[0])]
+        return [Ack("n1", acked[0])]
 
     asyncio.run(context.broker_write(broker, KIND_REGISTER, call))
     return acked[0]
@@ -327,8 +380,8 @@ def test_a_harness_write_and_a_heartbeat_round_say_where_they_came_from(tmp_path
     the broker's own heartbeat round sent it (``BrokerFleet.record_round``): ``client``."""
     context, writer, (first, _second) = _context(tmp_path)
 
-    async def call() -> list[tuple[str, int]]:
-        return [("n1", now_us())]
+    async def call() -> list[Ack]:
+        return [Ack("n1", now_us())]
 
     asyncio.run(context.broker_write(first.name, KIND_UNREGISTER, call))
     asyncio.run(context.broker_write(first.name, KIND_REGISTER, call, origin="client"))
@@ -367,7 +420,7 @@ def test_a_round_cancelled_mid_call_stays_in_the_history_pending(tmp_path: Path)
     sent = context.registers.latest(TOPIC)
 
     async def round_cut_short() -> None:
-        async def call() -> list[tuple[str, int]]:
+        async def call() -> list[Ack]:
             await asyncio.sleep(60)  # n2 never answers
             return []
 

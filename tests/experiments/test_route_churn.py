@@ -14,7 +14,7 @@ from experiment_history.schema import KIND_REGISTER, KIND_UNREGISTER, route_brok
 from experiments.context import ExperimentContext
 from experiments.runner import CHURN_BROKERS, _churn, _churn_broker
 from experiments.scenarios import NEMESIS_SPARE_BROKERS
-from experiments.workload import now_us
+from experiments.workload import Ack, now_us
 from tests.experiments.unit_context import unit_context
 
 TOPICS = ["topic-000", "topic-001"]
@@ -33,8 +33,8 @@ def _churned(tmp_path: Path, changes: int) -> tuple[ExperimentContext, list[dict
     context.config = dataclasses.replace(context.config, churn_ms=1)
     fleet: Any = context.fleet
 
-    async def acked(broker: Any, node_ids: Any = None) -> list[tuple[str, int]]:
-        return [(n, now_us()) for n in broker.namesrv]
+    async def acked(broker: Any, node_ids: Any = None) -> list[Ack]:
+        return [Ack(n, now_us()) for n in broker.namesrv]
 
     async def unregistered(broker: Any, node: str, ext: Any) -> int:
         return now_us()
@@ -57,11 +57,11 @@ def _churned(tmp_path: Path, changes: int) -> tuple[ExperimentContext, list[dict
     sent = []
 
     def counted(step: Any) -> Any:
-        async def call(name: str) -> list[tuple[str, int]]:
+        async def call(name: str) -> list[Ack]:
             sent.append(name)
             if len(sent) == changes:
                 stop.set()
-            acks: list[tuple[str, int]] = await step(name)
+            acks: list[Ack] = await step(name)
             return acks
 
         return call

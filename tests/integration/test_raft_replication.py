@@ -13,6 +13,7 @@ from remoting.bodies import decode_topic_route_data
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.consistency import ROUTES_VERSION_FIELD
+from remoting.register_request import RAFT_LOG_INDEX_FIELD
 from tests.integration.gateway_harness import WAIT_S
 from tests.integration.raft_cluster_harness import (
     DIGEST_CHECKPOINTS,
@@ -59,6 +60,22 @@ def test_nodes_that_applied_the_same_log_answer_with_the_same_routes_version(
     before = agreed_routes_version(cluster, topic_of(1))
     assert cluster.nodes[0].invoke(register_frame(7)).code == ResponseCode.SUCCESS
     assert agreed_routes_version(cluster, topic_of(7)) > before
+
+
+def test_a_registration_s_answer_names_the_log_entry_that_applied_it(
+    cluster: RaftGatewayCluster,
+) -> None:
+    """``raftLogIndex``: a registration that changed the table names the entry that
+    applied it, a later one a later entry; the same request again, answered from the
+    applied state, names none (no entry carried it)."""
+    n2 = cluster.nodes[1]
+    first, second = n2.invoke(register_frame(11)), n2.invoke(register_frame(12))
+    assert (first.code, second.code) == (ResponseCode.SUCCESS, ResponseCode.SUCCESS)
+    entries = [int((a.ext_fields or {})[RAFT_LOG_INDEX_FIELD]) for a in (first, second)]
+    assert 0 < entries[0] < entries[1], entries
+    again = n2.invoke(register_frame(12))
+    assert again.code == ResponseCode.SUCCESS
+    assert RAFT_LOG_INDEX_FIELD not in (again.ext_fields or {}), again.ext_fields
 
 
 def agreed_routes_version(cluster: RaftGatewayCluster, topic: str) -> int:
