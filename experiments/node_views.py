@@ -18,6 +18,10 @@ and since when (harness µs):
   newer than what the read saw);
 * a restarted eventual node starts empty (:meth:`restarted`).
 
+The prober takes an eventual node's answer equal to its modelled table as a read (a
+stale or divergent one, for the checker), never as a write nobody reported: the node is
+where its own recorded changes left it.
+
 Raft mode needs none of it: every node applies the one log, whose order the register
 follows (``RegisterLog.latest``).
 """

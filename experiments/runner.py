@@ -314,7 +314,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         process=process,
         before_round=ctx.journals.collect,
         journal_read_since=ctx.journals.read_since,
-        views=ctx.fleet.views,
+        views=None if ctx.raft else ctx.fleet.views,
     )
     ctx.closers.append(prober.close)
     warm_start = now_ms()

@@ -326,7 +326,8 @@ class Prober:
     ) -> None:
         self.nodes = dict(nodes)
         self.views = views
-        """Each node's table as far as the harness saw it: every answer refreshes it."""
+        """Eventual mode: each node's table as far as the harness saw it; an answer equal
+        to it is a read, and every answer taken refreshes it."""
         self.before_round = before_round
         self.journal_read_since = journal_read_since
         """(node, µs) -> True when a read of ``node``'s journal that began after that
@@ -412,8 +413,6 @@ class Prober:
         """Take one answer of ``node`` for ``topic``; records a write when it is one.
         ``infer`` False: a change no recorded write explains is left for a later call
         (nothing is recorded or remembered of this answer) and False returned."""
-        if self.views is not None:
-            self.views.answered(node, topic, result.value, result.invoke_us)
         previous = self.last_seen.get((node, topic))
         # Asked first, so that any answer ends what the node's journal last reported.
         journaled = self.registers.journal_reached(node, topic, result.value)
@@ -424,17 +423,25 @@ class Prober:
             or result.value
             in self.registers.candidates(topic, result.invoke_us, result.complete_us)
         )
-        if not explained and not infer:
+        # Eventual mode: the node's own table as its acknowledgements and journaled
+        # changes since its last answer left it (experiments.node_views).
+        own = self.views is not None and result.value == self.views.value(node, topic)
+        if not explained and not own and not infer:
             return False
+        if self.views is not None:
+            self.views.answered(node, topic, result.value, result.invoke_us)
         self.last_seen[(node, topic)] = result
         self.registers.note_read(topic, result.value, result.invoke_us)
         if explained or previous is None:
             return True
-        if self.registers.moved_on(
-            topic, previous.value, result.value
-        ) or self.registers.shares_written(topic, result.value, node):
-            # A lagging node catching up part of the way, or recorded writes put together
-            # out of order: a read for the checker to judge, not a write
+        if (
+            own
+            or self.registers.moved_on(topic, previous.value, result.value)
+            or self.registers.shares_written(topic, result.value, node)
+        ):
+            # An eventual node at what its own recorded changes left it at, a lagging
+            # node catching up part of the way, or recorded writes put together out of
+            # order: a read for the checker to judge, not a write
             # (RegisterLog.moved_on, RegisterLog.shares_written).
             self.composed += 1
             return True

@@ -317,6 +317,41 @@ def test_an_eventual_node_s_expiry_is_valued_on_its_own_table(tmp_path: Path) ->
     asyncio.run(prober.close())
 
 
+def test_an_eventual_node_at_what_its_own_changes_left_it_is_read_not_written(
+    tmp_path: Path,
+) -> None:
+    """Eventual mode: n1 expired the second broker itself, whose next registration only
+    n2 acknowledged; when the first broker unregisters from both, the register holds the
+    second broker's share, but n1 holds nothing: the empty route, which n2's own expiry
+    once wrote. n1's answer of it is what its own recorded changes left it at, a read
+    for the checker (a stale one), not a write nobody reported."""
+    context, _writer, (first, second) = unit_context(
+        tmp_path, "nemesis", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1, mode="eventual"
+    )
+    full = context.fleet.truth(TOPIC)
+    context.registers.record(TOPIC, 0, 10, full)
+    prober = _prober_of(context.recorder, context.registers, context.fleet.views)
+    for node in ("n1", "n2"):
+        prober.observe(node, TOPIC, _answer(full, 20))
+
+    def expired_on(node: str, brokers: list[SimBroker], at_us: int) -> None:
+        addrs = [{"addr": b.addr} for b in brokers]
+        report = {"seq": at_us, "started_us": at_us, "committed_us": at_us + 5, "expired": addrs}
+        context._record_expiry(node, report, wall_offset=0)
+
+    expired_on("n1", [second], 100)
+    expired_on("n2", [first, second], 150)
+    context.fleet.views.acked("n2", second.name, {TOPIC: second.route_item(TOPIC)}, 210)
+    context.fleet.views.acked("n2", first.name, {TOPIC: first.route_item(TOPIC)}, 210)
+    context.registers.record(TOPIC, 200, 210, full)  # both back, on n2 only
+    for node in ("n1", "n2"):
+        context.fleet.views.acked(node, first.name, {TOPIC: None}, 300)
+    context.registers.record(TOPIC, 290, 300, with_broker(full, first.name, None))
+    prober.observe("n1", TOPIC, _answer("", 400))
+    assert (prober.writes, prober.composed) == (0, 1)
+    asyncio.run(prober.close())
+
+
 def _context(tmp_path: Path) -> tuple[ExperimentContext, HistoryWriter, list[SimBroker]]:
     context, writer, brokers = unit_context(
         tmp_path, "clock-skew", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1
