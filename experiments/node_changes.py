@@ -153,10 +153,10 @@ class NodeChanges:
         for topic in self.topics:
             if topic in self.truth_overrides:
                 continue
-            before = views.value(node, topic)
-            holders = [i.broker for i in parse_route(before) if i.broker in expired]
+            held = parse_route(views.value(node, topic))
+            holders = [i.broker for i in held if i.broker in expired]
             if holders:
-                value = canonical_route(i for i in parse_route(before) if i.broker not in expired)
+                value = canonical_route(i for i in held if i.broker not in expired)
                 changes.append((topic, value, holders))
         views.removed(node, expired, done_us)
         return changes

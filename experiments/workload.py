@@ -52,6 +52,7 @@ from remoting.consistency import (
     ROUTES_VERSION_FIELD,
 )
 from remoting.errors import BodyDecodeError
+from remoting.headers import header_int
 from remoting.model import MASTER_ID, DataVersion, QueueData, TopicConfig, TopicRouteData
 from remoting.register_request import RAFT_LOG_INDEX_FIELD
 
@@ -104,8 +105,7 @@ _MONOTONIC_AT_START_NS = time.monotonic_ns()
 
 def answer_log_index(answer: RemotingCommand) -> int:
     """The log index a raft node's REGISTER_BROKER answer names (0: none)."""
-    text = (answer.ext_fields or {}).get(RAFT_LOG_INDEX_FIELD, "")
-    return int(text) if text.isdigit() else 0
+    return header_int(answer, RAFT_LOG_INDEX_FIELD) or 0
 
 
 def now_us() -> int:

@@ -237,6 +237,41 @@ def test_a_node_that_never_heard_of_a_broker_catches_up_without_a_write(
     asyncio.run(prober.close())
 
 
+def _expired(
+    context: ExperimentContext,
+    node: str,
+    brokers: list[SimBroker],
+    started_us: int,
+    seq: int,
+    took_us: int = 500,
+) -> None:
+    """``node``'s journal reports scan ``seq``, begun at ``started_us`` (on the harness
+    clock) and done ``took_us`` later, that expired ``brokers``."""
+    report = {
+        "seq": seq,
+        "started_us": started_us,
+        "committed_us": started_us + took_us,
+        "expired": [{"addr": b.addr} for b in brokers],
+    }
+    context._record_expiry(node, report, wall_offset=0)
+
+
+def _eventual(
+    tmp_path: Path,
+) -> tuple[ExperimentContext, HistoryWriter, list[SimBroker], Prober]:
+    """Eventual mode, n1 and n2: the register and both nodes (their answers at 20 µs)
+    hold every broker of the topic; the prober models each node's table."""
+    context, writer, brokers = unit_context(
+        tmp_path, "nemesis", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1, mode="eventual"
+    )
+    full = context.fleet.truth(TOPIC)
+    context.registers.record(TOPIC, 0, 10, full)
+    prober = _prober_of(context.recorder, context.registers, context.fleet.views)
+    for node in ("n1", "n2"):
+        prober.observe(node, TOPIC, _answer(full, 20))
+    return context, writer, brokers, prober
+
+
 def test_an_eventual_node_s_journaled_return_to_an_old_value_is_no_inferred_write(
     tmp_path: Path,
 ) -> None:
@@ -246,33 +281,11 @@ def test_an_eventual_node_s_journaled_return_to_an_old_value_is_no_inferred_writ
     old write's value, so no write of its own is recorded, and n1's reads of the empty
     route must not become an inferred write either. A later return to the empty route
     that no journal reports still is one."""
-    context, writer, brokers = unit_context(
-        tmp_path,
-        "nemesis",
-        topics=[TOPIC],
-        nodes=["n1", "n2"],
-        brokers=2,
-        seed=1,
-        mode="eventual",
-    )
+    context, writer, brokers, prober = _eventual(tmp_path)
     full = context.fleet.truth(TOPIC)
-    context.registers.record(TOPIC, 0, 10, full)
-    prober = _prober_of(context.recorder, context.registers, context.fleet.views)
-
-    def expired_on(node: str, at_us: int, seq: int) -> None:
-        report = {
-            "seq": seq,
-            "started_us": at_us,
-            "committed_us": at_us + 5,
-            "expired": [{"addr": b.addr} for b in brokers],
-        }
-        context._record_expiry(node, report, wall_offset=0)
-
-    prober.observe("n1", TOPIC, _answer(full, 20))
-    prober.observe("n2", TOPIC, _answer(full, 20))
-    expired_on("n2", 100, 1)
+    _expired(context, "n2", brokers, 100, seq=1, took_us=5)
     context.registers.record(TOPIC, 200, 210, full)  # they register again
-    expired_on("n1", 1_000, 2)
+    _expired(context, "n1", brokers, 1_000, seq=2, took_us=5)
     assert context.notes["journal_repeats"] == 1, "n1's expiry repeats n2's old value"
     prober.observe("n1", TOPIC, _answer("", 1_100))
     prober.observe("n1", TOPIC, _answer("", 1_400))
@@ -291,25 +304,13 @@ def test_an_eventual_node_s_expiry_is_valued_on_its_own_table(tmp_path: Path) ->
     broker) is not in n2's table, so n2's own expiry of the second broker leaves n2 at
     the first broker's old share, not at the register's latest value less the second
     broker; n2's answer of it is that write's, nothing inferred."""
-    context, writer, (first, second) = unit_context(
-        tmp_path, "nemesis", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1, mode="eventual"
-    )
+    context, writer, (first, second), prober = _eventual(tmp_path)
     full = context.fleet.truth(TOPIC)
-    context.registers.record(TOPIC, 0, 10, full)
-    prober = _prober_of(context.recorder, context.registers, context.fleet.views)
-    for node in ("n1", "n2"):
-        prober.observe(node, TOPIC, _answer(full, 20))
     old = first.route_item(TOPIC)
     new = dataclasses.replace(old, write_queues=old.write_queues + 5)
     context.fleet.views.acked("n1", first.name, {TOPIC: new}, 300)
     context.registers.record(TOPIC, 250, 300, with_broker(full, first.name, new))
-    report = {
-        "seq": 1,
-        "started_us": 900,
-        "committed_us": 1_000,
-        "expired": [{"addr": second.addr}],
-    }
-    context._record_expiry("n2", report, wall_offset=0)
+    _expired(context, "n2", [second], 900, seq=1, took_us=100)
     prober.observe("n2", TOPIC, _answer(canonical_route([old]), 1_100))
     assert prober.writes == 0
     expiry = [r for r in _inferred(tmp_path, writer) if r["kind"] == "expire"]
@@ -325,22 +326,10 @@ def test_an_eventual_node_at_what_its_own_changes_left_it_is_read_not_written(
     second broker's share, but n1 holds nothing: the empty route, which n2's own expiry
     once wrote. n1's answer of it is what its own recorded changes left it at, a read
     for the checker (a stale one), not a write nobody reported."""
-    context, _writer, (first, second) = unit_context(
-        tmp_path, "nemesis", topics=[TOPIC], nodes=["n1", "n2"], brokers=2, seed=1, mode="eventual"
-    )
+    context, _writer, (first, second), prober = _eventual(tmp_path)
     full = context.fleet.truth(TOPIC)
-    context.registers.record(TOPIC, 0, 10, full)
-    prober = _prober_of(context.recorder, context.registers, context.fleet.views)
-    for node in ("n1", "n2"):
-        prober.observe(node, TOPIC, _answer(full, 20))
-
-    def expired_on(node: str, brokers: list[SimBroker], at_us: int) -> None:
-        addrs = [{"addr": b.addr} for b in brokers]
-        report = {"seq": at_us, "started_us": at_us, "committed_us": at_us + 5, "expired": addrs}
-        context._record_expiry(node, report, wall_offset=0)
-
-    expired_on("n1", [second], 100)
-    expired_on("n2", [first, second], 150)
+    _expired(context, "n1", [second], 100, seq=1, took_us=5)
+    _expired(context, "n2", [first, second], 150, seq=1, took_us=5)
     context.fleet.views.acked("n2", second.name, {TOPIC: second.route_item(TOPIC)}, 210)
     context.fleet.views.acked("n2", first.name, {TOPIC: first.route_item(TOPIC)}, 210)
     context.registers.record(TOPIC, 200, 210, full)  # both back, on n2 only
@@ -372,16 +361,6 @@ def _registered(context: ExperimentContext, broker: str) -> int:
     return acked[0]
 
 
-def _expired(context: ExperimentContext, broker: SimBroker, started_us: int, seq: int) -> None:
-    report = {
-        "seq": seq,
-        "started_us": started_us,
-        "committed_us": started_us + 500,
-        "expired": [{"addr": broker.addr}],
-    }
-    context._record_expiry("n1", report, wall_offset=0)  # stamped on the harness clock
-
-
 def test_an_unchanged_registration_after_a_reported_expiry_puts_the_share_back(
     tmp_path: Path,
 ) -> None:
@@ -394,7 +373,7 @@ def test_an_unchanged_registration_after_a_reported_expiry_puts_the_share_back(
     scan_us = before_scan + 1_000
     time.sleep(max(0, scan_us + 600 - now_us()) / 1e6)  # past the scan's commit (500 µs)
     after_scan = _registered(context, first.name)  # quiet, may follow the expiry
-    _expired(context, first, scan_us, seq=7)
+    _expired(context, "n1", [first], scan_us, seq=7)
     rows = _inferred(tmp_path, writer)[-2:]
     without = with_broker(both, first.name, None)
     assert [(r["kind"], r["value"]) for r in rows] == [("expire", without), ("register", both)]
@@ -406,7 +385,7 @@ def test_an_unchanged_registration_after_a_reported_expiry_puts_the_share_back(
     assert json.loads(restored["extra"])["after_expiry_scan"] == 7
     assert context.registers.candidates(TOPIC, after_scan + 1, after_scan + 2) == {both}
     # Restored once: a later expiry of the other broker does not bring it back again.
-    _expired(context, second, now_us(), seq=8)
+    _expired(context, "n1", [second], now_us(), seq=8)
     assert context.registers.latest(TOPIC) == with_broker(both, second.name, None)
 
 
