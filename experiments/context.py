@@ -24,13 +24,14 @@ from experiments.config import ExperimentConfig
 from experiments.faults import ClusterHandle, ProxyMesh, RaftMesh
 from experiments.follow_up import FollowUpReader
 from experiments.journals import NodeJournals
-from experiments.node_changes import NodeChanges
+from experiments.node_changes import HeldEntry, NodeChanges
 from experiments.progress import Progress, silent
 from experiments.registers import RegisterLog, with_broker
 from experiments.workload import (
     Ack,
     BrokerFleet,
     Recorder,
+    log_index,
     log_position,
     now_ms,
     now_us,
@@ -68,6 +69,8 @@ class ExperimentContext(NodeChanges):
     _truth: dict[str, str] = field(default_factory=dict)
     _truth_pending: set[str] = field(default_factory=set)
     _topic_gate: TopicGate = field(default_factory=TopicGate)
+    _in_flight: dict[str, list[int]] = field(default_factory=dict)
+    _held: list[HeldEntry] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.journals = NodeJournals(
@@ -75,7 +78,7 @@ class ExperimentContext(NodeChanges):
             self.raft,
             lambda: self.recorder.started_ms * 1_000,
             self._node_started,
-            self._record_expiry,
+            self._journal_entry,
         )
 
     @property
@@ -201,9 +204,20 @@ class ExperimentContext(NodeChanges):
         origin: str,
     ) -> list[Ack]:
         """:meth:`broker_write` itself."""
-        changes = [(t, v) for t, v, _ in self._share_changes([broker], added=kind == KIND_REGISTER)]
+        added = kind == KIND_REGISTER
+        changes = [(t, v) for t, v, _ in self._share_changes([broker], added=added)]
+        sim = self.fleet.brokers[broker]
+        shares = {t: sim.route_item(t) if added else None for t, _ in changes}
         invoke_us = now_us()
-        acks = await self.sent(broker, kind, changes, call, broker=broker, origin=origin)
+        acks = await self.sent(
+            broker,
+            kind,
+            changes,
+            call,
+            broker=broker,
+            origin=origin,
+            rebase=lambda topic, base: with_broker(base, broker, shares[topic]),
+        )
         if not acks:
             self.record_truth(broker, kind)
             return acks
@@ -222,17 +236,18 @@ class ExperimentContext(NodeChanges):
         return acks
 
     def _share_changes(
-        self, brokers: Sequence[str], *, added: bool
+        self, brokers: Sequence[str], *, added: bool, before: int = 0
     ) -> list[tuple[str, str, list[str]]]:
         """(topic, value, brokers) for every watched topic whose register value changes
         when the shares of ``brokers`` that hold it are all added (their route items) or
-        all removed, together: the brokers of that topic."""
+        all removed, together: the brokers of that topic. ``before``: valued on the
+        register just before that place in the raft log (``RegisterLog.latest``)."""
         changes = []
         for topic in self.topics:
             if topic in self.truth_overrides:
                 continue
             holders = [b for b in brokers if topic in self.fleet.brokers[b].topics]
-            latest = value = self.registers.latest(topic)
+            latest = value = self.registers.latest(topic, before=before)
             for broker in holders:
                 item = self.fleet.brokers[broker].route_item(topic) if added else None
                 value = with_broker(value, broker, item)
@@ -250,6 +265,7 @@ class ExperimentContext(NodeChanges):
         *,
         broker: str = "",
         origin: str = ORIGIN_HARNESS,
+        rebase: Callable[[str, str], str] | None = None,
     ) -> list[Ack]:
         """Await ``call``, a write that sets each (topic, value) of ``changes``, and record
         one write per topic at its RPC: invoked when sent, complete at the first ack, in
@@ -258,19 +274,76 @@ class ExperimentContext(NodeChanges):
 
         The register knows the write from the moment it is sent, so the prober, which may
         see its effect before the ack comes back, never mistakes it for one of the
-        system's own."""
+        system's own. ``rebase`` (topic, value before the write) gives the value the
+        write leaves on another value before it: see :meth:`_sent_in_log_order`."""
         invoke_us = now_us()
         handles = [(t, v, self.registers.record(t, invoke_us, None, v)) for t, v in changes]
+        for topic, _, _ in handles:
+            self._in_flight.setdefault(topic, []).append(invoke_us)
         try:
             acks = await call()
         except BaseException:
             # Cancelled mid-call (a kill_broker step stops the broker's round while a
             # node it cannot reach keeps it waiting) or failed: the request went out and
             # a node may have applied it, so the write stays in the history, pending.
+            self._landed(handles, invoke_us)
             self._record_sent(handles, process, kind, [], broker, origin, invoke_us)
+            self._release_held()
             raise
-        self._record_sent(handles, process, kind, acks, broker, origin, invoke_us)
+        position = log_position(acks) if self.raft else 0
+        try:
+            if position:
+                await self.journals.collect()
+        finally:
+            self._landed(handles, invoke_us)
+            handles = self._sent_in_log_order(handles, position, rebase)
+            self._record_sent(handles, process, kind, acks, broker, origin, invoke_us)
+            self._release_held()
         return acks
+
+    def journals_read_since(self, node: str, topic: str, since_us: int) -> bool:
+        """True when every change of ``topic`` that ``node`` made before ``since_us``
+        (harness clock) is recorded: its journal was read since
+        (``NodeJournals.read_since``) and no entry of the topic is still held for a
+        write on its way (:meth:`_journal_entry`)."""
+        return topic not in self._held_topics() and self.journals.read_since(node, since_us)
+
+    def _landed(self, handles: list[tuple[str, str, int]], invoke_us: int) -> None:
+        """The write sent at ``invoke_us`` is no longer on its way."""
+        for topic, _, _ in handles:
+            self._in_flight[topic].remove(invoke_us)
+
+    def _sent_in_log_order(
+        self,
+        handles: list[tuple[str, str, int]],
+        position: int,
+        rebase: Callable[[str, str], str] | None,
+    ) -> list[tuple[str, str, int]]:
+        """Raft mode: the journal entries the log put before an acknowledged write
+        (``position``, its place in the log's order) recorded first, then each of the
+        write's ``handles`` (topic, value, register handle) revalued (``rebase``) on what
+        the register held just before it.
+
+        A write is valued when it is sent, on what the journals had reported; an expiry
+        the leader committed just before the write's entry but journaled after the write
+        went out is missing from that value, and the nodes, which applied both in log
+        order, answer the expiry's result with the write's change on it. So once the
+        write's entry is known the journals are read again (the leader journals an
+        expiry as it applies it, before it applies a later entry), the entries before it
+        are recorded (those held while it was on its way: :meth:`_journal_entry`), and
+        the write is valued on the register before its entry (``RegisterLog.latest``
+        with ``before``); the held entries after it are valued on it."""
+        if not position:
+            return handles
+        self._release_held(below=position, topics={topic for topic, _, _ in handles})
+        if rebase is None:
+            return handles
+        revalued = []
+        for topic, value, handle in handles:
+            value = rebase(topic, self.registers.latest(topic, before=position))
+            self.registers.revalue(topic, handle, value)
+            revalued.append((topic, value, handle))
+        return revalued
 
     def _record_sent(
         self,
@@ -289,7 +362,7 @@ class ExperimentContext(NodeChanges):
         position = log_position(acks)
         extra: dict[str, object] = {"acked_by": sorted(ack.node for ack in acks)}
         if position:
-            extra["raft_index"] = position
+            extra |= {"raft_index": log_index(acks), "applied_version": position}
         for topic, value, handle in handles:
             if first is not None:
                 self.registers.complete(topic, handle, complete_us, position)

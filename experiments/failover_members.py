@@ -31,7 +31,7 @@ from experiments.workload import (
     KIND_HEARTBEAT,
     Ack,
     SimBroker,
-    answer_log_index,
+    answer_log_place,
     now_us,
 )
 from remoting.client import RemotingClient, RemotingClientError
@@ -187,7 +187,7 @@ class GroupMembers:
         request = self._request(member)
         invoke = now_us()
         assigned = None
-        log_index = 0
+        place = (0, 0)
         try:
             answer = await member.client.invoke(
                 self.ctx.nodes[node], request, self.ctx.config.request_timeout_s
@@ -195,7 +195,7 @@ class GroupMembers:
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
             text = (answer.ext_fields or {}).get(ASSIGNED_BROKER_ID_FIELD, "")
             assigned = int(text) if text.isdigit() else None
-            log_index = answer_log_index(answer)
+            place = answer_log_place(answer)
             remark = answer.remark or ""
         except RemotingClientError as exc:
             outcome = OUTCOME_TIMEOUT if "no answer" in str(exc) else OUTCOME_ERROR
@@ -212,7 +212,7 @@ class GroupMembers:
             invoke_us=invoke,
             complete_us=done,
         )
-        return (Ack(node, done, log_index) if outcome == OUTCOME_OK else None), assigned
+        return (Ack(node, done, *place) if outcome == OUTCOME_OK else None), assigned
 
     async def _send(self, member: Member) -> list[tuple[Ack, int | None]]:
         """One round of ``member`` to every node: (ack, assigned id) of each ack."""
@@ -271,11 +271,11 @@ class GroupMembers:
     def _heard(self, member: Member, acks: list[tuple[Ack, int | None]]) -> None:
         """Take the ids the nodes assigned: a slave told id 0 was elected; a master told
         a slave id is a returning old master."""
-        for (node, ack_us, _), assigned in sorted(acks, key=lambda a: a[0].at_us):
+        for ack, assigned in sorted(acks, key=lambda a: a[0].at_us):
             if assigned is None or assigned == member.broker_id:
                 continue
             if assigned == MASTER_ID:
-                self._elected(member, node, ack_us)
+                self._elected(member, ack.node, ack.at_us)
             elif member.master:
                 member.broker_id = assigned
                 self.ctx.progress.line(

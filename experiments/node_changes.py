@@ -9,6 +9,7 @@ A mixin, so every method stays callable on the context.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from experiment_history.schema import (
@@ -31,6 +32,22 @@ JOURNAL_RAFT_KEYS = ("raft_index", "raft_term", "applied_version")
 ``extra``."""
 
 
+@dataclass(slots=True)
+class HeldEntry:
+    """A raft journal entry (``node``'s, its stamps moved by ``wall_offset``) whose
+    writes of ``topics`` are not recorded yet."""
+
+    node: str
+    report: dict[str, Any]
+    wall_offset: int
+    topics: set[str]
+
+    @property
+    def version(self) -> int:
+        """Its place in the log: the table version its command left."""
+        return int(self.report.get("applied_version", 0))
+
+
 class NodeChanges:
     """Journal entries and quiet registrations to writes (see the module docstring)."""
 
@@ -40,6 +57,11 @@ class NodeChanges:
     topics: list[str]
     truth_overrides: dict[str, str]
     notes: dict[str, Any]
+    _in_flight: dict[str, list[int]]
+    """Per topic: when each write of it that is sent and not yet recorded was sent (µs)."""
+    _held: list[HeldEntry]
+    """Raft journal entries not recorded yet for some of their topics: see
+    :meth:`_journal_entry`."""
 
     if TYPE_CHECKING:
 
@@ -47,7 +69,7 @@ class NodeChanges:
         def raft(self) -> bool: ...
 
         def _share_changes(
-            self, brokers: Sequence[str], *, added: bool
+            self, brokers: Sequence[str], *, added: bool, before: int = 0
         ) -> list[tuple[str, str, list[str]]]: ...
 
     def _note_quiet(
@@ -79,6 +101,83 @@ class NodeChanges:
                 )
             )
 
+    def _journal_entry(self, node: str, report: dict[str, Any], wall_offset: int) -> None:
+        """A new entry of ``node``'s journal (``NodeJournals.on_entry``), recorded at once
+        for each topic it changes, except in raft mode for a topic a write of which is
+        on its way and was sent before the entry committed. Such a write may sit before
+        the entry in the log or after it, and the two are valued in log order once the
+        write's answer names its place (:meth:`_sent_in_log_order`); until then the
+        entry's write of that topic waits, and so does every later entry's write of it,
+        so each topic's writes keep the log's order."""
+        if not self.raft:
+            self._record_expiry(node, report, wall_offset)
+            return
+        topics = self._entry_topics(report)
+        held = self._held_topics()
+        waiting = {t for t in topics if t in held or self._blocked(t, report, wall_offset)}
+        if waiting:
+            self._held.append(HeldEntry(node, report, wall_offset, waiting))
+            self.notes["held_journal_entries"] = self.notes.get("held_journal_entries", 0) + 1
+        self._record_expiry(node, report, wall_offset, topics - waiting)
+
+    def _entry_topics(self, report: dict[str, Any]) -> set[str]:
+        """The watched topics whose brokers ``report`` expired."""
+        return {
+            topic
+            for name in self._expired_brokers(report)
+            for topic in self.fleet.brokers[name].topics
+        } & set(self.topics)
+
+    def _held_topics(self) -> set[str]:
+        """The topics some held entry has not recorded yet."""
+        return {topic for held in self._held for topic in held.topics}
+
+    def _blocked(self, topic: str, report: dict[str, Any], wall_offset: int) -> bool:
+        """True when a write of ``topic`` is on its way that was sent before ``report``'s
+        expiry committed (a write sent after it is after it in the log)."""
+        committed_us = int(report["committed_us"]) - wall_offset
+        return any(sent_us <= committed_us for sent_us in self._in_flight.get(topic, ()))
+
+    def _expired_brokers(self, report: dict[str, Any]) -> list[str]:
+        """The simulated brokers ``report`` expired, by name."""
+        by_addr = {sim.addr: name for name, sim in self.fleet.brokers.items()}
+        return sorted({by_addr[e["addr"]] for e in report["expired"] if e["addr"] in by_addr})
+
+    def _release_held(
+        self, below: int = 0, topics: set[str] | None = None, *, force: bool = False
+    ) -> None:
+        """Record the held entries' writes that may go now, in log order: a topic's once
+        no write of it on its way blocks it and no earlier held entry still waits with
+        it; with ``below``, a write of ``topics`` only when the log put the entry before
+        that place; ``force``: every one (the recording ends)."""
+        self._held.sort(key=lambda held: held.version)
+        kept: list[HeldEntry] = []
+        waiting: set[str] = set()
+        for held in self._held:
+            late = below and held.version >= below
+            stay = (
+                set()
+                if force
+                else {
+                    t
+                    for t in held.topics
+                    if t in waiting
+                    or (late and topics is not None and t in topics)
+                    or self._blocked(t, held.report, held.wall_offset)
+                }
+            )
+            if held.topics - stay:
+                self._record_expiry(held.node, held.report, held.wall_offset, held.topics - stay)
+            if stay:
+                held.topics = stay
+                kept.append(held)
+                waiting |= stay
+        self._held = kept
+
+    def flush_held(self) -> None:
+        """The recording ends: record every held journal entry."""
+        self._release_held(force=True)
+
     def _node_started(self, node: str) -> None:
         """An eventual node started during the recording (its journal began then): it
         holds only what the brokers sent it since. No write of its own (its value,
@@ -89,17 +188,24 @@ class NodeChanges:
         self.fleet.views.restarted(node)
         self.notes["node_starts"] = self.notes.get("node_starts", 0) + 1
 
-    def _record_expiry(self, node: str, report: dict[str, Any], wall_offset: int) -> None:
+    def _record_expiry(
+        self,
+        node: str,
+        report: dict[str, Any],
+        wall_offset: int,
+        topics: set[str] | None = None,
+    ) -> None:
         """One write per watched topic a node's journal entry changed: every broker it
         removed leaves the register together, as they left the table in one command
         (removing them one at a time from the latest value would record states that
         never existed, each with only one of them gone). The entry's wall clock stamps
-        less ``wall_offset`` (``experiments.journals.wall_offset_us``) are its window on the harness
-        clock. ``extra`` says where the write came from: ``reported_by`` (the node),
+        less ``wall_offset`` (``experiments.journals.wall_offset_us``) are its window on the
+        harness clock. ``extra`` says where the write came from: ``reported_by`` (the node),
         ``scan_seq`` (the entry's number there), ``journal_kind`` and, in raft mode,
-        ``raft_index``, ``raft_term`` and ``applied_version``."""
-        by_addr = {sim.addr: name for name, sim in self.fleet.brokers.items()}
-        expired = sorted({by_addr[e["addr"]] for e in report["expired"] if e["addr"] in by_addr})
+        ``raft_index``, ``raft_term`` and ``applied_version``. ``topics``: only the
+        writes of these (raft mode: the others wait, :meth:`_journal_entry`); a raft
+        entry's writes are valued on the register just before its place in the log."""
+        expired = self._expired_brokers(report)
         invoke_us = int(report["started_us"]) - wall_offset
         complete_us = int(report["committed_us"]) - wall_offset
         journal_kind = str(report.get("kind", JOURNAL_EXPIRE))
@@ -110,11 +216,13 @@ class NodeChanges:
         } | {key: report[key] for key in JOURNAL_RAFT_KEYS if key in report}
         after: dict[str, str] = {}
         changes = (
-            self._share_changes(expired, added=False)
+            self._share_changes(expired, added=False, before=int(report.get("applied_version", 0)))
             if self.raft
             else self._own_changes(node, expired, complete_us)
         )
         for topic, value, gone in changes:
+            if topics is not None and topic not in topics:
+                continue
             after[topic] = value
             if not self.raft and self.registers.written(topic, value):
                 # Eventual: this node reached a state an earlier write had (another
@@ -124,7 +232,7 @@ class NodeChanges:
                 self.registers.note_reached(node, topic, value)
                 continue
             self.registers.record(
-                topic, invoke_us, complete_us, value, int(report.get("raft_index", 0))
+                topic, invoke_us, complete_us, value, int(report.get("applied_version", 0))
             )
             self.recorder.operation(
                 process=PROCESS_RAFT if self.raft else f"ns-{node}",
@@ -196,7 +304,7 @@ class NodeChanges:
                     value=value,
                     broker=share.broker,
                     extra={"acked_by": list(share.acked_by), "after_expiry_scan": scan_seq}
-                    | ({"raft_index": share.position} if share.position else {}),
+                    | ({"applied_version": share.position} if share.position else {}),
                     origin=ORIGIN_INFERRED,
                     invoke_us=share.invoke_us,
                     complete_us=share.complete_us,

@@ -45,8 +45,8 @@ INITIAL = ABSENT
 @dataclass(frozen=True, slots=True)
 class RecordedWrite:
     """One write of a register: its window in microseconds (``complete_us`` None:
-    pending), value and, in raft mode, the index of the log entry that applied it
-    (``position``, 0: unknown)."""
+    pending), value and, in raft mode, its place in the log's order: the table version
+    its command left (``position``, the same on every node; 0: unknown)."""
 
     invoke_us: int
     complete_us: int | None
@@ -75,7 +75,7 @@ class QuietShare:
     acked_by: tuple[str, ...]
     items: tuple[tuple[str, RouteItem], ...]
     position: int = 0
-    """Raft mode: the log entry that applied the registration (0: none named)."""
+    """Raft mode: the table version the registration's command left (0: none named)."""
 
 
 QUIET_SHARES_KEPT = 16
@@ -90,7 +90,8 @@ class RegisterLog:
         self._writes: dict[str, list[RecordedWrite]] = {}
         self._quiet: dict[str, deque[QuietShare]] = {}
         self._read: dict[str, tuple[int, str]] = {}
-        self._values: dict[str, set[str]] = {}
+        self._values: dict[str, dict[str, int]] = {}
+        """Per topic: each written value and how many writes had it."""
         self._restarted: set[str] = set()
         self._reached: dict[tuple[str, str], str] = {}
         """Per (node, topic): the value an eventual node's journal said its own change left
@@ -138,21 +139,47 @@ class RegisterLog:
         self, topic: str, invoke_us: int, complete_us: int | None, value: str, position: int = 0
     ) -> int:
         """Add one write of ``topic`` (acknowledged, pending or inferred; ``position``: its
-        raft log index when known); returns its handle for :meth:`complete`."""
+        place in the raft log's order when known, :class:`RecordedWrite`); returns its
+        handle for :meth:`complete`."""
         writes = self._writes.setdefault(topic, [])
         writes.append(RecordedWrite(invoke_us, complete_us, value, position))
-        self._values.setdefault(topic, set()).add(value)
-        self._order.setdefault(topic, {})[value] = len(writes) - 1
-        shares = self._shares.setdefault(topic, {})
+        self._index(topic, len(writes) - 1, value)
+        return len(writes) - 1
+
+    def _index(self, topic: str, handle: int, value: str, count: int = 1) -> None:
+        """Count write ``handle``'s ``value`` in (``count`` 1) or out (-1) of the indexes
+        :meth:`shares_written` and :meth:`moved_on` read."""
+        values = self._values.setdefault(topic, {})
+        values[value] = values.get(value, 0) + count
+        order = self._order.setdefault(topic, {})
+        if count > 0:
+            order[value] = max(order.get(value, handle), handle)
+            shares = self._shares.setdefault(topic, {})
+            for item in parse_route(value):
+                key = (item.broker, item)
+                shares[key] = min(shares.get(key, handle), handle)
+        elif not values[value]:
+            del values[value]
+            order.pop(value, None)
         naming = self._naming.setdefault(topic, {})
         for item in parse_route(value):
-            shares.setdefault((item.broker, item), len(writes) - 1)
-            naming[item.broker] = naming.get(item.broker, 0) + 1
-        return len(writes) - 1
+            naming[item.broker] = naming.get(item.broker, 0) + count
+
+    def revalue(self, topic: str, handle: int, value: str) -> None:
+        """The pending write ``handle`` of ``topic`` turned out to leave ``value``: raft
+        mode, where the log put an expiry reported after the write was sent before it
+        (``ExperimentContext.sent``)."""
+        writes = self._writes[topic]
+        old = writes[handle].value
+        if old == value:
+            return
+        self._index(topic, handle, old, -1)
+        writes[handle] = dataclasses.replace(writes[handle], value=value)
+        self._index(topic, handle, value)
 
     def complete(self, topic: str, handle: int, complete_us: int, position: int = 0) -> None:
         """A pending write of ``topic`` was acknowledged at ``complete_us`` (``position``:
-        the raft log entry its answers named, 0: none)."""
+        the place in the raft log its answers named, 0: none)."""
         writes = self._writes[topic]
         writes[handle] = dataclasses.replace(
             writes[handle], complete_us=complete_us, position=position
@@ -165,7 +192,7 @@ class RegisterLog:
         if seen is None or invoke_us >= seen[0]:
             self._read[topic] = (invoke_us, value)
 
-    def latest(self, topic: str) -> str:
+    def latest(self, topic: str, before: int = 0) -> str:
         """What a correct register holds now, as far as the history can tell: the value of
         the latest completed write, unless writes overlapped so that more than one value
         is still possible and a read sent after every write was invoked returned one of
@@ -175,12 +202,16 @@ class RegisterLog:
         registration of another broker was on its way can end after it or before it,
         and only a read tells.
 
-        In raft mode the writes whose log entries are known (``position``) are ordered by
-        the log, not by when their answers came: an expiry reported by a node that
+        In raft mode the writes whose places in the log are known (``position``) are
+        ordered by the log, not by when their answers came: an expiry reported by a node that
         applied it late ends after a registration the log put after it. The latest such
-        write is the latest write when the latest answer was one of them."""
+        write is the latest write when the latest answer was one of them. ``before``
+        (a place in the log): what the register held just before it, leaving out the
+        writes the log put at or after it."""
         writes = self._writes.get(topic, [])
-        done = [w for w in writes if w.complete_us is not None]
+        done = [
+            w for w in writes if w.complete_us is not None and not (before and w.position >= before)
+        ]
         if not done:
             return INITIAL
         last = max(done, key=lambda w: w.complete_us or 0)

@@ -313,7 +313,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         timeout_s=cfg.request_timeout_s,
         process=process,
         before_round=ctx.journals.collect,
-        journal_read_since=ctx.journals.read_since,
+        journal_read_since=ctx.journals_read_since,
         views=None if ctx.raft else ctx.fleet.views,
     )
     ctx.closers.append(prober.close)
@@ -350,6 +350,7 @@ async def _run_phases(ctx: ExperimentContext, the_scenario: Scenario) -> dict[st
         stop.set()
         ctx.fleet.record_round = None
         await asyncio.gather(*tasks, return_exceptions=True)
+        ctx.flush_held()
         ctx.recorder.stop()
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
     ctx.notes["follow_up"] = {

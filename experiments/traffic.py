@@ -321,7 +321,7 @@ class Prober:
         timeout_s: float,
         process: Callable[[str], str],
         before_round: Callable[[], Awaitable[None]] | None = None,
-        journal_read_since: Callable[[str, int], bool] | None = None,
+        journal_read_since: Callable[[str, str, int], bool] | None = None,
         views: NodeViews | None = None,
     ) -> None:
         self.nodes = dict(nodes)
@@ -330,9 +330,10 @@ class Prober:
         to it is a read, and every answer taken refreshes it."""
         self.before_round = before_round
         self.journal_read_since = journal_read_since
-        """(node, µs) -> True when a read of ``node``'s journal that began after that
-        moment came back (``NodeJournals.read_since``): a change is
-        inferred only then, since until the node's journal is read, it may report it."""
+        """(node, topic, µs) -> True when a read of ``node``'s journal that began after
+        that moment came back and no entry read is still held back for the topic
+        (``ExperimentContext.journals_read_since``): a change is inferred only then,
+        since until then a journal entry may explain it."""
         self.topics = list(topics)
         self.recorder = recorder
         self.registers = registers
@@ -377,7 +378,9 @@ class Prober:
             await self.before_round()
             unexplained = [u for u in unexplained if not self.observe(*u, infer=False)]
         for node, topic, result in unexplained:
-            if self.journal_read_since is None or self.journal_read_since(node, result.complete_us):
+            if self.journal_read_since is None or self.journal_read_since(
+                node, topic, result.complete_us
+            ):
                 self.observe(node, topic, result)
             else:
                 # Not yet: the node's journal, unread since this answer, may report it.

@@ -54,7 +54,7 @@ from remoting.consistency import (
 from remoting.errors import BodyDecodeError
 from remoting.headers import header_int
 from remoting.model import MASTER_ID, DataVersion, QueueData, TopicConfig, TopicRouteData
-from remoting.register_request import RAFT_LOG_INDEX_FIELD
+from remoting.register_request import APPLIED_VERSION_FIELD, RAFT_LOG_INDEX_FIELD
 
 CLUSTER_NAME = "DefaultCluster"
 BROKER_HOST = "127.0.0.1"
@@ -68,17 +68,26 @@ record_round`); the other route changes come from :class:`~experiments.traffic.P
 
 class Ack(NamedTuple):
     """One node's acknowledgement of a write: the node, when its answer came (µs on the
-    harness's clock) and, in raft mode, the index of the log entry that applied the
-    write there (0: the answer named none, e.g. it was answered from the applied state)."""
+    harness's clock) and, in raft mode, where the command that applied the write sits
+    in the log: the entry's index and the table version the command left (both 0: the
+    answer named none, e.g. it was answered from the applied state)."""
 
     node: str
     at_us: int
     log_index: int = 0
+    applied_version: int = 0
 
 
 def log_position(acks: Sequence[Ack]) -> int:
-    """Where a raft write sits in the log: the entry its acknowledgements name (the
-    first, when copies of it were proposed twice); 0 when none names one."""
+    """Where a raft write sits in the log order: the table version its command left,
+    as its acknowledgements name it (the first, when copies of it were proposed twice;
+    a version, not the entry's index, because one entry can carry several commands);
+    0 when none names one."""
+    return min((a.applied_version for a in acks if a.applied_version), default=0)
+
+
+def log_index(acks: Sequence[Ack]) -> int:
+    """The index of the log entry that carried a raft write (0: none named)."""
     return min((a.log_index for a in acks if a.log_index), default=0)
 
 
@@ -103,9 +112,13 @@ _WALL_AT_START_NS = time.time_ns()
 _MONOTONIC_AT_START_NS = time.monotonic_ns()
 
 
-def answer_log_index(answer: RemotingCommand) -> int:
-    """The log index a raft node's REGISTER_BROKER answer names (0: none)."""
-    return header_int(answer, RAFT_LOG_INDEX_FIELD) or 0
+def answer_log_place(answer: RemotingCommand) -> tuple[int, int]:
+    """Where a raft node's REGISTER_BROKER or UNREGISTER_BROKER answer says its command
+    sits in the log: (entry index, table version after it); (0, 0): nowhere named."""
+    return (
+        header_int(answer, RAFT_LOG_INDEX_FIELD) or 0,
+        header_int(answer, APPLIED_VERSION_FIELD) or 0,
+    )
 
 
 def now_us() -> int:
@@ -501,14 +514,14 @@ class BrokerFleet:
         )
         shares = {topic: broker.route_item(topic) for topic in broker.topics}
         invoke = now_us()
-        log_index = 0
+        place = (0, 0)
         try:
             answer = await broker.client.invoke(
                 self.dial(broker.name, node), request, self.timeout_s
             )
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
             remark = answer.remark or ""
-            log_index = answer_log_index(answer)
+            place = answer_log_place(answer)
         except RemotingClientError as exc:
             outcome = OUTCOME_TIMEOUT if "no answer" in str(exc) else OUTCOME_ERROR
             remark = str(exc)
@@ -527,7 +540,7 @@ class BrokerFleet:
         if outcome != OUTCOME_OK:
             return None
         self.views.acked(node, broker.name, shares, done)
-        return Ack(node, done, log_index)
+        return Ack(node, done, *place)
 
     async def register_all(self) -> int:
         """Register every heart-beating broker once with all its nodes; successes."""
@@ -597,19 +610,21 @@ class BrokerFleet:
         acks = await asyncio.gather(*(self._unregister_one(broker, n, ext) for n in nodes))
         await broker.client.close()
         broker.client = RemotingClient()
-        return [Ack(n, ack) for n, ack in zip(nodes, acks, strict=True) if ack is not None]
+        return [ack for ack in acks if ack is not None]
 
     async def _unregister_one(
         self, broker: SimBroker, node: str, ext: dict[str, str]
-    ) -> int | None:
+    ) -> Ack | None:
         request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext)
         gone: dict[str, RouteItem | None] = dict.fromkeys(broker.topics)
         invoke = now_us()
+        place = (0, 0)
         try:
             answer = await broker.client.invoke(
                 self.dial(broker.name, node), request, self.timeout_s
             )
             outcome = OUTCOME_OK if answer.code == ResponseCode.SUCCESS else OUTCOME_ERROR
+            place = answer_log_place(answer)
         except RemotingClientError:
             outcome = OUTCOME_ERROR
         done = now_us()
@@ -626,7 +641,7 @@ class BrokerFleet:
         if outcome != OUTCOME_OK:
             return None
         self.views.acked(node, broker.name, gone, done)
-        return done
+        return Ack(node, done, *place)
 
     def start_broker(self, name: str) -> None:
         """A stopped broker starts again: a new topic-config version, alive, heartbeating."""

@@ -57,6 +57,7 @@ from remoting.consistency import CONSISTENCY_FIELD, CONSISTENCY_LINEARIZABLE
 from remoting.errors import BodyDecodeError, HeaderFieldError
 from remoting.headers import header_int, header_str, require_int, require_str
 from remoting.register_request import (
+    APPLIED_VERSION_FIELD,
     ASSIGNED_BROKER_ID_FIELD,
     CONFIRM_OFFSET_FIELD,
     MAX_OFFSET_FIELD,
@@ -103,6 +104,16 @@ def replication_remark(exc: ReplicationError) -> str:
     if isinstance(exc, NoQuorumError):
         return "no raft quorum: " + text.removeprefix("no quorum: ")
     return f"raft replication failed: {text}"
+
+
+def _log_place(log_index: int, applied_version: int) -> dict[str, str]:
+    """The answer fields that say where a raft write's command sits in the log: the
+    entry's index (``raftLogIndex``) and the table version the command left
+    (``appliedVersion``, which orders the commands of one entry too); none when no entry
+    carried it (answered from the applied state, or eventual mode)."""
+    if not log_index:
+        return {}
+    return {RAFT_LOG_INDEX_FIELD: str(log_index), APPLIED_VERSION_FIELD: str(applied_version)}
 
 
 def _peer_host(conn: Connection | None) -> str:
@@ -274,14 +285,17 @@ class RequestDispatcher:
             return make_response(request, ResponseCode.SUCCESS, remark=decided.remark)
         if decided.outcome.failed:
             return make_response(request, ResponseCode.SYSTEM_ERROR, remark=REMARK_REGISTER_FAILED)
-        return self._registered(request, decided.outcome, decided.log_index)
+        return self._registered(
+            request, decided.outcome, _log_place(decided.log_index, decided.applied_version)
+        )
 
     def _registered(
-        self, request: RemotingCommand, outcome: RegisterBrokerOutcome, log_index: int
+        self, request: RemotingCommand, outcome: RegisterBrokerOutcome, place: dict[str, str]
     ) -> RemotingCommand:
         """The answer to a REGISTER_BROKER accepted with ``outcome``; in raft mode it
-        names the log entry that applied it (``raftLogIndex``) when one did, for whoever
-        orders registrations against other writes (the consistency experiments)."""
+        names where its command sits in the log (``place``: :func:`_log_place`) when an
+        entry carried it, for whoever orders registrations against other writes (the
+        consistency experiments)."""
         ext = {
             name: value
             for name, value in (
@@ -291,10 +305,9 @@ class RequestDispatcher:
                     ASSIGNED_BROKER_ID_FIELD,
                     None if outcome.assigned_broker_id is None else str(outcome.assigned_broker_id),
                 ),
-                (RAFT_LOG_INDEX_FIELD, str(log_index) if log_index else None),
             )
             if value is not None
-        }
+        } | place
         order_body = None
         if outcome.order_topic_config is not None and (
             self._config().return_order_topic_config_to_broker
@@ -321,14 +334,15 @@ class RequestDispatcher:
         )
         if refusal is not None:
             return make_response(request, ResponseCode.NO_PERMISSION, remark=refusal.remark)
-        await self.service.unregister_broker(
+        result = await self.service.unregister_broker(
             cluster_name=cluster_name,
             broker_addr=broker_addr,
             broker_name=broker_name,
             broker_id=require_int(request, "brokerId"),
         )
         self.service.holds.unregistered(cluster=cluster_name, name=broker_name, addr=broker_addr)
-        return make_response(request, ResponseCode.SUCCESS)
+        place = _log_place(result.log_index, result.applied_version)
+        return make_response(request, ResponseCode.SUCCESS, ext_fields=place or None)
 
     async def broker_heartbeat(
         self, request: RemotingCommand, conn: Connection | None

@@ -56,6 +56,16 @@ class Registered:
     """Raft mode: the index of the log entry that applied this registration, or an
     applied copy of the same request (SEEN); 0 when no entry carried it (answered from
     the applied state, or eventual mode)."""
+    applied_version: int = 0
+    """With ``log_index``: the table version that command left (``ApplyResult``)."""
+
+    @classmethod
+    def of(cls, kind: Kind, outcome: RegisterBrokerOutcome, result: ApplyResult) -> Registered:
+        """The decision ``kind`` answered with ``outcome``, placed where ``result`` says
+        its command sits in the log (nowhere when no entry carried it)."""
+        if not result.log_index:
+            return cls(kind, outcome)
+        return cls(kind, outcome, result.log_index, result.applied_version)
 
 
 class Registrations:
@@ -191,7 +201,7 @@ class Registrations:
         if request_digest is not None:
             seen = await self._seen(request_digest, command())
             if seen is not None:
-                return Registered(Kind.SEEN, self._outcome(seen), seen.log_index)
+                return Registered.of(Kind.SEEN, self._outcome(seen), seen)
         if topics is not None and vet is None:
             unchanged = await self._unchanged(
                 command(
@@ -206,7 +216,7 @@ class Registrations:
             if unchanged is not None:
                 result, from_state = unchanged
                 kind = Kind.LIVENESS_ONLY if from_state else Kind.TOPICS_UNCHANGED
-                return Registered(kind, self._outcome(result), result.log_index)
+                return Registered.of(kind, self._outcome(result), result)
         decoded = await body()
         wrapper = decoded.topic_config_wrapper
         # The digest names this table only if its DataVersion is the decoded one.
@@ -220,7 +230,7 @@ class Registrations:
             vet(full)
         result, from_state = await self._answer(full, waited=waited)
         kind = Kind.LIVENESS_ONLY if from_state else whole
-        return Registered(kind, self._outcome(result), result.log_index)
+        return Registered.of(kind, self._outcome(result), result)
 
     @staticmethod
     def _outcome(result: ApplyResult) -> RegisterBrokerOutcome:

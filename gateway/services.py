@@ -157,15 +157,17 @@ class NameServerService(Registrations, LivenessScan, RaftAdmin):
 
     async def unregister_broker(
         self, *, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
-    ) -> None:
-        """UNREGISTER_BROKER: applied at once (the 4.x synchronous behaviour)."""
+    ) -> ApplyResult:
+        """UNREGISTER_BROKER: applied at once (the 4.x synchronous behaviour). The result
+        names the log entry that applied it (raft mode; ``log_index`` 0 in eventual
+        mode)."""
         request = cmd.UnregisterRequest(
             cluster_name=_check_text("clusterName", cluster_name),
             broker_addr=_check_text("brokerAddr", broker_addr),
             broker_name=_check_text("brokerName", broker_name),
             broker_id=_check_int("brokerId", broker_id, low=0, high=BROKER_ID_MAX),
         )
-        await self._propose(cmd.UnregisterBrokers(requests=(request,)))
+        return await self._propose(cmd.UnregisterBrokers(requests=(request,)))
 
     async def broker_heartbeat(
         self,

@@ -31,6 +31,9 @@ ASSIGNED_BROKER_ID_FIELD = "assignedBrokerId"
 """Raft failover: the broker id the NameServers ask the registrant to take."""
 RAFT_LOG_INDEX_FIELD = "raftLogIndex"
 """Raft mode: the index of the log entry that applied the registration, when one did."""
+APPLIED_VERSION_FIELD = "appliedVersion"
+"""Raft mode, beside ``raftLogIndex``: the table version that command left, the same on
+every node; it orders the commands of one entry (a batch) too."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,19 @@ from typing import Any
 import pytest
 
 from experiment_history.runs import iter_rows
-from experiment_history.schema import KIND_EXPIRE as EXPIRE_WRITE, ORIGIN_NODE, PROCESS_RAFT
+from experiment_history.schema import (
+    KIND_EXPIRE as EXPIRE_WRITE,
+    KIND_UNREGISTER,
+    ORIGIN_NODE,
+    PROCESS_RAFT,
+)
 from experiments import journals as journals_module
 from experiments.config import ExperimentConfig
 from experiments.faults import NODE_STATUS_CODE
 from experiments.journals import wall_offset_us
+from experiments.registers import with_broker
 from experiments.runner import run_experiment
-from experiments.workload import now_us
+from experiments.workload import Ack, now_us
 from gateway.expiry_reports import (
     EXPIRY_REPORTS_MAX,
     KIND_CHANNEL_CLOSE,
@@ -214,6 +220,115 @@ def test_a_node_on_a_skewed_clock_is_read_on_its_own_clock(tmp_path: Path) -> No
         assert row["invoke_us"] <= scan_us + SLACK_US, row
         assert row["complete_us"] >= scan_us + 3_000 - SLACK_US, row
         assert abs(row["invoke_us"] - scan_us) < 10 * SLACK_US, row
+
+
+@pytest.mark.parametrize("expiry_version", [7, 9])
+def test_a_raft_write_and_an_expiry_reported_while_it_was_on_its_way_go_in_log_order(
+    tmp_path: Path, expiry_version: int
+) -> None:
+    """The leader committed an expiry of one broker while another broker's
+    unregistration was on its way, in the same log entry (3, a batch: the table versions
+    the commands left, 7 or 9 and 8, order them), and journaled it only after the
+    unregistration was sent. Version 7: the expiry came first, so the unregistration,
+    valued when sent with the expired broker still in, is valued again once its answer
+    names its place, on the expiry's result. Version 9: the expiry came after, so it waits
+    for the unregistration and is valued on its result, not on the value before it."""
+    cluster = _StatusCluster()
+    ctx, writer, brokers = _context(tmp_path, cluster)
+    leaving, expired = (b for b in brokers if TOPICS[0] in b.topics)
+    before = ctx.registers.latest(TOPICS[0])
+
+    async def unregister() -> list[Ack]:
+        scan_us = now_us() + wall_offset_us()
+        cluster.reports = [
+            {
+                "seq": 1,
+                "started_us": scan_us,
+                "committed_us": scan_us + 100,
+                "expired": [{"cluster": "c", "addr": expired.addr}],
+                "raft_index": 3,
+                "applied_version": expiry_version,
+            }
+        ]
+        await ctx.journals.collect()  # a prober round reads it while this is on its way
+        return [Ack("n2", now_us(), log_index=3, applied_version=8)]
+
+    asyncio.run(ctx.broker_write(leaving.name, KIND_UNREGISTER, unregister))
+    writer.close()
+    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["topic"] == TOPICS[0]]
+    without_expired = with_broker(before, expired.name, None)
+    without_leaving = with_broker(before, leaving.name, None)
+    neither = with_broker(without_expired, leaving.name, None)
+    expected = {
+        7: [(EXPIRE_WRITE, without_expired), (KIND_UNREGISTER, neither)],
+        9: [(KIND_UNREGISTER, without_leaving), (EXPIRE_WRITE, neither)],
+    }[expiry_version]
+    assert [(r["kind"], r["value"]) for r in rows] == expected, "each on the one before"
+    assert json.loads(rows[int(expiry_version < 8)]["extra"])["applied_version"] == 8
+    assert ctx.registers.latest(TOPICS[0]) == neither
+    assert ctx.notes["held_journal_entries"] == 1
+    if expiry_version == 7:
+        assert not ctx.registers.written(TOPICS[0], without_leaving), (
+            "the value it was sent with is no write's"
+        )
+
+
+def test_an_expiry_s_write_of_one_topic_does_not_wait_for_a_write_of_another(
+    tmp_path: Path,
+) -> None:
+    """The expired broker serves both topics, and a write of each is on its way, both
+    sent before the expiry committed. The expiry's write of the first topic waits only
+    for the first topic's write: that one's answer puts it after the expiry (version 8
+    against 7), so the expiry is recorded first and the write valued on it, while the
+    second topic's write is still on its way (and the expiry's write of that topic
+    still waits for it)."""
+    cluster = _StatusCluster()
+    ctx, writer, brokers = _context(tmp_path, cluster)
+    [both] = [b for b in brokers if set(TOPICS) <= set(b.topics)]
+    first, second = (
+        next(b for b in brokers if b is not both and topic in b.topics) for topic in TOPICS
+    )
+    assert first is not second
+    before = ctx.registers.latest(TOPICS[0])
+    second_may_end = asyncio.Event()
+
+    async def unregister_first() -> list[Ack]:
+        scan_us = now_us() + wall_offset_us()
+        cluster.reports = [
+            {
+                "seq": 1,
+                "started_us": scan_us,
+                "committed_us": scan_us + 100,
+                "expired": [{"cluster": "c", "addr": both.addr}],
+                "raft_index": 3,
+                "applied_version": 7,
+            }
+        ]
+        return [Ack("n2", now_us(), log_index=4, applied_version=8)]
+
+    async def unregister_second() -> list[Ack]:
+        await second_may_end.wait()
+        return [Ack("n2", now_us(), log_index=5, applied_version=9)]
+
+    async def both_writes() -> None:
+        later = asyncio.create_task(
+            ctx.broker_write(second.name, KIND_UNREGISTER, unregister_second)
+        )
+        await asyncio.sleep(0)  # the second topic's write is on its way first
+        await ctx.broker_write(first.name, KIND_UNREGISTER, unregister_first)
+        assert ctx._held_topics() == {TOPICS[1]}, "only the second topic's write waits"
+        second_may_end.set()
+        await later
+
+    asyncio.run(both_writes())
+    writer.close()
+    rows = [r for r in iter_rows(tmp_path / "run", "operations") if r["topic"] == TOPICS[0]]
+    without_both = with_broker(before, both.name, None)
+    assert [(r["kind"], r["value"]) for r in rows] == [
+        (EXPIRE_WRITE, without_both),
+        (KIND_UNREGISTER, with_broker(without_both, first.name, None)),
+    ]
+    assert not ctx._held
 
 
 @pytest.mark.integration

@@ -13,7 +13,7 @@ from remoting.bodies import decode_topic_route_data
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.consistency import ROUTES_VERSION_FIELD
-from remoting.register_request import RAFT_LOG_INDEX_FIELD
+from remoting.register_request import APPLIED_VERSION_FIELD, RAFT_LOG_INDEX_FIELD
 from tests.integration.gateway_harness import WAIT_S
 from tests.integration.raft_cluster_harness import (
     DIGEST_CHECKPOINTS,
@@ -65,17 +65,27 @@ def test_nodes_that_applied_the_same_log_answer_with_the_same_routes_version(
 def test_a_registration_s_answer_names_the_log_entry_that_applied_it(
     cluster: RaftGatewayCluster,
 ) -> None:
-    """``raftLogIndex``: a registration that changed the table names the entry that
-    applied it, a later one a later entry; the same request again, answered from the
-    applied state, names none (no entry carried it)."""
+    """``raftLogIndex`` and ``appliedVersion``: a registration that changed the table
+    names the entry that applied it and the table version it left, a later one later
+    ones; the same request again, answered from the
+    applied state, names none (no entry carried it); an unregistration names its entry."""
     n2 = cluster.nodes[1]
     first, second = n2.invoke(register_frame(11)), n2.invoke(register_frame(12))
     assert (first.code, second.code) == (ResponseCode.SUCCESS, ResponseCode.SUCCESS)
-    entries = [int((a.ext_fields or {})[RAFT_LOG_INDEX_FIELD]) for a in (first, second)]
-    assert 0 < entries[0] < entries[1], entries
+    places = [_place(a) for a in (first, second)]
+    assert (0, 0) < places[0] < places[1], places
     again = n2.invoke(register_frame(12))
     assert again.code == ResponseCode.SUCCESS
-    assert RAFT_LOG_INDEX_FIELD not in (again.ext_fields or {}), again.ext_fields
+    assert not {RAFT_LOG_INDEX_FIELD, APPLIED_VERSION_FIELD} & set(again.ext_fields or {})
+    gone = n2.invoke(unregister_frame(12))
+    assert gone.code == ResponseCode.SUCCESS
+    assert _place(gone) > places[1], gone.ext_fields
+
+
+def _place(answer: RemotingCommand) -> tuple[int, int]:
+    """(raftLogIndex, appliedVersion) of a write's answer."""
+    ext = answer.ext_fields or {}
+    return int(ext[RAFT_LOG_INDEX_FIELD]), int(ext[APPLIED_VERSION_FIELD])
 
 
 def agreed_routes_version(cluster: RaftGatewayCluster, topic: str) -> int:
