@@ -6,7 +6,8 @@ One request per connection, a bounded request head (:data:`HEAD_BYTES_MAX`, else
 a deadline for the whole head however slowly it arrives (:data:`HEAD_TIMEOUT_S`, else
 408), 404 for other paths, 405 for other methods, 400 for a malformed head (an HTTP/1.1
 one without ``Host`` included), and at most :data:`CONNECTIONS_MAX` connections at once
-(more wait in the listening socket's backlog).
+(more wait in the listening socket's backlog). A refusal is followed by a lingering
+close (:data:`LINGER_S`), so a peer still sending reads its answer.
 
 prometheus_client's ``start_http_server`` cannot keep these limits: it starts one thread
 per connection with no bound and no head deadline, so a peer sending its head byte by
@@ -43,6 +44,12 @@ CONNECTIONS_MAX = 32
 """Scrapers served at once; more wait in the listening socket's backlog."""
 WRITE_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 1.0
+LINGER_S = 1.0
+LINGER_BYTES_MAX = 64 * 1024
+"""After a refusal (408, 431, 400), what the peer still sends is read and dropped for
+at most this long and this much before the close, as HTTP servers do: closing a socket
+with unread input makes the kernel reset the connection, and a reset can reach the peer
+before the answer it was about to read, which is then lost."""
 ACCEPT_BACKLOG = 128
 READ_CHUNK = 4096
 
@@ -92,6 +99,22 @@ def response_bytes(conn: h11.Connection, answer: Answer) -> bytes:
         events.append(h11.Data(data=answer.body))
     events.append(h11.EndOfMessage())
     return b"".join(conn.send(event) or b"" for event in events)
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Half-close, then drop what the peer still sends until it closes too, for at most
+    :data:`LINGER_S` and :data:`LINGER_BYTES_MAX` (a lingering close)."""
+    if not writer.can_write_eof():
+        return
+    writer.write_eof()
+    dropped = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(LINGER_S):
+            while dropped < LINGER_BYTES_MAX:
+                data = await reader.read(READ_CHUNK)
+                if not data:
+                    return
+                dropped += len(data)
 
 
 class MetricsHttpServer:
@@ -167,6 +190,8 @@ class MetricsHttpServer:
                     if answer is not None:
                         writer.write(response_bytes(conn, answer))
                         await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+                        if answer.status >= 400:
+                            await _linger(reader, writer)
             finally:
                 writer.close()
                 with contextlib.suppress(Exception):
