@@ -340,7 +340,9 @@ class ExperimentContext(NodeChanges):
             return handles
         revalued = []
         for topic, value, handle in handles:
-            value = rebase(topic, self.registers.latest(topic, before=position))
+            # Valued as if it had not been sent yet: a read that settled what an
+            # unacknowledged round left (_resolve_unacknowledged) still counts.
+            value = rebase(topic, self.registers.latest(topic, before=position, excluding=handle))
             self.registers.revalue(topic, handle, value)
             revalued.append((topic, value, handle))
         return revalued

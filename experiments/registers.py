@@ -192,7 +192,7 @@ class RegisterLog:
         if seen is None or invoke_us >= seen[0]:
             self._read[topic] = (invoke_us, value)
 
-    def latest(self, topic: str, before: int = 0) -> str:
+    def latest(self, topic: str, before: int = 0, excluding: int = -1) -> str:
         """What a correct register holds now, as far as the history can tell: the value of
         the latest completed write, unless writes overlapped so that more than one value
         is still possible and a read sent after every write was invoked returned one of
@@ -203,12 +203,15 @@ class RegisterLog:
         and only a read tells.
 
         In raft mode the writes whose places in the log are known (``position``) are
-        ordered by the log, not by when their answers came: an expiry reported by a node that
-        applied it late ends after a registration the log put after it. The latest such
+        ordered by the log, not by when their answers came: an expiry reported by a node
+        that applied it late ends after a registration the log put after it. The latest such
         write is the latest write when the latest answer was one of them. ``before``
         (a place in the log): what the register held just before it, leaving out the
-        writes the log put at or after it."""
+        writes the log put at or after it; ``excluding``: the handle of a write left
+        out altogether (the one being valued: :meth:`revalue`)."""
         writes = self._writes.get(topic, [])
+        if excluding >= 0:
+            writes = writes[:excluding] + writes[excluding + 1 :]
         done = [
             w for w in writes if w.complete_us is not None and not (before and w.position >= before)
         ]

@@ -93,6 +93,20 @@ def test_raft_writes_whose_log_entries_are_known_are_ordered_by_the_log() -> Non
     assert log.latest(TOPIC) == BOTH, "the latest answer named no entry: by the acks"
 
 
+def test_a_write_valued_again_keeps_what_a_read_settled_before_it_was_sent() -> None:
+    """A round no node acknowledged (the churn's share) may still have committed; a read
+    sent after it settled that it did. The next write, valued again once its answer
+    names its place in the log, is valued as if it had not been sent yet: its own
+    sending, after the read, must not make the read too old to count."""
+    log = RegisterLog()
+    log.record(TOPIC, 0, 5, BOTH, position=3)
+    log.record(TOPIC, 10, None, WITH_CHURN)  # no ack: pending for ever
+    log.note_read(TOPIC, WITH_CHURN, 20)
+    handle = log.record(TOPIC, 30, None, with_broker(WITH_CHURN, "broker-b", None))
+    assert log.latest(TOPIC, before=9, excluding=handle) == WITH_CHURN
+    assert log.latest(TOPIC, before=9) == BOTH, "counted, it makes the read too old"
+
+
 def _by_the_definition(
     writes: list[tuple[int, int | None, str]], invoke: int, complete: int
 ) -> set[str]:
