@@ -380,6 +380,7 @@ class ExperimentContext(NodeChanges):
                 origin=origin,
                 invoke_us=invoke_us,
                 complete_us=complete_us,
+                force=self.recorder.sent_while_recording(invoke_us),
             )
 
     def gateway_restarting(self, node: str) -> None:

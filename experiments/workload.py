@@ -39,6 +39,7 @@ from experiment_history.schema import (
     RouteItem,
     canonical_route,
 )
+from experiment_history.superseding import TIME_MAX_US
 from experiments.node_views import NodeViews
 from localcluster.demo import DemoBroker, register_request, topic_table
 from remoting.bodies import decode_topic_route_data, encode_topic_route_data
@@ -149,16 +150,27 @@ class Recorder:
         self.recording = False
         self.started_ms = 0
         self._op_id = 0
+        self._span_us: tuple[int, int] | None = None
 
     def start(self) -> int:
         """Begin recording; returns the start time."""
         self.recording = True
         self.started_ms = now_ms()
+        self._span_us = (self.started_ms * 1_000, TIME_MAX_US)
         return self.started_ms
 
     def stop(self) -> None:
-        """Stop recording (rows offered afterwards are dropped)."""
+        """Stop recording (rows offered afterwards are dropped, unless forced:
+        :meth:`sent_while_recording`)."""
         self.recording = False
+        if self._span_us is not None:
+            self._span_us = (self._span_us[0], now_us())
+
+    def sent_while_recording(self, invoke_us: int) -> bool:
+        """True when an operation invoked at ``invoke_us`` was sent while recording: a
+        write on its way when the recording stops is still part of the history (reads
+        recorded before the stop may already show it)."""
+        return self._span_us is not None and self._span_us[0] <= invoke_us < self._span_us[1]
 
     def route_read(self, process: str, node: str, topic: str, result: ReadResult) -> int:
         """Append one route read of ``topic`` from ``node`` (:func:`read_route`'s answer)."""

@@ -420,6 +420,26 @@ def test_a_harness_write_and_a_heartbeat_round_say_where_they_came_from(tmp_path
     ]
 
 
+def test_a_write_on_its_way_when_the_recording_stops_stays_in_the_history(
+    tmp_path: Path,
+) -> None:
+    """Reads recorded before the stop may already show a round still on its way: its
+    write is recorded when its answers come, after the stop; one sent after the stop
+    is not."""
+    context, writer, (first, _second) = _context(tmp_path)
+
+    async def stopping() -> list[Ack]:
+        context.recorder.stop()
+        return [Ack("n1", now_us())]
+
+    async def after() -> list[Ack]:
+        return [Ack("n1", now_us())]
+
+    asyncio.run(context.broker_write(first.name, KIND_UNREGISTER, stopping))
+    asyncio.run(context.broker_write(first.name, KIND_REGISTER, after))
+    assert [r["kind"] for r in _inferred(tmp_path, writer)] == ["unregister"]
+
+
 def test_a_stopped_broker_comes_back_with_a_route_share_it_never_had(tmp_path: Path) -> None:
     """Each stop steps the broker's queues, so the share its next start registers differs
     from every earlier one: a stop and start never write a topic's earlier value again."""
