@@ -36,8 +36,8 @@ def _churned(tmp_path: Path, changes: int) -> tuple[ExperimentContext, list[dict
     async def acked(broker: Any, node_ids: Any = None) -> list[Ack]:
         return [Ack(n, now_us()) for n in broker.namesrv]
 
-    async def unregistered(broker: Any, node: str, ext: Any) -> int:
-        return now_us()
+    async def unregistered(broker: Any, node: str, ext: Any) -> Ack:
+        return Ack(node, now_us())
 
     fleet.register_acks = acked
     fleet._unregister_one = unregistered
